@@ -1,0 +1,197 @@
+"""One long-lived `sh` that runs our commands one after another.
+
+Each command is framed by a fresh random token:
+
+    ( SCRIPT
+    ) </dev/null; rc=$?; printf '\\n%s %d\\n' TOKEN "$rc"; printf '\\n%s\\n' TOKEN >&2
+
+We always print a newline before the token, so output without a trailing newline, binary
+bytes and stderr cannot break the framing; we strip exactly that newline again. The subshell
+keeps `cd` or `exit` in a script from changing or killing the shared shell, and `</dev/null`
+keeps a script from eating the commands that follow it.
+
+A command that times out leaves the shell in an unknown state: the shell is closed and the
+pool opens a new one, so one hung command never blocks the next poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from console.transport.base import CommandResult
+from console.transport.errors import CommandError, CommandTimeout
+
+MAX_CAPTURE_BYTES = 32 << 20
+_READ_CHUNK = 1 << 16
+
+
+class ByteReader(Protocol):
+    async def read(self, n: int = -1) -> bytes: ...
+
+
+class ByteWriter(Protocol):
+    def write(self, data: bytes) -> None: ...
+
+
+class ShellChannel(Protocol):
+    """The three pipes of a running `sh`, whatever carries them."""
+
+    stdin: ByteWriter
+    stdout: ByteReader
+    stderr: ByteReader
+
+    def close(self) -> None: ...
+
+
+def frame(script: str, token: str) -> bytes:
+    wrapped = (
+        f"( {script}\n) </dev/null; __gc_rc=$?; "
+        f"printf '\\n%s %d\\n' '{token}' \"$__gc_rc\"; printf '\\n%s\\n' '{token}' >&2\n"
+    )
+    return wrapped.encode()
+
+
+async def _read_until(reader: ByteReader, marker: bytes, limit: int) -> tuple[bytes, bytes, bool]:
+    """Read until `marker`; return (before, after, truncated). Memory stays within `limit`."""
+    buf = bytearray()
+    truncated = False
+    while True:
+        idx = buf.find(marker)
+        if idx >= 0:
+            return bytes(buf[:idx]), bytes(buf[idx + len(marker):]), truncated
+        chunk = await reader.read(_READ_CHUNK)
+        if not chunk:
+            raise CommandError("the remote shell closed while a command was running")
+        buf += chunk
+        if len(buf) > limit + len(marker) + 64:
+            # Keep the tail so a marker split across chunks is still found.
+            keep = len(marker) + 64
+            del buf[limit : len(buf) - keep]
+            truncated = True
+
+
+class PersistentShell:
+    """Runs framed commands on one `sh`; not safe for concurrent use (the pool serializes)."""
+
+    def __init__(self, channel: ShellChannel) -> None:
+        self._channel = channel
+        self.broken = False
+
+    async def run(self, script: str, *, timeout: float) -> CommandResult:
+        if self.broken:
+            raise CommandError("shell is closed")
+        token = "__GC_" + secrets.token_hex(16)
+        started = time.perf_counter()
+        try:
+            self._channel.stdin.write(frame(script, token))
+            out_marker = f"\n{token} ".encode()
+            err_marker = f"\n{token}\n".encode()
+
+            async def read_stdout() -> tuple[bytes, int, bool]:
+                body, rest, truncated = await _read_until(self._channel.stdout, out_marker, MAX_CAPTURE_BYTES)
+                while b"\n" not in rest:
+                    chunk = await self._channel.stdout.read(_READ_CHUNK)
+                    if not chunk:
+                        raise CommandError("the remote shell closed while a command was running")
+                    rest += chunk
+                return body, int(rest.split(b"\n", 1)[0] or b"255"), truncated
+
+            async def read_stderr() -> bytes:
+                body, _rest, _ = await _read_until(self._channel.stderr, err_marker, 1 << 20)
+                return body
+
+            (stdout, status, truncated), stderr = await asyncio.wait_for(
+                asyncio.gather(read_stdout(), read_stderr()), timeout
+            )
+        except asyncio.TimeoutError:
+            self.close()
+            raise CommandTimeout(f"command timed out after {timeout:g}s") from None
+        except (CommandError, OSError, ConnectionError, ValueError) as exc:
+            self.close()
+            if isinstance(exc, CommandError):
+                raise
+            raise CommandError(f"remote shell failed: {exc}") from None
+        # The framing printed one newline before the token on each stream.
+        return CommandResult(
+            exit_status=status,
+            stdout=stdout[1:] if stdout.startswith(b"\n") else stdout,
+            stderr=stderr[1:] if stderr.startswith(b"\n") else stderr,
+            elapsed_s=time.perf_counter() - started,
+            truncated=truncated,
+        )
+
+    def close(self) -> None:
+        self.broken = True
+        with contextlib.suppress(Exception):
+            self._channel.close()
+
+
+class ShellPool:
+    """A few persistent shells, so one slow command does not hold up every pane.
+
+    OpenSSH allows 10 session channels per connection (MaxSessions); the pool uses at most
+    `max_shells` of them and opens a shell only when every open one is busy.
+    """
+
+    def __init__(self, open_shell: Callable[[], Awaitable[PersistentShell]], max_shells: int = 3) -> None:
+        self._open_shell = open_shell
+        self._max = max_shells
+        self._idle: list[PersistentShell] = []
+        self._count = 0
+        self._cond = asyncio.Condition()
+        self._closed = False
+
+    async def _acquire(self, timeout: float) -> PersistentShell:
+        async with self._cond:
+            while True:
+                if self._closed:
+                    raise CommandError("transport closed")
+                while self._idle:
+                    shell = self._idle.pop()
+                    if not shell.broken:
+                        return shell
+                    self._count -= 1
+                if self._count < self._max:
+                    self._count += 1
+                    break
+                await asyncio.wait_for(self._cond.wait(), timeout)
+        try:
+            return await asyncio.wait_for(self._open_shell(), timeout)
+        except BaseException:
+            async with self._cond:
+                self._count -= 1
+                self._cond.notify()
+            raise
+
+    async def _release(self, shell: PersistentShell) -> None:
+        async with self._cond:
+            if shell.broken or self._closed:
+                self._count -= 1
+                shell.close()
+            else:
+                self._idle.append(shell)
+            self._cond.notify()
+
+    async def run(self, script: str, *, timeout: float) -> CommandResult:
+        deadline = time.monotonic() + timeout
+        try:
+            shell = await self._acquire(timeout)
+        except asyncio.TimeoutError:
+            raise CommandTimeout(f"no shell free within {timeout:g}s") from None
+        try:
+            return await shell.run(script, timeout=max(0.05, deadline - time.monotonic()))
+        finally:
+            await self._release(shell)
+
+    async def close(self) -> None:
+        async with self._cond:
+            self._closed = True
+            for shell in self._idle:
+                shell.close()
+            self._idle.clear()
+            self._cond.notify_all()

@@ -1,0 +1,365 @@
+"""The SSH transport: one asyncssh connection per host, persistent channels on top of it.
+
+Measured on a 2-core VM against OpenSSH on loopback: a new exec channel costs about 110 ms (sshd
+forks a session for it), a command on an already-open shell under 1 ms. So request/response
+work goes through a small pool of persistent shells, file metadata through one SFTP session,
+continuous output through long-lived streams, and HTTP through a local port forward.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from console.transport.base import CommandResult, ConnectionState, FileStat, LineStream
+from console.transport.errors import (
+    AuthError,
+    CommandError,
+    CommandTimeout,
+    ConnectError,
+    HostKeyChanged,
+    HostKeyUnknown,
+    TransportError,
+)
+from console.transport.shell import PersistentShell, ShellPool
+from console.transport.streams import ProcessLineStream, stream_wrapper
+
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+
+
+@dataclass(frozen=True, slots=True)
+class SshOptions:
+    """How to reach the host; unset values come from ~/.ssh/config as they do for `ssh`."""
+
+    host: str
+    port: int | None = None
+    user: str | None = None
+    identity: str | None = None
+    known_hosts: str | None = None
+    accept_new_host_key: bool = False
+    connect_timeout_s: float = 10.0
+    keepalive_interval_s: float = 15.0
+    ssh_config: tuple[str, ...] | None = None  # None: asyncssh's default (~/.ssh/config)
+
+    @property
+    def known_hosts_path(self) -> Path:
+        return Path(os.path.expanduser(self.known_hosts or DEFAULT_KNOWN_HOSTS))
+
+    @property
+    def label(self) -> str:
+        return self.host if not self.port or self.port == 22 else f"{self.host}:{self.port}"
+
+
+class _SshShellChannel:
+    def __init__(self, process: asyncssh.SSHClientProcess[bytes]) -> None:
+        self._process = process
+        self.stdin = process.stdin
+        self.stdout = process.stdout
+        self.stderr = process.stderr
+
+    def close(self) -> None:
+        self._process.close()
+
+
+def _known_hosts_host(host: str, port: int | None) -> str:
+    return host if not port or port == 22 else f"[{host}]:{port}"
+
+
+class SshTransport:
+    """One SSH connection with keepalive, reconnect and a published connection state."""
+
+    def __init__(self, options: SshOptions, *, max_shells: int = 3) -> None:
+        self.options = options
+        self._max_shells = max_shells
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._pool: ShellPool | None = None
+        self._sftp: asyncssh.SFTPClient | None = None
+        self._sftp_lock = asyncio.Lock()
+        self._forwards: dict[int, asyncssh.SSHListener] = {}
+        self._streams: list[ProcessLineStream] = []
+        self._listeners: list[Callable[[ConnectionState], None]] = []
+        self._state = ConnectionState(options.label, "connecting", time.time())
+        self._supervisor: asyncio.Task[None] | None = None
+        self._closing = False
+
+    # -- state ---------------------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        return self.options.label
+
+    @property
+    def state(self) -> ConnectionState:
+        return self._state
+
+    def on_state(self, callback: Callable[[ConnectionState], None]) -> None:
+        self._listeners.append(callback)
+        callback(self._state)
+
+    def _set_state(self, status: str, detail: str | None = None) -> None:
+        if self._state.status == status and self._state.detail == detail:
+            return
+        since = self._state.since_s if self._state.status == status else time.time()
+        self._state = ConnectionState(self.label, status, since, detail)  # type: ignore[arg-type]
+        for callback in list(self._listeners):
+            with contextlib.suppress(Exception):
+                callback(self._state)
+
+    # -- connecting ----------------------------------------------------------------------
+    def _connect_kwargs(self) -> dict[str, Any]:
+        o = self.options
+        kwargs: dict[str, Any] = {
+            "known_hosts": str(o.known_hosts_path) if o.known_hosts_path.exists() else [],
+            "connect_timeout": o.connect_timeout_s,
+            "keepalive_interval": o.keepalive_interval_s,
+            "keepalive_count_max": 3,
+        }
+        if o.port:
+            kwargs["port"] = o.port
+        if o.user:
+            kwargs["username"] = o.user
+        if o.identity:
+            kwargs["client_keys"] = [os.path.expanduser(o.identity)]
+        if o.ssh_config is not None:
+            kwargs["config"] = list(o.ssh_config)
+        return kwargs
+
+    async def _open_connection(self, *, may_accept_new: bool) -> asyncssh.SSHClientConnection:
+        o = self.options
+        try:
+            return await asyncio.wait_for(
+                asyncssh.connect(o.host, **self._connect_kwargs()), o.connect_timeout_s + 1
+            )
+        except asyncssh.HostKeyNotVerifiable:
+            await self._classify_host_key(may_accept_new)
+            # The key was recorded: connect again, now verified against known_hosts.
+            return await self._open_connection(may_accept_new=False)
+        except asyncssh.PermissionDenied as exc:
+            raise AuthError(f"{self.label}: authentication failed for user "
+                            f"{o.user or 'from ssh config/current user'}: {exc.reason}") from None
+        except asyncio.TimeoutError:
+            raise ConnectError(f"{self.label}: no answer within {o.connect_timeout_s:g}s") from None
+        except asyncssh.Error as exc:
+            raise ConnectError(f"{self.label}: {exc.reason}") from None
+        except (OSError, socket.gaierror) as exc:
+            raise ConnectError(f"{self.label}: {exc.strerror or exc}") from None
+
+    async def _classify_host_key(self, may_accept_new: bool) -> None:
+        """Unknown key: refuse (or record it with --accept-new-host-key). Changed key: refuse."""
+        o = self.options
+        kwargs = {k: v for k, v in self._connect_kwargs().items()
+                  if k in ("port", "config")}
+        try:
+            key = await asyncio.wait_for(asyncssh.get_server_host_key(o.host, **kwargs), o.connect_timeout_s)
+        except (asyncssh.Error, OSError, asyncio.TimeoutError) as exc:
+            raise ConnectError(f"{self.label}: could not read the host key: {exc}") from None
+        if key is None:
+            raise HostKeyUnknown(f"{self.label}: the server presented no host key")
+        fingerprint = key.get_fingerprint("sha256")
+        path = o.known_hosts_path
+        known: tuple[Any, ...] = ()
+        if path.exists():
+            try:
+                addr = socket.gethostbyname(o.host)
+            except OSError:
+                addr = o.host
+            with contextlib.suppress(Exception):
+                known = tuple(asyncssh.read_known_hosts(str(path)).match(o.host, addr, o.port)[0])
+        if known:
+            raise HostKeyChanged(
+                f"{self.label}: HOST KEY CHANGED: it now presents {key.get_algorithm()} {fingerprint}, "
+                f"which does not match {path}. Refusing to connect; if the change is expected, remove "
+                f"the old entry (ssh-keygen -R {_known_hosts_host(o.host, o.port)}).",
+                fingerprint=fingerprint,
+            )
+        if not may_accept_new:
+            raise HostKeyUnknown(
+                f"{self.label}: unknown host key {key.get_algorithm()} {fingerprint}; not in {path}. "
+                "Check the fingerprint, then run again with --accept-new-host-key to record it.",
+                fingerprint=fingerprint,
+            )
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        line = f"{_known_hosts_host(o.host, o.port)} {key.export_public_key('openssh').decode().strip()}\n"
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+
+    async def connect(self) -> None:
+        """Connect once; raises a ConnectError subclass with a one-line reason."""
+        self._set_state("connecting")
+        try:
+            conn = await self._open_connection(may_accept_new=self.options.accept_new_host_key)
+        except TransportError as exc:
+            self._set_state("failed", str(exc))
+            raise
+        self._attach(conn)
+        self._supervisor = asyncio.ensure_future(self._supervise())
+
+    def _attach(self, conn: asyncssh.SSHClientConnection) -> None:
+        self._conn = conn
+        self._pool = ShellPool(self._open_shell, self._max_shells)
+        self._sftp = None
+        self._forwards.clear()
+        self._set_state("connected")
+
+    async def _supervise(self) -> None:
+        """Wait for the connection to drop, then reconnect with exponential backoff and jitter."""
+        while not self._closing:
+            assert self._conn is not None
+            await self._conn.wait_closed()
+            if self._closing:
+                return
+            old_pool = self._pool
+            self._conn = None
+            if old_pool:
+                await old_pool.close()
+            for stream in self._streams:
+                await stream.close()
+            self._streams.clear()
+            self._set_state("reconnecting", "connection lost")
+            delay = 0.5
+            while not self._closing:
+                await asyncio.sleep(delay * random.uniform(0.7, 1.3))
+                try:
+                    conn = await self._open_connection(may_accept_new=False)
+                except HostKeyChanged as exc:
+                    self._set_state("failed", str(exc))
+                    return
+                except TransportError as exc:
+                    self._set_state("reconnecting", str(exc).split(": ", 1)[-1])
+                    delay = min(delay * 2, 30.0)
+                    continue
+                self._attach(conn)
+                break
+
+    def _require(self) -> asyncssh.SSHClientConnection:
+        if self._conn is None:
+            raise ConnectError(f"{self.label}: not connected ({self._state.describe()})")
+        return self._conn
+
+    # -- commands ------------------------------------------------------------------------
+    async def _open_shell(self) -> PersistentShell:
+        conn = self._require()
+        try:
+            process = await conn.create_process("exec /bin/sh", encoding=None)
+        except asyncssh.Error as exc:
+            raise CommandError(f"could not open a shell: {exc.reason}") from None
+        return PersistentShell(_SshShellChannel(process))
+
+    async def run(self, script: str, *, timeout: float = 10.0) -> CommandResult:
+        self._require()
+        assert self._pool is not None
+        return await self._pool.run(script, timeout=timeout)
+
+    async def run_fresh(self, script: str, *, timeout: float = 10.0) -> CommandResult:
+        conn = self._require()
+        started = time.perf_counter()
+        try:
+            result = await conn.run(script, encoding=None, timeout=timeout, stdin=asyncssh.DEVNULL)
+        except asyncssh.TimeoutError:
+            raise CommandTimeout(f"command timed out after {timeout:g}s") from None
+        except asyncssh.Error as exc:
+            raise CommandError(str(exc.reason)) from None
+        out = result.stdout if isinstance(result.stdout, bytes) else b""
+        err = result.stderr if isinstance(result.stderr, bytes) else b""
+        return CommandResult(result.exit_status or 0, out, err, time.perf_counter() - started)
+
+    # -- files ---------------------------------------------------------------------------
+    async def _sftp_client(self) -> asyncssh.SFTPClient:
+        conn = self._require()
+        async with self._sftp_lock:
+            if self._sftp is None:
+                self._sftp = await conn.start_sftp_client()
+            return self._sftp
+
+    async def stat(self, path: str, *, timeout: float = 10.0) -> FileStat:
+        try:
+            sftp = await asyncio.wait_for(self._sftp_client(), timeout)
+            attrs = await asyncio.wait_for(sftp.stat(path), timeout)
+            lattrs = await asyncio.wait_for(sftp.lstat(path), timeout)
+        except asyncio.TimeoutError:
+            raise CommandTimeout(f"stat {path} timed out after {timeout:g}s") from None
+        except asyncssh.SFTPNoSuchFile:
+            raise FileNotFoundError(path) from None
+        except asyncssh.SFTPPermissionDenied:
+            raise PermissionError(path) from None
+        except asyncssh.SFTPError as exc:
+            raise CommandError(f"stat {path}: {exc.reason}") from None
+        import stat as stat_mod
+
+        return FileStat(
+            path,
+            attrs.size or 0,
+            float(attrs.mtime or 0),
+            stat_mod.S_ISDIR(attrs.permissions or 0),
+            stat_mod.S_ISLNK(lattrs.permissions or 0),
+        )
+
+    async def read_file(self, path: str, *, max_bytes: int = 1 << 20, timeout: float = 10.0) -> bytes:
+        async def _read() -> bytes:
+            sftp = await self._sftp_client()
+            async with sftp.open(path, "rb") as fh:
+                data = await fh.read(max_bytes)
+                return data if isinstance(data, bytes) else data.encode()
+
+        try:
+            return await asyncio.wait_for(_read(), timeout)
+        except asyncio.TimeoutError:
+            raise CommandTimeout(f"reading {path} timed out after {timeout:g}s") from None
+        except asyncssh.SFTPNoSuchFile:
+            raise FileNotFoundError(path) from None
+        except asyncssh.SFTPPermissionDenied:
+            raise PermissionError(path) from None
+        except asyncssh.SFTPError as exc:
+            raise CommandError(f"reading {path}: {exc.reason}") from None
+
+    # -- streams and HTTP ----------------------------------------------------------------
+    async def stream(self, script: str) -> LineStream:
+        conn = self._require()
+        try:
+            process = await conn.create_process(stream_wrapper(script), encoding=None)
+        except asyncssh.Error as exc:
+            raise CommandError(f"could not start a stream: {exc.reason}") from None
+        stream = ProcessLineStream(
+            process.stdout, process.stderr, process.close, lambda: process.exit_status
+        )
+        self._streams.append(stream)
+        return stream
+
+    async def http_base_url(self, remote_port: int) -> str:
+        conn = self._require()
+        listener = self._forwards.get(remote_port)
+        if listener is None:
+            try:
+                listener = await conn.forward_local_port("127.0.0.1", 0, "127.0.0.1", int(remote_port))
+            except (asyncssh.Error, OSError) as exc:
+                raise CommandError(f"port forward to {remote_port} failed: {exc}") from None
+            self._forwards[remote_port] = listener
+        return f"http://127.0.0.1:{listener.get_port()}"
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._pool:
+            await self._pool.close()
+        for stream in self._streams:
+            await stream.close()
+        self._streams.clear()
+        for listener in self._forwards.values():
+            listener.close()
+        self._forwards.clear()
+        if self._conn is not None:
+            self._conn.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._conn.wait_closed(), 2)
+        if self._supervisor:
+            self._supervisor.cancel()
+            with contextlib.suppress(BaseException):
+                await self._supervisor
