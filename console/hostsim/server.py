@@ -41,6 +41,11 @@ class _SimServer(asyncssh.SSHServer):
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         self._sim.connections += 1
+        self._sim.open_connections.add(conn)
+        self._conn = conn
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._sim.open_connections.discard(self._conn)
 
     def begin_auth(self, username: str) -> bool:
         return True
@@ -62,6 +67,7 @@ class HostSimulator:
         self.scenario = scenario
         self.port = 0
         self.connections = 0
+        self.open_connections: set[asyncssh.SSHServerConnection] = set()
         self._server: asyncssh.SSHAcceptor | None = None
         self._children: set[asyncio.subprocess.Process] = set()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -174,23 +180,39 @@ class HostSimulator:
             process.exit(127)
             return
         self._children.add(child)
-        pump = asyncio.ensure_future(self._pump_stdin(process, child))
+        assert child.stdout is not None and child.stderr is not None
+        pumps = [
+            asyncio.ensure_future(self._pump_stdin(process, child)),
+            asyncio.ensure_future(self._pump_out(child.stdout, process.stdout)),
+            asyncio.ensure_future(self._pump_out(child.stderr, process.stderr)),
+        ]
         try:
-            await process.redirect(stdout=child.stdout, stderr=child.stderr)
             status = await child.wait()
-            # Let redirected output drain before the exit status closes the channel.
-            with contextlib.suppress(Exception):
-                await process.stdout.drain()
-                await process.stderr.drain()
+            await asyncio.gather(*pumps[1:], return_exceptions=True)
             process.exit(status if status >= 0 else 128 - status)
-        except (asyncssh.Error, ConnectionError, BrokenPipeError):
+        except (asyncssh.Error, ConnectionError, BrokenPipeError, OSError):
             pass
         finally:
-            pump.cancel()
+            for pump in pumps:
+                pump.cancel()
             # The channel is gone: like sshd closing the pipes, the child sees EOF on stdin.
             if child.stdin and not child.stdin.is_closing():
                 child.stdin.close()
             self._children.discard(child)
+
+    @staticmethod
+    async def _pump_out(source: asyncio.StreamReader, target: asyncssh.SSHWriter[bytes]) -> None:
+        """Copy a child's output to the channel; a closed channel just ends the copy (as with sshd,
+        the child then gets SIGPIPE on its next write)."""
+        try:
+            while True:
+                data = await source.read(1 << 16)
+                if not data:
+                    return
+                target.write(data)
+                await target.drain()
+        except (asyncssh.Error, ConnectionError, BrokenPipeError, OSError):
+            return
 
     @staticmethod
     async def _pump_stdin(process: asyncssh.SSHServerProcess[bytes], child: asyncio.subprocess.Process) -> None:
@@ -202,7 +224,7 @@ class HostSimulator:
                     break
                 child.stdin.write(data)
                 await child.stdin.drain()
-        except (asyncssh.Error, ConnectionError, BrokenPipeError):
+        except (asyncssh.Error, ConnectionError, BrokenPipeError, OSError):
             pass
         finally:
             if not child.stdin.is_closing():
@@ -222,6 +244,13 @@ class HostSimulator:
         for child in list(self._children):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
+        for conn in list(self.open_connections):
+            conn.close()
+        for conn in list(self.open_connections):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.wait_closed(), 2)
+        # Let the connections' own tasks see the close before the loop goes away.
+        await asyncio.sleep(0.05)
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)
 

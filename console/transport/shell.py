@@ -105,17 +105,33 @@ class PersistentShell:
                 body, _rest, _ = await _read_until(self._channel.stderr, err_marker, 1 << 20)
                 return body
 
-            (stdout, status, truncated), stderr = await asyncio.wait_for(
-                asyncio.gather(read_stdout(), read_stderr()), timeout
-            )
+            out_task = asyncio.ensure_future(read_stdout())
+            err_task = asyncio.ensure_future(read_stderr())
+            try:
+                done, _ = await asyncio.wait({out_task, err_task}, timeout=timeout,
+                                             return_when=asyncio.FIRST_EXCEPTION)
+                for task in done:
+                    task.result()  # re-raise the first failure
+                if len(done) < 2:
+                    raise asyncio.TimeoutError
+            finally:
+                for task in (out_task, err_task):
+                    task.cancel()
+                await asyncio.gather(out_task, err_task, return_exceptions=True)
+            stdout, status, truncated = out_task.result()
+            stderr = err_task.result()
         except asyncio.TimeoutError:
             self.close()
             raise CommandTimeout(f"command timed out after {timeout:g}s") from None
-        except (CommandError, OSError, ConnectionError, ValueError) as exc:
+        except asyncio.CancelledError:
             self.close()
-            if isinstance(exc, CommandError):
-                raise
-            raise CommandError(f"remote shell failed: {exc}") from None
+            raise
+        except CommandError:
+            self.close()
+            raise
+        except Exception as exc:  # noqa: BLE001 - asyncssh.ConnectionLost and friends are not OSErrors
+            self.close()
+            raise CommandError(f"remote shell failed: {getattr(exc, 'reason', None) or exc}") from None
         # The framing printed one newline before the token on each stream.
         return CommandResult(
             exit_status=status,

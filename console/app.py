@@ -1,0 +1,226 @@
+"""The Textual app: layout, bindings, command palette and the host session's lifecycle.
+
+This is the only module that knows both the sources and the panes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Grid, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer, Markdown
+from textual.worker import Worker, WorkerState
+
+from console.messages import ConnectionChanged, ReadingReady
+from console.panes.base import PlaceholderPane, ReadingPane
+from console.panes.header import HostHeader
+from console.session import HostSession
+from console.sources.base import PolledSource, describe_error
+from console.transport.errors import HostKeyError, TransportError
+
+
+def stylesheet_path() -> Path:
+    """The stylesheet ships inside the package (wheel) or sits at the repo root (checkout)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "styles" / "console.tcss", here.parent / "styles" / "console.tcss"):
+        if candidate.exists():
+            return candidate
+    raise FileNotFoundError("console.tcss not found next to the package or at the repository root")
+
+
+HELP = """\
+# gpuconsole
+
+One screen for an SGLang model swap on one GPU host, fed over one SSH connection.
+
+| key | what it does |
+|---|---|
+| `1`–`5` | maximize a pane; the same key (or `escape`) restores the grid |
+| `tab` / `shift+tab` | move focus between panes |
+| `ctrl+p` | command palette |
+| `ctrl+s` | save an SVG screenshot |
+| `?` | this help |
+| `q` | quit |
+
+**Colours.** Green is healthy, yellow is a warning or stale data, red is an error. A pane
+border turns yellow when its data is older than it should be and red when its last poll
+failed; the subtitle says which. The header shows the connection (connected / reconnecting
+for N s / failed: why) and how old the host summary is.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [("escape,q,question_mark", "app.pop_screen", "Close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 80; max-width: 95%; height: auto; max-height: 90%;
+        border: round $accent; background: $surface; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Markdown(HELP)
+
+
+class ConsoleApp(App[int]):
+    """`ConsoleApp(session)`; `session` may be None while the host session is still being opened."""
+
+    TITLE = "gpuconsole"
+    CSS_PATH = str(stylesheet_path())
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("1", "toggle_max('gpu')", "GPUs", show=False),
+        Binding("2", "toggle_max('download')", "Download", show=False),
+        Binding("3", "toggle_max('service')", "Service", show=False),
+        Binding("4", "toggle_max('log')", "Log", show=False),
+        Binding("5", "toggle_max('bench')", "Bench", show=False),
+        Binding("escape", "restore", "Restore", show=False),
+        Binding("ctrl+s", "screenshot", "Screenshot"),
+    ]
+
+    PANES: ClassVar[tuple[tuple[str, str, str], ...]] = (
+        ("gpu", "1", "GPUs"),
+        ("download", "2", "Download"),
+        ("service", "3", "Service diff"),
+        ("log", "4", "SGLang log"),
+        ("bench", "5", "Benchmark"),
+    )
+
+    def __init__(self, session: HostSession, *, screenshot: str | None = None,
+                 screenshot_after_s: float | None = None) -> None:
+        super().__init__()
+        self.session = session
+        self._screenshot = screenshot
+        self._screenshot_after_s = screenshot_after_s
+        self.exit_code = 0
+
+    # -- layout --------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield HostHeader(self.session.transport.label if self.session.profile.host else
+                         f"local: {self.session.transport.label}", self.session.demo, id="host-header")
+        with Grid(id="panes"):
+            for key, number, title in self.PANES:
+                yield self.make_pane(key, number, title)
+        yield Footer()
+
+    def make_pane(self, key: str, number: str, title: str) -> ReadingPane:
+        message = f"{title}: no source for this pane yet."
+        return PlaceholderPane(title, number, message, id=f"{key}-pane")
+
+    def pane(self, key: str) -> ReadingPane:
+        return self.query_one(f"#{key}-pane", ReadingPane)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self.session.transport.on_state(lambda state: self.post_message(ConnectionChanged(state)))
+        self.open_session()
+        self.set_interval(1.0, self._tick)
+        if self._screenshot and self._screenshot_after_s is not None:
+            self.set_timer(self._screenshot_after_s, self._take_screenshot_and_exit)
+
+    @work(group="session", exit_on_error=False)
+    async def open_session(self) -> None:
+        transport = self.session.transport
+        delay = 1.0
+        while transport.state.status != "connected":
+            try:
+                await transport.connect()
+                break
+            except HostKeyError as exc:
+                self.notify(str(exc), title="host key refused", severity="error", timeout=30)
+                return
+            except TransportError as exc:
+                self.notify(str(exc), title="cannot connect", severity="error", timeout=8)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30)
+        for source in self.session.polled_sources():
+            self.run_source(source)
+        self.start_streams()
+
+    def start_streams(self) -> None:
+        """Hook for stream-fed sources (logs); the polled ones start in `open_session`."""
+
+    @work(group="sources", exit_on_error=False)
+    async def run_source(self, source: PolledSource[Any]) -> None:
+        async for reading in source.readings():
+            self.post_message(ReadingReady(source.name, reading))
+
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            self.notify(describe_error(event.worker.error), title=f"{event.worker.group} failed",
+                        severity="error", timeout=10)
+
+    def on_connection_changed(self, message: ConnectionChanged) -> None:
+        self.query_one(HostHeader).state = message.state
+
+    def on_reading_ready(self, message: ReadingReady) -> None:
+        self.route_reading(message.source, message.reading)
+
+    def route_reading(self, source: str, reading: Any) -> None:
+        if source == "host":
+            self.query_one(HostHeader).summary = reading
+            return
+        with contextlib.suppress(Exception):
+            self.pane(source).reading = reading
+
+    def _tick(self) -> None:
+        now = time.time()
+        self.query_one(HostHeader).tick()
+        for pane in self.query(ReadingPane):
+            pane.update_age(now)
+
+    async def on_unmount(self) -> None:
+        self.workers.cancel_all()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.session.close(), 3)
+
+    # -- actions -------------------------------------------------------------------------
+    def action_toggle_max(self, key: str) -> None:
+        pane = self.pane(key)
+        if self.screen.maximized is pane:
+            self.screen.minimize()
+        else:
+            self.screen.maximize(pane, container=False)
+            pane.focus()
+
+    def action_restore(self) -> None:
+        if self.screen.maximized is not None:
+            self.screen.minimize()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def screenshot_dir(self) -> Path:
+        shots = Path.cwd() / "screenshots"
+        return shots if shots.is_dir() else Path.cwd()
+
+    def action_screenshot(self) -> None:
+        name = f"gpuconsole-{time.strftime('%Y%m%d-%H%M%S')}.svg"
+        path = self.save_screenshot(name, str(self.screenshot_dir()))
+        self.notify(f"saved {path}", title="screenshot")
+
+    def _take_screenshot_and_exit(self) -> None:
+        assert self._screenshot
+        target = Path(self._screenshot)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self.save_screenshot(target.name, str(target.parent.resolve()))
+        self.exit(0)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for key, number, title in self.PANES:
+            yield SystemCommand(f"Maximize {title}", f"Show the {title} pane alone (key {number})",
+                                lambda key=key: self.action_toggle_max(key))
+        yield SystemCommand("Save screenshot", "Save an SVG screenshot (ctrl+s)", self.action_screenshot)
+        yield SystemCommand("Help", "Keys and colours (?)", self.action_help)

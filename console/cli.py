@@ -1,0 +1,166 @@
+"""The command line: the app, and the `snapshot`, `doctor` subcommands.
+
+Errors are one line on stderr and a non-zero exit; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from console import __version__
+from console.config import ConfigError, HostProfile, load_config
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+def _host_options(*, suppress: bool = False) -> argparse.ArgumentParser:
+    """Host options for the top level and (with `suppress`) for each subcommand, so that
+    `gpuconsole --demo doctor` and `gpuconsole doctor --demo` mean the same."""
+    p = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS if suppress else None)
+    g = p.add_argument_group("host options")
+    g.add_argument("--host", help="GPU host (a name from ~/.ssh/config works); none: this machine")
+    g.add_argument("--port", type=int)
+    g.add_argument("--user")
+    g.add_argument("--identity", metavar="FILE", help="private key file (as ssh -i)")
+    g.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default ~/.ssh/known_hosts)")
+    g.add_argument("--accept-new-host-key", action="store_true", default=None if not suppress else argparse.SUPPRESS,
+                   help="record an unknown host key (OpenSSH's accept-new); a changed key is always refused")
+    g.add_argument("--connect-timeout", type=float, dest="connect_timeout_s", metavar="SECONDS")
+    g.add_argument("--config", metavar="FILE", help="config file (default: $GPUCONSOLE_CONFIG or "
+                   "~/.config/gpuconsole/config.toml)")
+    g.add_argument("--profile", help="host profile from the config")
+    g.add_argument("--model-dir", metavar="DIR")
+    g.add_argument("--repo", dest="repo_id", metavar="REPO_ID", help="Hugging Face repo id of the model")
+    g.add_argument("--unit", help="systemd unit of the new SGLang service")
+    g.add_argument("--compare-unit", metavar="UNIT", help="unit to diff against (the old service)")
+    g.add_argument("--log-file", metavar="PATH", help="SGLang log file (instead of the unit's journal)")
+    g.add_argument("--server-port", type=int, metavar="N", help="SGLang HTTP port on the host (30000)")
+    g.add_argument("--read-only", action="store_true", default=None if not suppress else argparse.SUPPRESS, help="never change anything on the host (the default today)")
+    g.add_argument("--demo", action="store_true", default=None if not suppress else argparse.SUPPRESS, help="run against the built-in simulated GPU host")
+    g.add_argument("--demo-speed", type=float, metavar="X", help=argparse.SUPPRESS,
+                   **({} if suppress else {"default": 1.0}))
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    host = _host_options(suppress=True)
+    parser = argparse.ArgumentParser(
+        prog="gpuconsole", parents=[_host_options()],
+        description="Operator console for SGLang model swaps on a multi-GPU host, over one SSH connection.",
+    )
+    parser.add_argument("--version", action="version", version=f"gpuconsole {__version__}")
+    parser.add_argument("--screenshot", metavar="FILE.svg", help="save a screenshot after --screenshot-after s, then exit")
+    parser.add_argument("--screenshot-after", type=float, default=3.0, metavar="SECONDS")
+    parser.add_argument("--screenshot-size", default="120x40", metavar="COLSxROWS")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    snap = sub.add_parser("snapshot", parents=[host], help="one poll of every source, as JSON")
+    snap.add_argument("--json", action="store_true", help="print JSON (the only format today)")
+    doc = sub.add_parser("doctor", parents=[host], help="what works on the host and how fast")
+    doc.add_argument("--json", action="store_true")
+    doc.add_argument("--runs", type=int, default=50, help="round-trips measured per channel kind")
+    return parser
+
+
+def resolve_profile(args: argparse.Namespace) -> HostProfile:
+    from pathlib import Path
+
+    config = load_config(Path(args.config) if args.config else None)
+    profile = config.pick(args.profile, args.host)
+    overrides = {k: getattr(args, k, None) for k in (
+        "host", "port", "user", "identity", "known_hosts", "model_dir", "repo_id", "unit",
+        "compare_unit", "log_file", "server_port", "connect_timeout_s")}
+    if args.host and profile.host and args.host == profile.name:
+        overrides["host"] = None  # --host named the profile: keep its address
+    return profile.with_overrides(overrides)
+
+
+def _fail(message: str, code: int = EXIT_FAIL) -> int:
+    print(f"gpuconsole: {message}", file=sys.stderr)
+    return code
+
+
+async def _with_session(args: argparse.Namespace, profile: HostProfile, body: Any) -> int:
+    from console.session import HostSession, make_transport
+    from console.transport.errors import TransportError
+
+    transport = make_transport(profile, accept_new_host_key=bool(args.accept_new_host_key))
+    session = HostSession(profile, transport, demo=bool(args.demo))
+    try:
+        await transport.connect()
+    except TransportError as exc:
+        return _fail(str(exc))
+    try:
+        code: int = await body(session)
+        return code
+    finally:
+        await session.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        profile = resolve_profile(args)
+    except ConfigError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+
+    sim = None
+    if args.demo:
+        from console.session import SimulatorThread
+
+        sim = SimulatorThread(speed=args.demo_speed)
+        try:
+            profile = sim.start().with_overrides({})
+        except Exception as exc:  # noqa: BLE001 - the demo failing to start is one line, too
+            return _fail(f"the demo host simulator did not start: {exc}")
+    try:
+        return asyncio.run(_dispatch(args, profile))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `gpuconsole snapshot --json | head`: the reader left; that is not our error.
+        sys.stderr.close()
+        return EXIT_OK
+    finally:
+        if sim is not None:
+            sim.stop()
+
+
+async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
+    if args.command == "snapshot":
+        from console.snapshot import take_snapshot
+
+        async def snap(session: Any) -> int:
+            print(json.dumps(await take_snapshot(session), indent=2))
+            return EXIT_OK
+
+        return await _with_session(args, profile, snap)
+    if args.command == "doctor":
+        from console.doctor import format_doctor, run_doctor
+
+        async def doctor(session: Any) -> int:
+            report = await run_doctor(session.transport, session.profile, runs=args.runs)
+            print(json.dumps(report, indent=2) if args.json else format_doctor(report))
+            return EXIT_OK if all(c["ok"] for c in report["checks"][:3]) else EXIT_FAIL
+
+        return await _with_session(args, profile, doctor)
+
+    async def run_app(session: Any) -> int:
+        from console.app import ConsoleApp
+
+        app = ConsoleApp(session, screenshot=args.screenshot,
+                         screenshot_after_s=args.screenshot_after if args.screenshot else None)
+        if args.screenshot:
+            # Headless at a fixed size: the same picture whatever terminal (or none) runs it.
+            width, height = (int(x) for x in args.screenshot_size.lower().split("x"))
+            result = await app.run_async(headless=True, size=(width, height))
+        else:
+            result = await app.run_async()
+        return int(result or 0)
+
+    return await _with_session(args, profile, run_app)

@@ -1,0 +1,136 @@
+"""Host profiles from TOML, found through one search-path function, with flags on top.
+
+    GPUCONSOLE_CONFIG=/path/to/config.toml      explicit file (wins)
+    $XDG_CONFIG_HOME/gpuconsole/config.toml     otherwise (~/.config/gpuconsole/config.toml)
+
+A profile is picked by `--profile NAME`, or by `--host` naming a profile or its address.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+
+class ConfigError(Exception):
+    """The config file is missing, unreadable or not valid TOML; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostProfile:
+    """Everything the console needs to know about one GPU host."""
+
+    name: str = "local"
+    host: str | None = None
+    port: int | None = None
+    user: str | None = None
+    identity: str | None = None
+    known_hosts: str | None = None
+    model_dir: str | None = None
+    repo_id: str | None = None
+    unit: str | None = None
+    compare_unit: str | None = None
+    log_file: str | None = None
+    server_port: int = 30000
+    forbidden_prefixes: tuple[str, ...] = ()
+    disk_paths: tuple[str, ...] = ()
+    stall_after_s: float = 60.0
+    gpu_interval_s: float = 1.0
+    connect_timeout_s: float = 10.0
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> HostProfile:
+        """Flags on top of the profile: only values that were given (not None) win."""
+        known = {f.name for f in fields(self)}
+        given = {k: v for k, v in overrides.items() if k in known and v is not None}
+        for key in ("forbidden_prefixes", "disk_paths"):
+            if key in given:
+                given[key] = tuple(given[key])
+        return replace(self, **given)
+
+    def watched_paths(self) -> tuple[str, ...]:
+        """Paths whose free disk the header shows: the model dir and any configured disks."""
+        paths = list(self.disk_paths)
+        if self.model_dir and self.model_dir not in paths:
+            paths.insert(0, self.model_dir)
+        return tuple(paths) or ("/",)
+
+
+def config_search_paths() -> list[Path]:
+    """The one seam for config discovery (tests patch GPUCONSOLE_CONFIG)."""
+    explicit = os.environ.get("GPUCONSOLE_CONFIG")
+    if explicit:
+        return [Path(explicit).expanduser()]
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return [base / "gpuconsole" / "config.toml"]
+
+
+def _profile_from_table(name: str, table: Mapping[str, Any], source: Path) -> HostProfile:
+    known = {f.name for f in fields(HostProfile)}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ConfigError(f"{source}: profile {name!r} has unknown keys: {', '.join(unknown)}")
+    values = dict(table)
+    for key in ("forbidden_prefixes", "disk_paths"):
+        if key in values:
+            if not isinstance(values[key], list) or not all(isinstance(v, str) for v in values[key]):
+                raise ConfigError(f"{source}: profile {name!r}: {key} must be a list of strings")
+            values[key] = tuple(values[key])
+    try:
+        return HostProfile(name=name, **values)
+    except TypeError as exc:
+        raise ConfigError(f"{source}: profile {name!r}: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleConfig:
+    profiles: dict[str, HostProfile]
+    default_profile: str | None = None
+    source: Path | None = None
+
+    def pick(self, profile: str | None, host: str | None) -> HostProfile:
+        if profile:
+            if profile not in self.profiles:
+                where = f" in {self.source}" if self.source else ""
+                raise ConfigError(f"no profile named {profile!r}{where}")
+            return self.profiles[profile]
+        if host:
+            for p in self.profiles.values():
+                if host in (p.name, p.host):
+                    return p
+            return HostProfile(name=host, host=host)
+        if self.default_profile and self.default_profile in self.profiles:
+            return self.profiles[self.default_profile]
+        return HostProfile()
+
+
+def load_config(path: Path | None = None) -> ConsoleConfig:
+    """Read the config; a missing default file is an empty config, a missing explicit one an error."""
+    explicit = path is not None or bool(os.environ.get("GPUCONSOLE_CONFIG"))
+    candidates = [path] if path is not None else config_search_paths()
+    for candidate in candidates:
+        if candidate is None or not candidate.exists():
+            if explicit:
+                raise ConfigError(f"config file not found: {candidate}")
+            continue
+        try:
+            data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read {candidate}: {exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{candidate}: not valid TOML: {exc}") from None
+        tables = data.get("profiles", {})
+        if not isinstance(tables, dict):
+            raise ConfigError(f"{candidate}: [profiles] must be a table of tables")
+        profiles = {name: _profile_from_table(name, t, candidate) for name, t in tables.items()}
+        default = data.get("default_profile")
+        return ConsoleConfig(profiles, default if isinstance(default, str) else None, candidate)
+    return ConsoleConfig({})

@@ -1,0 +1,38 @@
+"""The seeds' swap, time-compressed: what the simulated host does, and the profile to reach it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from console.config import HostProfile
+
+if TYPE_CHECKING:
+    from console.hostsim.server import HostSimulator
+
+MODEL_DIR = "/shared/models/Qwen3.5-122B-A10B"
+OLD_MODEL_DIR = "/data/models/Qwen3.5-397B-A17B-NVFP4"
+NEW_UNIT = "sglang-qwen122b.service"
+OLD_UNIT = "sglang-qwen397b.service"
+
+
+def demo_profile(sim: HostSimulator) -> HostProfile:
+    return HostProfile(
+        name="demo",
+        host="127.0.0.1",
+        port=sim.port,
+        user="root",
+        identity=str(sim.client_key_path),
+        known_hosts=str(sim.known_hosts_path),
+        model_dir=sim.host_path(MODEL_DIR),
+        repo_id="Qwen/Qwen3.5-122B-A10B",
+        unit=NEW_UNIT,
+        compare_unit=OLD_UNIT,
+        forbidden_prefixes=(sim.host_path("/data"),),
+        disk_paths=(sim.host_path("/shared"), sim.host_path("/")),
+    )
+
+
+async def start_scenario(sim: HostSimulator) -> None:
+    """Lay out the sandbox for the story and start its drivers."""
+    sim.path(MODEL_DIR).mkdir(parents=True, exist_ok=True)
+    sim.path(OLD_MODEL_DIR).mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,31 @@
+"""The messages that carry data from source workers to the app. Only the app's workers post them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.message import Message
+
+from console.model import Reading
+from console.transport.base import ConnectionState
+
+
+class ReadingReady(Message, bubble=False):
+    """A source's latest Reading; a backlog collapses to the newest one per source."""
+
+    def __init__(self, source: str, reading: Reading[Any]) -> None:
+        super().__init__()
+        self.source = source
+        self.reading = reading
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ReadingReady) and message.source == self.source
+
+
+class ConnectionChanged(Message, bubble=False):
+    def __init__(self, state: ConnectionState) -> None:
+        super().__init__()
+        self.state = state
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ConnectionChanged)

@@ -1,0 +1,56 @@
+"""Data that crosses layers: frozen, slotted dataclasses with units in the field names.
+
+`None` means "not available"; it is shown as "–" and never guessed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Reading(Generic[T]):
+    """What a source knows right now: the last good data and, if the last poll failed, why."""
+
+    source: str
+    data: T | None = None
+    ok_at_s: float | None = None
+    error: str | None = None
+    error_at_s: float | None = None
+    detail: str | None = None
+
+    def age_s(self, now_s: float | None = None) -> float | None:
+        if self.ok_at_s is None:
+            return None
+        return max(0.0, (time.time() if now_s is None else now_s) - self.ok_at_s)
+
+    def is_stale(self, max_age_s: float, now_s: float | None = None) -> bool:
+        age = self.age_s(now_s)
+        return self.error is not None or age is None or age > max_age_s
+
+
+@dataclass(frozen=True, slots=True)
+class DiskUsage:
+    """One filesystem as `df -P -B1 PATH` reports it."""
+
+    path: str
+    mount: str
+    size_bytes: int
+    used_bytes: int
+    avail_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class HostSummary:
+    hostname: str
+    kernel: str | None
+    uptime_s: float | None
+    load_1m: float | None
+    load_5m: float | None
+    load_15m: float | None
+    cpus: int | None
+    disks: tuple[DiskUsage, ...]

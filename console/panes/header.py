@@ -1,0 +1,103 @@
+"""The header: host, connection state, staleness and the host summary in one or two lines."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from console.model import HostSummary, Reading
+from console.transport.base import ConnectionState
+from console.units import DASH, duration, gb
+
+_STATE_STYLE = {"connected": "bold green", "connecting": "yellow", "reconnecting": "bold yellow",
+                "failed": "bold red"}
+
+
+def short_mount(path: str) -> str:
+    """A mount point as the operator names it: `/`, `/shared` (a long prefix is elided)."""
+    if path in ("", "/"):
+        return "/"
+    parts = path.rstrip("/").split("/")
+    return path if len(parts) <= 2 else "…/" + parts[-1]
+
+
+def format_header(label: str, demo: bool, state: ConnectionState | None,
+                  summary: Reading[HostSummary] | None, now_s: float | None = None) -> Text:
+    now = time.time() if now_s is None else now_s
+    text = Text()
+    text.append(" gpuconsole ", style="bold reverse")
+    if demo:
+        text.append(" DEMO ", style="bold black on yellow")
+    text.append(" ")
+    host = summary.data.hostname if summary and summary.data else None
+    text.append(label, style="bold")
+    if host and host != label:
+        text.append(f" ({host})")
+    text.append("  ")
+    if state is None:
+        text.append("● starting", style="dim")
+    else:
+        text.append("● " + state.describe(now), style=_STATE_STYLE.get(state.status, ""))
+    if summary is not None and summary.data is not None:
+        s = summary.data
+        age = summary.age_s(now)
+        if summary.error or (age is not None and age > 15):
+            text.append(f"  stale {duration(age)}", style="bold yellow")
+        text.append("  up ", style="dim")
+        text.append(duration(s.uptime_s))
+        text.append("  load ", style="dim")
+        loads = [x for x in (s.load_1m, s.load_5m, s.load_15m) if x is not None]
+        load_text = " ".join(f"{x:.2f}" for x in loads) or DASH
+        busy = s.cpus and s.load_1m and s.load_1m > s.cpus
+        text.append(load_text, style="bold yellow" if busy else "")
+        if s.cpus:
+            text.append(f" /{s.cpus} cpu", style="dim")
+        seen: set[str] = set()
+        for disk in s.disks:
+            if disk.mount in seen:
+                continue
+            seen.add(disk.mount)
+            frac_free = disk.avail_bytes / disk.size_bytes if disk.size_bytes else 1.0
+            style = "bold red" if frac_free < 0.05 else "yellow" if frac_free < 0.15 else "green"
+            text.append("  ")
+            text.append(short_mount(disk.mount), style="dim")
+            text.append(f" {gb(disk.avail_bytes)} free", style=style)
+    elif summary is not None and summary.error:
+        text.append(f"  host summary: {summary.error}", style="red")
+    return text
+
+
+class HostHeader(Static):
+    DEFAULT_CSS = """
+    HostHeader { height: 1; background: $panel; color: $text; }
+    """
+
+    state: reactive[ConnectionState | None] = reactive(None)
+    summary: reactive[Reading[HostSummary] | None] = reactive(None)
+
+    def __init__(self, label: str, demo: bool, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._label = label
+        self._demo = demo
+
+    def on_mount(self) -> None:
+        self._redraw()
+
+    def watch_state(self) -> None:
+        self._redraw()
+
+    def watch_summary(self) -> None:
+        self._redraw()
+
+    def tick(self) -> None:
+        """Once a second: only the ages change, and only stale or reconnecting states show them."""
+        if (self.state and self.state.status != "connected") or (
+            self.summary and self.summary.is_stale(15)
+        ):
+            self._redraw()
+
+    def _redraw(self) -> None:
+        self.update(format_header(self._label, self._demo, self.state, self.summary))

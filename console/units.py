@@ -1,0 +1,66 @@
+"""Numbers as the operator reads them. Pure functions, shared by panes and CLI output."""
+
+from __future__ import annotations
+
+DASH = "–"
+
+
+def gb(n: float | None, digits: int = 1) -> str:
+    """Decimal gigabytes, as disks and the Hub count them."""
+    if n is None:
+        return DASH
+    if abs(n) >= 1e12:
+        return f"{n / 1e12:.{2}f} TB"
+    if abs(n) >= 1e9:
+        return f"{n / 1e9:.{digits}f} GB"
+    if abs(n) >= 1e6:
+        return f"{n / 1e6:.{digits}f} MB"
+    if abs(n) >= 1e3:
+        return f"{n / 1e3:.0f} kB"
+    return f"{n:.0f} B"
+
+
+def gib_from_mib(mib: float | None, digits: int = 1) -> str:
+    return DASH if mib is None else f"{mib / 1024:.{digits}f}"
+
+
+def rate(bytes_per_s: float | None) -> str:
+    return DASH if bytes_per_s is None else gb(bytes_per_s) + "/s"
+
+
+def duration(seconds: float | None) -> str:
+    """`42s`, `3m05s`, `2h14m`, `3d4h`."""
+    if seconds is None:
+        return DASH
+    s = int(max(0, seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600}h"
+
+
+def bar(fraction: float | None, width: int) -> str:
+    """A solid bar with eighth-block precision; empty cells are a light shade."""
+    if fraction is None or width <= 0:
+        return "·" * max(width, 0)
+    f = min(1.0, max(0.0, fraction))
+    eighths = round(f * width * 8)
+    full, part = divmod(eighths, 8)
+    partial = " ▏▎▍▌▋▊▉"[part] if part else ""
+    body = "█" * full + partial
+    return body + "░" * (width - len(body))
+
+
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float], width: int, top: float | None = None) -> str:
+    """The last `width` values as block characters scaled to `top` (or their max)."""
+    vals = values[-width:]
+    if not vals:
+        return ""
+    peak = top if top else max(vals) or 1.0
+    return "".join(SPARK[min(7, max(0, round(v / peak * 7)))] for v in vals)

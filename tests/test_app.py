@@ -1,0 +1,72 @@
+"""The app as the operator uses it: real Textual pilot, real SSH to the simulated host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from console.app import ConsoleApp, HelpScreen
+from console.config import HostProfile
+from console.hostsim import HostSimulator
+from console.panes.header import HostHeader
+from console.session import HostSession
+from console.transport.ssh import SshTransport
+from tests.conftest import sim_options, wait_for
+
+
+def header_text(app: ConsoleApp) -> str:
+    return str(app.query_one(HostHeader).render())
+
+
+@pytest.fixture
+def app(sim: HostSimulator) -> ConsoleApp:
+    profile = HostProfile(name="sim", host="127.0.0.1", port=sim.port,
+                          disk_paths=(sim.host_path("/shared"),))
+    return ConsoleApp(HostSession(profile, SshTransport(sim_options(sim)), demo=True))
+
+
+async def test_header_shows_host_connection_and_free_disk(app: ConsoleApp) -> None:
+    async with app.run_test(size=(120, 40)):
+        await wait_for(lambda: "gpu-sim-01" in header_text(app), 10)
+        text = header_text(app)
+        assert "DEMO" in text and "connected" in text
+        assert "…/shared 895.0 GB free" in text
+
+
+async def test_number_keys_maximize_and_restore_panes(app: ConsoleApp) -> None:
+    async with app.run_test(size=(120, 40)) as pilot:
+        for key, pane in [("1", "gpu"), ("4", "log"), ("5", "bench")]:
+            await pilot.press(key)
+            assert app.screen.maximized is app.pane(pane)
+            await pilot.press(key)
+            assert app.screen.maximized is None
+        await pilot.press("2", "escape")
+        assert app.screen.maximized is None
+
+
+async def test_help_opens_and_closes(app: ConsoleApp) -> None:
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_ctrl_s_saves_a_screenshot(app: ConsoleApp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "screenshots").mkdir()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+    shots = list((tmp_path / "screenshots").glob("gpuconsole-*.svg"))
+    assert len(shots) == 1 and shots[0].read_text().startswith("<svg")
+
+
+async def test_a_lost_connection_shows_in_the_header_and_recovers(app: ConsoleApp, sim: HostSimulator) -> None:
+    async with app.run_test(size=(120, 40)):
+        await wait_for(lambda: "gpu-sim-01" in header_text(app), 10)
+        for conn in list(sim.open_connections):
+            conn.close()
+        await wait_for(lambda: "reconnecting" in header_text(app), 5)
+        await wait_for(lambda: "● connected" in header_text(app), 10)
