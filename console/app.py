@@ -22,6 +22,7 @@ from textual.worker import Worker, WorkerState
 
 from console.messages import ConnectionChanged, ReadingReady
 from console.panes.base import PlaceholderPane, ReadingPane
+from console.panes.gpu import GpuPane
 from console.panes.header import HostHeader
 from console.session import HostSession
 from console.sources.base import PolledSource, describe_error
@@ -114,6 +115,8 @@ class ConsoleApp(App[int]):
         yield Footer()
 
     def make_pane(self, key: str, number: str, title: str) -> ReadingPane:
+        if key == "gpu":
+            return GpuPane(id="gpu-pane")
         message = f"{title}: no source for this pane yet."
         return PlaceholderPane(title, number, message, id=f"{key}-pane")
 
@@ -148,7 +151,13 @@ class ConsoleApp(App[int]):
         self.start_streams()
 
     def start_streams(self) -> None:
-        """Hook for stream-fed sources (logs); the polled ones start in `open_session`."""
+        """Sources that are streams rather than polls; the polled ones start in `open_session`."""
+        self.run_stream_source("gpu", self.session.gpu_source().readings())
+
+    @work(group="sources", exit_on_error=False)
+    async def run_stream_source(self, name: str, readings: Any) -> None:
+        async for reading in readings:
+            self.post_message(ReadingReady(name, reading))
 
     @work(group="sources", exit_on_error=False)
     async def run_source(self, source: PolledSource[Any]) -> None:

@@ -21,14 +21,15 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 def _host_options(*, suppress: bool = False) -> argparse.ArgumentParser:
     """Host options for the top level and (with `suppress`) for each subcommand, so that
     `gpuconsole --demo doctor` and `gpuconsole doctor --demo` mean the same."""
-    p = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS if suppress else None)
+    unset = argparse.SUPPRESS if suppress else None
+    p = argparse.ArgumentParser(add_help=False, argument_default=unset)
     g = p.add_argument_group("host options")
     g.add_argument("--host", help="GPU host (a name from ~/.ssh/config works); none: this machine")
     g.add_argument("--port", type=int)
     g.add_argument("--user")
     g.add_argument("--identity", metavar="FILE", help="private key file (as ssh -i)")
     g.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default ~/.ssh/known_hosts)")
-    g.add_argument("--accept-new-host-key", action="store_true", default=None if not suppress else argparse.SUPPRESS,
+    g.add_argument("--accept-new-host-key", action="store_true", default=unset,
                    help="record an unknown host key (OpenSSH's accept-new); a changed key is always refused")
     g.add_argument("--connect-timeout", type=float, dest="connect_timeout_s", metavar="SECONDS")
     g.add_argument("--config", metavar="FILE", help="config file (default: $GPUCONSOLE_CONFIG or "
@@ -40,8 +41,9 @@ def _host_options(*, suppress: bool = False) -> argparse.ArgumentParser:
     g.add_argument("--compare-unit", metavar="UNIT", help="unit to diff against (the old service)")
     g.add_argument("--log-file", metavar="PATH", help="SGLang log file (instead of the unit's journal)")
     g.add_argument("--server-port", type=int, metavar="N", help="SGLang HTTP port on the host (30000)")
-    g.add_argument("--read-only", action="store_true", default=None if not suppress else argparse.SUPPRESS, help="never change anything on the host (the default today)")
-    g.add_argument("--demo", action="store_true", default=None if not suppress else argparse.SUPPRESS, help="run against the built-in simulated GPU host")
+    g.add_argument("--read-only", action="store_true", default=unset,
+                   help="never change anything on the host (the default today)")
+    g.add_argument("--demo", action="store_true", default=unset, help="run against the built-in simulated GPU host")
     g.add_argument("--demo-speed", type=float, metavar="X", help=argparse.SUPPRESS,
                    **({} if suppress else {"default": 1.0}))
     return p
@@ -54,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Operator console for SGLang model swaps on a multi-GPU host, over one SSH connection.",
     )
     parser.add_argument("--version", action="version", version=f"gpuconsole {__version__}")
-    parser.add_argument("--screenshot", metavar="FILE.svg", help="save a screenshot after --screenshot-after s, then exit")
+    parser.add_argument("--screenshot", metavar="FILE.svg",
+                        help="save a screenshot after --screenshot-after s, then exit")
     parser.add_argument("--screenshot-after", type=float, default=3.0, metavar="SECONDS")
     parser.add_argument("--screenshot-size", default="120x40", metavar="COLSxROWS")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

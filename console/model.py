@@ -54,3 +54,47 @@ class HostSummary:
     load_15m: float | None
     cpus: int | None
     disks: tuple[DiskUsage, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    pid: int
+    name: str
+    memory_mib: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuDevice:
+    """One GPU as nvidia-smi's --query-gpu reports it. Unsupported fields are None (shown as –)."""
+
+    index: int
+    name: str
+    uuid: str | None
+    memory_used_mib: int | None
+    memory_total_mib: int | None
+    utilization_pct: int | None
+    temperature_c: int | None
+    power_w: float | None
+    power_limit_w: float | None
+    processes: tuple[GpuProcess, ...] = ()
+    error: str | None = None  # "GPU requires reset", "Unknown Error", ...
+
+    @property
+    def memory_fraction(self) -> float | None:
+        if self.memory_used_mib is None or not self.memory_total_mib:
+            return None
+        return self.memory_used_mib / self.memory_total_mib
+
+
+@dataclass(frozen=True, slots=True)
+class GpuStatus:
+    """All GPUs of the host at one instant, with the path that read them."""
+
+    source: str  # "nvml", "nvidia-smi-stream" or "nvidia-smi"
+    gpus: tuple[GpuDevice, ...]
+    problems: tuple[str, ...] = ()
+    driver: str | None = None
+    sampled_at_s: float | None = None
+    # The last samples of memory use and utilization per GPU index, oldest first (0..1 and %).
+    memory_history: tuple[tuple[float, ...], ...] = ()
+    util_history: tuple[tuple[float, ...], ...] = ()

@@ -12,6 +12,7 @@ from typing import Any
 from console.config import HostProfile
 from console.model import Reading
 from console.sources.base import PolledSource
+from console.sources.gpu import GpuSource
 from console.sources.host import host_summary_source
 from console.transport.base import Transport
 from console.transport.local import LocalTransport
@@ -40,6 +41,9 @@ class HostSession:
     def polled_sources(self) -> Sequence[PolledSource[Any]]:
         return [host_summary_source(self.transport, self.profile.watched_paths())]
 
+    def gpu_source(self) -> GpuSource:
+        return GpuSource(self.transport, local=not self.profile.host, interval_s=self.profile.gpu_interval_s)
+
     def snapshot_fields(self, source: str, reading: Reading[Any]) -> dict[str, Any]:
         """The keys a source contributes to `snapshot --json` (public interface: keep them stable)."""
         from console.snapshot import to_jsonable
@@ -49,7 +53,17 @@ class HostSession:
         return {source: to_jsonable(reading.data)}
 
     async def stream_snapshot_fields(self) -> dict[str, Any]:
-        return {}
+        from console.snapshot import to_jsonable
+
+        gpu = await self.gpu_source().first_reading()
+        out: dict[str, Any] = {
+            "gpu_source": gpu.data.source if gpu.data else None,
+            "gpus": to_jsonable(gpu.data.gpus) if gpu.data else [],
+            "gpu_problems": list(gpu.data.problems) if gpu.data else [],
+        }
+        if gpu.error:
+            out["gpu_error"] = gpu.error
+        return out
 
     async def close(self) -> None:
         await self.transport.close()

@@ -155,6 +155,16 @@ async def test_stream_lines_and_no_remote_process_left_after_close(transport: Tr
         await asyncio.sleep(0.1)
 
 
+async def test_a_stream_whose_command_exits_ends_with_its_status(transport: Transport) -> None:
+    stream = await transport.stream("echo one; echo oops >&2; exit 3")
+    lines = [line async for line in stream]
+    assert lines == [b"one"]
+    await wait_for(lambda: stream.exit_status is not None, 5)
+    assert stream.exit_status == 3
+    assert "oops" in stream.stderr_tail
+    await stream.close()
+
+
 async def test_quiet_stream_dies_when_the_connection_drops(sim: object) -> None:
     """Without a pty a quiet `tail -f` would linger on the host after the console is gone."""
     from console.hostsim import HostSimulator

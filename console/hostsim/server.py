@@ -59,12 +59,15 @@ class HostSimulator:
     """Start with `await sim.start()`; connect to `sim.port` with `sim.client_key_path` and `sim.known_hosts_path`."""
 
     def __init__(self, root: str | Path | None = None, *, identity: HostIdentity | None = None,
-                 speed: float = 1.0, scenario: str = "swap") -> None:
+                 speed: float = 1.0, scenario: str = "swap", simulate_tools: bool = True) -> None:
         self._own_root = root is None
         self.root = Path(root or tempfile.mkdtemp(prefix="gpusim-")).resolve()
         self.identity = identity or HostIdentity()
         self.speed = speed
         self.scenario = scenario
+        # False: a plain SSH server in front of this machine's own tools (used to validate the
+        # GPU source against a real nvidia-smi and NVML on a GPU host).
+        self.simulate_tools = simulate_tools
         self.port = 0
         self.connections = 0
         self.open_connections: set[asyncssh.SSHServerConnection] = set()
@@ -90,6 +93,8 @@ class HostSimulator:
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "TERM", "USER", "LOGNAME", "TZ")}
+        if not self.simulate_tools:
+            return {**os.environ, "HOME": str(self.path("/root"))}
         env.update({
             "PATH": f"{self.bin_dir}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
             "HOME": str(self.path("/root")),

@@ -11,11 +11,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-TOOLS: tuple[str, ...] = ("hostname", "df")
+TOOLS: tuple[str, ...] = ("hostname", "df", "nvidia-smi")
 
 
 def install_pylib(pylib: Path) -> None:
     """Python modules the host's `python3` finds first (a simulated `pynvml`)."""
+    source = Path(__file__).with_name("fake_pynvml.py").read_text()
+    (pylib / "pynvml.py").write_text(source)
+
+
+def scenario_time() -> float:
+    import time
+
+    state = load_state()
+    return (time.time() - float(state["start_s"])) * float(state.get("speed", 1.0))
 
 
 def _root() -> Path:
@@ -67,13 +76,24 @@ def _df(args: list[str]) -> int:
         used = min(size, base_used + ours)
         avail = size - used
         dev = "/dev/nvme0n1p" + str(sorted(disks).index(mount) + 1)
-        print(f"{dev:<14} {size:>12} {used:>12} {avail:>12} {used * 100 // size:>7}% {root}{mount if mount != '/' else ''}")
+        mounted = f"{root}{mount if mount != '/' else ''}"
+        print(f"{dev:<14} {size:>12} {used:>12} {avail:>12} {used * 100 // size:>7}% {mounted}")
     return status
+
+
+def _nvidia_smi(args: list[str]) -> int:
+    from console.hostsim import fake_nvidia_smi
+
+    def out(line: str) -> None:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    return fake_nvidia_smi.main(args, scenario_time(), out)
 
 
 def main(name: str, args: list[str]) -> int:
     try:
-        handler = {"hostname": _hostname, "df": _df}[name]
+        handler = {"hostname": _hostname, "df": _df, "nvidia-smi": _nvidia_smi}[name]
         return handler(args)
     except BrokenPipeError:
         return 141

@@ -27,8 +27,7 @@ def short_mount(path: str) -> str:
 def format_header(label: str, demo: bool, state: ConnectionState | None,
                   summary: Reading[HostSummary] | None, now_s: float | None = None) -> Text:
     now = time.time() if now_s is None else now_s
-    text = Text()
-    text.append(" gpuconsole ", style="bold reverse")
+    text = Text(no_wrap=True, overflow="ellipsis")
     if demo:
         text.append(" DEMO ", style="bold black on yellow")
     text.append(" ")
@@ -64,7 +63,7 @@ def format_header(label: str, demo: bool, state: ConnectionState | None,
             style = "bold red" if frac_free < 0.05 else "yellow" if frac_free < 0.15 else "green"
             text.append("  ")
             text.append(short_mount(disk.mount), style="dim")
-            text.append(f" {gb(disk.avail_bytes)} free", style=style)
+            text.append(f" {gb(disk.avail_bytes, 0)} free", style=style)
     elif summary is not None and summary.error:
         text.append(f"  host summary: {summary.error}", style="red")
     return text

@@ -38,7 +38,8 @@ def parse_df(text: str, paths: Sequence[str]) -> tuple[DiskUsage, ...]:
     # df drops paths that do not exist; match the survivors back to the paths by position only
     # when every path was answered.
     if len(disks) == len(paths):
-        disks = [DiskUsage(p, d.mount, d.size_bytes, d.used_bytes, d.avail_bytes) for p, d in zip(paths, disks)]
+        disks = [DiskUsage(p, d.mount, d.size_bytes, d.used_bytes, d.avail_bytes)
+                 for p, d in zip(paths, disks, strict=True)]
     return tuple(disks)
 
 

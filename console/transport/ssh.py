@@ -71,6 +71,11 @@ class _SshShellChannel:
         self._process.close()
 
 
+def _append_line(path: Path, line: str) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line)
+
+
 def _known_hosts_host(host: str, port: int | None) -> str:
     return host if not port or port == 22 else f"[{host}]:{port}"
 
@@ -189,8 +194,7 @@ class SshTransport:
             )
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         line = f"{_known_hosts_host(o.host, o.port)} {key.export_public_key('openssh').decode().strip()}\n"
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(line)
+        await asyncio.to_thread(_append_line, path, line)
 
     async def connect(self) -> None:
         """Connect once; raises a ConnectError subclass with a one-line reason."""

@@ -25,9 +25,14 @@ def stream_wrapper(script: str) -> str:
         "exec 3<&0\n"
         f"{{ {script}\n}} </dev/null 3<&- &\n"
         "__gc_p=$!\n"
-        "( cat <&3 >/dev/null; pkill -TERM -P $__gc_p 2>/dev/null; kill -TERM $__gc_p 2>/dev/null ) &\n"
+        # The watcher must not hold our stdout/stderr, or a command that exits never reaches EOF.
+        "( cat <&3; pkill -TERM -P $__gc_p; kill -TERM $__gc_p ) >/dev/null 2>&1 &\n"
+        "__gc_w=$!\n"
         "exec 3<&-\n"
         "wait $__gc_p\n"
+        "__gc_rc=$?\n"
+        "kill $__gc_w 2>/dev/null\n"
+        "exit $__gc_rc\n"
     )
 
 

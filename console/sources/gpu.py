@@ -1,0 +1,244 @@
+"""The GPU source: three paths, chosen automatically, named in every GpuStatus.
+
+1. `nvml`: the NVML sampler (`nvml_sampler.py`) started once with the host's python3 over an SSH
+   stream, one JSON line per sample; locally, pynvml in-process on a worker thread.
+2. `nvidia-smi-stream`: one long-running `nvidia-smi --query-gpu=... -lms N`, plus
+   `--query-compute-apps` every few seconds through the persistent shell for the processes.
+3. `nvidia-smi`: one-shot queries each interval, the last resort.
+
+A path that cannot work on this host (no pynvml, no driver, no nvidia-smi) is skipped with its
+reason; a path that breaks because the connection dropped is retried after a backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from console.model import GpuDevice, GpuStatus, Reading
+from console.parsers import ParseError, split_sections
+from console.parsers.nvidia_smi import (
+    attach_processes,
+    parse_compute_apps,
+    parse_gpu_csv,
+    parse_gpu_line,
+    query_apps_command,
+    query_gpu_command,
+)
+from console.parsers.nvml import gpus_from_sample, parse_sampler_line
+from console.sources.base import describe_error
+from console.transport.base import Transport, quote
+
+SAMPLER_SOURCE = (Path(__file__).parent / "nvml_sampler.py").read_text()
+PATHS = ("nvml", "nvidia-smi-stream", "nvidia-smi")
+
+
+class PathUnavailable(Exception):
+    """This path cannot work on this host (not a passing failure)."""
+
+
+class GpuSource:
+    name = "gpu"
+
+    def __init__(self, transport: Transport, *, local: bool, interval_s: float = 1.0,
+                 history: int = 60, apps_every_s: float = 5.0) -> None:
+        self.transport = transport
+        self.local = local
+        self.interval_s = interval_s
+        self.apps_every_s = apps_every_s
+        self.unavailable: dict[str, str] = {}
+        self.reading: Reading[GpuStatus] = Reading(self.name)
+        self._mem_hist: dict[int, deque[float]] = {}
+        self._util_hist: dict[int, deque[float]] = {}
+        self._history = history
+        self.sample_cost_us: deque[float] = deque(maxlen=100)
+
+    # -- assembling readings -------------------------------------------------------------
+    def _status(self, path: str, gpus: tuple[GpuDevice, ...], problems: tuple[str, ...],
+                driver: str | None) -> Reading[GpuStatus]:
+        for g in gpus:
+            mem = self._mem_hist.setdefault(g.index, deque(maxlen=self._history))
+            util = self._util_hist.setdefault(g.index, deque(maxlen=self._history))
+            mem.append(g.memory_fraction if g.memory_fraction is not None else 0.0)
+            util.append(float(g.utilization_pct or 0))
+        indices = sorted(self._mem_hist)
+        skipped = tuple(f"{p}: {why}" for p, why in self.unavailable.items())
+        status = GpuStatus(
+            source=path, gpus=gpus, problems=skipped + problems, driver=driver, sampled_at_s=time.time(),
+            memory_history=tuple(tuple(self._mem_hist[i]) for i in indices),
+            util_history=tuple(tuple(self._util_hist[i]) for i in indices),
+        )
+        self.reading = Reading(self.name, status, time.time())
+        return self.reading
+
+    def _error(self, message: str) -> Reading[GpuStatus]:
+        from dataclasses import replace
+
+        self.reading = replace(self.reading, error=message, error_at_s=time.time())
+        return self.reading
+
+    # -- the loop ------------------------------------------------------------------------
+    async def readings(self) -> AsyncIterator[Reading[GpuStatus]]:
+        backoff = self.interval_s
+        while True:
+            path = next((p for p in PATHS if p not in self.unavailable), None)
+            if path is None:
+                reasons = "; ".join(f"{p}: {why}" for p, why in self.unavailable.items())
+                yield self._error(f"no way to read the GPUs: {reasons}")
+                await asyncio.sleep(30)
+                self.unavailable.clear()
+                continue
+            got_data = False
+            try:
+                async for reading in self._run_path(path):
+                    got_data = True
+                    backoff = self.interval_s
+                    yield reading
+            except PathUnavailable as exc:
+                self.unavailable[path] = str(exc)
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a source never raises
+                yield self._error(f"{path}: {describe_error(exc)}")
+            else:
+                if not got_data:
+                    yield self._error(f"{path}: stream ended without data")
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 30.0)
+
+    def _run_path(self, path: str) -> AsyncIterator[Reading[GpuStatus]]:
+        if path == "nvml":
+            return self._nvml_local() if self.local else self._nvml_remote()
+        if path == "nvidia-smi-stream":
+            return self._smi_stream()
+        return self._smi_oneshot()
+
+    async def first_reading(self, timeout: float = 15.0) -> Reading[GpuStatus]:
+        """One poll for `snapshot --json`: the first reading of the path the app would use."""
+        async def first() -> Reading[GpuStatus]:
+            async for reading in self.readings():
+                if reading.data is not None or reading.error:
+                    return reading
+            return self.reading
+
+        try:
+            return await asyncio.wait_for(first(), timeout)
+        except asyncio.TimeoutError:
+            return self._error(f"no GPU sample within {timeout:g}s")
+
+    # -- path 1: NVML --------------------------------------------------------------------
+    async def _nvml_local(self) -> AsyncIterator[Reading[GpuStatus]]:
+        from console.sources import nvml_sampler
+
+        try:
+            pynvml, handles, driver = await asyncio.to_thread(nvml_sampler.open_nvml)
+        except ImportError as exc:
+            raise PathUnavailable(f"pynvml is not importable: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - NVMLError_* when there is no driver
+            raise PathUnavailable(f"NVML did not start: {exc}") from None
+        while True:
+            started = time.perf_counter()
+            record = await asyncio.to_thread(nvml_sampler.sample, pynvml, handles)
+            self.sample_cost_us.append((time.perf_counter() - started) * 1e6)
+            gpus, problems = gpus_from_sample(record)
+            yield self._status("nvml", gpus, problems, driver)
+            await asyncio.sleep(max(0.0, self.interval_s - (time.perf_counter() - started)))
+
+    async def _nvml_remote(self) -> AsyncIterator[Reading[GpuStatus]]:
+        script = f"exec python3 -u -c {quote(SAMPLER_SOURCE)} {self.interval_s:g}"
+        stream = await self.transport.stream(script)
+        driver: str | None = None
+        try:
+            async for raw in stream:
+                try:
+                    record = parse_sampler_line(raw.decode("utf-8", "replace"))
+                except ParseError:
+                    continue  # a stray line (a warning from python3) is not a sample
+                if "fatal" in record:
+                    raise PathUnavailable(str(record["fatal"]))
+                if "driver" in record and "gpus" not in record:
+                    driver = str(record["driver"])
+                    continue
+                if isinstance(record.get("cost_us"), (int, float)):
+                    self.sample_cost_us.append(float(record["cost_us"]))
+                gpus, problems = gpus_from_sample(record)
+                yield self._status("nvml", gpus, problems, driver)
+            if driver is None:
+                reason = stream.stderr_tail.splitlines()[-1:] or [f"exit {stream.exit_status}"]
+                if stream.exit_status == 127 or "not found" in reason[0]:
+                    raise PathUnavailable(f"python3 not found on the host: {reason[0]}")
+                if stream.exit_status is not None:
+                    raise PathUnavailable(f"sampler exited: {reason[0]}")
+        finally:
+            await stream.close()
+
+    # -- path 2: nvidia-smi -lms -----------------------------------------------------------
+    async def _smi_stream(self) -> AsyncIterator[Reading[GpuStatus]]:
+        interval_ms = max(100, int(self.interval_s * 1000))
+        stream = await self.transport.stream("exec " + query_gpu_command(interval_ms))
+        apps: dict[str, Any] = {"by_uuid": {}, "problems": (), "at": 0.0}
+        batch: list[GpuDevice] = []
+        problems: list[str] = []
+        got_any = False
+        try:
+            async for raw in stream:
+                line = raw.decode("utf-8", "replace").strip()
+                if not line:
+                    continue
+                gpu = parse_gpu_line(line)
+                if gpu is None:
+                    if "not found" in line or "NVIDIA-SMI has failed" in line:
+                        raise PathUnavailable(line[:200])
+                    problems.append(line[:200])
+                    continue
+                if batch and gpu.index <= batch[-1].index:
+                    got_any = True
+                    yield await self._emit_smi("nvidia-smi-stream", tuple(batch), problems, apps)
+                    batch, problems = [], []
+                batch.append(gpu)
+            if batch:
+                got_any = True
+                yield await self._emit_smi("nvidia-smi-stream", tuple(batch), problems, apps)
+            if not got_any:
+                tail = stream.stderr_tail or (problems[-1] if problems else "")
+                if stream.exit_status not in (None, 0) or "not found" in tail:
+                    raise PathUnavailable(tail.splitlines()[-1] if tail else f"exit {stream.exit_status}")
+        finally:
+            await stream.close()
+
+    async def _emit_smi(self, path: str, gpus: tuple[GpuDevice, ...], problems: list[str],
+                        apps: dict[str, Any]) -> Reading[GpuStatus]:
+        if time.monotonic() - apps["at"] >= self.apps_every_s:
+            apps["at"] = time.monotonic()
+            try:
+                result = await self.transport.run(query_apps_command(), timeout=10)
+                apps["by_uuid"], apps["problems"] = parse_compute_apps(result.text)
+            except Exception as exc:  # noqa: BLE001 - processes are a nice-to-have; memory is not
+                apps["problems"] = (f"processes: {describe_error(exc)}",)
+        return self._status(path, attach_processes(gpus, apps["by_uuid"]),
+                            tuple(problems) + tuple(apps["problems"]), None)
+
+    # -- path 3: one-shot ----------------------------------------------------------------
+    async def _smi_oneshot(self) -> AsyncIterator[Reading[GpuStatus]]:
+        script = f"{query_gpu_command()}; echo @@apps; {query_apps_command()} 2>/dev/null"
+        while True:
+            started = time.monotonic()
+            result = await self.transport.run(script, timeout=15)
+            sections = split_sections("@@gpus\n" + result.text)
+            parsed = parse_gpu_csv(sections.get("gpus", ""))
+            if not parsed.gpus:
+                detail = (result.error_text or sections.get("gpus", "")).strip().splitlines()
+                message = detail[-1] if detail else f"exit {result.exit_status}"
+                if result.exit_status == 127 or "not found" in message:
+                    raise PathUnavailable(f"nvidia-smi not found: {message}")
+                yield self._error(f"nvidia-smi: {message}")
+            else:
+                by_uuid, app_problems = parse_compute_apps(sections.get("apps", ""))
+                yield self._status("nvidia-smi", attach_processes(parsed.gpus, by_uuid),
+                                   parsed.problems + app_problems, None)
+            await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
