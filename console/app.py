@@ -22,6 +22,7 @@ from textual.worker import Worker, WorkerState
 
 from console.messages import ConnectionChanged, ReadingReady
 from console.panes.base import PlaceholderPane, ReadingPane
+from console.panes.download import DownloadPane
 from console.panes.gpu import GpuPane
 from console.panes.header import HostHeader
 from console.session import HostSession
@@ -117,6 +118,11 @@ class ConsoleApp(App[int]):
     def make_pane(self, key: str, number: str, title: str) -> ReadingPane:
         if key == "gpu":
             return GpuPane(id="gpu-pane")
+        if key == "download":
+            if not self.session.profile.model_dir:
+                return PlaceholderPane(title, number, "No model directory: pass --model-dir DIR "
+                                       "(and --repo ID) or set model_dir in the profile.", id="download-pane")
+            return DownloadPane(id="download-pane")
         message = f"{title}: no source for this pane yet."
         return PlaceholderPane(title, number, message, id=f"{key}-pane")
 

@@ -105,6 +105,12 @@ async def _with_session(args: argparse.Namespace, profile: HostProfile, body: An
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    import logging
+
+    # asyncio's own warnings ("socket.send() raised exception" while a connection closes) would
+    # be written over the TUI; our errors reach the operator through the panes and stderr instead.
+    logging.getLogger("asyncio").setLevel(logging.ERROR)
+    logging.getLogger("asyncssh").setLevel(logging.ERROR)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

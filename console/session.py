@@ -4,18 +4,40 @@ view later is more sessions, not a rewrite."""
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from console.config import HostProfile
 from console.model import Reading
 from console.sources.base import PolledSource
+from console.sources.download import DownloadWatcher, download_source
 from console.sources.gpu import GpuSource
 from console.sources.host import host_summary_source
 from console.transport.base import Transport
 from console.transport.local import LocalTransport
+
+
+def download_json(reading: Reading[Any]) -> dict[str, Any] | None:
+    """`snapshot --json`'s `download` object (a public interface: keep the keys stable)."""
+    from console.snapshot import to_jsonable
+
+    p = reading.data
+    if p is None:
+        return {"model_dir": None, "error": reading.error}
+    return {
+        "model_dir": p.model_dir, "repo_id": p.repo_id, "expected_from": p.expected_source,
+        "bytes_done": p.bytes_done, "bytes_total": p.bytes_total,
+        "shards_done": p.shards_done, "shards_total": p.shards_total,
+        "partial_files": [{"path": f.path, "bytes": f.bytes, "expected_bytes": f.expected_bytes}
+                          for f in p.partial_files],
+        "rate_bytes_per_s": p.rate_bytes_per_s, "eta_s": p.eta_s, "stalled_since": p.stalled_since,
+        "disk_free_bytes": p.disk_free_bytes, "fits_on_disk": p.fits_on_disk, "complete": p.complete,
+        "problems": to_jsonable(p.problems),
+    }
 
 
 def make_transport(profile: HostProfile, *, accept_new_host_key: bool = False) -> Transport:
@@ -38,8 +60,18 @@ class HostSession:
     transport: Transport
     demo: bool = False
 
-    def polled_sources(self) -> Sequence[PolledSource[Any]]:
-        return [host_summary_source(self.transport, self.profile.watched_paths())]
+    def polled_sources(self, *, one_shot: bool = False) -> Sequence[PolledSource[Any]]:
+        sources: list[PolledSource[Any]] = [host_summary_source(self.transport, self.profile.watched_paths())]
+        watcher = self.download_watcher(one_shot=one_shot)
+        if watcher is not None:
+            sources.append(download_source(watcher))
+        return sources
+
+    def download_watcher(self, *, one_shot: bool = False) -> DownloadWatcher | None:
+        if not self.profile.model_dir:
+            return None
+        return DownloadWatcher(self.transport, self.profile.model_dir, self.profile.repo_id,
+                               stall_after_s=self.profile.stall_after_s, wait_for_hub_s=20.0 if one_shot else 0.0)
 
     def gpu_source(self) -> GpuSource:
         return GpuSource(self.transport, local=not self.profile.host, interval_s=self.profile.gpu_interval_s)
@@ -50,6 +82,8 @@ class HostSession:
 
         if source == "host":
             return {"host_summary": to_jsonable(reading.data)}
+        if source == "download":
+            return {"download": download_json(reading)}
         return {source: to_jsonable(reading.data)}
 
     async def stream_snapshot_fields(self) -> dict[str, Any]:
@@ -89,6 +123,16 @@ class SimulatorThread:
         async def _start() -> None:
             await self.sim.start()
             await start_scenario(self.sim)
+
+        # The demo has no network: its Hub answers come from a cache the simulator writes.
+        import os
+
+        from console.hostsim.downloader import DownloadPlan
+        from console.hostsim.scenario import write_hub_cache
+
+        cache_root = Path(tempfile.mkdtemp(prefix="gpuconsole-demo-cache-"))
+        os.environ["GPUCONSOLE_CACHE_DIR"] = str(cache_root)
+        write_hub_cache(cache_root, DownloadPlan())
 
         asyncio.run_coroutine_threadsafe(_start(), self._loop).result(30)
         profile: HostProfile = demo_profile(self.sim)

@@ -26,7 +26,7 @@ async def take_snapshot(session: HostSession) -> dict[str, Any]:
         "connection": to_jsonable(session.transport.state),
         "errors": {},
     }
-    for source in session.polled_sources():
+    for source in session.polled_sources(one_shot=True):
         reading = await source.poll_once()
         if reading.error:
             out["errors"][source.name] = reading.error

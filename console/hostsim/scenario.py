@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.config import HostProfile
+from console.hostsim.downloader import DownloadPlan, LocalDirDownloader
 
 if TYPE_CHECKING:
     from console.hostsim.server import HostSimulator
@@ -32,7 +34,26 @@ def demo_profile(sim: HostSimulator) -> HostProfile:
     )
 
 
-async def start_scenario(sim: HostSimulator) -> None:
+def write_hub_cache(cache_root: Path, plan: DownloadPlan, repo_id: str = "Qwen/Qwen3.5-122B-A10B") -> None:
+    """What `HfApi.model_info(files_metadata=True)` answered for the simulated repo, in the
+    console's Hub cache: the demo has no network, so it reads the file list from there."""
+    import json
+    import time
+
+    from console.hub import _cache_path
+
+    path = _cache_path(repo_id, "main")
+    if not str(path).startswith(str(cache_root)):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"repo_id": repo_id, "revision": "main", "sha": "sim",
+                                "fetched_at": time.time(), "siblings": plan.hub_siblings()}))
+
+
+async def start_scenario(sim: HostSimulator, plan: DownloadPlan | None = None) -> LocalDirDownloader:
     """Lay out the sandbox for the story and start its drivers."""
     sim.path(MODEL_DIR).mkdir(parents=True, exist_ok=True)
     sim.path(OLD_MODEL_DIR).mkdir(parents=True, exist_ok=True)
+    downloader = LocalDirDownloader(sim.path(MODEL_DIR), plan or DownloadPlan(), sim.elapsed_s)
+    sim.add_task(downloader.run())
+    return downloader

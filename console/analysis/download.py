@@ -1,0 +1,202 @@
+"""Download progress from a listing and what the model should hold: bytes, shards, partial files,
+rate, ETA, stalls, disk. Pure functions plus one small tracker of recent totals."""
+
+from __future__ import annotations
+
+import posixpath
+from collections import deque
+from dataclasses import dataclass
+
+from console.parsers.hf_listing import (
+    BLOB_PARTIAL,
+    INDEX_NAME,
+    LOCAL_PARTIAL,
+    DirListing,
+    SafetensorsIndex,
+    short_hash,
+)
+
+DOWNLOAD_DIR = ".cache/huggingface/download/"
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedFile:
+    path: str
+    size_bytes: int | None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectedFiles:
+    """What a complete download holds: from the Hub (every file, exact sizes) or the index (shards)."""
+
+    source: str  # "hub" or "index"
+    files: tuple[ExpectedFile, ...]
+    total_bytes: int | None
+    note: str | None = None
+
+    @property
+    def shards(self) -> tuple[ExpectedFile, ...]:
+        return tuple(f for f in self.files if f.path.endswith(".safetensors"))
+
+
+def expected_from_index(index: SafetensorsIndex) -> ExpectedFiles:
+    return ExpectedFiles(
+        "index", tuple(ExpectedFile(s, None) for s in index.shards), index.total_size_bytes,
+        note="weights only: index.json total_size (tensor bytes)",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PartialFile:
+    path: str  # the target file when it could be matched, else the partial's own name
+    bytes: int
+    expected_bytes: int | None
+    matched: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DownloadProgress:
+    model_dir: str
+    repo_id: str | None
+    expected_source: str | None
+    bytes_done: int
+    bytes_total: int | None
+    shards_done: int
+    shards_total: int | None
+    files_done: int
+    files_total: int | None
+    partial_files: tuple[PartialFile, ...]
+    rate_bytes_per_s: float | None
+    eta_s: float | None
+    stalled_since: float | None
+    disk_free_bytes: int | None
+    fits_on_disk: bool | None
+    complete: bool | None
+    problems: tuple[str, ...]
+    sampled_at_s: float
+    expected_note: str | None = None
+
+    @property
+    def fraction(self) -> float | None:
+        if not self.bytes_total:
+            return None
+        return min(1.0, self.bytes_done / self.bytes_total)
+
+
+def _partials(listing: DirListing, expected: ExpectedFiles | None) -> list[PartialFile]:
+    by_short: dict[tuple[str, str], ExpectedFile] = {}
+    by_etag: dict[str, ExpectedFile] = {}
+    for f in (expected.files if expected else ()):
+        by_short[(posixpath.dirname(f.path), short_hash(posixpath.basename(f.path)))] = f
+        if f.sha256:
+            by_etag[f.sha256] = f
+    out: list[PartialFile] = []
+    for item in listing.files:
+        if item.kind != "f" or not item.rel_path.startswith(DOWNLOAD_DIR) or not item.rel_path.endswith(".incomplete"):
+            continue
+        rel = item.rel_path[len(DOWNLOAD_DIR):]
+        folder, name = posixpath.split(rel)
+        m = LOCAL_PARTIAL.match(name)
+        target = None
+        if m:
+            target = by_short.get((folder, m.group("short"))) or by_etag.get(m.group("etag"))
+        out.append(PartialFile(target.path if target else name, item.size_bytes,
+                               target.size_bytes if target else None, target is not None))
+    for item in listing.blobs:
+        m = BLOB_PARTIAL.match(item.rel_path)
+        target = by_etag.get(m.group("etag")) if m else None
+        out.append(PartialFile(target.path if target else item.rel_path, item.size_bytes,
+                               target.size_bytes if target else None, target is not None))
+    return sorted(out, key=lambda p: p.path)
+
+
+def summarize(listing: DirListing, expected: ExpectedFiles | None, *, model_dir: str, repo_id: str | None,
+              now_s: float, problems: tuple[str, ...] = ()) -> DownloadProgress:
+    """Everything but rate/ETA/stall, which need history (see `ProgressTracker`)."""
+    finals = {f.rel_path: f for f in listing.files
+              if f.kind == "f" and not f.rel_path.startswith(".cache/")}
+    partials = _partials(listing, expected)
+    notes = list(problems)
+    for f in listing.files:
+        if f.kind == "l":
+            notes.append(f"broken symlink: {f.rel_path}")
+    partial_bytes = sum(p.bytes for p in partials)
+    if expected is None:
+        done = sum(f.size_bytes for f in finals.values()) + partial_bytes
+        shards = [p for p in finals if p.endswith(".safetensors")]
+        return DownloadProgress(model_dir, repo_id, None, done, None, len(shards), None, len(finals), None,
+                                tuple(partials), None, None, None, listing.disk_free_bytes, None, None,
+                                tuple(notes), now_s, "total unknown: no Hub file list and no index.json yet")
+    weights_only = expected.source == "index"
+    counted = expected.shards if weights_only else expected.files
+    files_done = 0
+    done = 0
+    wrong: list[str] = []
+    for f in counted:
+        on_disk = finals.get(f.path)
+        if on_disk is None:
+            continue
+        if f.size_bytes is not None and on_disk.size_bytes != f.size_bytes:
+            wrong.append(f"{f.path}: {on_disk.size_bytes:,} bytes on disk, {f.size_bytes:,} expected")
+            done += min(on_disk.size_bytes, f.size_bytes)
+            continue
+        files_done += 1
+        done += on_disk.size_bytes
+    done += partial_bytes
+    shards_done = sum(1 for s in expected.shards if s.path in finals and
+                      (s.size_bytes is None or finals[s.path].size_bytes == s.size_bytes))
+    total = expected.total_bytes
+    remaining = None if total is None else max(0, total - done)
+    fits = None if remaining is None or listing.disk_free_bytes is None else listing.disk_free_bytes >= remaining
+    if fits is False:
+        notes.append(f"disk: {remaining:,} bytes still to come, {listing.disk_free_bytes:,} free")
+    notes.extend(f"wrong size: {w}" for w in wrong)
+    complete = files_done == len(counted) and not partials and not wrong
+    if weights_only and INDEX_NAME not in finals:
+        complete = False
+    return DownloadProgress(
+        model_dir, repo_id, expected.source, done, total, shards_done, len(expected.shards),
+        files_done, len(counted), tuple(partials), None, None, None, listing.disk_free_bytes, fits, complete,
+        tuple(notes), now_s, expected.note,
+    )
+
+
+class ProgressTracker:
+    """Rate over a sliding window, ETA, and when the bytes last grew (stall detection)."""
+
+    def __init__(self, window_s: float = 20.0, stall_after_s: float = 60.0) -> None:
+        self.window_s = window_s
+        self.stall_after_s = stall_after_s
+        self._samples: deque[tuple[float, int]] = deque()
+        self._last_growth_s: float | None = None
+        self._last_bytes: int | None = None
+
+    def update(self, p: DownloadProgress) -> DownloadProgress:
+        from dataclasses import replace
+
+        now, done = p.sampled_at_s, p.bytes_done
+        notes = list(p.problems)
+        shrank = self._last_bytes is not None and done < self._last_bytes
+        if shrank:
+            notes.append(f"download restarted: {self._last_bytes - done:,} bytes fewer than before")
+            self._samples.clear()
+        if shrank or self._last_bytes is None or done > self._last_bytes:
+            self._last_growth_s = now
+        self._last_bytes = done
+        self._samples.append((now, done))
+        # Keep two samples at least: after a long stall the rate is a known 0, not unknown.
+        while len(self._samples) > 2 and now - self._samples[0][0] > self.window_s:
+            self._samples.popleft()
+        rate = None
+        if len(self._samples) >= 2:
+            (t0, b0), (t1, b1) = self._samples[0], self._samples[-1]
+            if t1 > t0:
+                rate = max(0.0, (b1 - b0) / (t1 - t0))
+        eta = None
+        if p.bytes_total is not None and rate and not p.complete:
+            eta = max(0.0, p.bytes_total - done) / rate
+        stalled = None
+        if not p.complete and self._last_growth_s is not None and now - self._last_growth_s >= self.stall_after_s:
+            stalled = self._last_growth_s
+        return replace(p, rate_bytes_per_s=rate, eta_s=eta, stalled_since=stalled, problems=tuple(notes))

@@ -1,0 +1,85 @@
+"""The Hub's file list for a repo (exact sizes and LFS sha256), fetched once, cached on disk.
+
+`HfApi.model_info(files_metadata=True)` is synchronous and slow: call `fetch_expected` through
+`asyncio.to_thread`. Offline, a cached answer is used; with none, the caller falls back to the
+index file and says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from console.analysis.download import ExpectedFile, ExpectedFiles
+
+
+class HubError(Exception):
+    """The Hub could not answer (offline, unknown repo, gated); the message is one line."""
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("GPUCONSOLE_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpuconsole")
+    return Path(base) / "hub"
+
+
+def _cache_path(repo_id: str, revision: str) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9._-]", "--", f"{repo_id}@{revision}")
+    return cache_dir() / f"{safe}.json"
+
+
+def expected_from_siblings(siblings: list[dict[str, Any]], note: str | None = None) -> ExpectedFiles:
+    files = []
+    for s in siblings:
+        name = s.get("rfilename")
+        if not isinstance(name, str):
+            continue
+        lfs = s.get("lfs") if isinstance(s.get("lfs"), dict) else {}
+        size = lfs.get("size", s.get("size"))
+        files.append(ExpectedFile(name, int(size) if isinstance(size, int) else None, lfs.get("sha256")))
+    total = sum(f.size_bytes for f in files) if all(f.size_bytes is not None for f in files) else None
+    return ExpectedFiles("hub", tuple(sorted(files, key=lambda f: f.path)), total, note)
+
+
+def fetch_expected(repo_id: str, revision: str = "main", *, max_age_s: float = 6 * 3600,
+                   timeout_s: float = 15.0) -> ExpectedFiles:
+    path = _cache_path(repo_id, revision)
+    cached: dict[str, Any] | None = None
+    if path.exists():
+        try:
+            cached = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            cached = None
+    if cached and time.time() - cached.get("fetched_at", 0) < max_age_s:
+        fetched = time.strftime("%H:%M", time.localtime(cached["fetched_at"]))
+        return expected_from_siblings(cached["siblings"], f"Hub file list (cached {fetched})")
+    try:
+        from huggingface_hub import HfApi
+        from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+        # HF_ENDPOINT is read at call time (huggingface_hub reads it at import), so a mirror set
+        # in the profile's environment, or a test's loopback Hub, is honoured.
+        api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None)
+        info = api.model_info(repo_id, revision=revision, files_metadata=True, timeout=timeout_s)
+    except (RepositoryNotFoundError, GatedRepoError, RevisionNotFoundError) as exc:
+        raise HubError(f"{repo_id}: {type(exc).__name__.replace('Error', '')}: "
+                       f"{str(exc).splitlines()[0][:160]}") from None
+    except Exception as exc:  # noqa: BLE001 - offline, DNS, TLS, 5xx: use the cache if any
+        if cached:
+            return expected_from_siblings(cached["siblings"], "Hub unreachable: using the cached file list")
+        first = str(exc).splitlines()[0][:160] if str(exc) else ""
+        raise HubError(f"Hub unreachable for {repo_id}: {type(exc).__name__}: {first}") from None
+    siblings = [{"rfilename": s.rfilename, "size": s.size,
+                 "lfs": {"size": s.lfs.size, "sha256": s.lfs.sha256} if s.lfs else None}
+                for s in (info.siblings or [])]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"repo_id": repo_id, "revision": revision, "sha": info.sha,
+                                    "fetched_at": time.time(), "siblings": siblings}))
+    except OSError:
+        pass  # a read-only cache is no reason to lose the answer
+    return expected_from_siblings(siblings, "Hub file list")

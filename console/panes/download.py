@@ -1,0 +1,119 @@
+"""The download pane: bytes and shards against the true total, files in flight, rate, ETA,
+stalls, free disk, and a plain verdict at the top."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+from rich.console import RenderableType
+from rich.text import Text
+
+from console.analysis.download import DownloadProgress
+from console.model import Reading
+from console.panes.base import ReadingPane
+from console.units import DASH, bar, duration, gb, rate
+
+OK, WARN, BAD, DIM = "green", "yellow", "bold red", "dim"
+
+
+def verdict(p: DownloadProgress, now_s: float) -> tuple[str, str]:
+    if p.fits_on_disk is False:
+        return "WILL NOT FIT", "bold white on red"
+    if p.complete:
+        shards = f"{p.shards_done}/{p.shards_total} shards" if p.shards_total else f"{p.files_done} files"
+        sizes = ", sizes match" if p.expected_source == "hub" else ""
+        return f"COMPLETE {shards}{sizes}", "bold black on green"
+    if p.stalled_since is not None:
+        return f"STALLED for {duration(now_s - p.stalled_since)}", "bold black on yellow"
+    if any(x.startswith("wrong size") for x in p.problems):
+        return "WRONG SIZES", "bold white on red"
+    if p.partial_files:
+        return "DOWNLOADING", "bold black on cyan"
+    if p.bytes_total is None:
+        return "TOTAL UNKNOWN", "bold black on yellow"
+    return "WAITING", "bold"
+
+
+def _name(path: str, width: int) -> str:
+    path = path.replace(".safetensors", "")
+    return path if len(path) <= width else "…" + path[-(width - 1):]
+
+
+def format_download(reading: Reading[DownloadProgress] | None, width: int = 56, height: int = 12,
+                    now_s: float | None = None) -> Text:
+    now = time.time() if now_s is None else now_s
+    text = Text(no_wrap=True, overflow="ellipsis")
+    if reading is None:
+        return Text("waiting for the first listing…", style=DIM)
+    p = reading.data
+    if p is None:
+        text.append(reading.error or "no data yet", style=WARN if reading.error else DIM)
+        return text
+    width = max(width, 30)
+    label, style = verdict(p, now)
+    text.append(f" {label} ", style=style)
+    title = p.repo_id or p.model_dir.rstrip("/").rsplit("/", 1)[-1]
+    text.append(f" {title}"[: max(0, width - len(label) - 2)] + "\n", style="bold")
+    # Bytes against the true total.
+    frac = p.fraction
+    figures = f" {gb(p.bytes_done)} / {gb(p.bytes_total)}" + (f" {frac * 100:5.1f}%" if frac is not None else "")
+    bar_w = max(6, width - len(figures))
+    text.append(bar(frac, bar_w), style=OK if p.complete else "cyan")
+    text.append(figures + "\n")
+    # Shards and files.
+    shards = f"{p.shards_done}/{p.shards_total}" if p.shards_total is not None else f"{p.shards_done}/?"
+    text.append("shards ", style=DIM)
+    text.append(shards, style="bold")
+    if p.files_total is not None:
+        text.append("  files ", style=DIM)
+        text.append(f"{p.files_done}/{p.files_total}")
+    text.append("  in flight ", style=DIM)
+    text.append(f"{len(p.partial_files)}\n")
+    # Rate, ETA, disk.
+    text.append("rate ", style=DIM)
+    text.append(rate(p.rate_bytes_per_s), style=WARN if p.stalled_since else "")
+    text.append("  ETA ", style=DIM)
+    text.append(duration(p.eta_s) if p.eta_s is not None else DASH)
+    text.append("  free ", style=DIM)
+    fit_style = BAD if p.fits_on_disk is False else OK if p.fits_on_disk else ""
+    text.append(gb(p.disk_free_bytes), style=fit_style)
+    if p.fits_on_disk is not None:
+        text.append(" (fits)" if p.fits_on_disk else " (rest will not fit)", style=fit_style)
+    text.append("\n")
+    if p.expected_note:
+        text.append(f"{p.expected_note} · {p.model_dir}"[:width] + "\n", style=DIM)
+    lines_left = height - 5
+    problems = [x for x in p.problems]
+    room_for_partials = max(0, lines_left - min(len(problems), 3))
+    name_w = max(12, width // 3)
+    for part in p.partial_files[:room_for_partials]:
+        figures = f" {gb(part.bytes)}/{gb(part.expected_bytes)}"
+        pbar_w = max(4, width - name_w - len(figures) - 2)
+        pfrac = part.bytes / part.expected_bytes if part.expected_bytes else None
+        text.append(f" {_name(part.path, name_w):<{name_w}} ", style="" if part.matched else WARN)
+        text.append(bar(pfrac, pbar_w), style="cyan")
+        text.append(figures + "\n")
+    hidden = len(p.partial_files) - room_for_partials
+    if hidden > 0:
+        text.append(f" … {hidden} more in flight\n", style=DIM)
+    for problem in problems[:3]:
+        bad = problem.startswith(("wrong size", "disk:", "download restarted"))
+        text.append((" ✗ " if bad else " ⚠ ") + problem[: width - 3] + "\n", style=BAD if bad else WARN)
+    if reading.error:
+        text.append(f" ✗ {reading.error}"[:width] + "\n", style=BAD)
+    text.rstrip()
+    return text
+
+
+class DownloadPane(ReadingPane):
+    PANE_TITLE: ClassVar[str] = "Download"
+    PANE_KEY: ClassVar[str] = "2"
+    STALE_AFTER_S: ClassVar[float] = 10.0
+
+    def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
+        size = self.content_size
+        return format_download(reading, size.width or 56, size.height or 12)
+
+    def on_resize(self) -> None:
+        self.update(self.render_reading(self.reading))

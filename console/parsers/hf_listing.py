@@ -1,0 +1,122 @@
+"""A model directory on the host in one round-trip, and the files that describe what it should hold.
+
+The listing is one `find -printf` (NUL-separated, so any file name survives) plus `df`, through
+the persistent shell: never a `du` per poll. `model.safetensors.index.json` is read separately,
+and only when its size or mtime changes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import posixpath
+import re
+from dataclasses import dataclass
+
+from console.parsers import ParseError, split_sections
+from console.transport.base import quote
+
+INDEX_NAME = "model.safetensors.index.json"
+
+
+@dataclass(frozen=True, slots=True)
+class ListedFile:
+    rel_path: str
+    kind: str  # "f" file, "d" dir, "l" broken symlink, ...
+    size_bytes: int
+    mtime_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class DirListing:
+    exists: bool
+    readable: bool
+    files: tuple[ListedFile, ...]
+    blobs: tuple[ListedFile, ...]  # cache mode: ../../blobs/*.incomplete of a snapshot dir
+    disk_free_bytes: int | None
+    disk_size_bytes: int | None
+    error: str | None = None
+
+
+def listing_script(model_dir: str) -> str:
+    d = quote(model_dir.rstrip("/") or "/")
+    blobs = quote(posixpath.normpath(posixpath.join(model_dir, "..", "..", "blobs")))
+    is_snapshot = "/snapshots/" in model_dir and "/models--" in model_dir
+    blob_part = (f"echo @@blobs; find {blobs} -maxdepth 1 -name '*.incomplete' -printf '%y %s %T@ %P\\0' "
+                 "2>/dev/null; echo; ") if is_snapshot else ""
+    return (
+        f"if [ ! -e {d} ]; then echo @@missing; exit 0; fi; "
+        f"if [ ! -r {d} ] || [ ! -x {d} ]; then echo @@denied; exit 0; fi; "
+        f"echo @@df; df -P -B1 {d} 2>/dev/null | tail -n 1; "
+        # -L follows the symlinks of a cache-mode snapshot into its blobs (sizes of the targets).
+        f"echo @@files; find -L {d} -mindepth 1 -printf '%y %s %T@ %P\\0' 2>/dev/null; echo; "
+        f"{blob_part}true"
+    )
+
+
+def _parse_records(blob: str) -> tuple[ListedFile, ...]:
+    out: list[ListedFile] = []
+    for record in blob.split("\0"):
+        record = record.lstrip("\n")
+        if not record:
+            continue
+        parts = record.split(" ", 3)
+        if len(parts) != 4:
+            continue
+        kind, size, mtime, rel = parts
+        try:
+            out.append(ListedFile(rel, kind, int(size), float(mtime)))
+        except ValueError:
+            continue
+    return tuple(out)
+
+
+def parse_listing(text: str) -> DirListing:
+    if text.startswith("@@missing"):
+        return DirListing(False, False, (), (), None, None, "directory does not exist")
+    if text.startswith("@@denied"):
+        return DirListing(True, False, (), (), None, None, "permission denied")
+    # Split on the markers by hand: file names may contain newlines, so no line-based splitting.
+    files_at = text.find("@@files\n")
+    if files_at < 0:
+        raise ParseError("listing: no @@files section")
+    head = split_sections(text[:files_at])
+    rest = text[files_at + len("@@files\n"):]
+    blobs_at = rest.find("\n@@blobs\n")
+    files_blob, blobs_blob = (rest, "") if blobs_at < 0 else (rest[:blobs_at], rest[blobs_at + 9:])
+    free = size = None
+    df = head.get("df", "").split()
+    if len(df) >= 4 and df[1].isdigit() and df[3].isdigit():
+        size, free = int(df[1]), int(df[3])
+    return DirListing(True, True, _parse_records(files_blob), _parse_records(blobs_blob), free, size)
+
+
+@dataclass(frozen=True, slots=True)
+class SafetensorsIndex:
+    total_size_bytes: int | None
+    shards: tuple[str, ...]
+
+
+def parse_index(text: str) -> SafetensorsIndex:
+    """`model.safetensors.index.json`: `metadata.total_size` and the shard files of `weight_map`."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"{INDEX_NAME} is not valid JSON (truncated?): {exc.msg} at char {exc.pos}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("weight_map"), dict):
+        raise ParseError(f"{INDEX_NAME} has no weight_map")
+    meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    total = meta.get("total_size")
+    shards = sorted({str(v) for v in data["weight_map"].values()})
+    return SafetensorsIndex(int(total) if isinstance(total, (int, float)) else None, tuple(shards))
+
+
+def short_hash(basename: str) -> str:
+    """huggingface_hub's `_short_hash(f"{basename}.metadata")` that names a partial download."""
+    return base64.urlsafe_b64encode(hashlib.sha1(f"{basename}.metadata".encode()).digest()).decode()
+
+
+# <short_hash>.<etag>.incomplete (huggingface_hub <= 1.17) or <short_hash>.<etag>.<8 hex>.incomplete (>= 1.18)
+LOCAL_PARTIAL = re.compile(r"^(?P<short>[A-Za-z0-9_=-]{28})\.(?P<etag>[0-9a-f]{40,64})(?:\.[0-9a-f]{8})?\.incomplete$")
+BLOB_PARTIAL = re.compile(r"^(?P<etag>[0-9a-f]{40,64})(?:\.[0-9a-f]{8})?\.incomplete$")

@@ -1,0 +1,110 @@
+"""The download source: one listing round-trip per poll; the expected file list from the Hub
+(once, on a thread, cached) or from model.safetensors.index.json (re-read only when it changes)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from console.analysis.download import (
+    DownloadProgress,
+    ExpectedFiles,
+    ProgressTracker,
+    expected_from_index,
+    summarize,
+)
+from console.parsers import ParseError
+from console.parsers.hf_listing import INDEX_NAME, listing_script, parse_index, parse_listing
+from console.sources.base import PolledSource, describe_error
+from console.transport.base import Transport
+from console.transport.errors import TransportError
+
+HUB_RETRY_S = 600.0
+
+
+class DirectoryProblem(Exception):
+    """The model directory cannot be read (missing, permission denied): a state, shown plainly."""
+
+
+@dataclass
+class DownloadState:
+    index_key: tuple[int, float] | None = None
+    index_expected: ExpectedFiles | None = None
+    index_problem: str | None = None
+    hub_expected: ExpectedFiles | None = None
+    hub_problem: str | None = None
+    hub_tried_at: float = -1e9
+    hub_task: asyncio.Task[ExpectedFiles] | None = field(default=None, repr=False)
+
+
+class DownloadWatcher:
+    def __init__(self, transport: Transport, model_dir: str, repo_id: str | None, *,
+                 stall_after_s: float = 60.0, revision: str = "main", wait_for_hub_s: float = 0.0) -> None:
+        self.transport = transport
+        self.model_dir = model_dir
+        self.repo_id = repo_id
+        self.revision = revision
+        self.state = DownloadState()
+        self.tracker = ProgressTracker(stall_after_s=stall_after_s)
+        self._script = listing_script(model_dir)
+        # The app never waits for the Hub (the pane fills in when it answers); a one-shot
+        # `snapshot` does, within this bound.
+        self.wait_for_hub_s = wait_for_hub_s
+
+    def _hub_expected(self) -> ExpectedFiles | None:
+        """Start (or collect) the Hub lookup without ever blocking a poll on it."""
+        s = self.state
+        if not self.repo_id:
+            return None
+        task = s.hub_task
+        if task is not None and task.done():
+            s.hub_task = None
+            exc = task.exception()
+            if exc is None:
+                s.hub_expected, s.hub_problem = task.result(), None
+            else:
+                from console.hub import HubError
+
+                s.hub_problem = str(exc) if isinstance(exc, HubError) else describe_error(exc)
+        if s.hub_expected is None and s.hub_task is None and time.monotonic() - s.hub_tried_at > HUB_RETRY_S:
+            from console.hub import fetch_expected
+
+            s.hub_tried_at = time.monotonic()
+            s.hub_task = asyncio.ensure_future(asyncio.to_thread(fetch_expected, self.repo_id, self.revision))
+        return s.hub_expected
+
+    async def poll(self) -> DownloadProgress:
+        result = await self.transport.run(self._script, timeout=15)
+        listing = parse_listing(result.text)
+        if not listing.exists:
+            raise DirectoryProblem(f"{self.model_dir} does not exist (yet)")
+        if not listing.readable:
+            raise DirectoryProblem(f"{self.model_dir}: permission denied")
+        s = self.state
+        index = next((f for f in listing.files if f.rel_path == INDEX_NAME and f.kind == "f"), None)
+        if index is not None and (index.size_bytes, index.mtime_s) != s.index_key:
+            s.index_key = (index.size_bytes, index.mtime_s)
+            try:
+                raw = await self.transport.read_file(f"{self.model_dir.rstrip('/')}/{INDEX_NAME}",
+                                                     max_bytes=64 << 20, timeout=15)
+                index_data = parse_index(raw.decode("utf-8", "replace"))
+                s.index_expected, s.index_problem = expected_from_index(index_data), None
+            except (ParseError, OSError, TransportError) as exc:
+                s.index_expected, s.index_problem = None, describe_error(exc)
+        hub = self._hub_expected()
+        if hub is None and s.hub_task is not None and self.wait_for_hub_s > 0:
+            await asyncio.wait({s.hub_task}, timeout=self.wait_for_hub_s)
+            hub = self._hub_expected()
+        expected = hub or s.index_expected
+        notes = tuple(p for p in (
+            f"Hub: {s.hub_problem}" if s.hub_problem and hub is None else None,
+            s.index_problem,
+        ) if p)
+        progress = summarize(listing, expected, model_dir=self.model_dir, repo_id=self.repo_id,
+                             now_s=time.time(), problems=notes)
+        return self.tracker.update(progress)
+
+
+def download_source(watcher: DownloadWatcher, interval_s: float = 2.0) -> PolledSource[DownloadProgress]:
+    return PolledSource("download", watcher.poll, interval_s, max_backoff_s=10.0)
