@@ -25,6 +25,8 @@ from console.panes.base import PlaceholderPane, ReadingPane
 from console.panes.download import DownloadPane
 from console.panes.gpu import GpuPane
 from console.panes.header import HostHeader
+from console.panes.service import ServicePane
+from console.panes.unit_picker import UnitPicker
 from console.session import HostSession
 from console.sources.base import PolledSource, describe_error
 from console.transport.errors import HostKeyError, TransportError
@@ -105,6 +107,7 @@ class ConsoleApp(App[int]):
         self._screenshot = screenshot
         self._screenshot_after_s = screenshot_after_s
         self.exit_code = 0
+        self.sources: dict[str, PolledSource[Any]] = {}
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -118,6 +121,11 @@ class ConsoleApp(App[int]):
     def make_pane(self, key: str, number: str, title: str) -> ReadingPane:
         if key == "gpu":
             return GpuPane(id="gpu-pane")
+        if key == "service":
+            if not self.session.profile.unit:
+                return PlaceholderPane(title, number, "No unit: pass --unit NEW.service (and --compare-unit "
+                                       "OLD.service), or set unit/compare_unit in the profile.", id="service-pane")
+            return ServicePane(id="service-pane")
         if key == "download":
             if not self.session.profile.model_dir:
                 return PlaceholderPane(title, number, "No model directory: pass --model-dir DIR "
@@ -153,6 +161,7 @@ class ConsoleApp(App[int]):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30)
         for source in self.session.polled_sources():
+            self.sources[source.name] = source
             self.run_source(source)
         self.start_streams()
 
@@ -212,6 +221,35 @@ class ConsoleApp(App[int]):
     def action_restore(self) -> None:
         if self.screen.maximized is not None:
             self.screen.minimize()
+
+    def on_service_pane_swap_requested(self, _: ServicePane.SwapRequested) -> None:
+        watcher = self.session.service_watcher()
+        if watcher is not None and watcher.old_unit:
+            watcher.swap()
+            self._repoll("service")
+        else:
+            self.notify("No unit to swap with: pick one with u", severity="warning")
+
+    def on_service_pane_pick_requested(self, _: ServicePane.PickRequested) -> None:
+        pane = self.pane("service")
+        report = pane.reading.data if pane.reading is not None else None
+        units = report.units_on_host if report is not None else ()
+        if not units:
+            self.notify("No sglang*.service units found on the host yet", severity="warning")
+            return
+
+        def picked(choice: tuple[str, str | None] | None) -> None:
+            watcher = self.session.service_watcher()
+            if choice and watcher is not None:
+                watcher.pick(*choice)
+                self._repoll("service")
+
+        self.push_screen(UnitPicker(units), picked)
+
+    def _repoll(self, name: str) -> None:
+        source = self.sources.get(name)
+        if source is not None:
+            source.wake()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

@@ -63,6 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     snap = sub.add_parser("snapshot", parents=[host], help="one poll of every source, as JSON")
     snap.add_argument("--json", action="store_true", help="print JSON (the only format today)")
+    diff = sub.add_parser("diff", parents=[host], help="SGLang-aware diff of two units or command lines")
+    diff.add_argument("old", metavar="OLD", help="unit name on the host, or a local unit file / command-line file")
+    diff.add_argument("new", metavar="NEW", help="unit name on the host, or a local unit file / command-line file")
+    diff.add_argument("--json", action="store_true")
+    diff.add_argument("--fail-on-error", action="store_true", help="exit 3 when a check finds an error")
     doc = sub.add_parser("doctor", parents=[host], help="what works on the host and how fast")
     doc.add_argument("--json", action="store_true")
     doc.add_argument("--runs", type=int, default=50, help="round-trips measured per channel kind")
@@ -149,6 +154,11 @@ async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
             return EXIT_OK
 
         return await _with_session(args, profile, snap)
+    if args.command == "diff":
+        from console.diff_cli import run_diff
+
+        local_only = not profile.host and not args.demo
+        return await run_diff(args, profile, local_only=local_only, with_session=_with_session)
     if args.command == "doctor":
         from console.doctor import format_doctor, run_doctor
 

@@ -17,6 +17,7 @@ from console.sources.base import PolledSource
 from console.sources.download import DownloadWatcher, download_source
 from console.sources.gpu import GpuSource
 from console.sources.host import host_summary_source
+from console.sources.service import ServiceWatcher, service_source
 from console.transport.base import Transport
 from console.transport.local import LocalTransport
 
@@ -59,13 +60,25 @@ class HostSession:
     profile: HostProfile
     transport: Transport
     demo: bool = False
+    _service: ServiceWatcher | None = None
 
     def polled_sources(self, *, one_shot: bool = False) -> Sequence[PolledSource[Any]]:
         sources: list[PolledSource[Any]] = [host_summary_source(self.transport, self.profile.watched_paths())]
         watcher = self.download_watcher(one_shot=one_shot)
         if watcher is not None:
             sources.append(download_source(watcher))
+        service = self.service_watcher()
+        if service is not None:
+            sources.append(service_source(service))
         return sources
+
+    def service_watcher(self) -> ServiceWatcher | None:
+        if not self.profile.unit:
+            return None
+        if self._service is None:
+            self._service = ServiceWatcher(self.transport, self.profile.unit, self.profile.compare_unit,
+                                           forbidden_prefixes=self.profile.forbidden_prefixes)
+        return self._service
 
     def download_watcher(self, *, one_shot: bool = False) -> DownloadWatcher | None:
         if not self.profile.model_dir:
@@ -84,6 +97,10 @@ class HostSession:
             return {"host_summary": to_jsonable(reading.data)}
         if source == "download":
             return {"download": download_json(reading)}
+        if source == "service":
+            from console.analysis.service_report import report_json
+
+            return {"service": report_json(reading.data) if reading.data else {"error": reading.error}}
         return {source: to_jsonable(reading.data)}
 
     async def stream_snapshot_fields(self) -> dict[str, Any]:

@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.config import HostProfile
+from console.hostsim import story
 from console.hostsim.downloader import DownloadPlan, LocalDirDownloader
+from console.hostsim.services import Timeline, UnitRunner, install_units
 
 if TYPE_CHECKING:
     from console.hostsim.server import HostSimulator
@@ -56,4 +58,7 @@ async def start_scenario(sim: HostSimulator, plan: DownloadPlan | None = None) -
     sim.path(OLD_MODEL_DIR).mkdir(parents=True, exist_ok=True)
     downloader = LocalDirDownloader(sim.path(MODEL_DIR), plan or DownloadPlan(), sim.elapsed_s)
     sim.add_task(downloader.run())
+    install_units(sim, [OLD_UNIT, NEW_UNIT])
+    timeline = Timeline({OLD_UNIT: (-1e9, story.T_OLD_STOP), NEW_UNIT: (story.T_NEW_START, 1e9)})
+    sim.add_task(UnitRunner(sim, timeline).run())
     return downloader

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-TOOLS: tuple[str, ...] = ("hostname", "df", "nvidia-smi")
+TOOLS: tuple[str, ...] = ("hostname", "df", "nvidia-smi", "systemctl")
 
 
 def install_pylib(pylib: Path) -> None:
@@ -91,9 +91,99 @@ def _nvidia_smi(args: list[str]) -> int:
     return fake_nvidia_smi.main(args, scenario_time(), out)
 
 
+def _units() -> dict[str, dict[str, object]]:
+    path = _root() / ".sim" / "units.json"
+    try:
+        data: dict[str, dict[str, object]] = json.loads(path.read_text())
+        return data
+    except (OSError, ValueError):
+        return {}
+
+
+def _unit_file(name: str) -> Path:
+    return _root() / "etc" / "systemd" / "system" / name
+
+
+def _systemctl(args: list[str]) -> int:
+    """The subset of systemctl the console uses, answering like systemd 252."""
+    if "--version" in args:
+        print("systemd 252 (252.38-1~deb12u1)\n+PAM +AUDIT +SELINUX +APPARMOR +IMA +SMACK +SECCOMP +GCRYPT")
+        return 0
+    props: list[str] = []
+    words: list[str] = []
+    skip = False
+    for i, a in enumerate(args):
+        if skip:
+            skip = False
+        elif a == "-p" and i + 1 < len(args):
+            props += args[i + 1].split(",")
+            skip = True
+        elif a.startswith("--property="):
+            props += a.split("=", 1)[1].split(",")
+        elif not a.startswith("-"):
+            words.append(a)
+    if not words:
+        print("systemctl: simulated: give a command", file=sys.stderr)
+        return 1
+    cmd, names = words[0], [n if "." in n else n + ".service" for n in words[1:]]
+    units = _units()
+    if cmd == "cat":
+        status = 0
+        for n in names:
+            f = _unit_file(n)
+            if not f.exists():
+                print(f"No files found for {n}.", file=sys.stderr)
+                status = 1
+                continue
+            print(f"# {f}")
+            print(f.read_text())
+            dropins = f.with_name(n + ".d")
+            for d in sorted(dropins.glob("*.conf")) if dropins.is_dir() else []:
+                print(f"\n# {d}")
+                print(d.read_text())
+        return status
+    if cmd == "show":
+        for i, n in enumerate(names):
+            if i:
+                print()
+            u = units.get(n, {})
+            exists = _unit_file(n).exists()
+            import datetime as dt
+
+            since = dt.datetime.fromtimestamp(float(u.get("since", 0) or 0)).strftime("%a %Y-%m-%d %H:%M:%S UTC")
+            values = {
+                "Id": n, "LoadState": "loaded" if exists else "not-found",
+                "ActiveState": u.get("active", "inactive"), "SubState": u.get("sub", "dead"),
+                "MainPID": u.get("pid", 0), "ExecMainStartTimestamp": since if u.get("pid") else "",
+                "FragmentPath": str(_unit_file(n)) if exists else "",
+            }
+            for key in props or list(values):
+                if key in values:
+                    print(values[key] if "--value" in args else f"{key}={values[key]}")
+        return 0
+    if cmd == "is-active":
+        state = units.get(names[0], {}).get("active", "inactive") if names else "inactive"
+        print(state)
+        return 0 if state == "active" else 3
+    if cmd in ("list-unit-files", "list-units"):
+        import fnmatch
+
+        patterns = words[1:] or ["*"]
+        for f in sorted((_root() / "etc" / "systemd" / "system").glob("*.service")):
+            if any(fnmatch.fnmatch(f.name, p) for p in patterns):
+                u = units.get(f.name, {})
+                if cmd == "list-unit-files":
+                    print(f"{f.name} disabled enabled")
+                else:
+                    print(f"{f.name} loaded {u.get('active', 'inactive')} {u.get('sub', 'dead')} SGLang")
+        return 0
+    print(f"systemctl: simulated: unsupported command {cmd}", file=sys.stderr)
+    return 1
+
+
 def main(name: str, args: list[str]) -> int:
     try:
-        handler = {"hostname": _hostname, "df": _df, "nvidia-smi": _nvidia_smi}[name]
+        handler = {"hostname": _hostname, "df": _df, "nvidia-smi": _nvidia_smi, "systemctl": _systemctl}[name]
         return handler(args)
     except BrokenPipeError:
         return 141

@@ -35,6 +35,11 @@ class PolledSource(Generic[T]):
         self.interval_s = interval_s
         self._max_backoff_s = max_backoff_s
         self.reading: Reading[T] = Reading(name)
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """Poll now instead of at the end of the current sleep (after the operator changed something)."""
+        self._wake.set()
 
     async def poll_once(self) -> Reading[T]:
         try:
@@ -54,4 +59,8 @@ class PolledSource(Generic[T]):
             yield reading
             delay = self.interval_s if reading.error is None else min(max(delay, self.interval_s) * 2,
                                                                         self._max_backoff_s)
-            await asyncio.sleep(delay)
+            try:
+                await asyncio.wait_for(self._wake.wait(), delay)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()

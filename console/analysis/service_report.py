@@ -1,0 +1,157 @@
+"""One report for the service pane and `gpuconsole diff`: both units, their diff with reasons,
+environment changes, lints on the new unit, drift of the running process, and the raw diff."""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+from dataclasses import dataclass, field
+
+from console.analysis.service_diff import (
+    REDACTED,
+    SECRET_FLAG,
+    EnvChange,
+    FlagChange,
+    HostFacts,
+    Lint,
+    diff_commands,
+    diff_env,
+    drift,
+    lint,
+    redact_env,
+    redacted_argv,
+)
+from console.parsers import ParseError
+from console.parsers.sglang_argv import NotSglang, SglangCommand, normalize
+from console.parsers.sglang_flags import FlagTable, builtin_table
+from console.parsers.systemd import Unit, parse_unit
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceSide:
+    """One service: a unit (from the host or a file) or a plain command line."""
+
+    name: str
+    text: str | None
+    unit: Unit | None
+    command: SglangCommand | None
+    environment: dict[str, str] = field(default_factory=dict)
+    active_state: str | None = None
+    sub_state: str | None = None
+    main_pid: int | None = None
+    running: SglangCommand | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceReport:
+    old: ServiceSide | None
+    new: ServiceSide
+    changes: tuple[FlagChange, ...]
+    env_changes: tuple[EnvChange, ...]
+    lints: tuple[Lint, ...]
+    drift: tuple[FlagChange, ...]
+    drift_of: str | None  # the unit whose running process differs from its file
+    raw_diff: tuple[str, ...]
+    units_on_host: tuple[str, ...]
+    flags_version: str
+    errors: tuple[str, ...]
+    flags_source: str = "built-in flag table"
+
+
+def side_from_text(name: str, text: str, table: FlagTable | None = None) -> ServiceSide:
+    """A unit file's text (has a [Section]) or a plain command line (backslash continuations allowed)."""
+    table = table or builtin_table()
+    if "\x00" in text:
+        return ServiceSide(name, None, None, None, error=f"{name}: binary content, not a unit or command line")
+    if "[" in text and "]" in text and "=" in text and any(ln.strip().startswith("[") for ln in text.splitlines()):
+        try:
+            unit = parse_unit(text, name)
+        except ParseError as exc:
+            return ServiceSide(name, text, None, None, error=str(exc))
+        env = dict(unit.environment)
+        main = unit.main_command
+        if main is None:
+            return ServiceSide(name, text, unit, None, env, error=f"{name}: no ExecStart=")
+        try:
+            return ServiceSide(name, text, unit, normalize(main.argv, table), env)
+        except NotSglang as exc:
+            return ServiceSide(name, text, unit, None, env, error=f"{name}: {exc}")
+    lines = [ln for ln in text.replace("\\\n", " ").splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    try:
+        argv = shlex.split(" ".join(lines))
+    except ValueError as exc:
+        return ServiceSide(name, text, None, None, error=f"{name}: {exc} (unbalanced quotes?)")
+    try:
+        cmd = normalize(argv, table)
+    except NotSglang as exc:
+        return ServiceSide(name, text, None, None, error=f"{name}: not a unit file, and {exc}")
+    return ServiceSide(name, text, None, cmd, dict(cmd.env))
+
+
+def _secret_values(side: ServiceSide) -> set[str]:
+    values = {v for k, v in side.environment.items() if v and redact_env(k, v) != v}
+    if side.command is not None:
+        values |= {fv.value for f, fv in side.command.flags.items()
+                   if SECRET_FLAG.search(f) and isinstance(fv.value, str) and fv.value}
+    return values
+
+
+def _redacted_lines(side: ServiceSide) -> list[str]:
+    """The unit's text with every secret value replaced: the raw diff never shows one."""
+    text = side.text or ""
+    for value in sorted(_secret_values(side), key=len, reverse=True):
+        text = text.replace(value, REDACTED)
+    return text.splitlines()
+
+
+def build_report(old: ServiceSide | None, new: ServiceSide, facts: HostFacts, *,
+                 table: FlagTable | None = None, units_on_host: tuple[str, ...] = (),
+                 flags_source: str | None = None) -> ServiceReport:
+    table = table or builtin_table()
+    errors = [s.error for s in (old, new) if s is not None and s.error]
+    changes: list[FlagChange] = []
+    env_changes: list[EnvChange] = []
+    if old is not None and old.command is not None and new.command is not None:
+        changes = diff_commands(old.command, new.command, new_config=facts.model_config, table=table)
+        env_changes = diff_env(old.environment, new.environment)
+    lints = lint(new.command, facts, table) if new.command is not None else []
+    if new.unit is not None:
+        lints.extend(Lint("warning", None, p) for p in new.unit.problems)
+    drift_changes: list[FlagChange] = []
+    drift_of = None
+    for side in (new, old):
+        if side is not None and side.command is not None and side.running is not None:
+            d = drift(side.command, side.running, table)
+            if d:
+                drift_changes, drift_of = d, side.name
+                break
+    raw: list[str] = []
+    if old is not None:
+        raw = list(difflib.unified_diff(_redacted_lines(old), _redacted_lines(new),
+                                        old.name, new.name, lineterm="", n=2))
+    return ServiceReport(old, new, tuple(changes), tuple(env_changes), tuple(lints), tuple(drift_changes),
+                         drift_of, tuple(raw), units_on_host, table.version, tuple(errors),
+                         flags_source or f"built-in flag table of SGLang {table.version}")
+
+
+def report_json(report: ServiceReport) -> dict[str, object]:
+    """`gpuconsole diff --json` (a public interface: keep the keys stable)."""
+    def argv(side: ServiceSide | None) -> list[str] | None:
+        if side is None or side.command is None:
+            return None
+        return redacted_argv(side.command)
+
+    return {
+        "old": {"name": report.old.name if report.old else None, "argv": argv(report.old)},
+        "new": {"name": report.new.name, "argv": argv(report.new)},
+        "changes": [{"flag": c.flag, "change": c.change, "old": c.old, "new": c.new, "category": c.category,
+                     "reason": c.reason} for c in report.changes],
+        "env_changes": [{"name": e.name, "change": e.change, "old": e.old, "new": e.new} for e in report.env_changes],
+        "lints": [{"severity": x.severity, "flag": x.flag, "message": x.message} for x in report.lints],
+        "drift": {"unit": report.drift_of,
+                  "changes": [{"flag": c.flag, "running": c.old, "unit": c.new} for c in report.drift]},
+        "flags_version": report.flags_version,
+        "flags_source": report.flags_source,
+        "errors": list(report.errors),
+    }

@@ -1,0 +1,120 @@
+"""The simulated host's systemd: unit files in the sandbox, real processes for active units.
+
+A unit's process is its own ExecStart run for real (the fake `sglang.launch_server`), so
+`systemctl show -p MainPID` and `/proc/PID/cmdline` tell the truth. State lives in
+`.sim/units.json`, which the simulated `systemctl` reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from console.parsers.systemd import parse_unit
+
+if TYPE_CHECKING:
+    from console.hostsim.server import HostSimulator
+
+UNITS_DIR = "/etc/systemd/system"
+TEMPLATES = Path(__file__).parent / "units"
+
+
+@dataclass
+class Timeline:
+    """When each unit runs, in scenario seconds: [start, stop)."""
+
+    windows: dict[str, tuple[float, float]]
+
+
+def install_units(sim: HostSimulator, names: list[str]) -> None:
+    units = sim.path(UNITS_DIR)
+    units.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        text = (TEMPLATES / name).read_text().replace("{ROOT}", str(sim.root))
+        (units / name).write_text(text)
+    # The unit's interpreter path exists, and is a real python3.
+    venv_bin = sim.path("/opt/sglang/.venv/bin")
+    venv_bin.mkdir(parents=True, exist_ok=True)
+    # Not a pyenv shim: a shim re-executes the real interpreter and loses the unit's argv[0].
+    python = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.path.exists(p)), sys.executable)
+    link = venv_bin / "python"
+    if not link.exists():
+        link.symlink_to(python)
+    pylib = sim.root / ".sim" / "pylib" / "sglang"
+    pylib.mkdir(parents=True, exist_ok=True)
+    for f in (Path(__file__).parent / "fake_sglang").glob("*.py"):
+        shutil.copy(f, pylib / f.name)
+    sim.path("/etc/sglang").mkdir(parents=True, exist_ok=True)
+
+
+def _write_state(sim: HostSimulator, state: dict[str, dict[str, object]]) -> None:
+    path = sim.root / ".sim" / "units.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state))
+    tmp.replace(path)
+
+
+class UnitRunner:
+    """Starts and stops each unit's real process along the timeline."""
+
+    def __init__(self, sim: HostSimulator, timeline: Timeline) -> None:
+        self.sim = sim
+        self.timeline = timeline
+        self.procs: dict[str, asyncio.subprocess.Process] = {}
+        self.since: dict[str, float] = {}
+
+    async def _start(self, name: str) -> None:
+        text = self.sim.path(f"{UNITS_DIR}/{name}").read_text()
+        unit = parse_unit(text, name)
+        main = unit.main_command
+        if main is None:
+            return
+        env = {**self.sim.env(), **dict(unit.environment)}
+        self.procs[name] = await asyncio.create_subprocess_exec(
+            *main.argv, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
+        )
+        self.since[name] = time.time()
+
+    async def _stop(self, name: str) -> None:
+        proc = self.procs.pop(name, None)
+        self.since[name] = time.time()
+        if proc is not None and proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(proc.wait(), 5)
+
+    def state(self) -> dict[str, dict[str, object]]:
+        out: dict[str, dict[str, object]] = {}
+        for name in self.timeline.windows:
+            proc = self.procs.get(name)
+            running = proc is not None and proc.returncode is None
+            out[name] = {"active": "active" if running else "inactive", "sub": "running" if running else "dead",
+                         "pid": proc.pid if running and proc else 0, "since": self.since.get(name, self.sim.start_s)}
+        return out
+
+    async def run(self, every_s: float = 0.25) -> None:
+        try:
+            while True:
+                t = self.sim.elapsed_s()
+                for name, (start, stop) in self.timeline.windows.items():
+                    should = start <= t < stop
+                    if should and name not in self.procs:
+                        await self._start(name)
+                    elif not should and name in self.procs:
+                        await self._stop(name)
+                _write_state(self.sim, self.state())
+                await asyncio.sleep(every_s)
+        finally:
+            for name in list(self.procs):
+                await self._stop(name)

@@ -1,0 +1,188 @@
+"""The service-diff pane: old unit → new unit, changes grouped by category with their reasons,
+lints by severity, drift of the running process; `d` the raw diff, `s` swap, `u` pick units."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.console import RenderableType
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.reactive import reactive
+
+from console.analysis.service_diff import CATEGORY_ORDER, FlagChange
+from console.analysis.service_report import ServiceReport, ServiceSide
+from console.model import Reading
+from console.panes.base import ReadingPane
+
+DIM, OK, WARN, BAD = "dim", "green", "yellow", "bold red"
+MARK = {"added": ("+", "green"), "removed": ("−", "red"), "changed": ("~", "yellow")}
+SEVERITY = {"error": ("✗", BAD), "warning": ("⚠", WARN), "info": ("ℹ", "cyan")}
+
+
+def _value(value: Any, width: int) -> str:
+    if value is True:
+        text = "on"
+    elif value is None:
+        text = "–"
+    elif isinstance(value, tuple):
+        text = " ".join(value)
+    else:
+        text = str(value)
+    if text.startswith("/") and text.count("/") > 1:
+        text = "…/" + text.rstrip("/").rsplit("/", 1)[-1]  # paths: the last part tells them apart
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _side(side: ServiceSide | None) -> Text:
+    t = Text()
+    if side is None:
+        return t.append("–", style=DIM)
+    t.append(side.name, style="bold")
+    if side.error:
+        return t.append(" (error)", style=BAD)
+    if side.active_state is None:
+        return t.append(" (file)", style=DIM)
+    state = side.active_state
+    t.append(f" {state}", style=OK if state == "active" else DIM)
+    if side.main_pid:
+        t.append(f" pid {side.main_pid}", style=DIM)
+    return t
+
+
+def _lint_lines(text: Text, lints: list[Any]) -> None:
+    for x in lints:
+        icon, style = SEVERITY.get(x.severity, ("·", DIM))
+        text.append(f" {icon} ", style=style)
+        text.append(x.message + "\n", style=style if x.severity != "info" else "")
+
+
+def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, raw: bool = False) -> Text:
+    text = Text(no_wrap=False, overflow="fold")
+    if reading is None:
+        return Text("reading the units…", style=DIM)
+    r = reading.data
+    if r is None:
+        return Text(reading.error or "no data yet", style=BAD if reading.error else DIM)
+    width = max(width, 30)
+    wide = width >= 100
+    text.append("old ", style=DIM)
+    text.append_text(_side(r.old))
+    text.append("\n" if not wide else "   ")
+    text.append("new ", style=DIM)
+    text.append_text(_side(r.new))
+    text.append("\n")
+    errors = [x for x in r.lints if x.severity == "error"]
+    warnings = [x for x in r.lints if x.severity == "warning"]
+    notes = [x for x in r.lints if x.severity not in ("error", "warning")]
+    summary = Text()
+    summary.append(f"{len(r.changes)} changes", style="bold")
+    summary.append(f" · {len(errors)} errors", style=BAD if errors else OK)
+    summary.append(f" · {len(warnings)} warnings", style=WARN if warnings else OK)
+    summary.append(f" · {len(notes)} notes", style=DIM)
+    if r.drift:
+        summary.append(" · DRIFT", style="bold black on yellow")
+    text.append_text(summary)
+    text.append("\n")
+    for error in r.errors:
+        text.append(f" ✗ {error}\n", style=BAD)
+    if r.drift:
+        text.append(f" ⚠ {r.drift_of} runs with other flags than its unit file: unit changed, not restarted\n",
+                    style="bold yellow")
+        for c in r.drift:
+            text.append(f"   {c.flag}: running {_value(c.old, 24)}, unit {_value(c.new, 24)}\n", style=WARN)
+    if raw:
+        for line in r.raw_diff or ("(no differences)",):
+            style = ("green" if line.startswith("+") else "red" if line.startswith("-")
+                     else "cyan" if line.startswith("@@") else DIM)
+            text.append(line + "\n", style=style)
+        return text
+    _lint_lines(text, errors + warnings)
+    if r.old is not None and r.old.command is not None and r.new.command is not None and not r.changes:
+        text.append("no flag differences\n", style=OK)
+    flag_w = min(max((len(c.flag) for c in r.changes), default=10), 34 if wide else 24)
+    by_cat: dict[str, list[FlagChange]] = {}
+    for c in r.changes:
+        by_cat.setdefault(c.category, []).append(c)
+    for cat in CATEGORY_ORDER:
+        items = by_cat.get(cat)
+        if not items:
+            continue
+        reasons = {c.reason for c in items}
+        shared = reasons.pop() if len(reasons) == 1 and len(items) > 1 else None
+        text.append(cat, style="bold underline")
+        if shared:
+            text.append(("  " if wide else "\n  ") + shared, style="italic dim")
+        text.append("\n")
+        for c in items:
+            mark, style = MARK[c.change]
+            text.append(f" {mark} ", style=style + " bold")
+            text.append(f"{c.flag:<{flag_w}} ", style=style)
+            room = width - flag_w - 4
+            if c.change == "changed":
+                old_v, new_v = _value(c.old, 40), _value(c.new, 40)
+                if len(old_v) + len(new_v) + 3 > room:
+                    half = (width - 9) // 2
+                    text.append("\n     ")
+                    old_v, new_v = _value(c.old, half), _value(c.new, half)
+                text.append(old_v, style="red")
+                text.append(" → ")
+                text.append(new_v, style="green")
+            else:
+                text.append(_value(c.new if c.change == "added" else c.old, max(8, room)))
+            if c.reason and not shared and not c.reason.startswith("new model:"):
+                text.append(("  " if wide else "\n     ") + c.reason, style="italic dim")
+            text.append("\n")
+    if r.env_changes:
+        text.append("environment\n", style="bold underline")
+        for e in r.env_changes:
+            mark, style = MARK[e.change]
+            text.append(f" {mark} {e.name}", style=style)
+            text.append(f" {e.old or ''}{' → ' if e.change == 'changed' else ''}{e.new or ''}\n", style=DIM)
+    if notes:
+        text.append("notes", style="bold underline")
+        text.append(f"  ({r.flags_source})\n", style=DIM)
+        _lint_lines(text, notes)
+    if reading.error:
+        text.append(f"✗ {reading.error}\n", style=BAD)
+    text.rstrip()
+    return text
+
+
+class ServicePane(ReadingPane):
+    PANE_TITLE: ClassVar[str] = "Service diff"
+    PANE_KEY: ClassVar[str] = "3"
+    STALE_AFTER_S: ClassVar[float] = 60.0
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("d", "toggle_raw", "Raw diff"),
+        Binding("s", "swap", "Swap old/new"),
+        Binding("u", "pick_units", "Units"),
+    ]
+
+    raw: reactive[bool] = reactive(False)
+
+    class SwapRequested(Message):
+        pass
+
+    class PickRequested(Message):
+        pass
+
+    def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
+        return format_service(reading, self.content_size.width or 56, raw=self.raw)
+
+    def watch_raw(self) -> None:
+        self.update(self.render_reading(self.reading))
+        self.border_title = f"{self.PANE_KEY} {self.PANE_TITLE}" + (" (raw)" if self.raw else "")
+
+    def on_resize(self) -> None:
+        self.update(self.render_reading(self.reading))
+
+    def action_toggle_raw(self) -> None:
+        self.raw = not self.raw
+
+    def action_swap(self) -> None:
+        self.post_message(self.SwapRequested())
+
+    def action_pick_units(self) -> None:
+        self.post_message(self.PickRequested())

@@ -1,0 +1,209 @@
+"""systemd unit files as `systemctl cat` prints them (the unit, then its drop-ins), or one file.
+
+Handled as systemd does: sections, comments (# ;), backslash line continuations, repeated keys,
+an empty `ExecStart=` resetting the list (drop-ins), ExecStart prefixes (`-`, `@`, `+`, `!`,
+`!!`, `:`), systemd's quoting (double and single quotes, backslash escapes), `Environment=`
+with several quoted assignments, and `EnvironmentFile=` (with `-` for optional). Specifiers
+(`%i`) and `$VAR` references are left as written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from console.parsers import ParseError
+
+_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'", "s": " ", "a": "\a", "b": "\b",
+            "f": "\f", "r": "\r", "v": "\v"}
+
+
+@dataclass(frozen=True, slots=True)
+class ExecCommand:
+    argv: tuple[str, ...]
+    prefixes: str  # "-", "@", "+", "!", "!!", ":" as written
+    line_no: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    name: str
+    sources: tuple[str, ...]  # the files `systemctl cat` showed, in order
+    description: str | None
+    exec_start: tuple[ExecCommand, ...]
+    environment: tuple[tuple[str, str], ...]
+    environment_files: tuple[tuple[str, bool], ...]  # (path, optional)
+    working_directory: str | None
+    user: str | None
+    problems: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def main_command(self) -> ExecCommand | None:
+        return self.exec_start[-1] if self.exec_start else None
+
+
+def split_systemd_words(text: str, line_no: int = 0) -> list[str]:
+    """systemd's word splitting for ExecStart= and Environment= (quotes, escapes)."""
+    words: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        while i < n and text[i] in " \t":
+            i += 1
+        if i >= n:
+            break
+        word: list[str] = []
+        quote: str | None = None
+        if text[i] in "\"'":
+            quote = text[i]
+            i += 1
+        while i < n:
+            c = text[i]
+            if quote is not None and c == quote:
+                i += 1
+                quote = None
+                if i < n and text[i] not in " \t":
+                    # systemd wants whitespace after a closing quote; keep going like a shell would
+                    continue
+                break
+            if quote is None and c in " \t":
+                break
+            if c == "\\" and i + 1 < n:
+                nxt = text[i + 1]
+                if nxt in _ESCAPES:
+                    word.append(_ESCAPES[nxt])
+                    i += 2
+                    continue
+                if nxt == "x" and i + 3 < n + 1:
+                    try:
+                        word.append(chr(int(text[i + 2:i + 4], 16)))
+                        i += 4
+                        continue
+                    except ValueError:
+                        pass
+                word.append(nxt)
+                i += 2
+                continue
+            if quote is None and c in "\"'" and not word:
+                quote = c
+                i += 1
+                continue
+            word.append(c)
+            i += 1
+        if quote is not None:
+            raise ParseError(f"unbalanced {quote} quote", line_no=line_no)
+        words.append("".join(word))
+    return words
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    buf: list[str] = []
+    start = 0
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = raw.rstrip()
+        if not buf:
+            start = no
+            stripped = line.lstrip()
+            if stripped.startswith(("#", ";")):
+                out.append((no, stripped))  # comments end at their line, even with a trailing \\
+                continue
+        if line.endswith("\\"):
+            buf.append(line[:-1] + " ")
+            continue
+        buf.append(line)
+        out.append((start, "".join(buf)))
+        buf = []
+    if buf:
+        out.append((start, "".join(buf)))
+    return out
+
+
+def parse_unit(text: str, name: str = "unit") -> Unit:
+    if "\x00" in text:
+        raise ParseError(f"{name}: binary content, not a unit file")
+    section = None
+    sources: list[str] = []
+    exec_start: list[ExecCommand] = []
+    env: dict[str, str] = {}
+    env_files: list[tuple[str, bool]] = []
+    description = working_dir = user = None
+    problems: list[str] = []
+    saw_section = False
+    for line_no, line in _logical_lines(text):
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith(("#", ";")):
+            # `systemctl cat` prefixes each file with "# /path/to/file".
+            if s.startswith("# /") and (s.endswith((".service", ".conf")) or "/" in s[2:]):
+                sources.append(s[2:].strip())
+            continue
+        if s.startswith("[") and s.endswith("]"):
+            section = s[1:-1]
+            saw_section = True
+            continue
+        if "=" not in s:
+            problems.append(f"line {line_no}: not a key=value line: {s[:80]!r}")
+            continue
+        key, value = (part.strip() for part in s.split("=", 1))
+        if section == "Unit" and key == "Description":
+            description = value
+        elif section == "Service":
+            if key == "ExecStart":
+                if not value:
+                    exec_start.clear()  # an empty assignment resets the list (drop-ins)
+                    continue
+                prefixes = ""
+                while value and value[0] in "-@+!:":
+                    prefixes += value[0]
+                    value = value[1:]
+                try:
+                    argv = split_systemd_words(value, line_no)
+                except ParseError as exc:
+                    problems.append(f"ExecStart: {exc}")
+                    continue
+                if "@" in prefixes and len(argv) > 1:
+                    argv = [argv[0], *argv[2:]]  # @: the second word is argv[0], not an argument
+                exec_start.append(ExecCommand(tuple(argv), prefixes, line_no))
+            elif key == "Environment":
+                if not value:
+                    env.clear()
+                    continue
+                try:
+                    for assignment in split_systemd_words(value, line_no):
+                        if "=" in assignment:
+                            k, v = assignment.split("=", 1)
+                            env[k] = v
+                        else:
+                            problems.append(f"line {line_no}: Environment entry without '=': {assignment!r}")
+                except ParseError as exc:
+                    problems.append(f"Environment: {exc}")
+            elif key == "EnvironmentFile":
+                if not value:
+                    env_files.clear()
+                else:
+                    env_files.append((value.lstrip("-"), value.startswith("-")))
+            elif key == "WorkingDirectory":
+                working_dir = value
+            elif key == "User":
+                user = value
+    if not saw_section:
+        raise ParseError(f"{name}: not a unit file (no [Section] header)")
+    if not exec_start:
+        problems.append(f"{name}: no ExecStart= in [Service]")
+    return Unit(name, tuple(sources), description, tuple(exec_start), tuple(env.items()), tuple(env_files),
+                working_dir, user, tuple(problems))
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """An EnvironmentFile: KEY=VALUE lines, # comments, optional quotes."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith(("#", ";")) or "=" not in s:
+            continue
+        k, v = s.split("=", 1)
+        v = v.strip()
+        if len(v) >= 2 and v[0] == v[-1] and v[0] in "\"'":
+            v = v[1:-1]
+        out[k.strip().removeprefix("export ").strip()] = v
+    return out

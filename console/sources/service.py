@@ -1,0 +1,150 @@
+"""The service source: both units (`systemctl cat`), their state and the running process's argv in
+one round-trip; then the new unit's paths and the model's config.json; and the host's own SGLang
+flags (`python -m sglang.launch_server --help`), read once per SGLang version."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from typing import Any
+
+from console.analysis.service_diff import PATH_FLAGS, HostFacts
+from console.analysis.service_report import ServiceReport, ServiceSide, build_report, side_from_text
+from console.parsers import split_sections
+from console.parsers.sglang_argv import NotSglang, normalize
+from console.parsers.sglang_flags import FlagTable, builtin_table, table_from_help
+from console.sources.base import PolledSource, describe_error
+from console.transport.base import Transport, quote
+
+_VERSION = re.compile(r"^\d+\.\d+[\w.+-]*$")
+
+
+def service_script(units: list[str]) -> str:
+    parts = []
+    for i, unit in enumerate(units):
+        q = quote(unit)
+        parts.append(f"echo @@cat{i}; systemctl cat --no-pager -- {q} 2>&1; echo @@catrc{i}; echo $?")
+        parts.append(f"echo @@show{i}; systemctl show --no-pager -p ActiveState,SubState,MainPID -- {q} 2>/dev/null")
+        parts.append(f"echo @@cmdline{i}; __p=$(systemctl show -p MainPID --value -- {q} 2>/dev/null); "
+                     f"if [ \"${{__p:-0}}\" -gt 0 ] 2>/dev/null; then tr '\\0' '\\n' < /proc/$__p/cmdline; fi")
+    parts.append("echo @@units; systemctl list-unit-files --no-legend --no-pager 'sglang*' 2>/dev/null")
+    parts.append("echo @@gpus; nvidia-smi -L 2>/dev/null | grep -c '^GPU'")
+    return "; ".join(parts) + "; true"
+
+
+def _props(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+class ServiceWatcher:
+    def __init__(self, transport: Transport, new_unit: str, old_unit: str | None, *,
+                 forbidden_prefixes: tuple[str, ...] = ()) -> None:
+        self.transport = transport
+        self.new_unit = new_unit
+        self.old_unit = old_unit
+        self.forbidden_prefixes = forbidden_prefixes
+        self.table: FlagTable = builtin_table()
+        self._tables: dict[str, FlagTable] = {}
+        self.flags_note: str | None = None
+
+    def swap(self) -> None:
+        if self.old_unit:
+            self.new_unit, self.old_unit = self.old_unit, self.new_unit
+
+    def pick(self, new_unit: str, old_unit: str | None) -> None:
+        self.new_unit, self.old_unit = new_unit, old_unit
+
+    async def _host_table(self, python: str) -> FlagTable:
+        """The flags of the SGLang installed for the unit's interpreter, cached per version."""
+        try:
+            r = await self.transport.run(f"{quote(python)} -c 'import sglang; print(sglang.__version__)'", timeout=20)
+        except Exception as exc:  # noqa: BLE001 - the built-in table is a fine answer
+            self.flags_note = (f"host SGLang version unknown ({describe_error(exc)}): "
+                               f"built-in table of {builtin_table().version}")
+            return builtin_table()
+        version = r.text.strip().splitlines()[-1] if r.ok and r.text.strip() else ""
+        if not _VERSION.match(version):
+            self.flags_note = f"no sglang for {python} on the host: built-in table of {builtin_table().version}"
+            return builtin_table()
+        if version in self._tables:
+            return self._tables[version]
+        if version == builtin_table().version:
+            table = builtin_table()
+        else:
+            h = await self.transport.run(f"{quote(python)} -m sglang.launch_server --help", timeout=60)
+            table = table_from_help(h.text, version) if h.ok and "--model-path" in h.text else builtin_table()
+        self._tables[version] = table
+        self.flags_note = f"checked against the host's SGLang {version}"
+        return table
+
+    async def read_sides(self, units: list[str]) -> tuple[list[ServiceSide], tuple[str, ...], int | None]:
+        """The units as the host has them, with state and running argv; the sglang units found; GPU count."""
+        result = await self.transport.run(service_script(units), timeout=20)
+        s = split_sections(result.text)
+        sides: list[ServiceSide] = []
+        for i, unit in enumerate(units):
+            text = s.get(f"cat{i}", "")
+            if s.get(f"catrc{i}", "0").strip() != "0":
+                sides.append(ServiceSide(unit, None, None, None, error=f"{unit}: {text.strip() or 'not found'}"))
+                continue
+            side = side_from_text(unit, text, self.table)
+            props = _props(s.get(f"show{i}", ""))
+            cmdline = s.get(f"cmdline{i}", "").splitlines()
+            running = None
+            if cmdline:
+                try:
+                    running = normalize(cmdline, self.table)
+                except NotSglang:
+                    running = None
+            pid = props.get("MainPID", "0")
+            sides.append(replace(side, active_state=props.get("ActiveState"), sub_state=props.get("SubState"),
+                                 main_pid=int(pid) if pid.isdigit() and int(pid) > 0 else None, running=running))
+        units_on_host = tuple(line.split()[0] for line in s.get("units", "").splitlines() if line.strip())
+        gpus = s.get("gpus", "").strip()
+        return sides, units_on_host, int(gpus) if gpus.isdigit() and int(gpus) > 0 else None
+
+    async def facts_for(self, new: ServiceSide, gpu_count: int | None = None) -> tuple[ServiceSide, HostFacts]:
+        """The host's facts for the new service; re-reads it against the host's own SGLang flags."""
+        if new.command is not None and new.command.launcher and "python" in new.command.launcher[0].rsplit("/", 1)[-1]:
+            table = await self._host_table(new.command.launcher[0])
+            if table is not self.table:
+                self.table = table
+                if new.text:
+                    new = replace(side_from_text(new.name, new.text, table), active_state=new.active_state,
+                                  sub_state=new.sub_state, main_pid=new.main_pid, running=new.running)
+        facts = await self._facts(new)
+        return new, replace(facts, gpu_count=gpu_count)
+
+    async def poll(self) -> ServiceReport:
+        units = [self.new_unit] + ([self.old_unit] if self.old_unit else [])
+        sides, units_on_host, gpus = await self.read_sides(units)
+        new, facts = await self.facts_for(sides[0], gpus)
+        old = sides[1] if len(sides) > 1 else None
+        return build_report(old, new, facts, table=self.table, units_on_host=units_on_host,
+                            flags_source=self.flags_note)
+
+    async def _facts(self, new: ServiceSide) -> HostFacts:
+        if new.command is None:
+            return HostFacts(forbidden_prefixes=self.forbidden_prefixes)
+        paths = [v for f in PATH_FLAGS if isinstance(v := new.command.value(f), str) and v.startswith("/")]
+        exists: dict[str, bool] = {}
+        if paths:
+            checks = "; ".join(f"if [ -e {quote(p)} ]; then echo 1; else echo 0; fi" for p in paths)
+            r = await self.transport.run(checks, timeout=10)
+            answers = r.text.split()
+            exists = {p: a == "1" for p, a in zip(paths, answers, strict=False)}
+        config: dict[str, Any] | None = None
+        model = new.command.value("--model-path")
+        if isinstance(model, str) and exists.get(model):
+            try:
+                raw = await self.transport.read_file(model.rstrip("/") + "/config.json", max_bytes=4 << 20, timeout=10)
+                loaded = json.loads(raw)
+                config = loaded if isinstance(loaded, dict) else None
+            except Exception:  # noqa: BLE001 - no config.json yet (download running): lints that need it wait
+                config = None
+        return HostFacts(model_config=config, paths_exist=exists, forbidden_prefixes=self.forbidden_prefixes)
+
+
+def service_source(watcher: ServiceWatcher, interval_s: float = 15.0) -> PolledSource[ServiceReport]:
+    return PolledSource("service", watcher.poll, interval_s, max_backoff_s=60.0)
