@@ -20,15 +20,18 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Markdown
 from textual.worker import Worker, WorkerState
 
-from console.messages import ConnectionChanged, ReadingReady
+from console.messages import ConnectionChanged, LogLinesReady, ReadingReady
+from console.model import Reading
 from console.panes.base import PlaceholderPane, ReadingPane
 from console.panes.download import DownloadPane
 from console.panes.gpu import GpuPane
 from console.panes.header import HostHeader
+from console.panes.log import LogPane
 from console.panes.service import ServicePane
 from console.panes.unit_picker import UnitPicker
 from console.session import HostSession
 from console.sources.base import PolledSource, describe_error
+from console.sources.log import LogFollower
 from console.transport.errors import HostKeyError, TransportError
 
 
@@ -118,9 +121,15 @@ class ConsoleApp(App[int]):
                 yield self.make_pane(key, number, title)
         yield Footer()
 
-    def make_pane(self, key: str, number: str, title: str) -> ReadingPane:
+    def make_pane(self, key: str, number: str, title: str) -> Any:
         if key == "gpu":
             return GpuPane(id="gpu-pane")
+        if key == "log":
+            follower = self.session.log_follower()
+            if follower is None:
+                return PlaceholderPane(title, number, "No log: pass --unit NAME (its journal) or --log-file PATH.",
+                                       id="log-pane")
+            return LogPane(follower.label, id="log-pane")
         if key == "service":
             if not self.session.profile.unit:
                 return PlaceholderPane(title, number, "No unit: pass --unit NEW.service (and --compare-unit "
@@ -134,8 +143,8 @@ class ConsoleApp(App[int]):
         message = f"{title}: no source for this pane yet."
         return PlaceholderPane(title, number, message, id=f"{key}-pane")
 
-    def pane(self, key: str) -> ReadingPane:
-        return self.query_one(f"#{key}-pane", ReadingPane)
+    def pane(self, key: str) -> Any:
+        return self.query_one(f"#{key}-pane")
 
     # -- lifecycle -----------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -168,6 +177,22 @@ class ConsoleApp(App[int]):
     def start_streams(self) -> None:
         """Sources that are streams rather than polls; the polled ones start in `open_session`."""
         self.run_stream_source("gpu", self.session.gpu_source().readings())
+        follower = self.session.log_follower()
+        if follower is not None:
+            self.run_log(follower)
+
+    @work(group="sources", exit_on_error=False)
+    async def run_log(self, follower: LogFollower) -> None:
+        last_ok: float | None = None
+        async for batch in follower.batches():
+            if batch.events:
+                self.post_message(LogLinesReady(batch.events))
+                last_ok = time.time()
+            if batch.note:
+                self.notify(batch.note, title="log", timeout=4)
+            reading = Reading("log", batch.summary, last_ok or time.time(), batch.error,
+                              time.time() if batch.error else None)
+            self.post_message(ReadingReady("log", reading))
 
     @work(group="sources", exit_on_error=False)
     async def run_stream_source(self, name: str, readings: Any) -> None:
@@ -191,9 +216,21 @@ class ConsoleApp(App[int]):
     def on_reading_ready(self, message: ReadingReady) -> None:
         self.route_reading(message.source, message.reading)
 
+    def on_log_lines_ready(self, message: LogLinesReady) -> None:
+        with contextlib.suppress(Exception):
+            self.query_one(LogPane).add_events(message.events)
+
     def route_reading(self, source: str, reading: Any) -> None:
         if source == "host":
             self.query_one(HostHeader).summary = reading
+            return
+        if source in ("log", "server"):
+            with contextlib.suppress(Exception):
+                pane = self.query_one(LogPane)
+                if source == "log":
+                    pane.summary = reading
+                else:
+                    pane.server = reading
             return
         with contextlib.suppress(Exception):
             self.pane(source).reading = reading
@@ -203,6 +240,8 @@ class ConsoleApp(App[int]):
         self.query_one(HostHeader).tick()
         for pane in self.query(ReadingPane):
             pane.update_age(now)
+        for log_pane in self.query(LogPane):
+            log_pane.update_age(now)
 
     async def on_unmount(self) -> None:
         self.workers.cancel_all()

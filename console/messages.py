@@ -29,3 +29,11 @@ class ConnectionChanged(Message, bubble=False):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ConnectionChanged)
+
+
+class LogLinesReady(Message, bubble=False):
+    """A batch of parsed log lines. Never replaced or dropped: every line reaches the pane."""
+
+    def __init__(self, events: tuple[Any, ...]) -> None:
+        super().__init__()
+        self.events = events

@@ -17,6 +17,8 @@ from console.sources.base import PolledSource
 from console.sources.download import DownloadWatcher, download_source
 from console.sources.gpu import GpuSource
 from console.sources.host import host_summary_source
+from console.sources.log import LogFollower
+from console.sources.server import ServerWatcher, server_source
 from console.sources.service import ServiceWatcher, service_source
 from console.transport.base import Transport
 from console.transport.local import LocalTransport
@@ -41,6 +43,44 @@ def download_json(reading: Reading[Any]) -> dict[str, Any] | None:
     }
 
 
+def log_json(summary: Any) -> dict[str, Any]:
+    """`snapshot --json`'s `log` object (a public interface: keep the keys stable)."""
+    d = summary.last_decode or {}
+    kv = summary.kv_cache or {}
+    cap = summary.capacity or {}
+    return {
+        "source": summary.source, "phase": summary.phase,
+        "boot": [{"phase": b.phase, "at": b.at, "seconds": b.seconds, "detail": b.detail} for b in summary.boot],
+        "last_prefill": summary.last_prefill,
+        "last_decode": None if not d else {
+            "gen_throughput": d.get("gen throughput (token/s)"), "running_reqs": d.get("#running-req"),
+            "queue_reqs": d.get("#queue-req"), "token_usage": d.get("token usage"),
+            "full_token_usage": d.get("full token usage"), "mamba_usage": d.get("mamba usage"),
+            "accept_len": d.get("accept len"), "accept_rate": d.get("accept rate"),
+            "cuda_graph": d.get("cuda graph"), "at": d.get("at")},
+        "capacity": None if not cap else {k: cap.get(k) for k in (
+            "max_total_num_tokens", "max_running_requests", "context_len", "max_prefill_tokens",
+            "chunked_prefill_size")},
+        "kv_cache": None if not kv else {"tokens": kv.get("tokens"), "k_gib": kv.get("k_gib"),
+                                         "v_gib": kv.get("v_gib"), "dtype": kv.get("dtype")},
+        "mamba_cache": summary.mamba_cache, "weights": summary.weights,
+        "errors": [{"at": e.at, "kind": e.kind, "message": e.message} for e in summary.errors],
+        "lines_seen": summary.lines_seen,
+    }
+
+
+def server_json(status: Any) -> dict[str, Any]:
+    """`snapshot --json`'s `server` object."""
+    return {
+        "status": status.status, "reason": status.reason, "unit": status.unit, "unit_state": status.unit_state,
+        "main_pid": status.main_pid, "phase": status.phase, "health_ok": status.http.health_ok,
+        "gen_throughput": status.gen_throughput, "accept_length": status.accept_length,
+        "server_info_error": status.http.server_info_error,
+        "launch_command": (status.http.server_info or {}).get("launch_command"),
+        "metrics": status.http.metrics,
+    }
+
+
 def make_transport(profile: HostProfile, *, accept_new_host_key: bool = False) -> Transport:
     if not profile.host:
         return LocalTransport()
@@ -61,6 +101,7 @@ class HostSession:
     transport: Transport
     demo: bool = False
     _service: ServiceWatcher | None = None
+    _log: LogFollower | None = None
 
     def polled_sources(self, *, one_shot: bool = False) -> Sequence[PolledSource[Any]]:
         sources: list[PolledSource[Any]] = [host_summary_source(self.transport, self.profile.watched_paths())]
@@ -70,6 +111,9 @@ class HostSession:
         service = self.service_watcher()
         if service is not None:
             sources.append(service_source(service))
+        server = self.server_watcher()
+        if server is not None and not one_shot:
+            sources.append(server_source(server))
         return sources
 
     def service_watcher(self) -> ServiceWatcher | None:
@@ -79,6 +123,23 @@ class HostSession:
             self._service = ServiceWatcher(self.transport, self.profile.unit, self.profile.compare_unit,
                                            forbidden_prefixes=self.profile.forbidden_prefixes)
         return self._service
+
+    def log_follower(self) -> LogFollower | None:
+        """The unit's journal (the compare unit's too, in the same stream), or --log-file."""
+        if self._log is None:
+            units = tuple(u for u in (self.profile.unit, self.profile.compare_unit) if u)
+            if self.profile.log_file:
+                self._log = LogFollower(self.transport, log_file=self.profile.log_file)
+            elif units:
+                self._log = LogFollower(self.transport, units=units)
+        return self._log
+
+    def server_watcher(self) -> ServerWatcher | None:
+        if not self.profile.unit and not self.profile.host:
+            return None
+        follower = self.log_follower()
+        return ServerWatcher(self.transport, self.profile.unit, self.profile.server_port,
+                             follower.tracker if follower else None)
 
     def download_watcher(self, *, one_shot: bool = False) -> DownloadWatcher | None:
         if not self.profile.model_dir:
@@ -106,6 +167,15 @@ class HostSession:
     async def stream_snapshot_fields(self) -> dict[str, Any]:
         from console.snapshot import to_jsonable
 
+        out_log: dict[str, Any] = {}
+        follower = self.log_follower()
+        if follower is not None:
+            summary = await follower.snapshot_once()
+            out_log["log"] = log_json(summary)
+        server = self.server_watcher()
+        if server is not None:
+            out_log["server"] = server_json(await server.snapshot_once())
+
         gpu = await self.gpu_source().first_reading()
         out: dict[str, Any] = {
             "gpu_source": gpu.data.source if gpu.data else None,
@@ -114,7 +184,7 @@ class HostSession:
         }
         if gpu.error:
             out["gpu_error"] = gpu.error
-        return out
+        return {**out, **out_log}
 
     async def close(self) -> None:
         await self.transport.close()

@@ -32,6 +32,7 @@ def demo_profile(sim: HostSimulator) -> HostProfile:
         unit=NEW_UNIT,
         compare_unit=OLD_UNIT,
         forbidden_prefixes=(sim.host_path("/data"),),
+        server_port=sim.server_port,
         disk_paths=(sim.host_path("/shared"), sim.host_path("/")),
     )
 
@@ -52,13 +53,18 @@ def write_hub_cache(cache_root: Path, plan: DownloadPlan, repo_id: str = "Qwen/Q
                                 "fetched_at": time.time(), "siblings": plan.hub_siblings()}))
 
 
-async def start_scenario(sim: HostSimulator, plan: DownloadPlan | None = None) -> LocalDirDownloader:
+async def start_scenario(sim: HostSimulator, plan: DownloadPlan | None = None, *,
+                         oom: bool = False) -> LocalDirDownloader:
     """Lay out the sandbox for the story and start its drivers."""
     sim.path(MODEL_DIR).mkdir(parents=True, exist_ok=True)
     sim.path(OLD_MODEL_DIR).mkdir(parents=True, exist_ok=True)
     downloader = LocalDirDownloader(sim.path(MODEL_DIR), plan or DownloadPlan(), sim.elapsed_s)
     sim.add_task(downloader.run())
-    install_units(sim, [OLD_UNIT, NEW_UNIT])
+    install_units(sim, [OLD_UNIT, NEW_UNIT], sim.server_port)
     timeline = Timeline({OLD_UNIT: (-1e9, story.T_OLD_STOP), NEW_UNIT: (story.T_NEW_START, 1e9)})
-    sim.add_task(UnitRunner(sim, timeline).run())
+    runner = UnitRunner(sim, timeline)
+    runner.extra_env[OLD_UNIT] = {"GPUSIM_BOOTED": "1"}  # the old service has been serving for hours
+    if oom:
+        runner.extra_env[NEW_UNIT] = {"GPUSIM_OOM": "1"}
+    sim.add_task(runner.run())
     return downloader

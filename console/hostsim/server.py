@@ -35,6 +35,14 @@ class HostIdentity:
     })
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 class _SimServer(asyncssh.SSHServer):
     def __init__(self, sim: HostSimulator) -> None:
         self._sim = sim
@@ -69,6 +77,7 @@ class HostSimulator:
         # GPU source against a real nvidia-smi and NVML on a GPU host).
         self.simulate_tools = simulate_tools
         self.port = 0
+        self.server_port = _free_port()  # where the simulated SGLang listens (127.0.0.1)
         self.connections = 0
         self.open_connections: set[asyncssh.SSHServerConnection] = set()
         self._server: asyncssh.SSHAcceptor | None = None

@@ -35,11 +35,13 @@ class Timeline:
     windows: dict[str, tuple[float, float]]
 
 
-def install_units(sim: HostSimulator, names: list[str]) -> None:
+def install_units(sim: HostSimulator, names: list[str], server_port: int) -> None:
     units = sim.path(UNITS_DIR)
     units.mkdir(parents=True, exist_ok=True)
     for name in names:
         text = (TEMPLATES / name).read_text().replace("{ROOT}", str(sim.root))
+        # A free port of this machine, not 30000: a real SGLang or another demo may hold that one.
+        text = text.replace("--port 30000", f"--port {server_port}")
         (units / name).write_text(text)
     # The unit's interpreter path exists, and is a real python3.
     venv_bin = sim.path("/opt/sglang/.venv/bin")
@@ -71,6 +73,9 @@ class UnitRunner:
         self.timeline = timeline
         self.procs: dict[str, asyncio.subprocess.Process] = {}
         self.since: dict[str, float] = {}
+        self.failed: dict[str, float] = {}
+        self.extra_env: dict[str, dict[str, str]] = {}
+        self._readers: list[asyncio.Future[None]] = []
 
     async def _start(self, name: str) -> None:
         text = self.sim.path(f"{UNITS_DIR}/{name}").read_text()
@@ -78,12 +83,31 @@ class UnitRunner:
         main = unit.main_command
         if main is None:
             return
-        env = {**self.sim.env(), **dict(unit.environment)}
-        self.procs[name] = await asyncio.create_subprocess_exec(
-            *main.argv, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
+        env = {**self.sim.env(), **dict(unit.environment), "PYTHONUNBUFFERED": "1",
+               "GPUSIM_SPEED": str(self.sim.speed), "GPUSIM_START": str(self.sim.start_s)}
+        env.update(self.extra_env.get(name, {}))
+        proc = await asyncio.create_subprocess_exec(
+            *main.argv, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, start_new_session=True,
         )
+        self.procs[name] = proc
         self.since[name] = time.time()
+        self._readers.append(asyncio.ensure_future(self._journal(name, proc)))
+
+    async def _journal(self, name: str, proc: asyncio.subprocess.Process) -> None:
+        """What journald does for a unit: every output line becomes an entry with a cursor."""
+        assert proc.stdout is not None
+        journal = Journal(self.sim)
+        while True:
+            line = await proc.stdout.readline()
+            if not line:
+                break
+            journal.append(name, proc.pid, line.rstrip(b"\n").decode("utf-8", "replace"))
+        code = await proc.wait()
+        if code not in (0, -15, 143) and self.procs.get(name) is proc:
+            journal.append(name, proc.pid, f"{name}: Main process exited, code=exited, status={code}/FAILURE")
+            self.failed[name] = time.time()
+            self.procs.pop(name, None)
 
     async def _stop(self, name: str) -> None:
         proc = self.procs.pop(name, None)
@@ -99,7 +123,9 @@ class UnitRunner:
         for name in self.timeline.windows:
             proc = self.procs.get(name)
             running = proc is not None and proc.returncode is None
-            out[name] = {"active": "active" if running else "inactive", "sub": "running" if running else "dead",
+            failed = not running and name in self.failed
+            out[name] = {"active": "active" if running else "failed" if failed else "inactive",
+                         "sub": "running" if running else "failed" if failed else "dead",
                          "pid": proc.pid if running and proc else 0, "since": self.since.get(name, self.sim.start_s)}
         return out
 
@@ -109,7 +135,7 @@ class UnitRunner:
                 t = self.sim.elapsed_s()
                 for name, (start, stop) in self.timeline.windows.items():
                     should = start <= t < stop
-                    if should and name not in self.procs:
+                    if should and name not in self.procs and name not in self.failed:
                         await self._start(name)
                     elif not should and name in self.procs:
                         await self._stop(name)
@@ -118,3 +144,23 @@ class UnitRunner:
         finally:
             for name in list(self.procs):
                 await self._stop(name)
+            for reader in self._readers:
+                reader.cancel()
+
+
+class Journal:
+    """The simulated journal: one JSON line per entry in .sim/journal/UNIT.jsonl, journald's fields."""
+
+    def __init__(self, sim: HostSimulator) -> None:
+        self.dir = sim.root / ".sim" / "journal"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.hostname = sim.identity.hostname
+
+    def append(self, unit: str, pid: int, message: str) -> None:
+        path = self.dir / f"{unit}.jsonl"
+        now_us = int(time.time() * 1e6)
+        entry = {"__CURSOR": f"s=gpusim;u={unit};t={now_us};p={path.stat().st_size if path.exists() else 0}",
+                 "__REALTIME_TIMESTAMP": str(now_us), "_SYSTEMD_UNIT": unit, "_PID": str(pid),
+                 "_HOSTNAME": self.hostname, "SYSLOG_IDENTIFIER": "python", "MESSAGE": message}
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry) + "\n")

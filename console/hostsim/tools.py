@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-TOOLS: tuple[str, ...] = ("hostname", "df", "nvidia-smi", "systemctl")
+TOOLS: tuple[str, ...] = ("hostname", "df", "nvidia-smi", "systemctl", "journalctl")
 
 
 def install_pylib(pylib: Path) -> None:
@@ -181,9 +181,16 @@ def _systemctl(args: list[str]) -> int:
     return 1
 
 
+def _journalctl(args: list[str]) -> int:
+    from console.hostsim import fake_journalctl
+
+    return fake_journalctl.main(args)
+
+
 def main(name: str, args: list[str]) -> int:
     try:
-        handler = {"hostname": _hostname, "df": _df, "nvidia-smi": _nvidia_smi, "systemctl": _systemctl}[name]
+        handler = {"hostname": _hostname, "df": _df, "nvidia-smi": _nvidia_smi, "systemctl": _systemctl,
+                   "journalctl": _journalctl}[name]
         return handler(args)
     except BrokenPipeError:
         return 141

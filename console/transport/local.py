@@ -100,7 +100,7 @@ class LocalTransport:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
 
-        stream = ProcessLineStream(proc.stdout, proc.stderr, closer, lambda: proc.returncode)
+        stream = ProcessLineStream(proc.stdout, proc.stderr, closer, lambda: proc.returncode, proc.wait)
         self._streams.append(stream)
         return stream
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from console.transport.shell import ByteReader
 
@@ -76,9 +76,11 @@ class ProcessLineStream:
     """A running command's stdout as lines; stderr kept as a short tail for error messages."""
 
     def __init__(self, stdout: ByteReader, stderr: ByteReader, closer: Callable[[], None],
-                 exit_status: Callable[[], int | None]) -> None:
+                 exit_status: Callable[[], int | None],
+                 reaper: Callable[[], Awaitable[object]] | None = None) -> None:
         self._stdout = stdout
         self._closer = closer
+        self._reaper = reaper
         self._exit_status = exit_status
         self._stderr_tail: deque[bytes] = deque(maxlen=20)
         self._stderr_task = asyncio.ensure_future(self._drain_stderr(stderr))
@@ -106,6 +108,9 @@ class ProcessLineStream:
     async def close(self) -> None:
         with contextlib.suppress(Exception):
             self._closer()
+        if self._reaper is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._reaper(), 5)
         self._stderr_task.cancel()
         with contextlib.suppress(BaseException):
             await self._stderr_task

@@ -1,16 +1,27 @@
-"""`python -m sglang.launch_server` on the simulated host.
+"""`python -m sglang.launch_server` on the simulated host: stdlib only (the host's python3).
 
-`--help` prints SGLang 0.5.23's real option list (the same argparse table the console ships), so
-the console's "read the host's own flags" path runs for real. Otherwise it stays up until
-SIGTERM, like a server: the simulator's systemctl starts and stops it along the story.
+`--help` prints SGLang 0.5.23's real option list (the argparse table the console ships), and bad
+flags fail as they do in SGLang. Otherwise it boots along the story, logging in SGLang's real
+formats (per TP rank), then serves on 127.0.0.1 (whatever --host says: the simulator never
+listens beyond loopback): /health, /health_generate, /server_info, /v1/models, /metrics and
+streaming /v1/completions and /v1/chat/completions with realistic timing.
 """
 
 import argparse
 import json
+import os
+import random
 import signal
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+SPEED = float(os.environ.get("GPUSIM_SPEED", "1") or 1)
+# Boot timeline, seconds after the process starts (story.T_NEW_START): see console/hostsim/story.py.
+BOOT = [(0.3, "launch"), (4.0, "weights loading"), (14.0, "weights loaded"), (16.0, "caches"),
+        (17.0, "graphs"), (22.0, "graphs done"), (23.0, "http"), (25.0, "ready")]
 
 
 def build_parser():
@@ -20,20 +31,327 @@ def build_parser():
     parser = argparse.ArgumentParser(prog="sglang serve")
     for flag in data["flags"]:
         names = [flag["flag"], *flag["aliases"]]
+        helptext = flag["help"].replace("%", "%%")
         if flag["takes_value"]:
-            parser.add_argument(*names, dest=flag["dest"], help=flag["help"].replace("%", "%%"))
+            nargs = "+" if "nargs=+" in flag["type"] else "*" if "nargs=*" in flag["type"] else None
+            parser.add_argument(*names, dest=flag["dest"], nargs=nargs, help=helptext)
         elif "--no-" in flag["type"]:
-            parser.add_argument(*names, dest=flag["dest"], action=argparse.BooleanOptionalAction,
-                                help=flag["help"].replace("%", "%%"))
+            parser.add_argument(*names, dest=flag["dest"], action=argparse.BooleanOptionalAction, help=helptext)
         else:
-            parser.add_argument(*names, dest=flag["dest"], action="store_true", help=flag["help"].replace("%", "%%"))
+            parser.add_argument(*names, dest=flag["dest"], action="store_true", help=helptext)
     return parser
+
+
+class Server:
+    def __init__(self, args, argv):
+        self.args = args
+        self.argv = argv
+        self.started = time.time()
+        self.tp = int(args.tp_size or 1)
+        self.name = args.served_model_name or args.model_path
+        self.spec = (args.speculative_algorithm or "").upper() in ("NEXTN", "EAGLE", "EAGLE3")
+        self.ready = False
+        self.lock = threading.Lock()
+        self.running = 0
+        self.tokens_out = 0
+        self.prompt_tokens = 0
+        self.requests = 0
+        self.accepted = 0
+        self.verify_steps = 0
+        self.last_gen_throughput = 0.0
+        self.oom = os.environ.get("GPUSIM_OOM") == "1"
+
+    # -- logging ------------------------------------------------------------------------
+    def log(self, message, rank=0, all_ranks=False):
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        ranks = range(self.tp) if all_ranks else [rank]
+        for r in ranks:
+            prefix = f"[{stamp} TP{r}]" if self.tp > 1 else f"[{stamp}]"
+            sys.stdout.write(f"{prefix} {message}\n")
+        sys.stdout.flush()
+
+    def boot(self):
+        a = self.args
+        steps = {
+            "launch": lambda: self.log(f"server_args=ServerArgs(model_path='{a.model_path}', "
+                                       f"served_model_name='{self.name}', tp_size={self.tp}, "
+                                       f"speculative_algorithm={a.speculative_algorithm!r}, "
+                                       f"mem_fraction_static={a.mem_fraction_static}, port={a.port})"),
+            "weights loading": lambda: self.log("Load weight begin. avail mem=94.21 GB", all_ranks=True),
+            "weights loaded": lambda: self.log(
+                "Load weight end. elapsed=9.87 s, type=Qwen3_5MoeForConditionalGeneration, "
+                "avail mem=36.18 GB, mem usage=58.03 GB.", all_ranks=True),
+            "caches": self.caches,
+            "graphs": lambda: self.log("Capture target decode CUDA graph begin. backend=full, "
+                                       "num_tokens_per_req=4, avail mem=5.84 GB", all_ranks=True),
+            "graphs done": self.graphs_done,
+            "http": lambda: self.log(f"INFO:     Uvicorn running on http://{a.host or '127.0.0.1'}:{a.port} "
+                                     "(Press CTRL+C to quit)"),
+            "ready": self.fired_up,
+        }
+        for at, step in BOOT:
+            delay = self.started + at / SPEED - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            steps[step]()
+
+    def caches(self):
+        self.log("Mamba Cache is allocated. max_mamba_cache_size: 371, conv_state size: 0.98GB, "
+                 "ssm_state size: 13.28GB intermediate_ssm_state_cache size: 6.95GB "
+                 "intermediate_conv_window_cache size: 0.05GB", all_ranks=True)
+        self.log("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1843200, K size: 11.33 GB, "
+                 "V size: 11.33 GB", all_ranks=True)
+
+    def graphs_done(self):
+        if self.oom:
+            self.log("Scheduler hit an exception: Traceback (most recent call last):")
+            for line in ('  File "sglang/srt/managers/scheduler.py", line 3011, in run_scheduler_process',
+                         "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)",
+                         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+                         "total capacity of 95.59 GiB of which 1.12 GiB is free."):
+                sys.stdout.write(line + "\n")
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            sys.stdout.write(f"[{stamp}] Received sigquit from a child process. It usually means the child failed.\n")
+            sys.stdout.flush()
+            os._exit(1)
+        self.log("Capture target decode CUDA graph end. bs=[1, 2, 4, 8, 16, 24, 32, 40, 48], elapsed=4.92 s, "
+                 "mem usage=1.58 GB, avail mem=4.26 GB.", all_ranks=True)
+        self.log("max_total_num_tokens=1843200, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+                 "max_running_requests=48, context_len=262144, available_gpu_mem=4.26 GB")
+
+    def fired_up(self):
+        self.ready = True
+        self.log("INFO:     127.0.0.1:40052 - \"GET /model_info HTTP/1.1\" 200 OK")
+        self.log("The server is fired up and ready to roll!")
+
+    # -- serving ------------------------------------------------------------------------
+    def background_running(self):
+        from console.hostsim import story
+
+        t = (time.time() - float(os.environ.get("GPUSIM_START", self.started))) * SPEED
+        return max(0, round(story.traffic(t) * 12))
+
+    def stats_loop(self):
+        last_tokens, last_t = 0, time.time()
+        while True:
+            time.sleep(1.0 / SPEED)
+            if not self.ready:
+                continue
+            now = time.time()
+            with self.lock:
+                produced = self.tokens_out - last_tokens
+                last_tokens = self.tokens_out
+                running = self.running + self.background_running()
+                accept = (self.accepted / self.verify_steps) if self.verify_steps else 3.1
+            gen = produced / (now - last_t) + self.background_running() * 58.0
+            last_t = now
+            self.last_gen_throughput = gen
+            full_tokens = running * 2400
+            fields = [f"#running-req: {running}", f"#full token: {full_tokens}",
+                      f"full token usage: {full_tokens / 1843200:.2f}", f"mamba num: {running * 3}",
+                      f"mamba usage: {running * 3 / 371:.2f}"]
+            if self.spec:
+                fields += [f"accept len: {accept:.2f}", f"accept rate: {(accept - 1) / 3:.2f}"]
+            fields += ["cuda graph: True", f"gen throughput (token/s): {gen:.2f}", "#queue-req: 0"]
+            self.log("Decode batch, " + ", ".join(fields))
+
+    def step_delay(self):
+        # Slower steps as concurrency grows (memory-bound decode): 11 ms at 1, ~30 ms at 64.
+        return (0.011 + 0.0003 * self.running) / SPEED
+
+    def generate(self, prompt_tokens, max_tokens):
+        """Yields token chunks (lists of token ids) with realistic timing; MTP chunks carry several."""
+        with self.lock:
+            self.running += 1
+            self.requests += 1
+            self.prompt_tokens += prompt_tokens
+        try:
+            time.sleep((0.035 + prompt_tokens * 0.00002) / SPEED)  # prefill
+            yield [1]
+            with self.lock:
+                self.tokens_out += 1
+            done = 1
+            rng = random.Random(prompt_tokens * 31 + max_tokens)
+            while done < max_tokens:
+                time.sleep(self.step_delay())
+                n = 1
+                if self.spec:
+                    n = min(max_tokens - done, rng.choice((1, 2, 3, 4, 4, 4)))
+                    with self.lock:
+                        self.accepted += n
+                        self.verify_steps += 1
+                n = min(n, max_tokens - done)
+                done += n
+                with self.lock:
+                    self.tokens_out += n
+                yield [1] * n
+        finally:
+            with self.lock:
+                self.running -= 1
+
+    def server_info(self):
+        a = self.args
+        accept = (self.accepted / self.verify_steps) if self.verify_steps else None
+        return {
+            "model_path": a.model_path, "served_model_name": self.name, "tp_size": self.tp,
+            "speculative_algorithm": a.speculative_algorithm, "mem_fraction_static": a.mem_fraction_static,
+            "context_length": a.context_length, "port": a.port, "launch_command": " ".join(self.argv),
+            "max_total_num_tokens": 1843200, "status": "ready" if self.ready else "starting", "version": "0.5.23",
+            "internal_states": [{
+                "last_gen_throughput": self.last_gen_throughput, "avg_spec_accept_length": accept,
+                "effective_max_running_requests_per_dp": 48,
+                "memory_usage": {"weight": 58.03, "kvcache": 22.66, "token_capacity": 1843200, "graph": 1.58},
+            }],
+        }
+
+    def metrics(self):
+        m = f'model_name="{self.name}",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"'
+        accept = (self.accepted / self.verify_steps) if self.verify_steps else 0.0
+        running = self.running + self.background_running()
+        lines = [
+            "# HELP sglang:num_running_reqs The number of running requests.", "# TYPE sglang:num_running_reqs gauge",
+            f"sglang:num_running_reqs{{{m}}} {float(running)}",
+            "# TYPE sglang:num_queue_reqs gauge", f"sglang:num_queue_reqs{{{m}}} 0.0",
+            "# TYPE sglang:gen_throughput gauge", f"sglang:gen_throughput{{{m}}} {self.last_gen_throughput}",
+            "# TYPE sglang:token_usage gauge", f"sglang:token_usage{{{m}}} {running * 3 / 371:.2f}",
+            "# TYPE sglang:max_total_num_tokens gauge", f"sglang:max_total_num_tokens{{{m}}} 1843200.0",
+            "# TYPE sglang:spec_accept_length gauge", f"sglang:spec_accept_length{{{m}}} {accept}",
+            "# TYPE sglang:generation_tokens_total counter",
+            f"sglang:generation_tokens_total{{{m}}} {float(self.tokens_out)}",
+            "# TYPE sglang:prompt_tokens_total counter",
+            f"sglang:prompt_tokens_total{{{m}}} {float(self.prompt_tokens)}",
+            "# TYPE sglang:num_requests_total counter", f"sglang:num_requests_total{{{m}}} {float(self.requests)}",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def handler_for(server):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt, *args):
+            server.log(f'INFO:     {self.client_address[0]}:{self.client_address[1]} - "{self.requestline}" '
+                       f"{args[1] if len(args) > 1 else ''}")
+
+        def send_json(self, code, obj):
+            body = json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):  # noqa: N802
+            path = self.path.split("?")[0]
+            if path in ("/health", "/health_generate"):
+                if path == "/health_generate" and server.ready:
+                    time.sleep(0.05 / SPEED)
+                self.send_response(200 if server.ready else 503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            elif path in ("/server_info", "/get_server_info"):
+                self.send_json(200, server.server_info())
+            elif path == "/v1/models":
+                self.send_json(200, {"object": "list", "data": [{
+                    "id": server.name, "object": "model", "created": int(server.started), "owned_by": "sglang",
+                    "root": server.name, "parent": None, "max_model_len": 262144}]})
+            elif path == "/metrics" and server.args.enable_metrics:
+                body = server.metrics().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            else:
+                self.send_json(404, {"detail": "Not Found"})
+
+        def do_POST(self):  # noqa: N802
+            path = self.path.split("?")[0]
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                req = json.loads(self.rfile.read(length) or b"{}")
+            except ValueError:
+                return self.send_json(400, {"object": "error", "message": "invalid JSON", "code": 400})
+            if path not in ("/v1/completions", "/v1/chat/completions"):
+                return self.send_json(404, {"detail": "Not Found"})
+            if not server.ready:
+                return self.send_json(503, {"object": "error", "message": "server is starting", "code": 503})
+            if req.get("model") not in (server.name, None):
+                return self.send_json(404, {"object": "error", "message": f"model {req.get('model')!r} not found",
+                                            "code": 404})
+            chat = path.endswith("chat/completions")
+            if chat:
+                text = " ".join(str(m.get("content", "")) for m in req.get("messages", []))
+            else:
+                text = str(req.get("prompt", ""))
+            prompt_tokens = max(1, len(text.split()))
+            max_tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+            rid = f"cmpl-{random.getrandbits(48):012x}"
+            if not req.get("stream"):
+                n = sum(len(c) for c in server.generate(prompt_tokens, max_tokens))
+                return self.send_json(200, {"id": rid, "object": "chat.completion" if chat else "text_completion",
+                                            "model": server.name, "choices": [{"index": 0, "finish_reason": "length",
+                                            "message" if chat else "text": {"role": "assistant", "content": "x" * n}
+                                            if chat else "x" * n}],
+                                            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n,
+                                                      "total_tokens": prompt_tokens + n}})
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+
+            def send(obj):
+                data = f"data: {obj}\n\n".encode()
+                self.wfile.write(f"{len(data):X}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            total = 0
+            try:
+                for chunk in server.generate(prompt_tokens, max_tokens):
+                    total += len(chunk)
+                    piece = " tok" * len(chunk)
+                    choice = {"index": 0, "delta": {"content": piece}} if chat else {"index": 0, "text": piece}
+                    choice["finish_reason"] = None
+                    send(json.dumps({"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
+                                     "model": server.name, "choices": [choice]}))
+                last = {"id": rid, "model": server.name, "choices": [
+                    {"index": 0, "finish_reason": "length", **({"delta": {}} if chat else {"text": ""})}],
+                    "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": total,
+                              "total_tokens": prompt_tokens + total}}
+                send(json.dumps(last))
+                send("[DONE]")
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    return Handler
 
 
 def main(argv):
     parser = build_parser()
-    parser.parse_args(argv)  # --help exits here; bad flags fail here, as in SGLang
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    args = parser.parse_args(argv)  # --help exits here; bad flags fail here, as in SGLang
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    server = Server(args, [sys.executable, "-m", "sglang.launch_server", *argv])
+    httpd = ThreadingHTTPServer(("127.0.0.1", int(args.port or 30000)), handler_for(server))
+    httpd.daemon_threads = True
+    if os.environ.get("GPUSIM_BOOTED") == "1":
+        # A service that has been up for hours: ready now, its boot long scrolled away.
+        global BOOT
+        BOOT = [(0.0, "http"), (0.0, "ready")]
+        server.ready = True
+    else:
+        threading.Thread(target=server.boot, daemon=True).start()
+    threading.Thread(target=server.stats_loop, daemon=True).start()
+
+    def serve_when_up():
+        delay = server.started + dict((s, at) for at, s in BOOT)["http"] / SPEED - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        httpd.serve_forever()
+
+    threading.Thread(target=serve_when_up, daemon=True).start()
     while True:
         time.sleep(3600)
 

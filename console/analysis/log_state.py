@@ -1,0 +1,184 @@
+"""What the log says, accumulated: the boot timeline, the latest batch statistics, capacity, cache
+sizes, errors (a traceback kept as one event) and the throughput series. Bounded everywhere."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from console.parsers.sglang_log import BOOT_PHASES, LogEvent, batch_fields
+
+MAX_ERRORS = 50
+MAX_TRACEBACK_LINES = 60
+
+
+@dataclass(frozen=True, slots=True)
+class BootStep:
+    phase: str
+    at: str | None  # the log's own timestamp
+    seconds: float | None  # since the launch line, by the log's clock
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class LogError:
+    at: str | None
+    kind: str
+    message: str
+    lines: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputPoint:
+    t_s: float  # wall clock when the line arrived
+    gen_tokens_per_s: float | None
+    accept_len: float | None
+    running: int | None
+    queue: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class LogSummary:
+    source: str
+    phase: str | None  # the last boot phase seen, or "serving"
+    boot: tuple[BootStep, ...]
+    last_prefill: dict[str, Any] | None
+    last_decode: dict[str, Any] | None
+    capacity: dict[str, Any] | None
+    kv_cache: dict[str, Any] | None
+    mamba_cache: dict[str, Any] | None
+    weights: dict[str, Any] | None
+    errors: tuple[LogError, ...]
+    lines_seen: int
+    last_line_at_s: float | None
+    series: tuple[ThroughputPoint, ...] = ()
+
+
+def _clock(ts: str | None) -> datetime | None:
+    if not ts:
+        return None
+    for fmt in ("%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%H:%M:%S"):
+        try:
+            return datetime.strptime(ts, fmt)
+        except ValueError:
+            continue
+    return None
+
+
+def _detail(phase: str, f: dict[str, Any]) -> str:
+    if phase == "weights loaded" and f.get("weights_gib") is not None:
+        return f"{f['weights_gib']:.2f} GiB weights/GPU, {f.get('avail_gib') or 0:.2f} GiB left"
+    if phase == "weights loading" and f.get("avail_gib") is not None:
+        return f"{f['avail_gib']:.2f} GiB free"
+    if phase == "kv cache" and f.get("tokens") is not None:
+        size = (f.get("k_gib") or 0) + (f.get("v_gib") or 0) or (f.get("kv_gib") or 0)
+        return f"{f['tokens']:,} tokens, {size:.2f} GiB"
+    if phase == "mamba cache" and f.get("max_mamba_cache_size") is not None:
+        return f"{f['max_mamba_cache_size']} slots, {(f.get('conv_gib') or 0) + (f.get('ssm_gib') or 0):.2f} GiB"
+    if phase == "cuda graphs done" and f.get("seconds") is not None:
+        return f"{f['seconds']:.1f} s" + (f", {f['graph_gib']:.2f} GiB" if f.get("graph_gib") else "")
+    if phase == "capacity" and f.get("max_total_num_tokens") is not None:
+        ctx = f.get("context_len") or 0
+        return f"{f['max_total_num_tokens']:,} tokens, {f.get('max_running_requests')} running, ctx {ctx:,}"
+    return ""
+
+
+class LogTracker:
+    def __init__(self, source: str, series_len: int = 600) -> None:
+        self.source = source
+        self.boot: list[BootStep] = []
+        self._launch: datetime | None = None
+        self.phase: str | None = None
+        self.last_prefill: dict[str, Any] | None = None
+        self.last_decode: dict[str, Any] | None = None
+        self.capacity: dict[str, Any] | None = None
+        self.kv_cache: dict[str, Any] | None = None
+        self.mamba_cache: dict[str, Any] | None = None
+        self.weights: dict[str, Any] | None = None
+        self.errors: deque[LogError] = deque(maxlen=MAX_ERRORS)
+        self._traceback: list[str] | None = None
+        self._traceback_head: LogEvent | None = None
+        self.series: deque[ThroughputPoint] = deque(maxlen=series_len)
+        self.lines_seen = 0
+        self.last_line_at_s: float | None = None
+
+    def _close_traceback(self) -> None:
+        if self._traceback_head is not None and self._traceback is not None:
+            last = next((ln for ln in reversed(self._traceback) if ln.strip()), self._traceback_head.text)
+            self.errors.append(LogError(self._traceback_head.ts, "exception", last.strip()[:300],
+                                        tuple(self._traceback[:MAX_TRACEBACK_LINES])))
+        self._traceback = None
+        self._traceback_head = None
+
+    def feed(self, events: list[LogEvent], now_s: float | None = None) -> None:
+        now = time.time() if now_s is None else now_s
+        if not events:
+            return
+        self.lines_seen += len(events)
+        self.last_line_at_s = now
+        last_decode: LogEvent | None = None
+        for e in events:
+            if self._traceback is not None:
+                if e.ts is None and e.kind in ("line", "error", "warning"):
+                    if len(self._traceback) < MAX_TRACEBACK_LINES:
+                        self._traceback.append(e.text)
+                    continue
+                self._close_traceback()
+            kind = e.kind
+            if kind == "decode":
+                last_decode = e  # one sample per delivered batch: plenty for 1 s bins
+            elif kind == "prefill":
+                self.last_prefill = {"at": e.ts, **batch_fields(e)}
+            elif kind == "boot":
+                self._boot(e)
+            elif kind == "traceback":
+                self._traceback_head = e
+                self._traceback = [e.text]
+            elif e.severity in ("error", "warning"):
+                self.errors.append(LogError(e.ts, str(e.fields.get("kind", e.severity)), e.text[:300]))
+        if last_decode is not None:
+            f = batch_fields(last_decode)
+            self.last_decode = {"at": last_decode.ts, **f}
+            self.series.append(ThroughputPoint(
+                now, f.get("gen throughput (token/s)"), f.get("accept len"),
+                f.get("#running-req"), f.get("#queue-req")))
+
+    def flush(self) -> None:
+        """End a pending traceback (its stream went quiet)."""
+        if self._traceback is not None:
+            self._close_traceback()
+
+    def _boot(self, e: LogEvent) -> None:
+        phase = e.phase or "?"
+        # A launch line, or a phase earlier than where we are, is a new boot (a restart).
+        going_back = (phase in BOOT_PHASES and self.phase in BOOT_PHASES
+                      and BOOT_PHASES.index(phase) < BOOT_PHASES.index(self.phase))
+        if phase == "launch" or going_back:
+            self.boot, self._launch = [], None
+        # Rank lines repeat each step (TP0..TPn): keep the first of each phase per boot.
+        if any(s.phase == phase for s in self.boot):
+            return
+        clock = _clock(e.ts)
+        if self._launch is None and clock is not None:
+            self._launch = clock
+        seconds = (clock - self._launch).total_seconds() if clock and self._launch else None
+        self.boot.append(BootStep(phase, e.ts, seconds, _detail(phase, e.fields)))
+        self.phase = phase
+        if phase == "capacity":
+            self.capacity = dict(e.fields)
+        elif phase == "kv cache":
+            self.kv_cache = dict(e.fields)
+        elif phase == "mamba cache":
+            self.mamba_cache = dict(e.fields)
+        elif phase == "weights loaded":
+            self.weights = dict(e.fields)
+
+    def summary(self) -> LogSummary:
+        return LogSummary(
+            self.source, self.phase, tuple(self.boot), self.last_prefill, self.last_decode, self.capacity,
+            self.kv_cache, self.mamba_cache, self.weights, tuple(self.errors), self.lines_seen,
+            self.last_line_at_s, tuple(self.series),
+        )

@@ -1,0 +1,99 @@
+"""One honest status for the SGLang server: starting (which phase), ready, degraded or dead, with
+the reason. Combines the unit's state, the log, /server_info, /metrics and /health_generate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from console.analysis.log_state import LogSummary
+
+PHASE_WORDS = {"launch": "launching", "weights loading": "loading weights", "weights loaded": "weights loaded",
+               "mamba cache": "allocating caches", "kv cache": "allocating KV cache",
+               "cuda graphs": "capturing CUDA graphs", "cuda graphs done": "CUDA graphs captured",
+               "capacity": "sizing the pools", "http up": "warming up", "ready": "ready"}
+
+
+CAUSE_RANK = {"oom": 6, "exception": 5, "watchdog": 4, "nan": 3, "health": 2, "crash": 1}
+
+
+@dataclass(frozen=True, slots=True)
+class HttpFacts:
+    server_info: dict[str, Any] | None = None
+    server_info_error: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    health_ok: bool | None = None  # /health_generate, probed at most every 25 s
+    health_at_s: float | None = None
+    health_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStatus:
+    status: str  # "starting", "ready", "degraded", "dead" or "unknown"
+    reason: str
+    unit: str | None
+    unit_state: str | None
+    main_pid: int | None
+    phase: str | None
+    http: HttpFacts
+    gen_throughput: float | None = None
+    accept_length: float | None = None
+    running_reqs: float | None = None
+
+
+def combine(unit: str | None, unit_state: str | None, main_pid: int | None, log: LogSummary | None,
+            http: HttpFacts, now_s: float) -> ServerStatus:
+    phase = log.phase if log else None
+    fatal = None
+    if log is not None and log.errors:
+        booted_at = next((b.at for b in log.boot if b.phase in ("launch", "weights loading")), None)
+        recent = [e for e in log.errors if e.kind in CAUSE_RANK and (booted_at is None or (e.at or "") >= booted_at)]
+        # Name the cause, not the consequence: an OOM in a traceback beats the sigquit that followed it.
+        fatal = max(reversed(recent), key=lambda e: CAUSE_RANK[e.kind]) if recent else None
+    metrics = http.metrics
+    info = http.server_info or {}
+    states = info.get("internal_states") or [{}]
+    first = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+    gen = metrics.get("sglang:gen_throughput", first.get("last_gen_throughput"))
+    accept = metrics.get("sglang:spec_accept_length", first.get("avg_spec_accept_length"))
+    running = metrics.get("sglang:num_running_reqs")
+    if log and log.last_decode:
+        gen = gen if gen is not None else log.last_decode.get("gen throughput (token/s)")
+        accept = accept if accept else log.last_decode.get("accept len")
+
+    def status(s: str, reason: str) -> ServerStatus:
+        return ServerStatus(s, reason, unit, unit_state, main_pid, phase, http, gen, accept or None, running)
+
+    if unit_state in ("failed", "inactive", "deactivating") and not http.server_info:
+        why = f"unit {unit_state}"
+        if fatal:
+            why += f": {fatal.message[:120]}"
+        return status("dead", why)
+    if fatal and (http.health_ok is not True):
+        return status("dead" if unit_state != "active" else "degraded", f"{fatal.kind}: {fatal.message[:120]}")
+    if http.server_info is None:
+        if unit_state == "active" or unit_state == "activating":
+            return status("starting", PHASE_WORDS.get(phase or "", phase or "process up, no HTTP yet"))
+        return status("unknown", http.server_info_error or "no answer from the server")
+    if http.health_ok is False:
+        if phase not in ("ready", None):
+            return status("starting", PHASE_WORDS.get(phase or "", "warming up"))
+        return status("degraded", f"/health_generate failed: {http.health_error or 'no token within 20 s'}")
+    if http.health_ok is None and phase != "ready" and info.get("status") != "ready":
+        return status("starting", PHASE_WORDS.get(phase or "", "warming up"))
+    return status("ready", "serving: /health_generate answered" if http.health_ok else "serving")
+
+
+def parse_prometheus(text: str, wanted: tuple[str, ...]) -> dict[str, float]:
+    """The first sample of each wanted metric (labels ignored), from Prometheus text."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in wanted and name not in out:
+            try:
+                out[name] = float(line.rsplit(" ", 1)[-1])
+            except ValueError:
+                continue
+    return out

@@ -1,0 +1,215 @@
+"""The log source: one long-lived stream (`journalctl -f -o json` for units, `tail -F` for a file),
+lines batched every 150 ms and never dropped (a full queue slows the stream, it loses nothing).
+After a reconnect it resumes after the journal cursor or at the byte offset it had reached."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from console.analysis.log_state import LogSummary, LogTracker
+from console.parsers.sglang_log import LogEvent, parse_line
+from console.sources.base import describe_error
+from console.transport.base import LineStream, Transport, join, quote
+
+BATCH_S = 0.15
+BATCH_MAX = 2000
+BACKLOG_LINES = 300
+BACKLOG_BYTES = 256 << 10
+
+
+@dataclass(frozen=True, slots=True)
+class LogBatch:
+    events: tuple[LogEvent, ...]
+    summary: LogSummary
+    note: str | None = None  # "stream ended: …", "resumed after cursor", …
+    error: str | None = None
+
+
+_END = object()
+
+
+class LogFollower:
+    def __init__(self, transport: Transport, *, units: tuple[str, ...] = (), log_file: str | None = None,
+                 backlog: int = BACKLOG_LINES) -> None:
+        if not units and not log_file:
+            raise ValueError("a log source needs units or a file")
+        self.transport = transport
+        self.units = units
+        self.log_file = log_file
+        self.backlog = backlog
+        self.cursor: str | None = None
+        self.offset: int | None = None
+        self.label = f"file {log_file}" if log_file else "journal of " + ", ".join(units)
+        self.tracker = LogTracker(self.label)
+
+    # -- the command ---------------------------------------------------------------------
+    async def _command(self) -> tuple[str, str | None]:
+        if self.log_file is None:
+            args = ["journalctl", *[a for u in self.units for a in ("-u", u)], "-f", "-o", "json",
+                    "--output-fields=MESSAGE,_SYSTEMD_UNIT", "--no-pager"]
+            if self.cursor:
+                args.append(f"--after-cursor={self.cursor}")
+                note = "resumed after the journal cursor"
+            else:
+                args += ["-n", str(self.backlog)]
+                note = None
+            return "exec " + join(args), note
+        path = quote(self.log_file)
+        size_r = await self.transport.run(f"wc -c < {path}", timeout=10)
+        size = int(size_r.text.strip()) if size_r.ok and size_r.text.strip().isdigit() else 0
+        note = None
+        if self.offset is None:
+            start = max(0, size - BACKLOG_BYTES)
+            self._skip_partial = start > 0
+        elif size < self.offset:
+            start, note = 0, "the log file shrank (truncated or rotated): reading it from the start"
+            self._skip_partial = False
+        else:
+            start, note = self.offset, "resumed at the byte offset"
+            self._skip_partial = False
+        self.offset = start
+        return f"exec tail -c +{start + 1} -F {path}", note
+
+    def _decode(self, raw: bytes) -> str | None:
+        if self.log_file is not None:
+            assert self.offset is not None
+            self.offset += len(raw) + 1
+            if self._skip_partial:
+                self._skip_partial = False
+                return None
+            return raw.decode("utf-8", "replace")
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            return raw.decode("utf-8", "replace")  # not JSON: a journalctl message; show it
+        if not isinstance(entry, dict):
+            return None
+        cursor = entry.get("__CURSOR")
+        if isinstance(cursor, str):
+            self.cursor = cursor
+        message = entry.get("MESSAGE")
+        if isinstance(message, list):  # journald sends non-UTF-8 messages as a byte array
+            return bytes(b for b in message if isinstance(b, int) and 0 <= b < 256).decode("utf-8", "replace")
+        return message if isinstance(message, str) else None
+
+    async def snapshot_once(self) -> LogSummary:
+        """One read of the backlog (no following), for `snapshot --json`."""
+        tracker = LogTracker(self.label)
+        if self.log_file is None:
+            args = ["journalctl", *[a for u in self.units for a in ("-u", u)], "-o", "json",
+                    "--output-fields=MESSAGE,_SYSTEMD_UNIT", "--no-pager", "-n", "5000"]
+            result = await self.transport.run(join(args), timeout=30)
+        else:
+            result = await self.transport.run(f"tail -c {8 << 20} {quote(self.log_file)}", timeout=30)
+        saved = self.log_file, self.offset
+        self.offset = 0
+        self._skip_partial = False
+        events = []
+        for raw in result.stdout.split(b"\n"):
+            if raw:
+                text = self._decode(raw)
+                if text is not None:
+                    events.append(parse_line(text))
+        self.log_file, self.offset = saved
+        tracker.feed(events)
+        tracker.flush()
+        return tracker.summary()
+
+    # -- the loop ------------------------------------------------------------------------
+    async def batches(self) -> AsyncIterator[LogBatch]:
+        backoff = 1.0
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                command, note = await self._command()
+                stream = await self.transport.stream(command)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a source never raises
+                yield LogBatch((), self.tracker.summary(), error=f"log stream: {describe_error(exc)}")
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 30)
+                continue
+            if note:
+                yield LogBatch((), self.tracker.summary(), note=note)
+            queue: asyncio.Queue[object] = asyncio.Queue(maxsize=20_000)
+            reader = asyncio.ensure_future(_pump(stream, queue))
+            got = 0
+            try:
+                ended = False
+                while not ended:
+                    item = await queue.get()
+                    if item is _END:
+                        break
+                    raw_lines = [item]
+                    deadline = loop.time() + BATCH_S
+                    while len(raw_lines) < BATCH_MAX:
+                        try:
+                            item = queue.get_nowait()
+                        except asyncio.QueueEmpty:
+                            wait = deadline - loop.time()
+                            if wait <= 0:
+                                break
+                            try:
+                                item = await asyncio.wait_for(queue.get(), wait)
+                            except asyncio.TimeoutError:
+                                break
+                        if item is _END:
+                            ended = True
+                            break
+                        raw_lines.append(item)
+                    events = []
+                    for raw in raw_lines:
+                        text = self._decode(raw)  # type: ignore[arg-type]
+                        if text is not None:
+                            events.append(parse_line(text))
+                    got += len(events)
+                    self.tracker.feed(events)
+                    if queue.empty():
+                        self.tracker.flush()
+                    yield LogBatch(tuple(events), self.tracker.summary())
+                    backoff = 1.0
+            finally:
+                reader.cancel()
+                with contextlib.suppress(BaseException):
+                    await reader
+                await stream.close()
+            why = stream.stderr_tail.splitlines()[-1:] or [f"exit {stream.exit_status}"]
+            yield LogBatch((), self.tracker.summary(), note=f"log stream ended ({why[0]}); reconnecting")
+            await asyncio.sleep(backoff if not got else 1.0)
+            backoff = min(backoff * 2, 30)
+
+
+async def _pump(stream: LineStream, queue: asyncio.Queue[object]) -> None:
+    """Stream lines into the queue; a full queue makes us stop reading (backpressure), never drop."""
+    try:
+        async for raw in stream:
+            await queue.put(raw)
+    finally:
+        await queue.put(_END)
+
+
+async def read_log_file(path: str, max_bytes: int = 64 << 20) -> LogSummary:
+    """`snapshot --log-file FILE`: a local file read once (the tail end if it is huge)."""
+    import os
+
+    tracker = LogTracker(f"file {path}")
+
+    def _read() -> list[str]:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            if size > max_bytes:
+                fh.seek(size - max_bytes)
+                fh.readline()
+            return fh.read().decode("utf-8", "replace").splitlines()
+
+    lines = await asyncio.to_thread(_read)
+    for i in range(0, len(lines), 5000):
+        tracker.feed([parse_line(line) for line in lines[i:i + 5000]], time.time())
+    tracker.flush()
+    return tracker.summary()

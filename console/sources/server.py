@@ -1,0 +1,102 @@
+"""The server source: the unit's state through the shell, /server_info and /metrics through the
+SSH port forward every few seconds, and /health_generate at most every 25 s (its own timeout is
+20 s: probing more often would stack probes on a struggling server)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+
+from console.analysis.log_state import LogTracker
+from console.analysis.server_status import HttpFacts, ServerStatus, combine, parse_prometheus
+from console.sources.base import PolledSource, describe_error
+from console.transport.base import Transport, quote
+
+METRICS = ("sglang:gen_throughput", "sglang:spec_accept_length", "sglang:num_running_reqs",
+           "sglang:num_queue_reqs", "sglang:token_usage", "sglang:generation_tokens_total")
+HEALTH_EVERY_S = 25.0
+
+
+class ServerWatcher:
+    def __init__(self, transport: Transport, unit: str | None, port: int, log: LogTracker | None) -> None:
+        self.transport = transport
+        self.unit = unit
+        self.port = port
+        self.log = log
+        self._health_task: asyncio.Task[None] | None = None
+        self._health: tuple[bool | None, float | None, str | None] = (None, None, None)
+        self.metrics_enabled: bool | None = None
+        self._pid: int | None = None
+
+    async def _unit_state(self) -> tuple[str | None, int | None]:
+        if not self.unit:
+            return None, None
+        r = await self.transport.run(f"systemctl show --no-pager -p ActiveState,MainPID -- {quote(self.unit)}",
+                                     timeout=10)
+        props = dict(line.split("=", 1) for line in r.text.splitlines() if "=" in line)
+        pid = props.get("MainPID", "0")
+        return props.get("ActiveState"), (int(pid) if pid.isdigit() and int(pid) > 0 else None)
+
+    async def _probe_health(self, base: str) -> None:
+        try:
+            async with httpx.AsyncClient(base_url=base, timeout=22.0) as client:
+                r = await client.get("/health_generate")
+            ok = r.status_code == 200
+            self._health = (ok, time.time(), None if ok else f"HTTP {r.status_code}")
+        except httpx.HTTPError as exc:
+            self._health = (False, time.time(), None if isinstance(exc, httpx.TimeoutException)
+                            else describe_error(exc))
+
+    async def snapshot_once(self) -> ServerStatus:
+        """One status for `snapshot --json`, waiting (bounded) for the /health_generate probe."""
+        return await _settle(self)
+
+    async def poll(self) -> ServerStatus:
+        unit_state, pid = await self._unit_state()
+        if pid != self._pid:
+            # Another process (a restart): what the old one answered says nothing about this one.
+            self._pid, self._health, self.metrics_enabled = pid, (None, None, None), None
+        info = info_error = None
+        metrics: dict[str, float] = {}
+        try:
+            base = await self.transport.http_base_url(self.port)
+            async with httpx.AsyncClient(base_url=base, timeout=3.0) as client:
+                r = await client.get("/server_info")
+                if r.status_code == 404:
+                    r = await client.get("/get_server_info")
+                if r.status_code == 200:
+                    data = r.json()
+                    info = data if isinstance(data, dict) else None
+                else:
+                    info_error = f"/server_info: HTTP {r.status_code}"
+                if info is not None and self.metrics_enabled is not False:
+                    m = await client.get("/metrics")
+                    self.metrics_enabled = m.status_code == 200
+                    if m.status_code == 200:
+                        metrics = parse_prometheus(m.text, METRICS)
+            if info is not None and (self._health_task is None or self._health_task.done()):
+                ok_before, last, _ = self._health
+                # 25 s after an answer or a timeout; a quick refusal (503 while warming up) sooner.
+                every = HEALTH_EVERY_S if ok_before is not False or self._health[2] is None else 5.0
+                if last is None or time.time() - last >= every:
+                    self._health_task = asyncio.ensure_future(self._probe_health(base))
+        except (httpx.HTTPError, ValueError) as exc:
+            info_error = describe_error(exc)
+        except Exception as exc:  # noqa: BLE001 - no forward (connection down): a state, not a crash
+            info_error = describe_error(exc)
+        ok, at, err = self._health
+        facts = HttpFacts(info, info_error, metrics, ok, at, err)
+        return combine(self.unit, unit_state, pid, self.log.summary() if self.log else None, facts, time.time())
+
+
+async def _settle(watcher: ServerWatcher) -> ServerStatus:
+    await watcher.poll()
+    if watcher._health_task is not None:
+        await asyncio.wait({watcher._health_task}, timeout=22)
+    return await watcher.poll()
+
+
+def server_source(watcher: ServerWatcher, interval_s: float = 3.0) -> PolledSource[ServerStatus]:
+    return PolledSource("server", watcher.poll, interval_s, max_backoff_s=15.0)

@@ -1,0 +1,237 @@
+"""The SGLang log: real lines from users' issues, the tracker, the stream with resume, status."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from console.analysis.log_state import LogTracker
+from console.analysis.server_status import HttpFacts, combine, parse_prometheus
+from console.hostsim import HostSimulator
+from console.hostsim.scenario import NEW_UNIT, OLD_UNIT, start_scenario
+from console.hostsim.services import Journal
+from console.model import Reading
+from console.panes.log import display_text, format_status
+from console.parsers.sglang_log import batch_fields, parse_line
+from console.sources.log import LogFollower, read_log_file
+from console.sources.server import ServerWatcher
+from console.transport import LocalTransport
+from console.transport.ssh import SshTransport
+from tests.conftest import DATA, sim_options
+
+REAL = (DATA / "sglang_real_lines.txt").read_text().splitlines()
+
+
+def test_every_recorded_real_line_is_classified() -> None:
+    kinds = [parse_line(line).kind for line in REAL]
+    assert kinds == [
+        "decode", "prefill", "prefill", "line", "boot", "boot", "line", "boot", "boot", "boot", "access", "error",
+        "decode", "line", "line", "line", "boot", "boot", "line", "boot", "error", "decode", "traceback",
+        "decode", "boot", "warning"]
+
+
+def test_batch_fields_across_versions() -> None:
+    old = batch_fields(parse_line(REAL[0]))
+    assert old == {"#running-req": 1010, "#token": 55006, "token usage": 0.93, "gen throughput (token/s)": 1397.13,
+                   "#queue-req": 12279}
+    mtp = batch_fields(parse_line(REAL[23]))
+    assert (mtp["accept len"], mtp["cuda graph"]) == (2.9, True)
+    trailing = batch_fields(parse_line(REAL[21]))  # "…, #queue-req: 0, " with the trailing separator
+    assert trailing["#queue-req"] == 0 and trailing["largest-len"] == 0
+    gdn = parse_line("[2026-04-08 14:05:21 TP0] Decode batch, #running-req: 48, #full token: 412000, full token "
+                     "usage: 0.11, mamba num: 96, mamba usage: 0.26, accept len: 3.12, accept rate: 0.71, "
+                     "cuda graph: True, gen throughput (token/s): 2210.55, #queue-req: 3")
+    assert (gdn.ts, gdn.ranks) == ("2026-04-08 14:05:21", "TP0")
+    assert batch_fields(gdn)["mamba usage"] == 0.26 and batch_fields(gdn)["#full token"] == 412000
+
+
+def test_boot_figures_from_real_lines() -> None:
+    t = LogTracker("test")
+    t.feed([parse_line(line) for line in REAL])
+    s = t.summary()
+    assert s.capacity and s.capacity["max_total_num_tokens"] == 935444 and s.capacity["chunked_prefill_size"] == 8192
+    assert s.weights and s.weights["weights_gib"] == 166.59
+    assert [e.kind for e in s.errors][:2] == ["nan", "oom"]
+
+
+def test_a_traceback_is_one_event_with_its_lines() -> None:
+    lines = ["[2025-03-29 18:18:34 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+             '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1999, in run_scheduler_process',
+             "    scheduler.event_loop_overlap()",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+             "[2025-03-29 18:18:35] Received sigquit from a child process. It usually means the child failed."]
+    t = LogTracker("test")
+    t.feed([parse_line(line) for line in lines])
+    errors = t.summary().errors
+    assert [e.kind for e in errors] == ["exception", "crash"]
+    assert errors[0].message.startswith("torch.OutOfMemoryError") and len(errors[0].lines) == 4
+
+
+def test_interleaved_ranks_give_one_step_per_phase_and_a_restart_starts_a_new_timeline() -> None:
+    ranks = [f"[2026-01-01 10:00:{10 + i:02d} TP{r}] Load weight begin. avail mem=94.21 GB"
+             for i in range(2) for r in range(4)]
+    ready = ["[2026-01-01 10:00:30] The server is fired up and ready to roll!"]
+    again = ["[2026-01-01 11:00:00 TP0] Load weight begin. avail mem=94.21 GB"]
+    t = LogTracker("test")
+    t.feed([parse_line(x) for x in ranks + ready])
+    assert [b.phase for b in t.summary().boot] == ["weights loading", "ready"]
+    t.feed([parse_line(x) for x in again])
+    assert [b.phase for b in t.summary().boot] == ["weights loading"]
+
+
+def test_garbage_huge_lines_and_clock_jumps_do_not_crash() -> None:
+    t = LogTracker("test")
+    junk = ["\x00\xff\xfe binary", "x" * (1 << 20), "[2026-01-01 10:00:00 TP0] Decode batch, #running-req: x, ",
+            "[2026-01-01 09:00:00 TP0] Load weight end. elapsed=1.00 s, type=X, avail mem=1.00 GB, mem usage=2.00 GB.",
+            "[2026-01-01 08:00:00 TP0] KV Cache is allocated. #tokens: 10, K size: 1.00 GB, V size: 1.00 GB",
+            "[99:99:99 TP0] Decode batch. #running-req: 3"]
+    t.feed([parse_line(x) for x in junk])
+    s = t.summary()
+    assert s.lines_seen == 6 and s.kv_cache and s.kv_cache["tokens"] == 10
+    assert len(t.series) <= 600
+
+
+def test_the_tracker_is_bounded() -> None:
+    t = LogTracker("test", series_len=100)
+    line = parse_line("[2026-01-01 10:00:00 TP0] torch.OutOfMemoryError: CUDA out of memory.")
+    for _ in range(1000):
+        t.feed([line])
+    assert len(t.summary().errors) == 50
+
+
+def test_display_drops_the_date_only() -> None:
+    assert display_text("[2026-04-08 14:05:21 TP0] hi") == "[14:05:21 TP0] hi"
+    assert display_text("[16:43:29 TP0] hi") == "[16:43:29 TP0] hi"
+    assert display_text("plain") == "plain"
+
+
+@pytest.mark.parametrize("state, info, health, log_lines, expect", [
+    ("active", None, None, ["[2026-01-01 10:00:00 TP0] Load weight begin. avail mem=94.21 GB"], ("starting", "loading weights")),
+    ("active", {"status": "ready"}, True, ["[2026-01-01 10:00:00] The server is fired up and ready to roll!"], ("ready", "serving")),
+    ("active", {"status": "ready"}, False, ["[2026-01-01 10:00:00] The server is fired up and ready to roll!"], ("degraded", "/health_generate failed")),
+    ("failed", None, None, ["[2026-01-01 10:00:00 TP0] Load weight begin. avail mem=1 GB",
+                             "[2026-01-01 10:00:05 TP0] torch.OutOfMemoryError: CUDA out of memory."], ("dead", "unit failed: ")),
+    ("inactive", None, None, [], ("dead", "unit inactive")),
+    ("active", {"status": "starting"}, False, ["[2026-01-01 10:00:00] INFO:     Uvicorn running on http://0.0.0.0:1"], ("starting", "warming up")),
+])
+def test_honest_status(state: str, info: dict | None, health: bool | None, log_lines: list[str],
+                       expect: tuple[str, str]) -> None:
+    t = LogTracker("t")
+    t.feed([parse_line(x) for x in log_lines])
+    st = combine("u.service", state, 1 if state == "active" else None, t.summary(), HttpFacts(info, None, {}, health), 0)
+    assert st.status == expect[0] and st.reason.startswith(expect[1]), st
+
+
+def test_prometheus_text() -> None:
+    text = ('# HELP x\nsglang:gen_throughput{model_name="m",tp_rank="0"} 2210.5\n'
+            'sglang:num_running_reqs{model_name="m"} 48.0\nbad line\n')
+    assert parse_prometheus(text, ("sglang:gen_throughput", "sglang:num_running_reqs")) == {
+        "sglang:gen_throughput": 2210.5, "sglang:num_running_reqs": 48.0}
+
+
+async def _collect(follower: LogFollower, until: object, timeout: float = 15.0) -> list[str]:
+    seen: list[str] = []
+
+    async def run() -> None:
+        async for batch in follower.batches():
+            seen.extend(e.text for e in batch.events)
+            if until(seen):  # type: ignore[operator]
+                return
+
+    await asyncio.wait_for(run(), timeout)
+    return seen
+
+
+async def test_journal_follow_resumes_after_a_drop_without_duplicates_or_losses(sim: HostSimulator) -> None:
+    journal = Journal(sim)
+    for i in range(50):
+        journal.append("seq.service", 1, f"line {i}")
+    transport = SshTransport(sim_options(sim))
+    await transport.connect()
+    try:
+        follower = LogFollower(transport, units=("seq.service",), backlog=20)
+        first = await _collect(follower, lambda s: len(s) >= 20)
+        assert first == [f"line {i}" for i in range(30, 50)]
+        for conn in list(sim.open_connections):
+            conn.close()  # the connection drops; lines keep coming meanwhile
+        for i in range(50, 80):
+            journal.append("seq.service", 1, f"line {i}")
+        await asyncio.sleep(0.5)
+        while transport.state.status != "connected":
+            await asyncio.sleep(0.1)
+        rest = await _collect(follower, lambda s: "line 79" in s, timeout=20)
+        assert rest == [f"line {i}" for i in range(50, 80)], "resumed after the cursor: nothing lost, nothing twice"
+    finally:
+        await transport.close()
+
+
+async def test_file_follow_resumes_at_the_offset_and_survives_truncation(tmp_path: Path) -> None:
+    log = tmp_path / "sglang.log"
+    log.write_text("".join(f"[2026-01-01 10:00:00 TP0] old {i}\n" for i in range(5)))
+    transport = LocalTransport()
+    try:
+        follower = LogFollower(transport, log_file=str(log))
+        assert [x.split()[-1] for x in await _collect(follower, lambda s: len(s) >= 5)] == ["0", "1", "2", "3", "4"]
+        with open(log, "a") as fh:
+            fh.write("[2026-01-01 10:00:01 TP0] new 5\n")
+        more = await _collect(follower, lambda s: len(s) >= 1)
+        assert more == ["[2026-01-01 10:00:01 TP0] new 5"], "resumed at the byte offset, not from the start"
+        log.write_text("[2026-01-01 10:00:02 TP0] after truncation\n")
+        after = await _collect(follower, lambda s: any("after truncation" in x for x in s))
+        assert after[-1].endswith("after truncation")
+    finally:
+        await transport.close()
+
+
+async def test_read_a_local_log_file_once(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("\n".join(REAL) + "\n")
+    s = await read_log_file(str(log))
+    assert s.lines_seen == len(REAL) and s.capacity and s.capacity["max_total_num_tokens"] == 935444
+
+
+async def test_the_old_service_is_ready_and_an_oom_at_boot_is_dead_with_its_reason(tmp_path: Path) -> None:
+    sim = HostSimulator(tmp_path / "h", speed=8.0)
+    await sim.start()
+    try:
+        await start_scenario(sim, oom=True)
+        transport = SshTransport(sim_options(sim))
+        await transport.connect()
+        follower = LogFollower(transport, units=(NEW_UNIT, OLD_UNIT))
+        task = asyncio.ensure_future(_collect(follower, lambda s: False, timeout=60))
+        old = ServerWatcher(transport, OLD_UNIT, sim.server_port, None)
+        st = await old.snapshot_once()
+        assert (st.status, st.http.health_ok) == ("ready", True)
+        new = ServerWatcher(transport, NEW_UNIT, sim.server_port, follower.tracker)
+        seen = set()
+        for _ in range(300):  # the new unit starts at t=50 s (6 s at 8x), boots, and fails capturing graphs
+            st = await new.poll()
+            seen.add(st.status)
+            if st.unit_state == "failed":
+                break
+            await asyncio.sleep(0.1)
+        assert "starting" in seen, "it was seen booting before it died"
+        assert st.status == "dead", st
+        assert "OutOfMemoryError" in st.reason and st.unit_state == "failed"
+        assert "DEAD" in format_status(Reading("server", st, 0.0), None, 80).plain
+        task.cancel()
+        await transport.close()
+    finally:
+        await sim.stop()
+
+
+def test_snapshot_log_file_without_host(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    log = tmp_path / "x.log"
+    log.write_text("\n".join(REAL) + "\n")
+    out = subprocess.run([sys.executable, "-m", "console", "snapshot", "--log-file", str(log), "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)["log"]
+    assert set(data) >= {"source", "phase", "boot", "last_prefill", "last_decode", "capacity", "kv_cache", "errors"}
+    assert data["last_decode"]["accept_len"] == 2.9 and data["capacity"]["max_total_num_tokens"] == 935444
