@@ -68,6 +68,26 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("new", metavar="NEW", help="unit name on the host, or a local unit file / command-line file")
     diff.add_argument("--json", action="store_true")
     diff.add_argument("--fail-on-error", action="store_true", help="exit 3 when a check finds an error")
+    bench = sub.add_parser("bench", parents=[host], help="serving benchmark (metrics as sglang.bench_serving)")
+    bench.add_argument("--url", help="server base URL (default: the host's SGLang through the SSH forward)")
+    bench.add_argument("--model", help="model name (default: the first of /v1/models)")
+    bench.add_argument("--endpoint", default="/v1/chat/completions",
+                       choices=["/v1/chat/completions", "/v1/completions"])
+    bench.add_argument("--num-prompts", type=int, default=64)
+    bench.add_argument("--input-len", type=int, default=1024)
+    bench.add_argument("--output-len", type=int, default=1024)
+    bench.add_argument("--range-ratio", type=float, default=1.0, help="lengths uniform in [len·ratio, len]")
+    bench.add_argument("--dataset", metavar="SHAREGPT.json", help="ShareGPT-format file instead of random prompts")
+    mode = bench.add_mutually_exclusive_group()
+    mode.add_argument("--concurrency", type=int, help="requests in flight (closed loop)")
+    mode.add_argument("--request-rate", type=float, help="Poisson arrivals per second")
+    mode.add_argument("--sweep", help="concurrency levels, e.g. 1,4,16,64")
+    bench.add_argument("--duration", type=float, help="stop sending after this many seconds")
+    bench.add_argument("--warmup", type=int, default=1)
+    bench.add_argument("--seed", type=int, default=42)
+    bench.add_argument("--json", action="store_true")
+    bench.add_argument("--output-file", metavar="F",
+                       help="append a JSONL line per run (default ~/.local/share/gpuconsole/bench.jsonl)")
     doc = sub.add_parser("doctor", parents=[host], help="what works on the host and how fast")
     doc.add_argument("--json", action="store_true")
     doc.add_argument("--runs", type=int, default=50, help="round-trips measured per channel kind")
@@ -154,6 +174,16 @@ async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
             return EXIT_OK
 
         return await _with_session(args, profile, snap)
+    if args.command == "bench":
+        from console.bench.cli import run_bench_cli
+
+        if args.url:
+            return await run_bench_cli(args, profile, None)
+
+        async def bench_on_host(session: Any) -> int:
+            return await run_bench_cli(args, profile, session)
+
+        return await _with_session(args, profile, bench_on_host)
     if args.command == "diff":
         from console.diff_cli import run_diff
 

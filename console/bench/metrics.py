@@ -1,0 +1,152 @@
+"""Aggregate metrics exactly as `sglang.bench_serving.calculate_metrics` defines them (0.5.23):
+
+- duration: from just before the first measured request until every request finished;
+- request/input/output/total throughput: counts over that duration;
+- TTFT and E2E latency: over successful requests; TPOT = (latency - ttft) / (output_len - 1) for
+  output_len > 1 (excludes the first token); ITL: every gap pooled (a multi-token chunk's gap is
+  spread over its tokens when the server says how many, as the native backend does);
+- concurrency = sum of E2E latencies / duration;
+- peak output tokens/s and peak concurrent requests: per 1-second bin of token timestamps
+  start + ttft + cumsum(itl);
+- percentiles: linear interpolation (numpy's default).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class RequestResult:
+    success: bool = False
+    prompt_len: int = 0
+    output_len: int = 0
+    ttft_s: float = 0.0
+    latency_s: float = 0.0
+    itl_s: list[float] = field(default_factory=list)
+    start_s: float = 0.0  # perf_counter at send, relative to the run's start
+    error: str | None = None
+
+
+def percentile(values: list[float], pct: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * pct / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def _stats(prefix: str, values_s: list[float]) -> dict[str, float]:
+    ms = [v * 1000 for v in values_s]
+    return {
+        f"mean_{prefix}_ms": statistics.fmean(ms) if ms else 0.0,
+        f"median_{prefix}_ms": statistics.median(ms) if ms else 0.0,
+        f"std_{prefix}_ms": statistics.pstdev(ms) if len(ms) > 1 else 0.0,
+        f"p90_{prefix}_ms": percentile(ms, 90),
+        f"p95_{prefix}_ms": percentile(ms, 95),
+        f"p99_{prefix}_ms": percentile(ms, 99),
+    }
+
+
+def token_times(r: RequestResult) -> list[float]:
+    """When each output token arrived, relative to the run's start."""
+    if not r.success or r.output_len == 0:
+        return []
+    t = r.start_s + r.ttft_s
+    times = [t]
+    for gap in r.itl_s:
+        t += gap
+        times.append(t)
+    return times
+
+
+def peaks(results: list[RequestResult], duration_s: float) -> tuple[float, int]:
+    bins = max(1, int(duration_s) + 1)
+    tokens = [0] * bins
+    concurrent = [0] * bins
+    for r in results:
+        for t in token_times(r):
+            b = int(t)
+            if 0 <= b < bins:
+                tokens[b] += 1
+        if r.success:
+            for b in range(max(0, int(r.start_s)), min(bins, int(r.start_s + r.latency_s) + 1)):
+                concurrent[b] += 1
+    return float(max(tokens)), max(concurrent)
+
+
+def calculate_metrics(results: list[RequestResult], duration_s: float, *, accept_length: float | None = None
+                      ) -> dict[str, Any]:
+    ok = [r for r in results if r.success]
+    total_input = sum(r.prompt_len for r in ok)
+    total_output = sum(r.output_len for r in ok)
+    dur = duration_s if duration_s > 0 else float("nan")
+    tpots = [(r.latency_s - r.ttft_s) / (r.output_len - 1) for r in ok if r.output_len > 1]
+    itls = [gap for r in ok for gap in r.itl_s]
+    peak_tokens, peak_concurrency = peaks(results, duration_s)
+    out: dict[str, Any] = {
+        "completed": len(ok),
+        "failed": len(results) - len(ok),
+        "duration": duration_s,
+        "total_input_tokens": total_input,
+        "total_output_tokens": total_output,
+        "request_throughput": len(ok) / dur,
+        "input_throughput": total_input / dur,
+        "output_throughput": total_output / dur,
+        "total_throughput": (total_input + total_output) / dur,
+        **_stats("e2e_latency", [r.latency_s for r in ok]),
+        **_stats("ttft", [r.ttft_s for r in ok]),
+        **_stats("tpot", tpots),
+        **_stats("itl", itls),
+        "max_itl_ms": max(itls) * 1000 if itls else 0.0,
+        "concurrency": sum(r.latency_s for r in ok) / dur,
+        "max_output_tokens_per_s": peak_tokens,
+        "max_concurrent_requests": peak_concurrency,
+        "accept_length": accept_length,
+    }
+    errors: dict[str, int] = {}
+    for r in results:
+        if not r.success:
+            errors[r.error or "unknown"] = errors.get(r.error or "unknown", 0) + 1
+    out["errors"] = errors
+    return out
+
+
+TABLE_ROWS = [
+    ("Successful requests:", "completed", "{}"), ("Failed requests:", "failed", "{}"),
+    ("Benchmark duration (s):", "duration", "{:.2f}"), ("Total input tokens:", "total_input_tokens", "{}"),
+    ("Total generated tokens:", "total_output_tokens", "{}"),
+    ("Request throughput (req/s):", "request_throughput", "{:.2f}"),
+    ("Input token throughput (tok/s):", "input_throughput", "{:.2f}"),
+    ("Output token throughput (tok/s):", "output_throughput", "{:.2f}"),
+    ("Peak output token throughput (tok/s):", "max_output_tokens_per_s", "{:.2f}"),
+    ("Peak concurrent requests:", "max_concurrent_requests", "{}"),
+    ("Total token throughput (tok/s):", "total_throughput", "{:.2f}"),
+    ("Concurrency:", "concurrency", "{:.2f}"), ("Accept length:", "accept_length", "{:.2f}"),
+]
+
+
+def format_table(m: dict[str, Any], *, backend: str = "gpuconsole", rate: str = "inf",
+                 max_concurrency: str = "not set") -> str:
+    """The result table in sglang.bench_serving's layout ("{:<40} {:<10}", banner width 50)."""
+    lines = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="),
+             "{:<40} {:<10}".format("Backend:", backend), "{:<40} {:<10}".format("Traffic request rate:", rate),
+             "{:<40} {:<10}".format("Max request concurrency:", max_concurrency)]
+    for label, key, fmt in TABLE_ROWS:
+        if m.get(key) is None:
+            continue
+        lines.append(f"{label:<40} {fmt.format(m[key]):<10}")
+    for title, key in (("End-to-End Latency", "e2e_latency"), ("Time to First Token", "ttft"),
+                       ("Time per Output Token (excl. 1st token)", "tpot"), ("Inter-Token Latency", "itl")):
+        lines.append("{s:{c}^{n}}".format(s=title, n=50, c="-"))
+        short = {"e2e_latency": "E2E Latency", "ttft": "TTFT", "tpot": "TPOT", "itl": "ITL"}[key]
+        for stat, label in (("mean", "Mean"), ("median", "Median"), ("p90", "P90"), ("p95", "P95"), ("p99", "P99")):
+            lines.append("{:<40} {:<10.2f}".format(f"{label} {short} (ms):", m[f"{stat}_{key}_ms"]))
+        if key == "itl":
+            lines.append("{:<40} {:<10.2f}".format("Max ITL (ms):", m["max_itl_ms"]))
+    lines.append("=" * 50)
+    return "\n".join(lines)

@@ -1,0 +1,61 @@
+"""Runs saved as JSONL: a line per run, keys compatible with sglang.bench_serving's output file,
+plus the model, a hash of the service's flags and the time, so a swap's before/after compare."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+
+def default_path() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return Path(base) / "gpuconsole" / "bench.jsonl"
+
+
+def flags_hash(argv: list[str] | None) -> str | None:
+    if not argv:
+        return None
+    return hashlib.sha256(json.dumps(sorted(argv)).encode()).hexdigest()[:12]
+
+
+def save_run(metrics: dict[str, Any], path: Path, *, host: str | None, flags: list[str] | None,
+             tag: str | None = None) -> dict[str, Any]:
+    record = {k: v for k, v in metrics.items()}
+    record.update({"tag": tag, "backend": "gpuconsole", "dataset_name": "random", "host": host,
+                   "flags_hash": flags_hash(flags), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                   "timestamp": time.time()})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record) + "\n")
+    return record
+
+
+def load_runs(path: Path, limit: int = 200) -> list[dict[str, Any]]:
+    """The last runs; lines that are not JSON objects are skipped, never fatal."""
+    if not path.exists():
+        return []
+    runs = []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict):
+                runs.append(obj)
+    return runs[-limit:]
+
+
+def compare_pair(runs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The latest run and the latest earlier run of another model (before and after a swap)."""
+    if not runs:
+        return None
+    latest = runs[-1]
+    for run in reversed(runs[:-1]):
+        if run.get("model") != latest.get("model"):
+            return run, latest
+    return (runs[-2], latest) if len(runs) > 1 else None
