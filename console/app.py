@@ -20,9 +20,13 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Markdown
 from textual.worker import Worker, WorkerState
 
-from console.messages import ConnectionChanged, LogLinesReady, ReadingReady
+from console.analysis.bench_view import BenchView
+from console.bench.runner import BenchThread
+from console.bench.store import default_path, load_runs, save_run
+from console.messages import BenchEvent, ConnectionChanged, LogLinesReady, ReadingReady
 from console.model import Reading
 from console.panes.base import PlaceholderPane, ReadingPane
+from console.panes.bench import BenchPane
 from console.panes.download import DownloadPane
 from console.panes.gpu import GpuPane
 from console.panes.header import HostHeader
@@ -111,6 +115,9 @@ class ConsoleApp(App[int]):
         self._screenshot_after_s = screenshot_after_s
         self.exit_code = 0
         self.sources: dict[str, PolledSource[Any]] = {}
+        self.bench_view = BenchView()
+        self.bench: BenchThread | None = None
+        self._bench_labels: list[str] = []
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -124,6 +131,9 @@ class ConsoleApp(App[int]):
     def make_pane(self, key: str, number: str, title: str) -> Any:
         if key == "gpu":
             return GpuPane(id="gpu-pane")
+        if key == "bench":
+            self.bench_view.history = load_runs(default_path())
+            return BenchPane(self.bench_view, id="bench-pane")
         if key == "log":
             follower = self.session.log_follower()
             if follower is None:
@@ -221,6 +231,13 @@ class ConsoleApp(App[int]):
             self.query_one(LogPane).add_events(message.events)
 
     def route_reading(self, source: str, reading: Any) -> None:
+        data = getattr(reading, "data", None)
+        if source == "gpu" and data is not None and data.gpus:
+            utils = [g.utilization_pct for g in data.gpus if g.utilization_pct is not None]
+            if utils:
+                self.bench_view.add_gpu(time.time(), sum(utils) / len(utils))
+        elif source == "log" and data is not None and data.series:
+            self.bench_view.add_server_points([(p.t_s, p.gen_tokens_per_s, p.accept_len) for p in data.series[-20:]])
         if source == "host":
             self.query_one(HostHeader).summary = reading
             return
@@ -244,6 +261,8 @@ class ConsoleApp(App[int]):
             log_pane.update_age(now)
 
     async def on_unmount(self) -> None:
+        if self.bench is not None:
+            self.bench.stop.set()
         self.workers.cancel_all()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.session.close(), 3)
@@ -285,6 +304,58 @@ class ConsoleApp(App[int]):
 
         self.push_screen(UnitPicker(units), picked)
 
+    # -- benchmark -----------------------------------------------------------------------
+    def on_bench_pane_run_requested(self, message: BenchPane.RunRequested) -> None:
+        self.start_bench(message.kind)
+
+    def on_bench_pane_stop_requested(self, _: BenchPane.StopRequested) -> None:
+        if self.bench is not None and self.bench.running:
+            self.bench.stop.set()
+            self.notify("stopping after the requests in flight", title="benchmark")
+
+    def start_bench(self, kind: str) -> None:
+        if self.bench is not None and self.bench.running:
+            self.notify("a benchmark is already running (x stops it)", severity="warning")
+            return
+        from console.bench.runner import BenchConfig
+        from console.bench.workload import random_prompts
+
+        sweep = [(c, max(8, 2 * c), 1024, 1024) for c in (1, 4, 16, 64)]
+        plan = sweep if kind == "sweep" else [(4, 16, 256, 256)]
+        runs = [(BenchConfig("", concurrency=c, num_prompts=n, input_len=i, output_len=o),
+                 random_prompts(n, i, o)) for c, n, i, o in plan]
+        self._bench_labels = [f"c={c} · {n} × {i}/{o}" for c, n, i, o in plan]
+        post = self.post_message
+        self.bench = BenchThread(
+            runs, self.session.bench_url,
+            on_progress=lambda i, p: post(BenchEvent("progress", i, p)),
+            on_result=lambda i, m: post(BenchEvent("result", i, m)),
+            on_done=lambda err: post(BenchEvent("done", 0, err)),
+        )
+        self.bench_view.results = []
+        self.bench_view.start(self._bench_labels[0], runs[0][0].num_prompts)
+        self.bench.start()
+
+    def on_bench_event(self, event: BenchEvent) -> None:
+        view = self.bench_view
+        if event.kind == "progress":
+            view.progress(event.payload)
+        elif event.kind == "result":
+            flags = None
+            with contextlib.suppress(Exception):
+                report = self.pane("service").reading.data
+                flags = list(report.new.command.argv) if report and report.new.command else None
+            record = save_run(event.payload, default_path(), host=self.session.transport.label, flags=flags)
+            view.history.append(record)
+            view.finish(event.payload)
+            nxt = event.index + 1
+            if self.bench is not None and nxt < len(self.bench.runs):
+                view.start(self._bench_labels[nxt], self.bench.runs[nxt][0].num_prompts)
+        elif event.kind == "done":
+            view.end(event.payload)
+            if event.payload:
+                self.notify(event.payload, title="benchmark failed", severity="error", timeout=10)
+
     def _repoll(self, name: str) -> None:
         source = self.sources.get(name)
         if source is not None:
@@ -314,5 +385,9 @@ class ConsoleApp(App[int]):
         for key, number, title in self.PANES:
             yield SystemCommand(f"Maximize {title}", f"Show the {title} pane alone (key {number})",
                                 lambda key=key: self.action_toggle_max(key))
+        yield SystemCommand("Run benchmark: quick", "16 prompts at concurrency 4, 256/256 tokens (b)",
+                            lambda: self.start_bench("quick"))
+        yield SystemCommand("Run benchmark: concurrency sweep 1, 4, 16, 64 (1k/1k)", "The story's sweep (B)",
+                            lambda: self.start_bench("sweep"))
         yield SystemCommand("Save screenshot", "Save an SVG screenshot (ctrl+s)", self.action_screenshot)
         yield SystemCommand("Help", "Keys and colours (?)", self.action_help)

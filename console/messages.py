@@ -37,3 +37,13 @@ class LogLinesReady(Message, bubble=False):
     def __init__(self, events: tuple[Any, ...]) -> None:
         super().__init__()
         self.events = events
+
+
+class BenchEvent(Message, bubble=False):
+    """Posted from the bench thread: progress of run `index`, its result, or the end of all runs."""
+
+    def __init__(self, kind: str, index: int = 0, payload: Any = None) -> None:
+        super().__init__()
+        self.kind = kind  # "progress", "result" or "done"
+        self.index = index
+        self.payload = payload

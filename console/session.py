@@ -4,9 +4,10 @@ view later is more sessions, not a rewrite."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,21 @@ class HostSession:
             return None
         return DownloadWatcher(self.transport, self.profile.model_dir, self.profile.repo_id,
                                stall_after_s=self.profile.stall_after_s, wait_for_hub_s=20.0 if one_shot else 0.0)
+
+    @contextlib.asynccontextmanager
+    async def bench_url(self) -> AsyncIterator[str]:
+        """A base URL for the bench thread's own loop: over SSH, a second connection of its own
+        (its forward's bytes must not cross the UI loop), closed when the bench ends."""
+        port = self.profile.server_port
+        if not self.profile.host:
+            yield f"http://127.0.0.1:{int(port)}"
+            return
+        transport = make_transport(self.profile)
+        await transport.connect()
+        try:
+            yield await transport.http_base_url(port)
+        finally:
+            await transport.close()
 
     def gpu_source(self) -> GpuSource:
         return GpuSource(self.transport, local=not self.profile.host, interval_s=self.profile.gpu_interval_s)

@@ -7,12 +7,13 @@ nor is distorted by it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -214,14 +215,20 @@ async def run_benchmark(cfg: BenchConfig, prompts: list[Prompt],
 
 
 class BenchThread:
-    """A run on its own thread and event loop; progress and the result come back through callbacks."""
+    """Runs on their own thread and event loop; progress and results come back through callbacks
+    (which must be thread-safe: the app's post_message is). `url` opens whatever reaches the
+    server from that loop (for SSH: a connection of the bench's own, so its bytes never cross
+    the UI's event loop) and closes it afterwards."""
 
-    def __init__(self, runs: list[tuple[BenchConfig, list[Prompt]]], on_progress: Callable[[int, Progress], None],
-                 on_result: Callable[[int, dict[str, Any]], None], on_error: Callable[[str], None]) -> None:
+    def __init__(self, runs: list[tuple[BenchConfig, list[Prompt]]],
+                 url: Callable[[], contextlib.AbstractAsyncContextManager[str]],
+                 on_progress: Callable[[int, Progress], None],
+                 on_result: Callable[[int, dict[str, Any]], None], on_done: Callable[[str | None], None]) -> None:
         self.runs = runs
+        self.url = url
         self.stop = threading.Event()
         self._thread = threading.Thread(target=self._main, name="bench", daemon=True)
-        self.on_progress, self.on_result, self.on_error = on_progress, on_result, on_error
+        self.on_progress, self.on_result, self.on_done = on_progress, on_result, on_done
 
     def start(self) -> None:
         self._thread.start()
@@ -230,16 +237,22 @@ class BenchThread:
     def running(self) -> bool:
         return self._thread.is_alive()
 
+    async def _all(self) -> None:
+        async with self.url() as base_url:
+            for i, (cfg, prompts) in enumerate(self.runs):
+                if self.stop.is_set():
+                    break
+                run_cfg = replace(cfg, base_url=base_url)
+                result = await run_benchmark(run_cfg, prompts, lambda p, i=i: self.on_progress(i, p), self.stop)
+                self.on_result(i, result)
+
     def _main(self) -> None:
-        for i, (cfg, prompts) in enumerate(self.runs):
-            if self.stop.is_set():
-                break
-            try:
-                result = asyncio.run(run_benchmark(cfg, prompts, lambda p, i=i: self.on_progress(i, p), self.stop))
-            except Exception as exc:  # noqa: BLE001 - a failed run is reported, never raised into the UI
-                self.on_error(f"{type(exc).__name__}: {exc}"[:300])
-                return
-            self.on_result(i, result)
+        try:
+            asyncio.run(self._all())
+        except Exception as exc:  # noqa: BLE001 - a failed run is reported, never raised into the UI
+            self.on_done(f"{type(exc).__name__}: {exc}"[:300])
+            return
+        self.on_done(None)
 
 
 def public_config(cfg: BenchConfig) -> dict[str, Any]:

@@ -1,0 +1,108 @@
+"""What the benchmark pane shows, accumulated: time series on one wall-clock axis (the client's
+output tokens per 1-s bin, the server's own gen throughput, GPU utilization), the live run's
+latencies, finished runs, and the pair to compare. Bounded; no Textual, no I/O."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from console.bench.metrics import percentile
+from console.bench.runner import Progress
+
+WINDOW_S = 300
+
+
+@dataclass
+class LiveRun:
+    label: str
+    started_at_s: float
+    total: int
+    done: int = 0
+    failed: int = 0
+    bins: dict[int, int] = field(default_factory=dict)  # wall second -> tokens
+    ttft_ms: deque[float] = field(default_factory=lambda: deque(maxlen=5000))
+    itl_ms: deque[float] = field(default_factory=lambda: deque(maxlen=50000))
+
+
+class BenchView:
+    def __init__(self) -> None:
+        self.gpu_util: deque[tuple[float, float]] = deque(maxlen=WINDOW_S * 2)
+        self.server_gen: deque[tuple[float, float]] = deque(maxlen=WINDOW_S * 2)
+        self.accept_len: deque[tuple[float, float]] = deque(maxlen=WINDOW_S * 2)
+        self.live: LiveRun | None = None
+        self.client_bins: dict[int, int] = {}
+        self.results: list[dict[str, Any]] = []  # this session's finished runs (a sweep: several)
+        self.history: list[dict[str, Any]] = []  # saved runs, for the comparison
+        self.error: str | None = None
+        self.version = 0  # bumped on every change: the pane redraws only when it moved
+
+    def _touch(self) -> None:
+        self.version += 1
+
+    def add_gpu(self, t: float, util_pct: float) -> None:
+        self.gpu_util.append((t, util_pct))
+        self._touch()
+
+    def add_server_points(self, points: list[tuple[float, float | None, float | None]]) -> None:
+        last = self.server_gen[-1][0] if self.server_gen else 0.0
+        for t, gen, accept in points:
+            if t <= last:
+                continue
+            if gen is not None:
+                self.server_gen.append((t, gen))
+            if accept is not None:
+                self.accept_len.append((t, accept))
+            self._touch()
+
+    def start(self, label: str, total: int, now_s: float | None = None) -> None:
+        self.live = LiveRun(label, time.time() if now_s is None else now_s, total)
+        self.error = None
+        self._touch()
+
+    def progress(self, p: Progress) -> None:
+        if self.live is None:
+            return
+        run = self.live
+        run.done, run.failed = p.done, p.failed
+        for t in p.token_times_s:
+            second = int(run.started_at_s + t)
+            run.bins[second] = run.bins.get(second, 0) + 1
+            self.client_bins[second] = self.client_bins.get(second, 0) + 1
+        if p.ttft_ms is not None:
+            run.ttft_ms.append(p.ttft_ms)
+        run.itl_ms.extend(p.itl_ms)
+        self._touch()
+
+    def finish(self, metrics: dict[str, Any]) -> None:
+        self.results.append(metrics)
+        self.results = self.results[-16:]
+        self._touch()
+
+    def end(self, error: str | None = None) -> None:
+        self.error = error
+        self.live = None
+        self._touch()
+
+    def series(self, now_s: float, span_s: int) -> dict[str, list[tuple[float, float]]]:
+        """Each series as (seconds before now, value) over the last span_s seconds."""
+        lo = now_s - span_s
+        # Old bins are trimmed here, so the dict stays bounded.
+        for second in [s for s in self.client_bins if s < now_s - WINDOW_S]:
+            del self.client_bins[second]
+        client = [(s - now_s, float(n)) for s, n in sorted(self.client_bins.items()) if lo <= s <= now_s - 1]
+        return {
+            "client tok/s": client,
+            "server gen tok/s": [(t - now_s, v) for t, v in self.server_gen if t >= lo],
+            "GPU util %": [(t - now_s, v) for t, v in self.gpu_util if t >= lo],
+        }
+
+    def live_percentiles(self) -> dict[str, tuple[float, float, float]] | None:
+        run = self.live
+        if run is None or not run.ttft_ms:
+            return None
+        ttft, itl = list(run.ttft_ms), list(run.itl_ms)
+        return {"TTFT": (percentile(ttft, 50), percentile(ttft, 90), percentile(ttft, 99)),
+                "ITL": (percentile(itl, 50), percentile(itl, 90), percentile(itl, 99))}

@@ -1,0 +1,153 @@
+"""The benchmark pane: a time chart (client output tok/s, server gen tok/s, GPU util) and, beside
+it, the live run, the results table, the sweep and the before/after comparison.
+
+Keys: `b` quick run, `B` the story's sweep (1, 4, 16, 64 at 1k/1k), `x` stop."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.widgets import Static
+
+from console.analysis.bench_view import BenchView
+
+DIM = "dim"
+
+
+def chart(view: BenchView, width: int, height: int, now_s: float, span_s: int = 120) -> Text:
+    """A plotext line chart as Rich text (plotext keeps global state: call from the UI thread only)."""
+    import plotext as plt
+
+    series = view.series(now_s, span_s)
+    plt.clf()
+    plt.plotsize(max(20, width), max(5, height))
+    plt.theme("clear")
+    plt.frame(False)
+    drawn = False
+    colors = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": "magenta"}
+    for name, points in series.items():
+        if len(points) < 2:
+            continue
+        xs, ys = zip(*points, strict=True)
+        plt.plot(list(xs), list(ys), label=name, color=colors[name], marker="braille",
+                 yside="right" if name == "GPU util %" else "left")
+        drawn = True
+    if not drawn:
+        return Text("no throughput yet: the server's own gen throughput appears here from its log,\n"
+                    "a benchmark's output tokens/s beside it (b: quick run, B: sweep).", style=DIM)
+    plt.xlim(-span_s, 0)
+    plt.xlabel("seconds ago")
+    return Text.from_ansi(plt.build())
+
+
+def _fmt(v: Any, spec: str = ".1f") -> str:
+    return "–" if v is None else format(v, spec) if isinstance(v, (int, float)) else str(v)
+
+
+def results_table(view: BenchView, width: int) -> Table | Text:
+    if view.live is not None:
+        run = view.live
+        t = Text()
+        t.append(f"RUNNING {run.label}\n", style="bold black on cyan")
+        t.append(f"{run.done}/{run.total} done", style="bold")
+        t.append(f"  {run.failed} failed\n", style="bold red" if run.failed else DIM)
+        pct = view.live_percentiles()
+        if pct:
+            for name, (p50, p90, p99) in pct.items():
+                t.append(f"{name:<5}", style=DIM)
+                t.append(f" p50 {p50:7.1f}  p90 {p90:7.1f}  p99 {p99:7.1f} ms\n")
+        return t
+    if view.error:
+        return Text(f"✗ {view.error}", style="bold red")
+    rows = view.results[-4:] if view.results else []
+    if not rows:
+        pair = view.history[-2:] if len(view.history) >= 2 else view.history[-1:]
+        rows = pair
+    if not rows:
+        return Text("No runs yet.\nb: 16 prompts at concurrency 4 (256/256 tokens)\n"
+                    "B: sweep 1, 4, 16, 64 at 1k/1k (the story's)\nruns are saved to bench.jsonl", style=DIM)
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold", expand=False)
+    table.add_column("", style=DIM, no_wrap=True)
+    for r in rows:
+        label = f"c={r.get('max_concurrency') or '∞'}"
+        model = str(r.get("model") or "")[-14:]
+        table.add_column(f"{label}\n{model}", justify="right", no_wrap=True)
+    metrics = [("req/s", "request_throughput", ".2f"), ("out tok/s", "output_throughput", ",.0f"),
+               ("peak tok/s", "max_output_tokens_per_s", ",.0f"), ("TTFT p50 ms", "median_ttft_ms", ",.0f"),
+               ("TTFT p99 ms", "p99_ttft_ms", ",.0f"), ("TPOT p50 ms", "median_tpot_ms", ".1f"),
+               ("ITL p99 ms", "p99_itl_ms", ".1f"), ("accept len", "accept_length", ".2f"),
+               ("failed", "failed", "d")]
+    for label, key, spec in metrics:
+        values = [_fmt(r.get(key), spec) for r in rows]
+        style = "bold red" if key == "failed" and any(r.get("failed") for r in rows) else None
+        table.add_row(label, *values, style=style)
+    return table
+
+
+class BenchPane(Horizontal, can_focus=True):
+    DEFAULT_CSS = """
+    BenchPane { border: round $primary 40%; border-title-color: $text; border-title-style: bold;
+        height: 1fr; padding: 0 1; }
+    BenchPane:focus-within, BenchPane:focus { border: round $accent; }
+    BenchPane #bench-chart { width: 3fr; height: 1fr; }
+    BenchPane #bench-table { width: 2fr; min-width: 34; height: 1fr; padding-left: 1; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("b", "run_quick", "Quick bench"),
+        Binding("B", "run_sweep", "Sweep", key_display="B"),
+        Binding("x", "stop", "Stop bench"),
+    ]
+    PANE_KEY = "5"
+    PANE_TITLE = "Benchmark"
+
+    class RunRequested(Message):
+        def __init__(self, kind: str) -> None:
+            super().__init__()
+            self.kind = kind
+
+    class StopRequested(Message):
+        pass
+
+    def __init__(self, view: BenchView, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.view = view
+        self._drawn_version = -1
+        self._drawn_at = 0.0
+
+    def compose(self) -> Any:
+        yield Static(id="bench-chart")
+        yield Static(id="bench-table")
+
+    def on_mount(self) -> None:
+        self.border_title = f"{self.PANE_KEY} {self.PANE_TITLE}"
+        self.border_subtitle = "b run · B sweep · x stop"
+        self.set_interval(0.5, self.redraw)  # at most 2 Hz: plotext rebuilds cost 5-100 ms
+        self.redraw(force=True)
+
+    def redraw(self, force: bool = False) -> None:
+        now = time.time()
+        # Redraw when the data moved, and once every few seconds so the time axis scrolls.
+        if not force and self.view.version == self._drawn_version and now - self._drawn_at < 5:
+            return
+        if not force and not self.display:
+            return
+        self._drawn_version, self._drawn_at = self.view.version, now
+        chart_widget = self.query_one("#bench-chart", Static)
+        size = chart_widget.content_size
+        chart_widget.update(chart(self.view, size.width or 60, size.height or 8, now))
+        self.query_one("#bench-table", Static).update(results_table(self.view, 40))
+
+    def action_run_quick(self) -> None:
+        self.post_message(self.RunRequested("quick"))
+
+    def action_run_sweep(self) -> None:
+        self.post_message(self.RunRequested("sweep"))
+
+    def action_stop(self) -> None:
+        self.post_message(self.StopRequested())
