@@ -313,7 +313,9 @@ class ConsoleApp(App[int]):
             self.bench.stop.set()
             self.notify("stopping after the requests in flight", title="benchmark")
 
-    def start_bench(self, kind: str) -> None:
+    def start_bench(self, kind: str, plan: list[tuple[int, int, int, int]] | None = None) -> None:
+        """`plan`: (concurrency, prompts, input tokens, output tokens) per run; by default the
+        quick run or the story's sweep."""
         if self.bench is not None and self.bench.running:
             self.notify("a benchmark is already running (x stops it)", severity="warning")
             return
@@ -321,7 +323,7 @@ class ConsoleApp(App[int]):
         from console.bench.workload import random_prompts
 
         sweep = [(c, max(8, 2 * c), 1024, 1024) for c in (1, 4, 16, 64)]
-        plan = sweep if kind == "sweep" else [(4, 16, 256, 256)]
+        plan = plan or (sweep if kind == "sweep" else [(4, 16, 256, 256)])
         runs = [(BenchConfig("", concurrency=c, num_prompts=n, input_len=i, output_len=o),
                  random_prompts(n, i, o)) for c, n, i, o in plan]
         self._bench_labels = [f"c={c} · {n} × {i}/{o}" for c, n, i, o in plan]

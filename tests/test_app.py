@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,28 @@ async def test_a_lost_connection_shows_in_the_header_and_recovers(app: ConsoleAp
             conn.close()
         await wait_for(lambda: "reconnecting" in header_text(app), 5)
         await wait_for(lambda: "● connected" in header_text(app), 10)
+
+
+async def test_the_demo_runs_a_benchmark_from_the_pane_and_saves_it(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from console.session import SimulatorThread, make_transport
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    sim = SimulatorThread()
+    profile = sim.start()
+    try:
+        app = ConsoleApp(HostSession(profile, make_transport(profile), demo=True))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(lambda: "gpu-sim-01" in header_text(app), 10)
+            app.query_one("#bench-pane").focus()
+            await pilot.pause()
+            app.start_bench("quick", plan=[(2, 4, 16, 16)])
+            await wait_for(lambda: bool(app.bench_view.results) and app.bench_view.live is None, 30)
+            result = app.bench_view.results[0]
+            assert result["completed"] == 4 and result["model"] == "qwen3.5-397b"
+            await pilot.pause(0.6)
+            assert "req/s" in app.export_screenshot() and "out&#160;tok/s" in app.export_screenshot()
+    finally:
+        sim.stop()
+    saved = (tmp_path / "gpuconsole" / "bench.jsonl").read_text().splitlines()
+    assert len(saved) == 1 and json.loads(saved[0])["flags_hash"]
