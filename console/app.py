@@ -304,6 +304,44 @@ class ConsoleApp(App[int]):
 
         self.push_screen(UnitPicker(units), picked)
 
+    # -- fit -----------------------------------------------------------------------------
+    def on_service_pane_fit_requested(self, _: ServicePane.FitRequested) -> None:
+        self.action_fit()
+
+    def action_fit(self) -> None:
+        """The fit planner for the new unit, from what the panes already know."""
+        from console.analysis.fit import calibration, inputs_from_command, plan_fit
+        from console.panes.fit import FitScreen, format_fit
+
+        def data(key: str) -> Any:
+            with contextlib.suppress(Exception):
+                reading = self.pane(key).reading
+                return reading.data if reading is not None else None
+            return None
+
+        report, gpus, download = data("service"), data("gpu"), data("download")
+        if report is None or report.new.command is None:
+            self.notify("The fit needs the new unit: pass --unit (and wait for the diff pane)", severity="warning")
+            return
+        if report.model_config is None:
+            self.notify("No config.json in the new unit's model directory yet", severity="warning")
+            return
+        healthy = [g for g in (gpus.gpus if gpus else ()) if g.memory_total_mib]
+        if not healthy:
+            self.notify("No GPU data yet: the fit needs their count and memory", severity="warning")
+            return
+        weights = download.bytes_total if download is not None else None
+        cmd = report.new.command
+        model = str(cmd.value("--model-path") or "model").rstrip("/").rsplit("/", 1)[-1]
+        inputs = inputs_from_command(cmd, report.model_config, weights, len(healthy),
+                                     min(g.memory_total_mib for g in healthy) / 1024, model)
+        result = plan_fit(inputs)
+        log = None
+        with contextlib.suppress(Exception):
+            summary = self.query_one(LogPane).summary
+            log = summary.data if summary is not None else None
+        self.push_screen(FitScreen(format_fit(result, calibration(result, log))))
+
     # -- benchmark -----------------------------------------------------------------------
     def on_bench_pane_run_requested(self, message: BenchPane.RunRequested) -> None:
         self.start_bench(message.kind)
@@ -387,6 +425,8 @@ class ConsoleApp(App[int]):
         for key, number, title in self.PANES:
             yield SystemCommand(f"Maximize {title}", f"Show the {title} pane alone (key {number})",
                                 lambda key=key: self.action_toggle_max(key))
+        yield SystemCommand("Fit planner for the new unit", "Will it fit, and how much KV cache is left (f)",
+                            self.action_fit)
         yield SystemCommand("Run benchmark: quick", "16 prompts at concurrency 4, 256/256 tokens (b)",
                             lambda: self.start_bench("quick"))
         yield SystemCommand("Run benchmark: concurrency sweep 1, 4, 16, 64 (1k/1k)", "The story's sweep (B)",

@@ -88,6 +88,19 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true")
     bench.add_argument("--output-file", metavar="F",
                        help="append a JSONL line per run (default ~/.local/share/gpuconsole/bench.jsonl)")
+    fit = sub.add_parser("fit", parents=[host], help="will the model fit, and how much KV cache is left")
+    fit.add_argument("model", metavar="MODEL", help="a local dir, a dir on the host (with host options) or a repo id")
+    fit.add_argument("--gpus", type=int, help="GPU count (default: the host's)")
+    fit.add_argument("--gpu-mem", type=float, metavar="GiB", help="memory per GPU (default: the host's)")
+    fit.add_argument("--tp", type=int, help="tensor parallel size (default: all GPUs)")
+    fit.add_argument("--dtype", default="auto")
+    fit.add_argument("--kv-cache-dtype", default="auto")
+    fit.add_argument("--mem-fraction", type=float, help="--mem-fraction-static (default: SGLang's automatic value)")
+    fit.add_argument("--context-len", type=int)
+    fit.add_argument("--max-running-requests", type=int)
+    fit.add_argument("--speculative-algorithm", metavar="ALGO", help="NEXTN, EAGLE, … (MTP)")
+    fit.add_argument("--speculative-num-draft-tokens", type=int)
+    fit.add_argument("--json", action="store_true")
     doc = sub.add_parser("doctor", parents=[host], help="what works on the host and how fast")
     doc.add_argument("--json", action="store_true")
     doc.add_argument("--runs", type=int, default=50, help="round-trips measured per channel kind")
@@ -184,6 +197,16 @@ async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
             return await run_bench_cli(args, profile, session)
 
         return await _with_session(args, profile, bench_on_host)
+    if args.command == "fit":
+        from console.fit_cli import run_fit
+
+        if not profile.host and not args.demo:
+            return await run_fit(args, None)
+
+        async def fit_on_host(session: Any) -> int:
+            return await run_fit(args, session)
+
+        return await _with_session(args, profile, fit_on_host)
     if args.command == "diff":
         from console.diff_cli import run_diff
 

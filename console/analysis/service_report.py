@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import shlex
 from dataclasses import dataclass, field
+from typing import Any
 
 from console.analysis.service_diff import (
     REDACTED,
@@ -57,6 +58,7 @@ class ServiceReport:
     flags_version: str
     errors: tuple[str, ...]
     flags_source: str = "built-in flag table"
+    model_config: dict[str, Any] | None = None  # the new unit's model's config.json, as read from the host
 
 
 def side_from_text(name: str, text: str, table: FlagTable | None = None) -> ServiceSide:
@@ -132,7 +134,7 @@ def build_report(old: ServiceSide | None, new: ServiceSide, facts: HostFacts, *,
                                         old.name, new.name, lineterm="", n=2))
     return ServiceReport(old, new, tuple(changes), tuple(env_changes), tuple(lints), tuple(drift_changes),
                          drift_of, tuple(raw), units_on_host, table.version, tuple(errors),
-                         flags_source or f"built-in flag table of SGLang {table.version}")
+                         flags_source or f"built-in flag table of SGLang {table.version}", facts.model_config)
 
 
 def report_json(report: ServiceReport) -> dict[str, object]:

@@ -29,8 +29,8 @@ POWER_LIMIT_W = 600.0
 CONTEXT_MIB = 612
 OLD_USED_MIB = 91_204
 WEIGHTS_MIB = 59_412  # ~58 GiB of BF16 weights per GPU at TP4
-AFTER_KV_MIB = 86_020
-AFTER_GRAPHS_MIB = 87_646
+AFTER_KV_MIB = 84_350  # weights + GDN state + verification buffers + KV (see analysis/fit.py)
+AFTER_GRAPHS_MIB = 85_970
 OLD_PID_BASE = 41_200
 NEW_PID_BASE = 52_300
 

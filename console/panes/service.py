@@ -158,6 +158,7 @@ class ServicePane(ReadingPane):
         Binding("d", "toggle_raw", "Raw diff"),
         Binding("s", "swap", "Swap old/new"),
         Binding("u", "pick_units", "Units"),
+        Binding("f", "fit", "Fit"),
     ]
 
     raw: reactive[bool] = reactive(False)
@@ -166,6 +167,9 @@ class ServicePane(ReadingPane):
         pass
 
     class PickRequested(Message):
+        pass
+
+    class FitRequested(Message):
         pass
 
     def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
@@ -186,3 +190,6 @@ class ServicePane(ReadingPane):
 
     def action_pick_units(self) -> None:
         self.post_message(self.PickRequested())
+
+    def action_fit(self) -> None:
+        self.post_message(self.FitRequested())

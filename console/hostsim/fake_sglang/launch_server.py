@@ -96,11 +96,13 @@ class Server:
             steps[step]()
 
     def caches(self):
-        self.log("Mamba Cache is allocated. max_mamba_cache_size: 371, conv_state size: 0.98GB, "
-                 "ssm_state size: 13.28GB intermediate_ssm_state_cache size: 6.95GB "
-                 "intermediate_conv_window_cache size: 0.05GB", all_ranks=True)
-        self.log("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1843200, K size: 11.33 GB, "
-                 "V size: 11.33 GB", all_ranks=True)
+        # What SGLang would log for the 122B at TP4 on 4 x 96 GB with MTP: ~1 % off the console's
+        # fit prediction (127 slots, 903,040 tokens), as a real run would be.
+        self.log("Mamba Cache is allocated. max_mamba_cache_size: 125, conv_state size: 0.33GB, "
+                 "ssm_state size: 4.25GB intermediate_ssm_state_cache size: 6.95GB "
+                 "intermediate_conv_window_cache size: 0.06GB", all_ranks=True)
+        self.log("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 893440, K size: 5.11 GB, "
+                 "V size: 5.11 GB", all_ranks=True)
 
     def graphs_done(self):
         if self.oom:
@@ -116,8 +118,8 @@ class Server:
             os._exit(1)
         self.log("Capture target decode CUDA graph end. bs=[1, 2, 4, 8, 16, 24, 32, 40, 48], elapsed=4.92 s, "
                  "mem usage=1.58 GB, avail mem=4.26 GB.", all_ranks=True)
-        self.log("max_total_num_tokens=1843200, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-                 "max_running_requests=48, context_len=262144, available_gpu_mem=4.26 GB")
+        self.log("max_total_num_tokens=893440, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+                 "max_running_requests=41, context_len=262144, available_gpu_mem=4.26 GB")
 
     def fired_up(self):
         self.ready = True
@@ -148,8 +150,8 @@ class Server:
             self.last_gen_throughput = gen
             full_tokens = running * 2400
             fields = [f"#running-req: {running}", f"#full token: {full_tokens}",
-                      f"full token usage: {full_tokens / 1843200:.2f}", f"mamba num: {running * 3}",
-                      f"mamba usage: {running * 3 / 371:.2f}"]
+                      f"full token usage: {full_tokens / 893440:.2f}", f"mamba num: {running * 3}",
+                      f"mamba usage: {running * 3 / 125:.2f}"]
             if self.spec:
                 fields += [f"accept len: {accept:.2f}", f"accept rate: {(accept - 1) / 3:.2f}"]
             fields += ["cuda graph: True", f"gen throughput (token/s): {gen:.2f}", "#queue-req: 0"]
@@ -196,11 +198,11 @@ class Server:
             "model_path": a.model_path, "served_model_name": self.name, "tp_size": self.tp,
             "speculative_algorithm": a.speculative_algorithm, "mem_fraction_static": a.mem_fraction_static,
             "context_length": a.context_length, "port": a.port, "launch_command": " ".join(self.argv),
-            "max_total_num_tokens": 1843200, "status": "ready" if self.ready else "starting", "version": "0.5.23",
+            "max_total_num_tokens": 893440, "status": "ready" if self.ready else "starting", "version": "0.5.23",
             "internal_states": [{
                 "last_gen_throughput": self.last_gen_throughput, "avg_spec_accept_length": accept,
-                "effective_max_running_requests_per_dp": 48,
-                "memory_usage": {"weight": 58.03, "kvcache": 22.66, "token_capacity": 1843200, "graph": 1.58},
+                "effective_max_running_requests_per_dp": 41,
+                "memory_usage": {"weight": 58.03, "kvcache": 10.22, "token_capacity": 893440, "graph": 1.58},
             }],
         }
 
@@ -213,8 +215,8 @@ class Server:
             f"sglang:num_running_reqs{{{m}}} {float(running)}",
             "# TYPE sglang:num_queue_reqs gauge", f"sglang:num_queue_reqs{{{m}}} 0.0",
             "# TYPE sglang:gen_throughput gauge", f"sglang:gen_throughput{{{m}}} {self.last_gen_throughput}",
-            "# TYPE sglang:token_usage gauge", f"sglang:token_usage{{{m}}} {running * 3 / 371:.2f}",
-            "# TYPE sglang:max_total_num_tokens gauge", f"sglang:max_total_num_tokens{{{m}}} 1843200.0",
+            "# TYPE sglang:token_usage gauge", f"sglang:token_usage{{{m}}} {running * 3 / 125:.2f}",
+            "# TYPE sglang:max_total_num_tokens gauge", f"sglang:max_total_num_tokens{{{m}}} 893440.0",
             "# TYPE sglang:spec_accept_length gauge", f"sglang:spec_accept_length{{{m}}} {accept}",
             "# TYPE sglang:generation_tokens_total counter",
             f"sglang:generation_tokens_total{{{m}}} {float(self.tokens_out)}",

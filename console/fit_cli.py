@@ -1,0 +1,124 @@
+"""`gpuconsole fit MODEL`: MODEL is a local directory, a directory on the host (with host options)
+or a Hugging Face repo id. GPUs come from --gpus/--gpu-mem, or from the host's GPUs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from console.analysis.fit import FitInputs, plan_fit
+
+INDEX = "model.safetensors.index.json"
+
+
+class ModelError(Exception):
+    """The model's files could not be read; one line for the operator."""
+
+
+def _parse(config_raw: bytes, index_raw: bytes | None, where: str) -> tuple[dict[str, Any], int | None, list[str]]:
+    notes = []
+    try:
+        config = json.loads(config_raw)
+    except ValueError as exc:
+        raise ModelError(f"{where}/config.json is not JSON: {exc}") from None
+    if not isinstance(config, dict):
+        raise ModelError(f"{where}/config.json is not a JSON object")
+    total = None
+    if index_raw is not None:
+        try:
+            meta = json.loads(index_raw).get("metadata") or {}
+            total = int(meta["total_size"]) if isinstance(meta.get("total_size"), (int, float)) else None
+        except (ValueError, AttributeError):
+            notes.append(f"{INDEX} is not valid JSON: weight size unknown")
+    else:
+        notes.append(f"no {INDEX}: weight size unknown")
+    return config, total, notes
+
+
+def _local(path: Path) -> tuple[dict[str, Any], int | None, list[str]]:
+    try:
+        config_raw = (path / "config.json").read_bytes()
+    except OSError as exc:
+        raise ModelError(f"{path}/config.json: {exc.strerror}") from None
+    index = path / INDEX
+    single = path / "model.safetensors"
+    if not index.exists() and single.exists():
+        fake_index = json.dumps({"metadata": {"total_size": single.stat().st_size}}).encode()
+        return _parse(config_raw, fake_index, str(path))
+    return _parse(config_raw, index.read_bytes() if index.exists() else None, str(path))
+
+
+async def _remote(session: Any, path: str) -> tuple[dict[str, Any], int | None, list[str]]:
+    t = session.transport
+    try:
+        config_raw = await t.read_file(path.rstrip("/") + "/config.json", max_bytes=4 << 20)
+    except FileNotFoundError:
+        raise ModelError(f"{path}/config.json not found on {t.label}") from None
+    try:
+        index_raw = await t.read_file(path.rstrip("/") + "/" + INDEX, max_bytes=64 << 20)
+    except FileNotFoundError:
+        index_raw = None
+    return _parse(config_raw, index_raw, f"{t.label}:{path}")
+
+
+def _hub(repo: str) -> tuple[dict[str, Any], int | None, list[str]]:
+    try:
+        from huggingface_hub import hf_hub_download
+
+        config_path = hf_hub_download(repo, "config.json")
+        try:
+            index_path: str | None = hf_hub_download(repo, INDEX)
+        except Exception:  # noqa: BLE001 - a single-file checkpoint has no index
+            index_path = None
+    except Exception as exc:  # noqa: BLE001 - offline, unknown repo, gated: one line
+        raise ModelError(f"{repo}: could not read config.json from the Hub ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0][:120] if str(exc) else ''})") from None
+    return _parse(Path(config_path).read_bytes(), Path(index_path).read_bytes() if index_path else None, repo)
+
+
+async def run_fit(args: argparse.Namespace, session: Any) -> int:
+    try:
+        if Path(args.model).is_dir():  # noqa: ASYNC240 - one local stat
+            config, total, notes = _local(Path(args.model))
+        elif session is not None:
+            config, total, notes = await _remote(session, args.model)
+        elif "/" in args.model and not args.model.startswith((".", "/")):
+            config, total, notes = _hub(args.model)
+        else:
+            raise ModelError(f"{args.model}: no such directory (and not a repo id)")
+    except ModelError as exc:
+        print(f"gpuconsole: {exc}", file=sys.stderr)
+        return 1
+    gpus, mem = args.gpus, args.gpu_mem
+    if (gpus is None or mem is None) and session is not None:
+        reading = await session.gpu_source().first_reading(15)
+        healthy = [g for g in (reading.data.gpus if reading.data else ()) if g.memory_total_mib]
+        if healthy:
+            gpus = gpus or len(healthy)
+            mem = mem or min(g.memory_total_mib for g in healthy) / 1024
+    if gpus is None or mem is None:
+        print("gpuconsole: give --gpus N and --gpu-mem GiB (or host options to read the host's GPUs)",
+              file=sys.stderr)
+        return 2
+    result = plan_fit(FitInputs(
+        config, total, gpus, mem, tp=args.tp or gpus, dtype=args.dtype, kv_cache_dtype=args.kv_cache_dtype,
+        mem_fraction_static=args.mem_fraction, context_len=args.context_len,
+        max_running_requests=args.max_running_requests, speculative_algorithm=args.speculative_algorithm,
+        speculative_num_draft_tokens=args.speculative_num_draft_tokens,
+        model=args.model.rstrip("/").rsplit("/", 1)[-1]))
+    if notes:
+        from dataclasses import replace
+
+        result = replace(result, warnings=result.warnings + tuple(notes))
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        from rich.console import Console
+
+        from console.panes.fit import format_fit
+
+        Console(highlight=False).print(format_fit(result))
+    return 0

@@ -1,0 +1,80 @@
+"""The fit view: will the model fit, per GPU, with the binding constraint and predicted against
+actual. `format_fit` is shared by the app's modal and `gpuconsole fit`."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from console.analysis.fit import FitResult
+from console.units import bar
+
+
+def format_fit(r: FitResult, calibration: list[tuple[str, str, str]] | None = None, width: int = 76) -> Text:
+    t = Text()
+    t.append(" FITS " if r.fits else " DOES NOT FIT ", style="bold black on green" if r.fits else "bold white on red")
+    t.append(f"  {r.model}", style="bold")
+    t.append(f"  ({r.architecture})\n", style="dim")
+    params = f"{r.params_total / 1e9:.1f} B params, " if r.params_total else ""
+    size = f"{r.weight_bytes_total / 1e9:.1f} GB of weights" if r.weight_bytes_total else "weight size unknown"
+    t.append(f"{params}{size}; --mem-fraction-static {r.mem_fraction_static:.3f}"
+             f"{' (auto)' if r.mem_fraction_auto else ''}\n\n", style="dim")
+    total = r.weights_gib + r.reserved_gib + r.kv_cache_gib + r.mamba_state_gib + r.spec_state_gib + r.free_gib
+    t.append("per GPU", style="bold underline")
+    t.append(f"  ({total:.1f} GiB usable)\n")
+    rows = [("weights", r.weights_gib, "cyan"), ("held back: activations, CUDA graphs", r.reserved_gib, "grey50"),
+            ("GDN state (mamba pool)", r.mamba_state_gib, "magenta"),
+            ("speculative verification state", r.spec_state_gib, "yellow"), ("KV cache", r.kv_cache_gib, "green"),
+            ("unused", r.free_gib, "dim")]
+    bar_w = max(10, width - 50)
+    for label, gib, style in rows:
+        if gib <= 0 and label not in ("weights", "KV cache"):
+            continue
+        t.append(f"  {label:<36}", style="dim" if style == "dim" else "")
+        t.append(f"{gib:7.2f} GiB ")
+        t.append(bar(gib / total if total else 0, bar_w) + "\n", style=style)
+    t.append("\ncapacity", style="bold underline")
+    t.append("\n")
+    t.append(f"  KV bytes per token per GPU           {r.kv_bytes_per_token:,}\n")
+    if r.mamba_bytes_per_request:
+        t.append(f"  GDN state per request per GPU        {r.mamba_bytes_per_request / 2**20:.1f} MiB\n")
+        t.append(f"  GDN state slots                      {r.mamba_slots:,}\n")
+    t.append(f"  max total tokens                     {r.max_total_tokens:,}\n")
+    t.append(f"  max running requests                 {r.max_running_requests}\n")
+    t.append("  binding constraint                   ", style="")
+    t.append(f"{r.binding_constraint}\n", style="bold" if r.fits else "bold red")
+    if calibration:
+        t.append("\npredicted vs the server's log", style="bold underline")
+        t.append("\n")
+        for label, predicted, actual in calibration:
+            t.append(f"  {label:<24} {predicted:>14}  {actual:>14}\n")
+    for w in r.warnings:
+        t.append(f"\n⚠ {w}", style="yellow")
+    if r.assumptions:
+        t.append("\n\nassumed:", style="dim")
+        for a in r.assumptions:
+            t.append(f"\n  · {a}", style="dim")
+    return t
+
+
+class FitScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [("escape,q,f", "app.pop_screen", "Close")]
+    DEFAULT_CSS = """
+    FitScreen { align: center middle; }
+    FitScreen > VerticalScroll { width: 84; max-width: 98%; height: auto; max-height: 95%;
+        border: round $accent; background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, text: Text) -> None:
+        super().__init__()
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(self.text)
