@@ -96,3 +96,26 @@ async def test_the_demo_runs_a_benchmark_from_the_pane_and_saves_it(tmp_path: Pa
         sim.stop()
     saved = (tmp_path / "gpuconsole" / "bench.jsonl").read_text().splitlines()
     assert len(saved) == 1 and json.loads(saved[0])["flags_hash"]
+
+
+async def test_the_fit_view_opens_from_the_diff_pane(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from console.panes.fit import FitScreen
+    from console.session import SimulatorThread, make_transport
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    sim = SimulatorThread()
+    profile = sim.start()
+    try:
+        app = ConsoleApp(HostSession(profile, make_transport(profile), demo=True))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(lambda: app.pane("service").reading is not None and app.pane("gpu").reading is not None
+                           and app.pane("service").reading.data is not None
+                           and app.pane("service").reading.data.model_config is not None, 15)
+            app.pane("service").focus()
+            await pilot.press("f")
+            await pilot.pause()
+            assert isinstance(app.screen, FitScreen)
+            text = app.screen.text.plain
+            assert "FITS" in text and "GDN state slots" in text and "binding constraint" in text
+    finally:
+        sim.stop()

@@ -44,7 +44,8 @@ def format_fit(r: FitResult, calibration: list[tuple[str, str, str]] | None = No
     t.append(f"  KV bytes per token per GPU           {r.kv_bytes_per_token:,}\n")
     if r.mamba_bytes_per_request:
         t.append(f"  GDN state per request per GPU        {r.mamba_bytes_per_request / 2**20:.1f} MiB\n")
-        t.append(f"  GDN state slots                      {r.mamba_slots:,}\n")
+        slots = "–" if r.mamba_slots is None else f"{r.mamba_slots:,}"
+        t.append(f"  GDN state slots                      {slots}\n")
     t.append(f"  max total tokens                     {r.max_total_tokens:,}\n")
     t.append(f"  max running requests                 {r.max_running_requests}\n")
     t.append("  binding constraint                   ", style="")

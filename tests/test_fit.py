@@ -1,0 +1,122 @@
+"""The fit planner against research/qwen35_fit.md's tables and a real SGLang log of the 397B."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from console.analysis.fit import FitInputs, auto_mem_fraction, calibration, plan_fit
+from console.analysis.log_state import LogTracker
+from console.hostsim.downloader import qwen122b_config
+from console.panes.fit import format_fit
+from console.parsers.sglang_log import parse_line
+
+W122 = 248_837_128_000
+
+
+def qwen397b_config() -> dict:
+    cfg = copy.deepcopy(qwen122b_config())
+    cfg["text_config"].update({"hidden_size": 4096, "num_hidden_layers": 60, "num_experts": 512,
+                               "num_experts_per_tok": 10})
+    return cfg
+
+
+def test_gdn_state_and_kv_bytes_match_the_research_tables() -> None:
+    for tp, mib in ((1, 146.5), (2, 73.3), (4, 36.6), (8, 18.3)):
+        r = plan_fit(FitInputs(qwen122b_config(), W122, 8, 139.8, tp=tp))
+        assert r.mamba_bytes_per_request / 2**20 == pytest.approx(mib, abs=0.06), tp
+    assert plan_fit(FitInputs(qwen122b_config(), W122, 8, 139.8, tp=1)).kv_bytes_per_token == 24_576
+    assert plan_fit(FitInputs(qwen122b_config(), W122, 8, 139.8, tp=4)).kv_bytes_per_token == 12_288
+    with_mtp = plan_fit(FitInputs(qwen122b_config(), W122, 8, 139.8, tp=4, speculative_algorithm="NEXTN"))
+    assert with_mtp.kv_bytes_per_token == 13_312
+    r397 = plan_fit(FitInputs(qwen397b_config(), 806_800_000_000, 8, 139.8, tp=2))
+    assert r397.kv_bytes_per_token == 15_360
+
+
+def test_the_397b_tp2_ssm_state_reproduces_a_real_sglang_log() -> None:
+    """kvcache-ai/ktransformers#1870: `max_mamba_cache_size: 82, ... ssm_state size: 7.29GB` at TP2."""
+    r = plan_fit(FitInputs(qwen397b_config(), 806_800_000_000, 2, 139.8, tp=2))
+    ssm_per_layer = 64 // 2 * 128 * 128 * 4
+    assert ssm_per_layer * 45 < r.mamba_bytes_per_request
+    assert (82 + 1) * 45 * ssm_per_layer / 2**30 == pytest.approx(7.29, abs=0.01)
+
+
+def test_the_h200_illustration_from_the_research() -> None:
+    """122B BF16, TP4, H200, mem fraction 0.90, MTP D=4: ~371 slots, ~7.0 GiB verification state,
+    ~3.7 M KV tokens, and the binding limit is speculative decoding's default of 48 requests."""
+    r = plan_fit(FitInputs(qwen122b_config(), W122, 4, 139.8, tp=4, mem_fraction_static=0.90,
+                           speculative_algorithm="NEXTN", speculative_num_draft_tokens=4))
+    assert r.weights_gib == pytest.approx(58, abs=0.5)
+    assert r.mamba_slots == pytest.approx(371, rel=0.05)
+    assert r.spec_state_gib == pytest.approx(7.0, abs=0.05)
+    assert r.max_total_tokens == pytest.approx(3_700_000, rel=0.05)
+    assert r.max_running_requests == 48 and "48" in r.binding_constraint and r.fits
+
+
+def test_the_seeds_host_is_bound_by_gdn_state_not_kv() -> None:
+    r = plan_fit(FitInputs(qwen122b_config(), W122, 4, 95.59, tp=4, mem_fraction_static=0.85, context_len=262144,
+                           speculative_algorithm="NEXTN", speculative_num_draft_tokens=4))
+    assert r.fits and r.max_running_requests < 48
+    assert r.binding_constraint.startswith("GDN state slots")
+    assert r.weights_gib + r.reserved_gib + r.mamba_state_gib + r.spec_state_gib + r.kv_cache_gib <= 95.59
+
+
+def test_auto_mem_fraction_h200_example() -> None:
+    assert auto_mem_fraction(143_771 / 1024, 4, 1, 8192, 512) == pytest.approx(0.900, abs=0.001)
+
+
+def test_the_seeds_arithmetic_was_wrong_for_the_397b() -> None:
+    r = plan_fit(FitInputs(qwen397b_config(), 806_800_000_000, 4, 95.59, tp=4))
+    assert not r.fits and r.binding_constraint.startswith("weights:")
+    assert "DOES NOT FIT" in format_fit(r).plain
+
+
+def test_unknown_architecture_and_quantized_checkpoints_say_what_is_assumed() -> None:
+    r = plan_fit(FitInputs({"architectures": ["MysteryForCausalLM"], "hidden_size": 4096, "num_hidden_layers": 32,
+                            "num_attention_heads": 32, "num_key_value_heads": 8}, 16_000_000_000, 1, 80.0))
+    assert r.fits and r.kv_bytes_per_token == 8 * 128 * 2 * 32 * 2
+    assert any("MysteryForCausalLM" in a and "generic" in a for a in r.assumptions)
+    q = plan_fit(FitInputs({**qwen122b_config(), "quantization_config": {"quant_method": "modelopt"}},
+                           120_000_000_000, 4, 95.59, tp=4))
+    assert q.params_total is None and any("quantized checkpoint" in a for a in q.assumptions)
+    bare = plan_fit(FitInputs({"architectures": ["X"]}, None, 1, 80.0))
+    assert any("config.json lacks" in w for w in bare.warnings) and any("weight bytes unknown" in w for w in bare.warnings)
+
+
+def test_calibration_rows_from_the_log() -> None:
+    r = plan_fit(FitInputs(qwen122b_config(), W122, 4, 95.59, tp=4, mem_fraction_static=0.85,
+                           speculative_algorithm="NEXTN"))
+    t = LogTracker("x")
+    t.feed([parse_line(x) for x in (
+        "[2026-01-01 10:00:00 TP0] Load weight end. elapsed=9.87 s, type=X, avail mem=36.18 GB, mem usage=58.03 GB.",
+        "[2026-01-01 10:00:01 TP0] Mamba Cache is allocated. max_mamba_cache_size: 125, conv_state size: 0.33GB, ssm_state size: 4.25GB",
+        "[2026-01-01 10:00:01 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 893440, K size: 5.11 GB, V size: 5.11 GB",
+        "[2026-01-01 10:00:02 TP0] max_total_num_tokens=893440, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=41, context_len=262144, available_gpu_mem=4.26 GB")])
+    rows = {label: (pred, actual) for label, pred, actual in calibration(r, t.summary())}
+    assert rows["weights / GPU"][1] == "58.03 GiB" and rows["KV tokens"][1] == "893,440"
+    assert rows["GDN state slots"] == (f"{r.mamba_slots:,}", "125") and rows["max running requests"][1] == "41"
+
+
+def test_cli_json_and_bad_config(tmp_path: Path) -> None:
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(qwen122b_config()))
+    (model / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": W122}, "weight_map": {}}))
+    out = subprocess.run([sys.executable, "-m", "console", "fit", str(model), "--gpus", "4", "--gpu-mem", "95.59",
+                          "--speculative-algorithm", "NEXTN", "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert set(data) >= {"model", "params_total", "weight_bytes_total", "per_gpu", "kv_bytes_per_token",
+                         "max_total_tokens", "max_running_requests", "fits", "binding_constraint", "warnings"}
+    assert set(data["per_gpu"]) == {"weights_gib", "reserved_gib", "kv_cache_gib", "mamba_state_gib",
+                                    "spec_state_gib", "free_gib"}
+    assert data["fits"] is True and data["per_gpu"]["weights_gib"] == pytest.approx(57.95, abs=0.05)
+    (model / "config.json").write_text("{not json")
+    out = subprocess.run([sys.executable, "-m", "console", "fit", str(model), "--gpus", "4", "--gpu-mem", "95"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "not JSON" in out.stderr and "Traceback" not in out.stderr
