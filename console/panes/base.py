@@ -39,11 +39,19 @@ class ReadingPane(Static, can_focus=True):
 
     def on_mount(self) -> None:
         self.border_title = f"{self.PANE_KEY} {self.PANE_TITLE}".strip()
-        self.update(self.render_reading(None))
+        self.show(self.render_reading(None))
 
     def watch_reading(self, reading: Reading[Any] | None) -> None:
-        self.update(self.render_reading(reading))
+        self.show(self.render_reading(reading))
         self.update_age()
+
+    def show(self, renderable: RenderableType) -> None:
+        """Update only when what is shown changed: an identical update still repaints."""
+        key = (renderable.plain, tuple(renderable.spans)) if isinstance(renderable, Text) else None
+        if key is not None and key == getattr(self, "_shown_key", None):
+            return
+        self._shown_key = key
+        self.update(renderable)
 
     def update_age(self, now_s: float | None = None) -> None:
         """Called once a second: the subtitle says how fresh the data is, without a repaint of the body."""

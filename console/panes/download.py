@@ -116,4 +116,4 @@ class DownloadPane(ReadingPane):
         return format_download(reading, size.width or 56, size.height or 12)
 
     def on_resize(self) -> None:
-        self.update(self.render_reading(self.reading))
+        self.show(self.render_reading(self.reading))

@@ -143,4 +143,4 @@ class GpuPane(ReadingPane):
         return format_gpu_status(reading, size.width or 56, size.height or 12)
 
     def on_resize(self) -> None:
-        self.update(self.render_reading(self.reading))
+        self.show(self.render_reading(self.reading))

@@ -99,4 +99,8 @@ class HostHeader(Static):
             self._redraw()
 
     def _redraw(self) -> None:
-        self.update(format_header(self._label, self._demo, self.state, self.summary))
+        text = format_header(self._label, self._demo, self.state, self.summary)
+        key = (text.plain, tuple(text.spans))
+        if key != getattr(self, "_shown_key", None):
+            self._shown_key = key
+            self.update(text)

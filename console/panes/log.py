@@ -180,7 +180,11 @@ class LogPane(Vertical, can_focus=True):
 
     def _redraw_status(self) -> None:
         width = self.content_size.width or 56
-        self.query_one("#log-status", Static).update(format_status(self.server, self.summary, width))
+        status = format_status(self.server, self.summary, width)
+        key = (status.plain, tuple(status.spans))
+        if key != getattr(self, "_status_key", None):
+            self._status_key = key
+            self.query_one("#log-status", Static).update(status)
         status = self.server.data.status if self.server and self.server.data else None
         self.set_class(status in ("dead",), "-error")
         self.set_class(status in ("degraded",), "-stale")

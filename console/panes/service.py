@@ -176,11 +176,11 @@ class ServicePane(ReadingPane):
         return format_service(reading, self.content_size.width or 56, raw=self.raw)
 
     def watch_raw(self) -> None:
-        self.update(self.render_reading(self.reading))
+        self.show(self.render_reading(self.reading))
         self.border_title = f"{self.PANE_KEY} {self.PANE_TITLE}" + (" (raw)" if self.raw else "")
 
     def on_resize(self) -> None:
-        self.update(self.render_reading(self.reading))
+        self.show(self.render_reading(self.reading))
 
     def action_toggle_raw(self) -> None:
         self.raw = not self.raw

@@ -48,7 +48,7 @@ def listing_script(model_dir: str) -> str:
     return (
         f"if [ ! -e {d} ]; then echo @@missing; exit 0; fi; "
         f"if [ ! -r {d} ] || [ ! -x {d} ]; then echo @@denied; exit 0; fi; "
-        f"echo @@df; df -P -B1 {d} 2>/dev/null | tail -n 1; "
+        f"echo @@df; df -P -B1 {d} 2>/dev/null; "
         # -L follows the symlinks of a cache-mode snapshot into its blobs (sizes of the targets).
         f"echo @@files; find -L {d} -mindepth 1 -printf '%y %s %T@ %P\\0' 2>/dev/null; echo; "
         f"{blob_part}true"
@@ -86,7 +86,8 @@ def parse_listing(text: str) -> DirListing:
     blobs_at = rest.find("\n@@blobs\n")
     files_blob, blobs_blob = (rest, "") if blobs_at < 0 else (rest[:blobs_at], rest[blobs_at + 9:])
     free = size = None
-    df = head.get("df", "").split()
+    df_lines = [ln for ln in head.get("df", "").splitlines() if ln.strip() and not ln.startswith("Filesystem")]
+    df = df_lines[-1].split() if df_lines else []
     if len(df) >= 4 and df[1].isdigit() and df[3].isdigit():
         size, free = int(df[1]), int(df[3])
     return DirListing(True, True, _parse_records(files_blob), _parse_records(blobs_blob), free, size)

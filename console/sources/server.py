@@ -29,6 +29,16 @@ class ServerWatcher:
         self._health: tuple[bool | None, float | None, str | None] = (None, None, None)
         self.metrics_enabled: bool | None = None
         self._pid: int | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._client_base: str | None = None
+
+    def _http(self, base: str) -> httpx.AsyncClient:
+        """One client per forwarded address, kept between polls (a new one costs a connection)."""
+        if self._client is None or self._client_base != base:
+            if self._client is not None:
+                asyncio.ensure_future(self._client.aclose())
+            self._client, self._client_base = httpx.AsyncClient(base_url=base, timeout=3.0), base
+        return self._client
 
     async def _unit_state(self) -> tuple[str | None, int | None]:
         if not self.unit:
@@ -62,20 +72,20 @@ class ServerWatcher:
         metrics: dict[str, float] = {}
         try:
             base = await self.transport.http_base_url(self.port)
-            async with httpx.AsyncClient(base_url=base, timeout=3.0) as client:
-                r = await client.get("/server_info")
-                if r.status_code == 404:
-                    r = await client.get("/get_server_info")
-                if r.status_code == 200:
-                    data = r.json()
-                    info = data if isinstance(data, dict) else None
-                else:
-                    info_error = f"/server_info: HTTP {r.status_code}"
-                if info is not None and self.metrics_enabled is not False:
-                    m = await client.get("/metrics")
-                    self.metrics_enabled = m.status_code == 200
-                    if m.status_code == 200:
-                        metrics = parse_prometheus(m.text, METRICS)
+            client = self._http(base)
+            r = await client.get("/server_info")
+            if r.status_code == 404:
+                r = await client.get("/get_server_info")
+            if r.status_code == 200:
+                data = r.json()
+                info = data if isinstance(data, dict) else None
+            else:
+                info_error = f"/server_info: HTTP {r.status_code}"
+            if info is not None and self.metrics_enabled is not False:
+                m = await client.get("/metrics")
+                self.metrics_enabled = m.status_code == 200
+                if m.status_code == 200:
+                    metrics = parse_prometheus(m.text, METRICS)
             if info is not None and (self._health_task is None or self._health_task.done()):
                 ok_before, last, _ = self._health
                 # 25 s after an answer or a timeout; a quick refusal (503 while warming up) sooner.
@@ -98,5 +108,5 @@ async def _settle(watcher: ServerWatcher) -> ServerStatus:
     return await watcher.poll()
 
 
-def server_source(watcher: ServerWatcher, interval_s: float = 3.0) -> PolledSource[ServerStatus]:
+def server_source(watcher: ServerWatcher, interval_s: float = 5.0) -> PolledSource[ServerStatus]:
     return PolledSource("server", watcher.poll, interval_s, max_backoff_s=15.0)

@@ -1,0 +1,78 @@
+"""One poll of a 60-shard, 250 GB model directory with 3 partial files, over OpenSSH on loopback.
+
+The directory is sparse (no disk used), laid out as `hf download --local-dir` leaves it. Target
+(issue #4): one round-trip per poll, <= 5 ms on loopback, whatever the file sizes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from console.doctor import percentile  # noqa: E402
+from console.hostsim.downloader import DownloadPlan, LocalDirDownloader, RepoFile  # noqa: E402
+from console.sources.download import DownloadWatcher  # noqa: E402
+from console.testing import start_sshd  # noqa: E402
+from console.transport.ssh import SshOptions, SshTransport  # noqa: E402
+
+
+class Counting:
+    def __init__(self, inner: SshTransport) -> None:
+        self.inner, self.runs, self.reads = inner, 0, 0
+
+    async def run(self, script: str, *, timeout: float = 10.0):  # type: ignore[no-untyped-def]
+        self.runs += 1
+        return await self.inner.run(script, timeout=timeout)
+
+    async def read_file(self, path: str, **kw):  # type: ignore[no-untyped-def]
+        self.reads += 1
+        return await self.inner.read_file(path, **kw)
+
+
+async def main(polls: int) -> dict[str, object]:
+    shards = 60
+    size = 250 * 10**9 // shards
+    files = [RepoFile(f"model-{i:05d}-of-{shards:05d}.safetensors", size, f"{i:064x}") for i in range(1, shards + 1)]
+    index = {"metadata": {"total_size": size * shards}, "weight_map": {f"w{i}": f.path for i, f in enumerate(files)}}
+    files.append(RepoFile("model.safetensors.index.json", 0, None, json.dumps(index).encode()))
+    files[-1].size = len(files[-1].content or b"")
+    files.append(RepoFile("config.json", 2, None, b"{}"))
+    plan = DownloadPlan(files=files, start_bytes=0, rate_bytes_per_s=1.0, workers=3)
+    model = Path(tempfile.mkdtemp(prefix="gpuconsole-bench-model-"))
+    downloader = LocalDirDownloader(model, plan, lambda: 0.0)
+    downloader.prepare()
+    # 57 shards complete, 3 in flight at 40 %: set the plan's clock to the right byte count.
+    plan.start_bytes = int(size * 57 + 3 * size * 0.4)
+    downloader.step()
+    sshd = start_sshd()
+    try:
+        t = SshTransport(SshOptions("127.0.0.1", port=sshd.port, user=sshd.user, identity=str(sshd.client_key),
+                                    known_hosts=str(sshd.known_hosts), ssh_config=()))
+        await t.connect()
+        counted = Counting(t)
+        watcher = DownloadWatcher(counted, str(model), None)  # type: ignore[arg-type]
+        first = await watcher.poll()  # reads the index once
+        times = []
+        for _ in range(polls):
+            s = time.perf_counter()
+            p = await watcher.poll()
+            times.append((time.perf_counter() - s) * 1000)
+        await t.close()
+    finally:
+        sshd.stop()
+    return {"files": len(files), "bytes_total": first.bytes_total, "bytes_done": p.bytes_done,
+            "partials": len(p.partial_files), "polls": polls, "round_trips_per_poll": (counted.runs - 1) / polls,
+            "index_reads": counted.reads, "poll_ms": {"p50": round(statistics.median(times), 2),
+                                                      "p95": round(percentile(times, 95), 2)}}
+
+
+if __name__ == "__main__":
+    result = asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 200))
+    print(json.dumps(result, indent=2))
