@@ -31,7 +31,8 @@ PREFILL = ("[2026-04-08 14:05:{s:02d} TP0] Prefill batch, #new-seq: 2, #new-toke
            "full token usage: 0.11, mamba usage: 0.26, #running-req: 46, #queue-req: 3, #pending-token: 0, "
            "cuda graph: False, input throughput (token/s): 18234.11")
 ACCESS = '[2026-04-08 14:05:{s:02d}] INFO:     127.0.0.1:40052 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
-BOOT = "[2026-04-08 14:05:{s:02d} TP1] Load weight end. elapsed=9.87 s, type=Qwen3_5MoeForConditionalGeneration, avail mem=36.18 GB, mem usage=58.03 GB."
+BOOT = ("[2026-04-08 14:05:{s:02d} TP1] Load weight end. elapsed=9.87 s, type=Qwen3_5MoeForConditionalGeneration, "
+        "avail mem=36.18 GB, mem usage=58.03 GB.")
 
 
 def mix(n: int) -> list[str]:

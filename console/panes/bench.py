@@ -118,6 +118,7 @@ class BenchPane(Horizontal, can_focus=True):
         super().__init__(**kwargs)
         self.view = view
         self._drawn_version = -1
+        self._table_version = -1
         self._drawn_at = 0.0
 
     def compose(self) -> Any:
@@ -131,22 +132,23 @@ class BenchPane(Horizontal, can_focus=True):
         self.redraw(force=True)
 
     def redraw(self, force: bool = False) -> None:
+        """The table follows every change (it is cheap); the chart is throttled (plotext rebuilds
+        cost 5-100 ms): twice a second while a benchmark runs, every 5 s otherwise, which is enough
+        for the server's own slow-moving throughput and for the time axis to scroll."""
         now = time.time()
-        # plotext rebuilds cost 5-100 ms: twice a second while a benchmark runs, every 5 s otherwise
-        # (the server's own throughput moves slowly, and the time axis only needs to scroll).
-        if not force:
-            if self.view.live is not None:
-                if self.view.version == self._drawn_version or now - self._drawn_at < 0.5:
-                    return
-            elif now - self._drawn_at < 5.0:
-                return
+        if force or self.view.version != self._table_version:
+            self._table_version = self.view.version
+            self.query_one("#bench-table", Static).update(results_table(self.view, 40))
+        every = 0.5 if self.view.live is not None else 5.0
+        moved = self.view.version != self._drawn_version
+        if not force and (not moved or now - self._drawn_at < every) and now - self._drawn_at < 5.0:
+            return
         if not force and not self.display:
             return
         self._drawn_version, self._drawn_at = self.view.version, now
         chart_widget = self.query_one("#bench-chart", Static)
         size = chart_widget.content_size
         chart_widget.update(chart(self.view, size.width or 60, size.height or 8, now))
-        self.query_one("#bench-table", Static).update(results_table(self.view, 40))
 
     def action_run_quick(self) -> None:
         self.post_message(self.RunRequested("quick"))
