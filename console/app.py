@@ -304,6 +304,29 @@ class ConsoleApp(App[int]):
 
         self.push_screen(UnitPicker(units), picked)
 
+    # -- download verification -------------------------------------------------------------
+    def on_download_pane_verify_requested(self, _: DownloadPane.VerifyRequested) -> None:
+        from console.sources.download import verifiable_files
+
+        watcher = self.session._download
+        if watcher is None:
+            return
+        files = verifiable_files(watcher)
+        if not files:
+            why = ("no finished file has a Hub sha256 yet" if watcher.state.hub_expected is not None
+                   else "the Hub's file list is needed for sha256 values (--repo)")
+            self.notify(why, title="verify", severity="warning")
+            return
+        self.run_verify(watcher.model_dir, files)
+
+    @work(group="verify", exclusive=True, exit_on_error=False)
+    async def run_verify(self, model_dir: str, files: list[tuple[str, int, str]]) -> None:
+        from console.sources.download import verify_sha256
+
+        pane = self.pane("download")
+        async for progress in verify_sha256(self.session.transport, model_dir, files):
+            pane.verify = progress
+
     # -- fit -----------------------------------------------------------------------------
     def on_service_pane_fit_requested(self, _: ServicePane.FitRequested) -> None:
         self.action_fit()

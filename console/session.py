@@ -103,6 +103,7 @@ class HostSession:
     demo: bool = False
     _service: ServiceWatcher | None = None
     _log: LogFollower | None = None
+    _download: DownloadWatcher | None = None
 
     def polled_sources(self, *, one_shot: bool = False) -> Sequence[PolledSource[Any]]:
         sources: list[PolledSource[Any]] = [host_summary_source(self.transport, self.profile.watched_paths())]
@@ -145,8 +146,11 @@ class HostSession:
     def download_watcher(self, *, one_shot: bool = False) -> DownloadWatcher | None:
         if not self.profile.model_dir:
             return None
-        return DownloadWatcher(self.transport, self.profile.model_dir, self.profile.repo_id,
-                               stall_after_s=self.profile.stall_after_s, wait_for_hub_s=20.0 if one_shot else 0.0)
+        watcher = DownloadWatcher(self.transport, self.profile.model_dir, self.profile.repo_id,
+                                  stall_after_s=self.profile.stall_after_s, wait_for_hub_s=20.0 if one_shot else 0.0)
+        if not one_shot:
+            self._download = watcher  # the app's: the verify action asks it what is finished
+        return watcher
 
     @contextlib.asynccontextmanager
     async def bench_url(self) -> AsyncIterator[str]:

@@ -30,6 +30,9 @@ def save(app: object, name: str) -> None:
 
 
 async def main(speed: float) -> None:
+    import logging
+
+    logging.getLogger("asyncio").setLevel(logging.ERROR)  # as the CLI does
     os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp()
     from console.app import ConsoleApp
     from console.session import HostSession, SimulatorThread, make_transport

@@ -196,3 +196,20 @@ async def test_bench_cli_json_keys(faulty: str, tmp_path: Path) -> None:
                 "max_output_tokens_per_s", "accept_length"):
         assert key in data, key
     assert len(load_runs(tmp_path / "b.jsonl")) == 1
+
+
+def test_the_view_puts_tokens_on_the_wall_clock_and_draws_a_sweep() -> None:
+    from console.analysis.bench_view import BenchView
+    from console.bench.runner import Progress
+    from console.panes.bench import chart, sweep_chart
+
+    view = BenchView()
+    view.start("c=4", 2, now_s=1000.0)
+    # The measured run started at 1002 (after warm-up); its tokens at +0.5 s and +1.2 s.
+    view.progress(Progress(1, 0, 2, [0.5, 1.2], 50.0, [700.0], run_started_wall_s=1002.0))
+    assert view.live is not None and view.client_bins == {1002: 1, 1003: 1}
+    assert chart(view, 60, 8, 1010.0).plain
+    for c, tok, p99 in ((1, 100.0, 40.0), (4, 380.0, 55.0), (16, 1200.0, 90.0)):
+        view.finish({"max_concurrency": c, "output_throughput": tok, "p99_ttft_ms": p99})
+    assert view.sweep_points() == [(1, 100.0, 40.0), (4, 380.0, 55.0), (16, 1200.0, 90.0)]
+    assert "concurrency" in sweep_chart(view, 60, 10).plain

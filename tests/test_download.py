@@ -299,3 +299,29 @@ def test_demo_scale_plan_is_the_seeds_download() -> None:
     shards = [f for f in plan.files if f.path.endswith(".safetensors")]
     assert len(shards) == 39
     assert 245 * GB < sum(f.size for f in shards) < 255 * GB
+
+
+async def test_sha256_of_finished_files_is_verified_on_the_host(tmp_path: Path) -> None:
+    """Real sha256sum on real files: a matching file, a corrupted one, one that vanished."""
+    import hashlib
+
+    from console.sources.download import verify_sha256
+
+    good, bad = tmp_path / "a.safetensors", tmp_path / "b b.safetensors"
+    good.write_bytes(b"weights" * 1000)
+    bad.write_bytes(b"flipped" * 1000)
+    files = [("a.safetensors", good.stat().st_size, hashlib.sha256(good.read_bytes()).hexdigest()),
+             ("b b.safetensors", bad.stat().st_size, hashlib.sha256(b"original" * 1000).hexdigest()),
+             ("gone.safetensors", 10, "0" * 64)]
+    t = LocalTransport()
+    try:
+        states = [s async for s in verify_sha256(t, str(tmp_path), files)]
+    finally:
+        await t.close()
+    last = states[-1]
+    assert last.finished and (last.done_files, last.matched) == (3, 1)
+    assert any("b b.safetensors: sha256 differs" in m for m in last.mismatched)
+    assert any("gone.safetensors" in m for m in last.mismatched)
+    assert [s.done_files for s in states[1:-1]] == [1, 2, 3], "progress arrives file by file"
+    text = format_download(Reading("download", None, 0.0), 60).plain  # no crash without data
+    assert text

@@ -48,13 +48,21 @@ def test_batch_fields_across_versions() -> None:
     assert batch_fields(gdn)["mamba usage"] == 0.26 and batch_fields(gdn)["#full token"] == 412000
 
 
+BEFORE_RESTART = REAL[:24]  # the file joins several servers' lines; line 25 is another server's boot
+
+
 def test_boot_figures_from_real_lines() -> None:
     t = LogTracker("test")
-    t.feed([parse_line(line) for line in REAL])
+    t.feed([parse_line(line) for line in BEFORE_RESTART])
     s = t.summary()
     assert s.capacity and s.capacity["max_total_num_tokens"] == 935444 and s.capacity["chunked_prefill_size"] == 8192
-    assert s.weights and s.weights["weights_gib"] == 166.59
     assert [e.kind for e in s.errors][:2] == ["nan", "oom"]
+    # Then another server's `Load weight end` (an earlier phase than serving): a restart.
+    t.feed([parse_line(line) for line in REAL[24:]])
+    s = t.summary()
+    assert s.weights and s.weights["weights_gib"] == 166.59
+    assert s.capacity is None and [b.phase for b in s.boot] == ["weights loaded"]
+    assert [e.kind for e in s.errors][:2] == ["nan", "oom"], "errors outlive a restart"
 
 
 def test_a_traceback_is_one_event_with_its_lines() -> None:
@@ -188,9 +196,9 @@ async def test_file_follow_resumes_at_the_offset_and_survives_truncation(tmp_pat
 
 async def test_read_a_local_log_file_once(tmp_path: Path) -> None:
     log = tmp_path / "x.log"
-    log.write_text("\n".join(REAL) + "\n")
+    log.write_text("\n".join(BEFORE_RESTART) + "\n")
     s = await read_log_file(str(log))
-    assert s.lines_seen == len(REAL) and s.capacity and s.capacity["max_total_num_tokens"] == 935444
+    assert s.lines_seen == len(BEFORE_RESTART) and s.capacity and s.capacity["max_total_num_tokens"] == 935444
 
 
 async def test_the_old_service_is_ready_and_an_oom_at_boot_is_dead_with_its_reason(tmp_path: Path) -> None:
@@ -228,10 +236,19 @@ def test_snapshot_log_file_without_host(tmp_path: Path) -> None:
     import sys
 
     log = tmp_path / "x.log"
-    log.write_text("\n".join(REAL) + "\n")
+    log.write_text("\n".join(BEFORE_RESTART) + "\n")
     out = subprocess.run([sys.executable, "-m", "console", "snapshot", "--log-file", str(log), "--json"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)["log"]
     assert set(data) >= {"source", "phase", "boot", "last_prefill", "last_decode", "capacity", "kv_cache", "errors"}
     assert data["last_decode"]["accept_len"] == 2.9 and data["capacity"]["max_total_num_tokens"] == 935444
+
+
+def test_a_new_boot_forgets_the_old_servers_figures() -> None:
+    t = LogTracker("x")
+    t.feed([parse_line(REAL[23]), parse_line(REAL[17])])  # a decode line, a capacity line
+    assert t.summary().last_decode and t.summary().capacity
+    t.feed([parse_line("[2026-01-01 10:00:00 TP0] server_args=ServerArgs(model_path='/m')")])
+    s = t.summary()
+    assert (s.last_decode, s.capacity, [b.phase for b in s.boot]) == (None, None, ["launch"])

@@ -67,8 +67,9 @@ class BenchView:
             return
         run = self.live
         run.done, run.failed = p.done, p.failed
+        base = p.run_started_wall_s or run.started_at_s
         for t in p.token_times_s:
-            second = int(run.started_at_s + t)
+            second = int(base + t)
             run.bins[second] = run.bins.get(second, 0) + 1
             self.client_bins[second] = self.client_bins.get(second, 0) + 1
         if p.ttft_ms is not None:
@@ -98,6 +99,12 @@ class BenchView:
             "server gen tok/s": [(t - now_s, v) for t, v in self.server_gen if t >= lo],
             "GPU util %": [(t - now_s, v) for t, v in self.gpu_util if t >= lo],
         }
+
+    def sweep_points(self) -> list[tuple[int, float, float]]:
+        """(concurrency, output tok/s, p99 TTFT ms) of this session's finished runs, by concurrency."""
+        pts = [(int(r["max_concurrency"]), float(r["output_throughput"]), float(r["p99_ttft_ms"]))
+               for r in self.results if r.get("max_concurrency")]
+        return sorted(pts)
 
     def live_percentiles(self) -> dict[str, tuple[float, float, float]] | None:
         run = self.live

@@ -157,7 +157,10 @@ class LogTracker:
         going_back = (phase in BOOT_PHASES and self.phase in BOOT_PHASES
                       and BOOT_PHASES.index(phase) < BOOT_PHASES.index(self.phase))
         if phase == "launch" or going_back:
+            # A new server: the last one's batch statistics and pool sizes no longer describe it.
             self.boot, self._launch = [], None
+            self.last_decode = self.last_prefill = None
+            self.capacity = self.kv_cache = self.mamba_cache = self.weights = None
         # Rank lines repeat each step (TP0..TPn): keep the first of each phase per boot.
         if any(s.phase == phase for s in self.boot):
             return

@@ -49,6 +49,7 @@ class Progress:
     token_times_s: list[float]  # this request's token arrival times, relative to the run's start
     ttft_ms: float | None
     itl_ms: list[float]
+    run_started_wall_s: float = 0.0  # time.time() when the measured run started (after warm-up)
 
 
 def _chunk_text(obj: dict[str, Any]) -> str:
@@ -176,6 +177,7 @@ async def run_benchmark(cfg: BenchConfig, prompts: list[Prompt],
         results: list[RequestResult] = []
         done = failed = 0
         t0 = time.perf_counter()
+        t0_wall = time.time()
 
         async def one(p: Prompt) -> None:
             nonlocal done, failed
@@ -191,7 +193,7 @@ async def run_benchmark(cfg: BenchConfig, prompts: list[Prompt],
                 from console.bench.metrics import token_times
 
                 on_progress(Progress(done, failed, len(prompts), token_times(r),
-                                     r.ttft_s * 1000 if r.success else None, [g * 1000 for g in r.itl_s]))
+                                     r.ttft_s * 1000 if r.success else None, [g * 1000 for g in r.itl_s], t0_wall))
 
         tasks = []
         for p in prompts:

@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,8 +115,10 @@ class DownloadPlan:
 
 
 class LocalDirDownloader:
-    def __init__(self, model_dir: Path, plan: DownloadPlan, clock: callable[[], float]) -> None:  # type: ignore[valid-type]
+    def __init__(self, model_dir: Path, plan: DownloadPlan, clock: Callable[[], float],
+                 lfs_manifest: Path | None = None) -> None:
         self.dir = model_dir
+        self.lfs_manifest = lfs_manifest
         self.plan = plan
         self.clock = clock
         self._suffix = {f.path: secrets.token_hex(4) for f in plan.files}
@@ -133,6 +136,10 @@ class LocalDirDownloader:
         meta.write_text(f"{COMMIT}\n{f.sha256 or hashlib.sha1(f.content or b'').hexdigest()}\n{time.time()}\n")
 
     def prepare(self) -> None:
+        if self.lfs_manifest is not None:
+            # What the simulated `sha256sum` may answer for LFS files it cannot afford to hash.
+            lfs = {os.path.basename(f.path): [f.size, f.sha256] for f in self.plan.files if f.sha256}
+            self.lfs_manifest.write_text(json.dumps(lfs))
         cache = self.dir / ".cache" / "huggingface"
         self.meta_dir.mkdir(parents=True, exist_ok=True)
         (cache / ".gitignore").write_text("*\n")

@@ -58,7 +58,8 @@ async def start_scenario(sim: HostSimulator, plan: DownloadPlan | None = None, *
     """Lay out the sandbox for the story and start its drivers."""
     sim.path(MODEL_DIR).mkdir(parents=True, exist_ok=True)
     sim.path(OLD_MODEL_DIR).mkdir(parents=True, exist_ok=True)
-    downloader = LocalDirDownloader(sim.path(MODEL_DIR), plan or DownloadPlan(), sim.elapsed_s)
+    downloader = LocalDirDownloader(sim.path(MODEL_DIR), plan or DownloadPlan(), sim.elapsed_s,
+                                    lfs_manifest=sim.root / ".sim" / "lfs.json")
     sim.add_task(downloader.run())
     install_units(sim, [OLD_UNIT, NEW_UNIT], sim.server_port)
     timeline = Timeline({OLD_UNIT: (-1e9, story.T_OLD_STOP), NEW_UNIT: (story.T_NEW_START, 1e9)})

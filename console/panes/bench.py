@@ -46,6 +46,26 @@ def chart(view: BenchView, width: int, height: int, now_s: float, span_s: int = 
     return Text.from_ansi(plt.build())
 
 
+def sweep_chart(view: BenchView, width: int, height: int) -> Text:
+    """Output tokens/s and p99 TTFT against concurrency, for a sweep."""
+    import plotext as plt
+
+    pts = view.sweep_points()
+    if len(pts) < 2:
+        return Text("the sweep chart needs two finished runs at different concurrency (B runs 1, 4, 16, 64)",
+                    style=DIM)
+    xs = [p[0] for p in pts]
+    plt.clf()
+    plt.plotsize(max(20, width), max(5, height))
+    plt.theme("clear")
+    plt.frame(False)
+    plt.plot(xs, [p[1] for p in pts], label="output tok/s", color="green", marker="braille")
+    plt.plot(xs, [p[2] for p in pts], label="p99 TTFT ms", color="yellow", marker="braille", yside="right")
+    plt.xticks(xs, [str(x) for x in xs])
+    plt.xlabel("concurrency")
+    return Text.from_ansi(plt.build())
+
+
 def _fmt(v: Any, spec: str = ".1f") -> str:
     return "–" if v is None else format(v, spec) if isinstance(v, (int, float)) else str(v)
 
@@ -102,6 +122,7 @@ class BenchPane(Horizontal, can_focus=True):
         Binding("b", "run_quick", "Quick bench"),
         Binding("B", "run_sweep", "Sweep", key_display="B"),
         Binding("x", "stop", "Stop bench"),
+        Binding("c", "toggle_chart", "Time/sweep chart"),
     ]
     PANE_KEY = "5"
     PANE_TITLE = "Benchmark"
@@ -120,6 +141,7 @@ class BenchPane(Horizontal, can_focus=True):
         self._drawn_version = -1
         self._table_version = -1
         self._drawn_at = 0.0
+        self.sweep_mode = False
 
     def compose(self) -> Any:
         yield Static(id="bench-chart")
@@ -127,7 +149,7 @@ class BenchPane(Horizontal, can_focus=True):
 
     def on_mount(self) -> None:
         self.border_title = f"{self.PANE_KEY} {self.PANE_TITLE}"
-        self.border_subtitle = "b run · B sweep · x stop"
+        self.border_subtitle = "c sweep chart · b run · B sweep · x stop"
         self.set_interval(0.5, self.redraw)  # at most 2 Hz: plotext rebuilds cost 5-100 ms
         self.redraw(force=True)
 
@@ -148,13 +170,19 @@ class BenchPane(Horizontal, can_focus=True):
         self._drawn_version, self._drawn_at = self.view.version, now
         chart_widget = self.query_one("#bench-chart", Static)
         size = chart_widget.content_size
-        chart_widget.update(chart(self.view, size.width or 60, size.height or 8, now))
+        w, h = size.width or 60, size.height or 8
+        chart_widget.update(sweep_chart(self.view, w, h) if self.sweep_mode else chart(self.view, w, h, now))
 
     def action_run_quick(self) -> None:
         self.post_message(self.RunRequested("quick"))
 
     def action_run_sweep(self) -> None:
         self.post_message(self.RunRequested("sweep"))
+
+    def action_toggle_chart(self) -> None:
+        self.sweep_mode = not self.sweep_mode
+        self.border_subtitle = ("c time chart" if self.sweep_mode else "c sweep chart") + " · b run · B sweep · x stop"
+        self.redraw(force=True)
 
     def action_stop(self) -> None:
         self.post_message(self.StopRequested())

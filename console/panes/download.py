@@ -8,6 +8,9 @@ from typing import Any, ClassVar
 
 from rich.console import RenderableType
 from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.reactive import reactive
 
 from console.analysis.download import DownloadProgress
 from console.model import Reading
@@ -40,8 +43,25 @@ def _name(path: str, width: int) -> str:
     return path if len(path) <= width else "…" + path[-(width - 1):]
 
 
+def format_verify(v: Any, width: int) -> Text:
+    t = Text(no_wrap=True, overflow="ellipsis")
+    pct = v.done_bytes / v.total_bytes if v.total_bytes else 1.0
+    if v.finished and not v.mismatched and not v.error:
+        t.append(f" sha256 ✓ {v.matched}/{v.total_files} files match the Hub\n", style="bold green")
+        return t
+    label = "sha256 " + (f"{v.done_files}/{v.total_files}" if not v.finished else "done")
+    t.append(f" {label} ", style="bold")
+    t.append(bar(pct, max(6, width - len(label) - 16)), style="cyan")
+    t.append(f" {pct * 100:5.1f}%\n")
+    for m in v.mismatched[:3]:
+        t.append(f" ✗ {m}\n", style="bold red")
+    if v.error:
+        t.append(f" ✗ {v.error}\n", style="bold red")
+    return t
+
+
 def format_download(reading: Reading[DownloadProgress] | None, width: int = 56, height: int = 12,
-                    now_s: float | None = None) -> Text:
+                    now_s: float | None = None, verify: Any = None) -> Text:
     now = time.time() if now_s is None else now_s
     text = Text(no_wrap=True, overflow="ellipsis")
     if reading is None:
@@ -83,6 +103,8 @@ def format_download(reading: Reading[DownloadProgress] | None, width: int = 56, 
     text.append("\n")
     if p.expected_note:
         text.append(f"{p.expected_note} · {p.model_dir}"[:width] + "\n", style=DIM)
+    if verify is not None:
+        text.append_text(format_verify(verify, width))
     lines_left = height - 5
     problems = [x for x in p.problems]
     room_for_partials = max(0, lines_left - min(len(problems), 3))
@@ -110,10 +132,22 @@ class DownloadPane(ReadingPane):
     PANE_TITLE: ClassVar[str] = "Download"
     PANE_KEY: ClassVar[str] = "2"
     STALE_AFTER_S: ClassVar[float] = 10.0
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("v", "verify", "Verify sha256")]
+
+    verify: reactive[Any] = reactive(None)
+
+    class VerifyRequested(Message):
+        pass
 
     def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
         size = self.content_size
-        return format_download(reading, size.width or 56, size.height or 12)
+        return format_download(reading, size.width or 56, size.height or 12, verify=self.verify)
+
+    def watch_verify(self) -> None:
+        self.show(self.render_reading(self.reading))
+
+    def action_verify(self) -> None:
+        self.post_message(self.VerifyRequested())
 
     def on_resize(self) -> None:
         self.show(self.render_reading(self.reading))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
 
 from console.analysis.download import (
     DownloadProgress,
@@ -17,7 +18,7 @@ from console.analysis.download import (
 from console.parsers import ParseError
 from console.parsers.hf_listing import INDEX_NAME, listing_script, parse_index, parse_listing
 from console.sources.base import PolledSource, describe_error
-from console.transport.base import Transport
+from console.transport.base import Transport, quote
 from console.transport.errors import TransportError
 
 HUB_RETRY_S = 600.0
@@ -48,6 +49,7 @@ class DownloadWatcher:
         self.state = DownloadState()
         self.tracker = ProgressTracker(stall_after_s=stall_after_s)
         self._script = listing_script(model_dir)
+        self.finished_files: dict[str, int] = {}  # path -> size, from the last listing
         # The app never waits for the Hub (the pane fills in when it answers); a one-shot
         # `snapshot` does, within this bound.
         self.wait_for_hub_s = wait_for_hub_s
@@ -81,6 +83,8 @@ class DownloadWatcher:
             raise DirectoryProblem(f"{self.model_dir} does not exist (yet)")
         if not listing.readable:
             raise DirectoryProblem(f"{self.model_dir}: permission denied")
+        self.finished_files = {f.rel_path: f.size_bytes for f in listing.files
+                               if f.kind == "f" and not f.rel_path.startswith(".cache/")}
         s = self.state
         index = next((f for f in listing.files if f.rel_path == INDEX_NAME and f.kind == "f"), None)
         if index is not None and (index.size_bytes, index.mtime_s) != s.index_key:
@@ -117,3 +121,71 @@ def download_source(watcher: DownloadWatcher, interval_s: float = 2.0) -> Polled
 
     source._poll = poll
     return source
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyProgress:
+    """sha256 of the finished LFS files, computed on the host, against the Hub's values."""
+
+    total_files: int
+    total_bytes: int
+    done_files: int = 0
+    done_bytes: int = 0
+    matched: int = 0
+    mismatched: tuple[str, ...] = ()
+    current: str | None = None
+    finished: bool = False
+    error: str | None = None
+
+
+async def verify_sha256(transport: Transport, model_dir: str, files: list[tuple[str, int, str]]
+                        ) -> AsyncIterator[VerifyProgress]:
+    """`files`: (relative path, size, expected sha256). One stream, one file at a time, so each
+    result arrives as soon as its file is hashed; never raises."""
+    total_bytes = sum(size for _, size, _ in files)
+    state = VerifyProgress(len(files), total_bytes, current=files[0][0] if files else None)
+    yield state
+    if not files:
+        yield replace(state, finished=True)
+        return
+    expected = {path: (size, sha) for path, size, sha in files}
+    names = " ".join(quote(p) for p, _, _ in files)
+    script = f"cd {quote(model_dir)} && for f in {names}; do sha256sum -- \"$f\" || echo \"ERROR $f\"; done"
+    try:
+        stream = await transport.stream(script)
+    except Exception as exc:  # noqa: BLE001 - a source never raises
+        yield replace(state, finished=True, error=describe_error(exc))
+        return
+    order = [p for p, _, _ in files]
+    try:
+        async for raw in stream:
+            line = raw.decode("utf-8", "replace")
+            digest, _, name = line.partition("  ")
+            name = name.lstrip("*")
+            if digest == "ERROR" or name not in expected:
+                name = line.split(" ", 1)[-1]
+                bad = state.mismatched + (f"{name}: could not be read",)
+                state = replace(state, mismatched=bad)
+            else:
+                size, sha = expected[name]
+                ok = digest.lower() == sha.lower()
+                state = replace(state, matched=state.matched + ok,
+                                mismatched=state.mismatched if ok else state.mismatched + (f"{name}: sha256 differs",))
+            done = state.done_files + 1
+            state = replace(state, done_files=done, done_bytes=state.done_bytes + expected.get(name, (0, ""))[0],
+                            current=order[done] if done < len(order) else None)
+            yield state
+    finally:
+        await stream.close()
+    error = None if state.done_files == len(files) else (stream.stderr_tail or "verification stopped early")
+    yield replace(state, finished=True, error=error)
+
+
+def verifiable_files(watcher: DownloadWatcher) -> list[tuple[str, int, str]]:
+    """The finished LFS files whose sha256 the Hub gave us."""
+    expected = watcher.state.hub_expected
+    if expected is None:
+        return []
+    done = watcher.finished_files
+    return [(f.path, f.size_bytes or 0, f.sha256) for f in expected.files
+            if f.sha256 and f.path in done and (f.size_bytes is None or done[f.path] == f.size_bytes)]
