@@ -62,6 +62,13 @@ One screen for an SGLang model swap on one GPU host, fed over one SSH connection
 | `?` | this help |
 | `q` | quit |
 
+| pane | keys |
+|---|---|
+| 2 Download | `v` verify the sha256 of finished files against the Hub, on the host |
+| 3 Service diff | `d` raw unified diff · `s` swap old and new · `u` pick units found on the host · `f` fit view |
+| 4 SGLang log | `/` filter · `n` / `N` next / previous error · `space` pause or resume following |
+| 5 Benchmark | `b` quick run · `B` the sweep 1, 4, 16, 64 at 1k/1k · `x` stop · `c` time or sweep chart |
+
 **Colours.** Green is healthy, yellow is a warning or stale data, red is an error. A pane
 border turns yellow when its data is older than it should be and red when its last poll
 failed; the subtitle says which. The header shows the connection (connected / reconnecting

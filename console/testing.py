@@ -11,6 +11,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from console.transport.ssh import SshOptions
 
 
 def find_sshd() -> str | None:
@@ -34,6 +38,17 @@ class Sshd:
     user: str
     process: subprocess.Popen[bytes]
     directory: Path
+
+    def options(self, **overrides: object) -> SshOptions:
+        """SshOptions that reach this sshd with its own known_hosts and key (no ~/.ssh/config)."""
+        from console.transport.ssh import SshOptions
+
+        values: dict[str, object] = dict(
+            host="127.0.0.1", port=self.port, user=self.user, identity=str(self.client_key),
+            known_hosts=str(self.known_hosts), ssh_config=(), connect_timeout_s=5,
+        )
+        values.update(overrides)
+        return SshOptions(**values)  # type: ignore[arg-type]
 
     def stop(self) -> None:
         self.process.terminate()

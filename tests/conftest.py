@@ -9,12 +9,12 @@ import asyncio
 import os
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from console.hostsim import HostSimulator
+from console.testing import Sshd
 from console.transport.ssh import SshOptions, SshTransport
 
 DATA = Path(__file__).parent / "data"
@@ -49,24 +49,6 @@ async def sim_transport(sim: HostSimulator) -> AsyncIterator[SshTransport]:
         await transport.close()
 
 
-@dataclass
-class Sshd:
-    """OpenSSH's sshd for the tests (see console.testing.start_sshd)."""
-
-    port: int
-    client_key: Path
-    known_hosts: Path
-    user: str
-
-    def options(self, **overrides: object) -> SshOptions:
-        values: dict[str, object] = dict(
-            host="127.0.0.1", port=self.port, user=self.user, identity=str(self.client_key),
-            known_hosts=str(self.known_hosts), ssh_config=(), connect_timeout_s=5,
-        )
-        values.update(overrides)
-        return SshOptions(**values)  # type: ignore[arg-type]
-
-
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     """OpenSSH's sshd on 127.0.0.1 with temporary keys, for this test session only."""
@@ -83,7 +65,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     except SshdError as exc:
         pytest.fail(str(exc))
     try:
-        yield Sshd(server.port, server.client_key, server.known_hosts, server.user)
+        yield server
     finally:
         server.stop()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,20 @@ from console.panes.header import HostHeader
 from console.session import HostSession
 from console.transport.ssh import SshTransport
 from tests.conftest import sim_options, wait_for
+
+
+@pytest.fixture
+def demo_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ConsoleApp]:
+    """The app against the full demo (scenario running), with bench runs saved under tmp_path."""
+    from console.session import SimulatorThread, make_transport
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    sim = SimulatorThread()
+    profile = sim.start()
+    try:
+        yield ConsoleApp(HostSession(profile, make_transport(profile), demo=True))
+    finally:
+        sim.stop()
 
 
 def header_text(app: ConsoleApp) -> str:
@@ -73,49 +88,33 @@ async def test_a_lost_connection_shows_in_the_header_and_recovers(app: ConsoleAp
         await wait_for(lambda: "● connected" in header_text(app), 10)
 
 
-async def test_the_demo_runs_a_benchmark_from_the_pane_and_saves_it(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from console.session import SimulatorThread, make_transport
-
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    sim = SimulatorThread()
-    profile = sim.start()
-    try:
-        app = ConsoleApp(HostSession(profile, make_transport(profile), demo=True))
-        async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(lambda: "gpu-sim-01" in header_text(app), 10)
-            app.query_one("#bench-pane").focus()
-            await pilot.pause()
-            app.start_bench("quick", plan=[(2, 4, 16, 16)])
-            await wait_for(lambda: bool(app.bench_view.results) and app.bench_view.live is None, 30)
-            result = app.bench_view.results[0]
-            assert result["completed"] == 4 and result["model"] == "qwen3.5-397b"
-            await pilot.pause(0.6)
-            assert "req/s" in app.export_screenshot() and "out&#160;tok/s" in app.export_screenshot()
-    finally:
-        sim.stop()
+async def test_the_demo_runs_a_benchmark_from_the_pane_and_saves_it(demo_app: ConsoleApp, tmp_path: Path) -> None:
+    app = demo_app
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(lambda: "gpu-sim-01" in header_text(app), 10)
+        app.query_one("#bench-pane").focus()
+        await pilot.pause()
+        app.start_bench("quick", plan=[(2, 4, 16, 16)])
+        await wait_for(lambda: bool(app.bench_view.results) and app.bench_view.live is None, 30)
+        result = app.bench_view.results[0]
+        assert result["completed"] == 4 and result["model"] == "qwen3.5-397b"
+        await pilot.pause(0.6)
+        assert "req/s" in app.export_screenshot() and "out&#160;tok/s" in app.export_screenshot()
     saved = (tmp_path / "gpuconsole" / "bench.jsonl").read_text().splitlines()
     assert len(saved) == 1 and json.loads(saved[0])["flags_hash"]
 
 
-async def test_the_fit_view_opens_from_the_diff_pane(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_fit_view_opens_from_the_diff_pane(demo_app: ConsoleApp) -> None:
     from console.panes.fit import FitScreen
-    from console.session import SimulatorThread, make_transport
 
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    sim = SimulatorThread()
-    profile = sim.start()
-    try:
-        app = ConsoleApp(HostSession(profile, make_transport(profile), demo=True))
-        async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(lambda: app.pane("service").reading is not None and app.pane("gpu").reading is not None
-                           and app.pane("service").reading.data is not None
-                           and app.pane("service").reading.data.model_config is not None, 15)
-            app.pane("service").focus()
-            await pilot.press("f")
-            await pilot.pause()
-            assert isinstance(app.screen, FitScreen)
-            text = app.screen.text.plain
-            assert "FITS" in text and "GDN state slots" in text and "binding constraint" in text
-    finally:
-        sim.stop()
+    app = demo_app
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(lambda: app.pane("service").reading is not None and app.pane("gpu").reading is not None
+                       and app.pane("service").reading.data is not None
+                       and app.pane("service").reading.data.model_config is not None, 15)
+        app.pane("service").focus()
+        await pilot.press("f")
+        await pilot.pause()
+        assert isinstance(app.screen, FitScreen)
+        text = app.screen.text.plain
+        assert "FITS" in text and "GDN state slots" in text and "binding constraint" in text

@@ -14,7 +14,7 @@ import os
 import random
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -284,21 +284,27 @@ class SshTransport:
                 self._sftp = await conn.start_sftp_client()
             return self._sftp
 
-    async def stat(self, path: str, *, timeout: float = 10.0) -> FileStat:
+    @contextlib.contextmanager
+    def _sftp_errors(self, what: str, path: str, timeout: float) -> Iterator[None]:
+        """SFTP failures as the transport's errors (and os's, for missing or forbidden files)."""
         try:
-            sftp = await asyncio.wait_for(self._sftp_client(), timeout)
-            attrs = await asyncio.wait_for(sftp.stat(path), timeout)
-            lattrs = await asyncio.wait_for(sftp.lstat(path), timeout)
+            yield
         except asyncio.TimeoutError:
-            raise CommandTimeout(f"stat {path} timed out after {timeout:g}s") from None
+            raise CommandTimeout(f"{what} {path} timed out after {timeout:g}s") from None
         except asyncssh.SFTPNoSuchFile:
             raise FileNotFoundError(path) from None
         except asyncssh.SFTPPermissionDenied:
             raise PermissionError(path) from None
         except asyncssh.SFTPError as exc:
-            raise CommandError(f"stat {path}: {exc.reason}") from None
+            raise CommandError(f"{what} {path}: {exc.reason}") from None
+
+    async def stat(self, path: str, *, timeout: float = 10.0) -> FileStat:
         import stat as stat_mod
 
+        with self._sftp_errors("stat", path, timeout):
+            sftp = await asyncio.wait_for(self._sftp_client(), timeout)
+            attrs = await asyncio.wait_for(sftp.stat(path), timeout)
+            lattrs = await asyncio.wait_for(sftp.lstat(path), timeout)
         return FileStat(
             path,
             attrs.size or 0,
@@ -314,16 +320,9 @@ class SshTransport:
                 data = await fh.read(max_bytes)
                 return data if isinstance(data, bytes) else data.encode()
 
-        try:
+        with self._sftp_errors("reading", path, timeout):
             return await asyncio.wait_for(_read(), timeout)
-        except asyncio.TimeoutError:
-            raise CommandTimeout(f"reading {path} timed out after {timeout:g}s") from None
-        except asyncssh.SFTPNoSuchFile:
-            raise FileNotFoundError(path) from None
-        except asyncssh.SFTPPermissionDenied:
-            raise PermissionError(path) from None
-        except asyncssh.SFTPError as exc:
-            raise CommandError(f"reading {path}: {exc.reason}") from None
+        raise AssertionError("unreachable")  # the context manager re-raises
 
     # -- streams and HTTP ----------------------------------------------------------------
     async def stream(self, script: str) -> LineStream:
