@@ -19,7 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 SIM = r"""
-import asyncio, json, sys
+import asyncio, json, logging, sys
+logging.getLogger("asyncio").setLevel(logging.ERROR)
 sys.path.insert(0, sys.argv[2])
 from console.hostsim import HostSimulator
 from console.hostsim.scenario import start_scenario, demo_profile

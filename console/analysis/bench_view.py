@@ -100,6 +100,12 @@ class BenchView:
             "GPU util %": [(t - now_s, v) for t, v in self.gpu_util if t >= lo],
         }
 
+    def table_signature(self) -> tuple[object, ...]:
+        """What the results table depends on (not the 1 Hz GPU and log samples)."""
+        live = self.live
+        live_sig = None if live is None else (live.label, live.done, live.failed, len(live.ttft_ms))
+        return (live_sig, len(self.results), self.error, len(self.history))
+
     def sweep_points(self) -> list[tuple[int, float, float]]:
         """(concurrency, output tok/s, p99 TTFT ms) of this session's finished runs, by concurrency."""
         pts = [(int(r["max_concurrency"]), float(r["output_throughput"]), float(r["p99_ttft_ms"]))

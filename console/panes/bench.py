@@ -139,7 +139,7 @@ class BenchPane(Horizontal, can_focus=True):
         super().__init__(**kwargs)
         self.view = view
         self._drawn_version = -1
-        self._table_version = -1
+        self._table_version: tuple[object, ...] | None = None
         self._drawn_at = 0.0
         self.sweep_mode = False
 
@@ -158,8 +158,9 @@ class BenchPane(Horizontal, can_focus=True):
         cost 5-100 ms): twice a second while a benchmark runs, every 5 s otherwise, which is enough
         for the server's own slow-moving throughput and for the time axis to scroll."""
         now = time.time()
-        if force or self.view.version != self._table_version:
-            self._table_version = self.view.version
+        signature = self.view.table_signature()
+        if force or signature != self._table_version:
+            self._table_version = signature
             self.query_one("#bench-table", Static).update(results_table(self.view, 40))
         every = 0.5 if self.view.live is not None else 5.0
         moved = self.view.version != self._drawn_version
