@@ -213,3 +213,22 @@ def test_the_view_puts_tokens_on_the_wall_clock_and_draws_a_sweep() -> None:
         view.finish({"max_concurrency": c, "output_throughput": tok, "p99_ttft_ms": p99})
     assert view.sweep_points() == [(1, 100.0, 40.0), (4, 380.0, 55.0), (16, 1200.0, 90.0)]
     assert "concurrency" in sweep_chart(view, 60, 10).plain
+
+
+def test_live_percentiles_are_charted_during_a_run() -> None:
+    from rich.console import Console
+
+    from console.analysis.bench_view import BenchView
+    from console.bench.runner import Progress
+    from console.panes.bench import results_table
+
+    view = BenchView()
+    view.start("c=4", 10, now_s=0.0)
+    for i in range(10):
+        view.progress(Progress(i + 1, 0, 10, [0.1], 40.0 + i, [10.0 + i, 12.0], run_started_wall_s=0.0))
+    pct = view.live_percentiles()
+    assert pct and pct["TTFT"][0] == 44.5 and pct["ITL"][2] > pct["ITL"][0]
+    console = Console(width=40, record=True)
+    console.print(results_table(view, 40, 12))
+    out = console.export_text()
+    assert "RUNNING c=4" in out and "10/10 done" in out and "TTFT" in out and "ITL" in out and "p99" in out

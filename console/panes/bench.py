@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any, ClassVar
 
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.binding import Binding, BindingType
@@ -70,7 +71,22 @@ def _fmt(v: Any, spec: str = ".1f") -> str:
     return "–" if v is None else format(v, spec) if isinstance(v, (int, float)) else str(v)
 
 
-def results_table(view: BenchView, width: int) -> Table | Text:
+def percentile_chart(pct: dict[str, tuple[float, float, float]], width: int, height: int) -> Text:
+    """The live run's TTFT and ITL at p50, p90 and p99, as grouped bars (ms)."""
+    import plotext as plt
+
+    plt.clf()
+    plt.plotsize(max(20, width), max(5, height))
+    plt.theme("clear")
+    plt.frame(False)
+    names = list(pct)
+    plt.multiple_bar(names, [[pct[n][i] for n in names] for i in range(3)], labels=["p50", "p90", "p99"],
+                     color=["green", "yellow", "red"])
+    plt.ylabel("ms")
+    return Text.from_ansi(plt.build())
+
+
+def results_table(view: BenchView, width: int, height: int = 8) -> RenderableType:
     if view.live is not None:
         run = view.live
         t = Text()
@@ -79,9 +95,11 @@ def results_table(view: BenchView, width: int) -> Table | Text:
         t.append(f"  {run.failed} failed\n", style="bold red" if run.failed else DIM)
         pct = view.live_percentiles()
         if pct:
-            for name, (p50, p90, p99) in pct.items():
+            for name, (p50, _p90, p99) in pct.items():
                 t.append(f"{name:<5}", style=DIM)
-                t.append(f" p50 {p50:7.1f}  p90 {p90:7.1f}  p99 {p99:7.1f} ms\n")
+                t.append(f" p50 {p50:7.1f}  p99 {p99:7.1f} ms\n")
+            if height > 6:
+                return Group(t, percentile_chart(pct, width, height - 4))
         return t
     if view.error:
         return Text(f"✗ {view.error}", style="bold red")
@@ -161,7 +179,9 @@ class BenchPane(Horizontal, can_focus=True):
         signature = self.view.table_signature()
         if force or signature != self._table_version:
             self._table_version = signature
-            self.query_one("#bench-table", Static).update(results_table(self.view, 40))
+            table = self.query_one("#bench-table", Static)
+            size = table.content_size
+            table.update(results_table(self.view, size.width or 40, size.height or 8))
         every = 0.5 if self.view.live is not None else 5.0
         moved = self.view.version != self._drawn_version
         if not force and (not moved or now - self._drawn_at < every) and now - self._drawn_at < 5.0:
