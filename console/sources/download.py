@@ -111,15 +111,13 @@ class DownloadWatcher:
 
 
 def download_source(watcher: DownloadWatcher, interval_s: float = 2.0) -> PolledSource[DownloadProgress]:
-    source: PolledSource[DownloadProgress] = PolledSource("download", watcher.poll, interval_s, max_backoff_s=10.0)
-
     async def poll() -> DownloadProgress:
         progress = await watcher.poll()
         # A finished download changes rarely (a file removed, the disk filling): look every 10 s.
         source.interval_s = 10.0 if progress.complete else interval_s
         return progress
 
-    source._poll = poll
+    source: PolledSource[DownloadProgress] = PolledSource("download", poll, interval_s, max_backoff_s=10.0)
     return source
 
 

@@ -45,6 +45,7 @@ class LocalTransport:
         self._state = ConnectionState(self._label, "connected", time.time())
         self._pool = ShellPool(self._open_shell)
         self._streams: list[ProcessLineStream] = []
+        self._shells: list[asyncio.subprocess.Process] = []  # reaped on close
 
     @property
     def label(self) -> str:
@@ -62,6 +63,7 @@ class LocalTransport:
 
     async def _open_shell(self) -> PersistentShell:
         proc = await _spawn("exec /bin/sh")
+        self._shells = [p for p in self._shells if p.returncode is None] + [proc]
         return PersistentShell(_LocalShellChannel(proc))
 
     async def run(self, script: str, *, timeout: float = 10.0) -> CommandResult:
@@ -112,6 +114,12 @@ class LocalTransport:
         for stream in self._streams:
             await stream.close()
         self._streams.clear()
+        for proc in self._shells:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(proc.wait(), 2)
+        self._shells.clear()
 
 
 __all__ = ["LocalTransport", "CommandError"]
