@@ -14,6 +14,7 @@ from typing import Any
 
 from console.config import HostProfile
 from console.model import Reading
+from console.redact import redact_text
 from console.sources.base import PolledSource
 from console.sources.download import DownloadWatcher, download_source
 from console.sources.gpu import GpuSource
@@ -65,7 +66,7 @@ def log_json(summary: Any) -> dict[str, Any]:
         "kv_cache": None if not kv else {"tokens": kv.get("tokens"), "k_gib": kv.get("k_gib"),
                                          "v_gib": kv.get("v_gib"), "dtype": kv.get("dtype")},
         "mamba_cache": summary.mamba_cache, "weights": summary.weights,
-        "errors": [{"at": e.at, "kind": e.kind, "message": e.message} for e in summary.errors],
+        "errors": [{"at": e.at, "kind": e.kind, "message": redact_text(e.message)} for e in summary.errors],
         "lines_seen": summary.lines_seen,
     }
 
@@ -73,11 +74,11 @@ def log_json(summary: Any) -> dict[str, Any]:
 def server_json(status: Any) -> dict[str, Any]:
     """`snapshot --json`'s `server` object."""
     return {
-        "status": status.status, "reason": status.reason, "unit": status.unit, "unit_state": status.unit_state,
+        "status": status.status, "reason": redact_text(status.reason), "unit": status.unit, "unit_state": status.unit_state,
         "main_pid": status.main_pid, "phase": status.phase, "health_ok": status.http.health_ok,
         "gen_throughput": status.gen_throughput, "accept_length": status.accept_length,
         "server_info_error": status.http.server_info_error,
-        "launch_command": (status.http.server_info or {}).get("launch_command"),
+        "launch_command": redact_text(str((status.http.server_info or {}).get("launch_command") or "")) or None,
         "metrics": status.http.metrics,
     }
 

@@ -252,3 +252,17 @@ def test_a_new_boot_forgets_the_old_servers_figures() -> None:
     t.feed([parse_line("[2026-01-01 10:00:00 TP0] server_args=ServerArgs(model_path='/m')")])
     s = t.summary()
     assert (s.last_decode, s.capacity, [b.phase for b in s.boot]) == (None, None, ["launch"])
+
+
+def test_secrets_in_log_lines_and_launch_commands_are_redacted() -> None:
+    from console.redact import redact_text
+
+    line = ("[2026-01-01 10:00:00 TP0] server_args=ServerArgs(model_path='/m', api_key='sk-live-0123456789abcdef', "
+            "admin_api_key=None, hf_token: hf_AbCdEfGhIjKlMnOpQrSt, tp_size=4)")
+    out = redact_text(line)
+    assert "sk-live-0123456789abcdef" not in out and "hf_AbCdEfGhIjKlMnOpQrSt" not in out
+    assert "admin_api_key=None" in out and "tp_size=4" in out and "model_path='/m'" in out
+    cmd = "python -m sglang.launch_server --model-path /m --api-key sk-abcdefghijkl123 --tp 4"
+    assert redact_text(cmd) == "python -m sglang.launch_server --model-path /m --api-key ‹redacted› --tp 4"
+    plain = "[2026-01-01 10:00:00 TP0] Decode batch, #running-req: 48, #full token: 412000"
+    assert redact_text(plain) is plain, "ordinary lines are not rewritten"

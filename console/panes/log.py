@@ -20,6 +20,7 @@ from console.analysis.log_state import LogSummary
 from console.analysis.server_status import ServerStatus
 from console.model import Reading
 from console.parsers.sglang_log import LogEvent
+from console.redact import redact_text
 from console.units import DASH, duration
 
 MAX_LINES = 5000
@@ -111,7 +112,7 @@ def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary]
         last = s.errors[-1]
         t.append(f"{len(s.errors)} errors/warnings", style="bold red" if any(
             e.kind in ("exception", "oom", "crash", "watchdog", "nan", "health") for e in s.errors) else "yellow")
-        t.append(f" · last: {last.kind}: {last.message[-max(10, width - 30):]}", style="dim")
+        t.append(f" · last: {last.kind}: {redact_text(last.message)[-max(10, width - 30):]}", style="dim")
     return t
 
 
@@ -166,7 +167,7 @@ class LogPane(Vertical, can_focus=True):
 
     def add_events(self, events: tuple[LogEvent, ...]) -> None:
         """Append a batch: one write for the whole batch (the widget repaints once)."""
-        new = [(display_text(e.text), e.severity) for e in events]
+        new = [(redact_text(display_text(e.text)), e.severity) for e in events]
         self.lines.extend(new)
         shown = [text for text, _ in new if not self.filter_text or self.filter_text in text]
         if shown:
