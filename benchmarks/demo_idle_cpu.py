@@ -31,7 +31,11 @@ async def main():
     p = demo_profile(sim)
     print(json.dumps({"port": p.port, "identity": p.identity, "known_hosts": p.known_hosts, "model_dir": p.model_dir,
                       "server_port": p.server_port, "forbidden": p.forbidden_prefixes[0]}), flush=True)
-    await asyncio.sleep(float(sys.argv[1]))
+    try:
+        # Until the benchmark closes our stdin (or the time is up), then stop cleanly.
+        await asyncio.wait_for(asyncio.to_thread(sys.stdin.read), float(sys.argv[1]))
+    except asyncio.TimeoutError:
+        pass
     await sim.stop()
 asyncio.run(main())
 """
@@ -43,7 +47,8 @@ def cpu_s(pid: int) -> float:
 
 
 def main(start: float, end: float) -> dict[str, object]:
-    sim = subprocess.Popen([sys.executable, "-c", SIM, str(end + 30), str(ROOT)], stdout=subprocess.PIPE, text=True)
+    sim = subprocess.Popen([sys.executable, "-c", SIM, str(end + 30), str(ROOT)], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
     assert sim.stdout is not None
     p = json.loads(sim.stdout.readline())
     shot = Path(tempfile.mkdtemp()) / "steady.svg"
@@ -66,7 +71,9 @@ def main(start: float, end: float) -> dict[str, object]:
         time.sleep(end - start)
     c1, w1 = cpu_s(console.pid), time.time()
     console.wait(60)
-    sim.terminate()
+    assert sim.stdin is not None
+    sim.stdin.close()  # the simulator stops its services and exits
+    sim.wait(30)
     return {"window_s": [start, end], "cpu_pct_of_one_core": round(100 * (c1 - c0) / (w1 - w0), 2),
             "console_exit": console.returncode, "elapsed_s": round(time.time() - t0, 1), "screenshot": str(shot)}
 

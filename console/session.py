@@ -74,11 +74,13 @@ def log_json(summary: Any) -> dict[str, Any]:
 def server_json(status: Any) -> dict[str, Any]:
     """`snapshot --json`'s `server` object."""
     return {
-        "status": status.status, "reason": redact_text(status.reason), "unit": status.unit, "unit_state": status.unit_state,
+        "status": status.status, "reason": redact_text(status.reason), "unit": status.unit,
+        "unit_state": status.unit_state,
         "main_pid": status.main_pid, "phase": status.phase, "health_ok": status.http.health_ok,
         "gen_throughput": status.gen_throughput, "accept_length": status.accept_length,
         "server_info_error": status.http.server_info_error,
-        "launch_command": redact_text(str((status.http.server_info or {}).get("launch_command") or "")) or None,
+        "launch_command": redact_text(str((status.http.server_info or {}).get("launch_command") or ""))
+        or None,
         "metrics": status.http.metrics,
     }
 

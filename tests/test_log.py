@@ -222,6 +222,12 @@ async def test_the_old_service_is_ready_and_an_oom_at_boot_is_dead_with_its_reas
                 break
             await asyncio.sleep(0.1)
         assert "starting" in seen, "it was seen booting before it died"
+        # The unit can be seen failed a moment before its last log lines arrive: the next poll names the cause.
+        for _ in range(50):
+            if "OutOfMemoryError" in st.reason:
+                break
+            await asyncio.sleep(0.1)
+            st = await new.poll()
         assert st.status == "dead", st
         assert "OutOfMemoryError" in st.reason and st.unit_state == "failed"
         assert "DEAD" in format_status(Reading("server", st, 0.0), None, 80).plain

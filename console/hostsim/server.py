@@ -80,6 +80,7 @@ class HostSimulator:
         self.server_port = _free_port()  # where the simulated SGLang listens (127.0.0.1)
         self.connections = 0
         self.open_connections: set[asyncssh.SSHServerConnection] = set()
+        self.unit_pids: set[int] = set()  # the simulated services' processes (their own sessions)
         self._server: asyncssh.SSHAcceptor | None = None
         self._children: set[asyncio.subprocess.Process] = set()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -258,6 +259,9 @@ class HostSimulator:
         for child in list(self._children):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
+        for pid in self.unit_pids:  # whatever a cancelled runner could not stop in time
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
         for conn in list(self.open_connections):
             conn.close()
         for conn in list(self.open_connections):

@@ -91,6 +91,7 @@ class UnitRunner:
             stderr=asyncio.subprocess.STDOUT, start_new_session=True,
         )
         self.procs[name] = proc
+        self.sim.unit_pids.add(proc.pid)
         self.since[name] = time.time()
         self._readers.append(asyncio.ensure_future(self._journal(name, proc)))
 

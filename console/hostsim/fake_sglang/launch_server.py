@@ -331,12 +331,31 @@ def handler_for(server):
     return Handler
 
 
+def die_with_parent():
+    """The simulator started us: if it dies without stopping us (killed, crashed), so do we."""
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent died before the prctl took effect
+        os._exit(0)
+
+
 def main(argv):
     parser = build_parser()
     args = parser.parse_args(argv)  # --help exits here; bad flags fail here, as in SGLang
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    die_with_parent()
     server = Server(args, [sys.executable, "-m", "sglang.launch_server", *argv])
-    httpd = ThreadingHTTPServer(("127.0.0.1", int(args.port or 30000)), handler_for(server))
+    class Httpd(ThreadingHTTPServer):
+        # uvicorn's backlog is 2048; Python's default of 5 drops SYNs under a burst, and the
+        # client's SYN retries (1, 3, 7, 15 s) look like a stalled server.
+        request_queue_size = 2048
+
+    httpd = Httpd(("127.0.0.1", int(args.port or 30000)), handler_for(server))
     httpd.daemon_threads = True
     if os.environ.get("GPUSIM_BOOTED") == "1":
         # A service that has been up for hours: ready now, its boot long scrolled away.
