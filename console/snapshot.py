@@ -1,4 +1,8 @@
-"""`gpuconsole snapshot --json`: one poll of every source that exists, as JSON."""
+"""`gpuconsole snapshot --json`: one poll of every source that exists, as JSON.
+
+The keys are a public interface (scripts and CI read them): keep them stable and documented in the
+README.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ import dataclasses
 import time
 from typing import Any
 
+from console.model import Reading
+from console.redact import redact_text
 from console.session import HostSession
 
 
@@ -19,6 +25,94 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
+def download_json(reading: Reading[Any]) -> dict[str, Any] | None:
+    """`snapshot --json`'s `download` object (a public interface: keep the keys stable)."""
+    p = reading.data
+    if p is None:
+        return {"model_dir": None, "error": reading.error}
+    return {
+        "model_dir": p.model_dir, "repo_id": p.repo_id, "expected_from": p.expected_source,
+        "bytes_done": p.bytes_done, "bytes_total": p.bytes_total,
+        "shards_done": p.shards_done, "shards_total": p.shards_total,
+        "partial_files": [{"path": f.path, "bytes": f.bytes, "expected_bytes": f.expected_bytes}
+                          for f in p.partial_files],
+        "rate_bytes_per_s": p.rate_bytes_per_s, "eta_s": p.eta_s, "stalled_since": p.stalled_since,
+        "disk_free_bytes": p.disk_free_bytes, "fits_on_disk": p.fits_on_disk, "complete": p.complete,
+        "problems": to_jsonable(p.problems),
+    }
+
+
+def log_json(summary: Any) -> dict[str, Any]:
+    """`snapshot --json`'s `log` object (a public interface: keep the keys stable)."""
+    d = summary.last_decode or {}
+    kv = summary.kv_cache or {}
+    cap = summary.capacity or {}
+    return {
+        "source": summary.source, "phase": summary.phase,
+        "boot": [{"phase": b.phase, "at": b.at, "seconds": b.seconds, "detail": b.detail} for b in summary.boot],
+        "last_prefill": summary.last_prefill,
+        "last_decode": None if not d else {
+            "gen_throughput": d.get("gen throughput (token/s)"), "running_reqs": d.get("#running-req"),
+            "queue_reqs": d.get("#queue-req"), "token_usage": d.get("token usage"),
+            "full_token_usage": d.get("full token usage"), "mamba_usage": d.get("mamba usage"),
+            "accept_len": d.get("accept len"), "accept_rate": d.get("accept rate"),
+            "cuda_graph": d.get("cuda graph"), "at": d.get("at")},
+        "capacity": None if not cap else {k: cap.get(k) for k in (
+            "max_total_num_tokens", "max_running_requests", "context_len", "max_prefill_tokens",
+            "chunked_prefill_size")},
+        "kv_cache": None if not kv else {"tokens": kv.get("tokens"), "k_gib": kv.get("k_gib"),
+                                         "v_gib": kv.get("v_gib"), "dtype": kv.get("dtype")},
+        "mamba_cache": summary.mamba_cache, "weights": summary.weights,
+        "errors": [{"at": e.at, "kind": e.kind, "message": redact_text(e.message)} for e in summary.errors],
+        "lines_seen": summary.lines_seen,
+    }
+
+
+def server_json(status: Any) -> dict[str, Any]:
+    """`snapshot --json`'s `server` object."""
+    return {
+        "status": status.status, "reason": redact_text(status.reason), "unit": status.unit,
+        "unit_state": status.unit_state,
+        "main_pid": status.main_pid, "phase": status.phase, "health_ok": status.http.health_ok,
+        "gen_throughput": status.gen_throughput, "accept_length": status.accept_length,
+        "server_info_error": status.http.server_info_error,
+        "launch_command": redact_text(str((status.http.server_info or {}).get("launch_command") or ""))
+        or None,
+        "metrics": status.http.metrics,
+    }
+
+
+def source_fields(source: str, reading: Reading[Any]) -> dict[str, Any]:
+    """The keys a polled source contributes."""
+    if source == "host":
+        return {"host_summary": to_jsonable(reading.data)}
+    if source == "download":
+        return {"download": download_json(reading)}
+    if source == "service":
+        from console.analysis.service_report import report_json
+
+        return {"service": report_json(reading.data) if reading.data else {"error": reading.error}}
+    return {source: to_jsonable(reading.data)}
+
+
+async def stream_fields(session: HostSession) -> dict[str, Any]:
+    """The keys of the stream-fed sources, each read once: GPUs, the log's backlog, the server."""
+    out: dict[str, Any] = {}
+    gpu = await session.gpu_source().first_reading()
+    out["gpu_source"] = gpu.data.source if gpu.data else None
+    out["gpus"] = to_jsonable(gpu.data.gpus) if gpu.data else []
+    out["gpu_problems"] = list(gpu.data.problems) if gpu.data else []
+    if gpu.error:
+        out["gpu_error"] = gpu.error
+    follower = session.log_follower()
+    if follower is not None:
+        out["log"] = log_json(await follower.snapshot_once())
+    server = session.server_watcher()
+    if server is not None:
+        out["server"] = server_json(await server.snapshot_once())
+    return out
+
+
 async def take_snapshot(session: HostSession) -> dict[str, Any]:
     out: dict[str, Any] = {
         "host": session.transport.label,
@@ -30,6 +124,6 @@ async def take_snapshot(session: HostSession) -> dict[str, Any]:
         reading = await source.poll_once()
         if reading.error:
             out["errors"][source.name] = reading.error
-        out.update(session.snapshot_fields(source.name, reading))
-    out.update(await session.stream_snapshot_fields())
+        out.update(source_fields(source.name, reading))
+    out.update(await stream_fields(session))
     return out

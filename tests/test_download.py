@@ -285,7 +285,7 @@ async def test_hub_unreachable_falls_back_to_the_index(tmp_path: Path, monkeypat
 
 def test_download_json_keys_are_the_documented_ones() -> None:
     from console.analysis.download import DownloadProgress
-    from console.session import download_json
+    from console.snapshot import download_json
 
     p = DownloadProgress("/m", "r", "hub", 1, 2, 0, 1, 0, 1, (), None, None, None, 5, True, False, (), 0.0)
     keys = set(download_json(Reading("download", p, 0.0)) or {})
