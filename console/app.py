@@ -120,7 +120,6 @@ class ConsoleApp(App[int]):
         self.session = session
         self._screenshot = screenshot
         self._screenshot_after_s = screenshot_after_s
-        self.exit_code = 0
         self.sources: dict[str, PolledSource[Any]] = {}
         self.bench_view = BenchView()
         self.bench: BenchThread | None = None
@@ -157,8 +156,7 @@ class ConsoleApp(App[int]):
                 return PlaceholderPane(title, number, "No model directory: pass --model-dir DIR "
                                        "(and --repo ID) or set model_dir in the profile.", id="download-pane")
             return DownloadPane(id="download-pane")
-        message = f"{title}: no source for this pane yet."
-        return PlaceholderPane(title, number, message, id=f"{key}-pane")
+        raise ValueError(f"unknown pane {key!r}")
 
     def pane(self, key: str) -> Any:
         return self.query_one(f"#{key}-pane")
@@ -188,12 +186,12 @@ class ConsoleApp(App[int]):
                 delay = min(delay * 2, 30)
         for source in self.session.polled_sources():
             self.sources[source.name] = source
-            self.run_source(source)
+            self.run_readings(source.name, source.readings())
         self.start_streams()
 
     def start_streams(self) -> None:
         """Sources that are streams rather than polls; the polled ones start in `open_session`."""
-        self.run_stream_source("gpu", self.session.gpu_source().readings())
+        self.run_readings("gpu", self.session.gpu_source().readings())
         follower = self.session.log_follower()
         if follower is not None:
             self.run_log(follower)
@@ -212,14 +210,10 @@ class ConsoleApp(App[int]):
             self.post_message(ReadingReady("log", reading))
 
     @work(group="sources", exit_on_error=False)
-    async def run_stream_source(self, name: str, readings: Any) -> None:
+    async def run_readings(self, name: str, readings: Any) -> None:
+        """A source's Readings, polled or streamed, as messages to the app."""
         async for reading in readings:
             self.post_message(ReadingReady(name, reading))
-
-    @work(group="sources", exit_on_error=False)
-    async def run_source(self, source: PolledSource[Any]) -> None:
-        async for reading in source.readings():
-            self.post_message(ReadingReady(source.name, reading))
 
     @on(Worker.StateChanged)
     def _worker_failed(self, event: Worker.StateChanged) -> None:
