@@ -232,3 +232,20 @@ def test_live_percentiles_are_charted_during_a_run() -> None:
     console.print(results_table(view, 40, 12))
     out = console.export_text()
     assert "RUNNING c=4" in out and "10/10 done" in out and "TTFT" in out and "ITL" in out and "p99" in out
+
+
+def test_without_runs_this_session_the_pane_compares_before_and_after_the_swap() -> None:
+    from rich.console import Console
+
+    from console.analysis.bench_view import BenchView
+    from console.panes.bench import results_table
+
+    view = BenchView()
+    view.history = [{"model": "qwen3.5-397b", "max_concurrency": 16, "output_throughput": 900.0},
+                    {"model": "qwen3.5-122b", "max_concurrency": 4, "output_throughput": 300.0},
+                    {"model": "qwen3.5-122b", "max_concurrency": 16, "output_throughput": 2100.0}]
+    console = Console(width=60, record=True)
+    console.print(results_table(view, 60))
+    out = console.export_text()
+    assert "qwen3.5-397b" in out and "qwen3.5-122b" in out and "900" in out and "2,100" in out
+    assert "300" not in out

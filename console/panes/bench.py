@@ -17,6 +17,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from console.analysis.bench_view import BenchView
+from console.bench.store import compare_pair
 
 DIM = "dim"
 
@@ -105,8 +106,9 @@ def results_table(view: BenchView, width: int, height: int = 8) -> RenderableTyp
         return Text(f"✗ {view.error}", style="bold red")
     rows = view.results[-4:] if view.results else []
     if not rows:
-        pair = view.history[-2:] if len(view.history) >= 2 else view.history[-1:]
-        rows = pair
+        # Nothing run this session: the last run beside the last one of another model (the swap).
+        pair = compare_pair(view.history)
+        rows = list(pair) if pair else view.history[-1:]
     if not rows:
         return Text("No runs yet.\nb: 16 prompts at concurrency 4 (256/256 tokens)\n"
                     "B: sweep 1, 4, 16, 64 at 1k/1k (the story's)\nruns are saved to bench.jsonl", style=DIM)
