@@ -16,6 +16,7 @@ from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Grid, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Markdown
 from textual.worker import Worker, WorkerState
@@ -222,7 +223,8 @@ class ConsoleApp(App[int]):
                         severity="error", timeout=10)
 
     def on_connection_changed(self, message: ConnectionChanged) -> None:
-        self.query_one(HostHeader).state = message.state
+        with contextlib.suppress(NoMatches):  # it may arrive while the app is closing
+            self.query_one(HostHeader).state = message.state
 
     def on_reading_ready(self, message: ReadingReady) -> None:
         self.route_reading(message.source, message.reading)
@@ -240,7 +242,8 @@ class ConsoleApp(App[int]):
         elif source == "log" and data is not None and data.series:
             self.bench_view.add_server_points([(p.t_s, p.gen_tokens_per_s, p.accept_len) for p in data.series[-20:]])
         if source == "host":
-            self.query_one(HostHeader).summary = reading
+            with contextlib.suppress(NoMatches):
+                self.query_one(HostHeader).summary = reading
             return
         if source in ("log", "server"):
             with contextlib.suppress(Exception):
@@ -255,7 +258,8 @@ class ConsoleApp(App[int]):
 
     def _tick(self) -> None:
         now = time.time()
-        self.query_one(HostHeader).tick()
+        with contextlib.suppress(NoMatches):
+            self.query_one(HostHeader).tick()
         for pane in self.query(ReadingPane):
             pane.update_age(now)
         for log_pane in self.query(LogPane):

@@ -147,6 +147,7 @@ async def test_against_the_simulated_sglang_with_mtp(tmp_path: Path) -> None:
         url = f"http://127.0.0.1:{sim.server_port}"
         import httpx
 
+        ready = False
         for _ in range(200):  # the 122B is ready at t=75 s: under 4 s at 20x
             await asyncio.sleep(0.1)
             try:
@@ -154,9 +155,12 @@ async def test_against_the_simulated_sglang_with_mtp(tmp_path: Path) -> None:
                     r = await c.get(url + "/v1/models")
                     healthy = (await c.get(url + "/health")).status_code == 200
                 if r.json()["data"][0]["id"] == "qwen3.5-122b" and healthy:
+                    ready = True
                     break
             except (httpx.HTTPError, KeyError, IndexError, ValueError):
                 continue
+        units = (sim.root / ".sim" / "units.json").read_text()
+        assert ready, f"the 122B never became ready within 20 s: {units}"
         m = await run_benchmark(BenchConfig(url, concurrency=4, warmup=1), random_prompts(8, 64, 64))
     finally:
         await sim.stop()

@@ -86,10 +86,18 @@ class UnitRunner:
         env = {**self.sim.env(), **dict(unit.environment), "PYTHONUNBUFFERED": "1",
                "GPUSIM_SPEED": str(self.sim.speed), "GPUSIM_START": str(self.sim.start_s)}
         env.update(self.extra_env.get(name, {}))
-        proc = await asyncio.create_subprocess_exec(
+        spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
             *main.argv, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, start_new_session=True,
-        )
+        ))
+        try:
+            proc = await asyncio.shield(spawn)
+        except asyncio.CancelledError:
+            # Stopped while spawning: let the spawn finish and register the process, so the
+            # simulator's final sweep kills it (an unregistered one would outlive us).
+            with contextlib.suppress(Exception):
+                self.sim.unit_pids.add((await spawn).pid)
+            raise
         self.procs[name] = proc
         self.sim.unit_pids.add(proc.pid)
         self.since[name] = time.time()
@@ -116,8 +124,15 @@ class UnitRunner:
         if proc is not None and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
-            with contextlib.suppress(asyncio.TimeoutError):
+            try:
                 await asyncio.wait_for(proc.wait(), 5)
+            except asyncio.TimeoutError:
+                # As systemd does after TimeoutStopSec: a unit that ignores SIGTERM is killed, so its
+                # successor can have the port.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(proc.wait(), 5)
 
     def state(self) -> dict[str, dict[str, object]]:
         out: dict[str, dict[str, object]] = {}

@@ -101,11 +101,20 @@ class ServerWatcher:
         return combine(self.unit, unit_state, pid, self.log.summary() if self.log else None, facts, time.time())
 
 
-async def _settle(watcher: ServerWatcher) -> ServerStatus:
-    await watcher.poll()
-    if watcher._health_task is not None:
-        await asyncio.wait({watcher._health_task}, timeout=22)
-    return await watcher.poll()
+async def _settle(watcher: ServerWatcher, rounds: int = 3) -> ServerStatus:
+    """Poll until a /health_generate answer is in (a server that came up between two polls gets
+    its probe too), at most `rounds` probes."""
+    status = await watcher.poll()
+    for _ in range(rounds):
+        if watcher._health_task is None:
+            if status.http.health_ok is not None or status.http.server_info is None:
+                return status
+        else:
+            await asyncio.wait({watcher._health_task}, timeout=22)
+        status = await watcher.poll()
+        if status.http.health_ok is not None:
+            return status
+    return status
 
 
 def server_source(watcher: ServerWatcher, interval_s: float = 5.0) -> PolledSource[ServerStatus]:
