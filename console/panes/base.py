@@ -45,6 +45,10 @@ class ReadingPane(Static, can_focus=True):
         self.show(self.render_reading(reading))
         self.update_age()
 
+    def on_resize(self) -> None:
+        """Panes lay their text out for their size (columns, how many rows): re-render on resize."""
+        self.show(self.render_reading(self.reading))
+
     def show(self, renderable: RenderableType) -> None:
         """Update only when what is shown changed: an identical update still repaints."""
         key = (renderable.plain, tuple(renderable.spans)) if isinstance(renderable, Text) else None

@@ -148,6 +148,3 @@ class DownloadPane(ReadingPane):
 
     def action_verify(self) -> None:
         self.post_message(self.VerifyRequested())
-
-    def on_resize(self) -> None:
-        self.show(self.render_reading(self.reading))

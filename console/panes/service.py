@@ -179,8 +179,6 @@ class ServicePane(ReadingPane):
         self.show(self.render_reading(self.reading))
         self.border_title = f"{self.PANE_KEY} {self.PANE_TITLE}" + (" (raw)" if self.raw else "")
 
-    def on_resize(self) -> None:
-        self.show(self.render_reading(self.reading))
 
     def action_toggle_raw(self) -> None:
         self.raw = not self.raw
