@@ -211,7 +211,11 @@ async def test_the_old_service_is_ready_and_an_oom_at_boot_is_dead_with_its_reas
         follower = LogFollower(transport, units=(NEW_UNIT, OLD_UNIT))
         task = asyncio.ensure_future(_collect(follower, lambda s: False, timeout=60))
         old = ServerWatcher(transport, OLD_UNIT, sim.server_port, None)
-        st = await old.snapshot_once()
+        for _ in range(50):  # the simulated host starts its old service's process first
+            st = await old.snapshot_once()
+            if st.status != "starting":
+                break
+            await asyncio.sleep(0.1)
         assert (st.status, st.http.health_ok) == ("ready", True)
         new = ServerWatcher(transport, NEW_UNIT, sim.server_port, follower.tracker)
         seen = set()
