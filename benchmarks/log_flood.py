@@ -88,7 +88,7 @@ async def flood(rate: int, seconds: float) -> dict[str, object]:
     log.write_text("")
     profile = HostProfile(name="flood", host="127.0.0.1", port=sshd.port, user=sshd.user,
                           identity=str(sshd.client_key), known_hosts=str(sshd.known_hosts), log_file=str(log))
-    app = ConsoleApp(HostSession(profile, make_transport(profile)))
+    app = ConsoleApp.for_session(HostSession(profile, make_transport(profile)))
     lags: list[float] = []
     rss: list[float] = []
     try:

@@ -1,43 +1,46 @@
-"""The Textual app: layout, bindings, command palette and the host session's lifecycle.
-
-This is the only module that knows both the sources and the panes.
-"""
+"""The Textual app: a view over one host's `HostState`. Layout, bindings, help and the command
+palette come from the pane registry; the app holds no data of its own (the state does) and asks
+the host for things only through a `HostControl`."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-from textual import on, work
+from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Grid, VerticalScroll
 from textual.css.query import NoMatches
+from textual.message import Message
 from textual.screen import ModalScreen, Screen
+from textual.widget import Widget
 from textual.widgets import Footer, Markdown
 from textual.worker import Worker, WorkerState
 
-from console.analysis.bench_view import BenchView
-from console.bench.runner import BenchThread
-from console.bench.store import default_path, load_runs, save_run
-from console.messages import BenchEvent, ConnectionChanged, LogLinesReady, ReadingReady
-from console.model import Reading
-from console.panes.base import PlaceholderPane, ReadingPane
+from console.core.state import (
+    BenchChanged,
+    ConnectionChanged,
+    Event,
+    HostInfo,
+    HostState,
+    LogAppended,
+    Notice,
+    ReadingChanged,
+    VerifyChanged,
+)
+from console.panes.base import PaneFrame, PlaceholderPane
 from console.panes.bench import BenchPane
 from console.panes.download import DownloadPane
-from console.panes.gpu import GpuPane
 from console.panes.header import HostHeader
 from console.panes.log import LogPane
+from console.panes.registry import PANES, PaneSpec, grid_shape
 from console.panes.service import ServicePane
 from console.panes.unit_picker import UnitPicker
-from console.session import HostSession
-from console.sources.base import PolledSource, describe_error
-from console.sources.log import LogFollower
-from console.transport.errors import HostKeyError, TransportError
+from console.sources.base import describe_error
 
 
 def stylesheet_path() -> Path:
@@ -49,14 +52,21 @@ def stylesheet_path() -> Path:
     raise FileNotFoundError("console.tcss not found next to the package or at the repository root")
 
 
-HELP = """\
+def help_text() -> str:
+    """The help screen, from the pane registry."""
+    from console.panes.registry import PANES
+
+    numbers = f"{PANES[0].number}–{PANES[-1].number}" if PANES else ""
+    rows = "\n".join(f"| {spec.number} {spec.title} | {spec.keys_help or '–'} |" for spec in PANES)
+    return f"""\
 # gpuconsole
 
 One screen for an SGLang model swap on one GPU host, fed over one SSH connection.
+`escape` or `?` closes this help.
 
 | key | what it does |
 |---|---|
-| `1`–`5` | maximize a pane; the same key (or `escape`) restores the grid |
+| `{numbers}` | maximize a pane; the same key (or `escape`) restores the grid |
 | `tab` / `shift+tab` | move focus between panes |
 | `ctrl+p` | command palette |
 | `ctrl+s` | save an SVG screenshot |
@@ -65,10 +75,7 @@ One screen for an SGLang model swap on one GPU host, fed over one SSH connection
 
 | pane | keys |
 |---|---|
-| 2 Download | `v` verify the sha256 of finished files against the Hub, on the host |
-| 3 Service diff | `d` raw unified diff · `s` swap old and new · `u` pick units found on the host · `f` fit view |
-| 4 SGLang log | `/` filter · `n` / `N` next / previous error · `space` pause or resume following |
-| 5 Benchmark | `b` quick run · `B` the sweep 1, 4, 16, 64 at 1k/1k · `x` stop · `c` time or sweep chart |
+{rows}
 
 **Colours.** Green is healthy, yellow is a warning or stale data, red is an error. A pane
 border turns yellow when its data is older than it should be and red when its last poll
@@ -87,134 +94,134 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Markdown(HELP)
+            yield Markdown(help_text())
+
+
+class StateChanged(Message, bubble=False):
+    """An event applied to a host's state; the view reads the state, so a backlog of readings of
+    one source collapses to the newest (log lines never do)."""
+
+    def __init__(self, host: str, event: Event) -> None:
+        super().__init__()
+        self.host = host
+        self.event = event
+
+    def can_replace(self, message: Message) -> bool:
+        if not isinstance(message, StateChanged) or message.host != self.host:
+            return False
+        mine, theirs = self.event, message.event
+        if isinstance(mine, ReadingChanged) and isinstance(theirs, ReadingChanged):
+            return mine.source == theirs.source
+        if isinstance(mine, ConnectionChanged) and isinstance(theirs, ConnectionChanged):
+            return True
+        return (isinstance(mine, BenchChanged) and isinstance(theirs, BenchChanged)
+                and mine.kind == theirs.kind == "progress")
+
+
+class HostControl(Protocol):
+    """What a view may ask of a host (the runner in this process; a remote core for `attach`).
+    Each returns why not, or None when it was done or started."""
+
+    def verify(self) -> str | None: ...
+    def swap_units(self) -> str | None: ...
+    def pick_units(self, new: str, old: str | None) -> None: ...
+    def start_bench(self, kind: str, plan: list[tuple[int, int, int, int]] | None = None) -> str | None: ...
+    def stop_bench(self) -> str | None: ...
 
 
 class ConsoleApp(App[int]):
-    """`ConsoleApp(session)`; `session` may be None while the host session is still being opened."""
+    """A view over one host's `HostState`. `control` is what actions go through (None: a
+    replay, nothing can be asked of the host); `start` runs once the app is mounted (the runner
+    connecting, or a replay playing)."""
 
     TITLE = "gpuconsole"
     CSS_PATH = str(stylesheet_path())
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("1", "toggle_max('gpu')", "GPUs", show=False),
-        Binding("2", "toggle_max('download')", "Download", show=False),
-        Binding("3", "toggle_max('service')", "Service", show=False),
-        Binding("4", "toggle_max('log')", "Log", show=False),
-        Binding("5", "toggle_max('bench')", "Bench", show=False),
         Binding("escape", "restore", "Restore", show=False),
         Binding("ctrl+s", "screenshot", "Screenshot"),
     ]
 
-    PANES: ClassVar[tuple[tuple[str, str, str], ...]] = (
-        ("gpu", "1", "GPUs"),
-        ("download", "2", "Download"),
-        ("service", "3", "Service diff"),
-        ("log", "4", "SGLang log"),
-        ("bench", "5", "Benchmark"),
-    )
-
-    def __init__(self, session: HostSession, *, screenshot: str | None = None,
-                 screenshot_after_s: float | None = None) -> None:
+    def __init__(self, state: HostState, control: HostControl | None = None, *,
+                 start: Callable[[], Awaitable[Any]] | None = None, close: Callable[[], Awaitable[Any]] | None = None,
+                 screenshot: str | None = None, screenshot_after_s: float | None = None,
+                 mode: str | None = None) -> None:
         super().__init__()
-        self.session = session
+        self.state = state
+        self.control = control
+        self._start = start
+        self._close = close
+        self.mode = mode  # "replay", "attach": said in the header
         self._screenshot = screenshot
         self._screenshot_after_s = screenshot_after_s
-        self.sources: dict[str, PolledSource[Any]] = {}
-        self.bench_view = BenchView()
-        self.bench: BenchThread | None = None
-        self._bench_labels: list[str] = []
+        self._unsubscribe: Callable[[], None] | None = None
+        self.runner: Any = None
+        self.recorder: Any = None
+        self.specs = list(PANES)
+        for spec in self.specs:
+            self.bind(spec.number, f"toggle_max('{spec.key}')", description=spec.title, show=False)
+
+    @classmethod
+    def for_session(cls, session: Any, *, record: bool = False, record_dir: Path | None = None,
+                    **kwargs: Any) -> ConsoleApp:
+        """The usual console: a HostState for the session's host, its runner as the control,
+        and (with `record`) the session recorded."""
+        from console.core.recording import Recorder
+        from console.core.runner import HostRunner
+
+        state = HostState(session.profile.host or "local", label=session.transport.label, demo=session.demo)
+        runner = HostRunner(session, state)
+        runner.announce()
+        recorder = Recorder(state, record_dir).start() if record else None
+
+        async def close() -> None:
+            await runner.close()
+            if recorder is not None:
+                recorder.close()
+
+        app = cls(state, runner, start=runner.start, close=close, **kwargs)
+        app.runner, app.recorder = runner, recorder
+        return app
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield HostHeader(self.session.transport.label if self.session.profile.host else
-                         f"local: {self.session.transport.label}", self.session.demo, id="host-header")
-        with Grid(id="panes"):
-            for key, number, title in self.PANES:
-                yield self.make_pane(key, number, title)
+        yield HostHeader(self.state, id="host-header")
+        columns, rows, heights = grid_shape(self.specs)
+        grid = Grid(id="panes")
+        grid.set_styles(f"grid-size: {columns} {rows}; grid-rows: {' '.join(heights)};")
+        with grid:
+            for spec in self.specs:
+                yield self.make_pane(spec)
         yield Footer()
 
-    def make_pane(self, key: str, number: str, title: str) -> Any:
-        if key == "gpu":
-            return GpuPane(id="gpu-pane")
-        if key == "bench":
-            self.bench_view.history = load_runs(default_path())
-            return BenchPane(self.bench_view, id="bench-pane")
-        if key == "log":
-            follower = self.session.log_follower()
-            if follower is None:
-                return PlaceholderPane(title, number, "No log: pass --unit NAME (its journal) or --log-file PATH.",
-                                       id="log-pane")
-            return LogPane(follower.label, id="log-pane")
-        if key == "service":
-            if not self.session.profile.unit:
-                return PlaceholderPane(title, number, "No unit: pass --unit NEW.service (and --compare-unit "
-                                       "OLD.service), or set unit/compare_unit in the profile.", id="service-pane")
-            return ServicePane(id="service-pane")
-        if key == "download":
-            if not self.session.profile.model_dir:
-                return PlaceholderPane(title, number, "No model directory: pass --model-dir DIR "
-                                       "(and --repo ID) or set model_dir in the profile.", id="download-pane")
-            return DownloadPane(id="download-pane")
-        raise ValueError(f"unknown pane {key!r}")
+    def make_pane(self, spec: PaneSpec) -> Widget:
+        missing = self.state.missing(spec.key)
+        pane = (PlaceholderPane(spec.title, spec.number, missing) if missing is not None
+                else spec.factory(self.state))
+        pane.id = f"{spec.key}-pane"
+        pane.add_class("pane")
+        if spec.wide:
+            pane.add_class("-wide")
+        if isinstance(pane, PaneFrame):
+            pane.set_title(spec.number, spec.title)
+        return pane
 
-    def pane(self, key: str) -> Any:
+    def pane(self, key: str) -> Widget:
         return self.query_one(f"#{key}-pane")
 
     # -- lifecycle -----------------------------------------------------------------------
     def on_mount(self) -> None:
-        self.session.transport.on_state(lambda state: self.post_message(ConnectionChanged(state)))
-        self.open_session()
+        host = self.state.host
+        self._unsubscribe = self.state.subscribe(lambda event: self.post_message(StateChanged(host, event)))
+        for spec in self.specs:  # what the state already holds (a late view, an attach, a replay)
+            for source in spec.sources:
+                self._route(spec, source)
+        if self._start is not None:
+            self.run_worker(self._start(), group="host", exit_on_error=False)
         self.set_interval(1.0, self._tick)
         if self._screenshot and self._screenshot_after_s is not None:
             self.set_timer(self._screenshot_after_s, self._take_screenshot_and_exit)
-
-    @work(group="session", exit_on_error=False)
-    async def open_session(self) -> None:
-        transport = self.session.transport
-        delay = 1.0
-        while transport.state.status != "connected":
-            try:
-                await transport.connect()
-                break
-            except HostKeyError as exc:
-                self.notify(str(exc), title="host key refused", severity="error", timeout=30)
-                return
-            except TransportError as exc:
-                self.notify(str(exc), title="cannot connect", severity="error", timeout=8)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30)
-        for source in self.session.polled_sources():
-            self.sources[source.name] = source
-            self.run_readings(source.name, source.readings())
-        self.start_streams()
-
-    def start_streams(self) -> None:
-        """Sources that are streams rather than polls; the polled ones start in `open_session`."""
-        self.run_readings("gpu", self.session.gpu_source().readings())
-        follower = self.session.log_follower()
-        if follower is not None:
-            self.run_log(follower)
-
-    @work(group="sources", exit_on_error=False)
-    async def run_log(self, follower: LogFollower) -> None:
-        last_ok: float | None = None
-        async for batch in follower.batches():
-            if batch.events:
-                self.post_message(LogLinesReady(batch.events))
-                last_ok = time.time()
-            if batch.note:
-                self.notify(batch.note, title="log", timeout=4)
-            reading = Reading("log", batch.summary, last_ok or time.time(), batch.error,
-                              time.time() if batch.error else None)
-            self.post_message(ReadingReady("log", reading))
-
-    @work(group="sources", exit_on_error=False)
-    async def run_readings(self, name: str, readings: Any) -> None:
-        """A source's Readings, polled or streamed, as messages to the app."""
-        async for reading in readings:
-            self.post_message(ReadingReady(name, reading))
 
     @on(Worker.StateChanged)
     def _worker_failed(self, event: Worker.StateChanged) -> None:
@@ -222,55 +229,77 @@ class ConsoleApp(App[int]):
             self.notify(describe_error(event.worker.error), title=f"{event.worker.group} failed",
                         severity="error", timeout=10)
 
-    def on_connection_changed(self, message: ConnectionChanged) -> None:
-        with contextlib.suppress(NoMatches):  # it may arrive while the app is closing
-            self.query_one(HostHeader).state = message.state
+    def on_state_changed(self, message: StateChanged) -> None:
+        event = message.event
+        if isinstance(event, (ConnectionChanged, HostInfo)):
+            self.header.refresh_state()
+        elif isinstance(event, Notice):
+            self.notify(event.message, title=event.title, severity=event.severity,  # type: ignore[arg-type]
+                        timeout=10 if event.severity == "error" else 4)
+        elif isinstance(event, ReadingChanged):
+            if event.source == "host":
+                self.header.refresh_state()
+            for spec in self.specs:
+                if event.source in spec.sources:
+                    self._route(spec, event.source)
+        elif isinstance(event, LogAppended):
+            for spec in self.specs:
+                if "log" in spec.sources:
+                    pane = self._mounted_pane(spec.key)
+                    if isinstance(pane, LogPane):
+                        pane.add_events(event.events)
+        elif isinstance(event, VerifyChanged):
+            self._route_key("download", "verify")
+        elif isinstance(event, BenchChanged):
+            self._route_key("bench", "bench")
 
-    def on_reading_ready(self, message: ReadingReady) -> None:
-        self.route_reading(message.source, message.reading)
+    @property
+    def header(self) -> HostHeader:
+        return self.query_one(HostHeader)
 
-    def on_log_lines_ready(self, message: LogLinesReady) -> None:
-        with contextlib.suppress(Exception):
-            self.query_one(LogPane).add_events(message.events)
+    def _mounted_pane(self, key: str) -> Widget | None:
+        try:
+            return self.pane(key)
+        except NoMatches:  # closing, or not mounted yet
+            return None
 
-    def route_reading(self, source: str, reading: Any) -> None:
-        data = getattr(reading, "data", None)
-        if source == "gpu" and data is not None and data.gpus:
-            utils = [g.utilization_pct for g in data.gpus if g.utilization_pct is not None]
-            if utils:
-                self.bench_view.add_gpu(time.time(), sum(utils) / len(utils))
-        elif source == "log" and data is not None and data.series:
-            self.bench_view.add_server_points([(p.t_s, p.gen_tokens_per_s, p.accept_len) for p in data.series[-20:]])
-        if source == "host":
-            with contextlib.suppress(NoMatches):
-                self.query_one(HostHeader).summary = reading
-            return
-        if source in ("log", "server"):
-            with contextlib.suppress(Exception):
-                pane = self.query_one(LogPane)
-                if source == "log":
-                    pane.summary = reading
-                else:
-                    pane.server = reading
-            return
-        with contextlib.suppress(Exception):
-            self.pane(source).reading = reading
+    def _route_key(self, key: str, source: str) -> None:
+        pane = self._mounted_pane(key)
+        if pane is not None and hasattr(pane, "state_changed"):
+            pane.state_changed(self.state, source)
+
+    def _route(self, spec: PaneSpec, source: str) -> None:
+        self._route_key(spec.key, source)
 
     def _tick(self) -> None:
-        now = time.time()
-        with contextlib.suppress(NoMatches):
-            self.query_one(HostHeader).tick()
-        for pane in self.query(ReadingPane):
-            pane.update_age(now)
-        for log_pane in self.query(LogPane):
-            log_pane.update_age(now)
+        now = self.state.now()
+        try:
+            self.header.tick()
+        except NoMatches:
+            return
+        for pane in self.query(".pane"):
+            if hasattr(pane, "update_age"):
+                pane.update_age(now)
 
     async def on_unmount(self) -> None:
-        if self.bench is not None:
-            self.bench.stop.set()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
         self.workers.cancel_all()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.session.close(), 3)
+        if self._close is not None:
+            try:
+                await asyncio.wait_for(self._close(), 4)
+            except asyncio.TimeoutError:
+                pass
+
+    # -- asking the host -------------------------------------------------------------------
+    def _ask(self, what: str, request: Callable[[HostControl], str | None], title: str) -> None:
+        if self.control is None:
+            self.notify(f"{what}: nothing can be asked of the host in a {self.mode or 'view'} ", title=title,
+                        severity="warning")
+            return
+        why = request(self.control)
+        if why:
+            self.notify(why, title=title, severity="warning")
 
     # -- actions -------------------------------------------------------------------------
     def action_toggle_max(self, key: str) -> None:
@@ -286,75 +315,43 @@ class ConsoleApp(App[int]):
             self.screen.minimize()
 
     def on_service_pane_swap_requested(self, _: ServicePane.SwapRequested) -> None:
-        watcher = self.session.service_watcher()
-        if watcher is not None and watcher.old_unit:
-            watcher.swap()
-            self._repoll("service")
-        else:
-            self.notify("No unit to swap with: pick one with u", severity="warning")
+        self._ask("swap", lambda c: c.swap_units(), "service")
 
     def on_service_pane_pick_requested(self, _: ServicePane.PickRequested) -> None:
-        pane = self.pane("service")
-        report = pane.reading.data if pane.reading is not None else None
+        report = self.state.data("service")
         units = report.units_on_host if report is not None else ()
         if not units:
             self.notify("No sglang*.service units found on the host yet", severity="warning")
             return
+        control = self.control
 
         def picked(choice: tuple[str, str | None] | None) -> None:
-            watcher = self.session.service_watcher()
-            if choice and watcher is not None:
-                watcher.pick(*choice)
-                self._repoll("service")
+            if choice and control is not None:
+                control.pick_units(*choice)
 
         self.push_screen(UnitPicker(units), picked)
 
-    # -- download verification -------------------------------------------------------------
     def on_download_pane_verify_requested(self, _: DownloadPane.VerifyRequested) -> None:
-        from console.sources.download import verifiable_files
-
-        watcher = self.session._download
-        if watcher is None:
-            return
-        files = verifiable_files(watcher)
-        if not files:
-            why = ("no finished file has a Hub sha256 yet" if watcher.state.hub_expected is not None
-                   else "the Hub's file list is needed for sha256 values (--repo)")
-            self.notify(why, title="verify", severity="warning")
-            return
-        self.run_verify(watcher.model_dir, files)
-
-    @work(group="verify", exclusive=True, exit_on_error=False)
-    async def run_verify(self, model_dir: str, files: list[tuple[str, int, str]]) -> None:
-        from console.sources.download import verify_sha256
-
-        pane = self.pane("download")
-        async for progress in verify_sha256(self.session.transport, model_dir, files):
-            pane.verify = progress
+        self._ask("verify", lambda c: c.verify(), "verify")
 
     # -- fit -----------------------------------------------------------------------------
     def on_service_pane_fit_requested(self, _: ServicePane.FitRequested) -> None:
         self.action_fit()
 
     def action_fit(self) -> None:
-        """The fit planner for the new unit, from what the panes already know."""
+        """The fit planner for the new unit, from the host's state."""
         from console.analysis.fit import calibration, inputs_from_command, plan_fit
         from console.panes.fit import FitScreen, format_fit
 
-        def data(key: str) -> Any:
-            with contextlib.suppress(Exception):
-                reading = self.pane(key).reading
-                return reading.data if reading is not None else None
-            return None
-
-        report, gpus, download = data("service"), data("gpu"), data("download")
+        state = self.state
+        report, gpus, download = state.data("service"), state.data("gpu"), state.data("download")
         if report is None or report.new.command is None:
             self.notify("The fit needs the new unit: pass --unit (and wait for the diff pane)", severity="warning")
             return
         if report.model_config is None:
             self.notify("No config.json in the new unit's model directory yet", severity="warning")
             return
-        healthy = [g for g in (gpus.gpus if gpus else ()) if g.memory_total_mib]
+        healthy = [g for g in (gpus.gpus if gpus else ()) if g.memory_total_mib and g.lost_at_s is None]
         if not healthy:
             self.notify("No GPU data yet: the fit needs their count and memory", severity="warning")
             return
@@ -364,70 +361,20 @@ class ConsoleApp(App[int]):
         inputs = inputs_from_command(cmd, report.model_config, weights, len(healthy),
                                      min(g.memory_total_mib for g in healthy) / 1024, model)
         result = plan_fit(inputs)
-        log = None
-        with contextlib.suppress(Exception):
-            summary = self.query_one(LogPane).summary
-            log = summary.data if summary is not None else None
-        self.push_screen(FitScreen(format_fit(result, calibration(result, log))))
+        self.push_screen(FitScreen(format_fit(result, calibration(result, state.data("log")))))
 
     # -- benchmark -----------------------------------------------------------------------
     def on_bench_pane_run_requested(self, message: BenchPane.RunRequested) -> None:
         self.start_bench(message.kind)
 
     def on_bench_pane_stop_requested(self, _: BenchPane.StopRequested) -> None:
-        if self.bench is not None and self.bench.running:
-            self.bench.stop.set()
-            self.notify("stopping after the requests in flight", title="benchmark")
+        if self.control is not None:
+            said = self.control.stop_bench()
+            if said:
+                self.notify(said, title="benchmark")
 
     def start_bench(self, kind: str, plan: list[tuple[int, int, int, int]] | None = None) -> None:
-        """`plan`: (concurrency, prompts, input tokens, output tokens) per run; by default the
-        quick run or the story's sweep."""
-        if self.bench is not None and self.bench.running:
-            self.notify("a benchmark is already running (x stops it)", severity="warning")
-            return
-        from console.bench.runner import BenchConfig
-        from console.bench.workload import random_prompts
-
-        sweep = [(c, max(8, 2 * c), 1024, 1024) for c in (1, 4, 16, 64)]
-        plan = plan or (sweep if kind == "sweep" else [(4, 16, 256, 256)])
-        runs = [(BenchConfig("", concurrency=c, num_prompts=n, input_len=i, output_len=o),
-                 random_prompts(n, i, o)) for c, n, i, o in plan]
-        self._bench_labels = [f"c={c} · {n} × {i}/{o}" for c, n, i, o in plan]
-        post = self.post_message
-        self.bench = BenchThread(
-            runs, self.session.bench_url,
-            on_progress=lambda i, p: post(BenchEvent("progress", i, p)),
-            on_result=lambda i, m: post(BenchEvent("result", i, m)),
-            on_done=lambda err: post(BenchEvent("done", 0, err)),
-        )
-        self.bench_view.results = []
-        self.bench_view.start(self._bench_labels[0], runs[0][0].num_prompts)
-        self.bench.start()
-
-    def on_bench_event(self, event: BenchEvent) -> None:
-        view = self.bench_view
-        if event.kind == "progress":
-            view.progress(event.payload)
-        elif event.kind == "result":
-            flags = None
-            with contextlib.suppress(Exception):
-                report = self.pane("service").reading.data
-                flags = list(report.new.command.argv) if report and report.new.command else None
-            record = save_run(event.payload, default_path(), host=self.session.transport.label, flags=flags)
-            view.history.append(record)
-            view.finish(event.payload)
-            nxt = event.index + 1
-            if self.bench is not None and nxt < len(self.bench.runs):
-                view.start(self._bench_labels[nxt], self.bench.runs[nxt][0].num_prompts)
-        elif event.kind == "done":
-            view.end(event.payload)
-            if event.payload:
-                self.notify(event.payload, title="benchmark failed", severity="error", timeout=10)
-
-    def _repoll(self, name: str) -> None:
-        source = self.sources.get(name)
-        if source is not None:
-            source.wake()
+        self._ask("benchmark", lambda c: c.start_bench(kind, plan), "benchmark")
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
@@ -450,9 +397,9 @@ class ConsoleApp(App[int]):
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for key, number, title in self.PANES:
-            yield SystemCommand(f"Maximize {title}", f"Show the {title} pane alone (key {number})",
-                                lambda key=key: self.action_toggle_max(key))
+        for spec in self.specs:
+            yield SystemCommand(f"Maximize {spec.title}", f"Show the {spec.title} pane alone (key {spec.number})",
+                                lambda key=spec.key: self.action_toggle_max(key))
         yield SystemCommand("Fit planner for the new unit", "Will it fit, and how much KV cache is left (f)",
                             self.action_fit)
         yield SystemCommand("Run benchmark: quick", "16 prompts at concurrency 4, 256/256 tokens (b)",

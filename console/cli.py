@@ -60,7 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="save a screenshot after --screenshot-after s, then exit")
     parser.add_argument("--screenshot-after", type=float, default=3.0, metavar="SECONDS")
     parser.add_argument("--screenshot-size", default="120x40", metavar="COLSxROWS")
+    parser.add_argument("--no-record", action="store_true",
+                        help="do not record this session (by default it is, under the XDG data dir, for replay)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    replay = sub.add_parser("replay", help="play a recorded session into the same panes, with no host")
+    replay.add_argument("file", metavar="FILE", help="a recording (.jsonl.gz), as listed by --list")
+    replay.add_argument("--speed", type=float, default=1.0, metavar="X", help="play X times as fast (default 1)")
+    replay.add_argument("--at", type=float, default=0.0, metavar="SECONDS",
+                        help="start this many seconds into the recording")
     snap = sub.add_parser("snapshot", parents=[host], help="one poll of every source, as JSON")
     snap.add_argument("--json", action="store_true", help="print JSON (the only format today)")
     diff = sub.add_parser("diff", parents=[host], help="SGLang-aware diff of two units or command lines")
@@ -178,7 +185,54 @@ def main(argv: Sequence[str] | None = None) -> int:
             sim.stop()
 
 
+def _screenshot_size(args: argparse.Namespace) -> tuple[int, int]:
+    width, height = (int(x) for x in args.screenshot_size.lower().split("x"))
+    return width, height
+
+
+async def _run_view(app: Any, args: argparse.Namespace) -> int:
+    if args.screenshot:
+        # Headless at a fixed size: the same picture whatever terminal (or none) runs it.
+        result = await app.run_async(headless=True, size=_screenshot_size(args))
+    else:
+        result = await app.run_async()
+    return int(result or 0)
+
+
+async def _replay(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from console.app import ConsoleApp
+    from console.core.recording import RecordingError, Replayer, read_recording
+    from console.core.state import HostState
+
+    if not args.speed > 0 or args.at < 0:
+        return _fail("--speed must be > 0 and --at >= 0", EXIT_USAGE)
+    try:
+        recording = await asyncio.to_thread(read_recording, Path(args.file))
+    except RecordingError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    header = recording.header
+    state = HostState(str(header.get("host") or "?"), label=str(header.get("label") or header.get("host")),
+                      demo=bool(header.get("demo")))
+    replayer = Replayer(recording, state, speed=args.speed, at_s=args.at)
+    # The panes are built from the session's first event (which panes have a source).
+    from console.core.state import HostInfo
+
+    for _, event in recording.entries[:5]:
+        if isinstance(event, HostInfo):
+            state.apply(event)
+            break
+    app = ConsoleApp(state, None, start=replayer.run, mode="replay", screenshot=args.screenshot,
+                     screenshot_after_s=args.screenshot_after if args.screenshot else None)
+    if recording.damage:
+        print(f"gpuconsole: {args.file}: {recording.damage}; replaying up to there", file=sys.stderr)
+    return await _run_view(app, args)
+
+
 async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
+    if args.command == "replay":
+        return await _replay(args)
     if args.command == "snapshot":
         from console.snapshot import take_snapshot
 
@@ -224,15 +278,15 @@ async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
 
     async def run_app(session: Any) -> int:
         from console.app import ConsoleApp
+        from console.core.recording import default_dir
 
-        app = ConsoleApp(session, screenshot=args.screenshot,
-                         screenshot_after_s=args.screenshot_after if args.screenshot else None)
-        if args.screenshot:
-            # Headless at a fixed size: the same picture whatever terminal (or none) runs it.
-            width, height = (int(x) for x in args.screenshot_size.lower().split("x"))
-            result = await app.run_async(headless=True, size=(width, height))
-        else:
-            result = await app.run_async()
-        return int(result or 0)
+        app = ConsoleApp.for_session(
+            session, record=not args.no_record, record_dir=default_dir() / "demo" if session.demo else None,
+            screenshot=args.screenshot, screenshot_after_s=args.screenshot_after if args.screenshot else None)
+        try:
+            return await _run_view(app, args)
+        finally:
+            if app.recorder is not None:
+                app.recorder.close()
 
     return await _with_session(args, profile, run_app)

@@ -78,6 +78,12 @@ class GpuDevice:
     power_limit_w: float | None
     processes: tuple[GpuProcess, ...] = ()
     error: str | None = None  # "GPU requires reset", "Unknown Error", ...
+    lost_at_s: float | None = None  # missing from the samples since then: its values are the last seen
+
+    @property
+    def key(self) -> str:
+        """What identifies this GPU across samples: its UUID, else its index (never a row position)."""
+        return self.uuid or f"index:{self.index}"
 
     @property
     def memory_fraction(self) -> float | None:

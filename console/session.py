@@ -43,6 +43,7 @@ class HostSession:
     profile: HostProfile
     transport: Transport
     demo: bool = False
+    bench_path: Path | None = None  # where benchmark runs are saved (None: the user's bench.jsonl)
     _service: ServiceWatcher | None = None
     _log: LogFollower | None = None
     _download: DownloadWatcher | None = None

@@ -10,6 +10,7 @@ import dataclasses
 import time
 from typing import Any
 
+from console.core.state import HostState
 from console.model import Reading
 from console.redact import redact_text
 from console.session import HostSession
@@ -95,35 +96,41 @@ def source_fields(source: str, reading: Reading[Any]) -> dict[str, Any]:
     return {source: to_jsonable(reading.data)}
 
 
-async def stream_fields(session: HostSession) -> dict[str, Any]:
-    """The keys of the stream-fed sources, each read once: GPUs, the log's backlog, the server."""
-    out: dict[str, Any] = {}
-    gpu = await session.gpu_source().first_reading()
-    out["gpu_source"] = gpu.data.source if gpu.data else None
-    out["gpus"] = to_jsonable(gpu.data.gpus) if gpu.data else []
-    out["gpu_problems"] = list(gpu.data.problems) if gpu.data else []
-    if gpu.error:
-        out["gpu_error"] = gpu.error
-    follower = session.log_follower()
-    if follower is not None:
-        out["log"] = log_json(await follower.snapshot_once())
-    server = session.server_watcher()
-    if server is not None:
-        out["server"] = server_json(await server.snapshot_once())
+def snapshot_json(state: HostState, taken_at: float | None = None) -> dict[str, Any]:
+    """`snapshot --json` of a host's state: the same state the app renders."""
+    out: dict[str, Any] = {
+        "host": state.label,
+        "taken_at": time.time() if taken_at is None else taken_at,
+        "connection": to_jsonable(state.connection),
+        "errors": {},
+    }
+    for name in ("host", "download", "service"):
+        reading = state.reading(name)
+        if reading is None:
+            continue
+        if reading.error:
+            out["errors"][name] = reading.error
+        out.update(source_fields(name, reading))
+    gpu = state.reading("gpu")
+    if gpu is not None:
+        out["gpu_source"] = gpu.data.source if gpu.data else None
+        out["gpus"] = to_jsonable(gpu.data.gpus) if gpu.data else []
+        out["gpu_problems"] = list(gpu.data.problems) if gpu.data else []
+        if gpu.error:
+            out["gpu_error"] = gpu.error
+    log = state.reading("log")
+    if log is not None and log.data is not None:
+        out["log"] = log_json(log.data)
+    server = state.reading("server")
+    if server is not None and server.data is not None:
+        out["server"] = server_json(server.data)
     return out
 
 
 async def take_snapshot(session: HostSession) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "host": session.transport.label,
-        "taken_at": time.time(),
-        "connection": to_jsonable(session.transport.state),
-        "errors": {},
-    }
-    for source in session.polled_sources(one_shot=True):
-        reading = await source.poll_once()
-        if reading.error:
-            out["errors"][source.name] = reading.error
-        out.update(source_fields(source.name, reading))
-    out.update(await stream_fields(session))
-    return out
+    """One poll cycle of every source through the app's own path (HostRunner into a HostState)."""
+    from console.core.runner import run_one_cycle
+
+    state = HostState(session.profile.host or "local", label=session.transport.label, demo=session.demo)
+    await run_one_cycle(session, state)
+    return snapshot_json(state)

@@ -41,7 +41,7 @@ async def main(speed: float) -> None:
     sim = SimulatorThread(speed=speed)
     profile = sim.start()
     try:
-        app = ConsoleApp(HostSession(profile, make_transport(profile), demo=True))
+        app = ConsoleApp.for_session(HostSession(profile, make_transport(profile), demo=True))
         async with app.run_test(size=(120, 40)) as pilot:
             async def at(t: float) -> None:
                 while sim.sim.elapsed_s() < t:
@@ -67,11 +67,11 @@ async def main(speed: float) -> None:
             save(app, "06-log")
             await pilot.press("4")
             app.start_bench("quick", plan=[(4, 16, 256, 256), (16, 32, 256, 256)])
-            while app.bench_view.live is not None or len(app.bench_view.results) < 2:
+            while app.state.bench.live is not None or len(app.state.bench.results) < 2:
                 await asyncio.sleep(0.5)
             await pilot.pause(1.5)
             save(app, "07-benchmark")
-        small = ConsoleApp(HostSession(profile, make_transport(profile), demo=True))
+        small = ConsoleApp.for_session(HostSession(profile, make_transport(profile), demo=True))
         async with small.run_test(size=(80, 24)) as pilot:
             await pilot.pause(4)
             save(small, "08-80x24")

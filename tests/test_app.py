@@ -26,7 +26,7 @@ def demo_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Consol
     sim = SimulatorThread()
     profile = sim.start()
     try:
-        yield ConsoleApp(HostSession(profile, make_transport(profile), demo=True))
+        yield ConsoleApp.for_session(HostSession(profile, make_transport(profile), demo=True))
     finally:
         sim.stop()
 
@@ -39,7 +39,7 @@ def header_text(app: ConsoleApp) -> str:
 def app(sim: HostSimulator) -> ConsoleApp:
     profile = HostProfile(name="sim", host="127.0.0.1", port=sim.port,
                           disk_paths=(sim.host_path("/shared"),))
-    return ConsoleApp(HostSession(profile, SshTransport(sim_options(sim)), demo=True))
+    return ConsoleApp.for_session(HostSession(profile, SshTransport(sim_options(sim)), demo=True))
 
 
 async def test_header_shows_host_connection_and_free_disk(app: ConsoleApp) -> None:
@@ -95,8 +95,8 @@ async def test_the_demo_runs_a_benchmark_from_the_pane_and_saves_it(demo_app: Co
         app.query_one("#bench-pane").focus()
         await pilot.pause()
         app.start_bench("quick", plan=[(2, 4, 16, 16)])
-        await wait_for(lambda: bool(app.bench_view.results) and app.bench_view.live is None, 30)
-        result = app.bench_view.results[0]
+        await wait_for(lambda: bool(app.state.bench.results) and app.state.bench.live is None, 30)
+        result = app.state.bench.results[0]
         assert result["completed"] == 4 and result["model"] == "qwen3.5-397b"
         await pilot.pause(0.6)
         assert "req/s" in app.export_screenshot() and "out&#160;tok/s" in app.export_screenshot()

@@ -1,7 +1,9 @@
-"""The pane base: a focusable Static that renders the latest Reading through a pure function."""
+"""The pane frame every pane shares (border, title, what stale and error mean), and the pane base:
+a focusable Static that renders the latest Reading of its source through a pure function."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, ClassVar
 
@@ -13,22 +15,54 @@ from textual.widgets import Static
 from console.model import Reading
 from console.units import duration
 
+log = logging.getLogger("gpuconsole.panes")
 
-class ReadingPane(Static, can_focus=True):
+
+class PaneFrame:
+    """What every pane's frame means, whatever the pane: `N Title` on the border, `-stale`
+    (yellow) when its data is older than it should be, `-error` (red) when its last poll or its
+    own rendering failed, and the subtitle saying which. The look is in `styles/console.tcss`
+    under `.pane`."""
+
+    border_title: Any
+    border_subtitle: Any
+    render_error: str | None = None
+
+    def set_title(self, number: str, title: str) -> None:
+        self.border_title = f"{number} {title}".strip()
+
+    def set_health(self, *, stale: bool, error: bool, subtitle: str) -> None:
+        widget: Any = self
+        if self.render_error is not None:
+            error, subtitle = True, f"render error: {self.render_error}"
+        widget.set_class(stale and not error, "-stale")
+        widget.set_class(error, "-error")
+        if self.border_subtitle != subtitle:
+            self.border_subtitle = subtitle
+
+    def render_safely(self, render: Any) -> Any:
+        """`render()`, or None when it failed: the failure is shown in the subtitle and the app's
+        log, and the pane keeps its last good frame. Never swallowed."""
+        try:
+            result = render()
+        except Exception as exc:  # a bug in a pane must show, not freeze it silently
+            self.render_error = f"{type(exc).__name__}: {exc}"[:120]
+            log.exception("rendering %s failed", type(self).__name__)
+            widget: Any = self
+            if widget.is_attached:
+                widget.app.log.error(f"{type(self).__name__}: {self.render_error}")
+                widget.set_class(True, "-error")
+                self.border_subtitle = f"render error: {self.render_error}"
+            return None
+        self.render_error = None
+        return result
+
+
+class ReadingPane(PaneFrame, Static, can_focus=True):
     """A pane that shows one source's Reading; `-stale` and `-error` classes show its health."""
 
     DEFAULT_CSS = """
-    ReadingPane {
-        border: round $primary 40%;
-        border-title-color: $text;
-        border-title-style: bold;
-        padding: 0 1;
-        height: 1fr;
-        overflow-y: auto;
-    }
-    ReadingPane:focus { border: round $accent; }
-    ReadingPane.-stale { border: round $warning 60%; }
-    ReadingPane.-error { border: round $error 70%; }
+    ReadingPane { padding: 0 1; height: 1fr; overflow-y: auto; }
     """
 
     PANE_TITLE: ClassVar[str] = ""
@@ -38,16 +72,26 @@ class ReadingPane(Static, can_focus=True):
     reading: reactive[Reading[Any] | None] = reactive(None)
 
     def on_mount(self) -> None:
-        self.border_title = f"{self.PANE_KEY} {self.PANE_TITLE}".strip()
-        self.show(self.render_reading(None))
+        if not self.border_title:
+            self.set_title(self.PANE_KEY, self.PANE_TITLE)
+        self._render_now()
+
+    def state_changed(self, state: Any, source: str) -> None:
+        """The host's state changed `source`: show its latest reading."""
+        self.reading = state.reading(source)
 
     def watch_reading(self, reading: Reading[Any] | None) -> None:
-        self.show(self.render_reading(reading))
+        self._render_now()
         self.update_age()
+
+    def _render_now(self) -> None:
+        frame = self.render_safely(lambda: self.render_reading(self.reading))
+        if frame is not None:
+            self.show(frame)
 
     def on_resize(self) -> None:
         """Panes lay their text out for their size (columns, how many rows): re-render on resize."""
-        self.show(self.render_reading(self.reading))
+        self._render_now()
 
     def show(self, renderable: RenderableType) -> None:
         """Update only when what is shown changed: an identical update still repaints."""
@@ -62,8 +106,6 @@ class ReadingPane(Static, can_focus=True):
         reading = self.reading
         now = time.time() if now_s is None else now_s
         stale = reading is not None and reading.data is not None and reading.is_stale(self.STALE_AFTER_S, now)
-        self.set_class(stale and (reading.error is None), "-stale")
-        self.set_class(reading is not None and reading.error is not None, "-error")
         subtitle = ""
         if reading is not None:
             if reading.error is not None:
@@ -72,8 +114,8 @@ class ReadingPane(Static, can_focus=True):
                 subtitle = f"stale {duration(reading.age_s(now))}"
             elif reading.data is not None:
                 subtitle = "live"
-        if self.border_subtitle != subtitle:
-            self.border_subtitle = subtitle
+        self.set_health(stale=bool(stale), error=reading is not None and reading.error is not None,
+                        subtitle=subtitle)
 
     def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
         return Text("waiting for the first poll…", style="dim")
@@ -87,6 +129,9 @@ class PlaceholderPane(ReadingPane):
         self.PANE_TITLE = title  # type: ignore[misc]
         self.PANE_KEY = key  # type: ignore[misc]
         self._message = message
+
+    def state_changed(self, state: Any, source: str) -> None:
+        """Nothing feeds a placeholder."""
 
     def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
         return Text(self._message, style="dim italic")

@@ -18,6 +18,7 @@ from textual.widgets import Static
 
 from console.analysis.bench_view import BenchView
 from console.bench.store import compare_pair
+from console.panes.base import PaneFrame
 
 DIM = "dim"
 
@@ -130,7 +131,7 @@ def results_table(view: BenchView, width: int, height: int = 8) -> RenderableTyp
     return table
 
 
-class BenchPane(Horizontal, can_focus=True):
+class BenchPane(PaneFrame, Horizontal, can_focus=True):
     DEFAULT_CSS = """
     BenchPane { border: round $primary 40%; border-title-color: $text; border-title-style: bold;
         height: 1fr; padding: 0 1; }
@@ -195,6 +196,10 @@ class BenchPane(Horizontal, can_focus=True):
         size = chart_widget.content_size
         w, h = size.width or 60, size.height or 8
         chart_widget.update(sweep_chart(self.view, w, h) if self.sweep_mode else chart(self.view, w, h, now))
+
+    def state_changed(self, state: Any, source: str) -> None:
+        """The benchmark's state moved (the pane was built with it: `state.bench`)."""
+        self.redraw()
 
     def action_run_quick(self) -> None:
         self.post_message(self.RunRequested("quick"))

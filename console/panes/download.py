@@ -143,6 +143,12 @@ class DownloadPane(ReadingPane):
         size = self.content_size
         return format_download(reading, size.width or 56, size.height or 12, verify=self.verify)
 
+    def state_changed(self, state: Any, source: str) -> None:
+        if source == "verify":
+            self.verify = state.verify
+        else:
+            self.reading = state.reading(source)
+
     def watch_verify(self) -> None:
         self.show(self.render_reading(self.reading))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from rich.text import Text
 from textual.reactive import reactive
@@ -77,13 +78,21 @@ class HostHeader(Static):
     state: reactive[ConnectionState | None] = reactive(None)
     summary: reactive[Reading[HostSummary] | None] = reactive(None)
 
-    def __init__(self, label: str, demo: bool, **kwargs: object) -> None:
+    def __init__(self, host: Any, **kwargs: object) -> None:
+        """`host`: the HostState this header shows."""
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        self._label = label
-        self._demo = demo
+        self.host = host
+        self._label = host.label
+        self._demo = host.demo
+
+    def refresh_state(self) -> None:
+        self._label, self._demo = self.host.label, self.host.demo
+        self.state = self.host.connection
+        self.summary = self.host.reading("host")
+        self._redraw()
 
     def on_mount(self) -> None:
-        self._redraw()
+        self.refresh_state()
 
     def watch_state(self) -> None:
         self._redraw()
@@ -99,7 +108,7 @@ class HostHeader(Static):
             self._redraw()
 
     def _redraw(self) -> None:
-        text = format_header(self._label, self._demo, self.state, self.summary)
+        text = format_header(self._label, self._demo, self.state, self.summary, self.host.now())
         key = (text.plain, tuple(text.spans))
         if key != getattr(self, "_shown_key", None):
             self._shown_key = key

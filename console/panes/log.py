@@ -19,6 +19,7 @@ from textual.widgets import Input, Log, Static
 from console.analysis.log_state import LogSummary
 from console.analysis.server_status import ServerStatus
 from console.model import Reading
+from console.panes.base import PaneFrame
 from console.parsers.sglang_log import LogEvent
 from console.redact import redact_text
 from console.units import DASH, duration
@@ -116,7 +117,7 @@ def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary]
     return t
 
 
-class LogPane(Vertical, can_focus=True):
+class LogPane(PaneFrame, Vertical, can_focus=True):
     DEFAULT_CSS = """
     LogPane { border: round $primary 40%; border-title-color: $text; border-title-style: bold;
         height: 1fr; padding: 0 1; }
@@ -172,6 +173,17 @@ class LogPane(Vertical, can_focus=True):
         shown = [text for text, _ in new if not self.filter_text or self.filter_text in text]
         if shown:
             self.log_widget.write_lines(shown)
+
+    def state_changed(self, state: Any, source: str) -> None:
+        """The host's state changed: its log summary or server status (lines come by add_events)."""
+        if not getattr(self, "_primed", False):
+            self._primed = True  # a view opened late (attach, replay) starts from the state's tail
+            if state.log_lines:
+                self.add_events(tuple(state.log_lines))
+        if source == "log":
+            self.summary = state.reading("log")
+        elif source == "server":
+            self.server = state.reading("server")
 
     def watch_summary(self) -> None:
         self._redraw_status()

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Generic, TypeVar
 
+from console.backoff import Backoff
 from console.model import Reading
 from console.parsers import ParseError
 from console.transport.errors import TransportError
@@ -33,13 +34,13 @@ class PolledSource(Generic[T]):
         self.name = name
         self._poll = poll
         self.interval_s = interval_s
-        self._max_backoff_s = max_backoff_s
+        self.backoff = Backoff(initial_s=interval_s, cap_s=max(max_backoff_s, interval_s))
         self.reading: Reading[T] = Reading(name)
-        self._wake = asyncio.Event()
 
     def wake(self) -> None:
-        """Poll now instead of at the end of the current sleep (after the operator changed something)."""
-        self._wake.set()
+        """Poll now instead of at the end of the current sleep (the operator changed something, or
+        the connection came back)."""
+        self.backoff.wake()
 
     async def poll_once(self) -> Reading[T]:
         try:
@@ -53,14 +54,11 @@ class PolledSource(Generic[T]):
         return self.reading
 
     async def readings(self) -> AsyncIterator[Reading[T]]:
-        delay = self.interval_s
         while True:
             reading = await self.poll_once()
             yield reading
-            delay = self.interval_s if reading.error is None else min(max(delay, self.interval_s) * 2,
-                                                                        self._max_backoff_s)
-            try:
-                await asyncio.wait_for(self._wake.wait(), delay)
-            except asyncio.TimeoutError:
-                pass
-            self._wake.clear()
+            if reading.error is None:
+                self.backoff.reset()
+                await self.backoff.sleep(self.interval_s)
+            else:
+                await self.backoff.failed()

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from console.backoff import Backoff
 from console.model import GpuDevice, GpuStatus, Reading
 from console.parsers import ParseError, split_sections
 from console.parsers.nvidia_smi import (
@@ -52,26 +53,16 @@ class GpuSource:
         self.apps_every_s = apps_every_s
         self.unavailable: dict[str, str] = {}
         self.reading: Reading[GpuStatus] = Reading(self.name)
-        self._mem_hist: dict[int, deque[float]] = {}
-        self._util_hist: dict[int, deque[float]] = {}
-        self._history = history
         self.sample_cost_us: deque[float] = deque(maxlen=100)
+        self.backoff = Backoff(initial_s=interval_s)
 
     # -- assembling readings -------------------------------------------------------------
     def _status(self, path: str, gpus: tuple[GpuDevice, ...], problems: tuple[str, ...],
                 driver: str | None) -> Reading[GpuStatus]:
-        for g in gpus:
-            mem = self._mem_hist.setdefault(g.index, deque(maxlen=self._history))
-            util = self._util_hist.setdefault(g.index, deque(maxlen=self._history))
-            mem.append(g.memory_fraction if g.memory_fraction is not None else 0.0)
-            util.append(float(g.utilization_pct or 0))
-        indices = sorted(self._mem_hist)
+        # History is kept per GPU by the host's state (console.core.state.GpuTracker), not here.
         skipped = tuple(f"{p}: {why}" for p, why in self.unavailable.items())
-        status = GpuStatus(
-            source=path, gpus=gpus, problems=skipped + problems, driver=driver, sampled_at_s=time.time(),
-            memory_history=tuple(tuple(self._mem_hist[i]) for i in indices),
-            util_history=tuple(tuple(self._util_hist[i]) for i in indices),
-        )
+        status = GpuStatus(source=path, gpus=gpus, problems=skipped + problems, driver=driver,
+                           sampled_at_s=time.time())
         self.reading = Reading(self.name, status, time.time())
         return self.reading
 
@@ -83,20 +74,19 @@ class GpuSource:
 
     # -- the loop ------------------------------------------------------------------------
     async def readings(self) -> AsyncIterator[Reading[GpuStatus]]:
-        backoff = self.interval_s
         while True:
             path = next((p for p in PATHS if p not in self.unavailable), None)
             if path is None:
                 reasons = "; ".join(f"{p}: {why}" for p, why in self.unavailable.items())
                 yield self._error(f"no way to read the GPUs: {reasons}")
-                await asyncio.sleep(30)
+                await self.backoff.sleep(self.backoff.cap_s)
                 self.unavailable.clear()
                 continue
             got_data = False
             try:
                 async for reading in self._run_path(path):
                     got_data = True
-                    backoff = self.interval_s
+                    self.backoff.reset()
                     yield reading
             except PathUnavailable as exc:
                 self.unavailable[path] = str(exc)
@@ -108,8 +98,7 @@ class GpuSource:
             else:
                 if not got_data:
                     yield self._error(f"{path}: stream ended without data")
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 30.0)
+            await self.backoff.failed()
 
     def _run_path(self, path: str) -> AsyncIterator[Reading[GpuStatus]]:
         if path == "nvml":

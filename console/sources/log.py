@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from console.analysis.log_state import LogSummary, LogTracker
+from console.backoff import Backoff
 from console.parsers.sglang_log import LogEvent, parse_line
 from console.sources.base import describe_error
 from console.transport.base import LineStream, Transport, join, quote
@@ -46,6 +47,7 @@ class LogFollower:
         self.offset: int | None = None
         self.label = f"file {log_file}" if log_file else "journal of " + ", ".join(units)
         self.tracker = LogTracker(self.label)
+        self.backoff = Backoff()
 
     # -- the command ---------------------------------------------------------------------
     async def _command(self) -> tuple[str, str | None]:
@@ -97,16 +99,16 @@ class LogFollower:
             return bytes(b for b in message if isinstance(b, int) and 0 <= b < 256).decode("utf-8", "replace")
         return message if isinstance(message, str) else None
 
-    async def snapshot_once(self) -> LogSummary:
-        """One read of the backlog (no following), for `snapshot --json`."""
-        tracker = LogTracker(self.label)
+    async def read_backlog(self) -> tuple[LogEvent, ...]:
+        """One read of the backlog (no following), fed to this follower's own tracker: the one
+        the server watcher reads, as in the app. For `snapshot --json`."""
         if self.log_file is None:
             args = ["journalctl", *[a for u in self.units for a in ("-u", u)], "-o", "json",
                     "--output-fields=MESSAGE,_SYSTEMD_UNIT", "--no-pager", "-n", "5000"]
             result = await self.transport.run(join(args), timeout=30)
         else:
             result = await self.transport.run(f"tail -c {8 << 20} {quote(self.log_file)}", timeout=30)
-        saved = self.log_file, self.offset
+        saved = self.offset
         self.offset = 0
         self._skip_partial = False
         events = []
@@ -115,14 +117,18 @@ class LogFollower:
                 text = self._decode(raw)
                 if text is not None:
                     events.append(parse_line(text))
-        self.log_file, self.offset = saved
-        tracker.feed(events)
-        tracker.flush()
-        return tracker.summary()
+        self.offset = saved
+        self.tracker.feed(events)
+        self.tracker.flush()
+        return tuple(events)
+
+    async def snapshot_once(self) -> LogSummary:
+        await self.read_backlog()
+        return self.tracker.summary()
 
     # -- the loop ------------------------------------------------------------------------
     async def batches(self) -> AsyncIterator[LogBatch]:
-        backoff = 1.0
+        backoff = self.backoff
         loop = asyncio.get_running_loop()
         while True:
             try:
@@ -132,8 +138,7 @@ class LogFollower:
                 raise
             except Exception as exc:  # noqa: BLE001 - a source never raises
                 yield LogBatch((), self.tracker.summary(), error=f"log stream: {describe_error(exc)}")
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 30)
+                await backoff.failed()
                 continue
             if note:
                 yield LogBatch((), self.tracker.summary(), note=note)
@@ -173,7 +178,7 @@ class LogFollower:
                     if queue.empty():
                         self.tracker.flush()
                     yield LogBatch(tuple(events), self.tracker.summary())
-                    backoff = 1.0
+                    backoff.reset()
             finally:
                 reader.cancel()
                 with contextlib.suppress(BaseException):
@@ -181,8 +186,9 @@ class LogFollower:
                 await stream.close()
             why = stream.stderr_tail.splitlines()[-1:] or [f"exit {stream.exit_status}"]
             yield LogBatch((), self.tracker.summary(), note=f"log stream ended ({why[0]}); reconnecting")
-            await asyncio.sleep(backoff if not got else 1.0)
-            backoff = min(backoff * 2, 30)
+            if got:
+                backoff.reset()
+            await backoff.failed()
 
 
 async def _pump(stream: LineStream, queue: asyncio.Queue[object]) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +20,7 @@ from typing import Any
 
 import asyncssh
 
+from console.backoff import Backoff
 from console.transport.base import CommandResult, ConnectionState, FileStat, LineStream
 from console.transport.errors import (
     AuthError,
@@ -229,9 +229,9 @@ class SshTransport:
                 await stream.close()
             self._streams.clear()
             self._set_state("reconnecting", "connection lost")
-            delay = 0.5
+            backoff = Backoff(initial_s=0.5)
             while not self._closing:
-                await asyncio.sleep(delay * random.uniform(0.7, 1.3))
+                await backoff.failed()
                 try:
                     conn = await self._open_connection(may_accept_new=False)
                 except HostKeyChanged as exc:
@@ -239,7 +239,6 @@ class SshTransport:
                     return
                 except TransportError as exc:
                     self._set_state("reconnecting", str(exc).split(": ", 1)[-1])
-                    delay = min(delay * 2, 30.0)
                     continue
                 self._attach(conn)
                 break

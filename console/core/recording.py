@@ -1,0 +1,279 @@
+"""Every session recorded, and any recording replayed into the same UI with no host.
+
+A recording is gzip'd JSON lines under the XDG data dir (`recordings/`): a header line, then one
+line per state event, `{"t": wall time, "e": event}`, in the codec's encoding. The state is a
+reducer over events, so applying a recording's events reproduces what the panes showed.
+
+The gzip stream is flushed every few seconds, so a console that is killed leaves a file readable
+up to its last flush; replay stops at the damage with a notice. Files rotate at `max_file_bytes`
+and the oldest recordings go once all of them pass `max_total_bytes`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import logging
+import os
+import re
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from console import __version__
+from console.core import codec
+from console.core.state import Event, HostState, Notice
+
+log = logging.getLogger("gpuconsole.recording")
+
+FORMAT = "gpuconsole-recording"
+VERSION = 1
+FLUSH_EVERY_S = 5.0
+MAX_FILE_BYTES = 64 << 20
+MAX_TOTAL_BYTES = 1 << 30
+
+
+class RecordingError(Exception):
+    """Not a recording, or one this version cannot read: one line for the operator."""
+
+
+def default_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return Path(base) / "gpuconsole" / "recordings"
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "host"
+
+
+class Recorder:
+    """Subscribes to one HostState and appends its events. Never raises into the state: a disk
+    that fills up stops the recording with a notice; the console goes on."""
+
+    def __init__(self, state: HostState, directory: Path | None = None, *,
+                 max_file_bytes: int = MAX_FILE_BYTES, max_total_bytes: int = MAX_TOTAL_BYTES,
+                 flush_every_s: float = FLUSH_EVERY_S) -> None:
+        self.state = state
+        self.directory = directory or default_dir()
+        self.max_file_bytes = max_file_bytes
+        self.max_total_bytes = max_total_bytes
+        self.flush_every_s = flush_every_s
+        self.path: Path | None = None
+        self.paths: list[Path] = []
+        self.error: str | None = None
+        self.events_written = 0
+        self._raw: IO[bytes] | None = None
+        self._gz: gzip.GzipFile | None = None
+        self._last_flush = 0.0
+        self._unsubscribe: Any = None
+        self._stamp = time.strftime("%Y%m%d-%H%M%S")
+        self._part = 0
+
+    def start(self) -> Recorder:
+        try:
+            self._open()
+        except OSError as exc:
+            self._fail(exc)
+            return self
+        self._unsubscribe = self.state.subscribe(self._on_event)
+        return self
+
+    def _open(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        suffix = f"-part{self._part}" if self._part else ""
+        self.path = self.directory / f"{_safe(self.state.host)}-{self._stamp}{suffix}.jsonl.gz"
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        self._raw = os.fdopen(fd, "wb")
+        self._gz = gzip.GzipFile(fileobj=self._raw, mode="wb", compresslevel=6)
+        header = {"format": FORMAT, "version": VERSION, "gpuconsole": __version__, "host": self.state.host,
+                  "label": self.state.label, "demo": self.state.demo, "started_at": time.time(), "part": self._part}
+        self._gz.write(json.dumps(header).encode() + b"\n")
+        self.paths.append(self.path)
+        self._prune()
+
+    def _on_event(self, event: Event) -> None:
+        if self._gz is None:
+            return
+        try:
+            line = b'{"t":%.3f,"e":' % time.time() + codec.encode_event(event) + b"}\n"
+            self._gz.write(line)
+            self.events_written += 1
+            now = time.monotonic()
+            if now - self._last_flush >= self.flush_every_s:
+                self._last_flush = now
+                self._gz.flush(zlib.Z_SYNC_FLUSH)
+                assert self._raw is not None
+                self._raw.flush()
+                if self._raw.tell() >= self.max_file_bytes:
+                    self._rotate()
+        except OSError as exc:
+            self._fail(exc)
+
+    def _rotate(self) -> None:
+        self._close_files()
+        self._part += 1
+        self._open()
+
+    def _prune(self) -> None:
+        """Oldest recordings go once all of them pass max_total_bytes (never the one being written)."""
+        files = sorted(self.directory.glob("*.jsonl.gz"), key=lambda p: p.stat().st_mtime)
+        total = sum(p.stat().st_size for p in files)
+        for old in files:
+            if total <= self.max_total_bytes:
+                break
+            if old == self.path:
+                continue
+            total -= old.stat().st_size
+            old.unlink(missing_ok=True)
+
+    def _fail(self, exc: OSError) -> None:
+        self.error = f"recording stopped: {exc.strerror or exc}"
+        log.error("%s", self.error)
+        self._close_files()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        self.state.apply(Notice(self.state.host, "recording", self.error, "warning", time.time()))
+
+    def _close_files(self) -> None:
+        gz, raw = self._gz, self._raw
+        self._gz = self._raw = None
+        for closer in (gz, raw):
+            if closer is not None:
+                try:
+                    closer.close()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        self._close_files()
+
+
+# -- reading ---------------------------------------------------------------------------------
+@dataclass
+class Recording:
+    path: Path
+    header: dict[str, Any]
+    entries: list[tuple[float, Event]] = field(default_factory=list)
+    skipped: int = 0  # lines that did not decode (counted, never fatal)
+    damage: str | None = None  # where and why reading stopped early
+
+    @property
+    def started_at(self) -> float:
+        return self.entries[0][0] if self.entries else float(self.header.get("started_at") or 0.0)
+
+    @property
+    def duration_s(self) -> float:
+        return self.entries[-1][0] - self.started_at if self.entries else 0.0
+
+
+def _lines(path: Path) -> Iterator[bytes]:
+    with gzip.open(path, "rb") as fh:
+        yield from fh
+
+
+def read_recording(path: Path) -> Recording:
+    """The whole recording; `RecordingError` when it is not one (or of another version)."""
+    if not path.is_file():
+        raise RecordingError(f"{path}: no such file")
+    lines = _lines(path)
+    try:
+        first = next(lines)
+        header = json.loads(first)
+    except (OSError, EOFError, zlib.error, StopIteration) as exc:
+        raise RecordingError(f"{path}: not a gpuconsole recording ({exc or 'empty'})") from None
+    except ValueError:
+        raise RecordingError(f"{path}: not a gpuconsole recording (the first line is not its header)") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise RecordingError(f"{path}: not a gpuconsole recording")
+    if header.get("version") != VERSION:
+        raise RecordingError(f"{path}: a recording of format version {header.get('version')!r}; this "
+                             f"gpuconsole {__version__} reads version {VERSION}")
+    rec = Recording(path, header)
+    n = 1
+    try:
+        for n, line in enumerate(lines, start=2):  # noqa: B007 - n names the damaged line
+            if not line.endswith(b"\n"):
+                rec.damage = f"line {n} is cut short (the recording ends there)"
+                break
+            try:
+                t, event = _decode_line(line)
+            except (ValueError, codec.DecodeError):
+                rec.skipped += 1
+                continue
+            rec.entries.append((t, event))
+    except (OSError, EOFError, zlib.error) as exc:
+        rec.damage = f"damaged after line {n} ({exc or 'unexpected end'})"
+    return rec
+
+
+def _decode_line(line: bytes) -> tuple[float, Event]:
+    # {"t":123.456,"e":{...}}: the event's bytes are passed to the codec as they are.
+    if not line.startswith(b'{"t":'):
+        raise ValueError("not an entry")
+    comma = line.index(b",")
+    t = float(line[5:comma])
+    if not line[comma:].startswith(b',"e":'):
+        raise ValueError("not an entry")
+    body = line[comma + 5:].rstrip()
+    if not body.endswith(b"}"):
+        raise ValueError("not an entry")
+    return t, codec.decode_event(body[:-1])
+
+
+class Replayer:
+    """Plays a recording into a HostState: its clock follows the recording's time, `speed`
+    times as fast; `at_s` jumps there first (applying everything before it at once)."""
+
+    def __init__(self, recording: Recording, state: HostState, *, speed: float = 1.0, at_s: float = 0.0) -> None:
+        self.recording = recording
+        self.state = state
+        self.speed = speed
+        self.at_s = at_s
+        self.position_s = 0.0
+        self.finished = False
+        self._t0 = recording.started_at
+        self._wall0 = time.monotonic()
+        state.clock = self.now
+
+    def now(self) -> float:
+        if self.finished:
+            return self._t0 + self.position_s
+        return self._t0 + self.at_s + (time.monotonic() - self._wall0) * self.speed
+
+    async def run(self) -> None:
+        self._wall0 = time.monotonic()
+        for t, event in self.recording.entries:
+            offset = t - self._t0
+            if offset > self.at_s:
+                wait = (offset - self.at_s) / self.speed - (time.monotonic() - self._wall0)
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            self.position_s = offset
+            self.state.apply(event)
+        self.position_s = max(self.position_s, self.at_s)
+        self.finished = True
+        rec = self.recording
+        message = f"replay finished: {len(rec.entries)} events over {rec.duration_s:.0f}s"
+        if rec.skipped:
+            message += f", {rec.skipped} lines that did not decode skipped"
+        if rec.damage:
+            message += f"; the recording is damaged: {rec.damage}"
+        self.state.apply(Notice(self.state.host, "replay", message, "warning" if rec.damage else "information",
+                                self.now()))
+
+    def apply_until(self, at_s: float) -> None:
+        """Apply, at once, every event up to `at_s` seconds into the recording (tests, `--at`)."""
+        for t, event in self.recording.entries:
+            if t - self._t0 > at_s:
+                break
+            self.state.apply(event)
+        self.position_s = at_s
+        self.finished = True

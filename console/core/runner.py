@@ -1,0 +1,297 @@
+"""The workers of one host: connect, run every source, write what they read into its HostState.
+
+Headless (plain asyncio tasks, no Textual): the TUI, `serve`, and `snapshot` all drive a host
+through this one path, so what the screen says and what the JSON says come from the same code.
+Host-changing and host-reading requests (verify, the benchmark, the unit picker) go through here
+too: a view never reaches into a source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from console.backoff import Backoff
+from console.core.state import (
+    BenchChanged,
+    ConnectionChanged,
+    HostState,
+    LogAppended,
+    Notice,
+    ReadingChanged,
+    VerifyChanged,
+)
+from console.model import Reading
+from console.session import HostSession
+from console.sources.base import PolledSource, describe_error
+from console.sources.log import LogFollower
+from console.transport.base import ConnectionState
+from console.transport.errors import HostKeyError, TransportError
+
+log = logging.getLogger("gpuconsole.runner")
+
+
+class HostRunner:
+    """Owns the tasks of one host. `start()` connects (with the shared backoff policy) and starts
+    every source; `close()` stops them and the transport."""
+
+    def __init__(self, session: HostSession, state: HostState) -> None:
+        self.session = session
+        self.state = state
+        self.host = state.host
+        self.sources: dict[str, PolledSource[Any]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._wakers: list[Callable[[], None]] = []
+        self._last_status: str | None = None
+        self.bench: Any = None
+        self._bench_labels: list[str] = []
+
+    def announce(self) -> None:
+        """The session's first event: the host's label and which panes have no source."""
+        from console.core.state import HostInfo
+
+        profile = self.session.profile
+        missing: list[tuple[str, str]] = []
+        if not profile.model_dir:
+            missing.append(("download", "No model directory: pass --model-dir DIR (and --repo ID) or set "
+                                        "model_dir in the profile."))
+        if not profile.unit:
+            missing.append(("service", "No unit: pass --unit NEW.service (and --compare-unit OLD.service), "
+                                       "or set unit/compare_unit in the profile."))
+        follower = self.session.log_follower()
+        if follower is None:
+            missing.append(("log", "No log: pass --unit NAME (its journal) or --log-file PATH."))
+        label = self.session.transport.label if profile.host else f"local: {self.session.transport.label}"
+        self.state.apply(HostInfo(self.host, label, self.session.demo, follower.label if follower else None,
+                                  tuple(missing), read_only=getattr(profile, "read_only", False)))
+
+    # -- writing into the state ------------------------------------------------------------
+    def emit_reading(self, source: str, reading: Reading[Any]) -> None:
+        self.state.apply(ReadingChanged(self.host, source, reading))
+
+    def notice(self, title: str, message: str, severity: str = "information") -> None:
+        self.state.apply(Notice(self.host, title, message, severity, time.time()))
+
+    def _spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        task.set_name(f"{self.host}:{name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:  # a source must never raise; if one does, it is said, not swallowed
+            log.error("%s failed", task.get_name(), exc_info=exc)
+            self.notice(f"{task.get_name()} failed", describe_error(exc), "error")
+
+    # -- connection ------------------------------------------------------------------------
+    def _on_connection(self, conn: ConnectionState) -> None:
+        previous, self._last_status = self._last_status, conn.status
+        self.state.apply(ConnectionChanged(self.host, conn))
+        if conn.status == "connected" and previous not in (None, "connected", "connecting"):
+            # Back after an outage: every source polls now instead of at the end of its backoff.
+            self.wake_all()
+
+    def wake_all(self) -> None:
+        for source in self.sources.values():
+            source.wake()
+        for wake in self._wakers:
+            wake()
+
+    async def connect(self) -> bool:
+        """Connect, retrying with the shared backoff. False when it cannot ever work (host key)."""
+        transport = self.session.transport
+        transport.on_state(self._on_connection)
+        self._on_connection(transport.state)
+        backoff = Backoff()
+        while transport.state.status != "connected":
+            try:
+                await transport.connect()
+                return True
+            except HostKeyError as exc:
+                self.notice("host key refused", str(exc), "error")
+                return False
+            except TransportError as exc:
+                self.notice("cannot connect", str(exc), "error")
+                await backoff.failed()
+        return True
+
+    async def start(self) -> None:
+        """Connect and start every source (returns once they run)."""
+        if not await self.connect():
+            return
+        self.start_sources()
+
+    def start_sources(self) -> None:
+        self._load_bench_history()
+        for source in self.session.polled_sources():
+            self.sources[source.name] = source
+            self._spawn(self._pump(source.name, source.readings()), source.name)
+        gpu = self.session.gpu_source()
+        self._wakers.append(gpu.backoff.wake)
+        self._spawn(self._pump("gpu", gpu.readings()), "gpu")
+        follower = self.session.log_follower()
+        if follower is not None:
+            self._wakers.append(follower.backoff.wake)
+            self._spawn(self._follow(follower), "log")
+
+    async def _pump(self, name: str, readings: AsyncIterator[Reading[Any]]) -> None:
+        async for reading in readings:
+            self.emit_reading(name, reading)
+
+    async def _follow(self, follower: LogFollower) -> None:
+        last_ok: float | None = None
+        async for batch in follower.batches():
+            if batch.events:
+                self.state.apply(LogAppended(self.host, batch.events))
+                last_ok = time.time()
+            if batch.note:
+                self.notice("log", batch.note)
+            now = time.time()
+            self.emit_reading("log", Reading("log", batch.summary, last_ok or now, batch.error,
+                                             now if batch.error else None))
+
+    def repoll(self, name: str) -> None:
+        source = self.sources.get(name)
+        if source is not None:
+            source.wake()
+
+    # -- one cycle, for snapshot -----------------------------------------------------------
+    async def one_cycle(self) -> None:
+        """Every source once, through the same objects the app uses: the log's backlog feeds the
+        follower's own tracker, which the server watcher then reads (so a booting server's
+        snapshot says "starting", as the app does)."""
+        session = self.session
+        for source in session.polled_sources(one_shot=True):
+            self.emit_reading(source.name, await source.poll_once())
+        self.emit_reading("gpu", await session.gpu_source().first_reading())
+        follower = session.log_follower()
+        if follower is not None:
+            events = await follower.read_backlog()
+            if events:
+                self.state.apply(LogAppended(self.host, events))
+            self.emit_reading("log", Reading("log", follower.tracker.summary(), time.time()))
+        server = session.server_watcher()
+        if server is not None:
+            from console.sources.server import _settle
+
+            self.emit_reading("server", Reading("server", await _settle(server), time.time()))
+
+    # -- requests from views ---------------------------------------------------------------
+    def verify(self) -> str | None:
+        """Start the sha256 verification; returns why not, or None when it started."""
+        from console.sources.download import verifiable_files, verify_sha256
+
+        watcher = self.session._download
+        if watcher is None:
+            return "no model directory"
+        files = verifiable_files(watcher)
+        if not files:
+            return ("no finished file has a Hub sha256 yet" if watcher.state.hub_expected is not None
+                    else "the Hub's file list is needed for sha256 values (--repo)")
+
+        async def run() -> None:
+            async for progress in verify_sha256(self.session.transport, watcher.model_dir, files):
+                self.state.apply(VerifyChanged(self.host, progress))
+
+        self._spawn(run(), "verify")
+        return None
+
+    def swap_units(self) -> str | None:
+        watcher = self.session.service_watcher()
+        if watcher is None or not watcher.old_unit:
+            return "No unit to swap with: pick one with u"
+        watcher.swap()
+        self.repoll("service")
+        return None
+
+    def pick_units(self, new: str, old: str | None) -> None:
+        watcher = self.session.service_watcher()
+        if watcher is not None:
+            watcher.pick(new, old)
+            self.repoll("service")
+
+    def _load_bench_history(self) -> None:
+        from console.bench.store import load_runs
+
+        self.state.apply(BenchChanged(self.host, "history", runs=tuple(load_runs(self.bench_path()))))
+
+    def bench_path(self) -> Any:
+        from console.bench.store import default_path
+
+        return self.session.bench_path or default_path()
+
+    def start_bench(self, kind: str, plan: list[tuple[int, int, int, int]] | None = None) -> str | None:
+        """`plan`: (concurrency, prompts, input tokens, output tokens) per run; by default the quick
+        run or the story's sweep. Returns why not, or None when it started."""
+        if self.bench is not None and self.bench.running:
+            return "a benchmark is already running (x stops it)"
+        from console.bench.runner import BenchConfig, BenchThread
+        from console.bench.store import save_run
+        from console.bench.workload import random_prompts
+
+        sweep = [(c, max(8, 2 * c), 1024, 1024) for c in (1, 4, 16, 64)]
+        plan = plan or (sweep if kind == "sweep" else [(4, 16, 256, 256)])
+        runs = [(BenchConfig("", concurrency=c, num_prompts=n, input_len=i, output_len=o),
+                 random_prompts(n, i, o)) for c, n, i, o in plan]
+        labels = [f"c={c} · {n} × {i}/{o}" for c, n, i, o in plan]
+        loop = asyncio.get_running_loop()
+        apply = self.state.apply
+
+        def from_thread(event: BenchChanged) -> None:
+            loop.call_soon_threadsafe(apply, event)
+
+        def result(index: int, metrics: dict[str, Any]) -> None:
+            report = self.state.data("service")
+            flags = list(report.new.command.argv) if report is not None and report.new.command else None
+            record = save_run(metrics, self.bench_path(), host=self.session.transport.label, flags=flags)
+            from_thread(BenchChanged(self.host, "result", record=record))
+            if index + 1 < len(runs):
+                from_thread(BenchChanged(self.host, "start", label=labels[index + 1],
+                                         total=runs[index + 1][0].num_prompts))
+
+        def done(error: str | None) -> None:
+            from_thread(BenchChanged(self.host, "done", error=error))
+            if error:
+                loop.call_soon_threadsafe(self.notice, "benchmark failed", error, "error")
+
+        self.bench = BenchThread(
+            runs, self.session.bench_url,
+            on_progress=lambda i, p: from_thread(BenchChanged(self.host, "progress", progress=p)),
+            on_result=result, on_done=done)
+        self.state.apply(BenchChanged(self.host, "start", label=labels[0], total=runs[0][0].num_prompts))
+        self.bench.start()
+        return None
+
+    def stop_bench(self) -> str | None:
+        if self.bench is not None and self.bench.running:
+            self.bench.stop.set()
+            return "stopping after the requests in flight"
+        return None
+
+    # -- closing ---------------------------------------------------------------------------
+    async def close(self) -> None:
+        if self.bench is not None:
+            self.bench.stop.set()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        with contextlib.suppress(asyncio.TimeoutError, TransportError, OSError):
+            await asyncio.wait_for(self.session.close(), 3)
+
+
+async def run_one_cycle(session: HostSession, state: HostState) -> HostState:
+    runner = HostRunner(session, state)
+    runner._on_connection(session.transport.state)
+    await runner.one_cycle()
+    return state

@@ -1,0 +1,257 @@
+"""One state per host, outside Textual: every view (the TUI, an attached client, a recording, a
+report, `snapshot --json`) reads it; workers change it only by `apply`ing events.
+
+The state is a reducer over events: applying the same events in the same order gives the same
+state, which is what makes a recording replayable and a remote view a mirror. Events are plain
+frozen dataclasses that the codec (`console.core.codec`) turns into JSON and back.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from console.analysis.bench_view import BenchView
+from console.model import GpuDevice, GpuStatus, Reading
+from console.parsers.sglang_log import LogEvent
+from console.transport.base import ConnectionState
+
+log = logging.getLogger("gpuconsole.state")
+
+LOG_LINES = 5000
+GPU_HISTORY = 60
+NOTICES = 50
+
+
+# -- events ----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class HostInfo:
+    """What the host was opened with: its label, the log's label, and the panes that have no
+    source (with what to pass to give them one). The first event of every session."""
+
+    host: str
+    label: str
+    demo: bool = False
+    log_label: str | None = None
+    missing: tuple[tuple[str, str], ...] = ()  # (pane key, what is missing from the profile)
+    read_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReadingChanged:
+    """A source's latest Reading (`source`: host, gpu, download, service, server, log)."""
+
+    host: str
+    source: str
+    reading: Reading[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppended:
+    """Parsed (and already redacted) log lines, in order; never dropped."""
+
+    host: str
+    events: tuple[LogEvent, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionChanged:
+    host: str
+    state: ConnectionState
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something worth a toast: "log stream ended; reconnecting", "benchmark failed: …"."""
+
+    host: str
+    title: str
+    message: str
+    severity: str = "information"  # information, warning, error
+    at_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyChanged:
+    host: str
+    progress: Any  # console.sources.download.VerifyProgress
+
+
+@dataclass(frozen=True, slots=True)
+class BenchChanged:
+    """The benchmark: `start` (label, total), `progress` (a Progress), `result` (metrics and the
+    saved record), `done` (error or None), `history` (saved runs, for the comparison)."""
+
+    host: str
+    kind: str
+    label: str | None = None
+    total: int | None = None
+    progress: Any = None
+    record: dict[str, Any] | None = None
+    error: str | None = None
+    runs: tuple[dict[str, Any], ...] = ()
+
+
+Event = HostInfo | ReadingChanged | LogAppended | ConnectionChanged | Notice | VerifyChanged | BenchChanged
+
+
+# -- GPUs keyed by GPU -----------------------------------------------------------------------
+@dataclass
+class _GpuTrack:
+    last: GpuDevice
+    memory: deque[float] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))
+    util: deque[float] = field(default_factory=lambda: deque(maxlen=GPU_HISTORY))
+    lost_at_s: float | None = None
+
+
+class GpuTracker:
+    """History per GPU (its UUID, else its index), and GPUs that dropped out of a sample kept as
+    lost with their last values: a GPU fallen off the bus must not vanish, nor lend its history
+    to its neighbour."""
+
+    def __init__(self) -> None:
+        self._tracks: dict[str, _GpuTrack] = {}
+
+    def track(self, reading: Reading[GpuStatus]) -> Reading[GpuStatus]:
+        status = reading.data
+        if status is None:
+            return reading
+        if reading.error is not None and reading.error_at_s is not None and (
+                reading.ok_at_s is None or reading.error_at_s >= reading.ok_at_s) and self._tracks:
+            # A failed sample says nothing about which GPUs are there: keep what we had.
+            return replace(reading, data=self._status(status))
+        seen_at = status.sampled_at_s or reading.ok_at_s or time.time()
+        present = set()
+        for gpu in status.gpus:
+            track = self._tracks.get(gpu.key)
+            if track is None:
+                track = self._tracks[gpu.key] = _GpuTrack(gpu)
+            track.last, track.lost_at_s = gpu, None
+            track.memory.append(gpu.memory_fraction if gpu.memory_fraction is not None else 0.0)
+            track.util.append(float(gpu.utilization_pct or 0))
+            present.add(gpu.key)
+        for key, track in self._tracks.items():
+            if key not in present and track.lost_at_s is None:
+                track.lost_at_s = seen_at
+        return replace(reading, data=self._status(status))
+
+    def _status(self, status: GpuStatus) -> GpuStatus:
+        tracks = sorted(self._tracks.values(), key=lambda t: (t.last.index, t.last.key))
+        gpus = tuple(t.last if t.lost_at_s is None else replace(t.last, lost_at_s=t.lost_at_s, processes=())
+                     for t in tracks)
+        lost = [g for g in gpus if g.lost_at_s is not None]
+        problems = status.problems + tuple(
+            f"GPU {g.index} ({g.uuid or 'no uuid'}) is missing from the samples: lost" for g in lost)
+        return replace(status, gpus=gpus, problems=problems,
+                       memory_history=tuple(tuple(t.memory) for t in tracks),
+                       util_history=tuple(tuple(t.util) for t in tracks))
+
+
+# -- the state -------------------------------------------------------------------------------
+class HostState:
+    """Everything known about one host. `apply(event)` is the only way in; `subscribe` tells
+    any number of views what changed. Never imports Textual."""
+
+    def __init__(self, host: str, *, label: str | None = None, demo: bool = False,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.host = host
+        self.label = label or host
+        self.demo = demo
+        self.clock = clock
+        self.info = HostInfo(host, label or host, demo)
+        self.readings: dict[str, Reading[Any]] = {}
+        self.log_lines: deque[LogEvent] = deque(maxlen=LOG_LINES)
+        self.log_lines_total = 0
+        self.connection: ConnectionState | None = None
+        self.notices: deque[Notice] = deque(maxlen=NOTICES)
+        self.verify: Any = None
+        self.bench = BenchView()
+        self.gpus = GpuTracker()
+        self.version = 0
+        self.subscriber_errors = 0
+        self._subscribers: list[Callable[[Event], None]] = []
+
+    def now(self) -> float:
+        return self.clock()
+
+    def reading(self, source: str) -> Reading[Any] | None:
+        return self.readings.get(source)
+
+    def data(self, source: str) -> Any:
+        reading = self.readings.get(source)
+        return reading.data if reading is not None else None
+
+    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def missing(self, pane: str) -> str | None:
+        return dict(self.info.missing).get(pane)
+
+    def apply(self, event: Event) -> None:
+        if isinstance(event, HostInfo):
+            self.info = event
+            self.label, self.demo = event.label, event.demo
+        elif isinstance(event, ReadingChanged):
+            self._reading(event)
+        elif isinstance(event, LogAppended):
+            self.log_lines.extend(event.events)
+            self.log_lines_total += len(event.events)
+        elif isinstance(event, ConnectionChanged):
+            self.connection = event.state
+        elif isinstance(event, Notice):
+            self.notices.append(event)
+        elif isinstance(event, VerifyChanged):
+            self.verify = event.progress
+        elif isinstance(event, BenchChanged):
+            self._bench(event)
+        else:
+            raise TypeError(f"not a state event: {type(event).__name__}")
+        self.version += 1
+        for callback in list(self._subscribers):
+            try:
+                callback(event)
+            except Exception:  # one broken view must not stop the others; it is counted and logged
+                self.subscriber_errors += 1
+                log.exception("a view failed on %s", type(event).__name__)
+
+    def _reading(self, event: ReadingChanged) -> None:
+        reading = event.reading
+        if event.source == "gpu":
+            reading = self.gpus.track(reading)
+            data = reading.data
+            if data is not None and reading.error is None:
+                utils = [g.utilization_pct for g in data.gpus if g.utilization_pct is not None and g.lost_at_s is None]
+                if utils:
+                    self.bench.add_gpu(data.sampled_at_s or reading.ok_at_s or self.now(), sum(utils) / len(utils))
+        elif event.source == "log" and reading.data is not None and reading.data.series:
+            self.bench.add_server_points([(p.t_s, p.gen_tokens_per_s, p.accept_len)
+                                          for p in reading.data.series[-20:]])
+        self.readings[event.source] = reading
+
+    def _bench(self, event: BenchChanged) -> None:
+        view = self.bench
+        if event.kind == "history":
+            view.history = list(event.runs)
+            view._touch()
+        elif event.kind == "start":
+            if event.total is not None and event.label is not None:
+                if view.live is None:
+                    view.results = []
+                view.start(event.label, event.total)
+        elif event.kind == "progress" and event.progress is not None:
+            view.progress(event.progress)
+        elif event.kind == "result" and event.record is not None:
+            view.history.append(event.record)
+            view.finish(event.record)
+        elif event.kind == "done":
+            view.end(event.error)
