@@ -1,4 +1,5 @@
-"""Layering: parsers, analysis, sources and transport never import Textual (they run headless)."""
+"""Layering: parsers, analysis, sources, transport and the core (HostState, codec, runner, recording)
+never import Textual: they run headless (snapshot, serve, replay's reader)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 
 @pytest.mark.parametrize("module", [
     "console.parsers.host", "console.sources.host", "console.transport", "console.transport.ssh",
-    "console.model", "console.config", "console.doctor", "console.snapshot",
+    "console.model", "console.config", "console.doctor", "console.snapshot", "console.backoff",
+    "console.core.state", "console.core.codec", "console.core.runner", "console.core.recording",
 ])
 def test_headless_layers_do_not_import_textual(module: str) -> None:
     code = f"import sys, {module}; print('textual' in sys.modules)"

@@ -3,6 +3,7 @@ the processes holding GPU memory, and the path the data came by."""
 
 from __future__ import annotations
 
+import time
 from typing import Any, ClassVar
 
 from rich.console import RenderableType
@@ -10,7 +11,7 @@ from rich.text import Text
 
 from console.model import GpuDevice, GpuStatus, Reading
 from console.panes.base import ReadingPane
-from console.units import DASH, bar, sparkline
+from console.units import DASH, bar, duration, sparkline
 
 OK, WARN, BAD, DIM = "green", "yellow", "bold red", "dim"
 
@@ -42,7 +43,8 @@ def short_gpu_name(name: str) -> str:
     return name.replace("NVIDIA ", "").replace(" Server Edition", " SE")
 
 
-def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, height: int = 12) -> Text:
+def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, height: int = 12,
+                      now_s: float | None = None) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
     if reading is None:
         return Text("waiting for the first GPU sample…", style=DIM)
@@ -77,6 +79,14 @@ def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, heigh
     uhist = dict(enumerate(status.util_history))
     for i, gpu in enumerate(status.gpus):
         text.append(f"{gpu.index:>2} ", style="bold")
+        if gpu.lost_at_s is not None:
+            # Fallen out of the samples: its last values, in red, and for how long it has been gone.
+            age = duration(max(0.0, (time.time() if now_s is None else now_s) - gpu.lost_at_s))
+            used = DASH if gpu.memory_used_mib is None else f"{gpu.memory_used_mib / 1024:.1f}"
+            total = DASH if gpu.memory_total_mib is None else f"{gpu.memory_total_mib / 1024:.1f}"
+            text.append(f"LOST {age} ago · last {used}/{total} GiB, {gpu.utilization_pct or 0}% util"[: width - 3]
+                        + "\n", style=BAD)
+            continue
         if gpu.error:
             text.append(f"{gpu.error}"[: width - 3] + "\n", style=BAD)
             continue
@@ -97,7 +107,7 @@ def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, heigh
             text.append(f"{_num(None if gpu.power_w is None else round(gpu.power_w), 'd', 5)}W",
                         style=power_style(gpu))
         text.append("\n")
-    healthy = [g for g in status.gpus if g.error is None and g.memory_total_mib]
+    healthy = [g for g in status.gpus if g.error is None and g.memory_total_mib and g.lost_at_s is None]
     used_total = sum((g.memory_used_mib or 0) for g in healthy) / 1024
     cap_total = sum((g.memory_total_mib or 0) for g in healthy) / 1024
     names = {short_gpu_name(g.name) for g in healthy}
