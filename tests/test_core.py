@@ -30,7 +30,7 @@ from console.core.state import (
     VerifyChanged,
 )
 from console.hostsim import HostSimulator
-from console.hostsim.scenario import NEW_UNIT, OLD_UNIT, demo_profile, start_scenario
+from console.hostsim.scenario import demo_profile, start_scenario
 from console.hostsim.story import T_GRAPH_BEGIN, T_WEIGHTS_BEGIN
 from console.model import GpuDevice, GpuStatus, Reading
 from console.session import HostSession
