@@ -45,19 +45,19 @@ def download_json(reading: Reading[Any]) -> dict[str, Any] | None:
 
 def log_json(summary: Any) -> dict[str, Any]:
     """`snapshot --json`'s `log` object (a public interface: keep the keys stable)."""
-    d = summary.last_decode or {}
+    d = summary.last_decode
     kv = summary.kv_cache or {}
     cap = summary.capacity or {}
     return {
         "source": summary.source, "phase": summary.phase,
         "boot": [{"phase": b.phase, "at": b.at, "seconds": b.seconds, "detail": b.detail} for b in summary.boot],
         "last_prefill": summary.last_prefill,
-        "last_decode": None if not d else {
-            "gen_throughput": d.get("gen throughput (token/s)"), "running_reqs": d.get("#running-req"),
-            "queue_reqs": d.get("#queue-req"), "token_usage": d.get("token usage"),
-            "full_token_usage": d.get("full token usage"), "mamba_usage": d.get("mamba usage"),
-            "accept_len": d.get("accept len"), "accept_rate": d.get("accept rate"),
-            "cuda_graph": d.get("cuda graph"), "at": d.get("at")},
+        "last_decode": None if d is None else {
+            "gen_throughput": d.gen_tokens_per_s, "running_reqs": d.running_reqs,
+            "queue_reqs": d.queue_reqs, "token_usage": d.token_usage,
+            "full_token_usage": d.full_token_usage, "mamba_usage": d.mamba_usage,
+            "accept_len": d.accept_len, "accept_rate": d.accept_rate,
+            "cuda_graph": d.cuda_graph, "at": d.at},
         "capacity": None if not cap else {k: cap.get(k) for k in (
             "max_total_num_tokens", "max_running_requests", "context_len", "max_prefill_tokens",
             "chunked_prefill_size")},

@@ -394,3 +394,20 @@ def test_recordings_rotate_and_the_oldest_go_past_the_total(tmp_path: Path) -> N
     assert len(recorder.paths) > 3
     assert sum(f.stat().st_size for f in files) <= 6_000 + 2_500
     assert recorder.path in files and all(f.stat().st_mode & 0o777 == 0o600 for f in files)
+
+
+def test_decode_stats_are_typed_from_a_real_decode_line() -> None:
+    from console.analysis.log_state import LogTracker
+    from console.parsers.sglang_log import parse_line
+
+    line = ("[2026-04-08 14:05:21 TP0] Decode batch, #running-req: 12, #full token: 51234, full token usage: 0.05, "
+            "mamba num: 12, mamba usage: 0.29, accept len: 2.91, accept rate: 0.73, cuda graph: True, "
+            "gen throughput (token/s): 812.34, #queue-req: 0, ")
+    tracker = LogTracker("x")
+    tracker.feed([parse_line(line)])
+    d = tracker.summary().last_decode
+    assert d is not None
+    assert (d.running_reqs, d.queue_reqs, d.gen_tokens_per_s, d.accept_len, d.cuda_graph, d.kv_usage) == (
+        12, 0, 812.34, 2.91, True, 0.05)
+    event = ReadingChanged("h", "log", Reading("log", tracker.summary(), 1.0))
+    assert codec.decode_event(codec.encode_event(event)) == event

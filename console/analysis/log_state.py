@@ -40,13 +40,50 @@ class ThroughputPoint:
     queue: int | None
 
 
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _count(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeStats:
+    """The latest `Decode batch` line, typed (SGLang's labels in the comments)."""
+
+    at: str | None
+    gen_tokens_per_s: float | None = None  # "gen throughput (token/s)"
+    running_reqs: int | None = None  # "#running-req"
+    queue_reqs: int | None = None  # "#queue-req"
+    token_usage: float | None = None  # "token usage" (0..1)
+    full_token_usage: float | None = None  # "full token usage" (hybrid models: the full-attention pool)
+    mamba_usage: float | None = None  # "mamba usage"
+    accept_len: float | None = None  # "accept len" (speculative decoding)
+    accept_rate: float | None = None  # "accept rate"
+    cuda_graph: bool | None = None  # "cuda graph"
+
+    @classmethod
+    def from_fields(cls, at: str | None, f: dict[str, Any]) -> DecodeStats:
+        graph = f.get("cuda graph")
+        return cls(at, _number(f.get("gen throughput (token/s)")), _count(f.get("#running-req")),
+                   _count(f.get("#queue-req")), _number(f.get("token usage")), _number(f.get("full token usage")),
+                   _number(f.get("mamba usage")), _number(f.get("accept len")), _number(f.get("accept rate")),
+                   graph if isinstance(graph, bool) else None)
+
+    @property
+    def kv_usage(self) -> float | None:
+        """The pool that fills first: the full-attention pool when SGLang reports it."""
+        return self.full_token_usage if self.full_token_usage is not None else self.token_usage
+
+
 @dataclass(frozen=True, slots=True)
 class LogSummary:
     source: str
     phase: str | None  # the last boot phase seen, or "serving"
     boot: tuple[BootStep, ...]
     last_prefill: dict[str, Any] | None
-    last_decode: dict[str, Any] | None
+    last_decode: DecodeStats | None
     capacity: dict[str, Any] | None
     kv_cache: dict[str, Any] | None
     mamba_cache: dict[str, Any] | None
@@ -93,7 +130,7 @@ class LogTracker:
         self._launch: datetime | None = None
         self.phase: str | None = None
         self.last_prefill: dict[str, Any] | None = None
-        self.last_decode: dict[str, Any] | None = None
+        self.last_decode: DecodeStats | None = None
         self.capacity: dict[str, Any] | None = None
         self.kv_cache: dict[str, Any] | None = None
         self.mamba_cache: dict[str, Any] | None = None
@@ -140,11 +177,9 @@ class LogTracker:
             elif e.severity in ("error", "warning"):
                 self.errors.append(LogError(e.ts, str(e.fields.get("kind", e.severity)), e.text[:300]))
         if last_decode is not None:
-            f = batch_fields(last_decode)
-            self.last_decode = {"at": last_decode.ts, **f}
-            self.series.append(ThroughputPoint(
-                now, f.get("gen throughput (token/s)"), f.get("accept len"),
-                f.get("#running-req"), f.get("#queue-req")))
+            d = DecodeStats.from_fields(last_decode.ts, batch_fields(last_decode))
+            self.last_decode = d
+            self.series.append(ThroughputPoint(now, d.gen_tokens_per_s, d.accept_len, d.running_reqs, d.queue_reqs))
 
     def flush(self) -> None:
         """End a pending traceback (its stream went quiet)."""

@@ -58,8 +58,8 @@ def combine(unit: str | None, unit_state: str | None, main_pid: int | None, log:
     accept = metrics.get("sglang:spec_accept_length", first.get("avg_spec_accept_length"))
     running = metrics.get("sglang:num_running_reqs")
     if log and log.last_decode:
-        gen = gen if gen is not None else log.last_decode.get("gen throughput (token/s)")
-        accept = accept if accept else log.last_decode.get("accept len")
+        gen = gen if gen is not None else log.last_decode.gen_tokens_per_s
+        accept = accept if accept else log.last_decode.accept_len
 
     def status(s: str, reason: str) -> ServerStatus:
         return ServerStatus(s, reason, unit, unit_state, main_pid, phase, http, gen, accept or None, running)

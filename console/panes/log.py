@@ -90,24 +90,24 @@ def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary]
     d = s.last_decode
     if d:
         t.append("\n")
-        gen = d.get("gen throughput (token/s)")
+        gen = d.gen_tokens_per_s
         t.append("gen ", style="dim")
-        t.append(f"{gen:,.0f} tok/s" if isinstance(gen, (int, float)) else DASH, style="bold")
+        t.append(f"{gen:,.0f} tok/s" if gen is not None else DASH, style="bold")
         t.append("  run ", style="dim")
-        t.append(str(d.get("#running-req", DASH)))
+        t.append(str(d.running_reqs if d.running_reqs is not None else DASH))
         t.append("  queue ", style="dim")
-        q = d.get("#queue-req")
-        t.append(str(q if q is not None else DASH), style="yellow" if isinstance(q, int) and q > 0 else "")
-        usage = d.get("full token usage", d.get("token usage"))
+        q = d.queue_reqs
+        t.append(str(q if q is not None else DASH), style="yellow" if q else "")
+        usage = d.kv_usage
         if usage is not None:
             t.append("  kv ", style="dim")
             t.append(f"{usage:.0%}", style="yellow" if usage > 0.9 else "")
-        if d.get("mamba usage") is not None:
+        if d.mamba_usage is not None:
             t.append("  mamba ", style="dim")
-            t.append(f"{d['mamba usage']:.0%}", style="yellow" if d["mamba usage"] > 0.9 else "")
-        if d.get("accept len") is not None:
+            t.append(f"{d.mamba_usage:.0%}", style="yellow" if d.mamba_usage > 0.9 else "")
+        if d.accept_len is not None:
             t.append("  accept ", style="dim")
-            t.append(f"{d['accept len']:.2f}")
+            t.append(f"{d.accept_len:.2f}")
     if s.errors:
         t.append("\n")
         last = s.errors[-1]
