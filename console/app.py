@@ -186,7 +186,7 @@ class ConsoleApp(App[int]):
 
     # -- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield HostHeader(self.state, id="host-header")
+        yield HostHeader(self.state, self.mode, id="host-header")
         columns, rows, heights = grid_shape(self.specs)
         grid = Grid(id="panes")
         grid.set_styles(f"grid-size: {columns} {rows}; grid-rows: {' '.join(heights)};")

@@ -26,9 +26,11 @@ def short_mount(path: str) -> str:
 
 
 def format_header(label: str, demo: bool, state: ConnectionState | None,
-                  summary: Reading[HostSummary] | None, now_s: float | None = None) -> Text:
+                  summary: Reading[HostSummary] | None, now_s: float | None = None, mode: str | None = None) -> Text:
     now = time.time() if now_s is None else now_s
     text = Text(no_wrap=True, overflow="ellipsis")
+    if mode:  # "replay": nothing here is live
+        text.append(f" {mode.upper()} ", style="bold white on magenta")
     if demo:
         text.append(" DEMO ", style="bold black on yellow")
     text.append(" ")
@@ -78,10 +80,11 @@ class HostHeader(Static):
     state: reactive[ConnectionState | None] = reactive(None)
     summary: reactive[Reading[HostSummary] | None] = reactive(None)
 
-    def __init__(self, host: Any, **kwargs: object) -> None:
-        """`host`: the HostState this header shows."""
+    def __init__(self, host: Any, mode: str | None = None, **kwargs: object) -> None:
+        """`host`: the HostState this header shows; `mode`: "replay", … (said first)."""
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.host = host
+        self.mode = mode
         self._label = host.label
         self._demo = host.demo
 
@@ -108,7 +111,7 @@ class HostHeader(Static):
             self._redraw()
 
     def _redraw(self) -> None:
-        text = format_header(self._label, self._demo, self.state, self.summary, self.host.now())
+        text = format_header(self._label, self._demo, self.state, self.summary, self.host.now(), self.mode)
         key = (text.plain, tuple(text.spans))
         if key != getattr(self, "_shown_key", None):
             self._shown_key = key
