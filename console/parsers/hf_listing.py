@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from console.parsers import ParseError, split_sections
-from console.transport.base import quote
+from console.transport.base import operand
 
 INDEX_NAME = "model.safetensors.index.json"
 
@@ -40,15 +40,15 @@ class DirListing:
 
 
 def listing_script(model_dir: str) -> str:
-    d = quote(model_dir.rstrip("/") or "/")
-    blobs = quote(posixpath.normpath(posixpath.join(model_dir, "..", "..", "blobs")))
+    d = operand(model_dir.rstrip("/") or "/")
+    blobs = operand(posixpath.normpath(posixpath.join(model_dir, "..", "..", "blobs")))
     is_snapshot = "/snapshots/" in model_dir and "/models--" in model_dir
     blob_part = (f"echo @@blobs; find {blobs} -maxdepth 1 -name '*.incomplete' -printf '%y %s %T@ %P\\0' "
                  "2>/dev/null; echo; ") if is_snapshot else ""
     return (
         f"if [ ! -e {d} ]; then echo @@missing; exit 0; fi; "
         f"if [ ! -r {d} ] || [ ! -x {d} ]; then echo @@denied; exit 0; fi; "
-        f"echo @@df; df -P -B1 {d} 2>/dev/null; "
+        f"echo @@df; df -P -B1 -- {d} 2>/dev/null; "
         # -L follows the symlinks of a cache-mode snapshot into its blobs (sizes of the targets).
         f"echo @@files; find -L {d} -mindepth 1 -printf '%y %s %T@ %P\\0' 2>/dev/null; echo; "
         f"{blob_part}true"

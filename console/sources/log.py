@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from console.analysis.log_state import LogSummary, LogTracker
 from console.parsers.sglang_log import LogEvent, parse_line
 from console.sources.base import describe_error
-from console.transport.base import LineStream, Transport, join, quote
+from console.transport.base import LineStream, Transport, join, operand
 
 BATCH_S = 0.15
 BATCH_MAX = 2000
@@ -50,7 +50,7 @@ class LogFollower:
     # -- the command ---------------------------------------------------------------------
     async def _command(self) -> tuple[str, str | None]:
         if self.log_file is None:
-            args = ["journalctl", *[a for u in self.units for a in ("-u", u)], "-f", "-o", "json",
+            args = ["journalctl", *[f"--unit={u}" for u in self.units], "-f", "-o", "json",
                     "--output-fields=MESSAGE,_SYSTEMD_UNIT", "--no-pager"]
             if self.cursor:
                 args.append(f"--after-cursor={self.cursor}")
@@ -59,7 +59,7 @@ class LogFollower:
                 args += ["-n", str(self.backlog)]
                 note = None
             return "exec " + join(args), note
-        path = quote(self.log_file)
+        path = operand(self.log_file)
         size_r = await self.transport.run(f"wc -c < {path}", timeout=10)
         size = int(size_r.text.strip()) if size_r.ok and size_r.text.strip().isdigit() else 0
         note = None
@@ -73,7 +73,7 @@ class LogFollower:
             start, note = self.offset, "resumed at the byte offset"
             self._skip_partial = False
         self.offset = start
-        return f"exec tail -c +{start + 1} -F {path}", note
+        return f"exec tail -c +{start + 1} -F -- {path}", note
 
     def _decode(self, raw: bytes) -> str | None:
         if self.log_file is not None:
@@ -101,11 +101,11 @@ class LogFollower:
         """One read of the backlog (no following), for `snapshot --json`."""
         tracker = LogTracker(self.label)
         if self.log_file is None:
-            args = ["journalctl", *[a for u in self.units for a in ("-u", u)], "-o", "json",
+            args = ["journalctl", *[f"--unit={u}" for u in self.units], "-o", "json",
                     "--output-fields=MESSAGE,_SYSTEMD_UNIT", "--no-pager", "-n", "5000"]
             result = await self.transport.run(join(args), timeout=30)
         else:
-            result = await self.transport.run(f"tail -c {8 << 20} {quote(self.log_file)}", timeout=30)
+            result = await self.transport.run(f"tail -c {8 << 20} -- {operand(self.log_file)}", timeout=30)
         saved = self.log_file, self.offset
         self.offset = 0
         self._skip_partial = False
