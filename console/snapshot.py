@@ -65,6 +65,7 @@ def log_json(summary: Any) -> dict[str, Any]:
         "mamba_cache": summary.mamba_cache, "weights": summary.weights,
         "errors": [{"at": e.at, "kind": e.kind, "message": redact_text(e.message)} for e in summary.errors],
         "lines_seen": summary.lines_seen,
+        "unparsed_lines": summary.unparsed_lines,
     }
 
 
