@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -59,7 +60,7 @@ def test_integer_choice_flags_diff_and_render(tmp_path: Path) -> None:
         report = build_report(old, new, HostFacts())
         assert not [x for x in report.lints if x.severity == "error" and flag in x.message], flag
         json.dumps(report_json(report))
-        Console(width=140, file=open("/dev/null", "w")).print(format_service(Reading("service", report, 0.0), width=140))
+        Console(width=140, file=io.StringIO()).print(format_service(Reading("service", report, 0.0), width=140))
         bad = side_from_text("bad.service", _unit(f"{flag} 99"), table)
         assert any("not one of" in p.message for p in bad.command.problems), flag
         (tmp_path / "old.service").write_text(_unit(""))

@@ -12,7 +12,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from console.analysis.log_state import LogSummary, LogTracker
-from console.parsers.sglang_log import LogEvent, parse_line
+from console.parsers.sglang_log import LogEvent
+from console.parsers.sglang_log import parse_line as _parse_line
+from console.redact import redact_text
 from console.sources.base import describe_error
 from console.transport.base import LineStream, Transport, join, operand
 
@@ -31,6 +33,11 @@ class LogBatch:
 
 
 _END = object()
+
+
+def parse_line(text: str) -> LogEvent:
+    """Redact, then parse: events, errors and the server's reasons never hold a secret."""
+    return _parse_line(redact_text(text))
 
 
 class LogFollower:

@@ -14,6 +14,7 @@ from console.analysis.service_report import ServiceReport, ServiceSide, build_re
 from console.parsers import split_sections
 from console.parsers.sglang_argv import NotSglang, normalize
 from console.parsers.sglang_flags import FlagTable, builtin_table, table_from_help
+from console.redact import redact_argv, redact_text
 from console.sources.base import PolledSource, describe_error
 from console.transport.base import Transport, quote
 
@@ -86,11 +87,12 @@ class ServiceWatcher:
         for i, unit in enumerate(units):
             text = s.get(f"cat{i}", "")
             if s.get(f"catrc{i}", "0").strip() != "0":
-                sides.append(ServiceSide(unit, None, None, None, error=f"{unit}: {text.strip() or 'not found'}"))
+                sides.append(ServiceSide(unit, None, None, None,
+                                         error=redact_text(f"{unit}: {text.strip() or 'not found'}")))
                 continue
             side = side_from_text(unit, text, self.table)
             props = _props(s.get(f"show{i}", ""))
-            cmdline = s.get(f"cmdline{i}", "").splitlines()
+            cmdline = list(redact_argv(s.get(f"cmdline{i}", "").splitlines()))
             running = None
             if cmdline:
                 try:
