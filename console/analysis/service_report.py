@@ -89,6 +89,7 @@ class ServiceReport:
     errors: tuple[str, ...]
     flags_source: str = "built-in flag table"
     model_config: dict[str, Any] | None = None  # the new unit's model's config.json, as read from the host
+    flags_binary: str | None = None  # the host interpreter run to read SGLang's flags, if any (issue 15)
 
 
 def _side_from_text(name: str, text: str, table: FlagTable | None = None) -> ServiceSide:
@@ -159,7 +160,7 @@ def _hidden_changes(old: ServiceSide, new: ServiceSide, changes: list[FlagChange
 
 def build_report(old: ServiceSide | None, new: ServiceSide, facts: HostFacts, *,
                  table: FlagTable | None = None, units_on_host: tuple[str, ...] = (),
-                 flags_source: str | None = None) -> ServiceReport:
+                 flags_source: str | None = None, flags_binary: str | None = None) -> ServiceReport:
     table = table or builtin_table()
     errors = [s.error for s in (old, new) if s is not None and s.error]
     changes: list[FlagChange] = []
@@ -185,7 +186,8 @@ def build_report(old: ServiceSide | None, new: ServiceSide, facts: HostFacts, *,
                                         old.name, new.name, lineterm="", n=2))
     return ServiceReport(old, new, tuple(changes), tuple(env_changes), tuple(lints), tuple(drift_changes),
                          drift_of, tuple(raw), units_on_host, table.version, tuple(errors),
-                         flags_source or f"built-in flag table of SGLang {table.version}", facts.model_config)
+                         flags_source or f"built-in flag table of SGLang {table.version}", facts.model_config,
+                         flags_binary)
 
 
 def report_json(report: ServiceReport) -> dict[str, object]:
@@ -206,5 +208,6 @@ def report_json(report: ServiceReport) -> dict[str, object]:
                   "changes": [{"flag": c.flag, "running": c.old, "unit": c.new} for c in report.drift]},
         "flags_version": report.flags_version,
         "flags_source": report.flags_source,
+        "flags_binary": report.flags_binary,
         "errors": list(report.errors),
     }
