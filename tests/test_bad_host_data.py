@@ -61,3 +61,33 @@ def test_snapshot_log_file_with_a_malformed_line_prints_json_not_a_traceback(tmp
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
     assert json.loads(out.stdout)["log"]["unparsed_lines"] >= 3
+
+
+def test_a_corrupt_hub_cache_is_rebuilt_not_fatal(tmp_path: Path, monkeypatch) -> None:
+    import pytest
+
+    from console.hub import HubError, _cache_path, fetch_expected
+    from tests.test_download import FakeHub, small_plan
+
+    monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    path = _cache_path("Qwen/Tiny", "main")
+    path.parent.mkdir(parents=True)
+    for corrupt in (b"[1, 2]", b"\xff\xfe\x00binary", b'{"fetched_at": "x", "siblings": 3}', b"9" * 5000,
+                    b'{"fetched_at": 1e999, "siblings": [1]}'):
+        path.write_bytes(corrupt)
+        monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
+        with pytest.raises(HubError, match="unreachable"):
+            fetch_expected("Qwen/Tiny")
+    import http.server
+    import threading
+
+    FakeHub.siblings = small_plan().hub_siblings()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+        assert len(fetch_expected("Qwen/Tiny").shards) == 4
+    finally:
+        server.shutdown()
+    assert json.loads(path.read_text())["siblings"], "the cache was rewritten with the Hub's answer"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import posixpath
 import re
 from dataclasses import dataclass
@@ -105,12 +106,15 @@ def parse_index(text: str) -> SafetensorsIndex:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ParseError(f"{INDEX_NAME} is not valid JSON (truncated?): {exc.msg} at char {exc.pos}") from None
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting deeper than Python recurses
+        raise ParseError(f"{INDEX_NAME} is not usable JSON: {type(exc).__name__}") from None
     if not isinstance(data, dict) or not isinstance(data.get("weight_map"), dict):
         raise ParseError(f"{INDEX_NAME} has no weight_map")
     meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
     total = meta.get("total_size")
-    shards = sorted({str(v) for v in data["weight_map"].values()})
-    return SafetensorsIndex(int(total) if isinstance(total, (int, float)) else None, tuple(shards))
+    shards = sorted({v for v in data["weight_map"].values() if isinstance(v, str)})
+    usable = isinstance(total, (int, float)) and not isinstance(total, bool) and math.isfinite(total) and total >= 0
+    return SafetensorsIndex(int(total) if usable else None, tuple(shards))
 
 
 def short_hash(basename: str) -> str:

@@ -16,7 +16,7 @@ from console.parsers.sglang_log import LogEvent
 from console.parsers.sglang_log import parse_line as _parse_line
 from console.redact import redact_text
 from console.sources.base import describe_error
-from console.transport.base import LineStream, Transport, join, operand
+from console.transport.base import ConnectionState, LineStream, Transport, join, operand
 
 BATCH_S = 0.15
 BATCH_MAX = 2000
@@ -53,6 +53,27 @@ class LogFollower:
         self.offset: int | None = None
         self.label = f"file {log_file}" if log_file else "journal of " + ", ".join(units)
         self.tracker = LogTracker(self.label)
+        self.backoff_s = 1.0
+        self._connections = 0  # times the transport became usable: a new one ends any wait at once
+        self._connected_status: str | None = None
+        self._reconnected: asyncio.Event | None = None
+
+    def _on_state(self, state: ConnectionState) -> None:
+        if state.usable and self._connected_status != "connected":
+            self._connections += 1
+            if self._reconnected is not None:
+                self._reconnected.set()
+        self._connected_status = state.status
+
+    async def _pause(self, delay: float, connections: int) -> None:
+        """Sleep `delay`, or less: when the connection comes back, the stream restarts now, not
+        after a backoff grown while it was down (lines resumed up to 7.6 s late; issue 15)."""
+        assert self._reconnected is not None
+        self._reconnected.clear()
+        if self._connections != connections:
+            return
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._reconnected.wait(), delay)
 
     # -- the command ---------------------------------------------------------------------
     async def _command(self) -> tuple[str, str | None]:
@@ -92,7 +113,7 @@ class LogFollower:
             return raw.decode("utf-8", "replace")
         try:
             entry = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python recurses
             return raw.decode("utf-8", "replace")  # not JSON: a journalctl message; show it
         if not isinstance(entry, dict):
             return None
@@ -129,9 +150,13 @@ class LogFollower:
 
     # -- the loop ------------------------------------------------------------------------
     async def batches(self) -> AsyncIterator[LogBatch]:
-        backoff = 1.0
+        self.backoff_s = 1.0
         loop = asyncio.get_running_loop()
+        if self._reconnected is None:
+            self._reconnected = asyncio.Event()
+            self.transport.on_state(self._on_state)
         while True:
+            connections = self._connections
             try:
                 command, note = await self._command()
                 stream = await self.transport.stream(command)
@@ -139,8 +164,8 @@ class LogFollower:
                 raise
             except Exception as exc:  # noqa: BLE001 - a source never raises
                 yield LogBatch((), self.tracker.summary(), error=f"log stream: {describe_error(exc)}")
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 30)
+                await self._pause(self.backoff_s, connections)
+                self.backoff_s = min(self.backoff_s * 2, 30)
                 continue
             if note:
                 yield LogBatch((), self.tracker.summary(), note=note)
@@ -180,7 +205,7 @@ class LogFollower:
                     if queue.empty():
                         self.tracker.flush()
                     yield LogBatch(tuple(events), self.tracker.summary())
-                    backoff = 1.0
+                    self.backoff_s = 1.0
             finally:
                 reader.cancel()
                 with contextlib.suppress(BaseException):
@@ -188,8 +213,8 @@ class LogFollower:
                 await stream.close()
             why = stream.stderr_tail.splitlines()[-1:] or [f"exit {stream.exit_status}"]
             yield LogBatch((), self.tracker.summary(), note=f"log stream ended ({why[0]}); reconnecting")
-            await asyncio.sleep(backoff if not got else 1.0)
-            backoff = min(backoff * 2, 30)
+            await self._pause(self.backoff_s if not got else 1.0, connections)
+            self.backoff_s = min(self.backoff_s * 2, 30)
 
 
 async def _pump(stream: LineStream, queue: asyncio.Queue[object]) -> None:
