@@ -413,7 +413,12 @@ class ConsoleApp(App[int]):
             with contextlib.suppress(Exception):
                 report = self.pane("service").reading.data
                 flags = list(report.new.command.argv) if report and report.new.command else None
-            record = save_run(event.payload, default_path(), host=self.session.transport.label, flags=flags)
+            try:
+                record = save_run(event.payload, default_path(), host=self.session.transport.label, flags=flags)
+            except OSError as exc:  # disk full on our own data dir: the result is still shown (issue 15)
+                record = dict(event.payload)
+                self.notify(f"not saved to {default_path()}: {exc.strerror or exc}", title="benchmark result",
+                            severity="error", timeout=10)
             view.history.append(record)
             view.finish(event.payload)
             nxt = event.index + 1
