@@ -60,9 +60,9 @@ async def run_diff(args: argparse.Namespace, profile: HostProfile, *, local_only
             found = dict(zip(remote, sides, strict=True))
             new = new_local or found[args.new]
             old = old_local or found[args.old]
-            new, host_facts = await watcher.facts_for(new, gpus)
+            new, host_facts = await watcher.facts_for(new, gpus, installed=new_local is None)
             report = build_report(old, new, host_facts, table=watcher.table, units_on_host=units,
-                                  flags_source=watcher.flags_note)
+                                  flags_source=watcher.flags_note, flags_binary=watcher.flags_binary)
             _print(report, args.json)
             if report.new.command is None:
                 return 1

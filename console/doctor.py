@@ -9,7 +9,7 @@ from typing import Any
 
 from console.config import HostProfile
 from console.sources.base import describe_error
-from console.transport.base import Transport, join
+from console.transport.base import Transport, operand
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +27,10 @@ def percentile(values: list[float], pct: float) -> float:
     k = (len(ordered) - 1) * pct / 100
     lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def path_probe_script(path: str) -> str:
+    return f"ls -ld -- {operand(path)} >/dev/null && echo present"
 
 
 async def _probe(transport: Transport, name: str, script: str, ok_detail: str | None = None) -> Check:
@@ -89,7 +93,7 @@ async def run_doctor(transport: Transport, profile: HostProfile, *, runs: int = 
     paths = [p for p in (profile.model_dir, profile.log_file, *profile.disk_paths) if p]
     for path in paths:
         checks.append(await _probe(transport, f"path {path}",
-                                   f"ls -ld {join([path])} >/dev/null && echo present"))
+                                   path_probe_script(path)))
     try:
         rtt = await measure_rtt(transport, runs)
     except Exception as exc:  # noqa: BLE001

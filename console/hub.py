@@ -8,6 +8,7 @@ index file and says why.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -40,20 +41,33 @@ def expected_from_siblings(siblings: list[dict[str, Any]], note: str | None = No
             continue
         lfs = s.get("lfs") if isinstance(s.get("lfs"), dict) else {}
         size = lfs.get("size", s.get("size"))
-        files.append(ExpectedFile(name, int(size) if isinstance(size, int) else None, lfs.get("sha256")))
+        sha = lfs.get("sha256")
+        files.append(ExpectedFile(name, size if isinstance(size, int) and not isinstance(size, bool) and size >= 0
+                                  else None, sha if isinstance(sha, str) else None))
     total = sum(f.size_bytes for f in files) if all(f.size_bytes is not None for f in files) else None
     return ExpectedFiles("hub", tuple(sorted(files, key=lambda f: f.path)), total, note)
+
+
+def _read_cache(path: Path) -> dict[str, Any] | None:
+    """The cached answer, or None when there is none or it is corrupt (then the next fetch rewrites it)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):  # missing, binary, truncated, huge ints, deep nesting
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("siblings"), list):
+        return None
+    fetched = data.get("fetched_at")
+    if not isinstance(fetched, (int, float)) or isinstance(fetched, bool) or not math.isfinite(fetched):
+        return None
+    if not all(isinstance(s, dict) for s in data["siblings"]):
+        return None
+    return data
 
 
 def fetch_expected(repo_id: str, revision: str = "main", *, max_age_s: float = 6 * 3600,
                    timeout_s: float = 15.0) -> ExpectedFiles:
     path = _cache_path(repo_id, revision)
-    cached: dict[str, Any] | None = None
-    if path.exists():
-        try:
-            cached = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            cached = None
+    cached = _read_cache(path)
     if cached and time.time() - cached.get("fetched_at", 0) < max_age_s:
         fetched = time.strftime("%H:%M", time.localtime(cached["fetched_at"]))
         return expected_from_siblings(cached["siblings"], f"Hub file list (cached {fetched})")

@@ -1,35 +1,113 @@
-"""Secrets out of anything the console shows or writes: log lines, launch commands, error text.
+"""Secrets out of anything the console shows or writes: the one redaction function.
 
-SGLang logs `server_args=ServerArgs(..., api_key='…')` at boot and reports `--api-key VALUE` in
-/server_info's launch_command; Hugging Face tokens travel in environments. A cheap substring check
-comes first, so a flood of ordinary lines costs almost nothing.
+Applied at the source (the log follower before parsing, unit text and argv as they are read,
+/server_info as it is decoded), so events, errors, reasons, JSON, recordings and panes downstream
+only ever hold redacted text. Forms covered, each property-tested with generated secrets
+(tests/test_redact.py):
+
+    api_key='…'  HF_TOKEN=…  admin_api_key="…"  password=…      (ServerArgs reprs, env, env(1) argv)
+    "api_key": "…"  api_key: …  x-api-key: …  password: …       (JSON, YAML, HTTP headers)
+    --api-key …  --api-key=…  --hf-token …  --api_key …         (command lines)
+    Authorization: Bearer …  Bearer …  ?api-key=…&token=…       (headers, URLs)
+    hf_…  sk-…                                                  (bare tokens anywhere)
+
+A cheap substring check comes first, so a flood of ordinary lines costs almost nothing. Decode
+lines' `#new-token: 412` and `max_total_num_tokens=…` are not secrets and stay as they are.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 REDACTED = "‹redacted›"
-# Decode lines say "#full token: …": the markers must not fire on them (that is the hot path).
-_MARKERS = ("api_key", "API_KEY", "api-key", "_token", "_TOKEN", "token=", "TOKEN=", "-token", "hf_", "sk-",
-            "secret", "SECRET", "password", "PASSWORD")
-_PATTERNS = (
-    # api_key='…', admin_api_key="…", HF_TOKEN=…, password=…  (ServerArgs reprs, env dumps); not the
-    # "#full token: 412000" of a decode line, which has no '=' and no quoted key.
-    re.compile(r"(\b(?:\w*api_key|\w*_token|token|\w*secret|\w*password)=['\"]?)"
-               r"(?!None\b|null\b|False\b|True\b)([^'\"\s,)}]+)", re.IGNORECASE),
-    # JSON: "api_key": "…"
-    re.compile(r"([\"'](?:\w*api_key|\w*_token|\w*secret|\w*password)[\"']\s*:\s*[\"'])([^\"']+)", re.IGNORECASE),
-    # --api-key VALUE, --admin-api-key=VALUE, --hf-token VALUE
-    re.compile(r"(--[a-z-]*(?:api-key|token|secret|password)[ =])(\S+)", re.IGNORECASE),
-    re.compile(r"()\bhf_[A-Za-z0-9]{12,}\b"),
-    re.compile(r"()\bsk-[A-Za-z0-9_-]{12,}\b"),
+
+# One search decides whether a line needs the patterns at all; decode lines (`#new-token: 12`,
+# `token usage: 0.01`) do not.
+_MAYBE = re.compile(r"key|secret|passw|pwd|bearer|basic|hf_|sk-|auth|cred|--[\w-]*token"
+                    r"|token['\"]?\s*[=:](?!\s*['\"]?\d)", re.IGNORECASE)
+
+# A key name that holds a secret: *api_key, *api-key, apikey, *_token, *-token, token, *secret*,
+# *password, passwd, credentials, auth (as a whole word), authorization.
+_KEY = (r"(?:[A-Za-z0-9_-]*?(?:api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key)"
+        r"|(?:[A-Za-z0-9_]*[_-])?(?:token|secret|password|passwd|pwd|credentials?)"
+        r"|auth)")
+_VALUE_STOP = r"[^\s'\",;&)}\]]"
+_SKIP = r"(?!None\b|null\b|False\b|True\b|none\b|\*\*\*|‹redacted›|Bearer\s|Basic\s)"
+
+_PATTERNS: tuple[re.Pattern[str], ...] = (
+    # Authorization: Bearer X / Basic X / X, and a bare "Bearer X"
+    re.compile(r"(\bauthorization['\"]?\s*[:=]\s*['\"]?(?:(?:Bearer|Basic|Digest|Token)\s+)?)"
+               r"(?!‹redacted›|(?:Bearer|Basic|Digest|Token)\s)"
+               r"([^\s'\",;}]+)", re.IGNORECASE),
+    re.compile(r"(\bBearer\s+)(?!‹redacted›)([A-Za-z0-9._~+/=-]{4,})", re.IGNORECASE),
+    # --api-key VALUE, --admin-api-key=VALUE, --hf-token VALUE, --api_key VALUE, -p? no: long options only
+    re.compile(r"(--" + _KEY + r"(?:=|\s+)['\"]?)" + _SKIP + r"(" + _VALUE_STOP + r"+)", re.IGNORECASE),
+    # key=value, key: value, "key": "value", key='value' (not a decode line's `#new-token: 412`)
+    re.compile(r"((?<![\w-])['\"]?" + _KEY + r"['\"]?\s*[=:]\s*['\"]?)" + _SKIP + r"(?!\d+\b(?![.-]))("
+               + _VALUE_STOP + r"+)", re.IGNORECASE),
+    # ?api-key=…, &token=… in URLs (the key may sit right after ? or &)
+    re.compile(r"([?&]" + _KEY + r"=)" + r"([^&\s#'\"]+)", re.IGNORECASE),
+    # Hugging Face and OpenAI-style tokens anywhere (hf_transfer is a package, not a token)
+    re.compile(r"()(?<![A-Za-z0-9])hf_(?!transfer\b)[A-Za-z0-9]{6,}"),
+    re.compile(r"()(?<![A-Za-z0-9])sk-[A-Za-z0-9_-]{6,}"),
 )
 
 
 def redact_text(text: str) -> str:
-    if not any(m in text for m in _MARKERS):
+    """`text` with every secret value replaced by ‹redacted›; the keys stay, so the reader knows."""
+    if not text:
+        return text
+    if _MAYBE.search(text) is None:
         return text
     for pattern in _PATTERNS:
         text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text
+
+
+def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
+    """An argv with secret values redacted: `--api-key VALUE` (two words) as well as one-word forms."""
+    out: list[str] = []
+    secret_next = False
+    for word in argv:
+        if secret_next and not word.startswith("--"):
+            out.append(REDACTED)
+            secret_next = False
+            continue
+        secret_next = False
+        if re.fullmatch(r"--" + _KEY, word, re.IGNORECASE):
+            secret_next = True
+            out.append(word)
+            continue
+        out.append(redact_text(word))
+    return tuple(out)
+
+
+_SECRET_KEY = re.compile(r"[\w-]*(?:api[_-]?key|apikey|token|secret|password|passwd|credentials?|authorization)",
+                         re.IGNORECASE)
+_MAX_DEPTH = 64
+
+
+def redact_json(value: object, _depth: int = 0) -> object:
+    """A decoded JSON document (/server_info) with secret values replaced, at any depth.
+
+    A value under a secret-looking key (`api_key`, `hf_token`, `admin_api_key`) is replaced
+    whole; every other string goes through `redact_text`, and a list of strings (an argv) through
+    `redact_argv`. Deeper than 64 levels is cut: no server sends that, and recursion must end.
+    """
+    if _depth > _MAX_DEPTH:
+        return REDACTED
+    if isinstance(value, dict):
+        out: dict[object, object] = {}
+        for k, v in value.items():
+            secret = isinstance(k, str) and _SECRET_KEY.fullmatch(k) and not k.endswith(("tokens", "_len"))
+            out[k] = REDACTED if secret and v not in (None, True, False, "") and not isinstance(v, (dict, list)) \
+                else redact_json(v, _depth + 1)
+        return out
+    if isinstance(value, list):
+        if value and all(isinstance(x, str) for x in value):
+            return list(redact_argv(value))  # type: ignore[arg-type]
+        return [redact_json(x, _depth + 1) for x in value]
+    if isinstance(value, str):
+        return redact_text(value)
+    return value

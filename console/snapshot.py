@@ -12,7 +12,6 @@ from typing import Any
 
 from console.core.state import HostState
 from console.model import Reading
-from console.redact import redact_text
 from console.session import HostSession
 
 
@@ -64,20 +63,22 @@ def log_json(summary: Any) -> dict[str, Any]:
         "kv_cache": None if not kv else {"tokens": kv.get("tokens"), "k_gib": kv.get("k_gib"),
                                          "v_gib": kv.get("v_gib"), "dtype": kv.get("dtype")},
         "mamba_cache": summary.mamba_cache, "weights": summary.weights,
-        "errors": [{"at": e.at, "kind": e.kind, "message": redact_text(e.message)} for e in summary.errors],
+        "errors": [{"at": e.at, "kind": e.kind, "message": e.message} for e in summary.errors],
         "lines_seen": summary.lines_seen,
+        "unparsed_lines": summary.unparsed_lines,
     }
 
 
 def server_json(status: Any) -> dict[str, Any]:
     """`snapshot --json`'s `server` object."""
     return {
-        "status": status.status, "reason": redact_text(status.reason), "unit": status.unit,
+        "status": status.status, "reason": status.reason, "unit": status.unit,
         "unit_state": status.unit_state,
         "main_pid": status.main_pid, "phase": status.phase, "health_ok": status.http.health_ok,
         "gen_throughput": status.gen_throughput, "accept_length": status.accept_length,
         "server_info_error": status.http.server_info_error,
-        "launch_command": redact_text(str((status.http.server_info or {}).get("launch_command") or ""))
+        # /server_info is redacted as it is decoded (sources/server.py); log errors as they are read.
+        "launch_command": str((status.http.server_info or {}).get("launch_command") or "")
         or None,
         "metrics": status.http.metrics,
     }

@@ -59,7 +59,7 @@ class SshdError(RuntimeError):
     pass
 
 
-def start_sshd(directory: Path | None = None) -> Sshd:
+def start_sshd(directory: Path | None = None, *, extra_config: str = "", port: int | None = None) -> Sshd:
     """sshd -D on 127.0.0.1 (never another address), with its own host key and one client key."""
     binary = find_sshd()
     if binary is None:
@@ -68,10 +68,11 @@ def start_sshd(directory: Path | None = None) -> Sshd:
     d.mkdir(parents=True, exist_ok=True)
     d.chmod(0o700)
     for name in ("host_key", "client_key"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
+        if not (d / name).exists():  # a restart in the same directory keeps its keys
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
     (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
     (d / "authorized_keys").chmod(0o600)
-    port = free_port()
+    port = port or free_port()
     config = d / "sshd_config"
     config.write_text(f"""\
 Port {port}
@@ -88,7 +89,7 @@ PermitRootLogin prohibit-password
 AllowTcpForwarding local
 Subsystem sftp internal-sftp
 LogLevel ERROR
-""")
+{extra_config}""")
     Path("/run/sshd").mkdir(exist_ok=True)
     process = subprocess.Popen([binary, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)
     deadline = time.time() + 10

@@ -92,6 +92,7 @@ class LogSummary:
     lines_seen: int
     last_line_at_s: float | None
     series: tuple[ThroughputPoint, ...] = ()
+    unparsed_lines: int = 0  # lines shown as plain text because a number in them did not parse
 
 
 def _clock(ts: str | None) -> datetime | None:
@@ -140,6 +141,7 @@ class LogTracker:
         self._traceback_head: LogEvent | None = None
         self.series: deque[ThroughputPoint] = deque(maxlen=series_len)
         self.lines_seen = 0
+        self.unparsed_lines = 0
         self.last_line_at_s: float | None = None
 
     def _close_traceback(self) -> None:
@@ -155,6 +157,7 @@ class LogTracker:
         if not events:
             return
         self.lines_seen += len(events)
+        self.unparsed_lines += sum(1 for e in events if e.kind == "line" and "unparsed" in e.fields)
         self.last_line_at_s = now
         last_decode: LogEvent | None = None
         for e in events:
@@ -218,5 +221,5 @@ class LogTracker:
         return LogSummary(
             self.source, self.phase, tuple(self.boot), self.last_prefill, self.last_decode, self.capacity,
             self.kv_cache, self.mamba_cache, self.weights, tuple(self.errors), self.lines_seen,
-            self.last_line_at_s, tuple(self.series),
+            self.last_line_at_s, tuple(self.series), self.unparsed_lines,
         )

@@ -4,8 +4,11 @@ environment changes, lints on the new unit, drift of the running process, and th
 from __future__ import annotations
 
 import difflib
+import hashlib
+import hmac
+import secrets
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from console.analysis.service_diff import (
@@ -26,6 +29,7 @@ from console.parsers import ParseError
 from console.parsers.sglang_argv import NotSglang, SglangCommand, normalize
 from console.parsers.sglang_flags import FlagTable, builtin_table
 from console.parsers.systemd import Unit, parse_unit
+from console.redact import redact_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +46,32 @@ class ServiceSide:
     main_pid: int | None = None
     running: SglangCommand | None = None
     error: str | None = None
+    # What redaction hid, as keyed digests (never shown or written): a changed secret is still a change.
+    secret_fingerprints: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+
+_FINGERPRINT_KEY = secrets.token_bytes(32)  # per process: a digest cannot be brute-forced offline
+
+
+def _fingerprint(value: object) -> str:
+    return hmac.new(_FINGERPRINT_KEY, repr(value).encode(), hashlib.sha256).hexdigest()
+
+
+def side_from_text(name: str, text: str, table: FlagTable | None = None) -> ServiceSide:
+    """A unit file's text (has a [Section]) or a plain command line, redacted at the source: the
+    side's text, argv, environment and parse warnings never hold a secret."""
+    redacted = redact_text(text)
+    side = _side_from_text(name, redacted, table)
+    if redacted == text:
+        return side
+    raw = _side_from_text(name, text, table)  # only to fingerprint what was hidden; dropped here
+    fps = {f"env:{k}": _fingerprint(v) for k, v in raw.environment.items() if side.environment.get(k) != v}
+    if raw.command is not None and side.command is not None:
+        for flag, fv in raw.command.flags.items():
+            seen = side.command.flags.get(flag)
+            if seen is not None and seen.value != fv.value:
+                fps[f"flag:{flag}"] = _fingerprint(fv.value)
+    return replace(side, secret_fingerprints=fps)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +89,10 @@ class ServiceReport:
     errors: tuple[str, ...]
     flags_source: str = "built-in flag table"
     model_config: dict[str, Any] | None = None  # the new unit's model's config.json, as read from the host
+    flags_binary: str | None = None  # the host interpreter run to read SGLang's flags, if any (issue 15)
 
 
-def side_from_text(name: str, text: str, table: FlagTable | None = None) -> ServiceSide:
+def _side_from_text(name: str, text: str, table: FlagTable | None = None) -> ServiceSide:
     """A unit file's text (has a [Section]) or a plain command line (backslash continuations allowed)."""
     table = table or builtin_table()
     if "\x00" in text:
@@ -107,9 +138,29 @@ def _redacted_lines(side: ServiceSide) -> list[str]:
     return text.splitlines()
 
 
+def _hidden_changes(old: ServiceSide, new: ServiceSide, changes: list[FlagChange], env_changes: list[EnvChange],
+                    table: FlagTable) -> tuple[list[FlagChange], list[EnvChange]]:
+    """Secrets equal after redaction but different before: a change, shown without its values."""
+    a, b = old.secret_fingerprints, new.secret_fingerprints
+    if not a and not b:
+        return changes, env_changes
+    named = {c.name for c in env_changes}
+    for name in sorted(set(old.environment) & set(new.environment) - named):
+        if a.get(f"env:{name}") != b.get(f"env:{name}"):
+            env_changes.append(EnvChange(name, "changed", REDACTED, REDACTED))
+    flagged = {c.flag for c in changes}
+    if old.command is not None and new.command is not None:
+        for flag in sorted(set(old.command.flags) & set(new.command.flags) - flagged):
+            if a.get(f"flag:{flag}") != b.get(f"flag:{flag}"):
+                spec = table.specs.get(flag)
+                changes.append(FlagChange(flag, "changed", REDACTED, REDACTED, spec.category if spec else "other",
+                                          "a secret changed (values not shown)"))
+    return changes, env_changes
+
+
 def build_report(old: ServiceSide | None, new: ServiceSide, facts: HostFacts, *,
                  table: FlagTable | None = None, units_on_host: tuple[str, ...] = (),
-                 flags_source: str | None = None) -> ServiceReport:
+                 flags_source: str | None = None, flags_binary: str | None = None) -> ServiceReport:
     table = table or builtin_table()
     errors = [s.error for s in (old, new) if s is not None and s.error]
     changes: list[FlagChange] = []
@@ -117,6 +168,7 @@ def build_report(old: ServiceSide | None, new: ServiceSide, facts: HostFacts, *,
     if old is not None and old.command is not None and new.command is not None:
         changes = diff_commands(old.command, new.command, new_config=facts.model_config, table=table)
         env_changes = diff_env(old.environment, new.environment)
+        changes, env_changes = _hidden_changes(old, new, changes, env_changes, table)
     lints = lint(new.command, facts, table) if new.command is not None else []
     if new.unit is not None:
         lints.extend(Lint("warning", None, p) for p in new.unit.problems)
@@ -134,7 +186,8 @@ def build_report(old: ServiceSide | None, new: ServiceSide, facts: HostFacts, *,
                                         old.name, new.name, lineterm="", n=2))
     return ServiceReport(old, new, tuple(changes), tuple(env_changes), tuple(lints), tuple(drift_changes),
                          drift_of, tuple(raw), units_on_host, table.version, tuple(errors),
-                         flags_source or f"built-in flag table of SGLang {table.version}", facts.model_config)
+                         flags_source or f"built-in flag table of SGLang {table.version}", facts.model_config,
+                         flags_binary)
 
 
 def report_json(report: ServiceReport) -> dict[str, object]:
@@ -155,5 +208,6 @@ def report_json(report: ServiceReport) -> dict[str, object]:
                   "changes": [{"flag": c.flag, "running": c.old, "unit": c.new} for c in report.drift]},
         "flags_version": report.flags_version,
         "flags_source": report.flags_source,
+        "flags_binary": report.flags_binary,
         "errors": list(report.errors),
     }

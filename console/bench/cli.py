@@ -44,6 +44,7 @@ async def run_bench_cli(args: argparse.Namespace, profile: HostProfile, session:
         print(f"gpuconsole: {exc}", file=sys.stderr)
         return 2
     results = []
+    not_saved = False
     out_path = Path(args.output_file) if args.output_file else default_path()
     for cfg, prompts in runs:
         try:
@@ -51,7 +52,11 @@ async def run_bench_cli(args: argparse.Namespace, profile: HostProfile, session:
         except Exception as exc:  # noqa: BLE001 - one line, no traceback
             print(f"gpuconsole: benchmark failed: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
             return 1
-        save_run(metrics, out_path, host=host, flags=None)
+        try:
+            save_run(metrics, out_path, host=host, flags=None)
+        except OSError as exc:  # disk full, read-only: the run's figures are still printed
+            print(f"gpuconsole: result not saved to {out_path}: {exc.strerror or exc}", file=sys.stderr)
+            not_saved = True
         results.append(metrics)
         if not args.json:
             rate = "inf" if cfg.request_rate == float("inf") else f"{cfg.request_rate:g}"
@@ -61,4 +66,4 @@ async def run_bench_cli(args: argparse.Namespace, profile: HostProfile, session:
                     print(f"  failed x{count}: {reason}")
     if args.json:
         print(json.dumps(results if args.sweep else results[0], indent=2))
-    return 0 if all(r["completed"] for r in results) else 1
+    return 0 if all(r["completed"] for r in results) and not not_saved else 1

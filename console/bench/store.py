@@ -43,7 +43,7 @@ def load_runs(path: Path, limit: int = 200) -> list[dict[str, Any]]:
         for line in fh:
             try:
                 obj = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, a 5,000-digit integer, deep nesting
                 continue
             if isinstance(obj, dict):
                 runs.append(obj)

@@ -252,7 +252,12 @@ class HostRunner:
         def result(index: int, metrics: dict[str, Any]) -> None:
             report = self.state.data("service")
             flags = list(report.new.command.argv) if report is not None and report.new.command else None
-            record = save_run(metrics, self.bench_path(), host=self.session.transport.label, flags=flags)
+            try:
+                record = save_run(metrics, self.bench_path(), host=self.session.transport.label, flags=flags)
+            except OSError as exc:  # disk full on our own data dir: the result is still shown (issue 15)
+                record = dict(metrics)
+                loop.call_soon_threadsafe(self.notice, "benchmark result",
+                                          f"not saved to {self.bench_path()}: {exc.strerror or exc}", "error")
             from_thread(BenchChanged(self.host, "result", record=record))
             if index + 1 < len(runs):
                 from_thread(BenchChanged(self.host, "start", label=labels[index + 1],

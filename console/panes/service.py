@@ -142,7 +142,7 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
             text.append(f" {e.old or ''}{' → ' if e.change == 'changed' else ''}{e.new or ''}\n", style=DIM)
     if notes:
         text.append("notes", style="bold underline")
-        text.append(f"  ({r.flags_source})\n", style=DIM)
+        text.append(f"  ({r.flags_source}" + (f"; ran {r.flags_binary}" if r.flags_binary else "") + ")\n", style=DIM)
         _lint_lines(text, notes)
     if reading.error:
         text.append(f"✗ {reading.error}\n", style=BAD)

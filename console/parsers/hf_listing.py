@@ -10,12 +10,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import posixpath
 import re
 from dataclasses import dataclass
 
 from console.parsers import ParseError, split_sections
-from console.transport.base import quote
+from console.transport.base import operand
 
 INDEX_NAME = "model.safetensors.index.json"
 
@@ -40,15 +41,15 @@ class DirListing:
 
 
 def listing_script(model_dir: str) -> str:
-    d = quote(model_dir.rstrip("/") or "/")
-    blobs = quote(posixpath.normpath(posixpath.join(model_dir, "..", "..", "blobs")))
+    d = operand(model_dir.rstrip("/") or "/")
+    blobs = operand(posixpath.normpath(posixpath.join(model_dir, "..", "..", "blobs")))
     is_snapshot = "/snapshots/" in model_dir and "/models--" in model_dir
     blob_part = (f"echo @@blobs; find {blobs} -maxdepth 1 -name '*.incomplete' -printf '%y %s %T@ %P\\0' "
                  "2>/dev/null; echo; ") if is_snapshot else ""
     return (
         f"if [ ! -e {d} ]; then echo @@missing; exit 0; fi; "
         f"if [ ! -r {d} ] || [ ! -x {d} ]; then echo @@denied; exit 0; fi; "
-        f"echo @@df; df -P -B1 {d} 2>/dev/null; "
+        f"echo @@df; df -P -B1 -- {d} 2>/dev/null; "
         # -L follows the symlinks of a cache-mode snapshot into its blobs (sizes of the targets).
         f"echo @@files; find -L {d} -mindepth 1 -printf '%y %s %T@ %P\\0' 2>/dev/null; echo; "
         f"{blob_part}true"
@@ -105,12 +106,15 @@ def parse_index(text: str) -> SafetensorsIndex:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ParseError(f"{INDEX_NAME} is not valid JSON (truncated?): {exc.msg} at char {exc.pos}") from None
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting deeper than Python recurses
+        raise ParseError(f"{INDEX_NAME} is not usable JSON: {type(exc).__name__}") from None
     if not isinstance(data, dict) or not isinstance(data.get("weight_map"), dict):
         raise ParseError(f"{INDEX_NAME} has no weight_map")
     meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
     total = meta.get("total_size")
-    shards = sorted({str(v) for v in data["weight_map"].values()})
-    return SafetensorsIndex(int(total) if isinstance(total, (int, float)) else None, tuple(shards))
+    shards = sorted({v for v in data["weight_map"].values() if isinstance(v, str)})
+    usable = isinstance(total, (int, float)) and not isinstance(total, bool) and math.isfinite(total) and total >= 0
+    return SafetensorsIndex(int(total) if usable else None, tuple(shards))
 
 
 def short_hash(basename: str) -> str:

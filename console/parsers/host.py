@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from console.model import DiskUsage, HostSummary
 from console.parsers import ParseError, split_sections
-from console.transport.base import join
+from console.transport.base import operands
 
 
 def host_summary_script(paths: Sequence[str]) -> str:
@@ -15,7 +15,7 @@ def host_summary_script(paths: Sequence[str]) -> str:
         "echo @@hostname; hostname; echo @@kernel; uname -r; "
         "echo @@uptime; cat /proc/uptime; echo @@loadavg; cat /proc/loadavg; "
         "echo @@nproc; nproc 2>/dev/null || getconf _NPROCESSORS_ONLN; "
-        f"echo @@df; df -P -B1 {join(paths)} 2>/dev/null; true"
+        f"echo @@df; df -P -B1 -- {operands(paths)} 2>/dev/null; true"
     )
 
 

@@ -8,6 +8,7 @@ Unknown Error". Such lines become problems; the healthy GPUs are kept.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from console.model import GpuDevice, GpuProcess
@@ -36,22 +37,24 @@ def _na(value: str) -> bool:
     return value.startswith("[") and value.endswith("]") or value in ("", "N/A")
 
 
-def _int(value: str) -> int | None:
-    if _na(value):
-        return None
-    try:
-        return int(float(value))
-    except ValueError:
-        return None
-
-
 def _float(value: str) -> float | None:
-    if _na(value):
+    """A finite number, else None: `1e999`, `nan` and `١٢` (non-ASCII digits) are not readings."""
+    if _na(value) or not value.isascii():
         return None
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         return None
+    return number if math.isfinite(number) else None
+
+
+def _int(value: str) -> int | None:
+    number = _float(value)
+    return None if number is None else int(number)
+
+
+def _ascii_digits(value: str) -> bool:
+    return value.isascii() and value.isdigit() and len(value) < 10
 
 
 def _field_error(fields: list[str]) -> str | None:
@@ -64,7 +67,7 @@ def _field_error(fields: list[str]) -> str | None:
 def parse_gpu_line(line: str) -> GpuDevice | None:
     """One --query-gpu line with GPU_FIELDS, or None when the line is not one."""
     fields = [f.strip() for f in line.split(", ")]
-    if len(fields) != len(GPU_FIELDS) or not fields[0].isdigit():
+    if len(fields) != len(GPU_FIELDS) or not _ascii_digits(fields[0]):
         return None
     index, name, uuid, used, total, util, temp, power, limit = fields
     return GpuDevice(
@@ -99,7 +102,7 @@ def parse_compute_apps(text: str) -> tuple[dict[str, list[GpuProcess]], tuple[st
         if not line:
             continue
         fields = [f.strip() for f in line.split(", ")]
-        if len(fields) != 4 or not fields[1].isdigit():
+        if len(fields) != 4 or not _ascii_digits(fields[1]):
             problems.append(f"apps line {line_no}: {line[:200]}")
             continue
         uuid, pid, name, mem = fields

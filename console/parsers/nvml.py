@@ -3,24 +3,33 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from console.model import GpuDevice, GpuProcess
 from console.parsers import ParseError
 
 
-def _opt_int(v: Any) -> int | None:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
 def _opt_float(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    """A finite number, else None (JSON's Infinity/NaN and huge ints are not readings)."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return None
+    try:
+        number = float(v)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _opt_int(v: Any) -> int | None:
+    number = _opt_float(v)
+    return None if number is None else int(number)
 
 
 def parse_sampler_line(line: str) -> dict[str, Any]:
     try:
         record = json.loads(line)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # JSONDecodeError, a 5,000-digit int, deep nesting
         raise ParseError(f"sampler: not JSON: {line[:120]!r}") from None
     if not isinstance(record, dict):
         raise ParseError(f"sampler: not an object: {line[:120]!r}")
@@ -30,17 +39,24 @@ def parse_sampler_line(line: str) -> dict[str, Any]:
 def gpus_from_sample(record: dict[str, Any]) -> tuple[tuple[GpuDevice, ...], tuple[str, ...]]:
     gpus: list[GpuDevice] = []
     problems: list[str] = []
-    for item in record.get("gpus", []):
-        if not isinstance(item, dict) or not isinstance(item.get("index"), int):
+    items = record.get("gpus")
+    if not isinstance(items, list):
+        return (), (f"sampler: no GPU list in {str(record)[:120]}",)
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("index"), int) or isinstance(item["index"], bool):
             problems.append(f"sampler: bad GPU record {str(item)[:120]}")
             continue
         if "error" in item:
             gpus.append(GpuDevice(item["index"], "?", None, None, None, None, None, None, None,
                                   error=str(item["error"])))
             continue
+        raw_procs = item.get("processes")
+        if raw_procs is not None and not isinstance(raw_procs, list):
+            problems.append(f"sampler: GPU {item['index']}: processes is {type(raw_procs).__name__}, not a list")
         procs = tuple(
-            GpuProcess(int(p[0]), str(p[1]), _opt_int(p[2]))
-            for p in item.get("processes", []) if isinstance(p, list) and len(p) == 3
+            GpuProcess(p[0], str(p[1]), _opt_int(p[2]))
+            for p in (raw_procs if isinstance(raw_procs, list) else [])
+            if isinstance(p, list) and len(p) == 3 and isinstance(p[0], int) and not isinstance(p[0], bool)
         )
         gpus.append(GpuDevice(
             index=item["index"], name=str(item.get("name", "?")), uuid=item.get("uuid"),

@@ -84,7 +84,7 @@ def _spec(d: dict[str, object]) -> FlagSpec:
     return FlagSpec(
         flag=str(d["flag"]), aliases=tuple(d.get("aliases") or ()),  # type: ignore[arg-type]
         dest=str(d.get("dest") or ""), category=str(d.get("category") or "other"), type=typ,
-        default=d.get("default"), choices=tuple(choices) if isinstance(choices, list) else None,
+        default=d.get("default"), choices=tuple(str(c) for c in choices) if isinstance(choices, list) else None,
         takes_value=bool(d.get("takes_value")), nargs=m.group(1) if m else None,
         negatable="--no-" in typ or d.get("action") == "BooleanOptionalAction",
         deprecated=bool(d.get("deprecated")),

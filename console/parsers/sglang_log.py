@@ -82,6 +82,15 @@ def _f(x: str | None) -> float | None:
 
 
 def parse_line(line: str) -> LogEvent:
+    """Never raises: a line whose numbers do not parse (`avail mem=1.2.3 GB`) is shown as text and
+    marked `unparsed`, so one bad line never stops the log (issue 15)."""
+    try:
+        return _parse_line(line)
+    except (ValueError, OverflowError, IndexError) as exc:
+        return LogEvent("line", line, fields={"unparsed": f"{type(exc).__name__}: {str(exc)[:80]}"})
+
+
+def _parse_line(line: str) -> LogEvent:
     m = PREFIX.match(line)
     ts = ranks = None
     msg = line

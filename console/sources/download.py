@@ -18,7 +18,7 @@ from console.analysis.download import (
 from console.parsers import ParseError
 from console.parsers.hf_listing import INDEX_NAME, listing_script, parse_index, parse_listing
 from console.sources.base import PolledSource, describe_error
-from console.transport.base import Transport, quote
+from console.transport.base import Transport, operand, quote
 from console.transport.errors import TransportError
 
 HUB_RETRY_S = 600.0
@@ -148,7 +148,7 @@ async def verify_sha256(transport: Transport, model_dir: str, files: list[tuple[
         return
     expected = {path: (size, sha) for path, size, sha in files}
     names = " ".join(quote(p) for p, _, _ in files)
-    script = f"cd {quote(model_dir)} && for f in {names}; do sha256sum -- \"$f\" || echo \"ERROR $f\"; done"
+    script = f"cd -- {operand(model_dir)} && for f in {names}; do sha256sum -- \"$f\" || echo \"ERROR $f\"; done"
     try:
         stream = await transport.stream(script)
     except Exception as exc:  # noqa: BLE001 - a source never raises

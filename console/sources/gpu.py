@@ -32,7 +32,7 @@ from console.parsers.nvidia_smi import (
 )
 from console.parsers.nvml import gpus_from_sample, parse_sampler_line
 from console.sources.base import describe_error
-from console.transport.base import Transport, quote
+from console.transport.base import LineStream, Transport, quote
 
 SAMPLER_SOURCE = (Path(__file__).parent / "nvml_sampler.py").read_text()
 PATHS = ("nvml", "nvidia-smi-stream", "nvidia-smi")
@@ -40,6 +40,26 @@ PATHS = ("nvml", "nvidia-smi-stream", "nvidia-smi")
 
 class PathUnavailable(Exception):
     """This path cannot work on this host (not a passing failure)."""
+
+
+class PathHung(PathUnavailable):
+    """The path's tool stopped answering (a wedged driver)."""
+
+
+STALL_S = 15.0  # a stream silent this long is hung (a wedged driver): give up on that path
+
+
+async def _lines(stream: LineStream, stall_s: float) -> AsyncIterator[bytes]:
+    """The stream's lines; a stream silent for `stall_s` is hung: the next path takes over."""
+    it = stream.__aiter__()
+    while True:
+        try:
+            raw = await asyncio.wait_for(it.__anext__(), stall_s)
+        except StopAsyncIteration:
+            return
+        except asyncio.TimeoutError:
+            raise PathHung(f"no sample within {stall_s:g}s: hung (driver or tool not answering)") from None
+        yield raw
 
 
 class GpuSource:
@@ -55,6 +75,7 @@ class GpuSource:
         self.reading: Reading[GpuStatus] = Reading(self.name)
         self.sample_cost_us: deque[float] = deque(maxlen=100)
         self.backoff = Backoff(initial_s=interval_s)
+        self._stall_s = max(STALL_S, 5 * interval_s)
 
     # -- assembling readings -------------------------------------------------------------
     def _status(self, path: str, gpus: tuple[GpuDevice, ...], problems: tuple[str, ...],
@@ -90,6 +111,8 @@ class GpuSource:
                     yield reading
             except PathUnavailable as exc:
                 self.unavailable[path] = str(exc)
+                if isinstance(exc, PathHung):  # say so now: the next path may take a while too
+                    yield self._error(f"{path}: {exc}")
                 continue
             except asyncio.CancelledError:
                 raise
@@ -143,7 +166,7 @@ class GpuSource:
         stream = await self.transport.stream(script)
         driver: str | None = None
         try:
-            async for raw in stream:
+            async for raw in _lines(stream, self._stall_s):
                 try:
                     record = parse_sampler_line(raw.decode("utf-8", "replace"))
                 except ParseError:
@@ -175,7 +198,7 @@ class GpuSource:
         problems: list[str] = []
         got_any = False
         try:
-            async for raw in stream:
+            async for raw in _lines(stream, self._stall_s):
                 line = raw.decode("utf-8", "replace").strip()
                 if not line:
                     continue

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 
 from console.analysis.log_state import LogSummary, LogTracker
 from console.backoff import Backoff
-from console.parsers.sglang_log import LogEvent, parse_line
+from console.parsers.sglang_log import LogEvent
+from console.parsers.sglang_log import parse_line as _parse_line
+from console.redact import redact_text
 from console.sources.base import describe_error
-from console.transport.base import LineStream, Transport, join, quote
+from console.transport.base import ConnectionState, LineStream, Transport, join, operand
 
 BATCH_S = 0.15
 BATCH_MAX = 2000
@@ -34,6 +36,11 @@ class LogBatch:
 _END = object()
 
 
+def parse_line(text: str) -> LogEvent:
+    """Redact, then parse: events, errors and the server's reasons never hold a secret."""
+    return _parse_line(redact_text(text))
+
+
 class LogFollower:
     def __init__(self, transport: Transport, *, units: tuple[str, ...] = (), log_file: str | None = None,
                  backlog: int = BACKLOG_LINES) -> None:
@@ -48,11 +55,20 @@ class LogFollower:
         self.label = f"file {log_file}" if log_file else "journal of " + ", ".join(units)
         self.tracker = LogTracker(self.label)
         self.backoff = Backoff()
+        self._connected_status: str | None = None
+        self._watching = False
+
+    def _on_state(self, state: ConnectionState) -> None:
+        """When the connection comes back the stream restarts now, not after a backoff grown while
+        it was down (lines resumed up to 7.6 s late; issue 15)."""
+        if state.usable and self._connected_status not in (None, "connected"):
+            self.backoff.wake()
+        self._connected_status = state.status
 
     # -- the command ---------------------------------------------------------------------
     async def _command(self) -> tuple[str, str | None]:
         if self.log_file is None:
-            args = ["journalctl", *[a for u in self.units for a in ("-u", u)], "-f", "-o", "json",
+            args = ["journalctl", *[f"--unit={u}" for u in self.units], "-f", "-o", "json",
                     "--output-fields=MESSAGE,_SYSTEMD_UNIT", "--no-pager"]
             if self.cursor:
                 args.append(f"--after-cursor={self.cursor}")
@@ -61,7 +77,7 @@ class LogFollower:
                 args += ["-n", str(self.backlog)]
                 note = None
             return "exec " + join(args), note
-        path = quote(self.log_file)
+        path = operand(self.log_file)
         size_r = await self.transport.run(f"wc -c < {path}", timeout=10)
         size = int(size_r.text.strip()) if size_r.ok and size_r.text.strip().isdigit() else 0
         note = None
@@ -75,7 +91,7 @@ class LogFollower:
             start, note = self.offset, "resumed at the byte offset"
             self._skip_partial = False
         self.offset = start
-        return f"exec tail -c +{start + 1} -F {path}", note
+        return f"exec tail -c +{start + 1} -F -- {path}", note
 
     def _decode(self, raw: bytes) -> str | None:
         if self.log_file is not None:
@@ -87,7 +103,7 @@ class LogFollower:
             return raw.decode("utf-8", "replace")
         try:
             entry = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python recurses
             return raw.decode("utf-8", "replace")  # not JSON: a journalctl message; show it
         if not isinstance(entry, dict):
             return None
@@ -103,11 +119,11 @@ class LogFollower:
         """One read of the backlog (no following), fed to this follower's own tracker: the one
         the server watcher reads, as in the app. For `snapshot --json`."""
         if self.log_file is None:
-            args = ["journalctl", *[a for u in self.units for a in ("-u", u)], "-o", "json",
+            args = ["journalctl", *[f"--unit={u}" for u in self.units], "-o", "json",
                     "--output-fields=MESSAGE,_SYSTEMD_UNIT", "--no-pager", "-n", "5000"]
             result = await self.transport.run(join(args), timeout=30)
         else:
-            result = await self.transport.run(f"tail -c {8 << 20} {quote(self.log_file)}", timeout=30)
+            result = await self.transport.run(f"tail -c {8 << 20} -- {operand(self.log_file)}", timeout=30)
         saved = self.offset
         self.offset = 0
         self._skip_partial = False
@@ -130,6 +146,9 @@ class LogFollower:
     async def batches(self) -> AsyncIterator[LogBatch]:
         backoff = self.backoff
         loop = asyncio.get_running_loop()
+        if not self._watching:
+            self._watching = True
+            self.transport.on_state(self._on_state)
         while True:
             try:
                 command, note = await self._command()

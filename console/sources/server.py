@@ -11,6 +11,7 @@ import httpx
 
 from console.analysis.log_state import LogTracker
 from console.analysis.server_status import HttpFacts, ServerStatus, combine, parse_prometheus
+from console.redact import redact_json
 from console.sources.base import PolledSource, describe_error
 from console.transport.base import Transport, quote
 
@@ -77,7 +78,7 @@ class ServerWatcher:
             if r.status_code == 404:
                 r = await client.get("/get_server_info")
             if r.status_code == 200:
-                data = r.json()
+                data = redact_json(r.json())  # secrets out before anything else sees the answer
                 info = data if isinstance(data, dict) else None
             else:
                 info_error = f"/server_info: HTTP {r.status_code}"

@@ -4,6 +4,7 @@ flags (`python -m sglang.launch_server --help`), read once per SGLang version.""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import replace
@@ -14,9 +15,11 @@ from console.analysis.service_report import ServiceReport, ServiceSide, build_re
 from console.parsers import split_sections
 from console.parsers.sglang_argv import NotSglang, normalize
 from console.parsers.sglang_flags import FlagTable, builtin_table, table_from_help
+from console.redact import redact_argv, redact_text
 from console.sources.base import PolledSource, describe_error
-from console.transport.base import Transport, quote
+from console.transport.base import Transport, operand, quote
 
+GPU_COUNT_TIMEOUT_S = 8.0
 _VERSION = re.compile(r"^\d+\.\d+[\w.+-]*$")
 
 
@@ -29,7 +32,6 @@ def service_script(units: list[str]) -> str:
         parts.append(f"echo @@cmdline{i}; __p=$(systemctl show -p MainPID --value -- {q} 2>/dev/null); "
                      f"if [ \"${{__p:-0}}\" -gt 0 ] 2>/dev/null; then tr '\\0' '\\n' < /proc/$__p/cmdline; fi")
     parts.append("echo @@units; systemctl list-unit-files --no-legend --no-pager 'sglang*' 2>/dev/null")
-    parts.append("echo @@gpus; nvidia-smi -L 2>/dev/null | grep -c '^GPU'")
     return "; ".join(parts) + "; true"
 
 
@@ -47,6 +49,8 @@ class ServiceWatcher:
         self.table: FlagTable = builtin_table()
         self._tables: dict[str, FlagTable] = {}
         self.flags_note: str | None = None
+        self.flags_binary: str | None = None  # the interpreter run for the current report, if any
+        self._probes: dict[tuple[str, str], tuple[FlagTable, str | None, str | None]] = {}
 
     def swap(self) -> None:
         if self.old_unit:
@@ -55,10 +59,28 @@ class ServiceWatcher:
     def pick(self, new_unit: str, old_unit: str | None) -> None:
         self.new_unit, self.old_unit = new_unit, old_unit
 
-    async def _host_table(self, python: str) -> FlagTable:
-        """The flags of the SGLang installed for the unit's interpreter, cached per version."""
+    async def _host_table(self, python: str, unit_text: str) -> FlagTable:
+        """The flags of the SGLang installed for an installed unit's interpreter.
+
+        Importing sglang costs the host seconds of CPU, so the interpreter runs once per change
+        of the unit (its text and the interpreter path are the key), never per poll.
+        """
+        key = (python, hashlib.sha256(unit_text.encode()).hexdigest())
+        cached = self._probes.get(key)
+        if cached is not None:
+            self.flags_note, self.flags_binary = cached[1], cached[2]
+            return cached[0]
+        table = await self._probe_host_table(python)
+        self._probes[key] = (table, self.flags_note, self.flags_binary)
+        while len(self._probes) > 8:
+            self._probes.pop(next(iter(self._probes)))
+        return table
+
+    async def _probe_host_table(self, python: str) -> FlagTable:
+        self.flags_binary = python
+        exe = operand(python)
         try:
-            r = await self.transport.run(f"{quote(python)} -c 'import sglang; print(sglang.__version__)'", timeout=20)
+            r = await self.transport.run(f"{exe} -c 'import sglang; print(sglang.__version__)'", timeout=20)
         except Exception as exc:  # noqa: BLE001 - the built-in table is a fine answer
             self.flags_note = (f"host SGLang version unknown ({describe_error(exc)}): "
                                f"built-in table of {builtin_table().version}")
@@ -68,15 +90,28 @@ class ServiceWatcher:
             self.flags_note = f"no sglang for {python} on the host: built-in table of {builtin_table().version}"
             return builtin_table()
         if version in self._tables:
-            return self._tables[version]
-        if version == builtin_table().version:
+            table = self._tables[version]
+        elif version == builtin_table().version:
             table = builtin_table()
         else:
-            h = await self.transport.run(f"{quote(python)} -m sglang.launch_server --help", timeout=60)
-            table = table_from_help(h.text, version) if h.ok and "--model-path" in h.text else builtin_table()
+            try:
+                h = await self.transport.run(f"{exe} -m sglang.launch_server --help", timeout=60)
+                table = table_from_help(h.text, version) if h.ok and "--model-path" in h.text else builtin_table()
+            except Exception as exc:  # noqa: BLE001
+                self.flags_note = f"SGLang {version}'s --help failed ({describe_error(exc)}): built-in table"
+                return builtin_table()
         self._tables[version] = table
         self.flags_note = f"checked against the host's SGLang {version}"
         return table
+
+    async def gpu_count(self) -> int | None:
+        """`nvidia-smi -L` on its own round-trip with a short timeout: a hung driver never takes the diff."""
+        try:
+            r = await self.transport.run("nvidia-smi -L 2>/dev/null | grep -c '^GPU'", timeout=GPU_COUNT_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - unknown is an answer: the lints that need it say so
+            return None
+        gpus = r.text.strip()
+        return int(gpus) if gpus.isdigit() and 0 < int(gpus) < 1024 else None
 
     async def read_sides(self, units: list[str]) -> tuple[list[ServiceSide], tuple[str, ...], int | None]:
         """The units as the host has them, with state and running argv; the sglang units found; GPU count."""
@@ -86,11 +121,12 @@ class ServiceWatcher:
         for i, unit in enumerate(units):
             text = s.get(f"cat{i}", "")
             if s.get(f"catrc{i}", "0").strip() != "0":
-                sides.append(ServiceSide(unit, None, None, None, error=f"{unit}: {text.strip() or 'not found'}"))
+                sides.append(ServiceSide(unit, None, None, None,
+                                         error=redact_text(f"{unit}: {text.strip() or 'not found'}")))
                 continue
             side = side_from_text(unit, text, self.table)
             props = _props(s.get(f"show{i}", ""))
-            cmdline = s.get(f"cmdline{i}", "").splitlines()
+            cmdline = list(redact_argv(s.get(f"cmdline{i}", "").splitlines()))
             running = None
             if cmdline:
                 try:
@@ -101,13 +137,19 @@ class ServiceWatcher:
             sides.append(replace(side, active_state=props.get("ActiveState"), sub_state=props.get("SubState"),
                                  main_pid=int(pid) if pid.isdigit() and int(pid) > 0 else None, running=running))
         units_on_host = tuple(line.split()[0] for line in s.get("units", "").splitlines() if line.strip())
-        gpus = s.get("gpus", "").strip()
-        return sides, units_on_host, int(gpus) if gpus.isdigit() and int(gpus) > 0 else None
+        return sides, units_on_host, await self.gpu_count()
 
-    async def facts_for(self, new: ServiceSide, gpu_count: int | None = None) -> tuple[ServiceSide, HostFacts]:
-        """The host's facts for the new service; re-reads it against the host's own SGLang flags."""
-        if new.command is not None and new.command.launcher and "python" in new.command.launcher[0].rsplit("/", 1)[-1]:
-            table = await self._host_table(new.command.launcher[0])
+    async def facts_for(self, new: ServiceSide, gpu_count: int | None = None, *,
+                        installed: bool = True) -> tuple[ServiceSide, HostFacts]:
+        """The host's facts for the new service; re-reads it against the host's own SGLang flags.
+
+        Only a unit installed on the host (`installed`) has its interpreter run there: systemd
+        would run it anyway. A local file's interpreter is never run (`diff HOSTUNIT LOCALFILE`).
+        """
+        self.flags_binary = None
+        if (installed and new.text is not None and new.command is not None and new.command.launcher
+                and "python" in new.command.launcher[0].rsplit("/", 1)[-1]):
+            table = await self._host_table(new.command.launcher[0], new.text)
             if table is not self.table:
                 self.table = table
                 if new.text:
@@ -122,7 +164,7 @@ class ServiceWatcher:
         new, facts = await self.facts_for(sides[0], gpus)
         old = sides[1] if len(sides) > 1 else None
         return build_report(old, new, facts, table=self.table, units_on_host=units_on_host,
-                            flags_source=self.flags_note)
+                            flags_source=self.flags_note, flags_binary=self.flags_binary)
 
     async def _facts(self, new: ServiceSide) -> HostFacts:
         if new.command is None:

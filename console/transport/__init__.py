@@ -19,6 +19,7 @@ from console.transport.errors import (
     ConnectError,
     HostKeyChanged,
     HostKeyError,
+    HostKeyRevoked,
     HostKeyUnknown,
     TransportError,
 )
@@ -26,6 +27,6 @@ from console.transport.local import LocalTransport
 
 __all__ = [
     "AuthError", "CommandError", "CommandResult", "CommandTimeout", "ConnectError", "ConnectionState",
-    "FileStat", "HostKeyChanged", "HostKeyError", "HostKeyUnknown", "LineStream", "LocalTransport",
+    "FileStat", "HostKeyChanged", "HostKeyError", "HostKeyRevoked", "HostKeyUnknown", "LineStream", "LocalTransport",
     "Transport", "TransportError", "join", "quote",
 ]

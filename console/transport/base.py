@@ -23,6 +23,22 @@ def join(argv: Sequence[str]) -> str:
 quote = shlex.quote
 
 
+def operand(path: str) -> str:
+    """A path as one quoted shell word that no tool can read as an option.
+
+    Quoting stops the shell; it does not stop `find`, `tail` or `ls` from taking `-delete` or
+    `--version` as an option. Tools that accept `--` get it from the builder as well; `find`
+    does not, so a relative path that starts with `-` becomes `./-…` (the same file).
+    """
+    if path.startswith("-"):
+        path = "./" + path
+    return shlex.quote(path)
+
+
+def operands(paths: Sequence[str]) -> str:
+    return " ".join(operand(p) for p in paths)
+
+
 @dataclass(frozen=True, slots=True)
 class CommandResult:
     """What a finished command left behind."""

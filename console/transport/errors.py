@@ -5,7 +5,8 @@
     │   ├── AuthError       the server refused every key / password we offered
     │   └── HostKeyError    the host key is not the one we trust
     │       ├── HostKeyUnknown   no known_hosts entry: refuse, show the fingerprint
-    │       └── HostKeyChanged   a known_hosts entry with another key: always refuse
+    │       ├── HostKeyChanged   a known_hosts entry with another key: always refuse
+    │       └── HostKeyRevoked   the key is marked @revoked in known_hosts: always refuse
     ├── CommandTimeout      a command or file operation ran past its timeout
     └── CommandError        the command could not run (channel closed, shell died, SFTP failure)
 
@@ -41,6 +42,10 @@ class HostKeyUnknown(HostKeyError):
 
 class HostKeyChanged(HostKeyError):
     """known_hosts has another key for this host: always refused."""
+
+
+class HostKeyRevoked(HostKeyError):
+    """known_hosts marks the presented key @revoked: always refused, nothing written."""
 
 
 class CommandTimeout(TransportError):

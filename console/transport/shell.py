@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import secrets
+import shlex
 import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -48,9 +50,29 @@ class ShellChannel(Protocol):
     def close(self) -> None: ...
 
 
-def frame(script: str, token: str) -> bytes:
+KILL_GRACE_S = 2
+
+
+def host_time_limit(timeout: float) -> int:
+    """Seconds the host lets a command run: past our own timeout, so ours fires first and the
+    host's `timeout` is what cleans up (a command we gave up on never runs on)."""
+    return max(1, math.ceil(timeout)) + 1
+
+
+def frame(script: str, token: str, timeout: float | None = None) -> bytes:
+    """The framed command; with `timeout`, coreutils' `timeout` runs it in its own process group
+    and kills the whole group (TERM, then KILL) when the time is up, even if we are gone: a hung
+    `nvidia-smi` and its `grep` and `sh` never outlive the command's timeout on the host."""
+    if timeout is None:
+        body = f"( {script}\n) </dev/null"
+    else:
+        limit = host_time_limit(timeout)
+        # The script travels in the environment, not in argv: `ps` on the host shows `sh -c eval…`.
+        run = "sh -c 'eval \"$__gc_s\"' </dev/null"
+        body = (f"__gc_s={shlex.quote(script)}; export __gc_s; if command -v timeout >/dev/null 2>&1; "
+                f"then timeout -k {KILL_GRACE_S} {limit} {run}; else {run}; fi")
     wrapped = (
-        f"( {script}\n) </dev/null; __gc_rc=$?; "
+        f"{body}; __gc_rc=$?; unset __gc_s; "
         f"printf '\\n%s %d\\n' '{token}' \"$__gc_rc\"; printf '\\n%s\\n' '{token}' >&2\n"
     )
     return wrapped.encode()
@@ -88,7 +110,7 @@ class PersistentShell:
         token = "__GC_" + secrets.token_hex(16)
         started = time.perf_counter()
         try:
-            self._channel.stdin.write(frame(script, token))
+            self._channel.stdin.write(frame(script, token, timeout))
             out_marker = f"\n{token} ".encode()
             err_marker = f"\n{token}\n".encode()
 

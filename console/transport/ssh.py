@@ -28,6 +28,7 @@ from console.transport.errors import (
     CommandTimeout,
     ConnectError,
     HostKeyChanged,
+    HostKeyRevoked,
     HostKeyUnknown,
     TransportError,
 )
@@ -72,12 +73,78 @@ class _SshShellChannel:
 
 
 def _append_line(path: Path, line: str) -> None:
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(line)
+    """Append as OpenSSH does: after a newline if the file does not end with one."""
+    with open(path, "ab") as fh:
+        if fh.tell() > 0:
+            with open(path, "rb") as rd:
+                rd.seek(-1, os.SEEK_END)
+                if rd.read(1) != b"\n":
+                    line = "\n" + line
+        fh.write(line.encode())
 
 
 def _known_hosts_host(host: str, port: int | None) -> str:
     return host if not port or port == 22 else f"[{host}]:{port}"
+
+
+def _address(host: str) -> str:
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return host
+
+
+@dataclass(frozen=True, slots=True)
+class KnownHostsFile:
+    """known_hosts read as OpenSSH reads it: a line it cannot parse is skipped (and counted), a
+    binary file is no traceback, `@revoked` keys are kept apart, and off port 22 only
+    `[host]:port` entries apply (asyncssh would fall back to plain `host` entries)."""
+
+    entries: tuple[Any, ...]  # one asyncssh SSHKnownHosts per usable line
+    skipped: int
+
+    @classmethod
+    def read(cls, path: Path) -> KnownHostsFile:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return cls((), 0)
+        entries, skipped = [], 0
+        for raw in data.split(b"\n"):
+            line = raw.strip()
+            if not line or line.startswith(b"#"):
+                continue
+            try:
+                entries.append(asyncssh.import_known_hosts(line.decode("utf-8")))
+            except Exception:  # noqa: BLE001 - ValueError, KeyImportError, UnicodeDecodeError: skip it
+                skipped += 1
+        return cls(tuple(entries), skipped)
+
+    def trusted(self, host: str, addr: str, port: int | None) -> tuple[list[Any], list[Any], list[Any]]:
+        """The keys a connection accepts: `[host]:port` entries, else (as `ssh` does) plain `host`
+        entries too; revoked keys from both."""
+        keys, cas, revoked = self.match(host, addr, port)
+        if port and port != 22:
+            plain_keys, plain_cas, plain_revoked = self.match(host, addr, None)
+            if not keys and not cas:
+                keys, cas = plain_keys, plain_cas
+            revoked = revoked + plain_revoked
+        return keys, cas, revoked
+
+    def match(self, host: str, addr: str, port: int | None) -> tuple[list[Any], list[Any], list[Any]]:
+        """(trusted host keys, CA keys, revoked keys) for exactly this host and port: a key
+        recorded for port 22 only is no reason to call another port's key "changed"."""
+        exact_port = port if port and port != 22 else None
+        trusted: list[Any] = []
+        cas: list[Any] = []
+        revoked: list[Any] = []
+        for entry in self.entries:
+            # `_match` is asyncssh's lookup without the public `match`'s fallback to port-less entries.
+            keys, ca_keys, revoked_keys, *_ = entry._match(host, addr, exact_port)
+            trusted += keys
+            cas += ca_keys
+            revoked += revoked_keys
+        return trusted, cas, revoked
 
 
 class SshTransport:
@@ -123,7 +190,7 @@ class SshTransport:
     def _connect_kwargs(self) -> dict[str, Any]:
         o = self.options
         kwargs: dict[str, Any] = {
-            "known_hosts": str(o.known_hosts_path) if o.known_hosts_path.exists() else [],
+            "known_hosts": self._trusted_keys(),
             "connect_timeout": o.connect_timeout_s,
             "keepalive_interval": o.keepalive_interval_s,
             "keepalive_count_max": 3,
@@ -137,6 +204,14 @@ class SshTransport:
         if o.ssh_config is not None:
             kwargs["config"] = list(o.ssh_config)
         return kwargs
+
+    def _known_hosts(self) -> KnownHostsFile:
+        return KnownHostsFile.read(self.options.known_hosts_path)
+
+    def _trusted_keys(self) -> tuple[list[Any], list[Any], list[Any]]:
+        """What known_hosts says of exactly this host and port, as OpenSSH reads it."""
+        o = self.options
+        return self._known_hosts().trusted(o.host, _address(o.host), o.port)
 
     async def _open_connection(self, *, may_accept_new: bool) -> asyncssh.SSHClientConnection:
         o = self.options
@@ -171,15 +246,16 @@ class SshTransport:
             raise HostKeyUnknown(f"{self.label}: the server presented no host key")
         fingerprint = key.get_fingerprint("sha256")
         path = o.known_hosts_path
-        known: tuple[Any, ...] = ()
-        if path.exists():
-            try:
-                addr = socket.gethostbyname(o.host)
-            except OSError:
-                addr = o.host
-            with contextlib.suppress(Exception):
-                known = tuple(asyncssh.read_known_hosts(str(path)).match(o.host, addr, o.port)[0])
-        if known:
+        known = await asyncio.to_thread(self._known_hosts)
+        trusted, _cas, _ = known.match(o.host, _address(o.host), o.port)
+        revoked = known.trusted(o.host, _address(o.host), o.port)[2]
+        presented = key.export_public_key("openssh").split()[:2]
+        if any(k.export_public_key("openssh").split()[:2] == presented for k in revoked):
+            # OpenSSH: "REVOKED HOST KEY DETECTED", refuses, and writes nothing.
+            raise HostKeyRevoked(
+                f"{self.label}: the host key {key.get_algorithm()} {fingerprint} is marked @revoked in {path}. "
+                "Refusing to connect.", fingerprint=fingerprint)
+        if trusted:
             raise HostKeyChanged(
                 f"{self.label}: HOST KEY CHANGED: it now presents {key.get_algorithm()} {fingerprint}, "
                 f"which does not match {path}. Refusing to connect; if the change is expected, remove "
@@ -188,13 +264,19 @@ class SshTransport:
             )
         if not may_accept_new:
             raise HostKeyUnknown(
-                f"{self.label}: unknown host key {key.get_algorithm()} {fingerprint}; not in {path}. "
-                "Check the fingerprint, then run again with --accept-new-host-key to record it.",
+                f"{self.label}: unknown host key {key.get_algorithm()} {fingerprint}; not in {path}"
+                + (f" ({known.skipped} unreadable line(s) skipped)" if known.skipped else "")
+                + ". Check the fingerprint, then run again with --accept-new-host-key to record it.",
                 fingerprint=fingerprint,
             )
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # accept-new, as OpenSSH's StrictHostKeyChecking=accept-new: `[host]:port` off port 22.
         line = f"{_known_hosts_host(o.host, o.port)} {key.export_public_key('openssh').decode().strip()}\n"
-        await asyncio.to_thread(_append_line, path, line)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            await asyncio.to_thread(_append_line, path, line)
+        except OSError as exc:
+            raise ConnectError(f"{self.label}: could not record the host key in {path}: "
+                               f"{exc.strerror or exc}") from None
 
     async def connect(self) -> None:
         """Connect once; raises a ConnectError subclass with a one-line reason."""
@@ -234,7 +316,7 @@ class SshTransport:
                 await backoff.failed()
                 try:
                     conn = await self._open_connection(may_accept_new=False)
-                except HostKeyChanged as exc:
+                except (HostKeyChanged, HostKeyRevoked) as exc:
                     self._set_state("failed", str(exc))
                     return
                 except TransportError as exc:
