@@ -96,6 +96,10 @@ class ProcessLineStream:
                 yield line
         except (OSError, ConnectionError, asyncio.IncompleteReadError):
             return
+        # stdout ended: give stderr a moment to reach its end too, so the reason the command gave
+        # for ending is in stderr_tail when the caller reads it (a race seen on a loaded machine).
+        with contextlib.suppress(asyncio.TimeoutError, Exception):
+            await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
 
     @property
     def exit_status(self) -> int | None:
