@@ -52,13 +52,15 @@ REAL_LOG = [ln for ln in (DATA / "sglang_real_lines.txt").read_text().splitlines
 
 
 def _fast(fn: Any, *args: Any) -> Any:
-    started = time.perf_counter()
+    # CPU time of this process, not the wall clock: "no input over 1 s" is about the parser's own
+    # work, and must not fail because other processes share the machine's cores.
+    started = time.process_time()
     try:
         return fn(*args)
     except ALLOWED:
         return None
     finally:
-        assert time.perf_counter() - started < 1.0, f"{fn.__name__} took over 1 s"
+        assert time.process_time() - started < 1.0, f"{fn.__name__} took over 1 s of CPU"
 
 
 def _mutate_numbers(line: str, data: st.DataObject) -> str:
