@@ -67,7 +67,7 @@ One screen for an SGLang model swap on one GPU host, fed over one SSH connection
 |---|---|
 | 2 Download | `v` verify the sha256 of finished files against the Hub, on the host |
 | 3 Service diff | `d` raw unified diff · `s` swap old and new · `u` pick units found on the host · `f` fit view |
-| 4 SGLang log | `/` filter · `n` / `N` next / previous error · `space` pause or resume following |
+| 4 SGLang log | `/` filter · `n` / `N` next / previous error · `space` pause · `End` (or `G`) follow · `w` wrap |
 | 5 Benchmark | `b` quick run · `B` the sweep 1, 4, 16, 64 at 1k/1k · `x` stop · `c` time or sweep chart |
 
 **Colours.** Green is healthy, yellow is a warning or stale data, red is an error. A pane
