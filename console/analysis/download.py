@@ -6,6 +6,7 @@ from __future__ import annotations
 import posixpath
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 from console.parsers.hf_listing import (
     BLOB_PARTIAL,
@@ -13,6 +14,7 @@ from console.parsers.hf_listing import (
     LOCAL_PARTIAL,
     DirListing,
     SafetensorsIndex,
+    TreeEntry,
     short_hash,
 )
 
@@ -38,6 +40,12 @@ class ExpectedFiles:
     @property
     def shards(self) -> tuple[ExpectedFile, ...]:
         return tuple(f for f in self.files if f.path.endswith(".safetensors"))
+
+
+def expected_from_tree(entries: tuple[TreeEntry, ...]) -> ExpectedFiles:
+    """The commit's listing that `hf download --local-dir` keeps on the host: every file, exact sizes."""
+    return ExpectedFiles("listing", tuple(ExpectedFile(e.path, e.size_bytes, e.sha256) for e in entries),
+                         sum(e.size_bytes for e in entries), note="the commit's file listing kept by hf download")
 
 
 def expected_from_index(index: SafetensorsIndex) -> ExpectedFiles:
@@ -84,7 +92,8 @@ class DownloadProgress:
         return min(1.0, self.bytes_done / self.bytes_total)
 
 
-def _partials(listing: DirListing, expected: ExpectedFiles | None) -> list[PartialFile]:
+def _partials(listing: DirListing, expected: ExpectedFiles | None,
+              header_sizes: dict[str, int | None] | None = None) -> list[PartialFile]:
     by_short: dict[tuple[str, str], ExpectedFile] = {}
     by_etag: dict[str, ExpectedFile] = {}
     for f in (expected.files if expected else ()):
@@ -101,8 +110,10 @@ def _partials(listing: DirListing, expected: ExpectedFiles | None) -> list[Parti
         target = None
         if m:
             target = by_short.get((folder, m.group("short"))) or by_etag.get(m.group("etag"))
-        out.append(PartialFile(target.path if target else name, item.size_bytes,
-                               target.size_bytes if target else None, target is not None))
+        size = target.size_bytes if target else None
+        if size is None and header_sizes:  # the safetensors header knows, once its first bytes are there
+            size = header_sizes.get(item.rel_path)
+        out.append(PartialFile(target.path if target else name, item.size_bytes, size, target is not None))
     for item in listing.blobs:
         m = BLOB_PARTIAL.match(item.rel_path)
         target = by_etag.get(m.group("etag")) if m else None
@@ -111,12 +122,38 @@ def _partials(listing: DirListing, expected: ExpectedFiles | None) -> list[Parti
     return sorted(out, key=lambda p: p.path)
 
 
+def with_header_sizes(expected: ExpectedFiles, header_sizes: dict[str, int | None]) -> ExpectedFiles:
+    """The index names the shards but not their sizes: the safetensors headers give them."""
+    if expected.source != "index":
+        return expected
+    files = tuple(f if f.size_bytes is not None or header_sizes.get(f.path) is None
+                  else ExpectedFile(f.path, header_sizes[f.path], f.sha256) for f in expected.files)
+    return ExpectedFiles(expected.source, files, expected.total_bytes, expected.note)
+
+
+def header_problems(finals: dict[str, Any], header_sizes: dict[str, int | None]) -> list[str]:
+    """A finished shard shorter or longer than its own header says: named, without hashing it."""
+    out = []
+    for path, f in finals.items():
+        want = header_sizes.get(path)
+        if want is None or f.size_bytes == want:
+            continue
+        what = "truncated" if f.size_bytes < want else "corrupt (longer than its header says)"
+        out.append(f"{path} is {what}: {f.size_bytes:,} bytes on disk, its safetensors header says {want:,}")
+    return out
+
+
 def summarize(listing: DirListing, expected: ExpectedFiles | None, *, model_dir: str, repo_id: str | None,
-              now_s: float, problems: tuple[str, ...] = ()) -> DownloadProgress:
-    """Everything but rate/ETA/stall, which need history (see `ProgressTracker`)."""
+              now_s: float, problems: tuple[str, ...] = (),
+              header_sizes: dict[str, int | None] | None = None) -> DownloadProgress:
+    """Everything but rate/ETA/stall, which need history (see `ProgressTracker`). `header_sizes`:
+    relative path -> final size from the file's safetensors header (finished and partial files)."""
     finals = {f.rel_path: f for f in listing.files
               if f.kind == "f" and not f.rel_path.startswith(".cache/")}
-    partials = _partials(listing, expected)
+    header_sizes = header_sizes or {}
+    partials = _partials(listing, expected, header_sizes)
+    if expected is not None:
+        expected = with_header_sizes(expected, header_sizes)
     notes = list(problems)
     for f in listing.files:
         if f.kind == "l":
@@ -124,6 +161,7 @@ def summarize(listing: DirListing, expected: ExpectedFiles | None, *, model_dir:
     partial_bytes = sum(p.bytes for p in partials)
     if expected is None:
         done = sum(f.size_bytes for f in finals.values()) + partial_bytes
+        notes.extend(f"wrong size: {w}" for w in header_problems(finals, header_sizes))
         shards = [p for p in finals if p.endswith(".safetensors")]
         return DownloadProgress(model_dir, repo_id, None, done, None, len(shards), None, len(finals), None,
                                 tuple(partials), None, None, None, listing.disk_free_bytes, None, None,
@@ -138,7 +176,8 @@ def summarize(listing: DirListing, expected: ExpectedFiles | None, *, model_dir:
         if on_disk is None:
             continue
         if f.size_bytes is not None and on_disk.size_bytes != f.size_bytes:
-            wrong.append(f"{f.path}: {on_disk.size_bytes:,} bytes on disk, {f.size_bytes:,} expected")
+            what = "truncated" if on_disk.size_bytes < f.size_bytes else "corrupt: longer than expected"
+            wrong.append(f"{f.path}: {on_disk.size_bytes:,} bytes on disk, {f.size_bytes:,} expected ({what})")
             done += min(on_disk.size_bytes, f.size_bytes)
             continue
         files_done += 1
@@ -152,7 +191,10 @@ def summarize(listing: DirListing, expected: ExpectedFiles | None, *, model_dir:
     if fits is False:
         notes.append(f"disk: {remaining:,} bytes still to come, {listing.disk_free_bytes:,} free")
     notes.extend(f"wrong size: {w}" for w in wrong)
-    complete = files_done == len(counted) and not partials and not wrong
+    by_header = [w for w in header_problems(finals, header_sizes) if not any(w.startswith(x.split(":")[0] + " ")
+                                                                               for x in wrong)]
+    notes.extend(f"wrong size: {w}" for w in by_header)
+    complete = files_done == len(counted) and not partials and not wrong and not by_header
     if weights_only and INDEX_NAME not in finals:
         complete = False
     return DownloadProgress(
@@ -193,6 +235,8 @@ class ProgressTracker:
             (t0, b0), (t1, b1) = self._samples[0], self._samples[-1]
             if t1 > t0:
                 rate = max(0.0, (b1 - b0) / (t1 - t0))
+        if p.complete:  # rate and ETA end with the download
+            rate = None
         eta = None
         if p.bytes_total is not None and rate and not p.complete:
             eta = max(0.0, p.bytes_total - done) / rate

@@ -25,7 +25,7 @@ def verdict(p: DownloadProgress, now_s: float) -> tuple[str, str]:
         return "WILL NOT FIT", "bold white on red"
     if p.complete:
         shards = f"{p.shards_done}/{p.shards_total} shards" if p.shards_total else f"{p.files_done} files"
-        sizes = ", sizes match" if p.expected_source == "hub" else ""
+        sizes = ", sizes match" if p.expected_source in ("hub", "listing") else ""
         return f"COMPLETE {shards}{sizes}", "bold black on green"
     if p.stalled_since is not None:
         return f"STALLED for {duration(now_s - p.stalled_since)}", "bold black on yellow"

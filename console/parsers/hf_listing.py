@@ -121,3 +121,69 @@ def short_hash(basename: str) -> str:
 # <short_hash>.<etag>.incomplete (huggingface_hub <= 1.17) or <short_hash>.<etag>.<8 hex>.incomplete (>= 1.18)
 LOCAL_PARTIAL = re.compile(r"^(?P<short>[A-Za-z0-9_=-]{28})\.(?P<etag>[0-9a-f]{40,64})(?:\.[0-9a-f]{8})?\.incomplete$")
 BLOB_PARTIAL = re.compile(r"^(?P<etag>[0-9a-f]{40,64})(?:\.[0-9a-f]{8})?\.incomplete$")
+
+
+# `hf download --local-dir DIR` (huggingface_hub >= 1.22) keeps the commit's whole file listing,
+# with sizes and LFS sha256, in DIR/.cache/huggingface/trees/<commit>.json (huggingface_hub's
+# `_tree_cache.py`): the truth of what the download holds, with no Hub access.
+TREES_DIR = ".cache/huggingface/trees/"
+
+
+@dataclass(frozen=True, slots=True)
+class TreeEntry:
+    path: str
+    size_bytes: int
+    sha256: str | None
+
+
+def parse_tree_listing(text: str) -> tuple[TreeEntry, ...]:
+    """`{"format_version": 1, "files": {path: {"size", "blob_id", "lfs_sha256"?, ...}}}`."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"tree listing is not valid JSON (truncated?): {exc.msg} at char {exc.pos}") from None
+    if not isinstance(data, dict) or data.get("format_version") != 1 or not isinstance(data.get("files"), dict):
+        raise ParseError("tree listing: not format_version 1 with a files object (another huggingface_hub?)")
+    out = []
+    for path, info in data["files"].items():
+        if not isinstance(info, dict) or not isinstance(info.get("size"), int):
+            raise ParseError(f"tree listing: {path!r} has no size")
+        sha = info.get("lfs_sha256")
+        out.append(TreeEntry(str(path), int(info["size"]), sha if isinstance(sha, str) else None))
+    return tuple(sorted(out, key=lambda e: e.path))
+
+
+# A safetensors file starts with an 8-byte little-endian header length N and N bytes of JSON whose
+# tensors carry `data_offsets: [begin, end]` into the data that follows; so the finished file is
+# 8 + N + max(end) bytes. Read on the host (head/od/grep) for the files that need it, once each.
+MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit
+
+
+def header_script(model_dir: str, rel_paths: list[str]) -> str:
+    """Prints `N END PATH\\0` per file; `-` when the header is not (yet) all there or not valid."""
+    if not rel_paths:
+        return ""
+    names = " ".join(quote("./" + p) for p in rel_paths)
+    return (
+        f"( cd {quote(model_dir)} 2>/dev/null && for f in {names}; do n=-; e=-; "
+        "s=$(stat -L -c %s -- \"$f\" 2>/dev/null || echo 0); "
+        "if [ \"$s\" -ge 8 ]; then n=$(head -c 8 -- \"$f\" | od -An -tu8 --endian=little | tr -d ' \\n'); "
+        "case \"$n\" in ''|*[!0-9]*) n=-;; esac; "
+        f"if [ \"$n\" != - ] && [ \"$n\" -gt 1 ] && [ \"$n\" -lt {MAX_HEADER_BYTES} ] "
+        "&& [ \"$s\" -ge $((8 + n)) ]; then e=$(head -c $((8 + n)) -- \"$f\" | tail -c +9 "
+        "| grep -aoE '\"data_offsets\" *: *\\[ *[0-9]+ *, *[0-9]+ *\\]' | grep -oE '[0-9]+ *\\]$' | tr -d ' ]' "
+        "| sort -n | tail -n 1); fi; fi; printf '%s %s %s\\0' \"$n\" \"${e:--}\" \"${f#./}\"; done ); "
+    )
+
+
+def parse_headers(blob: str) -> dict[str, int | None]:
+    """Path -> the file's final size from its header, or None when the header is not usable yet."""
+    out: dict[str, int | None] = {}
+    for record in blob.split("\0"):
+        record = record.lstrip("\n")
+        parts = record.split(" ", 2)
+        if len(parts) != 3:
+            continue
+        n, end, path = parts
+        out[path] = 8 + int(n) + int(end) if n.isdigit() and end.isdigit() else None
+    return out

@@ -7,16 +7,27 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from console.analysis.download import (
     DownloadProgress,
     ExpectedFiles,
     ProgressTracker,
     expected_from_index,
+    expected_from_tree,
     summarize,
 )
 from console.parsers import ParseError
-from console.parsers.hf_listing import INDEX_NAME, listing_script, parse_index, parse_listing
+from console.parsers.hf_listing import (
+    INDEX_NAME,
+    TREES_DIR,
+    header_script,
+    listing_script,
+    parse_headers,
+    parse_index,
+    parse_listing,
+    parse_tree_listing,
+)
 from console.sources.base import PolledSource, describe_error
 from console.transport.base import Transport, quote
 from console.transport.errors import TransportError
@@ -37,6 +48,12 @@ class DownloadState:
     hub_problem: str | None = None
     hub_tried_at: float = -1e9
     hub_task: asyncio.Task[ExpectedFiles] | None = field(default=None, repr=False)
+    tree_key: tuple[str, int, float] | None = None
+    tree_expected: ExpectedFiles | None = None
+    tree_problem: str | None = None
+    # relative path -> final size from its safetensors header (None: not readable yet); read once each
+    header_sizes: dict[str, int | None] = field(default_factory=dict)
+    header_pending: list[str] = field(default_factory=list)
 
 
 class DownloadWatcher:
@@ -77,15 +94,27 @@ class DownloadWatcher:
         return s.hub_expected
 
     async def poll(self) -> DownloadProgress:
-        result = await self.transport.run(self._script, timeout=15)
-        listing = parse_listing(result.text)
+        s = self.state
+        asked = s.header_pending[:64]
+        script = self._script
+        if asked:  # the headers of files seen last poll ride along: still one round-trip per poll
+            script = header_script(self.model_dir, asked) + "echo @@headers; " + script
+        result = await self.transport.run(script, timeout=15)
+        text = result.text
+        if asked:
+            head, sep, text = text.partition("@@headers\n")
+            for path, size in parse_headers(head).items():
+                if size is not None:
+                    s.header_sizes[path] = size
+        listing = parse_listing(text)
         if not listing.exists:
             raise DirectoryProblem(f"{self.model_dir} does not exist (yet)")
         if not listing.readable:
             raise DirectoryProblem(f"{self.model_dir}: permission denied")
         self.finished_files = {f.rel_path: f.size_bytes for f in listing.files
                                if f.kind == "f" and not f.rel_path.startswith(".cache/")}
-        s = self.state
+        self._note_headers(listing)
+        await self._read_tree_listing(listing)
         index = next((f for f in listing.files if f.rel_path == INDEX_NAME and f.kind == "f"), None)
         if index is not None and (index.size_bytes, index.mtime_s) != s.index_key:
             s.index_key = (index.size_bytes, index.mtime_s)
@@ -100,14 +129,52 @@ class DownloadWatcher:
         if hub is None and s.hub_task is not None and self.wait_for_hub_s > 0:
             await asyncio.wait({s.hub_task}, timeout=self.wait_for_hub_s)
             hub = self._hub_expected()
-        expected = hub or s.index_expected
+        expected = s.tree_expected or hub or s.index_expected
         notes = tuple(p for p in (
-            f"Hub: {s.hub_problem}" if s.hub_problem and hub is None else None,
-            s.index_problem,
+            f"Hub: {s.hub_problem}" if s.hub_problem and hub is None and s.tree_expected is None else None,
+            s.index_problem, s.tree_problem,
         ) if p)
         progress = summarize(listing, expected, model_dir=self.model_dir, repo_id=self.repo_id,
-                             now_s=time.time(), problems=notes)
+                             now_s=time.time(), problems=notes, header_sizes=s.header_sizes)
         return self.tracker.update(progress)
+
+    def _note_headers(self, listing: Any) -> None:
+        """Which safetensors files (finished or partial) still need their header read."""
+        s = self.state
+        present = set()
+        pending = []
+        for f in listing.files:
+            if f.kind != "f" or f.size_bytes < 8:
+                continue
+            rel = f.rel_path
+            if rel.endswith(".safetensors") and not rel.startswith(".cache/") or (
+                    rel.startswith(".cache/huggingface/download/") and rel.endswith(".incomplete")):
+                present.add(rel)
+                if s.header_sizes.get(rel) is None:
+                    pending.append(rel)
+        for gone in [p for p in s.header_sizes if p not in present]:  # renamed or deleted: forget
+            del s.header_sizes[gone]
+        s.header_pending = pending
+
+    async def _read_tree_listing(self, listing: Any) -> None:
+        s = self.state
+        trees = [f for f in listing.files if f.kind == "f" and f.rel_path.startswith(TREES_DIR)
+                 and f.rel_path.endswith(".json") and "/" not in f.rel_path[len(TREES_DIR):]]
+        if not trees:
+            s.tree_key, s.tree_expected, s.tree_problem = None, None, None
+            return
+        newest = max(trees, key=lambda f: f.mtime_s)  # the commit downloaded last
+        key = (newest.rel_path, newest.size_bytes, newest.mtime_s)
+        if key == s.tree_key:
+            return
+        s.tree_key = key
+        try:
+            raw = await self.transport.read_file(f"{self.model_dir.rstrip('/')}/{newest.rel_path}",
+                                                 max_bytes=256 << 20, timeout=15)
+            s.tree_expected = expected_from_tree(parse_tree_listing(raw.decode("utf-8", "replace")))
+            s.tree_problem = None
+        except (ParseError, OSError, TransportError) as exc:
+            s.tree_expected, s.tree_problem = None, f"{newest.rel_path}: {describe_error(exc)}"
 
 
 def download_source(watcher: DownloadWatcher, interval_s: float = 2.0) -> PolledSource[DownloadProgress]:
@@ -180,8 +247,8 @@ async def verify_sha256(transport: Transport, model_dir: str, files: list[tuple[
 
 
 def verifiable_files(watcher: DownloadWatcher) -> list[tuple[str, int, str]]:
-    """The finished LFS files whose sha256 the Hub gave us."""
-    expected = watcher.state.hub_expected
+    """The finished LFS files whose sha256 we know: from the listing hf download keeps, or the Hub."""
+    expected = watcher.state.tree_expected or watcher.state.hub_expected
     if expected is None:
         return []
     done = watcher.finished_files
