@@ -117,3 +117,58 @@ def test_rate_and_eta_end_with_the_download() -> None:
     assert moving.rate_bytes_per_s == 50 and moving.eta_s == 0.8
     done = tracker.update(DownloadProgress(bytes_done=100, complete=True, sampled_at_s=2.0, **base))  # type: ignore[arg-type]
     assert done.rate_bytes_per_s is None and done.eta_s is None
+
+
+async def test_a_poll_that_brings_only_changes_tells_the_same_truth_as_a_full_listing(
+        tmp_path: Path) -> None:
+    """Issue 16: a 100k-file directory polled by changes (host-side sums); the picture must equal a
+    whole listing's at every step, through partial files, renames, a deletion and a file moved in."""
+    from console.hostsim.downloader import LocalDirDownloader
+    from tests.test_download import small_plan
+
+    model = tmp_path / "m"
+    model.mkdir()
+    plan = small_plan(rate_bytes_per_s=300_000.0)
+    clock = [0.0]
+    downloader = LocalDirDownloader(model, plan, lambda: clock[0])
+    downloader.prepare()
+    transport = LocalTransport()
+    incremental = DownloadWatcher(transport, str(model), None)
+    incremental.changes_from_entries = 0  # as for a 100k-file directory
+    whole_transport = LocalTransport()
+    whole = DownloadWatcher(whole_transport, str(model), None)  # a small dir: whole listings
+    runs = []
+    real_run = transport.run
+
+    async def counting_run(script: str, **kw):  # type: ignore[no-untyped-def]
+        runs.append("find" in script and "-newerct" in script)
+        return await real_run(script, **kw)
+
+    transport.run = counting_run  # type: ignore[method-assign]
+
+    def picture(p: DownloadProgress) -> tuple[object, ...]:
+        return (p.bytes_done, p.files_done, p.shards_done, p.complete, p.problems,
+                tuple((x.path, x.bytes, x.expected_bytes) for x in p.partial_files))
+
+    try:
+        await incremental.poll()
+        await whole.poll()
+        for step in range(16):
+            clock[0] = step * 1.0
+            downloader.step()
+            if step == 10:
+                (model / "config.json").unlink()  # a deletion: counted on the host, caught
+            if step == 12:
+                old = tmp_path / "moved-in.bin"
+                old.write_bytes(b"x" * 10)
+                import os
+                os.utime(old, (1, 1))
+                old.rename(model / "moved-in.bin")  # an old file moved in: its ctime is new
+            mine = await incremental.poll()
+            assert picture(mine) == picture(await whole.poll()), step
+        assert any(runs), "the change listing was used"
+        assert "config.json" not in incremental.finished_files and "moved-in.bin" in incremental.finished_files
+        assert incremental.finished_files == whole.finished_files
+    finally:
+        await transport.close()
+        await whole_transport.close()

@@ -143,29 +143,26 @@ def header_problems(finals: dict[str, Any], header_sizes: dict[str, int | None])
     return out
 
 
-def summarize(listing: DirListing, expected: ExpectedFiles | None, *, model_dir: str, repo_id: str | None,
-              now_s: float, problems: tuple[str, ...] = (),
-              header_sizes: dict[str, int | None] | None = None) -> DownloadProgress:
-    """Everything but rate/ETA/stall, which need history (see `ProgressTracker`). `header_sizes`:
-    relative path -> final size from the file's safetensors header (finished and partial files)."""
-    finals = {f.rel_path: f for f in listing.files
-              if f.kind == "f" and not f.rel_path.startswith(".cache/")}
-    header_sizes = header_sizes or {}
-    partials = _partials(listing, expected, header_sizes)
-    if expected is not None:
-        expected = with_header_sizes(expected, header_sizes)
-    notes = list(problems)
-    for f in listing.files:
-        if f.kind == "l":
-            notes.append(f"broken symlink: {f.rel_path}")
-    partial_bytes = sum(p.bytes for p in partials)
+@dataclass(frozen=True, slots=True)
+class FinalsStats:
+    """What the finished files say against what is expected: the part of a summary that changes
+    only when a finished file does (a 100k-file directory need not be walked again per poll)."""
+
+    files_done: int
+    bytes_done: int
+    shards_done: int
+    counted: int
+    wrong: tuple[str, ...]
+    complete_finals: bool
+
+
+def finals_stats(finals: dict[str, Any], expected: ExpectedFiles | None,
+                 header_sizes: dict[str, int | None]) -> FinalsStats:
     if expected is None:
-        done = sum(f.size_bytes for f in finals.values()) + partial_bytes
-        notes.extend(f"wrong size: {w}" for w in header_problems(finals, header_sizes))
-        shards = [p for p in finals if p.endswith(".safetensors")]
-        return DownloadProgress(model_dir, repo_id, None, done, None, len(shards), None, len(finals), None,
-                                tuple(partials), None, None, None, listing.disk_free_bytes, None, None,
-                                tuple(notes), now_s, "total unknown: no Hub file list and no index.json yet")
+        shards = sum(1 for p in finals if p.endswith(".safetensors"))
+        wrong = tuple(f"wrong size: {w}" for w in header_problems(finals, header_sizes))
+        return FinalsStats(len(finals), sum(f.size_bytes for f in finals.values()), shards, 0, wrong, False)
+    expected = with_header_sizes(expected, header_sizes)
     weights_only = expected.source == "index"
     counted = expected.shards if weights_only else expected.files
     files_done = 0
@@ -182,24 +179,50 @@ def summarize(listing: DirListing, expected: ExpectedFiles | None, *, model_dir:
             continue
         files_done += 1
         done += on_disk.size_bytes
-    done += partial_bytes
-    shards_done = sum(1 for s in expected.shards if s.path in finals and
-                      (s.size_bytes is None or finals[s.path].size_bytes == s.size_bytes))
+    shards_done = sum(1 for sh in expected.shards if sh.path in finals and
+                      (sh.size_bytes is None or finals[sh.path].size_bytes == sh.size_bytes))
+    by_header = [w for w in header_problems(finals, header_sizes)
+                 if not any(w.startswith(x.split(":")[0] + " ") for x in wrong)]
+    problems = tuple(f"wrong size: {w}" for w in wrong + by_header)
+    complete = files_done == len(counted) and not problems and not (weights_only and INDEX_NAME not in finals)
+    return FinalsStats(files_done, done, shards_done, len(counted), problems, complete)
+
+
+def summarize(listing: DirListing, expected: ExpectedFiles | None, *, model_dir: str, repo_id: str | None,
+              now_s: float, problems: tuple[str, ...] = (),
+              header_sizes: dict[str, int | None] | None = None,
+              finals: dict[str, Any] | None = None, stats: FinalsStats | None = None) -> DownloadProgress:
+    """Everything but rate/ETA/stall, which need history (see `ProgressTracker`). `header_sizes`:
+    relative path -> final size from the file's safetensors header (finished and partial files).
+    `finals` and `stats`: the finished files and their `finals_stats`, when the caller keeps them
+    (then `listing` need only hold the partial files and the broken links)."""
+    if finals is None:
+        finals = {f.rel_path: f for f in listing.files if f.kind == "f" and not f.rel_path.startswith(".cache/")}
+    header_sizes = header_sizes or {}
+    if stats is None:
+        stats = finals_stats(finals, expected, header_sizes)
+    partials = _partials(listing, expected, header_sizes)
+    notes = list(problems)
+    for f in listing.files:
+        if f.kind == "l":
+            notes.append(f"broken symlink: {f.rel_path}")
+    partial_bytes = sum(p.bytes for p in partials)
+    done = stats.bytes_done + partial_bytes
+    if expected is None:
+        notes.extend(stats.wrong)
+        return DownloadProgress(model_dir, repo_id, None, done, None, stats.shards_done, None, stats.files_done,
+                                None, tuple(partials), None, None, None, listing.disk_free_bytes, None, None,
+                                tuple(notes), now_s, "total unknown: no Hub file list and no index.json yet")
     total = expected.total_bytes
     remaining = None if total is None else max(0, total - done)
     fits = None if remaining is None or listing.disk_free_bytes is None else listing.disk_free_bytes >= remaining
     if fits is False:
         notes.append(f"disk: {remaining:,} bytes still to come, {listing.disk_free_bytes:,} free")
-    notes.extend(f"wrong size: {w}" for w in wrong)
-    by_header = [w for w in header_problems(finals, header_sizes) if not any(w.startswith(x.split(":")[0] + " ")
-                                                                               for x in wrong)]
-    notes.extend(f"wrong size: {w}" for w in by_header)
-    complete = files_done == len(counted) and not partials and not wrong and not by_header
-    if weights_only and INDEX_NAME not in finals:
-        complete = False
+    notes.extend(stats.wrong)
+    complete = stats.complete_finals and not partials
     return DownloadProgress(
-        model_dir, repo_id, expected.source, done, total, shards_done, len(expected.shards),
-        files_done, len(counted), tuple(partials), None, None, None, listing.disk_free_bytes, fits, complete,
+        model_dir, repo_id, expected.source, done, total, stats.shards_done, len(expected.shards),
+        stats.files_done, stats.counted, tuple(partials), None, None, None, listing.disk_free_bytes, fits, complete,
         tuple(notes), now_s, expected.note,
     )
 

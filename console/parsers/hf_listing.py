@@ -48,6 +48,7 @@ def listing_script(model_dir: str) -> str:
     return (
         f"if [ ! -e {d} ]; then echo @@missing; exit 0; fi; "
         f"if [ ! -r {d} ] || [ ! -x {d} ]; then echo @@denied; exit 0; fi; "
+        "echo @@now; echo ${EPOCHREALTIME:-$(date +%s.%N)}; "
         f"echo @@df; df -P -B1 {d} 2>/dev/null; "
         # -L follows the symlinks of a cache-mode snapshot into its blobs (sizes of the targets).
         f"echo @@files; find -L {d} -mindepth 1 -printf '%y %s %T@ %P\\0' 2>/dev/null; echo; "
@@ -187,3 +188,68 @@ def parse_headers(blob: str) -> dict[str, int | None]:
         n, end, path = parts
         out[path] = 8 + int(n) + int(end) if n.isdigit() and end.isdigit() else None
     return out
+
+
+def changes_script(model_dir: str, since_s: float) -> str:
+    """The listing of what changed since `since_s` (host clock, status-change time: a rename counts),
+    every partial file, and the count and byte sum of everything, summed on the host: a 100k-file
+    directory costs the console a few records per poll instead of 100k. Sections as in
+    `listing_script`, plus `@@now` (the host's clock) and records prefixed C (changed) or P (partial),
+    then `@@sum COUNT BYTES`."""
+    d = quote(model_dir.rstrip("/") or "/")
+    blobs = quote(posixpath.normpath(posixpath.join(model_dir, "..", "..", "blobs")))
+    is_snapshot = "/snapshots/" in model_dir and "/models--" in model_dir
+    blob_part = (f"echo @@blobs; find {blobs} -maxdepth 1 -name '*.incomplete' -printf '%y %s %T@ %P\\0' "
+                 "2>/dev/null; echo; ") if is_snapshot else ""
+    return (
+        f"if [ ! -e {d} ]; then echo @@missing; exit 0; fi; "
+        f"if [ ! -r {d} ] || [ ! -x {d} ]; then echo @@denied; exit 0; fi; "
+        "echo @@now; echo ${EPOCHREALTIME:-$(date +%s.%N)}; "
+        f"echo @@df; df -P -B1 {d} 2>/dev/null; "
+        f"echo @@files; find -L {d} -mindepth 1 \\( -name '*.incomplete' -printf 'P%y %s %T@ %P\\0' \\) "
+        f"-o \\( -newerct @{since_s:.3f} -printf 'C%y %s %T@ %P\\0' \\) -o -printf 'S%s\\0' 2>/dev/null "
+        "| awk 'BEGIN { RS = \"\\0\"; ORS = \"\\0\" } /^S/ { n++; s += substr($0, 2); next } "
+        "/^C/ { n++; s += $2 } { print } END { print \"@@sum \" n + 0 \" \" sprintf(\"%.0f\", s) }'; echo; "
+        f"{blob_part}true"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DirChanges:
+    host_now_s: float | None
+    changed: tuple[ListedFile, ...]
+    partials: tuple[ListedFile, ...]
+    count: int | None  # every entry but the partial files, counted on the host
+    total_bytes: int | None
+    listing: DirListing  # df, blobs; files = the partial files only
+
+
+def parse_changes(text: str) -> DirChanges:
+    base = parse_listing(text)
+    if not base.exists or not base.readable:
+        return DirChanges(None, (), (), None, None, base)
+    files_at = text.find("@@files\n")
+    head = split_sections(text[:files_at])
+    try:
+        now: float | None = float(head.get("now", "").strip())
+    except ValueError:
+        now = None
+    rest = text[files_at + len("@@files\n"):]
+    blobs_at = rest.find("\n@@blobs\n")
+    records = rest if blobs_at < 0 else rest[:blobs_at]
+    changed: list[ListedFile] = []
+    partials: list[ListedFile] = []
+    count = total = None
+    for record in records.split("\0"):
+        record = record.lstrip("\n")
+        if record.startswith("@@sum "):
+            parts = record.split()
+            if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+                count, total = int(parts[1]), int(parts[2])
+            continue
+        if record[:1] not in ("C", "P"):
+            continue
+        parsed = _parse_records(record[1:])
+        (changed if record[0] == "C" else partials).extend(parsed)
+    listing = DirListing(True, True, tuple(partials), base.blobs, base.disk_free_bytes, base.disk_size_bytes)
+    return DirChanges(now, tuple(changed), tuple(partials), count, total, listing)
