@@ -113,11 +113,17 @@ async def stream_fields(session: HostSession) -> dict[str, Any]:
     return out
 
 
+def connection_json(state: Any) -> dict[str, Any]:
+    """`status_since`: when the connection entered its status, seconds since the epoch (named
+    `since_s` before, which read like a duration)."""
+    return {"host": state.host, "status": state.status, "status_since": state.since_s, "detail": state.detail}
+
+
 async def take_snapshot(session: HostSession) -> dict[str, Any]:
     out: dict[str, Any] = {
         "host": session.transport.label,
         "taken_at": time.time(),
-        "connection": to_jsonable(session.transport.state),
+        "connection": connection_json(session.transport.state),
         "errors": {},
     }
     for source in session.polled_sources(one_shot=True):
