@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -168,6 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         return _fail(str(exc), EXIT_USAGE)
 
+    import signal
+
+    def terminated(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)  # unwinds through the `finally`s: the demo's sandbox is removed
+
+    with contextlib.suppress(ValueError):  # not the main thread (tests call main() from threads)
+        signal.signal(signal.SIGTERM, terminated)
     sim = None
     if args.demo:
         from console.session import SimulatorThread
@@ -235,10 +243,15 @@ async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
         return await _with_session(args, profile, doctor)
 
     async def run_app(session: Any) -> int:
+        import signal
+
         from console.app import ConsoleApp
 
         app = ConsoleApp(session, screenshot=args.screenshot,
                          screenshot_after_s=args.screenshot_after if args.screenshot else None)
+        # SIGTERM (`kill`) ends the app as `q` does: Textual leaves the alternate screen and restores
+        # the terminal, then the demo's sandbox is removed on the way out.
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: app.exit(128 + signal.SIGTERM))
         if args.screenshot:
             # Headless at a fixed size: the same picture whatever terminal (or none) runs it.
             width, height = (int(x) for x in args.screenshot_size.lower().split("x"))
