@@ -91,3 +91,32 @@ async def test_the_palette_has_one_screenshot_command(app: ConsoleApp) -> None: 
     async with app.run_test(size=(120, 40)):
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert [t for t in titles if "creenshot" in t] == ["Screenshot"]
+
+
+def test_the_readme_links_only_to_files_in_the_repository_and_its_pngs_are_faithful() -> None:
+    """Links resolve inside the repo; every embedded PNG was drawn by headless Chromium from the SVG
+    beside it as it is now (rsvg-convert dropped the spaces between styled spans)."""
+    import hashlib
+    import re
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "scripts"))
+    from screenshots import png_text  # type: ignore[import-not-found]
+
+    readme = (root / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#\s]+)", readme) + re.findall(r"`(\.\./[^`]+)`", readme)
+    for target in targets:
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        path = (root / target).resolve()
+        assert path.is_relative_to(root) and path.exists(), target
+    pngs = [t for t in targets if t.endswith(".png")]
+    assert pngs
+    for target in pngs:
+        png = (root / target).read_bytes()
+        meta = png_text(png)
+        assert "Chromium" in meta.get("Software", ""), target
+        svg = (root / target).with_suffix(".svg")
+        assert meta.get("Source-SHA256") == hashlib.sha256(svg.read_bytes()).hexdigest(), f"{target} is stale"
