@@ -331,8 +331,9 @@ class ConsoleApp(App[int]):
             return
         files = verifiable_files(watcher)
         if not files:
-            why = ("no finished file has a Hub sha256 yet" if watcher.state.hub_expected is not None
-                   else "the Hub's file list is needed for sha256 values (--repo)")
+            known = watcher.state.tree_expected or watcher.state.hub_expected
+            why = ("no finished file has a known sha256 yet" if known is not None
+                   else "sha256 values come from the listing hf download keeps, or the Hub's file list (--repo)")
             self.notify(why, title="verify", severity="warning")
             return
         self.run_verify(watcher.model_dir, files)

@@ -165,6 +165,11 @@ class TailLog(Log):
         if self.scroll_y >= self.max_scroll_y:
             self._user_scrolled(False)
 
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if self.is_vertical_scrollbar_grabbed:  # dragging the scrollbar is reading too
+            self._user_scrolled(new < self.max_scroll_y)
+
     def _on_mouse_scroll_up(self, event: Any) -> None:
         super()._on_mouse_scroll_up(event)
         self._user_scrolled(True)
