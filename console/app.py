@@ -77,6 +77,8 @@ One screen for an SGLang model swap on one GPU host, fed over one SSH connection
 |---|---|
 {rows}
 
+`escape`, `q` or `?` closes this help; the keys panel (`ctrl+p`, "Keys") closes with `escape` too.
+
 **Colours.** Green is healthy, yellow is a warning or stale data, red is an error. A pane
 border turns yellow when its data is older than it should be and red when its last poll
 failed; the subtitle says which. The header shows the connection (connected / reconnecting
@@ -135,6 +137,7 @@ class ConsoleApp(App[int]):
     connecting, or a replay playing)."""
 
     TITLE = "gpuconsole"
+    ALLOW_IN_MAXIMIZED_VIEW = "HostHeader, Footer"  # the connection state stays visible when a pane is maximized
     CSS_PATH = str(stylesheet_path())
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
@@ -311,8 +314,18 @@ class ConsoleApp(App[int]):
             pane.focus()
 
     def action_restore(self) -> None:
-        if self.screen.maximized is not None:
+        if self.screen.query("HelpPanel"):  # escape closes the keys panel first
+            self.action_hide_help_panel()
+        elif self.screen.maximized is not None:
             self.screen.minimize()
+
+    def action_show_help_panel(self) -> None:
+        from textual.widgets import HelpPanel, Static
+
+        super().action_show_help_panel()
+        for panel in self.screen.query(HelpPanel):
+            if not panel.query(".close-hint"):
+                panel.mount(Static("[b]escape[/b] closes this panel", classes="close-hint"), before=0)
 
     def on_service_pane_swap_requested(self, _: ServicePane.SwapRequested) -> None:
         self._ask("swap", lambda c: c.swap_units(), "service")
@@ -396,7 +409,8 @@ class ConsoleApp(App[int]):
         self.exit(0)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        # One "Screenshot": the app's own (it says where it saved), not Textual's as well.
+        yield from (c for c in super().get_system_commands(screen) if c.title != "Screenshot")
         for spec in self.specs:
             yield SystemCommand(f"Maximize {spec.title}", f"Show the {spec.title} pane alone (key {spec.number})",
                                 lambda key=spec.key: self.action_toggle_max(key))
@@ -406,5 +420,5 @@ class ConsoleApp(App[int]):
                             lambda: self.start_bench("quick"))
         yield SystemCommand("Run benchmark: concurrency sweep 1, 4, 16, 64 (1k/1k)", "The story's sweep (B)",
                             lambda: self.start_bench("sweep"))
-        yield SystemCommand("Save screenshot", "Save an SVG screenshot (ctrl+s)", self.action_screenshot)
+        yield SystemCommand("Screenshot", "Save an SVG screenshot and say where (ctrl+s)", self.action_screenshot)
         yield SystemCommand("Help", "Keys and colours (?)", self.action_help)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -18,39 +19,48 @@ from console.config import ConfigError, HostProfile, load_config
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
-def _host_options(*, suppress: bool = False) -> argparse.ArgumentParser:
+def _host_options(*, suppress: bool = False, model: bool = True, service: bool = True,
+                  server: bool = True) -> argparse.ArgumentParser:
     """Host options for the top level and (with `suppress`) for each subcommand, so that
-    `gpuconsole --demo doctor` and `gpuconsole doctor --demo` mean the same."""
+    `gpuconsole --demo doctor` and `gpuconsole doctor --demo` mean the same. A subcommand lists
+    only what it uses: `model` (--model-dir, --repo), `service` (--unit, --compare-unit,
+    --log-file), `server` (--server-port)."""
     unset = argparse.SUPPRESS if suppress else None
     p = argparse.ArgumentParser(add_help=False, argument_default=unset)
     g = p.add_argument_group("host options")
     g.add_argument("--host", help="GPU host (a name from ~/.ssh/config works); none: this machine")
-    g.add_argument("--port", type=int)
-    g.add_argument("--user")
+    g.add_argument("--port", type=int, help="SSH port (default: from ~/.ssh/config, else 22)")
+    g.add_argument("--user", help="SSH user (default: from ~/.ssh/config, else yours)")
     g.add_argument("--identity", metavar="FILE", help="private key file (as ssh -i)")
     g.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default ~/.ssh/known_hosts)")
     g.add_argument("--accept-new-host-key", action="store_true", default=unset,
                    help="record an unknown host key (OpenSSH's accept-new); a changed key is always refused")
-    g.add_argument("--connect-timeout", type=float, dest="connect_timeout_s", metavar="SECONDS")
+    g.add_argument("--connect-timeout", type=float, dest="connect_timeout_s", metavar="SECONDS",
+                   help="give up connecting after this long (default 10)")
     g.add_argument("--config", metavar="FILE", help="config file (default: $GPUCONSOLE_CONFIG or "
                    "~/.config/gpuconsole/config.toml)")
     g.add_argument("--profile", help="host profile from the config")
-    g.add_argument("--model-dir", metavar="DIR")
-    g.add_argument("--repo", dest="repo_id", metavar="REPO_ID", help="Hugging Face repo id of the model")
-    g.add_argument("--unit", help="systemd unit of the new SGLang service")
-    g.add_argument("--compare-unit", metavar="UNIT", help="unit to diff against (the old service)")
-    g.add_argument("--log-file", metavar="PATH", help="SGLang log file (instead of the unit's journal)")
-    g.add_argument("--server-port", type=int, metavar="N", help="SGLang HTTP port on the host (30000)")
-    g.add_argument("--read-only", action="store_true", default=unset,
-                   help="never change anything on the host (the default today)")
     g.add_argument("--demo", action="store_true", default=unset, help="run against the built-in simulated GPU host")
     g.add_argument("--demo-speed", type=float, metavar="X", help=argparse.SUPPRESS,
                    **({} if suppress else {"default": 1.0}))
+    if model or service or server:
+        m = p.add_argument_group("what to watch on the host")
+        if model:
+            m.add_argument("--model-dir", metavar="DIR", help="the model directory being downloaded (on the host)")
+            m.add_argument("--repo", dest="repo_id", metavar="REPO_ID", help="Hugging Face repo id of the model")
+        if service:
+            m.add_argument("--unit", help="systemd unit of the new SGLang service")
+            m.add_argument("--compare-unit", metavar="UNIT", help="unit to diff against (the old service)")
+            m.add_argument("--log-file", metavar="PATH", help="SGLang log file (instead of the unit's journal)")
+        if server:
+            m.add_argument("--server-port", type=int, metavar="N", help="SGLang HTTP port on the host (30000)")
     return p
 
 
 def build_parser() -> argparse.ArgumentParser:
-    host = _host_options(suppress=True)
+    everything = _host_options(suppress=True)
+    connection = _host_options(suppress=True, model=False, service=False, server=False)
+    on_server = _host_options(suppress=True, model=False, service=False)
     parser = argparse.ArgumentParser(
         prog="gpuconsole", parents=[_host_options()],
         description="Operator console for SGLang model swaps on a multi-GPU host, over one SSH connection.",
@@ -58,31 +68,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpuconsole {__version__}")
     parser.add_argument("--screenshot", metavar="FILE.svg",
                         help="save a screenshot after --screenshot-after s, then exit")
-    parser.add_argument("--screenshot-after", type=float, default=3.0, metavar="SECONDS")
-    parser.add_argument("--screenshot-size", default="120x40", metavar="COLSxROWS")
+    parser.add_argument("--screenshot-after", type=float, default=3.0, metavar="SECONDS",
+                        help="seconds to wait before the --screenshot (default 3)")
+    parser.add_argument("--screenshot-size", default="120x40", metavar="COLSxROWS",
+                        help="terminal size of the --screenshot (default 120x40)")
     parser.add_argument("--no-record", action="store_true",
                         help="do not record this session (by default it is, under the XDG data dir, for replay)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="a one-shot command (none: open the console)")
     replay = sub.add_parser("replay", help="play a recorded session into the same panes, with no host")
-    replay.add_argument("file", metavar="FILE", help="a recording (.jsonl.gz), as listed by --list")
+    replay.add_argument("file", metavar="FILE",
+                        help="a recording (.jsonl.gz), by default under $XDG_DATA_HOME/gpuconsole/recordings")
     replay.add_argument("--speed", type=float, default=1.0, metavar="X", help="play X times as fast (default 1)")
     replay.add_argument("--at", type=float, default=0.0, metavar="SECONDS",
                         help="start this many seconds into the recording")
-    snap = sub.add_parser("snapshot", parents=[host], help="one poll of every source, as JSON")
+    snap = sub.add_parser("snapshot", parents=[everything], help="one poll of every source, as JSON")
     snap.add_argument("--json", action="store_true", help="print JSON (the only format today)")
-    diff = sub.add_parser("diff", parents=[host], help="SGLang-aware diff of two units or command lines")
+    diff = sub.add_parser("diff", parents=[connection], help="SGLang-aware diff of two units or command lines")
     diff.add_argument("old", metavar="OLD", help="unit name on the host, or a local unit file / command-line file")
     diff.add_argument("new", metavar="NEW", help="unit name on the host, or a local unit file / command-line file")
-    diff.add_argument("--json", action="store_true")
+    diff.add_argument("--json", action="store_true", help="print JSON (keys in the README)")
     diff.add_argument("--fail-on-error", action="store_true", help="exit 3 when a check finds an error")
-    bench = sub.add_parser("bench", parents=[host], help="serving benchmark (metrics as sglang.bench_serving)")
+    bench = sub.add_parser("bench", parents=[on_server], help="serving benchmark (metrics as sglang.bench_serving)")
     bench.add_argument("--url", help="server base URL (default: the host's SGLang through the SSH forward)")
     bench.add_argument("--model", help="model name (default: the first of /v1/models)")
     bench.add_argument("--endpoint", default="/v1/chat/completions",
-                       choices=["/v1/chat/completions", "/v1/completions"])
-    bench.add_argument("--num-prompts", type=int, default=64)
-    bench.add_argument("--input-len", type=int, default=1024)
-    bench.add_argument("--output-len", type=int, default=1024)
+                       choices=["/v1/chat/completions", "/v1/completions"], help="API to call (default: chat)")
+    bench.add_argument("--num-prompts", type=int, default=64, help="requests per run (default 64)")
+    bench.add_argument("--input-len", type=int, default=1024, help="prompt tokens (default 1024)")
+    bench.add_argument("--output-len", type=int, default=1024, help="tokens to generate (default 1024)")
     bench.add_argument("--range-ratio", type=float, default=1.0, help="lengths uniform in [len·ratio, len]")
     bench.add_argument("--dataset", metavar="SHAREGPT.json", help="ShareGPT-format file instead of random prompts")
     mode = bench.add_mutually_exclusive_group()
@@ -90,26 +103,27 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--request-rate", type=float, help="Poisson arrivals per second")
     mode.add_argument("--sweep", help="concurrency levels, e.g. 1,4,16,64")
     bench.add_argument("--duration", type=float, help="stop sending after this many seconds")
-    bench.add_argument("--warmup", type=int, default=1)
-    bench.add_argument("--seed", type=int, default=42)
-    bench.add_argument("--json", action="store_true")
+    bench.add_argument("--warmup", type=int, default=1, help="requests sent first and not counted (default 1)")
+    bench.add_argument("--seed", type=int, default=42, help="seed of the random prompts (default 42)")
+    bench.add_argument("--json", action="store_true", help="print JSON (keys in the README)")
     bench.add_argument("--output-file", metavar="F",
                        help="append a JSONL line per run (default ~/.local/share/gpuconsole/bench.jsonl)")
-    fit = sub.add_parser("fit", parents=[host], help="will the model fit, and how much KV cache is left")
+    fit = sub.add_parser("fit", parents=[connection], help="will the model fit, and how much KV cache is left")
     fit.add_argument("model", metavar="MODEL", help="a local dir, a dir on the host (with host options) or a repo id")
     fit.add_argument("--gpus", type=int, help="GPU count (default: the host's)")
     fit.add_argument("--gpu-mem", type=float, metavar="GiB", help="memory per GPU (default: the host's)")
     fit.add_argument("--tp", type=int, help="tensor parallel size (default: all GPUs)")
-    fit.add_argument("--dtype", default="auto")
-    fit.add_argument("--kv-cache-dtype", default="auto")
+    fit.add_argument("--dtype", default="auto", help="as SGLang's --dtype (default: the checkpoint's)")
+    fit.add_argument("--kv-cache-dtype", default="auto", help="as SGLang's --kv-cache-dtype (default: auto)")
     fit.add_argument("--mem-fraction", type=float, help="--mem-fraction-static (default: SGLang's automatic value)")
-    fit.add_argument("--context-len", type=int)
-    fit.add_argument("--max-running-requests", type=int)
+    fit.add_argument("--context-len", type=int, help="as SGLang's --context-length (default: the model's)")
+    fit.add_argument("--max-running-requests", type=int, help="as SGLang's (default: SGLang's choice)")
     fit.add_argument("--speculative-algorithm", metavar="ALGO", help="NEXTN, EAGLE, … (MTP)")
-    fit.add_argument("--speculative-num-draft-tokens", type=int)
-    fit.add_argument("--json", action="store_true")
-    doc = sub.add_parser("doctor", parents=[host], help="what works on the host and how fast")
-    doc.add_argument("--json", action="store_true")
+    fit.add_argument("--speculative-num-draft-tokens", type=int, help="as SGLang's (default 4 with MTP)")
+    fit.add_argument("--json", action="store_true", help="print JSON (keys in the README)")
+    doc = sub.add_parser("doctor", parents=[_host_options(suppress=True, model=True, service=True, server=False)],
+                         help="what works on the host and how fast")
+    doc.add_argument("--json", action="store_true", help="print JSON")
     doc.add_argument("--runs", type=int, default=50, help="round-trips measured per channel kind")
     return parser
 
@@ -119,7 +133,7 @@ def resolve_profile(args: argparse.Namespace) -> HostProfile:
 
     config = load_config(Path(args.config) if args.config else None)
     profile = config.pick(args.profile, args.host)
-    overrides = {k: getattr(args, k, None) for k in (
+    overrides = {k: getattr(args, k, None) for k in (  # a subcommand may not offer every one
         "host", "port", "user", "identity", "known_hosts", "model_dir", "repo_id", "unit",
         "compare_unit", "log_file", "server_port", "connect_timeout_s")}
     if args.host and profile.host and args.host == profile.name:
@@ -163,6 +177,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         return _fail(str(exc), EXIT_USAGE)
 
+    import signal
+
+    def terminated(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)  # unwinds through the `finally`s: the demo's sandbox is removed
+
+    with contextlib.suppress(ValueError):  # not the main thread (tests call main() from threads)
+        signal.signal(signal.SIGTERM, terminated)
     sim = None
     if args.demo:
         from console.session import SimulatorThread
@@ -277,12 +298,17 @@ async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
         return await _with_session(args, profile, doctor)
 
     async def run_app(session: Any) -> int:
+        import signal
+
         from console.app import ConsoleApp
         from console.core.recording import default_dir
 
         app = ConsoleApp.for_session(
             session, record=not args.no_record, record_dir=default_dir() / "demo" if session.demo else None,
             screenshot=args.screenshot, screenshot_after_s=args.screenshot_after if args.screenshot else None)
+        # SIGTERM (`kill`) ends the app as `q` does: Textual leaves the alternate screen and restores
+        # the terminal, then the demo's sandbox is removed on the way out.
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: app.exit(128 + signal.SIGTERM))
         try:
             return await _run_view(app, args)
         finally:

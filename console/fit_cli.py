@@ -64,13 +64,52 @@ async def _remote(session: Any, path: str) -> tuple[dict[str, Any], int | None, 
     return _parse(config_raw, index_raw, f"{t.label}:{path}")
 
 
-def _hub(repo: str) -> tuple[dict[str, Any], int | None, list[str]]:
-    try:
-        from huggingface_hub import hf_hub_download
+HUB_HINT = "pass a local model directory, or a directory on the host with --host/--profile"
 
-        config_path = hf_hub_download(repo, "config.json")
+
+def _hub_reachable(timeout_s: float = 3.0) -> str | None:
+    """None when the Hub's endpoint accepts a TCP connection, else why not. huggingface_hub retries a
+    refused or unresolvable endpoint for ~24 s before it gives up; this answers in at most `timeout_s`."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE is set"
+    url = urlsplit(constants.ENDPOINT)
+    host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except ConnectionRefusedError:
+        return f"{constants.ENDPOINT}: connection refused"
+    except socket.gaierror:
+        return f"{host}: name not resolved (offline?)"
+    except OSError as exc:
+        return f"{constants.ENDPOINT}: {exc.strerror or type(exc).__name__}"
+    return None
+
+
+def _hub(repo: str) -> tuple[dict[str, Any], int | None, list[str]]:
+    from huggingface_hub import hf_hub_download
+
+    try:  # the local cache first: it needs no network
+        config_path = hf_hub_download(repo, "config.json", local_files_only=True)
         try:
-            index_path: str | None = hf_hub_download(repo, INDEX)
+            index_path: str | None = hf_hub_download(repo, INDEX, local_files_only=True)
+        except Exception:  # noqa: BLE001 - not cached, or a single-file checkpoint
+            index_path = None
+        return _parse(Path(config_path).read_bytes(), Path(index_path).read_bytes() if index_path else None, repo)
+    except Exception:  # noqa: BLE001 - not in the cache: ask the Hub below
+        pass
+    why = _hub_reachable()
+    if why is not None:
+        raise ModelError(f"{repo}: the Hugging Face Hub is not reachable ({why}) and the repo is not in the "
+                         f"local cache: {HUB_HINT}")
+    try:
+        config_path = hf_hub_download(repo, "config.json", etag_timeout=5)
+        try:
+            index_path = hf_hub_download(repo, INDEX, etag_timeout=5)
         except Exception:  # noqa: BLE001 - a single-file checkpoint has no index
             index_path = None
     except Exception as exc:  # noqa: BLE001 - offline, unknown repo, gated: one line
@@ -121,4 +160,4 @@ async def run_fit(args: argparse.Namespace, session: Any) -> int:
         from console.panes.fit import format_fit
 
         Console(highlight=False).print(format_fit(result))
-    return 0
+    return 3 if result.fits is False else 0  # like `diff --fail-on-error`: a script can act on "does not fit"

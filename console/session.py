@@ -126,13 +126,17 @@ class SimulatorThread:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="hostsim", daemon=True)
         self.sim: Any = None
+        self.cache_root: Path | None = None
 
     def start(self) -> HostProfile:
         from console.hostsim import HostSimulator
+        from console.hostsim.sandbox import mark_owner, sweep_stale
         from console.hostsim.scenario import demo_profile, start_scenario
 
+        sweep_stale()  # what a killed demo left behind
         self._thread.start()
         self.sim = HostSimulator(speed=self.speed, scenario=self.scenario)
+        mark_owner(self.sim.root)
 
         async def _start() -> None:
             await self.sim.start()
@@ -145,6 +149,8 @@ class SimulatorThread:
         from console.hostsim.scenario import write_hub_cache
 
         cache_root = Path(tempfile.mkdtemp(prefix="gpuconsole-demo-cache-"))
+        mark_owner(cache_root)
+        self.cache_root = cache_root
         os.environ["GPUCONSOLE_CACHE_DIR"] = str(cache_root)
         write_hub_cache(cache_root, DownloadPlan())
 
@@ -157,3 +163,8 @@ class SimulatorThread:
             asyncio.run_coroutine_threadsafe(self.sim.stop(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        if self.cache_root is not None:
+            import shutil
+
+            shutil.rmtree(self.cache_root, ignore_errors=True)
+            self.cache_root = None

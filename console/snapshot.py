@@ -102,7 +102,7 @@ def snapshot_json(state: HostState, taken_at: float | None = None) -> dict[str, 
     out: dict[str, Any] = {
         "host": state.label,
         "taken_at": time.time() if taken_at is None else taken_at,
-        "connection": to_jsonable(state.connection),
+        "connection": connection_json(state.connection) if state.connection else None,
         "errors": {},
     }
     for name in ("host", "download", "service"):
@@ -126,6 +126,12 @@ def snapshot_json(state: HostState, taken_at: float | None = None) -> dict[str, 
     if server is not None and server.data is not None:
         out["server"] = server_json(server.data)
     return out
+
+
+def connection_json(state: Any) -> dict[str, Any]:
+    """`status_since`: when the connection entered its status, seconds since the epoch (named
+    `since_s` before, which read like a duration)."""
+    return {"host": state.host, "status": state.status, "status_since": state.since_s, "detail": state.detail}
 
 
 async def take_snapshot(session: HostSession) -> dict[str, Any]:

@@ -64,3 +64,15 @@ def sparkline(values: list[float], width: int, top: float | None = None) -> str:
         return ""
     peak = top if top else max(vals) or 1.0
     return "".join(SPARK[min(7, max(0, round(v / peak * 7)))] for v in vals)
+
+
+def fit_name(name: str, width: int) -> str:
+    """A name in `width` cells: whole when it fits, else its start and end around an ellipsis
+    (`Qwen/Qwen3.5-1…-A10B`): both ends of a repo id or process name say something."""
+    if len(name) <= width:
+        return name
+    if width <= 1:
+        return "…"[:width]
+    head = (width - 1) // 2
+    tail = width - 1 - head
+    return name[:head] + "…" + (name[-tail:] if tail else "")

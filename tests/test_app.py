@@ -47,7 +47,7 @@ async def test_header_shows_host_connection_and_free_disk(app: ConsoleApp) -> No
         await wait_for(lambda: "gpu-sim-01" in header_text(app), 10)
         text = header_text(app)
         assert "DEMO" in text and "connected" in text
-        assert "…/shared 895 GB free" in text
+        assert "…/shared: 895 GB free" in text
 
 
 async def test_number_keys_maximize_and_restore_panes(app: ConsoleApp) -> None:

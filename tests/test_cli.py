@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,41 @@ def test_screenshot_after_seconds_writes_an_svg_and_exits_0(tmp_path: Path) -> N
     assert out.returncode == 0, out.stderr
     svg = shot.read_text()
     assert svg.startswith("<svg") and "DEMO" in svg and "gpu-sim-01" in svg
+
+
+def test_every_option_has_help_and_subcommands_list_only_what_they_use() -> None:
+    import argparse
+
+    from console.cli import build_parser
+
+    parser = build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    missing = [(name, a.option_strings or a.dest) for name, p in [("gpuconsole", parser), *subs.items()]
+               for a in p._actions if a.help is None]
+    assert missing == []
+    options = {name: {o for a in p._actions for o in a.option_strings} for name, p in subs.items()}
+    for name in ("fit", "diff"):
+        assert not options[name] & {"--unit", "--compare-unit", "--log-file", "--model-dir", "--repo",
+                                    "--server-port"}, name
+    assert "--server-port" in options["bench"] and "--unit" not in options["bench"]
+    assert "--model-dir" in options["doctor"] and "--server-port" not in options["doctor"]
+    assert "--unit" in options["snapshot"] and "--model-dir" in options["snapshot"]
+    # nothing enforces a read-only mode (the console changes nothing on the host): not offered
+    assert all("--read-only" not in o for o in options.values())
+    assert "--read-only" not in {o for a in parser._actions for o in a.option_strings}
+
+
+def test_a_closed_port_says_connection_refused() -> None:
+    from console.testing import free_port
+
+    out = gpuconsole("snapshot", "--json", "--host", "127.0.0.1", "--port", str(free_port()), "--user", "root",
+                     "--connect-timeout", "3", timeout=30)
+    assert out.returncode == 1 and "connection refused" in out.stderr and "Connect call failed" not in out.stderr
+
+
+def test_the_snapshot_names_the_connection_time_for_what_it_is() -> None:
+    out = gpuconsole("snapshot", "--demo", "--json")
+    assert out.returncode == 0, out.stderr
+    connection = json.loads(out.stdout)["connection"]
+    assert set(connection) == {"host", "status", "status_since", "detail"}
+    assert abs(connection["status_since"] - time.time()) < 600  # an epoch time, and its name says so

@@ -120,3 +120,53 @@ def test_cli_json_and_bad_config(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "console", "fit", str(model), "--gpus", "4", "--gpu-mem", "95"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "not JSON" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_unknown_weights_cannot_tell(tmp_path: Path) -> None:
+    """A directory with only config.json: not FITS with 0 GiB of weights, but "cannot tell"."""
+    r = plan_fit(FitInputs(qwen122b_config(), None, 4, 95.59, tp=4))
+    assert r.fits is None and r.verdict == "cannot tell" and "cannot tell" in r.binding_constraint
+    assert "CANNOT TELL" in format_fit(r).plain and "FITS" not in format_fit(r).plain.replace("CANNOT TELL", "")
+    model = tmp_path / "only-config"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(qwen122b_config()))
+    out = subprocess.run([sys.executable, "-m", "console", "fit", str(model), "--gpus", "4", "--gpu-mem", "95.59",
+                          "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and json.loads(out.stdout)["fits"] is None
+    assert json.loads(out.stdout)["verdict"] == "cannot tell"
+    # weights that do not fit even at 0 GiB still say so
+    assert plan_fit(FitInputs(qwen122b_config(), None, 1, 95.59, tp=4)).fits is False
+
+
+def test_does_not_fit_shows_the_card_and_exits_3(tmp_path: Path) -> None:
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(qwen122b_config()))
+    (model / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": W122}}))
+    out = subprocess.run([sys.executable, "-m", "console", "fit", str(model), "--gpus", "2", "--gpu-mem", "96"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 3, out.stderr
+    assert "DOES NOT FIT" in out.stdout and "96.0 GiB card" in out.stdout and "129.0 GiB" not in out.stdout
+    assert "exceed" in out.stdout
+
+
+def test_a_repo_id_without_the_hub_fails_fast_with_a_hint(tmp_path: Path) -> None:
+    import os
+    import time
+
+    from console.testing import free_port
+
+    env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}", "HF_HOME": str(tmp_path / "hf")}
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "console", "fit", "Qwen/Qwen3.5-122B-A10B", "--gpus", "4",
+                          "--gpu-mem", "96"], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "not reachable" in out.stderr and "local model directory" in out.stderr and "--host" in out.stderr
+    assert time.monotonic() - started < 10  # huggingface_hub alone retried for ~24 s
+
+
+def test_the_comparison_table_has_headers() -> None:
+    r = plan_fit(FitInputs(qwen122b_config(), W122, 4, 95.59, tp=4))
+    text = format_fit(r, [("weights / GPU", "57.95 GiB", "58.03 GiB")]).plain
+    header = text.split("predicted vs the server's log\n", 1)[1].splitlines()[0]
+    assert header.split() == ["figure", "predicted", "server", "log"]

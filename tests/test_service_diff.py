@@ -270,3 +270,40 @@ def test_cli_diff_missing_file_without_host_is_one_line() -> None:
     out = subprocess.run([sys.executable, "-m", "console", "diff", "/nonexistent/a", "/nonexistent/b"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_forbidden_model_path_is_not_also_said_to_be_outside() -> None:
+    new = side_from_text("new.txt", "python3 -m sglang.launch_server --model-path /data/m --tp 4")
+    lints = lint(new.command, HostFacts(paths_exist={"/data/m": True}, forbidden_prefixes=("/data",)))  # type: ignore[arg-type]
+    messages = [x.message for x in lints if x.flag == "--model-path"]
+    assert messages == ["/data/m is under /data, which this host's profile forbids"]
+    ok = side_from_text("new.txt", "python3 -m sglang.launch_server --model-path /shared/m --tp 4")
+    fine = lint(ok.command, HostFacts(paths_exist={"/shared/m": True}, forbidden_prefixes=("/data",)))  # type: ignore[arg-type]
+    assert [x.message for x in fine if x.flag == "--model-path"] == ["/shared/m exists and is outside /data"]
+
+
+def test_diff_of_a_file_that_is_no_command_line_does_not_contradict_itself(tmp_path: Path) -> None:
+    one = tmp_path / "one.txt"
+    one.write_text("hello world\n")
+    out = subprocess.run([sys.executable, "-m", "console", "diff", str(one), str(one)], capture_output=True,
+                         text=True, timeout=60, env={**__import__("os").environ, "COLUMNS": "80"})
+    assert out.returncode == 1
+    lines = out.stdout.splitlines()
+    summary = next(x for x in lines if "error" in x and "·" in x)
+    assert "0 changes" not in summary and "0 errors" not in summary and "1 error " in summary + " "
+    crosses = [x for x in lines if x.startswith(" ✗")]
+    assert len(crosses) == 1  # the same error of the same file, once
+    at = lines.index(crosses[0])
+    assert all(x.startswith("   ") for x in lines[at + 1:] if x.strip()), "continuations stay under the message"
+
+
+def test_counts_are_singular_and_sources_not_doubly_parenthesized() -> None:
+    old = side_from_text("a.txt", "python3 -m sglang.launch_server --model-path /m/x --tp 4")
+    new = side_from_text("b.txt", "python3 -m sglang.launch_server --model-path /m/y --tp 8")
+    source = "host SGLang version unknown (no answer in 15 s): built-in table of 0.5.23"
+    report = build_report(old, new, HostFacts(), flags_source=source)
+    text = format_service(Reading("service", report, 0.0), width=60).plain
+    assert "· 1 note" in text and "1 notes" not in text
+    assert "))" not in text and source in " ".join(x.strip() for x in text.splitlines())
+    for line in text.splitlines():
+        assert len(line) <= 60, line

@@ -6,6 +6,7 @@ from __future__ import annotations
 import posixpath
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 from console.parsers.hf_listing import (
     BLOB_PARTIAL,
@@ -13,6 +14,7 @@ from console.parsers.hf_listing import (
     LOCAL_PARTIAL,
     DirListing,
     SafetensorsIndex,
+    TreeEntry,
     short_hash,
 )
 
@@ -38,6 +40,12 @@ class ExpectedFiles:
     @property
     def shards(self) -> tuple[ExpectedFile, ...]:
         return tuple(f for f in self.files if f.path.endswith(".safetensors"))
+
+
+def expected_from_tree(entries: tuple[TreeEntry, ...]) -> ExpectedFiles:
+    """The commit's listing that `hf download --local-dir` keeps on the host: every file, exact sizes."""
+    return ExpectedFiles("listing", tuple(ExpectedFile(e.path, e.size_bytes, e.sha256) for e in entries),
+                         sum(e.size_bytes for e in entries), note="the commit's file listing kept by hf download")
 
 
 def expected_from_index(index: SafetensorsIndex) -> ExpectedFiles:
@@ -84,7 +92,8 @@ class DownloadProgress:
         return min(1.0, self.bytes_done / self.bytes_total)
 
 
-def _partials(listing: DirListing, expected: ExpectedFiles | None) -> list[PartialFile]:
+def _partials(listing: DirListing, expected: ExpectedFiles | None,
+              header_sizes: dict[str, int | None] | None = None) -> list[PartialFile]:
     by_short: dict[tuple[str, str], ExpectedFile] = {}
     by_etag: dict[str, ExpectedFile] = {}
     for f in (expected.files if expected else ()):
@@ -101,8 +110,10 @@ def _partials(listing: DirListing, expected: ExpectedFiles | None) -> list[Parti
         target = None
         if m:
             target = by_short.get((folder, m.group("short"))) or by_etag.get(m.group("etag"))
-        out.append(PartialFile(target.path if target else name, item.size_bytes,
-                               target.size_bytes if target else None, target is not None))
+        size = target.size_bytes if target else None
+        if size is None and header_sizes:  # the safetensors header knows, once its first bytes are there
+            size = header_sizes.get(item.rel_path)
+        out.append(PartialFile(target.path if target else name, item.size_bytes, size, target is not None))
     for item in listing.blobs:
         m = BLOB_PARTIAL.match(item.rel_path)
         target = by_etag.get(m.group("etag")) if m else None
@@ -111,23 +122,47 @@ def _partials(listing: DirListing, expected: ExpectedFiles | None) -> list[Parti
     return sorted(out, key=lambda p: p.path)
 
 
-def summarize(listing: DirListing, expected: ExpectedFiles | None, *, model_dir: str, repo_id: str | None,
-              now_s: float, problems: tuple[str, ...] = ()) -> DownloadProgress:
-    """Everything but rate/ETA/stall, which need history (see `ProgressTracker`)."""
-    finals = {f.rel_path: f for f in listing.files
-              if f.kind == "f" and not f.rel_path.startswith(".cache/")}
-    partials = _partials(listing, expected)
-    notes = list(problems)
-    for f in listing.files:
-        if f.kind == "l":
-            notes.append(f"broken symlink: {f.rel_path}")
-    partial_bytes = sum(p.bytes for p in partials)
+def with_header_sizes(expected: ExpectedFiles, header_sizes: dict[str, int | None]) -> ExpectedFiles:
+    """The index names the shards but not their sizes: the safetensors headers give them."""
+    if expected.source != "index":
+        return expected
+    files = tuple(f if f.size_bytes is not None or header_sizes.get(f.path) is None
+                  else ExpectedFile(f.path, header_sizes[f.path], f.sha256) for f in expected.files)
+    return ExpectedFiles(expected.source, files, expected.total_bytes, expected.note)
+
+
+def header_problems(finals: dict[str, Any], header_sizes: dict[str, int | None]) -> list[str]:
+    """A finished shard shorter or longer than its own header says: named, without hashing it."""
+    out = []
+    for path, f in finals.items():
+        want = header_sizes.get(path)
+        if want is None or f.size_bytes == want:
+            continue
+        what = "truncated" if f.size_bytes < want else "corrupt (longer than its header says)"
+        out.append(f"{path} is {what}: {f.size_bytes:,} bytes on disk, its safetensors header says {want:,}")
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class FinalsStats:
+    """What the finished files say against what is expected: the part of a summary that changes
+    only when a finished file does (a 100k-file directory need not be walked again per poll)."""
+
+    files_done: int
+    bytes_done: int
+    shards_done: int
+    counted: int
+    wrong: tuple[str, ...]
+    complete_finals: bool
+
+
+def finals_stats(finals: dict[str, Any], expected: ExpectedFiles | None,
+                 header_sizes: dict[str, int | None]) -> FinalsStats:
     if expected is None:
-        done = sum(f.size_bytes for f in finals.values()) + partial_bytes
-        shards = [p for p in finals if p.endswith(".safetensors")]
-        return DownloadProgress(model_dir, repo_id, None, done, None, len(shards), None, len(finals), None,
-                                tuple(partials), None, None, None, listing.disk_free_bytes, None, None,
-                                tuple(notes), now_s, "total unknown: no Hub file list and no index.json yet")
+        shards = sum(1 for p in finals if p.endswith(".safetensors"))
+        wrong = tuple(f"wrong size: {w}" for w in header_problems(finals, header_sizes))
+        return FinalsStats(len(finals), sum(f.size_bytes for f in finals.values()), shards, 0, wrong, False)
+    expected = with_header_sizes(expected, header_sizes)
     weights_only = expected.source == "index"
     counted = expected.shards if weights_only else expected.files
     files_done = 0
@@ -138,26 +173,56 @@ def summarize(listing: DirListing, expected: ExpectedFiles | None, *, model_dir:
         if on_disk is None:
             continue
         if f.size_bytes is not None and on_disk.size_bytes != f.size_bytes:
-            wrong.append(f"{f.path}: {on_disk.size_bytes:,} bytes on disk, {f.size_bytes:,} expected")
+            what = "truncated" if on_disk.size_bytes < f.size_bytes else "corrupt: longer than expected"
+            wrong.append(f"{f.path}: {on_disk.size_bytes:,} bytes on disk, {f.size_bytes:,} expected ({what})")
             done += min(on_disk.size_bytes, f.size_bytes)
             continue
         files_done += 1
         done += on_disk.size_bytes
-    done += partial_bytes
-    shards_done = sum(1 for s in expected.shards if s.path in finals and
-                      (s.size_bytes is None or finals[s.path].size_bytes == s.size_bytes))
+    shards_done = sum(1 for sh in expected.shards if sh.path in finals and
+                      (sh.size_bytes is None or finals[sh.path].size_bytes == sh.size_bytes))
+    by_header = [w for w in header_problems(finals, header_sizes)
+                 if not any(w.startswith(x.split(":")[0] + " ") for x in wrong)]
+    problems = tuple(f"wrong size: {w}" for w in wrong + by_header)
+    complete = files_done == len(counted) and not problems and not (weights_only and INDEX_NAME not in finals)
+    return FinalsStats(files_done, done, shards_done, len(counted), problems, complete)
+
+
+def summarize(listing: DirListing, expected: ExpectedFiles | None, *, model_dir: str, repo_id: str | None,
+              now_s: float, problems: tuple[str, ...] = (),
+              header_sizes: dict[str, int | None] | None = None,
+              finals: dict[str, Any] | None = None, stats: FinalsStats | None = None) -> DownloadProgress:
+    """Everything but rate/ETA/stall, which need history (see `ProgressTracker`). `header_sizes`:
+    relative path -> final size from the file's safetensors header (finished and partial files).
+    `finals` and `stats`: the finished files and their `finals_stats`, when the caller keeps them
+    (then `listing` need only hold the partial files and the broken links)."""
+    if finals is None:
+        finals = {f.rel_path: f for f in listing.files if f.kind == "f" and not f.rel_path.startswith(".cache/")}
+    header_sizes = header_sizes or {}
+    if stats is None:
+        stats = finals_stats(finals, expected, header_sizes)
+    partials = _partials(listing, expected, header_sizes)
+    notes = list(problems)
+    for f in listing.files:
+        if f.kind == "l":
+            notes.append(f"broken symlink: {f.rel_path}")
+    partial_bytes = sum(p.bytes for p in partials)
+    done = stats.bytes_done + partial_bytes
+    if expected is None:
+        notes.extend(stats.wrong)
+        return DownloadProgress(model_dir, repo_id, None, done, None, stats.shards_done, None, stats.files_done,
+                                None, tuple(partials), None, None, None, listing.disk_free_bytes, None, None,
+                                tuple(notes), now_s, "total unknown: no Hub file list and no index.json yet")
     total = expected.total_bytes
     remaining = None if total is None else max(0, total - done)
     fits = None if remaining is None or listing.disk_free_bytes is None else listing.disk_free_bytes >= remaining
     if fits is False:
         notes.append(f"disk: {remaining:,} bytes still to come, {listing.disk_free_bytes:,} free")
-    notes.extend(f"wrong size: {w}" for w in wrong)
-    complete = files_done == len(counted) and not partials and not wrong
-    if weights_only and INDEX_NAME not in finals:
-        complete = False
+    notes.extend(stats.wrong)
+    complete = stats.complete_finals and not partials
     return DownloadProgress(
-        model_dir, repo_id, expected.source, done, total, shards_done, len(expected.shards),
-        files_done, len(counted), tuple(partials), None, None, None, listing.disk_free_bytes, fits, complete,
+        model_dir, repo_id, expected.source, done, total, stats.shards_done, len(expected.shards),
+        stats.files_done, stats.counted, tuple(partials), None, None, None, listing.disk_free_bytes, fits, complete,
         tuple(notes), now_s, expected.note,
     )
 
@@ -193,6 +258,8 @@ class ProgressTracker:
             (t0, b0), (t1, b1) = self._samples[0], self._samples[-1]
             if t1 > t0:
                 rate = max(0.0, (b1 - b0) / (t1 - t0))
+        if p.complete:  # rate and ETA end with the download
+            rate = None
         eta = None
         if p.bytes_total is not None and rate and not p.complete:
             eta = max(0.0, p.bytes_total - done) / rate

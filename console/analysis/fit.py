@@ -55,11 +55,15 @@ class FitResult:
     mamba_slots: int | None
     max_total_tokens: int
     max_running_requests: int
-    fits: bool
+    fits: bool | None  # None: cannot tell (the weights' size is unknown)
     binding_constraint: str
     assumptions: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     figures: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        return "cannot tell" if self.fits is None else "fits" if self.fits else "does not fit"
 
     def to_json(self) -> dict[str, Any]:
         """`gpuconsole fit --json` (a public interface: keep the keys stable)."""
@@ -72,7 +76,7 @@ class FitResult:
             "mem_fraction_static": self.mem_fraction_static, "mem_fraction_auto": self.mem_fraction_auto,
             "kv_bytes_per_token": self.kv_bytes_per_token, "mamba_bytes_per_request": self.mamba_bytes_per_request,
             "mamba_slots": self.mamba_slots, "max_total_tokens": self.max_total_tokens,
-            "max_running_requests": self.max_running_requests, "fits": self.fits,
+            "max_running_requests": self.max_running_requests, "fits": self.fits, "verdict": self.verdict,
             "binding_constraint": self.binding_constraint, "assumptions": list(self.assumptions),
             "warnings": list(self.warnings),
         }
@@ -252,17 +256,22 @@ def plan_fit(inp: FitInputs) -> FitResult:
             binding = "no room left for the KV cache"
     if tokens and context > tokens:
         warnings.append(f"one full-length request ({context:,} tokens) needs more than the {tokens:,}-token KV pool")
+    verdict: bool | None = fits
+    if total is None and fits:  # weights estimated as 0: the pools above are upper bounds, not a verdict
+        verdict = None
+        binding = "weights unknown (no index.json total_size, no safetensors sizes): cannot tell"
     if inp.tp * inp.pp > inp.gpu_count:
-        fits = False
+        verdict = False
         binding = f"TP×PP {inp.tp * inp.pp} needs more GPUs than the {inp.gpu_count} available"
     if heads and heads % tp:
         warnings.append(f"TP {tp} does not divide {heads} attention heads: SGLang will refuse")
     free = pre_load * frac - weights - mamba_gib - spec_gib - (tokens * cell / GIB if cell else 0)
     return FitResult(
         inp.model, arch, params, total, weights, reserved, frac, frac_auto, tokens * cell / GIB if cell else 0.0,
-        mamba_gib, spec_gib, max(0.0, free), cell, mamba_per_req, mamba_slots, tokens, running, fits, binding,
+        mamba_gib, spec_gib, max(0.0, free), cell, mamba_per_req, mamba_slots, tokens, running, verdict, binding,
         tuple(assumptions), tuple(warnings),
-        {"pre_load_gib": pre_load, "context_len": context, "full_layers": n_full, "gdn_layers": n_gdn,
+        {"pre_load_gib": pre_load, "gpu_mem_gib": inp.gpu_mem_gib, "allowed_gib": pre_load * frac,
+         "context_len": context, "full_layers": n_full, "gdn_layers": n_gdn,
          "kv_heads_per_gpu": max(1, kv_heads // tp), "draft_tokens": d},
     )
 

@@ -250,14 +250,16 @@ def lint(new: SglangCommand, facts: HostFacts, table: FlagTable | None = None) -
         value = new.value(flag)
         if not isinstance(value, str) or not value.startswith("/"):
             continue
+        forbidden = False
         for prefix in facts.forbidden_prefixes:
             root = prefix.rstrip("/")
             if value == root or value.startswith(root + "/"):
+                forbidden = True
                 lints.append(Lint("error", flag, f"{value} is under {prefix}, which this host's profile forbids"))
         exists = facts.paths_exist.get(value)
         if exists is False:
             lints.append(Lint("error", flag, f"{value} does not exist on the host"))
-        elif exists and flag == "--model-path" and facts.forbidden_prefixes:
+        elif exists and flag == "--model-path" and facts.forbidden_prefixes and not forbidden:
             lints.append(Lint("info", flag, f"{value} exists and is outside {', '.join(facts.forbidden_prefixes)}"))
     cfg = facts.model_config
     algo = new.value("--speculative-algorithm")

@@ -195,8 +195,9 @@ class HostRunner:
             return "no model directory"
         files = verifiable_files(watcher)
         if not files:
-            return ("no finished file has a Hub sha256 yet" if watcher.state.hub_expected is not None
-                    else "the Hub's file list is needed for sha256 values (--repo)")
+            known = watcher.state.tree_expected or watcher.state.hub_expected
+            return ("no finished file has a known sha256 yet" if known is not None
+                    else "sha256 values come from the listing hf download keeps, or the Hub's file list (--repo)")
 
         async def run() -> None:
             async for progress in verify_sha256(self.session.transport, watcher.model_dir, files):

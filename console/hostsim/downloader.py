@@ -83,6 +83,8 @@ class DownloadPlan:
     stall: tuple[float, float] | None = None  # scenario seconds with no progress
     workers: int = 3
     new_naming: bool = True  # huggingface_hub >= 1.18: <short>.<etag>.<8hex>.incomplete
+    tree_listing: bool = False  # huggingface_hub >= 1.22 keeps the commit's listing under .cache/huggingface/trees/
+    header_bytes: int = 48_000  # each shard starts with a real safetensors header of this size (8 + JSON)
 
     def downloaded(self, t: float) -> float:
         moving = t
@@ -135,6 +137,25 @@ class LocalDirDownloader:
         meta.parent.mkdir(parents=True, exist_ok=True)
         meta.write_text(f"{COMMIT}\n{f.sha256 or hashlib.sha1(f.content or b'').hexdigest()}\n{time.time()}\n")
 
+    def _header(self, f: RepoFile) -> bytes:
+        """A valid safetensors header for a file of `f.size` bytes: 8-byte length, JSON padded with
+        spaces (as the safetensors library pads it), one tensor covering the rest of the file."""
+        n = self.plan.header_bytes - 8
+        body = json.dumps({"__metadata__": {"format": "pt"},
+                           "weight": {"dtype": "U8", "shape": [f.size - 8 - n], "data_offsets": [0, f.size - 8 - n]}},
+                          separators=(",", ":")).encode()
+        return n.to_bytes(8, "little") + body.ljust(n, b" ")
+
+    def tree_listing(self) -> dict[str, object]:
+        """What huggingface_hub's `write_tree_cache` writes (format_version 1)."""
+        files: dict[str, object] = {}
+        for f in sorted(self.plan.files, key=lambda x: x.path):
+            info: dict[str, object] = {"size": f.size, "blob_id": hashlib.sha1(f.path.encode()).hexdigest()}
+            if f.sha256:
+                info.update(lfs_sha256=f.sha256, lfs_size=f.size)
+            files[f.path] = info
+        return {"format_version": 1, "files": files}
+
     def prepare(self) -> None:
         if self.lfs_manifest is not None:
             # What the simulated `sha256sum` may answer for LFS files it cannot afford to hash.
@@ -144,6 +165,9 @@ class LocalDirDownloader:
         self.meta_dir.mkdir(parents=True, exist_ok=True)
         (cache / ".gitignore").write_text("*\n")
         (cache / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
+        if self.plan.tree_listing:
+            (cache / "trees").mkdir(exist_ok=True)
+            (cache / "trees" / f"{COMMIT}.json").write_text(json.dumps(self.tree_listing(), indent=1))
         for f in self.plan.files:
             if f.content is not None:
                 (self.dir / f.path).write_bytes(f.content)
@@ -160,8 +184,15 @@ class LocalDirDownloader:
                 continue
             partial = self._incomplete(f)
             partial.parent.mkdir(parents=True, exist_ok=True)
-            with open(partial, "ab") as fh:
-                fh.truncate(got)  # sparse: no disk is used for the zeros
+            fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o644)  # not O_APPEND: pwrite must write at 0
+            try:
+                had = os.fstat(fd).st_size
+                os.ftruncate(fd, got)  # sparse: no disk is used for the zeros
+                header = self._header(f) if f.path.endswith(".safetensors") else b""
+                if header and had < len(header) <= got:
+                    os.pwrite(fd, header, 0)
+            finally:
+                os.close(fd)
             if got >= f.size:
                 partial.rename(final)
                 self._metadata(f)

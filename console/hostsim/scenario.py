@@ -58,7 +58,7 @@ async def start_scenario(sim: HostSimulator, plan: DownloadPlan | None = None, *
     """Lay out the sandbox for the story and start its drivers."""
     sim.path(MODEL_DIR).mkdir(parents=True, exist_ok=True)
     sim.path(OLD_MODEL_DIR).mkdir(parents=True, exist_ok=True)
-    downloader = LocalDirDownloader(sim.path(MODEL_DIR), plan or DownloadPlan(), sim.elapsed_s,
+    downloader = LocalDirDownloader(sim.path(MODEL_DIR), plan or DownloadPlan(tree_listing=True), sim.elapsed_s,
                                     lfs_manifest=sim.root / ".sim" / "lfs.json")
     sim.add_task(downloader.run())
     install_units(sim, [OLD_UNIT, NEW_UNIT], sim.server_port)

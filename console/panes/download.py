@@ -15,7 +15,7 @@ from textual.reactive import reactive
 from console.analysis.download import DownloadProgress
 from console.model import Reading
 from console.panes.base import ReadingPane
-from console.units import DASH, bar, duration, gb, rate
+from console.units import DASH, bar, duration, fit_name, gb, rate
 
 OK, WARN, BAD, DIM = "green", "yellow", "bold red", "dim"
 
@@ -25,7 +25,7 @@ def verdict(p: DownloadProgress, now_s: float) -> tuple[str, str]:
         return "WILL NOT FIT", "bold white on red"
     if p.complete:
         shards = f"{p.shards_done}/{p.shards_total} shards" if p.shards_total else f"{p.files_done} files"
-        sizes = ", sizes match" if p.expected_source == "hub" else ""
+        sizes = ", sizes match" if p.expected_source in ("hub", "listing") else ""
         return f"COMPLETE {shards}{sizes}", "bold black on green"
     if p.stalled_since is not None:
         return f"STALLED for {duration(now_s - p.stalled_since)}", "bold black on yellow"
@@ -74,7 +74,12 @@ def format_download(reading: Reading[DownloadProgress] | None, width: int = 56, 
     label, style = verdict(p, now)
     text.append(f" {label} ", style=style)
     title = p.repo_id or p.model_dir.rstrip("/").rsplit("/", 1)[-1]
-    text.append(f" {title}"[: max(0, width - len(label) - 2)] + "\n", style="bold")
+    room = width - len(label) - 3
+    own_line = len(title) > room
+    if not own_line:
+        text.append(f" {title}\n", style="bold")
+    else:  # the name gets a line of its own rather than being cut
+        text.append("\n" + fit_name(title, width) + "\n", style="bold")
     # Bytes against the true total.
     frac = p.fraction
     figures = f" {gb(p.bytes_done)} / {gb(p.bytes_total)}" + (f" {frac * 100:5.1f}%" if frac is not None else "")
@@ -105,7 +110,7 @@ def format_download(reading: Reading[DownloadProgress] | None, width: int = 56, 
         text.append(f"{p.expected_note} · {p.model_dir}"[:width] + "\n", style=DIM)
     if verify is not None:
         text.append_text(format_verify(verify, width))
-    lines_left = height - 5
+    lines_left = height - 5 - own_line
     problems = [x for x in p.problems]
     room_for_partials = max(0, lines_left - min(len(problems), 3))
     name_w = max(12, width // 3)

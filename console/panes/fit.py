@@ -18,16 +18,28 @@ from console.units import bar
 
 def format_fit(r: FitResult, calibration: list[tuple[str, str, str]] | None = None, width: int = 76) -> Text:
     t = Text()
-    t.append(" FITS " if r.fits else " DOES NOT FIT ", style="bold black on green" if r.fits else "bold white on red")
+    badge, badge_style = {True: (" FITS ", "bold black on green"), False: (" DOES NOT FIT ", "bold white on red"),
+                          None: (" CANNOT TELL ", "bold black on yellow")}[r.fits]
+    t.append(badge, style=badge_style)
     t.append(f"  {r.model}", style="bold")
     t.append(f"  ({r.architecture})\n", style="dim")
     params = f"{r.params_total / 1e9:.1f} B params, " if r.params_total else ""
     size = f"{r.weight_bytes_total / 1e9:.1f} GB of weights" if r.weight_bytes_total else "weight size unknown"
     t.append(f"{params}{size}; --mem-fraction-static {r.mem_fraction_static:.3f}"
              f"{' (auto)' if r.mem_fraction_auto else ''}\n\n", style="dim")
-    total = r.weights_gib + r.reserved_gib + r.kv_cache_gib + r.mamba_state_gib + r.spec_state_gib + r.free_gib
+    card = r.figures.get("gpu_mem_gib")
+    usable = r.figures.get("pre_load_gib")
+    parts = r.weights_gib + r.reserved_gib + r.kv_cache_gib + r.mamba_state_gib + r.spec_state_gib + r.free_gib
+    total = max(usable or 0.0, parts)
     t.append("per GPU", style="bold underline")
-    t.append(f"  ({total:.1f} GiB usable)\n")
+    if card is not None and usable is not None:
+        t.append(f"  ({card:.1f} GiB card, {usable:.1f} GiB usable after the CUDA context)\n")
+        allowed = r.figures.get("allowed_gib")
+        if allowed is not None and r.weights_gib > allowed:
+            t.append(f"  weights exceed what --mem-fraction-static allows ({allowed:.1f} GiB) by "
+                     f"{r.weights_gib - allowed:.1f} GiB\n", style="bold red")
+    else:
+        t.append(f"  ({parts:.1f} GiB)\n")
     rows = [("weights", r.weights_gib, "cyan"), ("held back: activations, CUDA graphs", r.reserved_gib, "grey50"),
             ("GDN state (mamba pool)", r.mamba_state_gib, "magenta"),
             ("speculative verification state", r.spec_state_gib, "yellow"), ("KV cache", r.kv_cache_gib, "green"),
@@ -49,10 +61,11 @@ def format_fit(r: FitResult, calibration: list[tuple[str, str, str]] | None = No
     t.append(f"  max total tokens                     {r.max_total_tokens:,}\n")
     t.append(f"  max running requests                 {r.max_running_requests}\n")
     t.append("  binding constraint                   ", style="")
-    t.append(f"{r.binding_constraint}\n", style="bold" if r.fits else "bold red")
+    t.append(f"{r.binding_constraint}\n", style="bold" if r.fits else "bold red" if r.fits is False else "bold yellow")
     if calibration:
         t.append("\npredicted vs the server's log", style="bold underline")
         t.append("\n")
+        t.append(f"  {'figure':<24} {'predicted':>14}  {'server log':>14}\n", style="bold")
         for label, predicted, actual in calibration:
             t.append(f"  {label:<24} {predicted:>14}  {actual:>14}\n")
     for w in r.warnings:

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from console.model import GpuDevice, GpuStatus, Reading
 from console.panes.base import ReadingPane
-from console.units import DASH, bar, duration, sparkline
+from console.units import DASH, bar, duration, fit_name, sparkline
 
 OK, WARN, BAD, DIM = "green", "yellow", "bold red", "dim"
 
@@ -127,9 +127,9 @@ def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, heigh
         show = procs[: max(1, lines_left - 1 - min(len(problems), 2))]
         for index, p in show:
             mem = DASH if p.memory_mib is None else f"{p.memory_mib / 1024:.1f}G"
-            name_w = max(10, width - 22)
+            name_w = max(10, width - 19)  # " II PPPPPPP " before, " MMMMMM" after
             text.append(f" {index:>2} {p.pid:>7} ", style=DIM)
-            text.append(f"{p.name[-name_w:]:<{name_w}}")
+            text.append(f"{fit_name(p.name, name_w):<{name_w}}")
             text.append(f" {mem:>6}\n")
         if len(procs) > len(show):
             text.append(f"    … {len(procs) - len(show)} more processes (1 maximizes)\n", style=DIM)

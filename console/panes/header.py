@@ -65,7 +65,7 @@ def format_header(label: str, demo: bool, state: ConnectionState | None,
             frac_free = disk.avail_bytes / disk.size_bytes if disk.size_bytes else 1.0
             style = "bold red" if frac_free < 0.05 else "yellow" if frac_free < 0.15 else "green"
             text.append("  ")
-            text.append(short_mount(disk.mount), style="dim")
+            text.append(short_mount(disk.mount) + ":", style="dim")  # "/: 69 GB free", not "/69 GB free"
             text.append(f" {gb(disk.avail_bytes, 0)} free", style=style)
     elif summary is not None and summary.error:
         text.append(f"  host summary: {summary.error}", style="red")
@@ -74,7 +74,7 @@ def format_header(label: str, demo: bool, state: ConnectionState | None,
 
 class HostHeader(Static):
     DEFAULT_CSS = """
-    HostHeader { height: 1; background: $panel; color: $text; }
+    HostHeader { dock: top; height: 1; background: $panel; color: $text; }
     """
 
     state: reactive[ConnectionState | None] = reactive(None)

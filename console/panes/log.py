@@ -1,7 +1,8 @@
 """The SGLang log pane: server status, boot timeline and the latest batch statistics on top; the
 tail below, bounded (Textual's `Log` prunes even while hidden), coloured by severity.
 
-Keys: `/` filter, `n`/`N` next/previous error, space pause/resume following."""
+Keys: `/` filter, `n`/`N` next/previous error, space pause/resume following, End (or G) follow again,
+`w` wrap long lines."""
 
 from __future__ import annotations
 
@@ -39,24 +40,145 @@ def display_text(line: str) -> str:
     return line
 
 
-class SeverityHighlighter(Highlighter):
-    """Colours a whole line by what it says; cheap enough for a flood (substring checks only)."""
+def event_style(event: LogEvent) -> str:
+    """A line's colour, from the parser's verdict only (`parse_line` decides severity once): a red line
+    is always an `n`/`N` target and an `n`/`N` target is always red."""
+    if event.severity == "error":
+        return "bold red"
+    if event.severity == "warning":
+        return "yellow"
+    if event.phase == "ready":
+        return "bold green"
+    if event.kind in ("decode", "prefill"):
+        return "grey62"
+    if event.kind == "access":
+        return "grey42"
+    if event.kind == "boot":
+        return "cyan"
+    return ""
+
+
+def wrap_rows(text: str, width: int) -> list[str]:
+    """A line cut into rows of `width` cells, continuation rows indented by two spaces."""
+    if width < 8 or len(text) <= width:
+        return [text]
+    rows = [text[:width]]
+    rest = text[width:]
+    step = width - 2
+    while rest:
+        rows.append("  " + rest[:step])
+        rest = rest[step:]
+    return rows
+
+
+def format_subtitle(source_label: str, *, following: bool, new_lines: int, filter_text: str,
+                    quiet_s: float | None, wrap: bool) -> str:
+    """State first (a cut subtitle keeps what matters): following, filter, wrap, then the source."""
+    parts: list[str] = []
+    if not following:
+        parts.append(f"following: off, {new_lines} new line{'s' if new_lines != 1 else ''} (End resumes)")
+    if filter_text:
+        parts.append(f"filter {filter_text!r}")
+    if wrap:
+        parts.append("wrap")
+    if quiet_s is not None and quiet_s > 30:
+        parts.append(f"quiet {duration(quiet_s)}")
+    parts.append(source_label)
+    return " · ".join(parts)
+
+
+class _RowStyles(Highlighter):
+    """Colours the row being rendered with the style stored beside it (see `TailLog`)."""
+
+    def __init__(self, log: TailLog) -> None:
+        self.log = log
 
     def highlight(self, text: Text) -> None:
-        s = text.plain
-        if ("Traceback" in s or "Error" in s or "error" in s or "exception" in s or "out of memory" in s
-                or "Not enough" in s or "sigquit" in s or "failed" in s or "FAILURE" in s):
-            text.stylize("bold red")
-        elif "WARNING" in s or "Warning" in s or "deprecated" in s or "Retract" in s or "larger than the profiled" in s:
-            text.stylize("yellow")
-        elif "fired up and ready to roll" in s:
-            text.stylize("bold green")
-        elif "Decode batch" in s or "Prefill batch" in s:
-            text.stylize("grey62")
-        elif "INFO:" in s:
-            text.stylize("grey42")
-        elif "Load weight" in s or "Cache is allocated" in s or "graph" in s or "max_total_num_tokens" in s:
-            text.stylize("cyan")
+        y = self.log.styling_row
+        styles = self.log.row_styles
+        if 0 <= y < len(styles) and styles[y]:
+            text.stylize(styles[y])
+
+
+class TailLog(Log):
+    """Textual's `Log` (bounded, prunes while hidden) with one style per row and follow by intent:
+    the pane scrolls to the end after every write while following, whatever resized it; only the
+    user's own scrolling up stops following, and End resumes it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("G", "scroll_end", "Follow", show=False)]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(highlight=True, **kwargs)
+        self.row_styles: list[str] = []
+        self.styling_row = -1
+        self.highlighter = _RowStyles(self)
+        self.on_user_scroll: Any = None  # callable(up: bool), set by the pane
+
+    def append_rows(self, rows: list[tuple[str, str]]) -> None:
+        if not rows:
+            return
+        self.row_styles.extend(style for _, style in rows)
+        self.write_lines([text for text, _ in rows], scroll_end=False)
+
+    def _prune_max_lines(self) -> None:
+        if self.max_lines is not None:
+            extra = len(self._lines) - self.max_lines
+            if extra > 0:
+                del self.row_styles[:extra]
+        super()._prune_max_lines()
+
+    def clear(self) -> TailLog:
+        self.row_styles.clear()
+        super().clear()
+        return self
+
+    def _render_line_strip(self, y: int, rich_style: Any) -> Any:
+        self.styling_row = y
+        return super()._render_line_strip(y, rich_style)
+
+    def _user_scrolled(self, up: bool) -> None:
+        if self.on_user_scroll is not None:
+            self.on_user_scroll(up)
+
+    def action_scroll_up(self) -> None:
+        super().action_scroll_up()
+        self._user_scrolled(True)
+
+    def action_page_up(self) -> None:
+        super().action_page_up()
+        self._user_scrolled(True)
+
+    def action_scroll_home(self) -> None:
+        super().action_scroll_home()
+        self._user_scrolled(True)
+
+    def action_scroll_end(self) -> None:
+        super().action_scroll_end()
+        self._user_scrolled(False)
+
+    def action_scroll_down(self) -> None:
+        super().action_scroll_down()
+        if self.scroll_y >= self.max_scroll_y:
+            self._user_scrolled(False)
+
+    def action_page_down(self) -> None:
+        super().action_page_down()
+        if self.scroll_y >= self.max_scroll_y:
+            self._user_scrolled(False)
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if self.is_vertical_scrollbar_grabbed:  # dragging the scrollbar is reading too
+            self._user_scrolled(new < self.max_scroll_y)
+
+    def _on_mouse_scroll_up(self, event: Any) -> None:
+        super()._on_mouse_scroll_up(event)
+        self._user_scrolled(True)
+
+    def _on_mouse_scroll_down(self, event: Any) -> None:
+        super()._on_mouse_scroll_down(event)
+        if self.scroll_target_y >= self.max_scroll_y:
+            self._user_scrolled(False)
 
 
 def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary] | None, width: int = 56,
@@ -134,45 +256,76 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
         Binding("n", "next_error", "Next error"),
         Binding("N", "previous_error", "Prev error", key_display="N"),
         Binding("space", "toggle_pause", "Pause"),
+        Binding("end,G", "follow", "Follow", key_display="End"),
+        Binding("w", "toggle_wrap", "Wrap"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
     PANE_KEY = "4"
     PANE_TITLE = "SGLang log"
+    MIN_LOG_ROWS = 3  # the status block gives way so that a small terminal still shows some lines
 
-    paused: reactive[bool] = reactive(False)
+    following: reactive[bool] = reactive(True)
     summary: reactive[Reading[LogSummary] | None] = reactive(None)
     server: reactive[Reading[ServerStatus] | None] = reactive(None)
 
     def __init__(self, source_label: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.source_label = source_label
-        self.lines: deque[tuple[str, str]] = deque(maxlen=MAX_LINES)  # (text, severity)
+        self.lines: deque[tuple[str, str, str]] = deque(maxlen=MAX_LINES)  # (text, severity, style)
         self.filter_text = ""
-        self._shown: list[int] = []  # severity "error" positions in what the Log shows
+        self.wrap = False
+        self.new_lines = 0  # shown lines that arrived while not following
+        self._quiet_s: float | None = None
+        self._wrap_width = 0
+
+    @property
+    def paused(self) -> bool:
+        return not self.following
 
     def compose(self) -> ComposeResult:
         yield Static(id="log-status")
-        log = Log(max_lines=MAX_LINES, highlight=True, id="log-lines")
-        log.highlighter = SeverityHighlighter()
+        log = TailLog(max_lines=MAX_LINES, id="log-lines")
+        log.on_user_scroll = self._user_scrolled
         yield log
         yield Input(placeholder="filter: text to keep (enter), escape clears", id="log-filter")
 
     def on_mount(self) -> None:
         self.border_title = f"{self.PANE_KEY} {self.PANE_TITLE}"
-        self.border_subtitle = self.source_label
+        self._update_subtitle()
         self._redraw_status()
 
     @property
-    def log_widget(self) -> Log:
-        return self.query_one("#log-lines", Log)
+    def log_widget(self) -> TailLog:
+        return self.query_one("#log-lines", TailLog)
+
+    # -- lines ---------------------------------------------------------------------------
+    def _shows(self, text: str) -> bool:
+        return not self.filter_text or self.filter_text in text
+
+    def _rows_of(self, text: str, style: str) -> list[tuple[str, str]]:
+        if not self.wrap:
+            return [(text, style)]
+        return [(row, style) for row in wrap_rows(text, self._wrap_width)]
 
     def add_events(self, events: tuple[LogEvent, ...]) -> None:
         """Append a batch: one write for the whole batch (the widget repaints once)."""
-        new = [(redact_text(display_text(e.text)), e.severity) for e in events]
+        new = [(redact_text(display_text(e.text)), e.severity, event_style(e)) for e in events]
         self.lines.extend(new)
-        shown = [text for text, _ in new if not self.filter_text or self.filter_text in text]
-        if shown:
-            self.log_widget.write_lines(shown)
+        rows: list[tuple[str, str]] = []
+        shown = 0
+        for text, _, style in new:
+            if self._shows(text):
+                shown += 1
+                rows.extend(self._rows_of(text, style))
+        if not rows:
+            return
+        log = self.log_widget
+        log.append_rows(rows)
+        if self.following:
+            log.scroll_end(animate=False, immediate=True, x_axis=False)
+        else:
+            self.new_lines += shown
+            self._update_subtitle()
 
     def state_changed(self, state: Any, source: str) -> None:
         """The host's state changed: its log summary or server status (lines come by add_events)."""
@@ -185,6 +338,35 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
         elif source == "server":
             self.server = state.reading("server")
 
+    def _rebuild(self) -> None:
+        log = self.log_widget
+        log.clear()
+        rows: list[tuple[str, str]] = []
+        for text, _, style in self.lines:
+            if self._shows(text):
+                rows.extend(self._rows_of(text, style))
+        log.append_rows(rows)
+        if self.following:
+            log.scroll_end(animate=False, immediate=True, x_axis=False)
+        self._update_subtitle()
+
+    def on_resize(self) -> None:
+        status = self.query_one("#log-status", Static)
+        room = self.content_size.height - self.MIN_LOG_ROWS
+        status.styles.max_height = max(1, min(5, room))
+        self._redraw_status()
+        self.call_after_refresh(self._after_resize)
+
+    def _after_resize(self) -> None:
+        log = self.log_widget
+        width = max(8, log.size.width - 1)
+        if self.wrap and width != self._wrap_width:
+            self._wrap_width = width
+            self._rebuild()
+        elif self.following:
+            log.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    # -- status and subtitle ---------------------------------------------------------------
     def watch_summary(self) -> None:
         self._redraw_status()
 
@@ -198,28 +380,55 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
         if key != getattr(self, "_status_key", None):
             self._status_key = key
             self.query_one("#log-status", Static).update(status)
-        status = self.server.data.status if self.server and self.server.data else None
-        self.set_class(status in ("dead",), "-error")
-        self.set_class(status in ("degraded",), "-stale")
+            if self.following and self.is_mounted:  # the status block may have grown: keep the tail in view
+                self.call_after_refresh(self._keep_following)
+        state = self.server.data.status if self.server and self.server.data else None
+        self.set_class(state in ("dead",), "-error")
+        self.set_class(state in ("degraded",), "-stale")
+
+    def _keep_following(self) -> None:
+        if self.following:
+            self.log_widget.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    def _update_subtitle(self) -> None:
+        label = format_subtitle(self.source_label, following=self.following, new_lines=self.new_lines,
+                                filter_text=self.filter_text, quiet_s=self._quiet_s, wrap=self.wrap)
+        if self.border_subtitle != label:
+            self.border_subtitle = label
 
     def update_age(self, now_s: float) -> None:
         """Once a second, like the other panes: a quiet log while serving is worth a word."""
         s = self.summary.data if self.summary else None
-        if s is None or s.last_line_at_s is None:
-            return
-        quiet = now_s - s.last_line_at_s
-        label = self.source_label + (f" · quiet {duration(quiet)}" if quiet > 30 else "")
-        label += " · PAUSED" if self.paused else ""
-        if self.border_subtitle != label:
-            self.border_subtitle = label
+        self._quiet_s = None if s is None or s.last_line_at_s is None else now_s - s.last_line_at_s
+        self._update_subtitle()
+
+    # -- follow ------------------------------------------------------------------------------
+    def watch_following(self, following: bool) -> None:
+        if following:
+            self.new_lines = 0
+            if self.is_mounted:
+                self.log_widget.scroll_end(animate=False, immediate=True, x_axis=False)
+        if self.is_mounted:
+            self._update_subtitle()
+
+    def _user_scrolled(self, up: bool) -> None:
+        log = self.log_widget
+        if up and log.max_scroll_y > 0:
+            self.following = False
+        elif not up:
+            self.following = True
 
     # -- actions -------------------------------------------------------------------------
     def action_toggle_pause(self) -> None:
-        self.paused = not self.paused
-        self.log_widget.auto_scroll = not self.paused
-        if not self.paused:
-            self.log_widget.scroll_end(animate=False)
-        self.update_age(0)
+        self.following = not self.following
+
+    def action_follow(self) -> None:
+        self.following = True
+
+    def action_toggle_wrap(self) -> None:
+        self.wrap = not self.wrap
+        self._wrap_width = max(8, self.log_widget.size.width - 1)
+        self._rebuild()
 
     def action_filter(self) -> None:
         self.add_class("-filtering")
@@ -239,19 +448,20 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
             self.remove_class("-filtering")
         self.focus()
 
-    def _rebuild(self) -> None:
-        log = self.log_widget
-        log.clear()
-        log.write_lines([t for t, _ in self.lines if not self.filter_text or self.filter_text in t])
-        self.border_subtitle = self.source_label + (f" · filter {self.filter_text!r}" if self.filter_text else "")
-
-    def _error_rows(self) -> list[int]:
-        shown = [(t, sev) for t, sev in self.lines if not self.filter_text or self.filter_text in t]
-        offset = max(0, len(shown) - self.log_widget.line_count)
-        return [i - offset for i, (_, sev) in enumerate(shown) if sev == "error" and i >= offset]
+    def error_rows(self) -> list[int]:
+        """Rows (in what the Log holds now) where an error line starts: the `n`/`N` targets."""
+        rows: list[tuple[int, str]] = []
+        row = 0
+        for text, severity, _ in self.lines:
+            if not self._shows(text):
+                continue
+            rows.append((row, severity))
+            row += len(wrap_rows(text, self._wrap_width)) if self.wrap else 1
+        offset = row - self.log_widget.line_count
+        return [r - offset for r, severity in rows if severity == "error" and r >= offset]
 
     def _jump(self, forward: bool) -> None:
-        rows = self._error_rows()
+        rows = self.error_rows()
         if not rows:
             self.app.notify("no errors in the log tail", timeout=3)
             return
@@ -261,9 +471,8 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
             (r for r in reversed(rows) if r < here), None)
         if target is None:
             target = rows[0] if forward else rows[-1]
-        if not self.paused:
-            self.action_toggle_pause()  # jumping means reading: stop following
-        log.scroll_to(y=target, animate=False)
+        self.following = False  # jumping means reading: stop following
+        log.scroll_to(y=target, animate=False, immediate=True)
 
     def action_next_error(self) -> None:
         self._jump(True)

@@ -64,7 +64,7 @@ PANES: list[PaneSpec] = [
     PaneSpec("service", "3", "Service diff", ("service",), _service,
              "`d` raw unified diff · `s` swap old and new · `u` pick units found on the host · `f` fit view"),
     PaneSpec("log", "4", "SGLang log", ("log", "server"), _log,
-             "`/` filter · `n` / `N` next / previous error · `space` pause or resume following"),
+             "`/` filter · `n` / `N` next / previous error · `space` pause · `End` (or `G`) follow · `w` wrap"),
     PaneSpec("bench", "5", "Benchmark", ("bench",), _bench,
              "`b` quick run · `B` the sweep 1, 4, 16, 64 at 1k/1k · `x` stop · `c` time or sweep chart",
              wide=True),

@@ -51,11 +51,24 @@ def _side(side: ServiceSide | None) -> Text:
     return t
 
 
-def _lint_lines(text: Text, lints: list[Any]) -> None:
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def hanging(message: str, indent: int, width: int) -> str:
+    """`message` wrapped to `width`, continuation lines under its first character (not column 1)."""
+    import textwrap
+
+    room = max(12, width - indent)
+    lines = textwrap.wrap(message, room, break_on_hyphens=False, break_long_words=True) or [""]
+    return ("\n" + " " * indent).join(lines)
+
+
+def _lint_lines(text: Text, lints: list[Any], width: int = 10_000) -> None:
     for x in lints:
         icon, style = SEVERITY.get(x.severity, ("·", DIM))
         text.append(f" {icon} ", style=style)
-        text.append(x.message + "\n", style=style if x.severity != "info" else "")
+        text.append(hanging(x.message, 3, width) + "\n", style=style if x.severity != "info" else "")
 
 
 def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, raw: bool = False) -> Text:
@@ -76,17 +89,23 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
     errors = [x for x in r.lints if x.severity == "error"]
     warnings = [x for x in r.lints if x.severity == "warning"]
     notes = [x for x in r.lints if x.severity not in ("error", "warning")]
+    side_errors = list(dict.fromkeys(r.errors))  # the same file on both sides: its error once
+    n_errors = len(errors) + len(side_errors)
+    compared = r.old is not None and r.old.command is not None and r.new.command is not None
     summary = Text()
-    summary.append(f"{len(r.changes)} changes", style="bold")
-    summary.append(f" · {len(errors)} errors", style=BAD if errors else OK)
-    summary.append(f" · {len(warnings)} warnings", style=WARN if warnings else OK)
-    summary.append(f" · {len(notes)} notes", style=DIM)
+    if compared:
+        summary.append(plural(len(r.changes), "change"), style="bold")
+    else:
+        summary.append("nothing compared", style="bold")
+    summary.append(f" · {plural(n_errors, 'error')}", style=BAD if n_errors else OK)
+    summary.append(f" · {plural(len(warnings), 'warning')}", style=WARN if warnings else OK)
+    summary.append(f" · {plural(len(notes), 'note')}", style=DIM)
     if r.drift:
         summary.append(" · DRIFT", style="bold black on yellow")
     text.append_text(summary)
     text.append("\n")
-    for error in r.errors:
-        text.append(f" ✗ {error}\n", style=BAD)
+    for error in side_errors:
+        text.append(f" ✗ {hanging(error, 3, width)}\n", style=BAD)
     if r.drift:
         text.append(f" ⚠ {r.drift_of} runs with other flags than its unit file: unit changed, not restarted\n",
                     style="bold yellow")
@@ -98,7 +117,7 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
                      else "cyan" if line.startswith("@@") else DIM)
             text.append(line + "\n", style=style)
         return text
-    _lint_lines(text, errors + warnings)
+    _lint_lines(text, errors + warnings, width)
     if r.old is not None and r.old.command is not None and r.new.command is not None and not r.changes:
         text.append("no flag differences\n", style=OK)
     flag_w = min(max((len(c.flag) for c in r.changes), default=10), 34 if wide else 24)
@@ -113,7 +132,7 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
         shared = reasons.pop() if len(reasons) == 1 and len(items) > 1 else None
         text.append(cat, style="bold underline")
         if shared:
-            text.append(("  " if wide else "\n  ") + shared, style="italic dim")
+            text.append(("  " if wide else "\n  ") + hanging(shared, 2, width), style="italic dim")
         text.append("\n")
         for c in items:
             mark, style = MARK[c.change]
@@ -132,7 +151,10 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
             else:
                 text.append(_value(c.new if c.change == "added" else c.old, max(8, room)))
             if c.reason and not shared and not c.reason.startswith("new model:"):
-                text.append(("  " if wide else "\n     ") + c.reason, style="italic dim")
+                if wide and flag_w + 4 + len(c.reason) + 40 <= width:
+                    text.append("  " + c.reason, style="italic dim")
+                else:  # under the flag, and wrapped there
+                    text.append("\n     " + hanging(c.reason, 5, width), style="italic dim")
             text.append("\n")
     if r.env_changes:
         text.append("environment\n", style="bold underline")
@@ -142,8 +164,10 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
             text.append(f" {e.old or ''}{' → ' if e.change == 'changed' else ''}{e.new or ''}\n", style=DIM)
     if notes:
         text.append("notes", style="bold underline")
-        text.append(f"  ({r.flags_source}" + (f"; ran {r.flags_binary}" if r.flags_binary else "") + ")\n", style=DIM)
-        _lint_lines(text, notes)
+        # its own line, not in parentheses: the source may hold parentheses of its own
+        source = r.flags_source + (f"; ran {r.flags_binary}" if r.flags_binary else "")
+        text.append("\n  " + hanging(source, 2, width) + "\n", style=DIM)
+        _lint_lines(text, notes, width)
     if reading.error:
         text.append(f"✗ {reading.error}\n", style=BAD)
     text.rstrip()

@@ -30,6 +30,12 @@ class UnitPicker(ModalScreen[tuple[str, str | None] | None]):
         with Vertical():
             yield Label("New unit (the one you are about to start):", id="picker-label")
             yield OptionList(*self.units, id="picker-list")
+            yield Label("↑/↓ choose · enter picks · escape cancels", id="picker-hint", classes="dim")
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        options.highlighted = 0  # enter picks the first entry at once, as the highlight shows
+        options.focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         choice = str(event.option.prompt)
@@ -39,6 +45,7 @@ class UnitPicker(ModalScreen[tuple[str, str | None] | None]):
             options = self.query_one(OptionList)
             options.clear_options()
             options.add_options([u for u in self.units if u != choice] + [self.NONE])
+            options.highlighted = 0
             return
         self.dismiss((self.new_unit, None if choice == self.NONE else choice))
 

@@ -11,7 +11,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PREFIX = re.compile(
-    r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?|\d{2}:\d{2}:\d{2})(?P<ranks>(?: [A-Z_]+\d+)*)\] ")
+    r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d{3})?|\d{2}:\d{2}:\d{2})(?P<ranks>(?: [A-Z_]+\d+)*)\] ")
+# Python logging's own shapes, for lines that SGLang's processes print through other loggers or that a
+# logging config (SGLANG_LOGGING_CONFIG_PATH) reformats:
+#   `2025-02-26 15:44:36,973 - INFO - flashinfer.jit: Loading JIT ops: cascade`       (asctime - level - name:)
+#   `(APIServer pid=1) INFO 06-21 07:16:53 [scheduler.py:239] Chunked prefill is …`  (level date [file:line])
+PYLOG_PREFIX = re.compile(
+    r"^(?:\((?P<proc>[^)]{1,60})\) )?(?:"
+    r"(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d{3})?) -? ?(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)"
+    r"(?: - | )(?:(?P<name>[\w.]+): |(?:\[(?P<where>[\w.]+:\d+)\] ))?"
+    r"|(?P<level2>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<ts2>(?:\d{4}-)?\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d{3})?)"
+    r" \[?(?P<where2>[\w.]+:\d+)\] )")
+LEVEL_SEVERITY = {"WARNING": "warning", "ERROR": "error", "CRITICAL": "error"}
 CAPACITY = re.compile(
     r"max_total_num_tokens=(\d+), (?:chunked_prefill_size=(-?\d+), )?max_prefill_tokens=(\d+), "
     r"max_running_requests=(\d+), context_len=(\d+)(?:, available_gpu_mem=([\d.]+) GB)?")
@@ -91,12 +102,32 @@ def parse_line(line: str) -> LogEvent:
 
 
 def _parse_line(line: str) -> LogEvent:
+    """The one place where a line's kind and severity are decided: the tracker, the pane's colours and
+    its `n`/`N` navigation all read `LogEvent.severity` from here."""
+    event = _classify(line)
+    if event.severity != "error" and line[:1] != "[":
+        m = PYLOG_PREFIX.match(line)
+        level = (m.group("level") or m.group("level2")) if m else None
+        floor = LEVEL_SEVERITY.get(level or "")
+        if floor is not None and (floor == "error" or event.severity == "info"):
+            fields = dict(event.fields)
+            fields.setdefault("kind", floor)
+            return LogEvent(event.kind if event.kind not in ("line", "access") else floor, event.text, event.ts,
+                            event.ranks, floor, event.phase, fields, event.body)
+    return event
+
+
+def _classify(line: str) -> LogEvent:
     m = PREFIX.match(line)
     ts = ranks = None
     msg = line
     if m:
         ts, ranks = m.group("ts"), m.group("ranks").strip()
         msg = line[m.end():]
+    elif line[:1] != "[" and (p := PYLOG_PREFIX.match(line)) is not None:
+        ts = p.group("ts") or p.group("ts2")
+        ranks = p.group("proc") or ""
+        msg = line[p.end():]
     ranks = ranks or ""
     # Hot path first: batch statistics.
     if msg.startswith("Decode batch") or msg.startswith("Prefill batch"):

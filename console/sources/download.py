@@ -7,21 +7,41 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from console.analysis.download import (
     DownloadProgress,
     ExpectedFiles,
+    FinalsStats,
     ProgressTracker,
     expected_from_index,
+    expected_from_tree,
+    finals_stats,
     summarize,
 )
 from console.parsers import ParseError
-from console.parsers.hf_listing import INDEX_NAME, listing_script, parse_index, parse_listing
+from console.parsers.hf_listing import (
+    INDEX_NAME,
+    TREES_DIR,
+    DirListing,
+    ListedFile,
+    changes_script,
+    header_script,
+    listing_script,
+    parse_changes,
+    parse_headers,
+    parse_index,
+    parse_listing,
+    parse_tree_listing,
+)
 from console.sources.base import PolledSource, describe_error
 from console.transport.base import Transport, operand, quote
 from console.transport.errors import TransportError
 
 HUB_RETRY_S = 600.0
+# Below this many entries a whole listing is cheaper for the host than the change-listing pipeline;
+# above, a poll brings only what changed (measured: benchmarks/download_poll.py --files 100000).
+CHANGES_FROM_ENTRIES = 2000
 
 
 class DirectoryProblem(Exception):
@@ -37,6 +57,22 @@ class DownloadState:
     hub_problem: str | None = None
     hub_tried_at: float = -1e9
     hub_task: asyncio.Task[ExpectedFiles] | None = field(default=None, repr=False)
+    tree_key: tuple[str, int, float] | None = None
+    tree_expected: ExpectedFiles | None = None
+    tree_problem: str | None = None
+    # relative path -> final size from its safetensors header (None: not readable yet); read once each
+    header_sizes: dict[str, int | None] = field(default_factory=dict)
+    header_pending: list[str] = field(default_factory=list)
+
+
+def _host_now(text: str) -> float | None:
+    at = text.find("@@now\n")
+    if at < 0:
+        return None
+    try:
+        return float(text[at + 6:text.index("\n", at + 6)])
+    except ValueError:
+        return None
 
 
 class DownloadWatcher:
@@ -49,7 +85,20 @@ class DownloadWatcher:
         self.state = DownloadState()
         self.tracker = ProgressTracker(stall_after_s=stall_after_s)
         self._script = listing_script(model_dir)
-        self.finished_files: dict[str, int] = {}  # path -> size, from the last listing
+        # The directory as last seen: every entry but the partial files, kept between polls so that a
+        # poll only brings what changed (see `changes_script`).
+        self._since: float | None = None  # host clock of the last listing
+        self.changes_from_entries = CHANGES_FROM_ENTRIES
+        self._entries: dict[str, ListedFile] = {}
+        self._entries_bytes = 0
+        self._finals: dict[str, ListedFile] = {}
+        self._special: dict[str, ListedFile] = {}  # the index, the kept tree listings, broken links
+        self._version = 0
+        self._headers_version = 0
+        self._shards_version = -1
+        self._shards: list[str] = []
+        self._stats_key: tuple[int, int, int] | None = None
+        self._stats: FinalsStats | None = None
         # The app never waits for the Hub (the pane fills in when it answers); a one-shot
         # `snapshot` does, within this bound.
         self.wait_for_hub_s = wait_for_hub_s
@@ -76,18 +125,90 @@ class DownloadWatcher:
             s.hub_task = asyncio.ensure_future(asyncio.to_thread(fetch_expected, self.repo_id, self.revision))
         return s.hub_expected
 
+    # -- the directory, incrementally ---------------------------------------------------------
+    @property
+    def finished_files(self) -> dict[str, int]:
+        """Path -> size of the finished files (not under .cache/), from the last poll."""
+        return {path: f.size_bytes for path, f in self._finals.items()}
+
+    def _reset_entries(self, files: tuple[ListedFile, ...]) -> None:
+        self._entries = {}
+        self._finals = {}
+        self._special = {}
+        self._entries_bytes = 0
+        self._apply(files)
+
+    def _apply(self, files: tuple[ListedFile, ...]) -> None:
+        """Changed entries (not partial files) into the kept picture of the directory."""
+        for f in files:
+            rel = f.rel_path
+            old = self._entries.get(rel)
+            if old is not None:
+                self._entries_bytes -= old.size_bytes
+            self._entries[rel] = f
+            self._entries_bytes += f.size_bytes
+            if f.kind == "f" and not rel.startswith(".cache/"):
+                self._finals[rel] = f
+            else:
+                self._finals.pop(rel, None)
+            if f.kind == "l" or rel == INDEX_NAME or rel.startswith(TREES_DIR):
+                self._special[rel] = f
+            else:
+                self._special.pop(rel, None)
+        if files:
+            self._version += 1
+
+    async def _list(self, script_prefix: str) -> tuple[str, DirListing]:
+        """One round-trip: the header reads asked for (if any) and the listing, changes only when
+        the last poll gave a host time to start from."""
+        if self._since is None or len(self._entries) < self.changes_from_entries:
+            result = await self.transport.run(script_prefix + self._script, timeout=15)
+            text = result.text
+            head, _, text = text.partition("@@headers\n") if script_prefix else ("", "", text)
+            listing = parse_listing(text)
+            if listing.exists and listing.readable:
+                self._reset_entries(tuple(f for f in listing.files if not f.rel_path.endswith(".incomplete")))
+                self._since = _host_now(text)
+                partials = tuple(f for f in listing.files if f.rel_path.endswith(".incomplete"))
+                listing = DirListing(True, True, partials + tuple(self._special.values()), listing.blobs,
+                                     listing.disk_free_bytes, listing.disk_size_bytes)
+            return head, listing
+        result = await self.transport.run(script_prefix + changes_script(self.model_dir, self._since - 2.0),
+                                          timeout=15)
+        text = result.text
+        head, _, text = text.partition("@@headers\n") if script_prefix else ("", "", text)
+        changes = parse_changes(text)
+        if not changes.listing.exists or not changes.listing.readable:
+            self._since = None
+            return head, changes.listing
+        self._apply(changes.changed)
+        if changes.count != len(self._entries) or changes.total_bytes != self._entries_bytes:
+            # something went away (or the host's awk is missing): list everything once more
+            self._since = None
+            return head, (await self._list(""))[1]
+        self._since = changes.host_now_s
+        listing = DirListing(True, True, changes.partials + tuple(self._special.values()), changes.listing.blobs,
+                             changes.listing.disk_free_bytes, changes.listing.disk_size_bytes)
+        return head, listing
+
     async def poll(self) -> DownloadProgress:
-        result = await self.transport.run(self._script, timeout=15)
-        listing = parse_listing(result.text)
+        s = self.state
+        asked = s.header_pending[:64]
+        # the headers of files seen last poll ride along: still one round-trip per poll
+        prefix = header_script(self.model_dir, asked) + "echo @@headers; " if asked else ""
+        head, listing = await self._list(prefix)
+        for path, size in parse_headers(head).items():
+            if size is not None and s.header_sizes.get(path) != size:
+                s.header_sizes[path] = size
+                self._headers_version += 1
         if not listing.exists:
             raise DirectoryProblem(f"{self.model_dir} does not exist (yet)")
         if not listing.readable:
             raise DirectoryProblem(f"{self.model_dir}: permission denied")
-        self.finished_files = {f.rel_path: f.size_bytes for f in listing.files
-                               if f.kind == "f" and not f.rel_path.startswith(".cache/")}
-        s = self.state
-        index = next((f for f in listing.files if f.rel_path == INDEX_NAME and f.kind == "f"), None)
-        if index is not None and (index.size_bytes, index.mtime_s) != s.index_key:
+        self._note_headers(listing)
+        await self._read_tree_listing(self._special.values())
+        index = self._special.get(INDEX_NAME)
+        if index is not None and index.kind == "f" and (index.size_bytes, index.mtime_s) != s.index_key:
             s.index_key = (index.size_bytes, index.mtime_s)
             try:
                 raw = await self.transport.read_file(f"{self.model_dir.rstrip('/')}/{INDEX_NAME}",
@@ -100,14 +221,54 @@ class DownloadWatcher:
         if hub is None and s.hub_task is not None and self.wait_for_hub_s > 0:
             await asyncio.wait({s.hub_task}, timeout=self.wait_for_hub_s)
             hub = self._hub_expected()
-        expected = hub or s.index_expected
+        expected = s.tree_expected or hub or s.index_expected
         notes = tuple(p for p in (
-            f"Hub: {s.hub_problem}" if s.hub_problem and hub is None else None,
-            s.index_problem,
+            f"Hub: {s.hub_problem}" if s.hub_problem and hub is None and s.tree_expected is None else None,
+            s.index_problem, s.tree_problem,
         ) if p)
+        key = (self._version, id(expected), self._headers_version)
+        if key != self._stats_key:  # the finished files' part changes only when one of them does
+            self._stats_key, self._stats = key, finals_stats(self._finals, expected, s.header_sizes)
         progress = summarize(listing, expected, model_dir=self.model_dir, repo_id=self.repo_id,
-                             now_s=time.time(), problems=notes)
+                             now_s=time.time(), problems=notes, header_sizes=s.header_sizes,
+                             finals=self._finals, stats=self._stats)
         return self.tracker.update(progress)
+
+    def _note_headers(self, listing: DirListing) -> None:
+        """Which safetensors files (finished or partial) still need their header read."""
+        s = self.state
+        if self._version != self._shards_version:
+            self._shards_version = self._version
+            self._shards = [p for p, f in self._finals.items() if p.endswith(".safetensors") and f.size_bytes >= 8]
+        partials = [f.rel_path for f in listing.files if f.kind == "f" and f.size_bytes >= 8
+                    and f.rel_path.startswith(".cache/huggingface/download/") and f.rel_path.endswith(".incomplete")]
+        present = set(self._shards) | set(partials)
+        gone = [p for p in s.header_sizes if p not in present]
+        for path in gone:  # renamed or deleted: forget
+            del s.header_sizes[path]
+        if gone:
+            self._headers_version += 1
+        s.header_pending = [p for p in self._shards + partials if s.header_sizes.get(p) is None]
+
+    async def _read_tree_listing(self, special: Any) -> None:
+        s = self.state
+        trees = [f for f in special if f.kind == "f" and f.rel_path.startswith(TREES_DIR)
+                 and f.rel_path.endswith(".json") and "/" not in f.rel_path[len(TREES_DIR):]]
+        if not trees:
+            s.tree_key, s.tree_expected, s.tree_problem = None, None, None
+            return
+        newest = max(trees, key=lambda f: f.mtime_s)  # the commit downloaded last
+        key = (newest.rel_path, newest.size_bytes, newest.mtime_s)
+        if key == s.tree_key:
+            return
+        s.tree_key = key
+        try:
+            raw = await self.transport.read_file(f"{self.model_dir.rstrip('/')}/{newest.rel_path}",
+                                                 max_bytes=256 << 20, timeout=15)
+            s.tree_expected = expected_from_tree(parse_tree_listing(raw.decode("utf-8", "replace")))
+            s.tree_problem = None
+        except (ParseError, OSError, TransportError) as exc:
+            s.tree_expected, s.tree_problem = None, f"{newest.rel_path}: {describe_error(exc)}"
 
 
 def download_source(watcher: DownloadWatcher, interval_s: float = 2.0) -> PolledSource[DownloadProgress]:
@@ -180,8 +341,8 @@ async def verify_sha256(transport: Transport, model_dir: str, files: list[tuple[
 
 
 def verifiable_files(watcher: DownloadWatcher) -> list[tuple[str, int, str]]:
-    """The finished LFS files whose sha256 the Hub gave us."""
-    expected = watcher.state.hub_expected
+    """The finished LFS files whose sha256 we know: from the listing hf download keeps, or the Hub."""
+    expected = watcher.state.tree_expected or watcher.state.hub_expected
     if expected is None:
         return []
     done = watcher.finished_files

@@ -145,6 +145,18 @@ class KnownHostsFile:
             cas += ca_keys
             revoked += revoked_keys
         return trusted, cas, revoked
+def connect_error_words(exc: OSError) -> str:
+    """asyncio words a refused connection as "Connect call failed ('127.0.0.1', 22)": say what it is."""
+    import errno
+    import os
+
+    if isinstance(exc, ConnectionRefusedError) or exc.errno == errno.ECONNREFUSED:
+        return "connection refused (nothing listens on that port, or a firewall rejects it)"
+    if exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+        return os.strerror(exc.errno).lower()
+    if isinstance(exc, socket.gaierror):
+        return f"name not resolved ({exc.strerror or exc})"
+    return str(exc.strerror or exc)
 
 
 class SshTransport:
@@ -231,7 +243,7 @@ class SshTransport:
         except asyncssh.Error as exc:
             raise ConnectError(f"{self.label}: {exc.reason}") from None
         except (OSError, socket.gaierror) as exc:
-            raise ConnectError(f"{self.label}: {exc.strerror or exc}") from None
+            raise ConnectError(f"{self.label}: {connect_error_words(exc)}") from None
 
     async def _classify_host_key(self, may_accept_new: bool) -> None:
         """Unknown key: refuse (or record it with --accept-new-host-key). Changed key: refuse."""

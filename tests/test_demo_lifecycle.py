@@ -1,0 +1,97 @@
+"""The demo as a process: SIGTERM restores the terminal and removes the demo's temporary
+directories (one holds a private key); a demo killed outright is swept by the next one."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from console.hostsim.sandbox import PREFIXES, sweep_stale
+
+
+def leftovers(tmp: Path) -> list[str]:
+    return sorted(p.name for p in tmp.iterdir() if p.name.startswith(PREFIXES))
+
+
+def start_demo(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
+    main, child = pty.openpty()
+    env = {**os.environ, "TMPDIR": str(tmp), "TERM": "xterm-256color", "XDG_DATA_HOME": str(tmp / "data"),
+           "COLUMNS": "120", "LINES": "40"}
+    proc = subprocess.Popen([sys.executable, "-m", "console", "--demo"], stdin=child, stdout=child, stderr=child,
+                            env=env, start_new_session=True)
+    os.close(child)
+    return proc, main
+
+
+def read_until(fd: int, needle: bytes, timeout: float) -> bytes:
+    out = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and needle not in out:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+    return out
+
+
+def drain(fd: int, proc: subprocess.Popen[bytes], timeout: float) -> bytes:
+    out = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif proc.poll() is not None:
+            break
+    return out
+
+
+def test_sigterm_restores_the_terminal_and_removes_the_sandbox(tmp_path: Path) -> None:
+    proc, fd = start_demo(tmp_path)
+    try:
+        seen = read_until(fd, b"gpu-sim-01", 40)
+        assert b"\x1b[?1049h" in seen, "the app entered the alternate screen"
+        assert leftovers(tmp_path), "the demo made its sandbox under TMPDIR"
+        proc.send_signal(signal.SIGTERM)
+        rest = drain(fd, proc, 30)
+        assert proc.wait(30) == 128 + signal.SIGTERM
+        assert b"\x1b[?1049l" in rest, "the alternate screen was left: the terminal is restored"
+        assert leftovers(tmp_path) == []
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        os.close(fd)
+
+
+def test_a_killed_demo_is_swept_by_the_next(tmp_path: Path) -> None:
+    proc, fd = start_demo(tmp_path)
+    try:
+        read_until(fd, b"gpu-sim-01", 40)
+        left = leftovers(tmp_path)
+        assert left
+        os.killpg(proc.pid, signal.SIGKILL)  # no handler runs: the directories stay
+        proc.wait(10)
+        assert leftovers(tmp_path) == left
+        removed = sweep_stale(tmp_path)  # what the next demo does first
+        assert sorted(p.name for p in removed) == left and leftovers(tmp_path) == []
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        os.close(fd)
