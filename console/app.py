@@ -62,7 +62,6 @@ def help_text() -> str:
 # gpuconsole
 
 One screen for an SGLang model swap on one GPU host, fed over one SSH connection.
-`escape` or `?` closes this help.
 
 | key | what it does |
 |---|---|

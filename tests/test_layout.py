@@ -6,7 +6,7 @@ import time
 
 from textual.widgets import HelpPanel, OptionList
 
-from console.app import HELP, ConsoleApp, HelpScreen
+from console.app import ConsoleApp, HelpScreen, help_text
 from console.model import DiskUsage, GpuDevice, GpuProcess, GpuStatus, HostSummary, Reading
 from console.panes.gpu import format_gpu_status
 from console.panes.header import HostHeader, format_header
@@ -58,7 +58,7 @@ async def test_maximize_keeps_the_header_visible(app: ConsoleApp) -> None:  # no
 
 
 async def test_help_and_keys_panels_say_how_to_close_and_escape_closes_both(app: ConsoleApp) -> None:  # noqa: F811
-    assert "closes this help" in HELP
+    assert "closes this help" in help_text()
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from textual.app import App, ComposeResult
 
-from console.app import HELP, ConsoleApp
+from console.app import ConsoleApp, help_text
 from console.panes.log import LogPane, TailLog, event_style, format_subtitle, wrap_rows
 from console.parsers.sglang_log import parse_line
 from tests.conftest import DATA, wait_for
@@ -118,7 +118,7 @@ async def _new_lines_arrive(pane: LogPane, timeout: float = 20) -> None:
 
 
 async def test_the_log_follows_through_a_whole_demo_swap_with_every_key(fast_demo: ConsoleApp) -> None:
-    assert "`End`" in HELP and "`w`" in HELP  # the help lists the keys this test uses
+    assert "`End`" in help_text() and "`w`" in help_text()  # the help lists the keys this test uses
     app = fast_demo
     async with app.run_test(size=(120, 40)) as pilot:
         pane = app.query_one(LogPane)
