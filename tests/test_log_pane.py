@@ -195,3 +195,7 @@ async def test_at_80x24_the_log_pane_still_shows_lines(fast_demo: ConsoleApp) ->
                        and pane.server.data.status == "ready", 40)
         await pilot.pause(0.5)
         assert pane.log_widget.size.height >= LogPane.MIN_LOG_ROWS, pane.log_widget.size
+        assert str(pane.border_subtitle).startswith("4 shows more")  # and how to see more
+        await pilot.press("4")
+        await pilot.pause(0.3)
+        assert not str(pane.border_subtitle).startswith("4 shows more")
