@@ -131,6 +131,11 @@ async def main(speed: float) -> None:
         small = ConsoleApp.for_session(HostSession(profile, make_transport(profile), demo=True))
         async with small.run_test(size=(80, 24)) as pilot:
             await pilot.pause(4)
+            for _ in range(60):  # a loaded machine: wait for the diff pane's first reading
+                if getattr(small.pane("service"), "reading", None) is not None:
+                    break
+                await asyncio.sleep(0.5)
+            await pilot.pause(0.5)
             save(small, "08-80x24")
     finally:
         sim.stop()

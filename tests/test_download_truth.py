@@ -172,3 +172,15 @@ async def test_a_poll_that_brings_only_changes_tells_the_same_truth_as_a_full_li
     finally:
         await transport.close()
         await whole_transport.close()
+
+
+def test_the_host_clock_in_a_comma_locale_and_a_host_without_awk() -> None:
+    """bash's EPOCHREALTIME follows LC_NUMERIC ("1796051657,63"); a host without awk gives no sums:
+    the watcher falls back to whole listings instead of re-listing twice per poll."""
+    from console.parsers.hf_listing import parse_changes
+    from console.sources.download import _host_now
+
+    text = "@@now\n1796051657,630213\n@@df\n@@files\n\n"
+    assert _host_now(text) == 1796051657.630213
+    changes = parse_changes(text)
+    assert changes.host_now_s == 1796051657.630213 and changes.count is None

@@ -195,3 +195,24 @@ async def test_at_80x24_the_log_pane_still_shows_lines(fast_demo: ConsoleApp) ->
                        and pane.server.data.status == "ready", 40)
         await pilot.pause(0.5)
         assert pane.log_widget.size.height >= LogPane.MIN_LOG_ROWS, pane.log_widget.size
+        assert str(pane.border_subtitle).startswith("4 shows more")  # and how to see more
+        await pilot.press("4")
+        await pilot.pause(0.3)
+        assert not str(pane.border_subtitle).startswith("4 shows more")
+
+
+async def test_the_status_block_never_wraps_into_the_tail() -> None:
+    """A long decode line is cut with an ellipsis, not wrapped onto a second row (which would take a
+    row from the tail)."""
+    from console.analysis.log_state import LogTracker
+    from console.model import Reading
+
+    app = OnePane()
+    async with app.run_test(size=(48, 30)) as pilot:
+        pane = app.query_one(LogPane)
+        tracker = LogTracker("t")
+        tracker.feed([parse_line(REAL[23])])  # an MTP decode line: gen, run, queue, kv, accept
+        pane.summary = Reading("log", tracker.summary(), 0.0)
+        await pilot.pause(0.2)
+        status = pane.query_one("#log-status")
+        assert status.size.height == 2  # "server status: waiting…" and the decode line, one row each

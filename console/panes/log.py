@@ -72,9 +72,12 @@ def wrap_rows(text: str, width: int) -> list[str]:
 
 
 def format_subtitle(source_label: str, *, following: bool, new_lines: int, filter_text: str,
-                    quiet_s: float | None, wrap: bool) -> str:
-    """State first (a cut subtitle keeps what matters): following, filter, wrap, then the source."""
+                    quiet_s: float | None, wrap: bool, cramped: bool = False) -> str:
+    """State first (a cut subtitle keeps what matters): following, filter, wrap, then the source.
+    `cramped`: only a few lines fit, so say how to see more."""
     parts: list[str] = []
+    if cramped:
+        parts.append("4 shows more")
     if not following:
         parts.append(f"following: off, {new_lines} new line{'s' if new_lines != 1 else ''} (End resumes)")
     if filter_text:
@@ -246,7 +249,7 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
     LogPane:focus-within { border: round $accent; }
     LogPane.-stale { border: round $warning 60%; }
     LogPane.-error { border: round $error 70%; }
-    LogPane #log-status { height: auto; max-height: 5; }
+    LogPane #log-status { height: auto; max-height: 5; text-wrap: nowrap; text-overflow: ellipsis; }
     LogPane #log-lines { height: 1fr; border: none; padding: 0; background: $surface 0%; scrollbar-size: 1 1; }
     LogPane #log-filter { display: none; height: 1; border: none; padding: 0; }
     LogPane.-filtering #log-filter { display: block; }
@@ -358,6 +361,7 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
         self.call_after_refresh(self._after_resize)
 
     def _after_resize(self) -> None:
+        self._update_subtitle()
         log = self.log_widget
         width = max(8, log.size.width - 1)
         if self.wrap and width != self._wrap_width:
@@ -391,8 +395,9 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
             self.log_widget.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def _update_subtitle(self) -> None:
+        cramped = self.is_mounted and self.screen.maximized is not self and 0 < self.log_widget.size.height < 5
         label = format_subtitle(self.source_label, following=self.following, new_lines=self.new_lines,
-                                filter_text=self.filter_text, quiet_s=self._quiet_s, wrap=self.wrap)
+                                filter_text=self.filter_text, quiet_s=self._quiet_s, wrap=self.wrap, cramped=cramped)
         if self.border_subtitle != label:
             self.border_subtitle = label
 

@@ -235,7 +235,7 @@ def parse_changes(text: str) -> DirChanges:
     files_at = text.find("@@files\n")
     head = split_sections(text[:files_at])
     try:
-        now: float | None = float(head.get("now", "").strip())
+        now: float | None = float(head.get("now", "").strip().replace(",", "."))  # bash's EPOCHREALTIME: locale
     except ValueError:
         now = None
     rest = text[files_at + len("@@files\n"):]

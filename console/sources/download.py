@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
@@ -70,7 +71,7 @@ def _host_now(text: str) -> float | None:
     if at < 0:
         return None
     try:
-        return float(text[at + 6:text.index("\n", at + 6)])
+        return float(text[at + 6:text.index("\n", at + 6)].replace(",", "."))  # EPOCHREALTIME follows the locale
     except ValueError:
         return None
 
@@ -182,6 +183,8 @@ class DownloadWatcher:
             self._since = None
             return head, changes.listing
         self._apply(changes.changed)
+        if changes.count is None:  # no awk on the host: whole listings from now on
+            self.changes_from_entries = sys.maxsize
         if changes.count != len(self._entries) or changes.total_bytes != self._entries_bytes:
             # something went away (or the host's awk is missing): list everything once more
             self._since = None
