@@ -403,3 +403,32 @@ async def test_a_full_disk_on_the_consoles_own_data_dir(full_disk: Path, fault_h
         await t.connect()
     await t.close()
     record("disk full on the console's data dir", tried=2, failed=0)
+
+
+async def test_log_lines_resume_as_soon_as_the_connection_is_back(fault_host: FaultHost,
+                                                                   connected: SshTransport) -> None:
+    """The follower's backoff grew while the host was down; it must not outlast the outage."""
+    log = fault_host.sim_root / "sglang.log"
+    log.write_text("[2026-01-01 10:00:00] before\n")
+    follower = LogFollower(connected, log_file=str(log))
+    followed = Followed(follower)
+    back_at: list[float] = []
+    connected.on_state(lambda s: back_at.append(time.monotonic()) if s.status == "connected" else None)
+    try:
+        await followed.wait(lambda s: len(s) >= 1, 20)
+        fault_host.drop()
+        fault_host.sshd.stop()  # the host is gone for a while: every attempt of the follower fails
+        deadline = time.monotonic() + 40
+        while follower.backoff_s < 8:
+            assert time.monotonic() < deadline, follower.backoff_s
+            await asyncio.sleep(0.1)
+        with open(log, "a") as fh:
+            fh.write("[2026-01-01 10:00:01] after\n")
+        back_at.clear()
+        fault_host.restart()
+        await followed.wait(lambda s: any("after" in x for x in s), 60)
+        resumed = time.monotonic()
+    finally:
+        await followed.stop()
+    assert back_at, "the transport reconnected"
+    assert resumed - back_at[0] < 3.0, f"lines resumed {resumed - back_at[0]:.1f}s after the connection was back"
