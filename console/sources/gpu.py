@@ -46,7 +46,8 @@ class PathHung(PathUnavailable):
     """The path's tool stopped answering (a wedged driver)."""
 
 
-STALL_S = 15.0  # a stream silent this long is hung (a wedged driver): give up on that path
+STALL_S = 15.0
+MAX_PROBLEMS = 20  # a stream silent this long is hung (a wedged driver): give up on that path
 
 
 async def _lines(stream: LineStream, stall_s: float) -> AsyncIterator[bytes]:
@@ -76,6 +77,7 @@ class GpuSource:
         self.sample_cost_us: deque[float] = deque(maxlen=100)
         self.backoff = Backoff(initial_s=interval_s)
         self._stall_s = max(STALL_S, 5 * interval_s)
+        self.oneshot_timeout_s = 15.0
 
     # -- assembling readings -------------------------------------------------------------
     def _status(self, path: str, gpus: tuple[GpuDevice, ...], problems: tuple[str, ...],
@@ -197,6 +199,7 @@ class GpuSource:
         batch: list[GpuDevice] = []
         problems: list[str] = []
         got_any = False
+        last_row = time.monotonic()
         try:
             async for raw in _lines(stream, self._stall_s):
                 line = raw.decode("utf-8", "replace").strip()
@@ -206,8 +209,11 @@ class GpuSource:
                 if gpu is None:
                     if "not found" in line or "NVIDIA-SMI has failed" in line:
                         raise PathUnavailable(line[:200])
-                    problems.append(line[:200])
+                    problems = [*problems[-(MAX_PROBLEMS - 1):], line[:200]]  # a flood stays bounded
+                    if time.monotonic() - last_row > self._stall_s:
+                        raise PathHung(f"no GPU rows in {self._stall_s:g}s of output: {line[:120]}")
                     continue
+                last_row = time.monotonic()
                 if batch and gpu.index <= batch[-1].index:
                     got_any = True
                     yield await self._emit_smi("nvidia-smi-stream", tuple(batch), problems, apps)
@@ -240,7 +246,7 @@ class GpuSource:
         script = f"{query_gpu_command()}; echo @@apps; {query_apps_command()} 2>/dev/null"
         while True:
             started = time.monotonic()
-            result = await self.transport.run(script, timeout=15)
+            result = await self.transport.run(script, timeout=self.oneshot_timeout_s)
             sections = split_sections("@@gpus\n" + result.text)
             parsed = parse_gpu_csv(sections.get("gpus", ""))
             if not parsed.gpus:
