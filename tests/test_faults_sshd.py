@@ -419,8 +419,8 @@ async def test_log_lines_resume_as_soon_as_the_connection_is_back(fault_host: Fa
         fault_host.drop()
         fault_host.sshd.stop()  # the host is gone for a while: every attempt of the follower fails
         deadline = time.monotonic() + 40
-        while follower.backoff_s < 8:
-            assert time.monotonic() < deadline, follower.backoff_s
+        while follower.backoff.failures < 4:  # its waits have grown to 8 s and more (1, 2, 4, 8 s…)
+            assert time.monotonic() < deadline, follower.backoff.failures
             await asyncio.sleep(0.1)
         with open(log, "a") as fh:
             fh.write("[2026-01-01 10:00:01] after\n")
