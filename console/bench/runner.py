@@ -27,6 +27,13 @@ from typing import Any
 
 import aiohttp
 
+try:  # 3-5x faster than json on the small chunks a stream is made of; the same results
+    from orjson import JSONDecodeError as _JsonError
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - the bench extra brings it
+    from json import JSONDecodeError as _JsonError
+    from json import loads as _loads
+
 from console.bench.metrics import RequestResult, calculate_metrics, token_times
 from console.bench.tokens import Counter
 from console.bench.workload import Prompt
@@ -111,8 +118,8 @@ class _Stream:
             self.done = True
             return
         try:
-            obj = json.loads(data)
-        except ValueError:
+            obj = _loads(data)
+        except (_JsonError, ValueError, TypeError):
             raise _Fail("malformed SSE", f"not JSON: {data[:60]!r}") from None
         if not isinstance(obj, dict):
             raise _Fail("malformed SSE", f"not an object: {data[:60]!r}")
