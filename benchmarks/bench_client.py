@@ -104,7 +104,10 @@ def run_peer(peer: list[str], url: str, n: int, c: int, a: argparse.Namespace, w
     return m
 
 
-def row(m: dict[str, Any], t: dict[str, Any], n: int) -> dict[str, float]:
+def row(m: dict[str, Any], t: dict[str, Any], n: int, c: int) -> dict[str, float]:
+    # Closed loop at c: the server could have served c / (its mean time per request) req/s; what
+    # a client reaches below that is its own time between requests.
+    server_bound = c * 1000 / t["duration_mean_ms"] if t.get("duration_mean_ms") else 0.0
     return {
         "completed": m["completed"],
         "req_s": m["request_throughput"],
@@ -116,6 +119,8 @@ def row(m: dict[str, Any], t: dict[str, Any], n: int) -> dict[str, float]:
         "itl_mean_ms": m["mean_itl_ms"],
         "cpu_ms_per_req": 1000 * m["client_cpu_s"] / max(n, 1),
         "truth_ttft_mean_ms": t["mean_ms"] or 0.0,
+        "server_bound_req_s": server_bound,
+        "req_s_vs_server_bound_pct": 100 * m["request_throughput"] / server_bound if server_bound else 0.0,
     }
 
 
@@ -125,13 +130,14 @@ def medians(rows: list[dict[str, float]]) -> dict[str, float]:
 
 def table(report: dict[str, Any]) -> str:
     lines = ["| scenario | c | client | req/s | out tok/s | TTFT overhead mean / p99 (ms) | ITL mean (ms) |"
-             " CPU ms/req |", "|---|---|---|---|---|---|---|---|"]
+             " CPU ms/req | req/s of the server's bound |", "|---|---|---|---|---|---|---|---|---|"]
     for key, res in report["results"].items():
         scenario, c = key.rsplit(" c=", 1)
         for client, m in res.items():
             lines.append(f"| {scenario} | {c} | {client} | {m['req_s']:.1f} | {m['out_tok_s']:,.0f} | "
                          f"{m['ttft_overhead_mean_ms']:.2f} / {m['ttft_overhead_p99_ms']:.2f} | "
-                         f"{m['itl_mean_ms']:.2f} | {m['cpu_ms_per_req']:.1f} |")
+                         f"{m['itl_mean_ms']:.2f} | {m['cpu_ms_per_req']:.1f} | "
+                         f"{m['req_s_vs_server_bound_pct']:.1f} % |")
     return "\n".join(lines)
 
 
@@ -178,7 +184,7 @@ def main() -> int:
                         truth(url)  # reset
                         m = run_ours(url, n, c, a, work) if client == "gpuconsole" else \
                             run_peer(peer, url, n, c, a, work)  # type: ignore[arg-type]
-                        r = row(m, truth(url), n)
+                        r = row(m, truth(url), n, c)
                         raw[client].append(r)
                         print(f"{scenario} c={c} rep {rep} {client}: {json.dumps(r)}", file=sys.stderr, flush=True)
                 key = f"{scenario} c={c}"

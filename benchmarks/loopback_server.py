@@ -43,13 +43,17 @@ class LoopbackServer:
         self.ttft_s, self.itl_s = ttft_ms / 1000, itl_ms / 1000
         self.usage, self.k, self.model = usage, max(1, tokens_per_chunk), model
         self.truth: list[float] = []
+        self.durations: list[float] = []  # request read -> last byte written
         self.requests = 0
+        self.connections = 0
 
     def truth_report(self) -> dict[str, Any]:
         ms = [t * 1000 for t in self.truth]
+        dur = [t * 1000 for t in self.durations]
         report = {"n": len(ms), "mean_ms": statistics.fmean(ms) if ms else None,
-                  "median_ms": statistics.median(ms) if ms else None, "p99_ms": _pct(ms, 99)}
-        self.truth = []
+                  "median_ms": statistics.median(ms) if ms else None, "p99_ms": _pct(ms, 99),
+                  "duration_mean_ms": statistics.fmean(dur) if dur else None}
+        self.truth, self.durations = [], []
         return report
 
     @staticmethod
@@ -59,6 +63,7 @@ class LoopbackServer:
                      % (status, len(payload), payload))
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -100,18 +105,17 @@ class LoopbackServer:
         opts = req.get("stream_options") or {}
         final_usage = self.usage and bool(opts.get("include_usage"))
         every_usage = final_usage and bool(opts.get("continuous_usage_stats"))
-        head = ('{"id":"r","object":"chat.completion.chunk","created":0,"model":"%s","choices":[{"index":0,'
-                % self.model) if chat else '{"id":"r","object":"text_completion","created":0,"model":"%s",' \
-            '"choices":[{"index":0,' % self.model
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        head = f'{{"id":"r","object":"{kind}","created":0,"model":"{self.model}","choices":[{{"index":0,'
 
         def chunk(count: int, done: int, finish: bool = False) -> bytes:
             piece = json.dumps(WORD * count)
-            content = ('"delta":{"content":%s}' % piece) if chat else ('"text":%s' % piece)
+            content = f'"delta":{{"content":{piece}}}' if chat else f'"text":{piece}'
             reason = '"length"' if finish else "null"
-            usage = (',"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}'
-                     % (prompt_tokens, done, prompt_tokens + done)) if every_usage else ""
-            data = '%s%s,"logprobs":null,"finish_reason":%s}]%s}' % (head, content, reason, usage)
-            return b"data: %s\n\n" % data.encode()
+            usage = (f',"usage":{{"prompt_tokens":{prompt_tokens},"completion_tokens":{done},'
+                     f'"total_tokens":{prompt_tokens + done}}}') if every_usage else ""
+            data = f'{head}{content},"logprobs":null,"finish_reason":{reason}}}]{usage}}}'
+            return b"data: " + data.encode() + b"\n\n"
 
         def framed(data: bytes) -> bytes:
             return b"%X\r\n%s\r\n" % (len(data), data)
@@ -144,6 +148,7 @@ class LoopbackServer:
         rest.append(b"0\r\n\r\n")
         writer.write(b"".join(rest))
         await writer.drain()
+        self.durations.append(time.monotonic() - received)
 
 
 def serve_forever(port_file: Path, ttft_ms: float = 0.0, itl_ms: float = 0.0, usage: bool = True,

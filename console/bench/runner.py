@@ -127,7 +127,7 @@ class _Stream:
         count = None
         if isinstance(usage, dict):
             prompt = usage.get("prompt_tokens")
-            if type(prompt) is int and 0 <= prompt:
+            if type(prompt) is int and prompt >= 0:
                 self.prompt_tokens = prompt
             c = usage.get("completion_tokens")
             if type(c) is int:
@@ -215,11 +215,30 @@ async def send_one(session: aiohttp.ClientSession, cfg: BenchConfig, model: str,
     headers = {"Content-Type": "application/json"}
     if cfg.api_key:
         headers["Authorization"] = f"Bearer {cfg.api_key}"
+    url = cfg.base_url + cfg.endpoint
     start = time.perf_counter()
+    try:
+        try:
+            resp = await session.post(url, data=data, headers=headers)
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+            # A kept connection the server had closed meanwhile (idle timeout; a server that closes
+            # without saying so): nothing was answered, so the request is sent again, once, afresh.
+            start = time.perf_counter()
+            resp = await session.post(url, data=data, headers=headers)
+    except aiohttp.ClientConnectorError as exc:
+        r.error_kind, r.error = "ConnectError", _redact(f"ConnectError: {str(exc)[:120]}", cfg.api_key)
+        return r
+    except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+        r.error_kind, r.error = "timeout", f"timeout after {cfg.timeout_s:g}s"
+        return r
+    except aiohttp.ClientError as exc:
+        kind = type(exc).__name__
+        r.error_kind, r.error = kind, _redact(f"{kind}: {str(exc)[:120]}", cfg.api_key)
+        return r
     r.start_s = start - t0
     st = _Stream(start, limit)
     try:
-        async with session.post(cfg.base_url + cfg.endpoint, data=data, headers=headers) as resp:
+        async with resp:
             if resp.status != 200:
                 text = (await resp.content.read(300)).decode("utf-8", "replace").strip()
                 raise _Fail(f"HTTP {resp.status}", f"HTTP {resp.status}: {text[:200]}")
@@ -365,7 +384,7 @@ async def run_benchmark(cfg: BenchConfig, prompts: list[Prompt],
         if stop is not None:
             async def watch() -> None:
                 nonlocal stopped
-                while not stop.is_set():
+                while not stop.is_set():  # noqa: ASYNC110 - a threading.Event, set from the UI's thread
                     await asyncio.sleep(0.1)
                 stopped = True
                 issuer.cancel()
