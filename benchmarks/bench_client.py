@@ -1,180 +1,205 @@
-"""The load generator's ceiling and its overhead on TTFT, against a zero-think-time server on
-127.0.0.1 that streams N tokens as fast as it can and records, per request, when it received the
-request and when it wrote the first token (CLOCK_MONOTONIC, shared by every process here).
+"""gpuconsole's benchmark client side by side with SGLang's own `bench_serving`, in one run, against
+the same loopback server with exact timing that reports its own truth (benchmarks/loopback_server.py).
 
-Overhead on TTFT = the client's mean measured TTFT minus the server's mean truth (receive to
-first token written). Optionally the same server is driven by a peer client (guidellm), whose
-numbers are read from its JSON report.
+For each scenario (zero think time: the clients' ceiling; paced: TTFT 20 ms, 5 ms per token) and
+each concurrency, both clients run as their users run them, each in a fresh process, interleaved
+(the order alternates between repetitions), with the same workload: random prompts of
+--input-len words (one token each for the locally built tokenizer), --output-len tokens out,
+ignore_eos, one warm-up request. Figures are medians over the repetitions:
+
+- req/s and output tok/s, as each client reports them (bench_serving's own JSONL line);
+- TTFT overhead = the client's TTFT minus the server's truth (request read -> first token
+  written), for the mean and for p99 (p99 of the client minus p99 of the truth);
+- ITL mean, against the server's pace.
+
+Where SGLang's bench_serving comes from, first found wins:
+1. `--bench-serving-file PATH` or `$SGLANG_BENCH_SERVING_FILE`: its `bench_serving.py` run as a
+   standalone script (sglang <= 0.5.5 ship a self-contained one; its imports are in this
+   project's `peer` extra: `pip install -e '.[peer]'`). To get one without installing SGLang:
+   `pip download --no-deps sglang==0.5.5 -d /tmp/sgl && unzip -o -j /tmp/sgl/sglang-0.5.5-*.whl
+   sglang/bench_serving.py -d /tmp/sgl` and pass `--bench-serving-file /tmp/sgl/bench_serving.py`.
+2. an installed `sglang` package: `python -m sglang.bench_serving`.
+Neither: only gpuconsole's client runs, and the report says so.
+
+It needs a tokenizer (it counts prompt tokens): a word-level one is built locally, so nothing is
+downloaded. bench_serving's backend is `sglang-oai-chat` (the same /v1/chat/completions endpoint).
+
+    .venv/bin/python benchmarks/bench_client.py --bench-serving-file /tmp/sgl/bench_serving.py
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-from console.bench.runner import BenchConfig, run_benchmark  # noqa: E402
-from console.bench.workload import random_prompts  # noqa: E402
-
-TRUTH: list[float] = []  # seconds from request received to first token written
-TOKENS = 64
-PACE = {"ttft_s": 0.0, "itl_s": 0.0}  # zero think time by default (the ceiling)
+from benchmarks.loopback_server import build_tokenizer, start_in_process  # noqa: E402
 
 
-async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """HTTP/1.1 with keep-alive: /v1/models, and streaming chat completions (chunked SSE)."""
-    try:
-        while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            received = time.monotonic()
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            body = json.loads(await reader.readexactly(length)) if length else {}
-            if head.startswith(b"GET /v1/models"):
-                payload = b'{"object": "list", "data": [{"id": "zero", "object": "model"}]}'
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                             % (len(payload), payload))
-                await writer.drain()
-                continue
-            if head.startswith(b"GET /health"):
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-                await writer.drain()
-                continue
-            if head.startswith(b"GET /truth"):
-                ms = [t * 1000 for t in TRUTH]
-                payload = json.dumps({"n": len(ms), "mean_ms": statistics.fmean(ms) if ms else None,
-                                      "median_ms": statistics.median(ms) if ms else None}).encode()
-                TRUTH.clear()
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                             % (len(payload), payload))
-                await writer.drain()
-                continue
-            if not head.startswith(b"POST"):
-                writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
-                await writer.drain()
-                continue
-            n = int(body.get("max_tokens") or body.get("max_completion_tokens") or TOKENS)
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+def truth(url: str) -> dict[str, Any]:
+    import urllib.request
 
-            def chunk(data: bytes) -> None:
-                writer.write(b"%X\r\n%s\r\n" % (len(data), data))
-
-            if PACE["ttft_s"]:
-                await asyncio.sleep(PACE["ttft_s"])
-            for i in range(n):
-                if i and PACE["itl_s"]:
-                    await writer.drain()
-                    await asyncio.sleep(PACE["itl_s"])
-                usage = f', "usage": {{"prompt_tokens": 64, "completion_tokens": {i + 1}}}'
-                chunk(f'data: {{"choices": [{{"index": 0, "delta": {{"content": " tok"}}}}]{usage}}}\n\n'.encode())
-                if i == 0:
-                    await writer.drain()
-                    TRUTH.append(time.monotonic() - received)
-            chunk(b'data: {"choices": [], "usage": {"prompt_tokens": 64, "completion_tokens": %d}}\n\n' % n)
-            chunk(b"data: [DONE]\n\n")
-            writer.write(b"0\r\n\r\n")
-            await writer.drain()
-    except (asyncio.IncompleteReadError, ConnectionError):
-        pass
-    finally:
-        writer.close()
+    with urllib.request.urlopen(url + "/truth", timeout=10) as resp:  # noqa: S310 - loopback only
+        return dict(json.loads(resp.read()))
 
 
-def serve_forever(port_file: Path, ttft_ms: float = 0.0, itl_ms: float = 0.0) -> None:
-    PACE.update(ttft_s=ttft_ms / 1000, itl_s=itl_ms / 1000)
-
-    async def main() -> None:
-        server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=1024)
-        port_file.write_text(str(server.sockets[0].getsockname()[1]))
-        async with server:
-            await server.serve_forever()
-    asyncio.run(main())
+def child_cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
-def truth(url: str) -> dict[str, float]:
-    import httpx
+def find_peer(path: str | None) -> list[str] | None:
+    path = path or os.environ.get("SGLANG_BENCH_SERVING_FILE")
+    if path:
+        if not Path(path).is_file():
+            sys.exit(f"bench_client: {path}: no such file (see --help for how to get bench_serving.py)")
+        return [sys.executable, path]
+    import importlib.util
 
-    return dict(httpx.get(url + "/truth", timeout=10).json())
-
-
-async def ours(url: str, n: int, concurrency: int) -> dict[str, float]:
-    import time as _t
-
-    m = await run_benchmark(BenchConfig(url, concurrency=concurrency, warmup=1, output_len=TOKENS, input_len=64),
-                            random_prompts(n, 64, TOKENS))
-    cpu = _t.process_time()
-    return {"completed": m["completed"], "request_throughput": round(m["request_throughput"], 1),
-            "output_throughput": round(m["output_throughput"]), "mean_ttft_ms": round(m["mean_ttft_ms"], 2),
-            "median_ttft_ms": round(m["median_ttft_ms"], 2), "client_cpu_s": round(cpu, 1)}
+    if importlib.util.find_spec("sglang") is not None:
+        return [sys.executable, "-m", "sglang.bench_serving"]
+    return None
 
 
-def peer_guidellm(url: str, n: int, concurrency: int, tokenizer: str, out: Path) -> dict[str, float] | str:
-    """guidellm 0.8 against the same server; it needs a tokenizer, given as the model name (a local dir)."""
-    import os
-    import shutil
+def run_ours(url: str, n: int, c: int, a: argparse.Namespace, work: Path) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "console", "bench", "--url", url, "--num-prompts", str(n),
+           "--input-len", str(a.input_len), "--output-len", str(a.output_len), "--concurrency", str(c),
+           "--warmup", "1", "--json", "--output-file", str(work / "ours.jsonl")]
+    if a.tokenizer:
+        cmd += ["--tokenizer", str(a.tokenizer)]
+    cpu = child_cpu_s()
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    if out.returncode not in (0, 1):
+        raise RuntimeError(f"gpuconsole bench failed: {out.stderr[-500:]}")
+    m = json.loads(out.stdout)
+    m["client_cpu_s"] = child_cpu_s() - cpu
+    return m
 
-    exe = shutil.which("guidellm") or str(Path(sys.executable).parent / "guidellm")
-    cmd = [exe, "run", "--backend", f"kind=openai_http,target={url},model={tokenizer}",
-           "--profile", f"kind=concurrent,streams={concurrency}",
-           "--data", f"kind=synthetic_text,prompt_tokens=64,output_tokens={TOKENS}",
-           "--constraint", f"kind=max_requests,count={n}", "--tokenizer", "kind=hf_auto",
-           "--output", f"kind=json,path={out}", "--disable-console-interactive"]
-    try:
-        subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=900,
-                       env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"guidellm did not run: {exc}"
-    bench = json.loads(out.read_text())["benchmarks"][0]
-    m = bench["metrics"]
-    done = m["request_totals"]["successful"] if isinstance(m["request_totals"], dict) else m["request_totals"]
-    out_tokens = m["output_token_count"]["successful"]["total_sum"]
-    duration = bench["duration"]
-    return {"completed": done, "request_throughput": round(done / duration, 1),
-            "output_throughput": round(out_tokens / duration),
-            "mean_ttft_ms": round(m["time_to_first_token_ms"]["successful"]["mean"], 2),
-            "median_ttft_ms": round(m["time_to_first_token_ms"]["successful"]["median"], 2)}
+
+def run_peer(peer: list[str], url: str, n: int, c: int, a: argparse.Namespace, work: Path) -> dict[str, Any]:
+    out_file = work / f"peer-{time.monotonic_ns()}.jsonl"
+    cmd = [*peer, "--backend", "sglang-oai-chat", "--base-url", url, "--model", "zero",
+           "--tokenizer", str(a.tokenizer_dir), "--dataset-name", "random-ids", "--num-prompts", str(n),
+           "--random-input-len", str(a.input_len), "--random-output-len", str(a.output_len),
+           "--random-range-ratio", "1.0", "--max-concurrency", str(c), "--warmup-requests", "1",
+           "--output-file", str(out_file), "--disable-tqdm", "--seed", "1"]
+    cpu = child_cpu_s()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, cwd=work)
+    if out.returncode != 0 or not out_file.exists():
+        raise RuntimeError(f"bench_serving failed ({out.returncode}): {(out.stderr or out.stdout)[-800:]}")
+    m = json.loads(out_file.read_text().splitlines()[-1])
+    m["client_cpu_s"] = child_cpu_s() - cpu
+    return m
+
+
+def row(m: dict[str, Any], t: dict[str, Any], n: int, c: int) -> dict[str, float]:
+    # Closed loop at c: the server could have served c / (its mean time per request) req/s; what
+    # a client reaches below that is its own time between requests.
+    server_bound = c * 1000 / t["duration_mean_ms"] if t.get("duration_mean_ms") else 0.0
+    return {
+        "completed": m["completed"],
+        "req_s": m["request_throughput"],
+        "out_tok_s": m["output_throughput"],
+        "ttft_mean_ms": m["mean_ttft_ms"],
+        "ttft_p99_ms": m["p99_ttft_ms"],
+        "ttft_overhead_mean_ms": m["mean_ttft_ms"] - (t["mean_ms"] or 0.0),
+        "ttft_overhead_p99_ms": m["p99_ttft_ms"] - (t["p99_ms"] or 0.0),
+        "itl_mean_ms": m["mean_itl_ms"],
+        "cpu_ms_per_req": 1000 * m["client_cpu_s"] / max(n, 1),
+        "truth_ttft_mean_ms": t["mean_ms"] or 0.0,
+        "server_bound_req_s": server_bound,
+        "req_s_vs_server_bound_pct": 100 * m["request_throughput"] / server_bound if server_bound else 0.0,
+    }
+
+
+def medians(rows: list[dict[str, float]]) -> dict[str, float]:
+    return {k: round(statistics.median(r[k] for r in rows), 2) for k in rows[0]}
+
+
+def table(report: dict[str, Any]) -> str:
+    lines = ["| scenario | c | client | req/s | out tok/s | TTFT overhead mean / p99 (ms) | ITL mean (ms) |"
+             " CPU ms/req | req/s of the server's bound |", "|---|---|---|---|---|---|---|---|---|"]
+    for key, res in report["results"].items():
+        scenario, c = key.rsplit(" c=", 1)
+        for client, m in res.items():
+            lines.append(f"| {scenario} | {c} | {client} | {m['req_s']:.1f} | {m['out_tok_s']:,.0f} | "
+                         f"{m['ttft_overhead_mean_ms']:.2f} / {m['ttft_overhead_p99_ms']:.2f} | "
+                         f"{m['itl_mean_ms']:.2f} | {m['cpu_ms_per_req']:.1f} | "
+                         f"{m['req_s_vs_server_bound_pct']:.1f} % |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--concurrency", default="1,8,32", help="levels, comma-separated")
+    ap.add_argument("--scenarios", default="zero,paced", help="zero (no think time) and/or paced")
+    ap.add_argument("--ttft-ms", type=float, default=20.0, help="paced: server time to the first token")
+    ap.add_argument("--itl-ms", type=float, default=5.0, help="paced: server time per later token")
+    ap.add_argument("--input-len", type=int, default=256)
+    ap.add_argument("--output-len", type=int, default=128)
+    ap.add_argument("--zero-requests", type=int, default=1500, help="requests per run, zero think time")
+    ap.add_argument("--paced-requests-per-c", type=int, default=12, help="paced: requests per run = this x c (min 30)")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--bench-serving-file", help="SGLang's bench_serving.py, run standalone (see below)")
+    ap.add_argument("--no-peer", action="store_true", help="only gpuconsole's client")
+    ap.add_argument("--tokenizer", action="store_true",
+                    help="also give gpuconsole the tokenizer (it counts with usage when the server sends it)")
+    ap.add_argument("--json-out", help="write the whole report here")
+    a = ap.parse_args()
+    peer = None if a.no_peer else find_peer(a.bench_serving_file)
+    work = Path(tempfile.mkdtemp(prefix="gpuconsole-bench-client-"))
+    a.tokenizer_dir = build_tokenizer(work / "tokenizer")
+    a.tokenizer = a.tokenizer_dir if a.tokenizer else None
+    levels = [int(x) for x in a.concurrency.split(",")]
+    report: dict[str, Any] = {
+        "workload": {"input_len": a.input_len, "output_len": a.output_len, "reps": a.reps,
+                     "paced": {"ttft_ms": a.ttft_ms, "itl_ms": a.itl_ms}},
+        "peer": " ".join(peer[1:]) if peer else "not found: pass --bench-serving-file (see --help)",
+        "cores": os.cpu_count(), "results": {}, "raw": {}}
+    for scenario in a.scenarios.split(","):
+        pace = (a.ttft_ms, a.itl_ms) if scenario == "paced" else (0.0, 0.0)
+        proc, url = start_in_process(*pace)
+        try:
+            for c in levels:
+                n = a.zero_requests if scenario == "zero" else max(30, a.paced_requests_per_c * c)
+                raw: dict[str, list[dict[str, float]]] = {"gpuconsole": [], "bench_serving": []}
+                for rep in range(a.reps):
+                    order = ["gpuconsole", "bench_serving"] if rep % 2 == 0 else ["bench_serving", "gpuconsole"]
+                    for client in order:
+                        if client == "bench_serving" and peer is None:
+                            continue
+                        truth(url)  # reset
+                        m = run_ours(url, n, c, a, work) if client == "gpuconsole" else \
+                            run_peer(peer, url, n, c, a, work)  # type: ignore[arg-type]
+                        r = row(m, truth(url), n, c)
+                        raw[client].append(r)
+                        print(f"{scenario} c={c} rep {rep} {client}: {json.dumps(r)}", file=sys.stderr, flush=True)
+                key = f"{scenario} c={c}"
+                report["raw"][key] = raw
+                report["results"][key] = {k: medians(v) for k, v in raw.items() if v}
+        finally:
+            proc.terminate()
+            proc.wait(5)
+    report["table"] = table(report)
+    if a.json_out:
+        Path(a.json_out).write_text(json.dumps(report, indent=2))
+    print(report["table"])
+    print(f"\npeer: {report['peer']}; {a.reps} repetitions, medians; {os.cpu_count()} cores")
+    return 0
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--requests", type=int, default=2000)
-    ap.add_argument("--concurrency", default="8,64", help="levels, comma-separated")
-    ap.add_argument("--ttft-ms", type=float, default=0.0, help="server think time before the first token")
-    ap.add_argument("--itl-ms", type=float, default=0.0, help="server time per token after the first")
-    ap.add_argument("--peer-tokenizer", help="a local tokenizer dir for guidellm (it needs one); omit to skip the peer")
-    a = ap.parse_args()
-    import multiprocessing
-    import tempfile
-
-    port_file = Path(tempfile.mkdtemp()) / "port"
-    # The server in its own process: the client's numbers must not include the server's CPU.
-    proc = multiprocessing.Process(target=serve_forever, args=(port_file, a.ttft_ms, a.itl_ms), daemon=True)
-    proc.start()
-    while not port_file.exists() or not port_file.read_text():
-        time.sleep(0.05)
-    url = f"http://127.0.0.1:{port_file.read_text()}"
-    report: dict[str, object] = {"requests": a.requests, "server_ttft_ms": a.ttft_ms, "server_itl_ms": a.itl_ms}
-    for level in [int(x) for x in a.concurrency.split(",")]:
-        truth(url)  # reset
-        result = asyncio.run(ours(url, a.requests, level))
-        t = truth(url)
-        result["client_overhead_on_ttft_ms"] = round(result["mean_ttft_ms"] - t["mean_ms"], 2)
-        row: dict[str, object] = {"server_truth_ttft_ms": round(t["mean_ms"], 3), "gpuconsole": result}
-        if a.peer_tokenizer:
-            peer = peer_guidellm(url, a.requests, level, a.peer_tokenizer, Path(tempfile.mkdtemp()) / "g.json")
-            pt = truth(url)
-            if isinstance(peer, dict):
-                peer["client_overhead_on_ttft_ms"] = round(peer["mean_ttft_ms"] - pt["mean_ms"], 2)
-            row["guidellm"] = peer
-        report[f"concurrency_{level}"] = row
-    print(json.dumps(report, indent=2))
-    proc.terminate()
+    raise SystemExit(main())

@@ -108,6 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="print JSON (keys in the README)")
     bench.add_argument("--output-file", metavar="F",
                        help="append a JSONL line per run (default ~/.local/share/gpuconsole/bench.jsonl)")
+    bench.add_argument("--tokenizer", metavar="DIR|tokenizer.json",
+                       help="count output tokens with this tokenizer when the server sends no per-chunk usage")
+    bench.add_argument("--api-key", metavar="env:VAR|file:PATH",
+                       help="the server's API key, read from an environment variable or a file (never a literal: "
+                            "it would show in ps); never printed or saved")
     fit = sub.add_parser("fit", parents=[connection], help="will the model fit, and how much KV cache is left")
     fit.add_argument("model", metavar="MODEL", help="a local dir, a dir on the host (with host options) or a repo id")
     fit.add_argument("--gpus", type=int, help="GPU count (default: the host's)")

@@ -66,6 +66,8 @@ def test_sharegpt_file(tmp_path: Path) -> None:
 class FaultyServer:
     """A small HTTP/1.1 server on loopback whose answer depends on the prompt's first word."""
 
+    served = 0
+
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -81,6 +83,23 @@ class FaultyServer:
             elif mode in ("e400", "e503"):
                 code = mode[1:].encode()
                 writer.write(b"HTTP/1.1 " + code + b" X\r\nContent-Length: 12\r\n\r\nbad request!")
+            elif mode == "e500":  # a message that differs per request, as real servers' do
+                FaultyServer.served += 1
+                msg = b"internal error in request %d" % FaultyServer.served
+                writer.write(b"HTTP/1.1 500 X\r\nContent-Length: %d\r\n\r\n%s" % (len(msg), msg))
+            elif mode == "auth" and b"authorization: bearer sekrit-123" not in head.lower():
+                msg = b"bad key: " + next((ln for ln in head.split(b"\r\n") if ln.lower().startswith(b"authorization")), b"none")
+                writer.write(b"HTTP/1.1 401 X\r\nContent-Length: %d\r\n\r\n%s" % (len(msg), msg))
+            elif mode == "huge":  # a chunk claiming 20,000,000 tokens
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+                writer.write(b'data: {"choices": [{"delta": {"content": "a"}}], "usage": {"completion_tokens": 1}}\n\n')
+                writer.write(b'data: {"choices": [{"delta": {"content": "b"}}], "usage": {"completion_tokens": 20000000}}\n\n')
+                writer.write(b"data: [DONE]\n\n")
+            elif mode == "longline":  # 4 MiB without a newline
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: ")
+                for _ in range(64):
+                    writer.write(b"x" * 65536)
+                    await writer.drain()
             else:
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
                 chunks = [b'data: {"choices": [{"delta": {"content": "a"}}], "usage": {"completion_tokens": 1}}\n\n',
@@ -253,3 +272,231 @@ def test_without_runs_this_session_the_pane_compares_before_and_after_the_swap()
     out = console.export_text()
     assert "qwen3.5-397b" in out and "qwen3.5-122b" in out and "900" in out and "2,100" in out
     assert "300" not in out
+
+
+def _mb(n: int) -> float:
+    return n / (1 << 20)
+
+
+async def test_one_bad_response_fails_that_request_only_and_allocates_little(faulty: str) -> None:
+    """Issue 15 item 7: a malformed chunk, a chunk claiming 20,000,000 tokens, a 4 MiB line: each
+    fails its own request with a reason; the run completes; the client never holds much."""
+    import tracemalloc
+
+    from console.bench.workload import Prompt
+
+    prompts = [Prompt(f"{mode} words", 2, 4) for mode in ("ok", "malformed", "huge", "longline", "ok")]
+    tracemalloc.start()
+    try:
+        m = await run_benchmark(BenchConfig(faulty, concurrency=5, warmup=0, timeout_s=10), prompts)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert m["completed"] == 2 and m["failed"] == 3
+    assert set(m["errors"]) == {"malformed SSE", "bad usage", "oversized response"}, m["errors"]
+    assert "20000000" in m["error_examples"]["bad usage"]
+    assert _mb(peak) < 32, f"peak {_mb(peak):.0f} MiB"
+
+
+async def test_errors_are_grouped_by_kind_with_one_example(faulty: str) -> None:
+    from console.bench.workload import Prompt
+
+    m = await run_benchmark(BenchConfig(faulty, concurrency=4, warmup=0), [Prompt("e500 x", 2, 4)] * 10
+                            + [Prompt("ok x", 2, 4)])
+    assert m["errors"] == {"HTTP 500": 10}
+    assert m["error_examples"]["HTTP 500"].startswith("HTTP 500: internal error in request ")
+
+
+def _server(**kwargs: object) -> object:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks.loopback_server import LoopbackServer
+
+    return LoopbackServer(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def loopback(request: pytest.FixtureRequest) -> object:
+    srv = _server(**getattr(request, "param", {}))
+    server = await asyncio.start_server(srv.handle, "127.0.0.1", 0)  # type: ignore[attr-defined]
+    srv.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"  # type: ignore[attr-defined]
+    yield srv
+    server.close()
+
+
+async def test_connections_are_kept_between_requests(loopback: object) -> None:
+    """Issue 16 item 1: each stream is read to the end of its body, so its connection is reused."""
+    m = await run_benchmark(BenchConfig(loopback.url, concurrency=2, warmup=1),  # type: ignore[attr-defined]
+                            random_prompts(20, 8, 16))
+    assert m["completed"] == 20
+    # /v1/models, the warm-up, 2 streams, /server_info: a handful, not one per request.
+    assert loopback.connections <= 5, loopback.connections  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("loopback", [{"tokens_per_chunk": 3, "itl_ms": 2.0}], indirect=True)
+async def test_itl_leaves_the_first_chunk_out_and_spreads_multi_token_chunks(loopback: object) -> None:
+    """Issue 16 item 4: bench_serving leaves the first chunk out of ITL; no zeros for its extra tokens."""
+    m = await run_benchmark(BenchConfig(loopback.url, concurrency=1, warmup=0),  # type: ignore[attr-defined]
+                            random_prompts(2, 8, 12))
+    assert m["total_output_tokens"] == 24 and m["token_count"] == "usage"
+    # 12 tokens in chunks of 3: the first chunk's 3 are TTFT, the other 9 each get a third of a gap.
+    assert m["median_itl_ms"] > 0.5, "no zero gaps for the first chunk's extra tokens"
+    # TPOT = (latency - ttft) / 11 and ITL's mean over 9 tokens describe the same gaps.
+    assert m["mean_itl_ms"] == pytest.approx(m["mean_tpot_ms"] * 11 / 9, rel=0.05)
+
+
+@pytest.mark.parametrize("loopback", [{"usage": False, "tokens_per_chunk": 4}], indirect=True)
+async def test_without_usage_tokens_are_counted_not_chunks(loopback: object, tmp_path: Path) -> None:
+    """Issue 16 item 5: a server that sends no usage: tokens from the model's tokenizer when at hand,
+    else from finish_reason "length" (max_tokens exactly); the run says which way was used."""
+    from benchmarks.loopback_server import build_tokenizer
+    from console.bench.tokens import load_counter
+
+    prompts = random_prompts(4, 8, 40)
+    counter = load_counter(str(build_tokenizer(tmp_path / "tok")))
+    with_tok = await run_benchmark(BenchConfig(loopback.url, concurrency=2, warmup=0), prompts,  # type: ignore[attr-defined]
+                                   counter=counter)
+    assert with_tok["total_output_tokens"] == 160 and with_tok["token_count"] == "tokenizer tok"
+    without = await run_benchmark(BenchConfig(loopback.url, concurrency=2, warmup=0), prompts)  # type: ignore[attr-defined]
+    assert without["total_output_tokens"] == 160 and without["token_count"] == "finish_reason=length"
+    # Peaks count tokens, not the 10 chunks of each request.
+    assert without["max_output_tokens_per_s"] >= 160 * 0.5
+
+
+def test_peak_counts_tokens_not_chunks() -> None:
+    """Issue 17: with MTP chunks of several tokens, the peak must not fall below the mean."""
+    r = RequestResult(True, 4, 9, ttft_s=0.1, latency_s=0.3, itl_s=[0.1 / 3] * 6, start_s=0.0,
+                      chunk_times_s=[0.1, 0.2, 0.3], chunk_tokens=[3, 3, 3])
+    m = calculate_metrics([r], duration_s=0.5)
+    assert m["max_output_tokens_per_s"] == 9.0 and m["output_throughput"] == 18.0
+
+
+@pytest.mark.parametrize("loopback", [{"itl_ms": 50.0}], indirect=True)
+async def test_stop_sends_nothing_more_and_cancels_the_requests_in_flight(loopback: object) -> None:
+    """Issue 17: `x` stops now: no new request, the ones in flight cancelled, the run reports it."""
+    import threading
+    import time
+
+    stop = threading.Event()
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.5, stop.set)
+    started = time.monotonic()
+    # 16 requests of 128 tokens at 50 ms each, 4 at a time: 26 s if it ran to the end.
+    m = await run_benchmark(BenchConfig(loopback.url, concurrency=4, warmup=0),  # type: ignore[attr-defined]
+                            random_prompts(16, 8, 128), stop=stop)
+    assert time.monotonic() - started < 5
+    assert m["stopped"] and m["completed"] == 0 and m["not_sent_or_cancelled"] == 16
+    assert loopback.requests == 4  # type: ignore[attr-defined]
+
+
+def test_read_api_key_from_env_or_file_never_a_literal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from console.bench.cli import ApiKeyError, read_api_key
+
+    monkeypatch.setenv("BENCH_KEY", "sekrit-123")
+    assert read_api_key("env:BENCH_KEY") == "sekrit-123"
+    (tmp_path / "k").write_text("sekrit-123\n")
+    assert read_api_key(f"file:{tmp_path / 'k'}") == "sekrit-123"
+    for bad in ("sekrit-123", "env:UNSET_VAR_X", f"file:{tmp_path / 'missing'}"):
+        with pytest.raises(ApiKeyError) as err:
+            read_api_key(bad)
+        assert "sekrit" not in str(err.value)
+
+
+async def test_api_key_is_sent_and_never_printed_or_saved(faulty: str, tmp_path: Path) -> None:
+    out = tmp_path / "b.jsonl"
+    env = {**__import__("os").environ, "BENCH_KEY": "sekrit-123"}
+    dataset = tmp_path / "auth.json"
+    dataset.write_text(json.dumps([{"conversations": [{"from": "human", "value": "auth please"},
+                                                      {"from": "gpt", "value": "one two three four"}]}] * 3))
+    for key, expect_rc in (("env:BENCH_KEY", 0), ("env:WRONG_KEY", 1)):
+        env["WRONG_KEY"] = "sekrit-999"
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "console", "bench", "--url", faulty, "--dataset", str(dataset), "--num-prompts", "3",
+            "--concurrency", "2", "--output-file", str(out), "--api-key", key, "--warmup", "0",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+        stdout, stderr = await asyncio.wait_for(proc.communicate(), 60)
+        text = stdout.decode() + stderr.decode() + out.read_text()
+        assert proc.returncode == expect_rc, text
+        assert "sekrit" not in text, text
+    assert "HTTP 401" in text and "***" in text  # the server echoed the key: redacted in the example
+
+
+def test_before_after_pairs_runs_of_one_host_and_the_demo_keeps_its_own_file(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = [{"host": "gpu1", "model": "qwen3.5-397b", "timestamp": 1.0},
+            {"host": "laptop", "model": "mock", "timestamp": 2.0},
+            {"host": "gpu1", "model": "qwen3.5-122b", "timestamp": 3.0}]
+    before, after = compare_pair(runs) or ({}, {})
+    assert (before["model"], after["model"]) == ("qwen3.5-397b", "qwen3.5-122b")
+    assert compare_pair(runs, host="laptop") is None  # one model only there: nothing to compare
+    assert compare_pair(runs + [{"host": "laptop", "model": "other", "timestamp": 4.0}]) == (runs[1], {
+        "host": "laptop", "model": "other", "timestamp": 4.0})
+    from console.bench.store import default_path
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert default_path(demo=True) != default_path() and default_path(demo=True).parent == tmp_path / "gpuconsole"
+
+
+def test_chart_labels_are_whole_and_the_axes_honest() -> None:
+    from console.analysis.bench_view import BenchView
+    from console.panes.bench import chart, nice_ticks, sweep_chart, tick_label
+
+    assert nice_ticks(0, 85) == [0, 25, 50, 75, 100] and tick_label(1500) == "1.5k" and tick_label(90, "%") == "90%"
+    view = BenchView()
+    for i in range(30):
+        view.add_gpu(970.0 + i, 0.0)  # idle GPUs: a flat 0 % line
+    idle = chart(view, 60, 8, 1000.0).plain
+    import re
+
+    right_labels = [line.split()[-1] for line in idle.splitlines()[:-1] if line.strip()]
+    assert not any(re.fullmatch(r"-[\d.]+%?", label) for label in right_labels), idle  # no -1…1 axis
+    assert "100%" in idle and "0%" in idle
+    for i in range(30):
+        view.add_gpu(1000.0 + i, 85.0 + i % 10)
+        view.client_bins[1000 + i] = 1200 + 7 * i
+    busy = chart(view, 60, 10, 1031.0).plain
+    assert "85." not in busy and "100%" in busy and "1.5k" in busy
+    for c, tok, p99 in ((1, 100.0, 40.0), (4, 380.0, 55.0), (16, 1200.0, 90.0), (64, 2100.0, 400.0)):
+        view.finish({"max_concurrency": c, "output_throughput": tok, "p99_ttft_ms": p99})
+    sweep = sweep_chart(view, 60, 10).plain.splitlines()
+    assert any("400ms" in line for line in sweep), "right labels whole"
+    ticks = next(line for line in sweep if line.strip().startswith("1 "))
+    p1, p4, p16, p64 = (ticks.index(" " + x + " ") if x != "1" else ticks.index("1") for x in ("1", "4", "16", "64"))
+    assert abs((p4 - p1) - (p16 - p4)) <= 2 and abs((p16 - p4) - (p64 - p16)) <= 2, "log scale: evenly spaced"
+
+
+def test_the_swap_is_marked_on_the_time_chart() -> None:
+    from console.analysis.bench_view import BenchView
+    from console.analysis.log_state import BootStep
+    from console.panes.bench import chart
+
+    class Summary:
+        def __init__(self, *steps: tuple[str, str]) -> None:
+            self.boot = tuple(BootStep(p, at, None, "") for p, at in steps)
+
+    view = BenchView()
+    view.note_log(Summary(("launch", "10:00:00"), ("ready", "10:02:00")), 900.0)  # the old server, already up
+    assert not view.marks
+    view.note_log(Summary(("launch", "11:00:00")), 950.0)
+    view.note_log(Summary(("launch", "11:00:00"), ("weights loading", "11:00:05")), 960.0)
+    view.note_log(Summary(("launch", "11:00:00"), ("ready", "11:01:10")), 990.0)
+    assert [label for _, label in view.marks] == ["new server launching", "new server ready"]
+    for i in range(60):
+        view.add_gpu(940.0 + i, 50.0)
+    assert "new server ready" in chart(view, 80, 10, 1000.0).plain
+
+
+def test_a_stopped_run_says_what_stop_did() -> None:
+    from rich.console import Console
+
+    from console.analysis.bench_view import BenchView
+    from console.panes.bench import results_table
+
+    view = BenchView()
+    view.finish({"max_concurrency": 4, "stopped": True, "not_sent_or_cancelled": 12, "completed": 4,
+                 "output_throughput": 10.0})
+    console = Console(width=50, record=True)
+    console.print(results_table(view, 50))
+    out = console.export_text()
+    assert "stopped (x): 12 requests not sent or cancelled in flight" in " ".join(out.split())
+    for label in ("out tok/s", "TTFT p50 ms", "TTFT p99 ms"):
+        assert label in out

@@ -37,6 +37,10 @@ class BenchView:
         self.results: list[dict[str, Any]] = []  # this session's finished runs (a sweep: several)
         self.history: list[dict[str, Any]] = []  # saved runs, for the comparison
         self.error: str | None = None
+        self.host: str | None = None  # the host on screen: the before/after pair is of its runs only
+        self.marks: deque[tuple[float, str]] = deque(maxlen=16)  # (wall time, what happened) on the time chart
+        self._boot_seen: tuple[str | None, bool] | None = None
+        self.stopped_note: str | None = None  # what `x` did to the last run, in words
         self.version = 0  # bumped on every change: the pane redraws only when it moved
 
     def _touch(self) -> None:
@@ -57,9 +61,32 @@ class BenchView:
                 self.accept_len.append((t, accept))
             self._touch()
 
+    def mark(self, t_s: float, label: str) -> None:
+        """A vertical mark on the time chart (the swap: old server stopped, new one launching, ready)."""
+        self.marks.append((t_s, label))
+        self._touch()
+
+    def note_log(self, summary: Any, now_s: float) -> None:
+        """Marks from the log summary's boot timeline, at the time they reached the console: a new
+        boot ("new server launching": the old one is gone or going) and its "ready" line."""
+        boot = getattr(summary, "boot", None) or ()
+        if not boot:
+            return
+        first = boot[0]
+        key = (f"{first.phase}@{first.at}", any(step.phase == "ready" for step in boot))
+        seen = self._boot_seen
+        self._boot_seen = key
+        if seen is None:
+            return  # the boot that was there when the console started: not something we saw happen
+        if key[0] != seen[0] and first.phase == "launch":
+            self.mark(now_s, "new server launching")
+        if key[1] and (key[0] != seen[0] or not seen[1]):
+            self.mark(now_s, "new server ready")
+
     def start(self, label: str, total: int, now_s: float | None = None) -> None:
         self.live = LiveRun(label, time.time() if now_s is None else now_s, total)
         self.error = None
+        self.stopped_note = None
         self._touch()
 
     def progress(self, p: Progress) -> None:
@@ -78,6 +105,7 @@ class BenchView:
         self._touch()
 
     def finish(self, metrics: dict[str, Any]) -> None:
+        self.note_stop(metrics)
         self.results.append(metrics)
         self.results = self.results[-16:]
         self._touch()
@@ -86,6 +114,13 @@ class BenchView:
         self.error = error
         self.live = None
         self._touch()
+
+    def note_stop(self, metrics: dict[str, Any]) -> None:
+        """After `x`: no request was sent from then on and the ones in flight were cancelled."""
+        if metrics.get("stopped"):
+            self.stopped_note = (f"stopped (x): {metrics.get('not_sent_or_cancelled', 0)} requests not sent or "
+                                 f"cancelled in flight; figures cover the {metrics.get('completed', 0)} finished")
+            self._touch()
 
     def series(self, now_s: float, span_s: int) -> dict[str, list[tuple[float, float]]]:
         """Each series as (seconds before now, value) over the last span_s seconds."""
@@ -104,7 +139,7 @@ class BenchView:
         """What the results table depends on (not the 1 Hz GPU and log samples)."""
         live = self.live
         live_sig = None if live is None else (live.label, live.done, live.failed, len(live.ttft_ms))
-        return (live_sig, len(self.results), self.error, len(self.history))
+        return (live_sig, len(self.results), self.error, len(self.history), self.host, self.stopped_note)
 
     def sweep_points(self) -> list[tuple[int, float, float]]:
         """(concurrency, output tok/s, p99 TTFT ms) of this session's finished runs, by concurrency."""

@@ -3,11 +3,12 @@
 - duration: from just before the first measured request until every request finished;
 - request/input/output/total throughput: counts over that duration;
 - TTFT and E2E latency: over successful requests; TPOT = (latency - ttft) / (output_len - 1) for
-  output_len > 1 (excludes the first token); ITL: every gap pooled (a multi-token chunk's gap is
-  spread over its tokens when the server says how many, as the native backend does);
+  output_len > 1 (excludes the first token); ITL: every gap between content chunks pooled, the
+  first chunk left out (its tokens arrive with TTFT), a multi-token chunk's gap spread over its
+  tokens (as the native backend does);
 - concurrency = sum of E2E latencies / duration;
-- peak output tokens/s and peak concurrent requests: per 1-second bin of token timestamps
-  start + ttft + cumsum(itl);
+- peak output tokens/s and peak concurrent requests: per 1-second bin of when tokens arrived,
+  each chunk counted with the tokens it carried (not as one);
 - percentiles: linear interpolation (numpy's default).
 """
 
@@ -27,7 +28,11 @@ class RequestResult:
     latency_s: float = 0.0
     itl_s: list[float] = field(default_factory=list)
     start_s: float = 0.0  # perf_counter at send, relative to the run's start
-    error: str | None = None
+    error: str | None = None  # one example of what went wrong
+    error_kind: str | None = None  # what failures are grouped by: "HTTP 500", "timeout", "stream cut", ...
+    chunk_times_s: list[float] = field(default_factory=list)  # content chunks' arrival, from the send
+    chunk_tokens: list[int] = field(default_factory=list)  # tokens each chunk carried
+    token_count: str = "usage"  # how output tokens were counted: usage, a tokenizer, finish_reason=length, chunks
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -52,10 +57,20 @@ def _stats(prefix: str, values_s: list[float]) -> dict[str, float]:
     }
 
 
+MAX_TOKEN_TIMES = 1 << 16  # one request's token times handed to a live chart, at most
+
+
 def token_times(r: RequestResult) -> list[float]:
-    """When each output token arrived, relative to the run's start."""
+    """When each output token arrived, relative to the run's start (a chunk's tokens at its arrival)."""
     if not r.success or r.output_len == 0:
         return []
+    if r.chunk_times_s:
+        times = []
+        for t, n in zip(r.chunk_times_s, r.chunk_tokens, strict=False):
+            times.extend([r.start_s + t] * max(1, min(n, MAX_TOKEN_TIMES - len(times))))
+            if len(times) >= MAX_TOKEN_TIMES:
+                break
+        return times
     t = r.start_s + r.ttft_s
     times = [t]
     for gap in r.itl_s:
@@ -64,15 +79,30 @@ def token_times(r: RequestResult) -> list[float]:
     return times
 
 
+def _token_bins(r: RequestResult) -> list[tuple[float, int]]:
+    """(arrival relative to the run's start, tokens) per chunk; the chunks' counts add up to output_len."""
+    if not r.success or r.output_len == 0:
+        return []
+    if r.chunk_times_s:
+        pairs = [(r.start_s + t, max(1, n)) for t, n in zip(r.chunk_times_s, r.chunk_tokens, strict=False)]
+        counted = sum(n for _, n in pairs)
+        if counted != r.output_len and counted:
+            # The final usage said otherwise: put the difference on the last chunk.
+            t, n = pairs[-1]
+            pairs[-1] = (t, max(0, n + r.output_len - counted))
+        return pairs
+    return [(t, 1) for t in token_times(r)]
+
+
 def peaks(results: list[RequestResult], duration_s: float) -> tuple[float, int]:
     bins = max(1, int(duration_s) + 1)
     tokens = [0] * bins
     concurrent = [0] * bins
     for r in results:
-        for t in token_times(r):
+        for t, n in _token_bins(r):
             b = int(t)
             if 0 <= b < bins:
-                tokens[b] += 1
+                tokens[b] += n
         if r.success:
             for b in range(max(0, int(r.start_s)), min(bins, int(r.start_s + r.latency_s) + 1)):
                 concurrent[b] += 1
@@ -109,10 +139,16 @@ def calculate_metrics(results: list[RequestResult], duration_s: float, *, accept
         "accept_length": accept_length,
     }
     errors: dict[str, int] = {}
+    examples: dict[str, str] = {}
     for r in results:
         if not r.success:
-            errors[r.error or "unknown"] = errors.get(r.error or "unknown", 0) + 1
-    out["errors"] = errors
+            kind = r.error_kind or r.error or "unknown"
+            errors[kind] = errors.get(kind, 0) + 1
+            examples.setdefault(kind, r.error or kind)
+    out["errors"] = errors  # by kind: "HTTP 500", "timeout", "stream cut", "malformed SSE", ...
+    out["error_examples"] = examples  # the first failure of each kind, verbatim (secrets redacted)
+    counted = sorted({r.token_count for r in ok})
+    out["token_count"] = ", ".join(counted) if counted else None
     return out
 
 

@@ -1,5 +1,14 @@
-"""The load generator: streaming requests over httpx, fixed concurrency or Poisson arrivals, with
-warm-up; failures are counted with their reason and the run always completes.
+"""The load generator: streaming requests over aiohttp, fixed concurrency or Poisson arrivals, with
+warm-up; failures are counted by kind with one example each, and the run always completes.
+
+Why aiohttp here and httpx everywhere else: this is the one hot path of the console (tens of
+thousands of SSE chunks a second at concurrency 32), and a profile showed httpx's per-chunk
+machinery (anyio streams, line decoding, the pool) as the largest cost; aiohttp's C parser hands
+over whatever bytes arrived in one wakeup. The console's own HTTP (health, /server_info, a Hub
+lookup) is a few requests a second where httpx's timeouts and SSH-forward handling matter more.
+
+Connections are kept: each stream is read to the end of its HTTP body (past `[DONE]`), so the
+connection goes back to the pool instead of being dropped.
 
 `BenchThread` runs it on its own thread and event loop, so a heavy run neither freezes the UI
 nor is distorted by it."""
@@ -16,10 +25,24 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-import httpx
+import aiohttp
 
-from console.bench.metrics import RequestResult, calculate_metrics
+try:  # 3-5x faster than json on the small chunks a stream is made of; the same results
+    from orjson import JSONDecodeError as _JsonError
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - the bench extra brings it
+    from json import JSONDecodeError as _JsonError
+    from json import loads as _loads
+
+from console.bench.metrics import RequestResult, calculate_metrics, token_times
+from console.bench.tokens import Counter
 from console.bench.workload import Prompt
+
+# What one response may make the client hold: a line, the whole body, and the tokens a chunk may
+# claim (the request's max_tokens, with room for servers that count a little over).
+MAX_LINE_BYTES = 1 << 20
+MAX_BODY_BYTES = 64 << 20
+TOKEN_SLACK = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,123 +75,270 @@ class Progress:
     run_started_wall_s: float = 0.0  # time.time() when the measured run started (after warm-up)
 
 
-def _chunk_text(obj: dict[str, Any]) -> str:
-    choices = obj.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        return ""
+class _Fail(Exception):
+    def __init__(self, kind: str, example: str) -> None:
+        super().__init__(kind)
+        self.kind, self.example = kind, example
+
+
+def _content(obj: dict[str, Any]) -> tuple[str, bool]:
+    """The chunk's text and whether it said finish_reason "length"."""
+    choices = obj.get("choices")
+    if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+        return "", False
     c = choices[0]
     delta = c.get("delta")
     if isinstance(delta, dict):
-        return str(delta.get("content") or delta.get("reasoning_content") or "")
-    return str(c.get("text") or "")
+        text = delta.get("content") or delta.get("reasoning_content") or ""
+    else:
+        text = c.get("text") or ""
+    return (text if isinstance(text, str) else ""), c.get("finish_reason") == "length"
 
 
-async def send_one(client: httpx.AsyncClient, cfg: BenchConfig, model: str, prompt: Prompt, t0: float,
-                   max_tokens: int | None = None) -> RequestResult:
-    r = RequestResult(prompt_len=prompt.prompt_len)
-    chat = "chat" in cfg.endpoint
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens or prompt.output_len, "temperature": 0.0,
+class _Stream:
+    """The per-request parse state: chunk arrival times and the tokens each carried."""
+
+    __slots__ = ("start", "max_tokens", "times", "tokens", "texts", "usage_seen", "usage_total",
+                 "prompt_tokens", "length_finish", "done")
+
+    def __init__(self, start: float, max_tokens: int) -> None:
+        self.start = start
+        self.max_tokens = max_tokens
+        self.times: list[float] = []
+        self.tokens: list[int] = []  # per content chunk; 0 = not said (no per-chunk usage)
+        self.texts: list[str] = []
+        self.usage_seen = 0  # the last completion_tokens a chunk reported
+        self.usage_total: int | None = None
+        self.prompt_tokens: int | None = None
+        self.length_finish = False
+        self.done = False
+
+    def event(self, data: bytes, now: float) -> None:
+        if data == b"[DONE]":
+            self.done = True
+            return
+        try:
+            obj = _loads(data)
+        except (_JsonError, ValueError, TypeError):
+            raise _Fail("malformed SSE", f"not JSON: {data[:60]!r}") from None
+        if not isinstance(obj, dict):
+            raise _Fail("malformed SSE", f"not an object: {data[:60]!r}")
+        usage = obj.get("usage")
+        count = None
+        if isinstance(usage, dict):
+            prompt = usage.get("prompt_tokens")
+            if type(prompt) is int and prompt >= 0:
+                self.prompt_tokens = prompt
+            c = usage.get("completion_tokens")
+            if type(c) is int:
+                if c < 0 or c > self.max_tokens + TOKEN_SLACK:
+                    raise _Fail("bad usage", f"completion_tokens {c} for max_tokens {self.max_tokens}")
+                count = c
+        text, length = _content(obj)
+        self.length_finish = self.length_finish or length
+        if count is not None:
+            self.usage_total = count
+        if not text:
+            return
+        if count is not None and count > self.usage_seen:
+            self.tokens.append(count - self.usage_seen)
+            self.usage_seen = count
+        else:
+            self.tokens.append(0)
+        self.times.append(now)
+        self.texts.append(text)
+
+
+def _finish(r: RequestResult, st: _Stream, counter: Counter | None) -> None:
+    """Tokens per chunk, the total, TTFT, ITL (bench_serving's: the first chunk left out, a
+    later chunk's gap spread over its tokens) and the chunk times for the peaks."""
+    tokens = st.tokens
+    if all(tokens):
+        r.token_count = "usage"
+    elif counter is not None:
+        tokens = [n or counter.count(t) for n, t in zip(tokens, st.texts, strict=True)]
+        r.token_count = counter.name
+    else:
+        total = st.usage_total if st.usage_total is not None else (st.max_tokens if st.length_finish else None)
+        if total is None:
+            tokens = [n or 1 for n in tokens]
+            r.token_count = "chunks"
+        else:
+            # Spread the known total over the chunks by their share of the text.
+            known = sum(tokens)
+            rest = max(total - known, 0)
+            weights = [len(t) if n == 0 else 0 for n, t in zip(tokens, st.texts, strict=True)]
+            wsum = sum(weights) or 1
+            spread = [n or max(1, round(rest * w / wsum)) for n, w in zip(tokens, weights, strict=True)]
+            tokens = spread
+            r.token_count = "usage (final)" if st.usage_total is not None else "finish_reason=length"
+    total = sum(tokens)
+    if st.usage_total is not None and r.token_count != "usage":
+        total = max(st.usage_total, 1)
+    elif r.token_count == "finish_reason=length":
+        total = st.max_tokens
+    r.output_len = total
+    r.ttft_s = st.times[0] - st.start
+    r.latency_s = st.times[-1] - st.start
+    itl: list[float] = []
+    for i in range(1, len(st.times)):
+        gap = st.times[i] - st.times[i - 1]
+        n = max(1, tokens[i])
+        itl.extend([gap / n] * n)
+    r.itl_s = itl
+    r.chunk_times_s = [t - st.start for t in st.times]
+    r.chunk_tokens = tokens
+    if st.prompt_tokens is not None:
+        r.prompt_len = st.prompt_tokens
+
+
+def _body(cfg: BenchConfig, model: str, prompt: Prompt, max_tokens: int) -> bytes:
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "temperature": 0.0,
                             "stream": True, "ignore_eos": True,
                             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
-    if chat:
+    if "chat" in cfg.endpoint:
         body["messages"] = [{"role": "user", "content": prompt.text}]
     else:
         body["prompt"] = prompt.text
-    headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+    return json.dumps(body).encode()
+
+
+def _redact(text: str, key: str | None) -> str:
+    return text.replace(key, "***") if key else text
+
+
+async def send_one(session: aiohttp.ClientSession, cfg: BenchConfig, model: str, prompt: Prompt, t0: float,
+                   max_tokens: int | None = None, counter: Counter | None = None) -> RequestResult:
+    r = RequestResult(prompt_len=prompt.prompt_len)
+    limit = max_tokens or prompt.output_len
+    data = _body(cfg, model, prompt, limit)
+    headers = {"Content-Type": "application/json"}
+    if cfg.api_key:
+        headers["Authorization"] = f"Bearer {cfg.api_key}"
+    url = cfg.base_url + cfg.endpoint
     start = time.perf_counter()
-    r.start_s = start - t0
-    last = start
-    tokens_seen = 0
-    got_done = False
     try:
-        async with client.stream("POST", cfg.endpoint, json=body, headers=headers) as resp:
-            if resp.status_code != 200:
-                text = (await resp.aread())[:200].decode("utf-8", "replace")
-                r.error = f"HTTP {resp.status_code}: {text.strip()}"
-                return r
-            async for line in resp.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    got_done = True
-                    break
-                try:
-                    obj = json.loads(data)
-                except json.JSONDecodeError:
-                    r.error = f"malformed SSE data: {data[:60]!r}"
-                    return r
+        try:
+            resp = await session.post(url, data=data, headers=headers)
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+            # A kept connection the server had closed meanwhile (idle timeout; a server that closes
+            # without saying so): nothing was answered, so the request is sent again, once, afresh.
+            start = time.perf_counter()
+            resp = await session.post(url, data=data, headers=headers)
+    except aiohttp.ClientConnectorError as exc:
+        r.error_kind, r.error = "ConnectError", _redact(f"ConnectError: {str(exc)[:120]}", cfg.api_key)
+        return r
+    except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+        r.error_kind, r.error = "timeout", f"timeout after {cfg.timeout_s:g}s"
+        return r
+    except aiohttp.ClientError as exc:
+        kind = type(exc).__name__
+        r.error_kind, r.error = kind, _redact(f"{kind}: {str(exc)[:120]}", cfg.api_key)
+        return r
+    r.start_s = start - t0
+    st = _Stream(start, limit)
+    try:
+        async with resp:
+            if resp.status != 200:
+                text = (await resp.content.read(300)).decode("utf-8", "replace").strip()
+                raise _Fail(f"HTTP {resp.status}", f"HTTP {resp.status}: {text[:200]}")
+            buf = b""
+            received = 0
+            async for piece in resp.content.iter_any():
                 now = time.perf_counter()
-                usage = obj.get("usage") if isinstance(obj, dict) else None
-                if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
-                    r.prompt_len = usage["prompt_tokens"]
-                text = _chunk_text(obj) if isinstance(obj, dict) else ""
-                if not text:
-                    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-                        r.output_len = usage["completion_tokens"]
+                received += len(piece)
+                if received > MAX_BODY_BYTES:
+                    raise _Fail("oversized response", f"body over {MAX_BODY_BYTES >> 20} MiB")
+                if st.done:
+                    continue  # read to the end of the body, so the connection is kept
+                buf += piece
+                if b"\n" not in piece:
+                    if len(buf) > MAX_LINE_BYTES:
+                        raise _Fail("oversized response", f"an SSE line over {MAX_LINE_BYTES >> 20} MiB")
                     continue
-                count = usage.get("completion_tokens") if isinstance(usage, dict) else None
-                new = (count - tokens_seen) if isinstance(count, int) and count > tokens_seen else 1
-                if r.ttft_s == 0.0:
-                    r.ttft_s = now - start
-                    new_after_first = new - 1
-                    r.itl_s.extend([0.0] * max(0, new_after_first))
-                else:
-                    gap = now - last
-                    r.itl_s.extend([gap / new] * new)  # a multi-token chunk's gap spread over its tokens
-                tokens_seen += new
-                last = now
-            if not got_done:
-                r.error = "stream ended without [DONE]"
-                return r
-    except httpx.TimeoutException:
-        r.error = f"timeout after {cfg.timeout_s:g}s"
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    if line.startswith(b"data:"):
+                        st.event(line[5:].strip(), now)
+                        if st.done:
+                            break
+                if len(buf) > MAX_LINE_BYTES:
+                    raise _Fail("oversized response", f"an SSE line over {MAX_LINE_BYTES >> 20} MiB")
+            if not st.done:
+                raise _Fail("stream ended without [DONE]", f"stream ended without [DONE] after {len(st.times)} chunks")
+    except _Fail as exc:
+        r.error_kind, r.error = exc.kind, _redact(exc.example, cfg.api_key)
         return r
-    except httpx.RemoteProtocolError as exc:
-        r.error = f"stream cut: {str(exc)[:80]}"
+    except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+        r.error_kind, r.error = "timeout", f"timeout after {cfg.timeout_s:g}s"
         return r
-    except httpx.HTTPError as exc:
-        r.error = f"{type(exc).__name__}: {str(exc)[:80]}"
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
+        r.error_kind, r.error = "stream cut", _redact(f"stream cut: {str(exc)[:120]}", cfg.api_key)
         return r
-    if r.ttft_s == 0.0:
-        r.error = "no tokens in the stream"
+    except aiohttp.ClientConnectorError as exc:
+        r.error_kind, r.error = "ConnectError", _redact(f"ConnectError: {str(exc)[:120]}", cfg.api_key)
         return r
-    r.latency_s = last - start
-    r.output_len = max(r.output_len, tokens_seen)
+    except aiohttp.ClientError as exc:
+        kind = type(exc).__name__
+        r.error_kind, r.error = kind, _redact(f"{kind}: {str(exc)[:120]}", cfg.api_key)
+        return r
+    if not st.times:
+        r.error_kind, r.error = "no tokens", "no tokens in the stream"
+        return r
+    _finish(r, st, counter)
     r.success = True
     return r
 
 
-async def discover_model(client: httpx.AsyncClient) -> str:
-    resp = await client.get("/v1/models")
-    resp.raise_for_status()
-    data = resp.json().get("data") or []
-    if not data:
-        raise ValueError("the server lists no models")
-    return str(data[0]["id"])
+def _headers(cfg: BenchConfig) -> dict[str, str]:
+    return {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
 
 
-async def accept_length(client: httpx.AsyncClient) -> float | None:
+async def discover_model(session: aiohttp.ClientSession, cfg: BenchConfig) -> str:
+    async with session.get(cfg.base_url + "/v1/models", headers=_headers(cfg)) as resp:
+        if resp.status != 200:
+            raise ValueError(f"/v1/models answered HTTP {resp.status}")
+        body = await resp.content.read(1 << 20)
     try:
-        resp = await client.get("/server_info", timeout=5)
-        states = resp.json().get("internal_states") or []
+        data = json.loads(body).get("data") or []
+        return str(data[0]["id"])
+    except (ValueError, AttributeError, LookupError, TypeError):
+        raise ValueError("the server lists no models") from None
+
+
+async def accept_length(session: aiohttp.ClientSession, cfg: BenchConfig) -> float | None:
+    try:
+        async with session.get(cfg.base_url + "/server_info", headers=_headers(cfg),
+                               timeout=aiohttp.ClientTimeout(total=5)) as resp:
+            body = await resp.content.read(1 << 20)
+        states = json.loads(body).get("internal_states") or []
         value = states[0].get("avg_spec_accept_length") if states else None
         return float(value) if isinstance(value, (int, float)) else None
-    except (httpx.HTTPError, ValueError, AttributeError, IndexError):
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, AttributeError, IndexError, TypeError):
         return None
+
+
+def _session(cfg: BenchConfig, connections: int) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(limit=connections, limit_per_host=connections, ttl_dns_cache=None,
+                                     keepalive_timeout=30)
+    timeout = aiohttp.ClientTimeout(total=cfg.timeout_s, sock_connect=10.0)
+    return aiohttp.ClientSession(connector=connector, timeout=timeout, read_bufsize=1 << 18,
+                                 auto_decompress=False, skip_auto_headers=("User-Agent",))
 
 
 async def run_benchmark(cfg: BenchConfig, prompts: list[Prompt],
                         on_progress: Callable[[Progress], None] | None = None,
-                        stop: threading.Event | None = None) -> dict[str, Any]:
-    limits = httpx.Limits(max_connections=max(cfg.concurrency or len(prompts), 1) + 4, max_keepalive_connections=64)
-    timeout = httpx.Timeout(cfg.timeout_s, connect=10.0)
-    async with httpx.AsyncClient(base_url=cfg.base_url, timeout=timeout, limits=limits) as client:
-        model = cfg.model or await discover_model(client)
+                        stop: threading.Event | None = None, counter: Counter | None = None) -> dict[str, Any]:
+    """One run. `stop` set: no new request from then on, and the requests in flight are cancelled
+    within a tenth of a second; the run's figures cover the requests that finished."""
+    if not prompts:
+        raise ValueError("no prompts to send")
+    async with _session(cfg, max(cfg.concurrency or len(prompts), 1) + 4) as session:
+        model = cfg.model or await discover_model(session, cfg)
         sem = asyncio.Semaphore(cfg.concurrency) if cfg.concurrency else None
         if cfg.warmup:
-            warm = await asyncio.gather(*[send_one(client, cfg, model, prompts[0], time.perf_counter(),
-                                                   max_tokens=min(prompts[0].output_len, 32))
+            warm = await asyncio.gather(*[send_one(session, cfg, model, prompts[0], time.perf_counter(),
+                                                   max_tokens=min(prompts[0].output_len, 32), counter=counter)
                                           for _ in range(cfg.warmup)])
             if not any(w.success for w in warm):
                 raise RuntimeError(f"warm-up failed: {warm[0].error}")
@@ -176,42 +346,64 @@ async def run_benchmark(cfg: BenchConfig, prompts: list[Prompt],
         rng = random.Random(cfg.seed)
         results: list[RequestResult] = []
         done = failed = 0
+        stopped = False
         t0 = time.perf_counter()
         t0_wall = time.time()
+
+        def stopping() -> bool:
+            return (stop is not None and stop.is_set()) or (
+                cfg.duration_s is not None and time.perf_counter() - t0 >= cfg.duration_s)
 
         async def one(p: Prompt) -> None:
             nonlocal done, failed
             if sem is not None:
                 async with sem:
-                    r = await send_one(client, cfg, model, p, t0)
+                    if stopping():
+                        return
+                    r = await send_one(session, cfg, model, p, t0, counter=counter)
             else:
-                r = await send_one(client, cfg, model, p, t0)
+                r = await send_one(session, cfg, model, p, t0, counter=counter)
             results.append(r)
             done += r.success
             failed += not r.success
             if on_progress is not None:
-                from console.bench.metrics import token_times
-
                 on_progress(Progress(done, failed, len(prompts), token_times(r),
                                      r.ttft_s * 1000 if r.success else None, [g * 1000 for g in r.itl_s], t0_wall))
 
-        tasks = []
-        for p in prompts:
-            if stop is not None and stop.is_set():
-                break
-            if cfg.duration_s is not None and time.perf_counter() - t0 >= cfg.duration_s:
-                break
-            tasks.append(asyncio.ensure_future(one(p)))
-            if cfg.request_rate != float("inf"):
-                await asyncio.sleep(rng.expovariate(cfg.request_rate))  # Poisson arrivals
-        await asyncio.gather(*tasks)
+        async def issue() -> None:
+            for p in prompts:
+                if stopping():
+                    return
+                tasks.append(asyncio.ensure_future(one(p)))
+                if cfg.request_rate != float("inf"):
+                    await asyncio.sleep(rng.expovariate(cfg.request_rate))  # Poisson arrivals
+
+        tasks: list[asyncio.Future[None]] = []
+        issuer = asyncio.ensure_future(issue())
+        watcher = None
+        if stop is not None:
+            async def watch() -> None:
+                nonlocal stopped
+                while not stop.is_set():  # noqa: ASYNC110 - a threading.Event, set from the UI's thread
+                    await asyncio.sleep(0.1)
+                stopped = True
+                issuer.cancel()
+                for t in tasks:
+                    t.cancel()
+            watcher = asyncio.ensure_future(watch())
+        with contextlib.suppress(asyncio.CancelledError):
+            await issuer
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if watcher is not None:
+            watcher.cancel()
         duration = time.perf_counter() - t0
-        metrics = calculate_metrics(results, duration, accept_length=await accept_length(client))
+        metrics = calculate_metrics(results, duration, accept_length=await accept_length(session, cfg))
     metrics.update({
         "model": model, "endpoint": cfg.endpoint, "num_prompts": len(prompts),
         "random_input_len": cfg.input_len, "random_output_len": cfg.output_len,
         "max_concurrency": cfg.concurrency,
         "request_rate": None if cfg.request_rate == float("inf") else cfg.request_rate,
+        "stopped": stopped, "not_sent_or_cancelled": len(prompts) - len(results),
     })
     return metrics
 
@@ -250,11 +442,20 @@ class BenchThread:
 
     def _main(self) -> None:
         try:
-            asyncio.run(self._all())
+            run_loop(self._all())
         except Exception as exc:  # noqa: BLE001 - a failed run is reported, never raised into the UI
             self.on_done(f"{type(exc).__name__}: {exc}"[:300])
             return
         self.on_done(None)
+
+
+def run_loop(coro: Any) -> Any:
+    """asyncio.run on uvloop when it is installed (fewer microseconds per wakeup), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
 
 
 def public_config(cfg: BenchConfig) -> dict[str, Any]:

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 
-def default_path() -> Path:
+def default_path(*, demo: bool = False) -> Path:
+    """The user's runs; a demo keeps its own file beside it (its simulated runs are not the user's)."""
     base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    return Path(base) / "gpuconsole" / "bench.jsonl"
+    return Path(base) / "gpuconsole" / ("demo-bench.jsonl" if demo else "bench.jsonl")
 
 
 def flags_hash(argv: list[str] | None) -> str | None:
@@ -50,12 +51,18 @@ def load_runs(path: Path, limit: int = 200) -> list[dict[str, Any]]:
     return runs[-limit:]
 
 
-def compare_pair(runs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """The latest run and the latest earlier run of another model (before and after a swap)."""
-    if not runs:
+def compare_pair(runs: list[dict[str, Any]], host: str | None = None
+                 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """Before and after a swap on one host: the latest run of `host` (default: the host of the
+    latest run) and the latest earlier run of that host with another model. Runs of other hosts
+    never pair; with no other model on that host, no pair."""
+    if host is None:
+        host = runs[-1].get("host") if runs else None
+    mine = [r for r in runs if r.get("host") == host]
+    if not mine:
         return None
-    latest = runs[-1]
-    for run in reversed(runs[:-1]):
+    latest = mine[-1]
+    for run in reversed(mine[:-1]):
         if run.get("model") != latest.get("model"):
             return run, latest
-    return (runs[-2], latest) if len(runs) > 1 else None
+    return None

@@ -23,6 +23,63 @@ from console.panes.base import PaneFrame
 DIM = "dim"
 
 
+def nice_ticks(lo: float, hi: float, n: int = 4) -> list[float]:
+    """Round tick values (1, 2, 2.5, 5 x 10^k steps) covering [lo, hi], at most n + 1 of them."""
+    import math
+
+    lo, hi = min(lo, hi), max(lo, hi)
+    if hi - lo < 1e-9:
+        hi = lo + 1.0
+    raw = (hi - lo) / max(n, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    start = math.floor(lo / step) * step
+    ticks = []
+    t = start
+    while t <= hi + step * 1e-9:
+        ticks.append(round(t, 10))
+        t += step
+    if ticks[-1] < hi:
+        ticks.append(round(t, 10))
+    return ticks
+
+
+def tick_label(v: float, unit: str = "") -> str:
+    """Short and whole: 0, 250, 1.5k, 12k, 1.2M (never "85." or a cut "9")."""
+    a = abs(v)
+    if a >= 1e6:
+        text = f"{v / 1e6:.1f}".rstrip("0").rstrip(".") + "M"
+    elif a >= 1e4:
+        text = f"{v / 1e3:.0f}k"
+    elif a >= 1e3:
+        text = f"{v / 1e3:.1f}".rstrip("0").rstrip(".") + "k"
+    elif a >= 10 or v == int(v):
+        text = f"{v:.0f}"
+    else:
+        text = f"{v:.1f}"
+    return text + unit
+
+
+def _axis(plt: Any, values: list[float], side: str, unit: str = "", floor_zero: bool = True,
+          fixed: tuple[float, float] | None = None) -> None:
+    """Explicit ticks and limits for one y axis, so plotext never invents or truncates labels."""
+    if fixed is not None:
+        lo, hi = fixed
+        ticks = nice_ticks(lo, hi, 4)
+    else:
+        lo = 0.0 if floor_zero else min(values)
+        hi = max(values) if values else 1.0
+        ticks = nice_ticks(lo, hi, 4)
+        lo, hi = ticks[0], ticks[-1]
+    width = max(len(tick_label(t, unit)) for t in ticks)
+    # plotext 5 draws the right labels one column past the room it keeps for them (frame off): a
+    # trailing space takes that cut.
+    labels = [tick_label(t, unit).rjust(width) if side == "left" else " " + tick_label(t, unit).ljust(width) + " "
+              for t in ticks]
+    plt.ylim(lo, hi, yside=side)
+    plt.yticks(ticks, labels, yside=side)
+
+
 def chart(view: BenchView, width: int, height: int, now_s: float, span_s: int = 120) -> Text:
     """A plotext line chart as Rich text (plotext keeps global state: call from the UI thread only)."""
     import plotext as plt
@@ -32,20 +89,31 @@ def chart(view: BenchView, width: int, height: int, now_s: float, span_s: int = 
     plt.plotsize(max(20, width), max(5, height))
     plt.theme("clear")
     plt.frame(False)
-    drawn = False
     colors = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": "magenta"}
-    for name, points in series.items():
-        if len(points) < 2:
-            continue
-        xs, ys = zip(*points, strict=True)
-        plt.plot(list(xs), list(ys), label=name, color=colors[name], marker="braille",
-                 yside="right" if name == "GPU util %" else "left")
-        drawn = True
+    drawn = {name: points for name, points in series.items() if len(points) >= 2}
     if not drawn:
         return Text("no throughput yet: the server's own gen throughput appears here from its log,\n"
                     "a benchmark's output tokens/s beside it (b: quick run, B: sweep).", style=DIM)
+    left: list[float] = []
+    for name, points in drawn.items():
+        xs, ys = zip(*points, strict=True)
+        side = "right" if name == "GPU util %" else "left"
+        plt.plot(list(xs), list(ys), label=name, color=colors[name], marker="braille", yside=side)
+        if side == "left":
+            left.extend(ys)
+    if left:
+        _axis(plt, left, "left")
+    if "GPU util %" in drawn:
+        _axis(plt, [], "right", "%", fixed=(0.0, 100.0))  # utilization is 0-100 %, whatever the samples
+    now_x = 0.0
+    for t, label in view.marks:
+        x = t - now_s
+        if -span_s <= x <= now_x:
+            plt.vline(x, "yellow")
+            plt.text(label, x, (max(left) if left else 100.0), color="yellow", alignment="right")
     plt.xlim(-span_s, 0)
-    plt.xlabel("seconds ago")
+    plt.xticks([-span_s, -span_s * 3 // 4, -span_s // 2, -span_s // 4, 0],
+               [f"-{span_s}s", f"-{span_s * 3 // 4}s", f"-{span_s // 2}s", f"-{span_s // 4}s", "now"])
     return Text.from_ansi(plt.build())
 
 
@@ -57,15 +125,20 @@ def sweep_chart(view: BenchView, width: int, height: int) -> Text:
     if len(pts) < 2:
         return Text("the sweep chart needs two finished runs at different concurrency (B runs 1, 4, 16, 64)",
                     style=DIM)
-    xs = [p[0] for p in pts]
+    import math
+
+    # Concurrency doubles or quadruples from run to run: a log axis spaces 1, 4, 16, 64 evenly.
+    xs = [math.log2(p[0]) for p in pts]
     plt.clf()
     plt.plotsize(max(20, width), max(5, height))
     plt.theme("clear")
     plt.frame(False)
     plt.plot(xs, [p[1] for p in pts], label="output tok/s", color="green", marker="braille")
     plt.plot(xs, [p[2] for p in pts], label="p99 TTFT ms", color="yellow", marker="braille", yside="right")
-    plt.xticks(xs, [str(x) for x in xs])
-    plt.xlabel("concurrency")
+    _axis(plt, [p[1] for p in pts], "left")
+    _axis(plt, [p[2] for p in pts], "right", "ms")
+    plt.xticks(xs, [str(p[0]) for p in pts])
+    plt.xlabel("concurrency (log scale)")
     return Text.from_ansi(plt.build())
 
 
@@ -106,29 +179,47 @@ def results_table(view: BenchView, width: int, height: int = 8) -> RenderableTyp
     if view.error:
         return Text(f"✗ {view.error}", style="bold red")
     rows = view.results[-4:] if view.results else []
+    caption = None
     if not rows:
-        # Nothing run this session: the last run beside the last one of another model (the swap).
-        pair = compare_pair(view.history)
-        rows = list(pair) if pair else view.history[-1:]
+        # Nothing run this session: the host's last run beside its last run of another model (the swap).
+        pair = compare_pair(view.history, view.host)
+        if pair:
+            rows = list(pair)
+            caption = f"before/after on {pair[1].get('host') or 'this host'}: {_when(pair[0])} → {_when(pair[1])}"
+        else:
+            rows = [r for r in view.history if view.host is None or r.get("host") == view.host][-1:]
+            if rows:
+                caption = f"last run on {rows[0].get('host') or 'this host'}, {_when(rows[0])}"
     if not rows:
         return Text("No runs yet.\nb: 16 prompts at concurrency 4 (256/256 tokens)\n"
                     "B: sweep 1, 4, 16, 64 at 1k/1k (the story's)\nruns are saved to bench.jsonl", style=DIM)
-    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold", expand=False)
-    table.add_column("", style=DIM, no_wrap=True)
-    for r in rows:
-        label = f"c={r.get('max_concurrency') or '∞'}"
-        model = str(r.get("model") or "")[-14:]
-        table.add_column(f"{label}\n{model}", justify="right", no_wrap=True)
     metrics = [("req/s", "request_throughput", ".2f"), ("out tok/s", "output_throughput", ",.0f"),
                ("peak tok/s", "max_output_tokens_per_s", ",.0f"), ("TTFT p50 ms", "median_ttft_ms", ",.0f"),
                ("TTFT p99 ms", "p99_ttft_ms", ",.0f"), ("TPOT p50 ms", "median_tpot_ms", ".1f"),
                ("ITL p99 ms", "p99_itl_ms", ".1f"), ("accept len", "accept_length", ".2f"),
                ("failed", "failed", "d")]
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold", expand=False,
+                  caption=caption, caption_style=DIM, caption_justify="left")
+    # The labels never shrink ("out to…", two rows of "TTFT p…"); the figures give way instead.
+    table.add_column("", style=DIM, no_wrap=True, min_width=max(len(m[0]) for m in metrics))
+    for r in rows:
+        label = f"c={r.get('max_concurrency') or '∞'}"
+        model = str(r.get("model") or "")[-14:]
+        table.add_column(f"{label}\n{model}", justify="right", overflow="fold")
     for label, key, spec in metrics:
         values = [_fmt(r.get(key), spec) for r in rows]
         style = "bold red" if key == "failed" and any(r.get("failed") for r in rows) else None
         table.add_row(label, *values, style=style)
+    if view.stopped_note:
+        return Group(Text(view.stopped_note, style="yellow"), table)
     return table
+
+
+def _when(run: dict[str, Any]) -> str:
+    t = run.get("timestamp")
+    if isinstance(t, (int, float)):
+        return time.strftime("%m-%d %H:%M", time.localtime(t))
+    return str(run.get("time") or "?")[:16]
 
 
 class BenchPane(PaneFrame, Horizontal, can_focus=True):
