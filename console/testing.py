@@ -59,8 +59,9 @@ class SshdError(RuntimeError):
     pass
 
 
-def start_sshd(directory: Path | None = None) -> Sshd:
-    """sshd -D on 127.0.0.1 (never another address), with its own host key and one client key."""
+def start_sshd(directory: Path | None = None, extra_config: str = "") -> Sshd:
+    """sshd -D on 127.0.0.1 (never another address), with its own host key and one client key.
+    `extra_config`: more sshd_config lines (e.g. `SetEnv PATH=...` to put fake tools first)."""
     binary = find_sshd()
     if binary is None:
         raise SshdError("OpenSSH's sshd is not installed (apt-get install openssh-server)")
@@ -88,7 +89,7 @@ PermitRootLogin prohibit-password
 AllowTcpForwarding local
 Subsystem sftp internal-sftp
 LogLevel ERROR
-""")
+{extra_config}""")
     Path("/run/sshd").mkdir(exist_ok=True)
     process = subprocess.Popen([binary, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)
     deadline = time.time() + 10
