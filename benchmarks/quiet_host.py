@@ -85,7 +85,8 @@ def main(runs: int, warmup_s: float, window_s: float, baseline: bool, profile_ou
         "recording_bytes_per_run": sorted(sizes),
     }
     if baseline:
-        result["empty_textual_app_pct"] = round(sorted(empty_app(warmup_s, window_s) for _ in range(runs))[runs // 2], 2)
+        empty = sorted(empty_app(warmup_s, window_s) for _ in range(runs))
+        result["empty_textual_app_pct"] = round(empty[runs // 2], 2)
     return result
 
 

@@ -75,8 +75,9 @@ class HostHeader(Static):
     HostHeader { height: 1; background: $panel; color: $text; }
     """
 
-    state: reactive[ConnectionState | None] = reactive(None)
-    summary: reactive[Reading[HostSummary] | None] = reactive(None)
+    # No repaint of their own: `_redraw` updates the line only when its text changed.
+    state: reactive[ConnectionState | None] = reactive(None, repaint=False)
+    summary: reactive[Reading[HostSummary] | None] = reactive(None, repaint=False)
 
     def __init__(self, host: Any, **kwargs: object) -> None:
         """`host`: the HostState this header shows."""
@@ -112,4 +113,4 @@ class HostHeader(Static):
         key = (text.plain, tuple(text.spans))
         if key != getattr(self, "_shown_key", None):
             self._shown_key = key
-            self.update(text)
+            self.update(text, layout=False)  # one line, always: its size never changes
