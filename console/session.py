@@ -3,10 +3,8 @@ view later is more sessions, not a rewrite."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import tempfile
-import threading
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,54 +115,111 @@ class HostSession:
         await self.transport.close()
 
 
+class SimulatorClock:
+    """The scenario clock of a simulator in another process (`elapsed_s()`, as HostSimulator's)."""
+
+    def __init__(self, start_s: float, speed: float) -> None:
+        self.start_s, self.speed = start_s, speed
+
+    def elapsed_s(self) -> float:
+        import time
+
+        return (time.time() - self.start_s) * self.speed
+
+
 class SimulatorThread:
-    """The host simulator on its own thread and event loop, so it never competes with the UI loop."""
+    """The demo's host simulator, in its own process (`console.hostsim.process`): what the
+    operator sees of gpuconsole's CPU is the console's alone, and the simulator never competes
+    with the UI loop. `start()` returns the demo's HostProfile; `stop()` ends it. The process
+    also ends when the console dies (its stdin closes; PR_SET_PDEATHSIG)."""
 
     def __init__(self, speed: float = 1.0, scenario: str = "swap") -> None:
         self.speed = speed
         self.scenario = scenario
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="hostsim", daemon=True)
-        self.sim: Any = None
+        self.process: Any = None
+        self.sim: SimulatorClock | None = None  # `sim.elapsed_s()`: the scenario clock
+        self._stderr: Any = None
         self.cache_root: Path | None = None
 
-    def start(self) -> HostProfile:
-        from console.hostsim import HostSimulator
-        from console.hostsim.sandbox import mark_owner, sweep_stale
-        from console.hostsim.scenario import demo_profile, start_scenario
-
-        sweep_stale()  # what a killed demo left behind
-        self._thread.start()
-        self.sim = HostSimulator(speed=self.speed, scenario=self.scenario)
-        mark_owner(self.sim.root)
-
-        async def _start() -> None:
-            await self.sim.start()
-            await start_scenario(self.sim)
-
-        # The demo has no network: its Hub answers come from a cache the simulator writes.
+    def start(self, timeout_s: float = 30.0) -> HostProfile:
+        import json
         import os
+        import selectors
+        import subprocess
+        import sys
+        import time
 
         from console.hostsim.downloader import DownloadPlan
+        from console.hostsim.process import profile_from_json
+        from console.hostsim.sandbox import mark_owner, sweep_stale
         from console.hostsim.scenario import write_hub_cache
 
+        sweep_stale()  # what a killed demo left behind
+        # The demo has no network: its Hub answers come from a cache the console reads.
         cache_root = Path(tempfile.mkdtemp(prefix="gpuconsole-demo-cache-"))
+        mark_owner(cache_root)
+        self.cache_root = cache_root
         mark_owner(cache_root)
         self.cache_root = cache_root
         os.environ["GPUCONSOLE_CACHE_DIR"] = str(cache_root)
         write_hub_cache(cache_root, DownloadPlan())
 
-        asyncio.run_coroutine_threadsafe(_start(), self._loop).result(30)
-        profile: HostProfile = demo_profile(self.sim)
+        package_parent = str(Path(__file__).resolve().parent.parent)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)}
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - never the console's terminal; closed in stop()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "console.hostsim.process", "--speed", repr(self.speed),
+             "--scenario", self.scenario], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._stderr, env=env, start_new_session=True)
+        assert self.process.stdout is not None
+        line = b""
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.process.stdout, selectors.EVENT_READ)
+            deadline = time.monotonic() + timeout_s
+            while not line.endswith(b"\n") and time.monotonic() < deadline:
+                if sel.select(max(0.0, deadline - time.monotonic())):
+                    chunk = os.read(self.process.stdout.fileno(), 65536)
+                    if not chunk:
+                        break
+                    line += chunk
+        if not line.endswith(b"\n"):
+            why = self._stderr_tail() or f"no answer within {timeout_s:g}s"
+            self.stop()
+            raise RuntimeError(f"the simulator did not start: {why}")
+        hello = json.loads(line)
+        self.sim = SimulatorClock(float(hello["start_s"]), float(hello["speed"]))
+        profile: HostProfile = profile_from_json(hello["profile"])
         return profile
 
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        lines = self._stderr.read().decode("utf-8", "replace").strip().splitlines()
+        return lines[-1] if lines else ""
+
     def stop(self) -> None:
-        if self.sim is not None:
-            asyncio.run_coroutine_threadsafe(self.sim.stop(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
+        import subprocess
+
         if self.cache_root is not None:
             import shutil
 
             shutil.rmtree(self.cache_root, ignore_errors=True)
             self.cache_root = None
+        process, self.process = self.process, None
+        if process is None:
+            return
+        try:
+            if process.stdin is not None:
+                process.stdin.close()  # the simulator stops its services and exits
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+        finally:
+            if process.stdout is not None:
+                process.stdout.close()
+            if self._stderr is not None:
+                self._stderr.close()
+                self._stderr = None

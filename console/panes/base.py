@@ -69,7 +69,9 @@ class ReadingPane(PaneFrame, Static, can_focus=True):
     PANE_KEY: ClassVar[str] = ""
     STALE_AFTER_S: ClassVar[float] = 10.0
 
-    reading: reactive[Reading[Any] | None] = reactive(None)
+    # No repaint of its own: `show` updates the body only when the rendered text changed (a new
+    # Reading every second whose text is the same must not repaint the pane).
+    reading: reactive[Reading[Any] | None] = reactive(None, repaint=False)
 
     def on_mount(self) -> None:
         if not self.border_title:
@@ -94,12 +96,17 @@ class ReadingPane(PaneFrame, Static, can_focus=True):
         self._render_now()
 
     def show(self, renderable: RenderableType) -> None:
-        """Update only when what is shown changed: an identical update still repaints."""
+        """Update only when what is shown changed: an identical update still repaints. A new
+        text with as many lines as the last one repaints the pane alone, without a layout of the
+        whole screen (the pane's size comes from the grid; only its line count can change its
+        scrollable height)."""
         key = (renderable.plain, tuple(renderable.spans)) if isinstance(renderable, Text) else None
         if key is not None and key == getattr(self, "_shown_key", None):
             return
-        self._shown_key = key
-        self.update(renderable)
+        lines = renderable.plain.count("\n") + 1 if isinstance(renderable, Text) else None
+        layout = lines is None or lines != getattr(self, "_shown_lines", None)
+        self._shown_key, self._shown_lines = key, lines
+        self.update(renderable, layout=layout)
 
     def update_age(self, now_s: float | None = None) -> None:
         """Called once a second: the subtitle says how fresh the data is, without a repaint of the body."""

@@ -77,8 +77,9 @@ class HostHeader(Static):
     HostHeader { dock: top; height: 1; background: $panel; color: $text; }
     """
 
-    state: reactive[ConnectionState | None] = reactive(None)
-    summary: reactive[Reading[HostSummary] | None] = reactive(None)
+    # No repaint of their own: `_redraw` updates the line only when its text changed.
+    state: reactive[ConnectionState | None] = reactive(None, repaint=False)
+    summary: reactive[Reading[HostSummary] | None] = reactive(None, repaint=False)
 
     def __init__(self, host: Any, mode: str | None = None, **kwargs: object) -> None:
         """`host`: the HostState this header shows; `mode`: "replay", … (said first)."""
@@ -115,4 +116,4 @@ class HostHeader(Static):
         key = (text.plain, tuple(text.spans))
         if key != getattr(self, "_shown_key", None):
             self._shown_key = key
-            self.update(text)
+            self.update(text, layout=False)  # one line, always: its size never changes
