@@ -49,9 +49,8 @@ def profile_from_json(data: dict[str, Any]) -> Any:
 
 async def run(speed: float, scenario: str) -> None:
     from console.hostsim import HostSimulator
-    from console.hostsim.scenario import demo_profile, start_scenario
-
     from console.hostsim.sandbox import mark_owner
+    from console.hostsim.scenario import demo_profile, start_scenario
 
     sim = HostSimulator(speed=speed, scenario=scenario)
     mark_owner(sim.root)  # a console killed outright: the next demo sweeps this sandbox
