@@ -8,9 +8,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
+import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from console import __version__
 from console.config import ConfigError, HostProfile, load_config
@@ -18,20 +21,95 @@ from console.config import ConfigError, HostProfile, load_config
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its usage errors as one line (`gpuconsole: argument --port: …`), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"gpuconsole: {message} (see {self.prog} --help)\n")
+
+
+def _number(kind: type, text: str) -> Any:
+    try:
+        value = kind(text)
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
+                                         f"got {text[:40]!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text[:40]!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = _number(int, text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return int(value)
+
+
+def nonnegative_int(text: str) -> int:
+    value = _number(int, text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return int(value)
+
+
+def positive_float(text: str) -> float:
+    value = _number(float, text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {value:g}")
+    return float(value)
+
+
+def fraction(text: str) -> float:
+    value = _number(float, text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value:g}")
+    return float(value)
+
+
+def ratio(text: str) -> float:
+    value = _number(float, text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {value:g}")
+    return float(value)
+
+
+def port_number(text: str) -> int:
+    value = _number(int, text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1–65535, got {value}")
+    return int(value)
+
+
+def sweep_levels(text: str) -> str:
+    levels = [x.strip() for x in text.split(",")]
+    if not text.strip() or not all(x.isascii() and x.isdigit() and int(x) > 0 for x in levels):
+        raise argparse.ArgumentTypeError(f"expected concurrency levels like 1,4,16, got {text[:40]!r}")
+    return text
+
+
+def screen_size(text: str) -> str:
+    cols, sep, rows = text.lower().partition("x")
+    if not (sep and cols.isascii() and cols.isdigit() and rows.isascii() and rows.isdigit()
+            and 20 <= int(cols) <= 1000 and 10 <= int(rows) <= 500):
+        raise argparse.ArgumentTypeError(f"expected COLSxROWS like 120x40 (20–1000 x 10–500), got {text[:40]!r}")
+    return text
+
+
 def _host_options(*, suppress: bool = False) -> argparse.ArgumentParser:
     """Host options for the top level and (with `suppress`) for each subcommand, so that
     `gpuconsole --demo doctor` and `gpuconsole doctor --demo` mean the same."""
     unset = argparse.SUPPRESS if suppress else None
-    p = argparse.ArgumentParser(add_help=False, argument_default=unset)
+    p = OneLineParser(add_help=False, argument_default=unset)
     g = p.add_argument_group("host options")
     g.add_argument("--host", help="GPU host (a name from ~/.ssh/config works); none: this machine")
-    g.add_argument("--port", type=int)
+    g.add_argument("--port", type=port_number)
     g.add_argument("--user")
     g.add_argument("--identity", metavar="FILE", help="private key file (as ssh -i)")
     g.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default ~/.ssh/known_hosts)")
     g.add_argument("--accept-new-host-key", action="store_true", default=unset,
                    help="record an unknown host key (OpenSSH's accept-new); a changed key is always refused")
-    g.add_argument("--connect-timeout", type=float, dest="connect_timeout_s", metavar="SECONDS")
+    g.add_argument("--connect-timeout", type=positive_float, dest="connect_timeout_s", metavar="SECONDS")
     g.add_argument("--config", metavar="FILE", help="config file (default: $GPUCONSOLE_CONFIG or "
                    "~/.config/gpuconsole/config.toml)")
     g.add_argument("--profile", help="host profile from the config")
@@ -40,26 +118,26 @@ def _host_options(*, suppress: bool = False) -> argparse.ArgumentParser:
     g.add_argument("--unit", help="systemd unit of the new SGLang service")
     g.add_argument("--compare-unit", metavar="UNIT", help="unit to diff against (the old service)")
     g.add_argument("--log-file", metavar="PATH", help="SGLang log file (instead of the unit's journal)")
-    g.add_argument("--server-port", type=int, metavar="N", help="SGLang HTTP port on the host (30000)")
+    g.add_argument("--server-port", type=port_number, metavar="N", help="SGLang HTTP port on the host (30000)")
     g.add_argument("--read-only", action="store_true", default=unset,
                    help="never change anything on the host (the default today)")
     g.add_argument("--demo", action="store_true", default=unset, help="run against the built-in simulated GPU host")
-    g.add_argument("--demo-speed", type=float, metavar="X", help=argparse.SUPPRESS,
+    g.add_argument("--demo-speed", type=positive_float, metavar="X", help=argparse.SUPPRESS,
                    **({} if suppress else {"default": 1.0}))
     return p
 
 
 def build_parser() -> argparse.ArgumentParser:
     host = _host_options(suppress=True)
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gpuconsole", parents=[_host_options()],
         description="Operator console for SGLang model swaps on a multi-GPU host, over one SSH connection.",
     )
     parser.add_argument("--version", action="version", version=f"gpuconsole {__version__}")
     parser.add_argument("--screenshot", metavar="FILE.svg",
                         help="save a screenshot after --screenshot-after s, then exit")
-    parser.add_argument("--screenshot-after", type=float, default=3.0, metavar="SECONDS")
-    parser.add_argument("--screenshot-size", default="120x40", metavar="COLSxROWS")
+    parser.add_argument("--screenshot-after", type=positive_float, default=3.0, metavar="SECONDS")
+    parser.add_argument("--screenshot-size", type=screen_size, default="120x40", metavar="COLSxROWS")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     snap = sub.add_parser("snapshot", parents=[host], help="one poll of every source, as JSON")
     snap.add_argument("--json", action="store_true", help="print JSON (the only format today)")
@@ -73,38 +151,71 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--model", help="model name (default: the first of /v1/models)")
     bench.add_argument("--endpoint", default="/v1/chat/completions",
                        choices=["/v1/chat/completions", "/v1/completions"])
-    bench.add_argument("--num-prompts", type=int, default=64)
-    bench.add_argument("--input-len", type=int, default=1024)
-    bench.add_argument("--output-len", type=int, default=1024)
-    bench.add_argument("--range-ratio", type=float, default=1.0, help="lengths uniform in [len·ratio, len]")
+    bench.add_argument("--num-prompts", type=positive_int, default=64)
+    bench.add_argument("--input-len", type=positive_int, default=1024)
+    bench.add_argument("--output-len", type=positive_int, default=1024)
+    bench.add_argument("--range-ratio", type=ratio, default=1.0, help="lengths uniform in [len·ratio, len]")
     bench.add_argument("--dataset", metavar="SHAREGPT.json", help="ShareGPT-format file instead of random prompts")
     mode = bench.add_mutually_exclusive_group()
-    mode.add_argument("--concurrency", type=int, help="requests in flight (closed loop)")
-    mode.add_argument("--request-rate", type=float, help="Poisson arrivals per second")
-    mode.add_argument("--sweep", help="concurrency levels, e.g. 1,4,16,64")
-    bench.add_argument("--duration", type=float, help="stop sending after this many seconds")
-    bench.add_argument("--warmup", type=int, default=1)
+    mode.add_argument("--concurrency", type=positive_int, help="requests in flight (closed loop)")
+    mode.add_argument("--request-rate", type=positive_float, help="Poisson arrivals per second")
+    mode.add_argument("--sweep", type=sweep_levels, help="concurrency levels, e.g. 1,4,16,64")
+    bench.add_argument("--duration", type=positive_float, help="stop sending after this many seconds")
+    bench.add_argument("--warmup", type=nonnegative_int, default=1)
     bench.add_argument("--seed", type=int, default=42)
     bench.add_argument("--json", action="store_true")
     bench.add_argument("--output-file", metavar="F",
                        help="append a JSONL line per run (default ~/.local/share/gpuconsole/bench.jsonl)")
     fit = sub.add_parser("fit", parents=[host], help="will the model fit, and how much KV cache is left")
     fit.add_argument("model", metavar="MODEL", help="a local dir, a dir on the host (with host options) or a repo id")
-    fit.add_argument("--gpus", type=int, help="GPU count (default: the host's)")
-    fit.add_argument("--gpu-mem", type=float, metavar="GiB", help="memory per GPU (default: the host's)")
-    fit.add_argument("--tp", type=int, help="tensor parallel size (default: all GPUs)")
+    fit.add_argument("--gpus", type=positive_int, help="GPU count (default: the host's)")
+    fit.add_argument("--gpu-mem", type=positive_float, metavar="GiB", help="memory per GPU (default: the host's)")
+    fit.add_argument("--tp", type=positive_int, help="tensor parallel size (default: all GPUs)")
     fit.add_argument("--dtype", default="auto")
     fit.add_argument("--kv-cache-dtype", default="auto")
-    fit.add_argument("--mem-fraction", type=float, help="--mem-fraction-static (default: SGLang's automatic value)")
-    fit.add_argument("--context-len", type=int)
-    fit.add_argument("--max-running-requests", type=int)
+    fit.add_argument("--mem-fraction", type=fraction, help="--mem-fraction-static (default: SGLang's automatic value)")
+    fit.add_argument("--context-len", type=positive_int)
+    fit.add_argument("--max-running-requests", type=positive_int)
     fit.add_argument("--speculative-algorithm", metavar="ALGO", help="NEXTN, EAGLE, … (MTP)")
-    fit.add_argument("--speculative-num-draft-tokens", type=int)
+    fit.add_argument("--speculative-num-draft-tokens", type=positive_int)
     fit.add_argument("--json", action="store_true")
     doc = sub.add_parser("doctor", parents=[host], help="what works on the host and how fast")
     doc.add_argument("--json", action="store_true")
-    doc.add_argument("--runs", type=int, default=50, help="round-trips measured per channel kind")
+    doc.add_argument("--runs", type=positive_int, default=50, help="round-trips measured per channel kind")
     return parser
+
+
+def _writable_file(path: str, what: str) -> str | None:
+    target = Path(path).expanduser()
+    if target.is_dir():
+        return f"{what} {path}: is a directory"
+    parent = target.parent
+    if not parent.is_dir():
+        return f"{what} {path}: no such directory {parent}"
+    if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        return f"{what} {path}: not writable"
+    return None
+
+
+def check_paths(args: argparse.Namespace, profile: HostProfile) -> str | None:
+    """Local paths checked at the edge, before anything connects or runs."""
+    if getattr(args, "screenshot", None):
+        problem = _writable_file(args.screenshot, "--screenshot")
+        if problem:
+            return problem
+    if getattr(args, "command", None) == "bench" and args.output_file:
+        problem = _writable_file(args.output_file, "--output-file")
+        if problem:
+            return problem
+    if getattr(args, "command", None) == "bench" and args.dataset and not Path(args.dataset).is_file():
+        return f"--dataset {args.dataset}: no such file"
+    if not profile.host and not getattr(args, "demo", False):  # this machine: its paths can be checked here
+        if profile.log_file and not Path(profile.log_file).is_file():
+            return f"--log-file {profile.log_file}: " + ("is a directory" if Path(profile.log_file).is_dir()
+                                                           else "no such file")
+        if profile.model_dir and Path(profile.model_dir).exists() and not Path(profile.model_dir).is_dir():
+            return f"--model-dir {profile.model_dir}: not a directory"
+    return None
 
 
 def resolve_profile(args: argparse.Namespace) -> HostProfile:
@@ -155,6 +266,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         profile = resolve_profile(args)
     except ConfigError as exc:
         return _fail(str(exc), EXIT_USAGE)
+    problem = check_paths(args, profile)
+    if problem:
+        return _fail(problem, EXIT_USAGE)
 
     sim = None
     if args.demo:
@@ -229,7 +343,7 @@ async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
                          screenshot_after_s=args.screenshot_after if args.screenshot else None)
         if args.screenshot:
             # Headless at a fixed size: the same picture whatever terminal (or none) runs it.
-            width, height = (int(x) for x in args.screenshot_size.lower().split("x"))
+            width, height = (int(x) for x in args.screenshot_size.lower().split("x"))  # checked by screen_size
             result = await app.run_async(headless=True, size=(width, height))
         else:
             result = await app.run_async()
