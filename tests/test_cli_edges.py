@@ -91,6 +91,9 @@ def test_every_bad_input_is_one_line_and_exit_2(files: dict[str, Path]) -> None:
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         if r.returncode != 2 or len(lines) != 1 or "Traceback" in r.stderr or not lines[0].startswith("gpuconsole"):
             bad.append((args[-4:], r.returncode, r.stderr[-300:]))
+    from tests.figures import record
+
+    record("bad command-line inputs (one line, exit 2)", tried=len(usage_cases(files)), failed=len(bad))
     assert bad == []
 
 
