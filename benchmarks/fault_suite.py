@@ -20,8 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ["tests/test_faults_sshd.py", "tests/test_host_keys.py", "tests/test_command_builders.py",
-         "tests/test_secrets_everywhere.py", "tests/test_secrets_on_screen.py", "tests/test_cli_edges.py", "tests/test_fuzz_parsers.py",
-         "tests/test_redact.py", "tests/test_bad_host_data.py"]
+         "tests/test_secrets_everywhere.py", "tests/test_secrets_on_screen.py", "tests/test_cli_edges.py",
+         "tests/test_fuzz_parsers.py", "tests/test_redact.py", "tests/test_bad_host_data.py"]
 
 
 def main() -> int:
