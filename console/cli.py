@@ -9,14 +9,99 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
+import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from console import __version__
 from console.config import ConfigError, HostProfile, load_config
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its usage errors as one line (`gpuconsole: argument --port: …`), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"gpuconsole: {message} (see {self.prog} --help)\n")
+
+
+def _number(kind: type, text: str) -> Any:
+    try:
+        value = kind(text)
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
+                                         f"got {text[:40]!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text[:40]!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = _number(int, text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return int(value)
+
+
+def nonnegative_int(text: str) -> int:
+    value = _number(int, text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return int(value)
+
+
+def nonnegative_float(text: str) -> float:
+    value = _number(float, text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value:g}")
+    return float(value)
+
+
+def positive_float(text: str) -> float:
+    value = _number(float, text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {value:g}")
+    return float(value)
+
+
+def fraction(text: str) -> float:
+    value = _number(float, text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value:g}")
+    return float(value)
+
+
+def ratio(text: str) -> float:
+    value = _number(float, text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {value:g}")
+    return float(value)
+
+
+def port_number(text: str) -> int:
+    value = _number(int, text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1–65535, got {value}")
+    return int(value)
+
+
+def sweep_levels(text: str) -> str:
+    levels = [x.strip() for x in text.split(",")]
+    if not text.strip() or not all(x.isascii() and x.isdigit() and int(x) > 0 for x in levels):
+        raise argparse.ArgumentTypeError(f"expected concurrency levels like 1,4,16, got {text[:40]!r}")
+    return text
+
+
+def screen_size(text: str) -> str:
+    cols, sep, rows = text.lower().partition("x")
+    if not (sep and cols.isascii() and cols.isdigit() and rows.isascii() and rows.isdigit()
+            and 20 <= int(cols) <= 1000 and 10 <= int(rows) <= 500):
+        raise argparse.ArgumentTypeError(f"expected COLSxROWS like 120x40 (20–1000 x 10–500), got {text[:40]!r}")
+    return text
 
 
 def _host_options(*, suppress: bool = False, model: bool = True, service: bool = True,
@@ -26,22 +111,22 @@ def _host_options(*, suppress: bool = False, model: bool = True, service: bool =
     only what it uses: `model` (--model-dir, --repo), `service` (--unit, --compare-unit,
     --log-file), `server` (--server-port)."""
     unset = argparse.SUPPRESS if suppress else None
-    p = argparse.ArgumentParser(add_help=False, argument_default=unset)
+    p = OneLineParser(add_help=False, argument_default=unset)
     g = p.add_argument_group("host options")
     g.add_argument("--host", help="GPU host (a name from ~/.ssh/config works); none: this machine")
-    g.add_argument("--port", type=int, help="SSH port (default: from ~/.ssh/config, else 22)")
+    g.add_argument("--port", type=port_number, help="SSH port (default: from ~/.ssh/config, else 22)")
     g.add_argument("--user", help="SSH user (default: from ~/.ssh/config, else yours)")
     g.add_argument("--identity", metavar="FILE", help="private key file (as ssh -i)")
     g.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default ~/.ssh/known_hosts)")
     g.add_argument("--accept-new-host-key", action="store_true", default=unset,
                    help="record an unknown host key (OpenSSH's accept-new); a changed key is always refused")
-    g.add_argument("--connect-timeout", type=float, dest="connect_timeout_s", metavar="SECONDS",
+    g.add_argument("--connect-timeout", type=positive_float, dest="connect_timeout_s", metavar="SECONDS",
                    help="give up connecting after this long (default 10)")
     g.add_argument("--config", metavar="FILE", help="config file (default: $GPUCONSOLE_CONFIG or "
                    "~/.config/gpuconsole/config.toml)")
     g.add_argument("--profile", help="host profile from the config")
     g.add_argument("--demo", action="store_true", default=unset, help="run against the built-in simulated GPU host")
-    g.add_argument("--demo-speed", type=float, metavar="X", help=argparse.SUPPRESS,
+    g.add_argument("--demo-speed", type=positive_float, metavar="X", help=argparse.SUPPRESS,
                    **({} if suppress else {"default": 1.0}))
     if model or service or server:
         m = p.add_argument_group("what to watch on the host")
@@ -53,7 +138,7 @@ def _host_options(*, suppress: bool = False, model: bool = True, service: bool =
             m.add_argument("--compare-unit", metavar="UNIT", help="unit to diff against (the old service)")
             m.add_argument("--log-file", metavar="PATH", help="SGLang log file (instead of the unit's journal)")
         if server:
-            m.add_argument("--server-port", type=int, metavar="N", help="SGLang HTTP port on the host (30000)")
+            m.add_argument("--server-port", type=port_number, metavar="N", help="SGLang HTTP port on the host (30000)")
     return p
 
 
@@ -61,16 +146,16 @@ def build_parser() -> argparse.ArgumentParser:
     everything = _host_options(suppress=True)
     connection = _host_options(suppress=True, model=False, service=False, server=False)
     on_server = _host_options(suppress=True, model=False, service=False)
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gpuconsole", parents=[_host_options()],
         description="Operator console for SGLang model swaps on a multi-GPU host, over one SSH connection.",
     )
     parser.add_argument("--version", action="version", version=f"gpuconsole {__version__}")
     parser.add_argument("--screenshot", metavar="FILE.svg",
                         help="save a screenshot after --screenshot-after s, then exit")
-    parser.add_argument("--screenshot-after", type=float, default=3.0, metavar="SECONDS",
+    parser.add_argument("--screenshot-after", type=positive_float, default=3.0, metavar="SECONDS",
                         help="seconds to wait before the --screenshot (default 3)")
-    parser.add_argument("--screenshot-size", default="120x40", metavar="COLSxROWS",
+    parser.add_argument("--screenshot-size", type=screen_size, default="120x40", metavar="COLSxROWS",
                         help="terminal size of the --screenshot (default 120x40)")
     parser.add_argument("--no-record", action="store_true",
                         help="do not record this session (by default it is, under the XDG data dir, for replay)")
@@ -78,8 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="play a recorded session into the same panes, with no host")
     replay.add_argument("file", metavar="FILE",
                         help="a recording (.jsonl.gz), by default under $XDG_DATA_HOME/gpuconsole/recordings")
-    replay.add_argument("--speed", type=float, default=1.0, metavar="X", help="play X times as fast (default 1)")
-    replay.add_argument("--at", type=float, default=0.0, metavar="SECONDS",
+    replay.add_argument("--speed", type=positive_float, default=1.0, metavar="X",
+                        help="play X times as fast (default 1)")
+    replay.add_argument("--at", type=nonnegative_float, default=0.0, metavar="SECONDS",
                         help="start this many seconds into the recording")
     snap = sub.add_parser("snapshot", parents=[everything], help="one poll of every source, as JSON")
     snap.add_argument("--json", action="store_true", help="print JSON (the only format today)")
@@ -93,17 +179,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--model", help="model name (default: the first of /v1/models)")
     bench.add_argument("--endpoint", default="/v1/chat/completions",
                        choices=["/v1/chat/completions", "/v1/completions"], help="API to call (default: chat)")
-    bench.add_argument("--num-prompts", type=int, default=64, help="requests per run (default 64)")
-    bench.add_argument("--input-len", type=int, default=1024, help="prompt tokens (default 1024)")
-    bench.add_argument("--output-len", type=int, default=1024, help="tokens to generate (default 1024)")
-    bench.add_argument("--range-ratio", type=float, default=1.0, help="lengths uniform in [len·ratio, len]")
+    bench.add_argument("--num-prompts", type=positive_int, default=64, help="requests per run (default 64)")
+    bench.add_argument("--input-len", type=positive_int, default=1024, help="prompt tokens (default 1024)")
+    bench.add_argument("--output-len", type=positive_int, default=1024, help="tokens to generate (default 1024)")
+    bench.add_argument("--range-ratio", type=ratio, default=1.0, help="lengths uniform in [len·ratio, len]")
     bench.add_argument("--dataset", metavar="SHAREGPT.json", help="ShareGPT-format file instead of random prompts")
     mode = bench.add_mutually_exclusive_group()
-    mode.add_argument("--concurrency", type=int, help="requests in flight (closed loop)")
-    mode.add_argument("--request-rate", type=float, help="Poisson arrivals per second")
-    mode.add_argument("--sweep", help="concurrency levels, e.g. 1,4,16,64")
-    bench.add_argument("--duration", type=float, help="stop sending after this many seconds")
-    bench.add_argument("--warmup", type=int, default=1, help="requests sent first and not counted (default 1)")
+    mode.add_argument("--concurrency", type=positive_int, help="requests in flight (closed loop)")
+    mode.add_argument("--request-rate", type=positive_float, help="Poisson arrivals per second")
+    mode.add_argument("--sweep", type=sweep_levels, help="concurrency levels, e.g. 1,4,16,64")
+    bench.add_argument("--duration", type=positive_float, help="stop sending after this many seconds")
+    bench.add_argument("--warmup", type=nonnegative_int, default=1,
+                       help="requests sent first and not counted (default 1)")
     bench.add_argument("--seed", type=int, default=42, help="seed of the random prompts (default 42)")
     bench.add_argument("--json", action="store_true", help="print JSON (keys in the README)")
     bench.add_argument("--output-file", metavar="F",
@@ -115,22 +202,55 @@ def build_parser() -> argparse.ArgumentParser:
                             "it would show in ps); never printed or saved")
     fit = sub.add_parser("fit", parents=[connection], help="will the model fit, and how much KV cache is left")
     fit.add_argument("model", metavar="MODEL", help="a local dir, a dir on the host (with host options) or a repo id")
-    fit.add_argument("--gpus", type=int, help="GPU count (default: the host's)")
-    fit.add_argument("--gpu-mem", type=float, metavar="GiB", help="memory per GPU (default: the host's)")
-    fit.add_argument("--tp", type=int, help="tensor parallel size (default: all GPUs)")
+    fit.add_argument("--gpus", type=positive_int, help="GPU count (default: the host's)")
+    fit.add_argument("--gpu-mem", type=positive_float, metavar="GiB", help="memory per GPU (default: the host's)")
+    fit.add_argument("--tp", type=positive_int, help="tensor parallel size (default: all GPUs)")
     fit.add_argument("--dtype", default="auto", help="as SGLang's --dtype (default: the checkpoint's)")
     fit.add_argument("--kv-cache-dtype", default="auto", help="as SGLang's --kv-cache-dtype (default: auto)")
-    fit.add_argument("--mem-fraction", type=float, help="--mem-fraction-static (default: SGLang's automatic value)")
-    fit.add_argument("--context-len", type=int, help="as SGLang's --context-length (default: the model's)")
-    fit.add_argument("--max-running-requests", type=int, help="as SGLang's (default: SGLang's choice)")
+    fit.add_argument("--mem-fraction", type=fraction, help="--mem-fraction-static (default: SGLang's automatic value)")
+    fit.add_argument("--context-len", type=positive_int, help="as SGLang's --context-length (default: the model's)")
+    fit.add_argument("--max-running-requests", type=positive_int, help="as SGLang's (default: SGLang's choice)")
     fit.add_argument("--speculative-algorithm", metavar="ALGO", help="NEXTN, EAGLE, … (MTP)")
-    fit.add_argument("--speculative-num-draft-tokens", type=int, help="as SGLang's (default 4 with MTP)")
+    fit.add_argument("--speculative-num-draft-tokens", type=positive_int, help="as SGLang's (default 4 with MTP)")
     fit.add_argument("--json", action="store_true", help="print JSON (keys in the README)")
     doc = sub.add_parser("doctor", parents=[_host_options(suppress=True, model=True, service=True, server=False)],
                          help="what works on the host and how fast")
     doc.add_argument("--json", action="store_true", help="print JSON")
-    doc.add_argument("--runs", type=int, default=50, help="round-trips measured per channel kind")
+    doc.add_argument("--runs", type=positive_int, default=50, help="round-trips measured per channel kind")
     return parser
+
+
+def _writable_file(path: str, what: str) -> str | None:
+    target = Path(path).expanduser()
+    if target.is_dir():
+        return f"{what} {path}: is a directory"
+    parent = target.parent
+    if not parent.is_dir():
+        return f"{what} {path}: no such directory {parent}"
+    if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        return f"{what} {path}: not writable"
+    return None
+
+
+def check_paths(args: argparse.Namespace, profile: HostProfile) -> str | None:
+    """Local paths checked at the edge, before anything connects or runs."""
+    if getattr(args, "screenshot", None):
+        problem = _writable_file(args.screenshot, "--screenshot")
+        if problem:
+            return problem
+    if getattr(args, "command", None) == "bench" and args.output_file:
+        problem = _writable_file(args.output_file, "--output-file")
+        if problem:
+            return problem
+    if getattr(args, "command", None) == "bench" and args.dataset and not Path(args.dataset).is_file():
+        return f"--dataset {args.dataset}: no such file"
+    if not profile.host and not getattr(args, "demo", False):  # this machine: its paths can be checked here
+        if profile.log_file and not Path(profile.log_file).is_file():
+            return f"--log-file {profile.log_file}: " + ("is a directory" if Path(profile.log_file).is_dir()
+                                                           else "no such file")
+        if profile.model_dir and Path(profile.model_dir).exists() and not Path(profile.model_dir).is_dir():
+            return f"--model-dir {profile.model_dir}: not a directory"
+    return None
 
 
 def resolve_profile(args: argparse.Namespace) -> HostProfile:
@@ -181,6 +301,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         profile = resolve_profile(args)
     except ConfigError as exc:
         return _fail(str(exc), EXIT_USAGE)
+    problem = check_paths(args, profile)
+    if problem:
+        return _fail(problem, EXIT_USAGE)
 
     import signal
 
@@ -232,8 +355,6 @@ async def _replay(args: argparse.Namespace) -> int:
     from console.core.recording import RecordingError, Replayer, read_recording
     from console.core.state import HostState
 
-    if not args.speed > 0 or args.at < 0:
-        return _fail("--speed must be > 0 and --at >= 0", EXIT_USAGE)
     try:
         recording = await asyncio.to_thread(read_recording, Path(args.file))
     except RecordingError as exc:

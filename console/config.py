@@ -73,12 +73,32 @@ def config_search_paths() -> list[Path]:
     return [base / "gpuconsole" / "config.toml"]
 
 
+_PORTS = ("port", "server_port")
+_POSITIVE = ("stall_after_s", "gpu_interval_s", "connect_timeout_s")
+_TEXT = ("host", "user", "identity", "known_hosts", "model_dir", "repo_id", "unit", "compare_unit", "log_file")
+
+
+def _check_value(source: Path, name: str, key: str, value: Any) -> None:
+    where = f"{source}: profile {name!r}: {key}"
+    if key in _PORTS and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535):
+        raise ConfigError(f"{where} must be a port number 1–65535, got {value!r}")
+    if key in _POSITIVE and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0
+                             or value == float("inf")):
+        raise ConfigError(f"{where} must be a number above 0, got {value!r}")
+    if key in _TEXT and not isinstance(value, str):
+        raise ConfigError(f"{where} must be a string, got {value!r}")
+
+
 def _profile_from_table(name: str, table: Mapping[str, Any], source: Path) -> HostProfile:
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{source}: profile {name!r} must be a table ([profiles.{name}]), got {table!r}"[:300])
     known = {f.name for f in fields(HostProfile)}
     unknown = sorted(set(table) - known)
     if unknown:
         raise ConfigError(f"{source}: profile {name!r} has unknown keys: {', '.join(unknown)}")
     values = dict(table)
+    for key, value in values.items():
+        _check_value(source, name, key, value)
     for key in ("forbidden_prefixes", "disk_paths"):
         if key in values:
             if not isinstance(values[key], list) or not all(isinstance(v, str) for v in values[key]):

@@ -22,7 +22,7 @@ def _parse(config_raw: bytes, index_raw: bytes | None, where: str) -> tuple[dict
     notes = []
     try:
         config = json.loads(config_raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ModelError(f"{where}/config.json is not JSON: {exc}") from None
     if not isinstance(config, dict):
         raise ModelError(f"{where}/config.json is not a JSON object")
@@ -31,7 +31,7 @@ def _parse(config_raw: bytes, index_raw: bytes | None, where: str) -> tuple[dict
         try:
             meta = json.loads(index_raw).get("metadata") or {}
             total = int(meta["total_size"]) if isinstance(meta.get("total_size"), (int, float)) else None
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, OverflowError, RecursionError):
             notes.append(f"{INDEX} is not valid JSON: weight size unknown")
     else:
         notes.append(f"no {INDEX}: weight size unknown")
@@ -48,7 +48,11 @@ def _local(path: Path) -> tuple[dict[str, Any], int | None, list[str]]:
     if not index.exists() and single.exists():
         fake_index = json.dumps({"metadata": {"total_size": single.stat().st_size}}).encode()
         return _parse(config_raw, fake_index, str(path))
-    return _parse(config_raw, index.read_bytes() if index.exists() else None, str(path))
+    try:
+        index_raw = index.read_bytes() if index.exists() else None
+    except OSError as exc:  # a directory, unreadable: the weights' size is then unknown, not a crash
+        return _parse(config_raw, b"{}", str(path))[:2] + ([f"{INDEX}: {exc.strerror}: weight size unknown"],)
+    return _parse(config_raw, index_raw, str(path))
 
 
 async def _remote(session: Any, path: str) -> tuple[dict[str, Any], int | None, list[str]]:

@@ -33,16 +33,10 @@ from console.testing import Sshd, find_sshd, start_sshd
 from console.transport import CommandTimeout
 from console.transport.shell import KILL_GRACE_S, host_time_limit
 from console.transport.ssh import SshTransport
+from tests.figures import record
 
 pytestmark = pytest.mark.sshd
 DROPS = int(os.environ.get("GPUCONSOLE_FAULT_DROPS", "50"))
-
-
-def record(name: str, **figures: object) -> None:
-    path = os.environ.get("GPUCONSOLE_FAULT_REPORT")
-    if path:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"test": name, **figures}) + "\n")
 
 
 @dataclass

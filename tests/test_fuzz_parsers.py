@@ -275,3 +275,28 @@ def test_bench_history_never_raises(tmp_path_factory: pytest.TempPathFactory, do
     path.write_bytes(json.dumps(doc).encode() + b"\n" + raw + b"\n" + b"9" * 5000 + b"\n" + b"[" * 100_000 + b"\n")
     runs = _fast(load_runs, path)
     assert all(isinstance(r, dict) for r in runs)
+
+
+@FUZZ
+@given(text=st.text(alphabet=st.sampled_from(list("ab \t\n\\'\"$x=-é")), max_size=40))
+def test_linear_word_splitting_is_shlex_split(text: str) -> None:
+    import shlex
+
+    from console.parsers.shell_words import split_words
+
+    try:
+        expected: object = shlex.split(text)
+    except ValueError:
+        expected = ValueError
+    try:
+        got: object = split_words(text)
+    except ValueError:
+        got = ValueError
+    assert got == expected
+
+
+def test_word_splitting_and_flag_lookup_are_linear() -> None:
+    from console.analysis.service_report import side_from_text
+
+    _fast(side_from_text, "x", "x" * 1_000_000)
+    _fast(side_from_text, "x", "python -m sglang.launch_server --model-path /m " + "--tp 2 " * 5000)

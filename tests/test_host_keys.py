@@ -78,6 +78,10 @@ async def test_host_keys_behave_as_openssh(sshd: Sshd, tmp_path: Path, case: str
     ours_file.write_bytes(content)
     theirs = _openssh(sshd, theirs_file, accept_new)
     ours = await _ours(sshd, ours_file, accept_new)
+    from tests.figures import record
+
+    record("host keys vs ssh(1)", tried=1, failed=int(ours != theirs), accepted_wrongly=int(
+        ours == "connected" and theirs != "connected"))
     assert ours == theirs, (case, accept_new)
     added_theirs = theirs_file.read_bytes()[len(content):].split()
     added_ours = ours_file.read_bytes()[len(content):].split()

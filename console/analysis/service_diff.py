@@ -304,7 +304,11 @@ def lint(new: SglangCommand, facts: HostFacts, table: FlagTable | None = None) -
             lints.append(Lint("warning", "--moe-runner-backend",
                               f"{runner} is an FP4/FP8 MoE runner; with a BF16 checkpoint leave it on auto"))
     tp_value = new.value("--tp-size")
-    tp = int(tp_value) if isinstance(tp_value, str) and tp_value.isdigit() else 1
+    tp = int(tp_value) if isinstance(tp_value, str) and tp_value.isascii() and tp_value.isdigit() \
+        and len(tp_value) < 7 else 1
+    if tp < 1:
+        lints.append(Lint("error", "--tp-size", f"--tp-size {tp_value}: must be at least 1"))
+        tp = 1
     tc = _text_config(cfg)
     heads = tc.get("num_attention_heads")
     if isinstance(heads, int) and heads % tp:
@@ -315,7 +319,7 @@ def lint(new: SglangCommand, facts: HostFacts, table: FlagTable | None = None) -
                           f"TP {tp} > {kv} KV heads: each KV head is replicated on {tp // kv} GPUs"))
     if facts.gpu_count is not None:
         pp = str(new.value("--pp-size") or 1)
-        need = tp * (int(pp) if pp.isdigit() else 1)
+        need = tp * (int(pp) if pp.isascii() and pp.isdigit() and len(pp) < 7 else 1)
         if need > facts.gpu_count:
             lints.append(Lint("error", "--tp-size", f"needs {need} GPUs, the host has {facts.gpu_count}"))
     if any(SECRET_FLAG.search(f) for f in new.flags):

@@ -7,7 +7,6 @@ import difflib
 import hashlib
 import hmac
 import secrets
-import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,6 +27,7 @@ from console.analysis.service_diff import (
 from console.parsers import ParseError
 from console.parsers.sglang_argv import NotSglang, SglangCommand, normalize
 from console.parsers.sglang_flags import FlagTable, builtin_table
+from console.parsers.shell_words import split_words
 from console.parsers.systemd import Unit, parse_unit
 from console.redact import redact_text
 
@@ -112,7 +112,7 @@ def _side_from_text(name: str, text: str, table: FlagTable | None = None) -> Ser
             return ServiceSide(name, text, unit, None, env, error=f"{name}: {exc}")
     lines = [ln for ln in text.replace("\\\n", " ").splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     try:
-        argv = shlex.split(" ".join(lines))
+        argv = split_words(" ".join(lines))  # shlex.split's rules in linear time
     except ValueError as exc:
         return ServiceSide(name, text, None, None, error=f"{name}: {exc} (unbalanced quotes?)")
     try:

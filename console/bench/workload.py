@@ -46,20 +46,22 @@ class WorkloadError(ValueError):
 def sharegpt_prompts(path: str, n: int, *, output_len: int | None = None, seed: int = 42) -> list[Prompt]:
     """First human turn as the prompt; the reply's length (in words) as the output length."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise WorkloadError(f"{path}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise WorkloadError(f"{path}: not JSON ({exc.msg} at char {exc.pos})") from None
+    except (ValueError, RecursionError) as exc:  # not UTF-8, a 5,000-digit number, nesting too deep
+        raise WorkloadError(f"{path}: not a usable JSON file ({type(exc).__name__})") from None
     if not isinstance(data, list):
         raise WorkloadError(f"{path}: expected a list of conversations")
     prompts = []
     for item in data:
         conv = item.get("conversations") if isinstance(item, dict) else None
-        if not isinstance(conv, list) or len(conv) < 2:
+        if not isinstance(conv, list) or len(conv) < 2 or not all(isinstance(c, dict) for c in conv[:2]):
             continue
         ask, answer = conv[0].get("value", ""), conv[1].get("value", "")
-        if not ask or not answer:
+        if not isinstance(ask, str) or not isinstance(answer, str) or not ask or not answer:
             continue
         prompts.append(Prompt(ask, len(ask.split()), output_len or max(4, len(answer.split()))))
     if not prompts:
