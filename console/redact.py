@@ -25,13 +25,16 @@ REDACTED = "‹redacted›"
 # One search decides whether a line needs the patterns at all; decode lines (`#new-token: 12`,
 # `token usage: 0.01`) do not.
 _MAYBE = re.compile(r"key|secret|passw|pwd|bearer|basic|hf_|sk-|auth|cred|--[\w-]*token"
-                    r"|token['\"]?\s*[=:](?!\s*['\"]?\d)", re.IGNORECASE)
+                    r"|token['\"]?\s*[=:](?!\s*['\"]?\d+(?:[\s,;)}\]'\"]|$))", re.IGNORECASE)
 
 # A key name that holds a secret: *api_key, *api-key, apikey, *_token, *-token, token, *secret*,
 # *password, passwd, credentials, auth (as a whole word), authorization.
-_KEY = (r"(?:[A-Za-z0-9_-]*?(?:api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key)"
-        r"|(?:[A-Za-z0-9_]*[_-])?(?:token|secret|password|passwd|pwd|credentials?)"
-        r"|auth)")
+_KEY_STRONG = (r"(?:[A-Za-z0-9_-]*?(?:api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key)"
+               r"|(?:[A-Za-z0-9_]*[_-])?(?:secret|password|passwd|pwd|credentials?)"
+               r"|auth)")
+# `token` keys: a value of digits only is a count (`#new-token: 412`), not a secret.
+_KEY_TOKEN = r"(?:[A-Za-z0-9_]*[_-])?token"
+_KEY = f"(?:{_KEY_STRONG}|{_KEY_TOKEN})"
 _VALUE_STOP = r"[^\s'\",;&)}\]]"
 _SKIP = r"(?!None\b|null\b|False\b|True\b|none\b|\*\*\*|‹redacted›|Bearer\s|Basic\s)"
 
@@ -43,8 +46,10 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"(\bBearer\s+)(?!‹redacted›)([A-Za-z0-9._~+/=-]{4,})", re.IGNORECASE),
     # --api-key VALUE, --admin-api-key=VALUE, --hf-token VALUE, --api_key VALUE, -p? no: long options only
     re.compile(r"(--" + _KEY + r"(?:=|\s+)['\"]?)" + _SKIP + r"(" + _VALUE_STOP + r"+)", re.IGNORECASE),
-    # key=value, key: value, "key": "value", key='value' (not a decode line's `#new-token: 412`)
-    re.compile(r"((?<![\w-])['\"]?" + _KEY + r"['\"]?\s*[=:]\s*['\"]?)" + _SKIP + r"(?!\d+\b(?![.-]))("
+    # key=value, key: value, "key": "value", key='value'; for token keys not a decode line's `#new-token: 412`
+    re.compile(r"((?<![\w-])['\"]?" + _KEY_STRONG + r"['\"]?\s*[=:]\s*['\"]?)" + _SKIP + r"("
+               + _VALUE_STOP + r"+)", re.IGNORECASE),
+    re.compile(r"((?<![\w-])['\"]?" + _KEY_TOKEN + r"['\"]?\s*[=:]\s*['\"]?)" + _SKIP + r"(?!\d+(?:[\s,;)}\]'\"]|$))("
                + _VALUE_STOP + r"+)", re.IGNORECASE),
     # ?api-key=…, &token=… in URLs (the key may sit right after ? or &)
     re.compile(r"([?&]" + _KEY + r"=)" + r"([^&\s#'\"]+)", re.IGNORECASE),
