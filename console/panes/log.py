@@ -22,7 +22,6 @@ from console.analysis.server_status import ServerStatus
 from console.model import Reading
 from console.panes.base import PaneFrame
 from console.parsers.sglang_log import LogEvent
-from console.redact import redact_text
 from console.units import DASH, duration
 
 MAX_LINES = 5000
@@ -238,7 +237,7 @@ def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary]
         last = s.errors[-1]
         t.append(f"{len(s.errors)} errors/warnings", style="bold red" if any(
             e.kind in ("exception", "oom", "crash", "watchdog", "nan", "health") for e in s.errors) else "yellow")
-        t.append(f" · last: {last.kind}: {redact_text(last.message)[-max(10, width - 30):]}", style="dim")
+        t.append(f" · last: {last.kind}: {last.message[-max(10, width - 30):]}", style="dim")
     return t
 
 
@@ -312,7 +311,7 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
 
     def add_events(self, events: tuple[LogEvent, ...]) -> None:
         """Append a batch: one write for the whole batch (the widget repaints once)."""
-        new = [(redact_text(display_text(e.text)), e.severity, event_style(e)) for e in events]
+        new = [(display_text(e.text), e.severity, event_style(e)) for e in events]  # redacted at the source
         self.lines.extend(new)
         rows: list[tuple[str, str]] = []
         shown = 0
