@@ -35,14 +35,19 @@ class ScrapeTarget:
     path: str = "/metrics"
 
 
+def _duration(seconds: float) -> str:
+    """Prometheus durations take whole units: 800ms, not 0.8s."""
+    return f"{int(round(seconds * 1000))}ms"
+
+
 def prometheus_config(targets: list[ScrapeTarget], interval_s: float) -> str:
     """prometheus.yml as JSON (YAML is a superset of JSON: no YAML library needed)."""
     jobs: dict[tuple[str, str], list[dict[str, object]]] = {}
     for t in targets:
         jobs.setdefault((t.job, t.path), []).append({"targets": [t.address], "labels": t.labels})
     return json.dumps({
-        "global": {"scrape_interval": f"{interval_s:g}s", "scrape_timeout": f"{max(0.5, interval_s * 0.8):g}s",
-                   "evaluation_interval": f"{interval_s:g}s"},
+        "global": {"scrape_interval": _duration(interval_s), "scrape_timeout": _duration(max(0.5, interval_s * 0.8)),
+                   "evaluation_interval": _duration(interval_s)},
         "scrape_configs": [{"job_name": job, "metrics_path": path, "static_configs": groups}
                            for (job, path), groups in jobs.items()],
     }, indent=1)

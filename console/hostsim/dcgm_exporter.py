@@ -62,6 +62,7 @@ class DcgmExporter:
         self.port = port
         self.scrapes = 0
         self._server: asyncio.base_events.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
 
     @classmethod
     def for_simulator(cls, sim: Any) -> DcgmExporter:
@@ -81,6 +82,7 @@ class DcgmExporter:
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
         try:
             while True:
                 request = await asyncio.wait_for(reader.readline(), 30)
@@ -100,6 +102,7 @@ class DcgmExporter:
         except (asyncio.TimeoutError, ConnectionError, OSError):
             return
         finally:
+            self._writers.discard(writer)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -107,5 +110,7 @@ class DcgmExporter:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+            for writer in list(self._writers):  # kept-alive scrapes end too: the exporter is gone
+                writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
