@@ -21,7 +21,8 @@ def add_fleet_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--demo-hosts", type=int, metavar="N", help="a fleet of N simulated GPU hosts")
     g.add_argument("--prometheus", metavar="URL", help="read the fleet from this Prometheus (its HTTP API)")
     g.add_argument("--match", metavar="LABELS", help='label matchers for --prometheus, e.g. job="gpu",dc="a"')
-    g.add_argument("--prometheus-interval", type=float, default=5.0, metavar="SECONDS", help=argparse.SUPPRESS)
+    g.add_argument("--prometheus-interval", type=float, default=15.0, metavar="SECONDS",
+                   help="seconds between queries (15: a usual scrape interval; querying faster shows nothing new)")
     g.add_argument("--metrics", metavar="127.0.0.1:PORT",
                    help="serve every host's readings to Prometheus on this loopback address")
 

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
@@ -21,6 +22,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets.data_table import ColumnKey
 
 from console.core.state import (
     BenchChanged,
@@ -150,9 +152,14 @@ class FleetScreen(Screen[None]):
                 changed_order = True
                 continue
             previous = self._cells.get(host, {})
+            columns = table.columns
             for key, _ in COLUMNS:
-                if previous.get(key) != cells[key]:
-                    table.update_cell(host, key, self._cell(row, key, cells[key]), update_width=True)
+                text = cells[key]
+                if previous.get(key) != text:
+                    # Widen a column for a longer cell, never narrow it: narrowing makes DataTable
+                    # re-measure the whole column for each cell (500 rows: seconds of CPU).
+                    grow = cell_len(text) > columns[ColumnKey(key)].content_width
+                    table.update_cell(host, key, self._cell(row, key, text), update_width=grow)
             self._cells[host] = cells
             if old is None or sort_key(old, self.sort_by) != sort_key(row, self.sort_by):
                 changed_order = True
