@@ -43,7 +43,7 @@ logging.getLogger("asyncio").setLevel(logging.ERROR)
 sys.path.insert(0, sys.argv[2])
 from dataclasses import asdict
 from console.fleet.demo import FleetSimulator
-sim = FleetSimulator(int(sys.argv[1]), exporters=False)
+sim = FleetSimulator(int(sys.argv[1]), exporters=False, first_index=int(sys.argv[3]))
 profiles = sim.start()
 print(json.dumps([asdict(p) for p in profiles]), flush=True)
 sys.stdin.read()
@@ -115,18 +115,31 @@ async def run_app(app: Any) -> asyncio.Task[Any]:
     return task
 
 
-async def bench_ssh(hosts: int, warmup: float, seconds: float) -> dict[str, Any]:
+async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int) -> dict[str, Any]:
     from console.config import HostProfile
     from console.fleet.hosts import Fleet
     from console.fleet.screen import FleetApp
     from console.transport.ssh import SshTransport
 
-    sim = subprocess.Popen([sys.executable, "-c", SIM, str(hosts), str(ROOT)], stdin=subprocess.PIPE,
-                           stdout=subprocess.PIPE, text=True)
+    # The hosts in several processes (each simulator process is one event loop): the console's
+    # latencies must not be the simulator's own queueing.
+    procs = max(1, min(hosts, sim_procs))
+    sizes = [hosts // procs + (1 if i < hosts % procs else 0) for i in range(procs)]
+    sims = [subprocess.Popen([sys.executable, "-c", SIM, str(n), str(ROOT), str(sum(sizes[:i]))],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for i, n in enumerate(sizes)]
     try:
-        assert sim.stdout is not None
-        profiles = [HostProfile(**{k: tuple(v) if isinstance(v, list) else v for k, v in p.items()})
-                    for p in json.loads(sim.stdout.readline())]
+        profiles = []
+        for sim in sims:
+            assert sim.stdout is not None
+            profiles += [HostProfile(**{k: tuple(v) if isinstance(v, list) else v for k, v in p.items()})
+                         for p in json.loads(sim.stdout.readline())]
+        # As the demo does: the Hub's answer for the simulated repo comes from a local cache.
+        from console.hostsim.downloader import DownloadPlan
+        from console.hostsim.scenario import write_hub_cache
+
+        cache = Path(tempfile.mkdtemp(prefix="fleet-bench-cache-"))
+        os.environ["GPUCONSOLE_CACHE_DIR"] = str(cache)
+        write_hub_cache(cache, DownloadPlan())
         latencies: dict[str, list[float]] = {}
         measuring = False
         original = SshTransport.run
@@ -160,7 +173,8 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float) -> dict[str, Any]
         every = [x for v in latencies.values() for x in v]
         per_host_p99 = [pct(v, 99) for v in latencies.values() if v]
         return {
-            "mode": "ssh", "hosts": hosts, "connected_after_warmup": connected, "seconds": seconds,
+            "mode": "ssh", "hosts": hosts, "simulator_processes": procs, "connected_after_warmup": connected,
+            "seconds": seconds,
             "cpu_pct_of_one_core": round(100 * (cpu1 - cpu0) / (t1 - t0), 1),
             "rss_mib": round(rss, 1), "peak_rss_mib": round(hwm, 1),
             "poll_latency_ms": summary_ms(every),
@@ -168,12 +182,14 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float) -> dict[str, Any]
             "fleet_refresh_ms": summary_ms(refresh),
         }
     finally:
-        if sim.stdin:
-            sim.stdin.close()
-        try:
-            sim.wait(60)
-        except subprocess.TimeoutExpired:
-            sim.kill()
+        for sim in sims:
+            if sim.stdin:
+                sim.stdin.close()
+        for sim in sims:
+            try:
+                sim.wait(60)
+            except subprocess.TimeoutExpired:
+                sim.kill()
 
 
 async def bench_prometheus(hosts: int, gpus: int, cycles: int, interval: float) -> dict[str, Any]:
@@ -258,6 +274,8 @@ def main() -> None:
     ssh.add_argument("--hosts", type=int, default=50)
     ssh.add_argument("--warmup", type=float, default=30.0)
     ssh.add_argument("--seconds", type=float, default=60.0)
+    ssh.add_argument("--sim-procs", type=int, default=max(1, (os.cpu_count() or 2) // 2),
+                     help="processes the simulated hosts run in (default: half the cores)")
     prom = sub.add_parser("prometheus")
     prom.add_argument("--hosts", type=int, default=500)
     prom.add_argument("--gpus", type=int, default=8)
@@ -265,7 +283,7 @@ def main() -> None:
     prom.add_argument("--interval", type=float, default=5.0)
     args = parser.parse_args()
     if args.mode == "ssh":
-        result = asyncio.run(bench_ssh(args.hosts, args.warmup, args.seconds))
+        result = asyncio.run(bench_ssh(args.hosts, args.warmup, args.seconds, args.sim_procs))
     else:
         result = asyncio.run(bench_prometheus(args.hosts, args.gpus, args.cycles, args.interval))
     result["machine"] = f"{os.cpu_count()} cores, python {sys.version.split()[0]}"

@@ -26,8 +26,10 @@ def demo_hostname(index: int) -> str:
 class FleetSimulator:
     """Start with `start()` (returns the profiles to reach the hosts); `stop()` ends them all."""
 
-    def __init__(self, count: int, *, speed: float = 1.0, oom_every: int = 0, exporters: bool = True) -> None:
+    def __init__(self, count: int, *, speed: float = 1.0, oom_every: int = 0, exporters: bool = True,
+                 first_index: int = 0) -> None:
         self.count = count
+        self.first_index = first_index  # hosts are named gpu-sim-(first_index + 1), …
         self.speed = speed
         self.oom_every = oom_every  # every Nth host's new service runs out of memory (0: none)
         self.exporters = exporters
@@ -57,7 +59,7 @@ class FleetSimulator:
             async with sem:
                 return await self._start_one(i)
 
-        return list(await asyncio.gather(*(one(i) for i in range(self.count))))
+        return list(await asyncio.gather(*(one(self.first_index + i) for i in range(self.count))))
 
     async def _start_one(self, index: int) -> HostProfile:
         from console.hostsim import HostSimulator
