@@ -108,6 +108,14 @@ def _ms(value: float | None) -> float | None:
     return None if value is None else round(value * 1000, 2)
 
 
+async def loop_lag(samples: list[float], period_s: float = 0.1) -> None:
+    """How late this process's event loop wakes (what the console adds to every reading's way)."""
+    while True:
+        started = time.perf_counter()
+        await asyncio.sleep(period_s)
+        samples.append(max(0.0, time.perf_counter() - started - period_s))
+
+
 async def run_app(app: Any) -> asyncio.Task[Any]:
     task = asyncio.ensure_future(app.run_async(headless=True, size=(120, 40)))
     while not app.is_running:
@@ -161,10 +169,24 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int) -
         screen = app.fleet_screen
         screen.refresh_times_s.clear()
         measuring = True
+        lag: list[float] = []
+        lag_task = asyncio.ensure_future(loop_lag(lag))
+        profile = None
+        if os.environ.get("FLEET_BENCH_PROFILE"):
+            import cProfile
+
+            profile = cProfile.Profile()
+            profile.enable()
         cpu0, t0 = cpu_s(), time.monotonic()
         await asyncio.sleep(seconds)
         cpu1, t1 = cpu_s(), time.monotonic()
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(os.environ["FLEET_BENCH_PROFILE"])
         measuring = False
+        lag_task.cancel()
+        connected_end = sum(1 for s in fleet.states
+                            if s.connection is not None and s.connection.status == "connected")
         rss, hwm = rss_mib()
         refresh = list(screen.refresh_times_s)
         app.exit()
@@ -179,7 +201,9 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int) -
             "rss_mib": round(rss, 1), "peak_rss_mib": round(hwm, 1),
             "poll_latency_ms": summary_ms(every),
             "worst_host_p99_ms": _ms(max(x for x in per_host_p99 if x is not None)) if per_host_p99 else None,
-            "fleet_refresh_ms": summary_ms(refresh),
+            "fleet_refresh_ms": summary_ms(refresh), "event_loop_lag_ms": summary_ms(lag),
+            "connected_at_end": connected_end,
+            "load_average_1m": round(os.getloadavg()[0], 1),
         }
     finally:
         for sim in sims:

@@ -340,3 +340,42 @@ def test_metrics_server_serves_on_loopback_and_closes() -> None:
         server.close()
     with pytest.raises(httpx.ConnectError), contextlib.closing(httpx.Client(timeout=2)) as client:
         client.get(server.url)
+
+
+# -- the command line, end to end --------------------------------------------------------------
+def test_demo_hosts_starts_a_fleet_of_simulated_hosts_in_the_fleet_screen(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    shot = tmp_path / "fleet.svg"
+    done = subprocess.run([sys.executable, "-m", "console", "--demo-hosts", "3", "--screenshot", str(shot),
+                           "--screenshot-after", "10", "--screenshot-size", "100x24"],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-500:]
+    svg = shot.read_text()
+    for name in ("gpu-sim-01", "gpu-sim-02", "gpu-sim-03", "3 hosts over SSH"):
+        assert name.replace(" ", "&#160;") in svg or name in svg, name
+
+
+async def test_metrics_on_the_one_host_console_serves_its_readings(tmp_path: Path) -> None:
+    import httpx
+
+    from console.testing import free_port
+
+    port = free_port()
+    run = asyncio.ensure_future(asyncio.to_thread(main, [
+        "--demo", "--no-record", "--metrics", f"127.0.0.1:{port}", "--screenshot", str(tmp_path / "x.svg"),
+        "--screenshot-after", "12"]))
+    body = ""
+    try:
+        deadline = time.monotonic() + 60
+        async with httpx.AsyncClient(timeout=2) as client:
+            while time.monotonic() < deadline and "gpuconsole_gpu_memory_total_bytes{" not in body:
+                with contextlib.suppress(httpx.HTTPError):
+                    body = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
+                await asyncio.sleep(0.3)
+        assert 'gpuconsole_gpu_memory_total_bytes{gpu="0",host="127.0.0.1"' in body
+        assert 'gpuconsole_host_connected{host="127.0.0.1"} 1.0' in body
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(run, 60)

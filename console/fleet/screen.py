@@ -36,8 +36,8 @@ from console.core.state import (
 )
 from console.fleet.rows import COLUMNS, SORT_KEYS, FleetRow, fleet_row, format_cells, matches, sort_key
 
-REFRESH_S = 1.0
-FULL_REFRESH_EVERY = 5  # ticks: ages and staleness move without events
+REFRESH_S = 2.0  # an overview: every other GPU sample is enough, and repaints are most of its cost
+FULL_REFRESH_EVERY = 3  # ticks: ages and staleness move without events
 
 SEVERITY_STYLE = {3: "bold red", 2: "yellow", 1: "cyan", 0: ""}
 
@@ -388,6 +388,28 @@ class HostScreen(Screen[None]):
 
     def on_bench_pane_stop_requested(self, _: Any) -> None:
         self._ask("benchmark", lambda c: c.stop_bench())
+
+    def on_service_pane_fit_requested(self, _: Any) -> None:
+        """The fit planner for this host's new unit (as the one-host console's `f`)."""
+        from console.analysis.fit import calibration, inputs_from_command, plan_fit
+        from console.panes.fit import FitScreen, format_fit
+
+        state = self.state
+        report, gpus, download = state.data("service"), state.data("gpu"), state.data("download")
+        if report is None or report.new.command is None or report.model_config is None:
+            self.notify("The fit needs the new unit and its model's config.json (wait for the diff pane)",
+                        severity="warning")
+            return
+        healthy = [g for g in (gpus.gpus if gpus else ()) if g.memory_total_mib and g.lost_at_s is None]
+        if not healthy:
+            self.notify("No GPU data yet: the fit needs their count and memory", severity="warning")
+            return
+        cmd = report.new.command
+        model = str(cmd.value("--model-path") or "model").rstrip("/").rsplit("/", 1)[-1]
+        inputs = inputs_from_command(cmd, report.model_config, download.bytes_total if download else None,
+                                     len(healthy), min(g.memory_total_mib for g in healthy) / 1024, model)
+        result = plan_fit(inputs)
+        self.app.push_screen(FitScreen(format_fit(result, calibration(result, state.data("log")))))
 
     def on_service_pane_pick_requested(self, _: Any) -> None:
         from console.panes.unit_picker import UnitPicker
