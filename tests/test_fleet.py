@@ -379,3 +379,27 @@ async def test_metrics_on_the_one_host_console_serves_its_readings(tmp_path: Pat
     finally:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(run, 60)
+
+
+async def test_the_host_screen_maximizes_with_number_keys_and_escape_steps_back() -> None:
+    from console.fleet.screen import FleetApp, FleetScreen, HostScreen
+
+    states = offline_states(2)
+    app = FleetApp(states, host_for=lambda key: (next(s for s in states if s.host == key), None, None))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        app.fleet_screen.open_host("gpu-01")  # type: ignore[misc]
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, HostScreen) and screen.state.host == "gpu-01"
+        await pilot.press("1")
+        await pilot.pause()
+        assert screen.maximized is not None
+        await pilot.press("escape")
+        await pilot.pause()
+        assert screen.maximized is None and app.screen is screen
+        # A Prometheus-only row has no SSH session: asking it for something is said, not a crash.
+        screen.on_download_pane_verify_requested(None)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)

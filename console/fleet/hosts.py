@@ -21,6 +21,7 @@ from console.transport.errors import HostKeyError, TransportError
 
 log = logging.getLogger("gpuconsole.fleet")
 
+CLOSE_TIMEOUT_S = 5.0
 MAX_CONNECTING = 8  # SSH handshakes in flight at once (each costs a key exchange on this machine)
 
 
@@ -125,4 +126,12 @@ class Fleet:
             if host.task is not None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await host.task
-        await asyncio.gather(*(h.runner.close() for h in self.hosts.values()), return_exceptions=True)
+        # Each host's close is bounded on its own: one stuck host must not hold the others open.
+        await asyncio.gather(*(self._close_one(h) for h in self.hosts.values()), return_exceptions=True)
+
+    @staticmethod
+    async def _close_one(host: FleetHost, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+        try:
+            await asyncio.wait_for(host.runner.close(), timeout_s)
+        except asyncio.TimeoutError:
+            log.warning("%s did not close within %.0f s", host.key, timeout_s)
