@@ -180,7 +180,12 @@ async def test_a_hanging_host_and_a_changed_host_key_do_not_delay_the_others(
                           identity=str(two_sims[0].client_key_path), known_hosts=str(wrong_known),
                           connect_timeout_s=3)
     # The hung host holds one connect slot for up to its 30 s timeout; the others use the rest.
-    fleet = Fleet([hung, changed, *good])
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, never listening: connection refused
+    refused = HostProfile(name="refused", host="127.0.0.1", port=closed.getsockname()[1], user="root",
+                          identity=str(two_sims[0].client_key_path), known_hosts=str(two_sims[0].known_hosts_path),
+                          connect_timeout_s=3)
+    fleet = Fleet([hung, changed, refused, *good])
     started = time.monotonic()
     await fleet.start()
     try:
@@ -190,6 +195,9 @@ async def test_a_hanging_host_and_a_changed_host_key_do_not_delay_the_others(
         await wait_for(lambda: fleet.hosts["changed"].state.connection.status == "failed", 10)
         changed_row = fleet_row(fleet.hosts["changed"].state)
         assert "HOST KEY CHANGED" in changed_row.connection and changed_row.severity == 3
+        await wait_for(lambda: fleet.hosts["refused"].state.connection.status == "failed", 10)
+        refused_row = fleet_row(fleet.hosts["refused"].state)
+        assert refused_row.severity == 3 and "refused" in refused_row.connection.lower()
         hung_row = fleet_row(fleet.hosts["hung"].state)
         assert not hung_row.connection_ok and hung_row.connection.startswith("connecting")
         # The good hosts read their GPUs, each its own.
@@ -197,6 +205,7 @@ async def test_a_hanging_host_and_a_changed_host_key_do_not_delay_the_others(
         assert {fleet.hosts[p.name].state.data("host").hostname for p in good
                 if fleet.hosts[p.name].state.data("host")} <= {"gpu-sim-01", "gpu-sim-02"}
     finally:
+        closed.close()
         await asyncio.wait_for(fleet.close(), 15)
 
 
