@@ -8,6 +8,7 @@ With CI=true a missing prometheus fails the run instead of skipping (like sshd).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import time
@@ -296,3 +297,24 @@ async def test_enter_on_a_prometheus_row_opens_ssh_to_the_profile_of_that_name(
         # so. (Asked directly with a loopback name: the tests never resolve other names.)
         state, control, note = fleet.drill_down("localhost")  # type: ignore[misc]
         assert control is not None and "No profile named 'localhost'" in (note or "")
+
+
+async def test_a_prometheus_that_never_answers_gets_a_row_saying_so() -> None:
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))  # bound, not listening: refused
+    url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    fleet = PrometheusFleet(url, interval_s=0.2, timeout_s=1)
+    seen: list[str] = []
+    fleet.on_new_hosts = lambda states: seen.extend(s.host for s in states)
+    task = asyncio.ensure_future(fleet.run())
+    try:
+        await wait_for(lambda: bool(seen), 10)
+        row = fleet_row(fleet.states[seen[0]])
+        assert seen == [f"?{url}"] and not row.connection_ok
+        assert "Prometheus: unreachable" in row.connection and row.severity >= 2
+        assert fleet.drill_down(seen[0])[1] is None  # type: ignore[index]  # not a host: nothing to open
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        closed.close()
