@@ -412,3 +412,15 @@ async def test_the_host_screen_maximizes_with_number_keys_and_escape_steps_back(
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, FleetScreen)
+
+
+def test_a_dead_server_shows_no_throughput_from_its_last_log_line() -> None:
+    from console.analysis.server_status import HttpFacts, ServerStatus
+
+    state = state_with("h1", [gpu(0, 600, 0)])
+    dead = ServerStatus("dead", "unit inactive", "x.service", "inactive", None, None, HttpFacts(), 116.0, None, 2.0)
+    state.apply(ReadingChanged("h1", "server", Reading("server", dead, 1000.0)))
+    row = fleet_row(state, 1000.0)
+    assert row.server_status == "dead" and row.severity == 3
+    assert row.gen_tokens_per_s is None and row.running_reqs is None
+    assert format_cells(row)["gen"] == "?"

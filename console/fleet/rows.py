@@ -150,7 +150,10 @@ def fleet_row(state: HostState, now_s: float | None = None) -> FleetRow:
         elif status == "unknown":
             problems.append((1, f"server unknown: {server.reason}"))
     log = state.data("log")
-    if log is not None and log.series:
+    if status == "dead":
+        # A dead server generates nothing: its last decode line's throughput is history, not now.
+        gen = running = queued = None
+    elif log is not None and log.series:
         point = log.series[-1]
         gen = gen if gen is not None else _finite(point.gen_tokens_per_s)
         running = running if running is not None else _finite(point.running)
