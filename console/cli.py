@@ -22,6 +22,15 @@ from console.config import ConfigError, HostProfile, load_config
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
+class _HostFlag(argparse.Action):
+    """--host may repeat (issue 14, fleet): the last one is `host`, all of them `hosts`."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        namespace.host = values
+        namespace.hosts = [*(getattr(namespace, "hosts", None) or []), values]
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse with its usage errors as one line (`gpuconsole: argument --port: …`), exit 2."""
 
@@ -113,7 +122,8 @@ def _host_options(*, suppress: bool = False, model: bool = True, service: bool =
     unset = argparse.SUPPRESS if suppress else None
     p = OneLineParser(add_help=False, argument_default=unset)
     g = p.add_argument_group("host options")
-    g.add_argument("--host", help="GPU host (a name from ~/.ssh/config works); none: this machine")
+    g.add_argument("--host", action=_HostFlag, default=unset,
+                   help="GPU host (a name from ~/.ssh/config works); none: this machine; repeat it for a fleet")
     g.add_argument("--port", type=port_number, help="SSH port (default: from ~/.ssh/config, else 22)")
     g.add_argument("--user", help="SSH user (default: from ~/.ssh/config, else yours)")
     g.add_argument("--identity", metavar="FILE", help="private key file (as ssh -i)")
@@ -159,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="terminal size of the --screenshot (default 120x40)")
     parser.add_argument("--no-record", action="store_true",
                         help="do not record this session (by default it is, under the XDG data dir, for replay)")
+    from console.fleet.cli import add_fleet_options  # issue 14: --group, --demo-hosts, --prometheus, --metrics
+
+    add_fleet_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="a one-shot command (none: open the console)")
     replay = sub.add_parser("replay", help="play a recorded session into the same panes, with no host")
     replay.add_argument("file", metavar="FILE",
@@ -297,6 +310,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("asyncssh").setLevel(logging.ERROR)
     parser = build_parser()
     args = parser.parse_args(argv)
+    # -- fleet (issue 14): many hosts, or the fleet from Prometheus ------------------------
+    from console.fleet.cli import is_fleet, run_fleet_cli
+
+    if args.command is None and is_fleet(args):
+        return run_fleet_cli(args)
+    if args.command is None and args.metrics:
+        from console.fleet.metrics import MetricsAddressError, parse_metrics_address
+
+        try:
+            args.metrics_address = parse_metrics_address(args.metrics)
+        except MetricsAddressError as exc:
+            return _fail(str(exc), EXIT_USAGE)
+    # -- end fleet -------------------------------------------------------------------------
     try:
         profile = resolve_profile(args)
     except ConfigError as exc:
@@ -435,9 +461,19 @@ async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
         # SIGTERM (`kill`) ends the app as `q` does: Textual leaves the alternate screen and restores
         # the terminal, then the demo's sandbox is removed on the way out.
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: app.exit(128 + signal.SIGTERM))
+        metrics = None
+        if getattr(args, "metrics_address", None):  # issue 14: --metrics on the one-host console
+            from console.fleet.metrics import start_metrics_server
+
+            try:
+                metrics = start_metrics_server([app.state], *args.metrics_address)
+            except OSError as exc:
+                return _fail(f"--metrics {args.metrics}: {exc.strerror or exc}", EXIT_USAGE)
         try:
             return await _run_view(app, args)
         finally:
+            if metrics is not None:
+                metrics.close()
             if app.recorder is not None:
                 app.recorder.close()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -110,11 +110,37 @@ def _profile_from_table(name: str, table: Mapping[str, Any], source: Path) -> Ho
         raise ConfigError(f"{source}: profile {name!r}: {exc}") from None
 
 
+def _groups_from_table(table: Any, source: Path) -> dict[str, tuple[str, ...]]:
+    """[groups] h200 = ["gpu-a", "gpu-b"]: names of profiles (checked when a group is used)."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: [groups] must be a table of lists of profile names")
+    groups: dict[str, tuple[str, ...]] = {}
+    for name, members in table.items():
+        if not isinstance(members, list) or not all(isinstance(m, str) for m in members) or not members:
+            raise ConfigError(f"{source}: group {name!r} must be a non-empty list of profile names")
+        groups[name] = tuple(members)
+    return groups
+
+
 @dataclass(frozen=True, slots=True)
 class ConsoleConfig:
     profiles: dict[str, HostProfile]
     default_profile: str | None = None
     source: Path | None = None
+    # -- fleet (issue 14): [groups] name = ["profile", ...] ------------------------------
+    groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def group(self, name: str) -> list[HostProfile]:
+        """The profiles a group names; an unknown group or profile is a ConfigError (one line)."""
+        where = f" in {self.source}" if self.source else ""
+        if name not in self.groups:
+            known = ", ".join(sorted(self.groups)) or "none"
+            raise ConfigError(f"no group named {name!r}{where} (groups: {known})")
+        unknown = [p for p in self.groups[name] if p not in self.profiles]
+        if unknown:
+            raise ConfigError(f"group {name!r}{where} names unknown profile(s): {', '.join(unknown)}")
+        return [self.profiles[p] for p in self.groups[name]]
+    # -- end fleet ---------------------------------------------------------------------
 
     def pick(self, profile: str | None, host: str | None) -> HostProfile:
         if profile:
@@ -152,5 +178,6 @@ def load_config(path: Path | None = None) -> ConsoleConfig:
             raise ConfigError(f"{candidate}: [profiles] must be a table of tables")
         profiles = {name: _profile_from_table(name, t, candidate) for name, t in tables.items()}
         default = data.get("default_profile")
-        return ConsoleConfig(profiles, default if isinstance(default, str) else None, candidate)
+        groups = _groups_from_table(data.get("groups", {}), candidate)
+        return ConsoleConfig(profiles, default if isinstance(default, str) else None, candidate, groups)
     return ConsoleConfig({})

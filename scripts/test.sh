@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Install everything the tests need on a fresh Debian/Ubuntu machine, then run them.
 #   - OpenSSH's sshd (the tests start their own on 127.0.0.1 with temporary keys)
+#   - Prometheus (the fleet tests start a real one on 127.0.0.1 with a temporary config)
 #   - a virtualenv in .venv with gpuconsole installed from this checkout (not editable, so the
 #     wheel's contents, the stylesheet included, are what gets tested)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then
+if { ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; } || ! command -v prometheus >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openssh-server openssh-client procps >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openssh-server openssh-client procps prometheus >/dev/null
 fi
 
 PY=${PYTHON:-python3}

@@ -1,0 +1,318 @@
+"""The fleet's cost, in the console's own process (the hosts run in another process).
+
+    python benchmarks/fleet.py ssh --hosts 50 --seconds 60        # 50 simulated hosts over SSH
+    python benchmarks/fleet.py ssh --hosts 1 --seconds 60         # the single-host baseline
+    python benchmarks/fleet.py prometheus --hosts 500 --cycles 12 # 500 generated hosts from a real Prometheus
+
+ssh: N simulated hosts (console.fleet.demo.FleetSimulator, at the story's default speed) in a
+child process; this process runs the fleet (one HostState + SSH session + runner per host, the
+default cadences) under the fleet screen, headless at 120x40. After `--warmup` s it measures for
+`--seconds` s: CPU of this process (/proc/self/stat), RSS (VmRSS, VmHWM), the round trip of every
+polled command per host (SshTransport.run: the host, download, service and server polls) and the
+fleet screen's refresh time.
+
+prometheus: a child process serves a dcgm-exporter-format page for N hosts x 8 GPUs plus SGLang
+gauges (a `host` label each), a real Prometheus scrapes it every 5 s; this process runs
+PrometheusFleet (two instant queries a cycle) under the fleet screen and measures each cycle (the
+queries, decoding, the states) and the screen's refresh, and CPU over the cycles.
+
+Prints one JSON object. Goals (issue 14): ssh 50 hosts <= 25 % of one core, <= 400 MiB, p99 poll
+latency <= 2x a single host's; prometheus 500 hosts <= 1 s a cycle and <= 5 % of one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SIM = r"""
+import json, logging, sys
+logging.getLogger("asyncio").setLevel(logging.ERROR)
+sys.path.insert(0, sys.argv[2])
+from dataclasses import asdict
+from console.fleet.demo import FleetSimulator
+sim = FleetSimulator(int(sys.argv[1]), exporters=False, first_index=int(sys.argv[3]))
+profiles = sim.start()
+print(json.dumps([asdict(p) for p in profiles]), flush=True)
+sys.stdin.read()
+sim.stop()
+"""
+
+GEN = r"""
+import asyncio, math, sys, time
+sys.path.insert(0, sys.argv[3])
+from console.hostsim.dcgm_exporter import DcgmExporter
+hosts, gpus = int(sys.argv[1]), int(sys.argv[2])
+def page():
+    t = time.time()
+    out = []
+    for field in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE"):
+        out.append(f"# TYPE {field} gauge")
+        for h in range(hosts):
+            for g in range(gpus):
+                used = 60000 + (h * 37 + g * 11) % 20000
+                v = {"DCGM_FI_DEV_FB_USED": used, "DCGM_FI_DEV_FB_FREE": 143771 - used,
+                     "DCGM_FI_DEV_GPU_UTIL": int(50 + 45 * math.sin(t / 30 + h + g)),
+                     "DCGM_FI_DEV_POWER_USAGE": round(300 + 200 * math.sin(t / 20 + h), 3)}[field]
+                out.append(f'{field}{{gpu="{g}",UUID="GPU-{h:04x}-{g:04x}",device="nvidia{g}",'
+                           f'modelName="NVIDIA H200",Hostname="gen-{h:04d}"}} {v}')
+    for name in ("sglang:gen_throughput", "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage"):
+        out.append(f"# TYPE {name} gauge")
+        for h in range(hosts):
+            out.append(f'{name}{{model_name="qwen3.5-122b",tp_rank="0",host="gen-{h:04d}"}} {(h * 13 + t) % 900:.1f}')
+    return "\n".join(out) + "\n"
+async def main():
+    e = DcgmExporter(page)
+    await e.start()
+    print(e.port, flush=True)
+    await asyncio.to_thread(sys.stdin.read)
+asyncio.run(main())
+"""
+
+
+def cpu_s() -> float:
+    fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib() -> tuple[float, float]:
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
+
+
+def pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def summary_ms(values: list[float]) -> dict[str, Any]:
+    return {"count": len(values), "p50": _ms(pct(values, 50)), "p99": _ms(pct(values, 99)),
+            "max": _ms(max(values) if values else None)}
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value * 1000, 2)
+
+
+async def loop_lag(samples: list[float], period_s: float = 0.1) -> None:
+    """How late this process's event loop wakes (what the console adds to every reading's way)."""
+    while True:
+        started = time.perf_counter()
+        await asyncio.sleep(period_s)
+        samples.append(max(0.0, time.perf_counter() - started - period_s))
+
+
+async def run_app(app: Any) -> asyncio.Task[Any]:
+    task = asyncio.ensure_future(app.run_async(headless=True, size=(120, 40)))
+    while not app.is_running:
+        await asyncio.sleep(0.05)
+    return task
+
+
+async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int) -> dict[str, Any]:
+    from console.config import HostProfile
+    from console.fleet.hosts import Fleet
+    from console.fleet.screen import FleetApp
+    from console.transport.ssh import SshTransport
+
+    # The hosts in several processes (each simulator process is one event loop): the console's
+    # latencies must not be the simulator's own queueing.
+    procs = max(1, min(hosts, sim_procs))
+    sizes = [hosts // procs + (1 if i < hosts % procs else 0) for i in range(procs)]
+    sims = [subprocess.Popen([sys.executable, "-c", SIM, str(n), str(ROOT), str(sum(sizes[:i]))],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for i, n in enumerate(sizes)]
+    try:
+        profiles = []
+        for sim in sims:
+            assert sim.stdout is not None
+            profiles += [HostProfile(**{k: tuple(v) if isinstance(v, list) else v for k, v in p.items()})
+                         for p in json.loads(sim.stdout.readline())]
+        # As the demo does: the Hub's answer for the simulated repo comes from a local cache.
+        from console.hostsim.downloader import DownloadPlan
+        from console.hostsim.scenario import write_hub_cache
+
+        cache = Path(tempfile.mkdtemp(prefix="fleet-bench-cache-"))
+        os.environ["GPUCONSOLE_CACHE_DIR"] = str(cache)
+        write_hub_cache(cache, DownloadPlan())
+        latencies: dict[str, list[float]] = {}
+        measuring = False
+        original = SshTransport.run
+
+        async def timed_run(self: SshTransport, script: str, *, timeout: float = 10.0) -> Any:
+            started = time.perf_counter()
+            try:
+                return await original(self, script, timeout=timeout)
+            finally:
+                if measuring:
+                    latencies.setdefault(self.label, []).append(time.perf_counter() - started)
+
+        SshTransport.run = timed_run  # type: ignore[method-assign]
+        fleet = Fleet(profiles, demo=True)
+        app = FleetApp(fleet.states, start=fleet.start, close=fleet.close, title="bench")
+        task = await run_app(app)
+        await asyncio.sleep(warmup)
+        connected = sum(1 for s in fleet.states if s.connection is not None and s.connection.status == "connected")
+        screen = app.fleet_screen
+        screen.refresh_times_s.clear()
+        measuring = True
+        lag: list[float] = []
+        lag_task = asyncio.ensure_future(loop_lag(lag))
+        profile = None
+        if os.environ.get("FLEET_BENCH_PROFILE"):
+            import cProfile
+
+            profile = cProfile.Profile()
+            profile.enable()
+        cpu0, t0 = cpu_s(), time.monotonic()
+        await asyncio.sleep(seconds)
+        cpu1, t1 = cpu_s(), time.monotonic()
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(os.environ["FLEET_BENCH_PROFILE"])
+        measuring = False
+        lag_task.cancel()
+        connected_end = sum(1 for s in fleet.states
+                            if s.connection is not None and s.connection.status == "connected")
+        rss, hwm = rss_mib()
+        refresh = list(screen.refresh_times_s)
+        app.exit()
+        await asyncio.wait_for(task, 30)
+        SshTransport.run = original  # type: ignore[method-assign]
+        every = [x for v in latencies.values() for x in v]
+        per_host_p99 = [pct(v, 99) for v in latencies.values() if v]
+        return {
+            "mode": "ssh", "hosts": hosts, "simulator_processes": procs, "connected_after_warmup": connected,
+            "seconds": seconds,
+            "cpu_pct_of_one_core": round(100 * (cpu1 - cpu0) / (t1 - t0), 1),
+            "rss_mib": round(rss, 1), "peak_rss_mib": round(hwm, 1),
+            "poll_latency_ms": summary_ms(every),
+            "worst_host_p99_ms": _ms(max(x for x in per_host_p99 if x is not None)) if per_host_p99 else None,
+            "fleet_refresh_ms": summary_ms(refresh), "event_loop_lag_ms": summary_ms(lag),
+            "connected_at_end": connected_end,
+            "load_average_1m": round(os.getloadavg()[0], 1),
+        }
+    finally:
+        for sim in sims:
+            if sim.stdin:
+                sim.stdin.close()
+        for sim in sims:
+            try:
+                sim.wait(60)
+            except subprocess.TimeoutExpired:
+                sim.kill()
+
+
+async def bench_prometheus(hosts: int, gpus: int, cycles: int, interval: float) -> dict[str, Any]:
+    from console.fleet.prom import PrometheusFleet
+    from console.fleet.promserver import ScrapeTarget, start_prometheus
+    from console.fleet.screen import FleetApp
+
+    gen = subprocess.Popen([sys.executable, "-c", GEN, str(hosts), str(gpus), str(ROOT)], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
+    tmp = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
+    server = None
+    try:
+        assert gen.stdout is not None
+        port = int(gen.stdout.readline())
+        server = await asyncio.to_thread(start_prometheus, tmp, [ScrapeTarget("gen", f"127.0.0.1:{port}")],
+                                         interval_s=interval)
+        await asyncio.to_thread(server.wait_for_series, "DCGM_FI_DEV_FB_USED", hosts * gpus, 90)
+        await asyncio.to_thread(server.wait_for_series, "sglang:gen_throughput", hosts, 60)
+        fleet = PrometheusFleet(server.url, interval_s=interval, timeout_s=10)
+        app = FleetApp([], title="bench")
+
+        def new_hosts(states: Any) -> None:
+            app.fleet_screen.add_states(states)
+
+        fleet.on_new_hosts = new_hosts
+        task = await run_app(app)
+        await fleet.poll_once()  # the first cycle creates the states (measured apart)
+        first_cycle = fleet.cycle_times_s[-1]
+        await asyncio.sleep(interval)
+        screen = app.fleet_screen
+        screen.refresh_times_s.clear()
+        fleet.cycle_times_s.clear()
+        fleet.query_times_s.clear()
+        profile = None
+        if os.environ.get("FLEET_BENCH_PROFILE"):  # where the CPU goes, for whoever tunes this
+            import cProfile
+
+            profile = cProfile.Profile()
+            profile.enable()
+        cpu0, t0 = cpu_s(), time.monotonic()
+        for _ in range(cycles):
+            started = time.monotonic()
+            await fleet.poll_once()
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+        cpu1, t1 = cpu_s(), time.monotonic()
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(os.environ["FLEET_BENCH_PROFILE"])
+        rss, hwm = rss_mib()
+        refresh = list(screen.refresh_times_s)
+        cycle = list(fleet.cycle_times_s)
+        rows = len(screen.rows)
+        app.exit()
+        await asyncio.wait_for(task, 30)
+        await fleet.close()
+        return {
+            "mode": "prometheus", "hosts": hosts, "gpus_per_host": gpus, "series_per_cycle": hosts * (gpus * 4 + 4),
+            "rows": rows, "interval_s": interval, "cycles": cycles, "first_cycle_ms": _ms(first_cycle),
+            "cycle_ms": summary_ms(cycle), "query_wait_ms": summary_ms(list(fleet.query_times_s)),
+            "fleet_refresh_ms": summary_ms(refresh),
+            "cycle_plus_refresh_p99_ms": _ms((pct(cycle, 99) or 0) + (pct(refresh, 99) or 0)),
+            "cpu_pct_of_one_core": round(100 * (cpu1 - cpu0) / (t1 - t0), 1),
+            "rss_mib": round(rss, 1), "peak_rss_mib": round(hwm, 1),
+            "mean_cycle_ms": _ms(statistics.mean(cycle)) if cycle else None,
+        }
+    finally:
+        if server is not None:
+            server.stop()
+        if gen.stdin:
+            gen.stdin.close()
+        gen.wait(10)
+
+
+def main() -> None:
+    import logging
+
+    logging.getLogger("asyncio").setLevel(logging.ERROR)
+    logging.getLogger("asyncssh").setLevel(logging.ERROR)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+    ssh = sub.add_parser("ssh")
+    ssh.add_argument("--hosts", type=int, default=50)
+    ssh.add_argument("--warmup", type=float, default=30.0)
+    ssh.add_argument("--seconds", type=float, default=60.0)
+    ssh.add_argument("--sim-procs", type=int, default=max(1, (os.cpu_count() or 2) // 2),
+                     help="processes the simulated hosts run in (default: half the cores)")
+    prom = sub.add_parser("prometheus")
+    prom.add_argument("--hosts", type=int, default=500)
+    prom.add_argument("--gpus", type=int, default=8)
+    prom.add_argument("--cycles", type=int, default=12)
+    prom.add_argument("--interval", type=float, default=5.0)
+    args = parser.parse_args()
+    if args.mode == "ssh":
+        result = asyncio.run(bench_ssh(args.hosts, args.warmup, args.seconds, args.sim_procs))
+    else:
+        result = asyncio.run(bench_prometheus(args.hosts, args.gpus, args.cycles, args.interval))
+    result["machine"] = f"{os.cpu_count()} cores, python {sys.version.split()[0]}"
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Many hosts in one process: each its own HostState, SSH session and runner (the one-host path,
+unchanged), with connects bounded in parallel. A host that refuses, hangs at connect or shows a
+changed host key holds only its own task (and one connect slot for at most its connect timeout):
+the others go on, and its row says what happened."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from console.backoff import Backoff
+from console.config import HostProfile
+from console.core.runner import HostRunner
+from console.core.state import HostState
+from console.session import HostSession, make_transport
+from console.transport.errors import HostKeyError, TransportError
+
+log = logging.getLogger("gpuconsole.fleet")
+
+CLOSE_TIMEOUT_S = 5.0
+MAX_CONNECTING = 8  # SSH handshakes in flight at once (each costs a key exchange on this machine)
+
+
+class BoundedRunner(HostRunner):
+    """A HostRunner whose every connect attempt waits for a slot of the fleet's semaphore, so 50
+    hosts do not start 50 key exchanges at once, and a hanging host holds one slot only until
+    its connect timeout."""
+
+    def __init__(self, session: HostSession, state: HostState, gate: asyncio.Semaphore) -> None:
+        super().__init__(session, state)
+        self.gate = gate
+        self.attempts = 0
+
+    async def connect(self) -> bool:
+        transport = self.session.transport
+        transport.on_state(self._on_connection)
+        self._on_connection(transport.state)
+        backoff = Backoff()
+        while transport.state.status != "connected":
+            try:
+                async with self.gate:
+                    self.attempts += 1
+                    await transport.connect()
+                return True
+            except HostKeyError as exc:
+                self.notice("host key refused", str(exc), "error")
+                return False
+            except TransportError as exc:
+                self.notice("cannot connect", str(exc), "error")
+                await backoff.failed()
+        return True
+
+
+@dataclass
+class FleetHost:
+    key: str
+    profile: HostProfile
+    state: HostState
+    runner: HostRunner
+    task: asyncio.Task[Any] | None = None
+
+
+def host_keys(profiles: Iterable[HostProfile]) -> list[str]:
+    """A unique key per host: the profile's name, made unique with @port when two share it."""
+    keys: list[str] = []
+    for profile in profiles:
+        key = profile.name or profile.host or "local"
+        if key in keys:
+            key = f"{key}@{profile.port or 22}"
+        n = 2
+        base = key
+        while key in keys:
+            key, n = f"{base}#{n}", n + 1
+        keys.append(key)
+    return keys
+
+
+class Fleet:
+    """The hosts of one console. `start()` returns at once; each host connects in its own task."""
+
+    def __init__(self, profiles: Iterable[HostProfile], *, accept_new_host_key: bool = False,
+                 demo: bool = False, max_connecting: int = MAX_CONNECTING) -> None:
+        profiles = list(profiles)
+        self.gate = asyncio.Semaphore(max(1, max_connecting))
+        self.hosts: dict[str, FleetHost] = {}
+        for key, profile in zip(host_keys(profiles), profiles, strict=False):
+            transport = make_transport(profile, accept_new_host_key=accept_new_host_key)
+            session = HostSession(profile, transport, demo=demo)
+            state = HostState(key, label=key, demo=demo)
+            runner = BoundedRunner(session, state, self.gate)
+            runner.announce()
+            self.hosts[key] = FleetHost(key, profile, state, runner)
+
+    @property
+    def states(self) -> list[HostState]:
+        return [h.state for h in self.hosts.values()]
+
+    def control(self, key: str) -> HostRunner | None:
+        host = self.hosts.get(key)
+        return host.runner if host is not None else None
+
+    async def start(self) -> None:
+        for host in self.hosts.values():
+            if host.task is None:
+                host.task = asyncio.ensure_future(self._run(host))
+                host.task.set_name(f"{host.key}:start")
+
+    async def _run(self, host: FleetHost) -> None:
+        try:
+            await host.runner.start()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # one host's failure is its row's news, never the fleet's end
+            log.exception("%s failed to start", host.key)
+            host.runner.notice("host failed", f"{type(exc).__name__}: {exc}", "error")
+
+    async def close(self) -> None:
+        for host in self.hosts.values():
+            if host.task is not None:
+                host.task.cancel()
+        for host in self.hosts.values():
+            if host.task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await host.task
+        # Each host's close is bounded on its own: one stuck host must not hold the others open.
+        await asyncio.gather(*(self._close_one(h) for h in self.hosts.values()), return_exceptions=True)
+
+    @staticmethod
+    async def _close_one(host: FleetHost, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+        try:
+            await asyncio.wait_for(host.runner.close(), timeout_s)
+        except asyncio.TimeoutError:
+            log.warning("%s did not close within %.0f s", host.key, timeout_s)

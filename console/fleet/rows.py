@@ -1,0 +1,271 @@
+"""One fleet row per host, read from its HostState: pure (no Textual), so the fleet screen, a
+test and a benchmark compute the same row from the same state.
+
+What a row says must be true: a value the host has not given yet is `None` (drawn as "?"), a
+reading older than it should be is marked stale, and the worst problem is named, not hidden.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from console.core.state import HostState
+
+# A reading older than this (seconds) is stale: the GPUs are sampled every second, the server
+# every few seconds; a Prometheus series every scrape interval (the Prometheus source sets its
+# own error when a series stops, which is stronger).
+STALE_AFTER_S = {"gpu": 15.0, "server": 30.0, "download": 30.0}
+
+# Severity: 0 none, 1 note, 2 warning, 3 error.
+SEVERITY_WORDS = {0: "ok", 1: "note", 2: "warning", 3: "error"}
+
+
+@dataclass(frozen=True, slots=True)
+class FleetRow:
+    """What the fleet screen shows for one host. Units in the names; None is unknown."""
+
+    host: str
+    label: str
+    connection: str  # "connected", "reconnecting for 12s: …", "failed: host key changed …"
+    connection_ok: bool
+    via: str | None  # "via Prometheus" when the row is read from Prometheus, not SSH
+    gpu_count: int | None
+    gpus_lost: int
+    memory_used_mib: int | None
+    memory_total_mib: int | None
+    util_mean_pct: float | None
+    power_w: float | None
+    server_status: str | None  # ready, starting, degraded, dead, unknown
+    model: str | None
+    gen_tokens_per_s: float | None
+    running_reqs: float | None
+    queued_reqs: float | None
+    download_done_bytes: int | None
+    download_total_bytes: int | None
+    download_rate_bytes_per_s: float | None
+    download_complete: bool | None
+    stale: tuple[str, ...]  # the sources whose data is old or whose series stopped
+    problem: str | None
+    severity: int
+
+    @property
+    def download_fraction(self) -> float | None:
+        if self.download_done_bytes is None or not self.download_total_bytes:
+            return None
+        return min(1.0, self.download_done_bytes / self.download_total_bytes)
+
+
+def _finite(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _model_name(server: Any, service: Any) -> str | None:
+    info = getattr(getattr(server, "http", None), "server_info", None) or {}
+    name = info.get("served_model_name") or info.get("model_path")
+    if not name and service is not None:
+        command = getattr(getattr(service, "new", None), "command", None)
+        if command is not None:
+            name = command.value("--served-model-name") or command.value("--model-path")
+    if isinstance(name, tuple):
+        name = name[0] if name else None
+    if not isinstance(name, str) or not name:
+        return None
+    return name.rstrip("/").rsplit("/", 1)[-1]
+
+
+def fleet_row(state: HostState, now_s: float | None = None) -> FleetRow:
+    """The row for one host, from its state alone."""
+    now = state.now() if now_s is None else now_s
+    problems: list[tuple[int, str]] = []
+    stale: list[str] = []
+
+    conn = state.connection
+    connection = conn.describe(now) if conn is not None else "not started"
+    connection_ok = conn is not None and conn.status == "connected"
+    via = conn.detail if connection_ok and conn is not None else None
+    if conn is not None and conn.status == "failed":
+        problems.append((3, f"connection {connection}"))
+    elif conn is not None and conn.status == "reconnecting":
+        problems.append((2, connection))
+
+    for source, limit in STALE_AFTER_S.items():
+        reading = state.reading(source)
+        if reading is None or reading.data is None:
+            continue
+        failing = reading.error is not None and (
+            reading.ok_at_s is None or (reading.error_at_s or 0) >= reading.ok_at_s)
+        old = reading.ok_at_s is not None and now - reading.ok_at_s > limit
+        if failing or old:
+            stale.append(source)
+            age = f"{now - reading.ok_at_s:.0f}s old" if reading.ok_at_s is not None else "never read"
+            problems.append((2, f"{source} stale ({age})" + (f": {reading.error}" if failing else "")))
+
+    gpu_count: int | None = None
+    gpus_lost = 0
+    used = total = None
+    util = power = None
+    gpu_status = state.data("gpu")
+    if gpu_status is not None:
+        gpus = gpu_status.gpus
+        present = [g for g in gpus if g.lost_at_s is None]
+        gpu_count, gpus_lost = len(gpus), len(gpus) - len(present)
+        used_values = [g.memory_used_mib for g in present if g.memory_used_mib is not None]
+        total_values = [g.memory_total_mib for g in present if g.memory_total_mib is not None]
+        used = sum(used_values) if used_values else None
+        total = sum(total_values) if total_values else None
+        utils = [g.utilization_pct for g in present if g.utilization_pct is not None]
+        util = sum(utils) / len(utils) if utils else None
+        powers = [g.power_w for g in present if g.power_w is not None]
+        power = sum(powers) if powers else None
+        if gpus_lost:
+            problems.append((3, f"{gpus_lost} GPU{'s' if gpus_lost > 1 else ''} lost"))
+        for gpu in present:
+            if gpu.error:
+                problems.append((3, f"GPU {gpu.index}: {gpu.error}"))
+        for problem in gpu_status.problems:
+            if "lost" not in problem:
+                problems.append((2, problem))
+
+    server = state.data("server")
+    status = gen = running = queued = None
+    if server is not None:
+        status = server.status
+        gen = _finite(server.gen_throughput)
+        running = _finite(server.running_reqs)
+        queued = _finite(server.http.metrics.get("sglang:num_queue_reqs")) if server.http else None
+        if status == "dead":
+            problems.append((3, f"server dead: {server.reason}"))
+        elif status == "degraded":
+            problems.append((2, f"server degraded: {server.reason}"))
+        elif status == "starting":
+            problems.append((1, f"server starting: {server.reason}"))
+        elif status == "unknown":
+            problems.append((1, f"server unknown: {server.reason}"))
+    log = state.data("log")
+    if status == "dead":
+        # A dead server generates nothing: its last decode line's throughput is history, not now.
+        gen = running = queued = None
+    elif log is not None and log.series:
+        point = log.series[-1]
+        gen = gen if gen is not None else _finite(point.gen_tokens_per_s)
+        running = running if running is not None else _finite(point.running)
+        queued = queued if queued is not None else _finite(point.queue)
+
+    download = state.data("download")
+    done = dl_total = None
+    rate = None
+    complete = None
+    if download is not None:
+        done, dl_total = download.bytes_done, download.bytes_total
+        rate, complete = download.rate_bytes_per_s, download.complete
+        if download.stalled_since is not None:
+            problems.append((2, "download stalled"))
+        for problem in download.problems:
+            problems.append((2, f"download: {problem}"))
+
+    notes = state.data("prometheus")  # the Prometheus source's notes: NaN values, unlabelled series
+    for problem in getattr(notes, "problems", ()):
+        problems.append((2, problem))
+
+    for source in ("host", "service"):
+        reading = state.reading(source)
+        if reading is not None and reading.error and (reading.ok_at_s is None
+                                                      or (reading.error_at_s or 0) >= reading.ok_at_s):
+            problems.append((2, f"{source}: {reading.error}"))
+
+    worst = max(problems, key=lambda p: p[0]) if problems else (0, None)
+    return FleetRow(
+        host=state.host, label=state.label, connection=connection, connection_ok=connection_ok, via=via,
+        gpu_count=gpu_count, gpus_lost=gpus_lost, memory_used_mib=used, memory_total_mib=total,
+        util_mean_pct=util, power_w=power, server_status=status, model=_model_name(server, state.data("service")),
+        gen_tokens_per_s=gen, running_reqs=running, queued_reqs=queued, download_done_bytes=done,
+        download_total_bytes=dl_total, download_rate_bytes_per_s=rate, download_complete=complete,
+        stale=tuple(stale), problem=worst[1], severity=worst[0],
+    )
+
+
+# -- cells -----------------------------------------------------------------------------------
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("host", "Host"), ("conn", "Conn"), ("gpus", "GPU mem"), ("util", "Util"), ("server", "Server"),
+    ("model", "Model"), ("gen", "tok/s"), ("reqs", "Run/Q"), ("download", "Download"), ("problem", "Problem"),
+)
+SORT_KEYS = ("problem", "host", "util", "gpus", "gen", "server", "download")
+
+
+def _num(value: float | None, fmt: str = "{:.0f}") -> str:
+    return "?" if value is None else fmt.format(value)
+
+
+def _conn_cell(row: FleetRow) -> str:
+    if row.connection_ok:
+        return "prom" if row.via and "Prometheus" in row.via else "ok"
+    return row.connection.split(":", 1)[0][:16]
+
+
+def format_cells(row: FleetRow) -> dict[str, str]:
+    """Plain text per column (the screen styles them); "?" is unknown, "~" marks stale data."""
+    def mark(source: str, text: str) -> str:
+        return f"~{text}" if source in row.stale and text != "?" else text
+
+    if row.memory_total_mib:
+        gib = f"{(row.memory_used_mib or 0) / 1024:.0f}/{row.memory_total_mib / 1024:.0f}G"
+        gpus = f"{gib}×{row.gpu_count}" + (f" {row.gpus_lost}✗" if row.gpus_lost else "")
+    else:
+        gpus = "?" if row.gpu_count is None else f"{row.gpu_count} GPUs"
+    if row.download_fraction is not None:
+        download = "done" if row.download_complete else f"{100 * row.download_fraction:.0f}%"
+    elif row.download_done_bytes is not None:
+        download = f"{row.download_done_bytes / 1e9:.0f}GB"
+    else:
+        download = "–"
+    reqs = "?" if row.running_reqs is None and row.queued_reqs is None else \
+        f"{_num(row.running_reqs)}/{_num(row.queued_reqs)}"
+    return {
+        "host": row.label if row.label == row.host else row.host,
+        "conn": _conn_cell(row),
+        "gpus": mark("gpu", gpus),
+        "util": mark("gpu", _num(row.util_mean_pct, "{:.0f}%")),
+        "server": mark("server", row.server_status or "?"),
+        "model": row.model or "?",
+        "gen": mark("server", _num(row.gen_tokens_per_s)),
+        "reqs": mark("server", reqs),
+        "download": mark("download", download),
+        "problem": row.problem or "",
+    }
+
+
+def sort_key(row: FleetRow, key: str) -> tuple[Any, ...]:
+    """Ascending order for `key`; numbers sort unknown last, problems worst first."""
+    def num(value: float | None) -> tuple[int, float]:
+        return (1, 0.0) if value is None else (0, -value)
+
+    if key == "problem":
+        return (-row.severity, row.host)
+    if key == "util":
+        return (*num(row.util_mean_pct), row.host)
+    if key == "gpus":
+        frac = None if not row.memory_total_mib else (row.memory_used_mib or 0) / row.memory_total_mib
+        return (*num(frac), row.host)
+    if key == "gen":
+        return (*num(row.gen_tokens_per_s), row.host)
+    if key == "server":
+        order = {"dead": 0, "degraded": 1, "unknown": 2, "starting": 3, "ready": 4}
+        return (order.get(row.server_status or "", 5), row.host)
+    if key == "download":
+        return (*num(row.download_fraction), row.host)
+    return (row.host,)
+
+
+def matches(row: FleetRow, text: str) -> bool:
+    """The filter: every word must appear in the host, label, status, model or problem."""
+    haystack = " ".join(x for x in (row.host, row.label, row.server_status, row.model, row.problem,
+                                    row.connection, SEVERITY_WORDS[row.severity]) if x).lower()
+    return all(word in haystack for word in text.lower().split())
