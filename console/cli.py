@@ -460,7 +460,10 @@ async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
             screenshot=args.screenshot, screenshot_after_s=args.screenshot_after if args.screenshot else None)
         # SIGTERM (`kill`) ends the app as `q` does: Textual leaves the alternate screen and restores
         # the terminal, then the demo's sandbox is removed on the way out.
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: app.exit(128 + signal.SIGTERM))
+        import threading
+
+        if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: app.exit(128 + signal.SIGTERM))
         metrics = None
         if getattr(args, "metrics_address", None):  # issue 14: --metrics on the one-host console
             from console.fleet.metrics import start_metrics_server
