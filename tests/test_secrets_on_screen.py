@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,20 +20,24 @@ UNIT = "/etc/systemd/system/sglang-qwen397b.service"
 
 
 @pytest.fixture
-def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ConsoleApp, list[str]]]:
-    from console.session import SimulatorThread, make_transport
+async def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[ConsoleApp, list[str]]]:
+    from console.hostsim import HostSimulator
+    from console.hostsim.scenario import demo_profile, start_scenario
+    from console.session import make_transport
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    sim = SimulatorThread()
-    profile = sim.start()
+    sim = HostSimulator(tmp_path / "host")
+    await sim.start()
+    await start_scenario(sim)
+    profile = demo_profile(sim)
     values = ["hf_sImUlAtEdToKeNnOtReAl0123456789"]  # the demo unit's own HF_TOKEN
     s = [secrets.token_hex(10) for _ in range(4)]
-    unit = Path(sim.sim.path(UNIT))
+    unit = Path(sim.path(UNIT))
     text = unit.read_text().replace("[Service]\n", f"[Service]\nEnvironment=OPENAI_API_KEY=sk-{s[0]}\n"
                                                   f"Environment=\"DB_PASSWORD={s[1]}\"\n", 1)
     unit.write_text(text)
     values += [f"sk-{s[0]}", s[1]]
-    journal = sim.sim.root / ".sim" / "journal" / "sglang-qwen397b.service.jsonl"
+    journal = sim.root / ".sim" / "journal" / "sglang-qwen397b.service.jsonl"
     journal.parent.mkdir(parents=True, exist_ok=True)
     now_us = int(time.time() * 1e6)
     with open(journal, "a", encoding="utf-8") as fh:
@@ -44,9 +48,9 @@ def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[C
                                  "MESSAGE": line}) + "\n")
     values += [s[2], s[3]]
     try:
-        yield ConsoleApp(HostSession(profile, make_transport(profile), demo=True)), values
+        yield ConsoleApp.for_session(HostSession(profile, make_transport(profile), demo=True)), values
     finally:
-        sim.stop()
+        await sim.stop()
 
 
 async def test_planted_secrets_never_reach_a_screenshot(planted: tuple[ConsoleApp, list[str]]) -> None:
