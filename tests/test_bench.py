@@ -500,3 +500,42 @@ def test_a_stopped_run_says_what_stop_did() -> None:
     assert "stopped (x): 12 requests not sent or cancelled in flight" in " ".join(out.split())
     for label in ("out tok/s", "TTFT p50 ms", "TTFT p99 ms"):
         assert label in out
+
+
+@pytest.mark.parametrize("loopback", [{"itl_ms": 50.0}], indirect=True)
+async def test_the_consoles_bench_runs_in_a_worker_process_and_stops_on_x(loopback: object) -> None:
+    """The app's runs go through BenchThread -> `python -m console.bench.worker`: progress and the
+    result come back; `x` (stop) ends the run within seconds, the in-flight requests cancelled."""
+    import contextlib
+    import threading
+    import time
+
+    from console.bench.runner import BenchThread
+
+    @contextlib.asynccontextmanager
+    async def url():  # type: ignore[no-untyped-def]
+        yield loopback.url  # type: ignore[attr-defined]
+
+    got: dict[str, object] = {"progress": 0}
+    finished = threading.Event()
+    runs = [(BenchConfig("", concurrency=2, warmup=0), random_prompts(2, 8, 4)),
+            (BenchConfig("", concurrency=4, warmup=0), random_prompts(16, 8, 128))]
+
+    def on_progress(i: int, p: object) -> None:
+        got["progress"] = int(got["progress"]) + 1  # type: ignore[call-overload]
+
+    def on_result(i: int, m: dict[str, object]) -> None:
+        got[f"result{i}"] = m
+        if i == 0:
+            threading.Timer(1.0, bench.stop.set).start()
+
+    bench = BenchThread(runs, url, on_progress, on_result, lambda err: (got.update(done=err), finished.set()))
+    started = time.monotonic()
+    bench.start()
+    while not finished.is_set():
+        await asyncio.sleep(0.05)
+    assert got["done"] is None and got["progress"] == 2
+    assert got["result0"]["completed"] == 2  # type: ignore[index]
+    second = got["result1"]
+    assert second["stopped"] and second["not_sent_or_cancelled"] == 16  # type: ignore[index]
+    assert time.monotonic() - started < 10  # 26 s if it had run to the end

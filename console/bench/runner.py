@@ -437,8 +437,51 @@ class BenchThread:
                 if self.stop.is_set():
                     break
                 run_cfg = replace(cfg, base_url=base_url)
-                result = await run_benchmark(run_cfg, prompts, lambda p, i=i: self.on_progress(i, p), self.stop)
+                result = await self._run_in_worker(i, run_cfg, prompts)
                 self.on_result(i, result)
+
+    async def _run_in_worker(self, i: int, cfg: BenchConfig, prompts: list[Prompt]) -> dict[str, Any]:
+        """One run in `python -m console.bench.worker` (see there why a process)."""
+        import sys
+
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "console.bench.worker", stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, limit=1 << 24)
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        job = {"config": asdict(cfg), "prompts": [[p.text, p.prompt_len, p.output_len] for p in prompts]}
+        proc.stdin.write(json.dumps(job).encode() + b"\n")
+        await proc.stdin.drain()
+
+        async def forward_stop() -> None:
+            while not self.stop.is_set():  # noqa: ASYNC110 - a threading.Event, set from the UI's thread
+                await asyncio.sleep(0.1)
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                assert proc.stdin is not None
+                proc.stdin.write(b"stop\n")
+                await proc.stdin.drain()
+
+        stopper = asyncio.ensure_future(forward_stop())
+        result: dict[str, Any] | None = None
+        error: str | None = None
+        try:
+            async for line in proc.stdout:
+                msg = json.loads(line)
+                if msg["kind"] == "progress":
+                    self.on_progress(i, Progress(**msg["progress"]))
+                elif msg["kind"] == "result":
+                    result = msg["metrics"]
+                else:
+                    error = str(msg.get("message"))
+            await proc.wait()
+        finally:
+            stopper.cancel()
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        if result is None:
+            tail = (await proc.stderr.read())[-300:].decode("utf-8", "replace").strip()
+            raise RuntimeError(error or f"the bench worker exited {proc.returncode}: {tail}")
+        return result
 
     def _main(self) -> None:
         try:

@@ -35,7 +35,7 @@ def random_prompts(n: int, input_len: int, output_len: int, *, seed: int = 42, r
     prompts = []
     for _ in range(n):
         il, ol = length(input_len), length(output_len)
-        prompts.append(Prompt(" ".join(rng.choice(WORDS) for _ in range(il)), il, ol))
+        prompts.append(Prompt(" ".join(rng.choices(WORDS, k=il)), il, ol))
     return prompts
 
 

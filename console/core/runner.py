@@ -228,7 +228,7 @@ class HostRunner:
     def bench_path(self) -> Any:
         from console.bench.store import default_path
 
-        return self.session.bench_path or default_path()
+        return self.session.bench_path or default_path(demo=self.session.demo)
 
     def start_bench(self, kind: str, plan: list[tuple[int, int, int, int]] | None = None) -> str | None:
         """`plan`: (concurrency, prompts, input tokens, output tokens) per run; by default the quick
@@ -254,7 +254,7 @@ class HostRunner:
             report = self.state.data("service")
             flags = list(report.new.command.argv) if report is not None and report.new.command else None
             try:
-                record = save_run(metrics, self.bench_path(), host=self.session.transport.label, flags=flags)
+                record = save_run(metrics, self.bench_path(), host=self.state.label, flags=flags)
             except OSError as exc:  # disk full on our own data dir: the result is still shown (issue 15)
                 record = dict(metrics)
                 loop.call_soon_threadsafe(self.notice, "benchmark result",
@@ -280,7 +280,7 @@ class HostRunner:
     def stop_bench(self) -> str | None:
         if self.bench is not None and self.bench.running:
             self.bench.stop.set()
-            return "stopping after the requests in flight"
+            return "stopped: no new request; the ones in flight are cancelled"
         return None
 
     # -- closing ---------------------------------------------------------------------------

@@ -201,6 +201,7 @@ class HostState:
         if isinstance(event, HostInfo):
             self.info = event
             self.label, self.demo = event.label, event.demo
+            self.bench.host = event.label  # the before/after pair is of this host's runs only
         elif isinstance(event, ReadingChanged):
             self._reading(event)
         elif isinstance(event, LogAppended):
@@ -233,9 +234,18 @@ class HostState:
                 utils = [g.utilization_pct for g in data.gpus if g.utilization_pct is not None and g.lost_at_s is None]
                 if utils:
                     self.bench.add_gpu(data.sampled_at_s or reading.ok_at_s or self.now(), sum(utils) / len(utils))
-        elif event.source == "log" and reading.data is not None and reading.data.series:
-            self.bench.add_server_points([(p.t_s, p.gen_tokens_per_s, p.accept_len)
-                                          for p in reading.data.series[-20:]])
+        elif event.source == "log" and reading.data is not None:
+            if reading.data.series:
+                self.bench.add_server_points([(p.t_s, p.gen_tokens_per_s, p.accept_len)
+                                              for p in reading.data.series[-20:]])
+            # The swap on the time chart: a new boot launching, and its ready line.
+            self.bench.note_log(reading.data, reading.ok_at_s or self.now())
+        elif event.source == "service" and reading.data is not None and reading.error is None:
+            old = reading.data.old
+            before = self.data("service")
+            was = before.old.active_state if before is not None and before.old is not None else None
+            if old is not None and was == "active" and old.active_state not in ("active", None):
+                self.bench.mark(reading.ok_at_s or self.now(), "old server stopped")
         self.readings[event.source] = reading
 
     def _bench(self, event: BenchChanged) -> None:

@@ -253,6 +253,7 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         self._drawn_version = -1
         self._table_version: tuple[object, ...] | None = None
         self._drawn_at = 0.0
+        self._table_drawn_at = 0.0
         self.sweep_mode = False
 
     def compose(self) -> Any:
@@ -266,13 +267,18 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         self.redraw(force=True)
 
     def redraw(self, force: bool = False) -> None:
-        """The table follows every change (it is cheap); the chart is throttled (plotext rebuilds
-        cost 5-100 ms): twice a second while a benchmark runs, every 5 s otherwise, which is enough
-        for the server's own slow-moving throughput and for the time axis to scroll."""
+        """The table follows every change, at most twice a second while a run goes; the chart is
+        throttled (plotext rebuilds cost 5-100 ms): twice a second while a benchmark runs, every 5 s
+        otherwise, which is enough for the server's own slow-moving throughput and for the time
+        axis to scroll. Called every 0.5 s, so a throttled change is drawn at the next tick."""
         now = time.time()
         signature = self.view.table_signature()
-        if force or signature != self._table_version:
+        # While a run goes its table changes with every finished request (40 a second at c=32) and
+        # holds a plotext chart: at most twice a second then, like the time chart.
+        live_throttled = self.view.live is not None and now - self._table_drawn_at < 0.5
+        if force or (signature != self._table_version and not live_throttled):
             self._table_version = signature
+            self._table_drawn_at = now
             table = self.query_one("#bench-table", Static)
             size = table.content_size
             table.update(results_table(self.view, size.width or 40, size.height or 8))
