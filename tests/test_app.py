@@ -100,7 +100,9 @@ async def test_the_demo_runs_a_benchmark_from_the_pane_and_saves_it(demo_app: Co
         assert result["completed"] == 4 and result["model"] == "qwen3.5-397b"
         await pilot.pause(0.6)
         assert "req/s" in app.export_screenshot() and "out&#160;tok/s" in app.export_screenshot()
-    saved = (tmp_path / "gpuconsole" / "bench.jsonl").read_text().splitlines()
+    # A demo keeps its own runs: the user's bench.jsonl is not touched.
+    assert not (tmp_path / "gpuconsole" / "bench.jsonl").exists()
+    saved = (tmp_path / "gpuconsole" / "demo-bench.jsonl").read_text().splitlines()
     assert len(saved) == 1 and json.loads(saved[0])["flags_hash"]
 
 
