@@ -1,0 +1,252 @@
+"""Pairing: one core (real SSH to the simulated host), several clients over its Unix socket or TCP."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from console.core import codec
+from console.core.runner import HostRunner
+from console.core.state import Client, HostState, NoteChanged, Presence
+from console.hostsim import HostSimulator
+from console.hostsim.scenario import demo_profile
+from console.session import HostSession, make_transport
+from console.share import protocol as p
+from console.share.client import AttachError, ShareClient, attach
+from console.share.server import ShareServer
+from tests.conftest import wait_for
+
+
+@dataclass
+class Core:
+    sim: HostSimulator
+    state: HostState
+    runner: HostRunner
+    server: ShareServer
+    sock: Path
+
+    @property
+    def tcp(self) -> str:
+        assert self.server.tcp_address is not None
+        host, port = self.server.tcp_address
+        return f"{host}:{port}"
+
+
+@pytest.fixture
+async def core(sim: HostSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Core]:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    profile = demo_profile(sim)
+    session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
+    state = HostState("127.0.0.1", label="sim", demo=True)
+    runner = HostRunner(session, state)
+    runner.announce()
+    short = Path(tempfile.mkdtemp(prefix="gc-"))  # AF_UNIX paths are short
+    server = await ShareServer(state, runner).start(unix_path=short / "core.sock", tcp=("127.0.0.1", 0))
+    await runner.start()
+    try:
+        yield Core(sim, state, runner, server, short / "core.sock")
+    finally:
+        await server.close()
+        await runner.close()
+        shutil.rmtree(short, ignore_errors=True)
+
+
+async def attached(address: str | Path, name: str, token: str = "") -> tuple[ShareClient, asyncio.Task[None]]:
+    client = await attach(address, name=name, token=token)
+    return client, asyncio.ensure_future(client.pump())
+
+
+def names(state: HostState) -> list[tuple[str, str]]:
+    return [(c.name, c.role) for c in state.presence.clients]
+
+
+def test_presence_and_note_events_round_trip_through_the_codec() -> None:
+    presence = Presence("h", (Client(1, "ana", "driver", "unix", "gpu"), Client(2, "ben")), asking=(2,))
+    note = NoteChanged("h", "waiting for the 122B to finish CUDA graphs", "ana", 12.5)
+    for event in (presence, note):
+        assert codec.decode_event(codec.encode_event(event)) == event
+    state = HostState("h")
+    state.apply(presence)
+    state.apply(note)
+    assert state.driver == Client(1, "ana", "driver", "unix", "gpu")
+    assert state.note == note
+
+
+def test_the_protocol_refuses_what_is_not_a_request() -> None:
+    for line in (b"{", b'{"t":"bench","id":1,"kind":"; rm -rf /"}', b'{"t":"shell","id":1}',
+                 b'{"t":"note","id":1,"text":"' + b"x" * 5000 + b'"}', b'{"t":"verify","id":1,"extra":1}'):
+        with pytest.raises(p.ProtocolError):
+            p.decode_client(line)
+    assert p.decode_client(b'{"t":"bench","id":7,"kind":"sweep"}') == p.Bench(7, "sweep")
+    assert p.clean_text("a\x1b[2Jb\u202ec\n", 10) == "a [2Jb c"
+
+
+async def test_two_clients_mirror_the_core_and_see_who_drives(core: Core) -> None:
+    ana, ta = await attached(core.sock, "ana")
+    ben, tb = await attached(core.tcp, "ben", core.server.token)
+    try:
+        assert (ana.role, ben.role) == ("driver", "observer")
+        await wait_for(lambda: names(ana.state) == names(ben.state) == [("ana", "driver"), ("ben", "observer")], 10)
+        assert ben.state.presence.clients[1].via == "tcp"
+        await wait_for(lambda: core.state.data("gpu") is not None, 15)
+        await wait_for(lambda: ana.state.reading("gpu") == core.state.reading("gpu")
+                       == ben.state.reading("gpu"), 10)
+        assert ana.state.info == core.state.info == ben.state.info
+        # the host has one SSH connection, whatever the number of clients
+        assert core.sim.connections == 1
+        assert len(core.sim.open_connections) == 1
+    finally:
+        await ana.close()
+        await ben.close()
+        await asyncio.gather(ta, tb)
+
+
+async def test_an_observers_benchmark_is_refused_by_the_core(core: Core) -> None:
+    ana, ta = await attached(core.sock, "ana")
+    ben, tb = await attached(core.sock, "ben")
+    try:
+        reply = await ben.request(p.Bench, kind="quick")
+        assert reply.error is not None and "ben observes" in reply.error and "ana drives" in reply.error
+        for kind in (p.Verify, p.Swap, p.StopBench):
+            assert (await ben.request(kind)).error is not None
+        assert (await ben.request(p.Pick, new="x.service")).error is not None
+        assert core.runner.bench is None  # nothing was started on the host
+        # the note is anyone's
+        assert (await ben.request(p.SetNote, text="waiting for the 122B \x1b[31mCUDA graphs")).error is None
+        await wait_for(lambda: ana.state.note is not None and ana.state.note.by == "ben", 5)
+        assert ana.state.note is not None and "\x1b" not in ana.state.note.text
+    finally:
+        await ana.close()
+        await ben.close()
+        await asyncio.gather(ta, tb)
+
+
+async def test_driving_is_handed_over_or_asked_for_and_accepted(core: Core) -> None:
+    ana, ta = await attached(core.sock, "ana")
+    ben, tb = await attached(core.sock, "ben")
+    cy, tc = await attached(core.sock, "cy")
+    try:
+        assert (await cy.request(p.HandOver, to=ben.client_id)).error is not None  # only the driver hands over
+        assert (await ana.request(p.HandOver, to=ben.client_id)).error is None
+        await wait_for(lambda: core.state.driver is not None and core.state.driver.name == "ben", 5)
+        assert (await ana.request(p.Bench, kind="quick")).error is not None  # ana observes now
+        assert (await cy.request(p.AskDrive)).error is None
+        await wait_for(lambda: ben.state.presence.asking == (cy.client_id,), 5)
+        assert (await ben.request(p.Accept, client=ana.client_id)).error is not None  # ana did not ask
+        assert (await ben.request(p.Accept, client=cy.client_id)).error is None
+        await wait_for(lambda: names(ana.state) == [("ana", "observer"), ("ben", "observer"), ("cy", "driver")], 5)
+        # the driver leaves: someone still drives
+        await cy.close()
+        await tc
+        await wait_for(lambda: names(ana.state) == [("ana", "driver"), ("ben", "observer")], 5)
+    finally:
+        await ana.close()
+        await ben.close()
+        await asyncio.gather(ta, tb)
+
+
+async def test_a_wrong_or_missing_token_is_refused_with_nothing_sent(core: Core) -> None:
+    for token in ("", "not-the-token"):
+        with pytest.raises(AttachError, match="wrong or missing token"):
+            await attach(core.tcp, name="eve", token=token)
+    # raw: a hello with a wrong token gets the connection closed and not one byte
+    host, port = core.server.tcp_address or ("", 0)
+    reader, writer = await asyncio.open_connection(host, port)
+    writer.write(p.encode_client(p.Hello(p.VERSION, "eve", "x" * 32)))
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    writer.close()
+    assert core.server.refused == 3
+    assert core.state.presence.clients == ()
+
+
+async def test_a_client_of_another_version_gets_a_clear_refusal(core: Core) -> None:
+    reader, writer = await asyncio.open_unix_connection(str(core.sock))
+    writer.write(b'{"t":"hello","version":99,"name":"old"}\n')
+    msg = p.decode_core(await asyncio.wait_for(reader.readline(), 5))
+    assert isinstance(msg, p.Refused) and "version 1" in msg.reason and "99" in msg.reason
+    assert await reader.read() == b""
+    writer.close()
+
+
+async def test_attach_to_a_missing_socket_says_so(tmp_path: Path) -> None:
+    with pytest.raises(AttachError, match="no such socket"):
+        await attach(tmp_path / "nothing.sock", name="ana")
+
+
+async def test_the_socket_is_private(core: Core) -> None:
+    assert core.sock.stat().st_mode & 0o777 == 0o600
+
+
+async def test_bad_clients_are_dropped_and_the_others_carry_on(core: Core) -> None:
+    """Fuzz: malformed, oversized, flooding, silent and killed clients; a good one is never disturbed."""
+    import random
+
+    good, tg = await attached(core.sock, "good")
+    rng = random.Random(12)
+    bad_lines = [b"{", b"null", b"[]", b'{"t":"hello","version":1}', bytes(rng.randrange(256) for _ in range(300)),
+                 b'{"t":"bench","id":-1}', b'{"t":"note","id":1,"text":' + b"1" * 100 + b"}",
+                 b"x" * (p.MAX_CLIENT_LINE + 10), b'{"t":"view","id":1,"pane":"' + b"a" * 100 + b'"}']
+    try:
+        for line in bad_lines:
+            reader, writer = await asyncio.open_unix_connection(str(core.sock), limit=p.MAX_CORE_LINE)
+            writer.write(p.encode_client(p.Hello(p.VERSION, "fuzz")))
+            await asyncio.wait_for(reader.readline(), 5)  # welcome
+            writer.write(line + b"\n")
+            # dropped: the core closes the connection (after the snapshot it had already sent)
+            await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+        # a flood of valid messages: over the rate, dropped too
+        reader, writer = await asyncio.open_unix_connection(str(core.sock), limit=p.MAX_CORE_LINE)
+        writer.write(p.encode_client(p.Hello(p.VERSION, "flood")))
+        writer.write(b"".join(p.encode_client(p.View(i, None)) for i in range(500)))
+        await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        # a client killed mid-stream (its socket just goes)
+        _, writer = await asyncio.open_unix_connection(str(core.sock))
+        writer.write(p.encode_client(p.Hello(p.VERSION, "killed")))
+        await wait_for(lambda: any(c.name == "killed" for c in core.state.presence.clients), 5)
+        writer.transport.abort()
+        await wait_for(lambda: names(core.state) == [("good", "driver")], 5)
+        assert core.server.dropped == len(bad_lines) + 1
+        # the good client still drives, and still gets the core's events
+        assert (await good.request(p.SetNote, text="still here")).error is None
+        await wait_for(lambda: good.state.note is not None and good.state.note.text == "still here", 5)
+        assert good.lost is None
+        assert names(good.state) == [("good", "driver")]
+    finally:
+        await good.close()
+        await tg
+
+
+async def test_every_client_sees_the_ssh_connection_drop(core: Core) -> None:
+    ana, ta = await attached(core.sock, "ana")
+    ben, tb = await attached(core.sock, "ben")
+    try:
+        await wait_for(lambda: ana.state.connection is not None and ana.state.connection.status == "connected", 10)
+        for conn in list(core.sim.open_connections):
+            conn.abort()
+        await wait_for(lambda: all(c.state.connection is not None and c.state.connection.status == "reconnecting"
+                                   for c in (ana, ben)), 10)
+        await wait_for(lambda: all(c.state.connection is not None and c.state.connection.status == "connected"
+                                   for c in (ana, ben)), 20)
+    finally:
+        await ana.close()
+        await ben.close()
+        await asyncio.gather(ta, tb)
+
+
+async def test_clients_are_told_when_the_core_goes(core: Core) -> None:
+    ana, ta = await attached(core.sock, "ana")
+    lost: list[str] = []
+    ana.on_lost = lost.append
+    await core.server.close()
+    await asyncio.wait_for(ta, 5)
+    assert lost and "gone" in lost[0]
+    assert ana.state.connection is not None and ana.state.connection.status == "failed"
+    assert (await ana.request(p.Bench, kind="quick")).error == lost[0]
