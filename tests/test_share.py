@@ -8,6 +8,7 @@ import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -250,3 +251,107 @@ async def test_clients_are_told_when_the_core_goes(core: Core) -> None:
     assert lost and "gone" in lost[0]
     assert ana.state.connection is not None and ana.state.connection.status == "failed"
     assert (await ana.request(p.Bench, kind="quick")).error == lost[0]
+
+
+# -- the console as a client (real Textual pilots) -----------------------------------------------
+def shared_app(client: ShareClient, **kwargs: object) -> object:
+    from console.share.app import SharedConsoleApp
+    from console.share.client import RemoteControl
+
+    control = RemoteControl(client)
+    app = SharedConsoleApp(client.state, control, seat=control, start=client.pump, close=client.close,
+                           mode="attach", **kwargs)  # type: ignore[arg-type]
+    client.on_lost = app.core_lost
+    return app
+
+
+def header(app: object) -> str:
+    from console.panes.header import HostHeader
+
+    return str(app.query_one(HostHeader).render())  # type: ignore[attr-defined]
+
+
+class Console:
+    """An app under a Textual pilot in a task of its own: two apps in one task would share
+    Textual's `active_app` (a context variable), and one's screens would land on the other."""
+
+    def __init__(self, app: object, size: tuple[int, int] = (140, 45)) -> None:
+        self.app: Any = app
+        self.size = size
+        self._jobs: asyncio.Queue[Any] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Console:
+        ready = asyncio.Event()
+
+        async def run() -> None:
+            async with self.app.run_test(size=self.size) as pilot:
+                ready.set()
+                while True:
+                    job, future = await self._jobs.get()
+                    if job is None:
+                        break
+                    try:
+                        future.set_result(await job(pilot))
+                    except Exception as exc:  # handed to the test
+                        future.set_exception(exc)
+                await pilot.pause()
+
+        self._task = asyncio.ensure_future(run())
+        await asyncio.wait_for(ready.wait(), 30)
+        return self
+
+    async def do(self, job: Any) -> Any:
+        """Run `await job(pilot)` in the app's own task."""
+        future = asyncio.get_running_loop().create_future()
+        await self._jobs.put((job, future))
+        return await asyncio.wait_for(future, 30)
+
+    async def press(self, *keys: str) -> None:
+        await self.do(lambda pilot: pilot.press(*keys))
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._jobs.put((None, None))
+        assert self._task is not None
+        await asyncio.wait_for(self._task, 30)
+
+
+async def test_two_terminal_consoles_show_who_is_attached_and_the_observer_is_refused(core: Core) -> None:
+    ana_app = shared_app(await attach(core.sock, name="ana"))
+    ben_app = shared_app(await attach(core.tcp, name="ben", token=core.server.token), follow=True)
+    async with Console(ana_app) as ana, Console(ben_app) as ben:
+        await wait_for(lambda: "2 attached: ana (driver, you), ben" in header(ana_app), 10)
+        await wait_for(lambda: "2 attached: ana (driver), ben (you)" in header(ben_app), 10)
+        await wait_for(lambda: "gpu-sim-01" in header(ana_app) and "gpu-sim-01" in header(ben_app), 15)
+        # the observer presses b on the bench pane: the core refuses, the observer is told
+        await ben.do(lambda pilot: pilot.click("#bench-pane"))
+        await ben.press("b")
+        await wait_for(lambda: any("refused by the core" in n.message for n in ben_app._notifications), 5)
+        assert core.runner.bench is None
+        # follow mode: the driver maximizes the GPU pane, the follower's view follows
+        await ana.press("1")
+        await wait_for(lambda: ben_app.screen.maximized is ben_app.pane("gpu"), 5)
+        await ana.press("escape")
+        await wait_for(lambda: ben_app.screen.maximized is None, 5)
+        # the note, typed in its screen, reaches the other console's header
+        await ana.do(lambda pilot: pilot.app.run_action("set_note"))
+        await ana.do(lambda pilot: pilot.pause())
+        await ana.press(*"waiting for the 122B", "enter")
+        await wait_for(lambda: "note: waiting for the 122B (ana" in header(ben_app), 5)
+        # the palette's hand-over command: ben drives, ana observes
+        await ana.do(lambda pilot: asyncio.sleep(0, pilot.app.hand_over(ben_app.seat.client_id)))
+        await wait_for(lambda: "ben (driver, you)" in header(ben_app), 5)
+        await wait_for(lambda: "2 attached: ana (you), ben (driver)" in header(ana_app), 5)
+        assert core.sim.connections == 1
+
+
+async def test_an_attached_console_says_the_core_went_and_exits(core: Core) -> None:
+    from console.share.app import CORE_GONE_EXIT
+
+    app = shared_app(await attach(core.sock, name="ana"))
+    async with app.run_test(size=(140, 45)) as pilot:  # type: ignore[attr-defined]
+        await wait_for(lambda: "1 attached" in header(app), 10)
+        await core.server.close()
+        await wait_for(lambda: "the core (gpuconsole serve) is gone" in header(app), 5)
+        await wait_for(lambda: app.return_value == CORE_GONE_EXIT, 5)  # type: ignore[attr-defined]
+        await pilot.pause()

@@ -63,7 +63,8 @@ def runtime_dir() -> Path:
 
 
 def socket_path_for(host: str) -> Path:
-    return runtime_dir() / (re.sub(r"[^A-Za-z0-9_.-]+", "_", host).strip("._") or "host") + ".sock"
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", host).strip("._") or "host"
+    return runtime_dir() / f"{name}.sock"
 
 
 @dataclass
@@ -274,6 +275,8 @@ class ShareServer:
             return None
         except ValueError:
             refuse("hello too long")
+            return None
+        if not line:  # connected and left (a second serve checking whether this one is alive)
             return None
         try:
             msg = p.decode_client(line)
