@@ -39,9 +39,7 @@ class Core:
         return f"{host}:{port}"
 
 
-@pytest.fixture
-async def core(sim: HostSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Core]:
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+async def _core(sim: HostSimulator, tmp_path: Path) -> AsyncIterator[Core]:
     profile = demo_profile(sim)
     session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
     state = HostState("127.0.0.1", label="sim", demo=True)
@@ -56,6 +54,29 @@ async def core(sim: HostSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPat
         await server.close()
         await runner.close()
         shutil.rmtree(short, ignore_errors=True)
+
+
+@pytest.fixture
+async def core(sim: HostSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Core]:
+    """A core on the bare simulated host (no story running)."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    async for c in _core(sim, tmp_path):
+        yield c
+
+
+@pytest.fixture
+async def demo_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Core]:
+    """A core on the demo: the swap story running on the simulator (its own thread, as `--demo`)."""
+    from console.session import SimulatorThread
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    thread = SimulatorThread()
+    await asyncio.to_thread(thread.start)
+    try:
+        async for c in _core(thread.sim, tmp_path):
+            yield c
+    finally:
+        await asyncio.to_thread(thread.stop)
 
 
 async def attached(address: str | Path, name: str, token: str = "") -> tuple[ShareClient, asyncio.Task[None]]:
@@ -355,3 +376,89 @@ async def test_an_attached_console_says_the_core_went_and_exits(core: Core) -> N
         await wait_for(lambda: "the core (gpuconsole serve) is gone" in header(app), 5)
         await wait_for(lambda: app.return_value == CORE_GONE_EXIT, 5)  # type: ignore[attr-defined]
         await pilot.pause()
+
+
+# -- a browser, through textual-serve (Debian's Chromium driven by Playwright) ---------------------
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+def _browser_or_skip() -> None:
+    import os
+
+    missing = []
+    if not Path(CHROMIUM).exists():
+        missing.append("chromium (apt-get install chromium)")
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        missing.append("playwright (pip install playwright)")
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail("the browser test must run in CI: missing " + ", ".join(missing))
+        pytest.skip("no browser here: " + ", ".join(missing))
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_two_terminals_and_a_browser_see_the_same_swap_with_one_ssh_connection(demo_core: Core) -> None:
+    core = demo_core
+    _browser_or_skip()
+    import os
+
+    from playwright.async_api import async_playwright
+
+    from console.share.web import WebShare
+
+    web = await WebShare(core.sock, "127.0.0.1", _free_port(), core.server.token).start()
+    ana_app = shared_app(await attach(core.sock, name="ana"))
+    ben_app = shared_app(await attach(core.sock, name="ben"))
+    received: list[bytes] = []
+    try:
+        async with Console(ana_app), Console(ben_app), async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                page = await browser.new_page(viewport={"width": 1400, "height": 900})
+                # without the token: refused, and no app started
+                response = await page.goto(web.url.split("?")[0])
+                assert response is not None and response.status == 403
+                page.on("websocket", lambda ws: ws.on(
+                    "framereceived", lambda data: received.append(data if isinstance(data, bytes) else data.encode())))
+                await page.goto(web.url + "&name=cy")
+                # the tab is one more client of the same core
+                await wait_for(lambda: [c.name for c in core.state.presence.clients] == ["ana", "ben", "cy"], 30)
+                await wait_for(lambda: "3 attached: ana (driver, you), ben, cy" in header(ana_app), 10)
+
+                def shown() -> str:
+                    return b"".join(received).decode("utf-8", "replace")
+
+                # what the browser was sent to draw: the GPU pane and the same header
+                await wait_for(lambda: "GPUs" in shown() and "used/total" in shown() and "gpu-sim-01" in shown()
+                               and "attached:" in shown(), 30)
+                assert "gpu-sim-01" in header(ana_app) and "gpu-sim-01" in header(ben_app)
+                # the same swap: the new unit's log lines reach both terminals and the browser
+                await wait_for(lambda: core.state.log_lines_total > 0, 30)
+                first = core.state.log_lines[0].text
+                await wait_for(lambda: all(st.log_lines and st.log_lines[0].text == first
+                                           for st in (ana_app.state, ben_app.state)), 10)
+                await page.wait_for_timeout(1500)
+                shot = await page.screenshot()
+                assert shot[:8] == b"\x89PNG\r\n\x1a\n"
+                target = Path(os.environ.get("GPUCONSOLE_SCREENSHOTS", "screenshots"))
+                if target.is_dir():
+                    (target / "pairing-browser.png").write_bytes(shot)
+                # one SSH connection on the host for two terminals and a browser
+                assert core.sim.connections == 1 and len(core.sim.open_connections) == 1
+                assert web.refused == 1
+            finally:
+                await browser.close()
+        await wait_for(lambda: core.state.presence.clients == (), 15)  # everyone left: the tab's attach ended
+    finally:
+        await web.close()
