@@ -246,6 +246,27 @@ async def test_bad_clients_are_dropped_and_the_others_carry_on(core: Core) -> No
         await tg
 
 
+async def test_a_client_that_stops_reading_is_dropped_not_buffered_without_end(core: Core) -> None:
+    good, tg = await attached(core.sock, "good")
+    core.server.max_client_buffer = 256 << 10
+    _, writer = await asyncio.open_unix_connection(str(core.sock))
+    writer.write(p.encode_client(p.Hello(p.VERSION, "asleep")))  # and never reads a byte
+    await wait_for(lambda: len(core.state.presence.clients) == 2, 5)
+    try:
+        for i in range(20000):
+            core.state.apply(NoteChanged(core.state.host, f"{i:05d} " + "x" * 190, "test", 0.0))
+            if i % 20 == 0:
+                await asyncio.sleep(0.001)  # the good client reads as it goes
+            if len(core.state.presence.clients) == 1:
+                break
+        assert names(core.state) == [("good", "driver")] and core.server.dropped == 1
+        await wait_for(lambda: good.state.note is not None and good.state.note.text.startswith(f"{i:05d}"), 10)
+    finally:
+        writer.close()
+        await good.close()
+        await tg
+
+
 async def test_every_client_sees_the_ssh_connection_drop(core: Core) -> None:
     ana, ta = await attached(core.sock, "ana")
     ben, tb = await attached(core.sock, "ben")

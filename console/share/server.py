@@ -84,8 +84,10 @@ class _Peer:
 class ShareServer:
     """Shares one host's `HostState`; `control` (the HostRunner) carries out what the driver asks."""
 
-    def __init__(self, state: HostState, control: Any, *, token: str | None = None) -> None:
+    def __init__(self, state: HostState, control: Any, *, token: str | None = None,
+                 max_client_buffer: int = MAX_CLIENT_BUFFER) -> None:
         self.state = state
+        self.max_client_buffer = max_client_buffer
         self.control = control
         self.token = token or secrets.token_urlsafe(24)
         self.unix_path: Path | None = None
@@ -198,8 +200,8 @@ class ShareServer:
             return
         writer.write(data)
         self.bytes_sent += len(data)
-        if writer.transport.get_write_buffer_size() > MAX_CLIENT_BUFFER:
-            self._drop(peer, "too slow: it fell more than 32 MiB behind")
+        if writer.transport.get_write_buffer_size() > self.max_client_buffer:
+            self._drop(peer, f"too slow: it fell more than {self.max_client_buffer >> 10} KiB behind")
 
     def _drop(self, peer: _Peer, why: str) -> None:
         log.warning("dropped client %d (%s, %s): %s", peer.id, peer.name, peer.via, why)
