@@ -483,3 +483,38 @@ async def test_two_terminals_and_a_browser_see_the_same_swap_with_one_ssh_connec
         await wait_for(lambda: core.state.presence.clients == (), 15)  # everyone left: the tab's attach ended
     finally:
         await web.close()
+
+
+async def test_the_console_that_shares_drives_and_an_attached_observer_is_refused(sim: HostSimulator,
+                                                                                tmp_path: Path) -> None:
+    """`gpuconsole --share`: the usual console, its core serving; its own seat goes through the same
+    role checks (after handing over, its benchmark key is refused too)."""
+    from console.share.app import SharedConsoleApp
+
+    profile = demo_profile(sim)
+    session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
+    local = SharedConsoleApp.for_session(session, seat=None, exit_when_core_goes=False)
+    server = ShareServer(local.state, local.runner)
+    short = Path(tempfile.mkdtemp(prefix="gc-"))
+    await server.start(unix_path=short / "core.sock")
+    local.control = local.seat = server.local("ana")
+    try:
+        async with Console(local) as ana:
+            ben_app = shared_app(await attach(short / "core.sock", name="ben"))
+            async with Console(ben_app) as ben:
+                await wait_for(lambda: "2 attached: ana (driver, you), ben" in header(local), 10)
+                await wait_for(lambda: "2 attached: ana (driver), ben (you)" in header(ben_app), 10)
+                await ben.do(lambda pilot: pilot.click("#bench-pane"))
+                await ben.press("b")
+                await wait_for(lambda: any("ben observes" in n.message for n in ben_app._notifications), 5)
+                # ana hands over; now her own b is refused by the core, locally
+                await ana.do(lambda pilot: asyncio.sleep(0, pilot.app.hand_over(ben_app.seat.client_id)))
+                await wait_for(lambda: "ben (driver, you)" in header(ben_app), 5)
+                await ana.do(lambda pilot: pilot.click("#bench-pane"))
+                await ana.press("b")
+                await wait_for(lambda: any("ana observes (ben drives)" in n.message for n in local._notifications), 5)
+                assert local.runner.bench is None
+                assert sim.connections == 1
+    finally:
+        await server.close()
+        shutil.rmtree(short, ignore_errors=True)
