@@ -107,6 +107,8 @@ def test_the_protocol_refuses_what_is_not_a_request() -> None:
             p.decode_client(line)
     assert p.decode_client(b'{"t":"bench","id":7,"kind":"sweep"}') == p.Bench(7, "sweep")
     assert p.clean_text("a\x1b[2Jb\u202ec\n", 10) == "a [2Jb c"
+    assert p.clean_name("[@click=app.quit]ben[/]") == "@clickapp.quitben"
+    assert p.clean_name("José Ünal") == "José Ünal" and p.clean_name("\x1b[31m") == "31m" and p.clean_name("[]") == "anonymous"
 
 
 async def test_two_clients_mirror_the_core_and_see_who_drives(core: Core) -> None:

@@ -192,8 +192,13 @@ def clean_text(text: str, limit: int) -> str:
     return _UNPRINTABLE.sub(" ", text).strip()[:limit]
 
 
+_NAME_CHARS = re.compile(r"[^\w .@-]")
+
+
 def clean_name(name: str) -> str:
-    return clean_text(name, 32) or "anonymous"
+    """A person's name as others see it: word characters, space, `.`, `@`, `-` only (no `[`, so
+    nothing in it is ever read as Textual markup where a notice quotes it), at most 32."""
+    return _NAME_CHARS.sub("", clean_text(name, 32)).strip() or "anonymous"
 
 
 # -- rate limit ------------------------------------------------------------------------------
