@@ -133,7 +133,7 @@ async def run_attach(args: argparse.Namespace, run_view: Any) -> int:
             address = args.address or find_socket(runtime_dir())
             client = await attach(address, name=name, token=token)
         except AttachError as exc:
-            if args.wait and "token" not in str(exc) and "version" not in str(exc):
+            if args.wait and not exc.final:
                 if not waited:
                     print(f"gpuconsole: {exc}; waiting for it (--wait)", file=sys.stderr)
                     waited = True

@@ -26,7 +26,12 @@ CORE_GONE = "the core (gpuconsole serve) is gone"
 
 
 class AttachError(Exception):
-    """Cannot attach: no core there, refused, wrong token (one line for the operator)."""
+    """Cannot attach: no core there, refused, wrong token (one line for the operator). `final`:
+    waiting will not help (refused: the token or the version)."""
+
+    def __init__(self, message: str, *, final: bool = False) -> None:
+        super().__init__(message)
+        self.final = final
 
 
 def default_name() -> str:
@@ -160,10 +165,10 @@ async def attach(address: str | Path, *, name: str | None = None, token: str = "
     if welcome is None:
         writer.close()
         raise AttachError(f"refused by the core at {address}: wrong or missing token"
-                          + ("" if kind == "tcp" else " (or it is closing)"))
+                          + ("" if kind == "tcp" else " (or it is closing)"), final=kind == "tcp")
     if isinstance(welcome, p.Refused):
         writer.close()
-        raise AttachError(f"refused by the core: {welcome.reason}")
+        raise AttachError(f"refused by the core: {welcome.reason}", final=True)
     if not isinstance(welcome, p.Welcome):
         writer.close()
         raise AttachError("the core's first message is not a welcome")
