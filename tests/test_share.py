@@ -131,6 +131,20 @@ async def test_two_clients_mirror_the_core_and_see_who_drives(core: Core) -> Non
         await asyncio.gather(ta, tb)
 
 
+async def test_a_late_client_gets_the_gpu_history_and_log_the_core_has(core: Core) -> None:
+    await wait_for(lambda: core.state.data("gpu") is not None and len(core.state.data("gpu").memory_history[0]) >= 3,
+                   20)
+    late, tl = await attached(core.sock, "late")
+    try:
+        await wait_for(lambda: late.state.reading("gpu") is not None, 5)
+        await wait_for(lambda: late.state.reading("gpu") == core.state.reading("gpu"), 5)
+        assert len(late.state.data("gpu").memory_history[0]) >= 3
+        assert list(late.state.log_lines) == list(core.state.log_lines)
+    finally:
+        await late.close()
+        await tl
+
+
 async def test_an_observers_benchmark_is_refused_by_the_core(core: Core) -> None:
     ana, ta = await attached(core.sock, "ana")
     ben, tb = await attached(core.sock, "ben")

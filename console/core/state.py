@@ -174,6 +174,17 @@ class GpuTracker:
                 track.lost_at_s = seen_at
         return replace(reading, data=self._status(status))
 
+    def seed(self, status: GpuStatus) -> None:
+        """Take over another tracker's history (an attached console's mirror, from the core's
+        snapshot), all but the newest point, which `track` then adds as usual. Issue 12."""
+        if self._tracks:
+            return
+        # strict=False: a raw sample (no history yet) seeds nothing
+        for gpu, memory, util in zip(status.gpus, status.memory_history, status.util_history, strict=False):
+            track = self._tracks[gpu.key] = _GpuTrack(gpu, lost_at_s=gpu.lost_at_s)
+            track.memory.extend(memory[:-1])
+            track.util.extend(util[:-1])
+
     def _status(self, status: GpuStatus) -> GpuStatus:
         tracks = sorted(self._tracks.values(), key=lambda t: (t.last.index, t.last.key))
         gpus = tuple(t.last if t.lost_at_s is None else replace(t.last, lost_at_s=t.lost_at_s, processes=())

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from console.core import codec
-from console.core.state import ConnectionChanged, HostInfo, HostState, Notice
+from console.core.state import ConnectionChanged, HostInfo, HostState, Notice, ReadingChanged
 from console.share import protocol as p
 from console.transport.base import ConnectionState
 
@@ -97,6 +97,8 @@ class ShareClient:
         msg = p.decode_core(line)
         if isinstance(msg, p.EventLine):
             event = codec.decode_event(bytes(msg.e))
+            if isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.data is not None:
+                self.state.gpus.seed(event.reading.data)  # the core's history, not one from attach on
             self.state.apply(event)
             self.events += 1
             if self.on_event_applied is not None:
