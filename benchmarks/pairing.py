@@ -61,7 +61,7 @@ def cpu_s(pid: int) -> float:
 
 
 # -- one attached client ----------------------------------------------------------------------
-async def client_main(sock: str, seconds: float, out: str, name: str) -> None:
+async def client_main(sock: str, seconds: float, out: str, name: str, from_wall: float) -> None:
     from console.core.state import ReadingChanged
     from console.share.app import SharedConsoleApp
     from console.share.client import RemoteControl, attach
@@ -71,7 +71,8 @@ async def client_main(sock: str, seconds: float, out: str, name: str) -> None:
     arrivals: list[float] = []  # the same, up to the event landing in the client's mirror state
 
     def landed(event: object) -> None:
-        if isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.error is None:
+        if (isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.error is None
+                and event.reading.ok_at_s >= from_wall):
             arrivals.append(time.time() - event.reading.ok_at_s)
 
     client.on_event_applied = landed
@@ -79,7 +80,8 @@ async def client_main(sock: str, seconds: float, out: str, name: str) -> None:
     class Timed(SharedConsoleApp):
         def on_state_changed(self, message: object) -> None:
             event = message.event  # type: ignore[attr-defined]
-            if isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.error is None:
+            if (isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.error is None
+                    and event.reading.ok_at_s >= from_wall):  # the window, not the attach and first draw
                 sampled = event.reading.ok_at_s
                 self.call_after_refresh(lambda: latencies.append(time.time() - sampled))
 
@@ -92,8 +94,7 @@ async def client_main(sock: str, seconds: float, out: str, name: str) -> None:
 
     asyncio.get_running_loop().create_task(stop())
     await app.run_async(headless=True, size=(120, 40))
-    # the first are the snapshot's, not live
-    Path(out).write_text(json.dumps({"display": latencies[2:], "arrival": arrivals[2:]}))
+    Path(out).write_text(json.dumps({"display": latencies, "arrival": arrivals}))
 
 
 async def raw_clients(sock: str, n: int, seconds: float) -> list[float]:
@@ -102,20 +103,37 @@ async def raw_clients(sock: str, n: int, seconds: float) -> list[float]:
     from console.share.client import attach
 
     arrivals: list[float] = []
+    late: dict[float, int] = {}  # a sample's core time -> how many clients got it more than 100 ms late
 
     def landed(event: object) -> None:
         if isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.error is None:
             arrivals.append(time.time() - event.reading.ok_at_s)
+            if arrivals[-1] > 0.1:
+                late[event.reading.ok_at_s] = late.get(event.reading.ok_at_s, 0) + 1
 
     clients = [await attach(sock, name=f"raw{i}") for i in range(n)]
-    await asyncio.sleep(1)  # the snapshots are not what we measure
+    pumps = [asyncio.ensure_future(client.pump()) for client in clients]
+    await asyncio.sleep(2)  # the snapshots (a reading up to a second old) are not what we measure
     for client in clients:
         client.on_event_applied = landed
-    pumps = [asyncio.ensure_future(client.pump()) for client in clients]
+    lags: list[float] = []
+
+    async def tick() -> None:  # this process's own event-loop lag: is a late sample ours or the core's?
+        while True:
+            t = time.monotonic()
+            await asyncio.sleep(0.05)
+            lags.append(time.monotonic() - t - 0.05)
+
+    ticker = asyncio.ensure_future(tick())
     await asyncio.sleep(seconds)
+    ticker.cancel()
+    print(f"  the clients' own loop lag: max {max(lags) * 1000:.0f} ms", flush=True)
     for client in clients:
         await client.close()
     await asyncio.gather(*pumps)
+    if late:
+        print(f"  samples late (>100 ms) to some client: {len(late)}, to how many clients each: "
+              f"{sorted(late.values(), reverse=True)}", flush=True)
     return arrivals
 
 
@@ -130,11 +148,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="measurement window per phase")
     parser.add_argument("--clients", default="0,1,10")
     parser.add_argument("--raw", type=int, default=10, help="then this many protocol clients with no UI")
-    parser.add_argument("--client", nargs=4, metavar=("SOCK", "SECONDS", "OUT", "NAME"), help=argparse.SUPPRESS)
+    parser.add_argument("--client", nargs=5, metavar=("SOCK", "SECONDS", "OUT", "NAME", "FROM"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
-        sock, seconds, out, name = args.client
-        asyncio.run(client_main(sock, float(seconds), out, name))
+        sock, seconds, out, name, from_wall = args.client
+        asyncio.run(client_main(sock, float(seconds), out, name, float(from_wall)))
         return
 
     load_before = f"{os.getloadavg()[0]:.2f}"
@@ -166,12 +184,17 @@ def main() -> None:
         time.sleep(10)  # the core connected, every source running
         for n in [int(x) for x in args.clients.split(",")]:
             outs = [work / f"lat-{n}-{i}.json" for i in range(n)]
+            window = time.time() + 6  # attached and drawn by then (startup is not what we measure)
             clients = [subprocess.Popen([sys.executable, __file__, "--client", str(sock), str(args.seconds + 8),
-                                         str(out), f"c{i}"], env=env, cwd=ROOT) for i, out in enumerate(outs)]
-            time.sleep(6)  # attached and drawn (startup is not what we measure)
+                                         str(out), f"c{i}", str(window)], env=env, cwd=ROOT)
+                       for i, out in enumerate(outs)]
+            time.sleep(max(0.0, window - time.time()))
             before, t0 = cpu_s(serve.pid), time.monotonic()
+            clients_before = sum(cpu_s(c.pid) for c in clients)
             time.sleep(args.seconds)
-            core_cpu = (cpu_s(serve.pid) - before) / (time.monotonic() - t0) * 100
+            elapsed = time.monotonic() - t0
+            core_cpu = (cpu_s(serve.pid) - before) / elapsed * 100
+            clients_cpu = (sum(cpu_s(c.pid) for c in clients) - clients_before) / elapsed * 100
             stats = host_stats()
             for c in clients:
                 try:
@@ -182,7 +205,8 @@ def main() -> None:
             got = [json.loads(out.read_text()) for out in outs if out.exists()]
             lat = [x * 1000 for g in got for x in g["display"]]
             arr = [x * 1000 for g in got for x in g["arrival"]]
-            row = {"clients": n, "reported": len(got), "core_cpu_pct": round(core_cpu, 2), "host": stats,
+            row = {"clients": n, "reported": len(got), "core_cpu_pct": round(core_cpu, 2),
+                   "clients_cpu_pct": round(clients_cpu, 1), "host": stats,
                    "latency_ms": {"n": len(lat), "p50": round(pct(lat, 0.5), 1), "p99": round(pct(lat, 0.99), 1),
                                   "max": round(max(lat), 1) if lat else None},
                    "arrival_ms": {"p50": round(pct(arr, 0.5), 1), "p99": round(pct(arr, 0.99), 1)}}
@@ -193,7 +217,7 @@ def main() -> None:
         for row in results[1:]:
             per = (row["core_cpu_pct"] - base) / row["clients"]
             print(f"{row['clients']} clients: core CPU {row['core_cpu_pct']} % of a core "
-                  f"(+{per:.2f} % per client), host {row['host']}, "
+                  f"(+{per:.2f} % per client; the consoles themselves {row['clients_cpu_pct']} %), host {row['host']}, "
                   f"reading->client display p50 {row['latency_ms']['p50']} ms, p99 {row['latency_ms']['p99']} ms "
                   f"(n={row['latency_ms']['n']}; in the client's state: p50 {row['arrival_ms']['p50']} ms, "
                   f"p99 {row['arrival_ms']['p99']} ms)")
