@@ -24,6 +24,8 @@ def add_parsers(sub: Any, host: argparse.ArgumentParser) -> None:
     serve.add_argument("--listen", metavar="[HOST:]PORT",
                        help="also listen on TCP (127.0.0.1 unless HOST names another address); needs the token")
     serve.add_argument("--web", metavar="[HOST:]PORT", help="serve the console to browsers (textual-serve)")
+    serve.add_argument("--no-record", action="store_true", default=argparse.SUPPRESS,
+                       help="do not record this session (as before the subcommand)")
     attach = sub.add_parser("attach", help="open the console as a client of a `gpuconsole serve`")
     attach.add_argument("address", nargs="?", metavar="ADDRESS",
                         help="socket path, unix:PATH or HOST:PORT (default: the one core serving on this machine)")
