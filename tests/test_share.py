@@ -100,6 +100,16 @@ def test_presence_and_note_events_round_trip_through_the_codec() -> None:
     assert state.note == note
 
 
+def test_the_pairing_line_names_everyone_and_who_drives() -> None:
+    from console.panes.header import format_presence
+
+    presence = Presence("h", (Client(1, "ana", "driver"), Client(2, "ben"), Client(3, "cy")), asking=(3,))
+    note = NoteChanged("h", "waiting for the 122B to finish CUDA graphs", "ben", 100.0)
+    line = format_presence(presence, note, me=2, now_s=220.0).plain
+    assert line == (" 3 attached: ana (driver), ben (you), cy (asks to drive)"
+                    "  note: waiting for the 122B to finish CUDA graphs (ben, 2m00s ago)")
+
+
 def test_the_protocol_refuses_what_is_not_a_request() -> None:
     for line in (b"{", b'{"t":"bench","id":1,"kind":"; rm -rf /"}', b'{"t":"shell","id":1}',
                  b'{"t":"note","id":1,"text":"' + b"x" * 5000 + b'"}', b'{"t":"verify","id":1,"extra":1}'):

@@ -143,7 +143,10 @@ class HostHeader(Static):
             for line in lines:  # each line cut at the width on its own: line 1 must not wrap onto line 2
                 line.truncate(max(self.size.width, 20), overflow="ellipsis")
             text = Text("\n", no_wrap=True).join(lines)
-            self.styles.height = 2
+        height = 2 if presence is not None and presence.clients else 1
+        if height != getattr(self, "_height", 1):  # set only when it changes: a layout pass each time
+            self._height = height
+            self.styles.height = height
         key = (text.plain, tuple(text.spans))
         if key != getattr(self, "_shown_key", None):
             self._shown_key = key
