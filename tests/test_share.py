@@ -498,9 +498,10 @@ async def test_two_terminals_and_a_browser_see_the_same_swap_with_one_ssh_connec
                 await page.wait_for_timeout(1500)
                 shot = await page.screenshot()
                 assert shot[:8] == b"\x89PNG\r\n\x1a\n"
-                target = Path(os.environ.get("GPUCONSOLE_SCREENSHOTS", "screenshots"))
-                if target.is_dir():
-                    (target / "pairing-browser.png").write_bytes(shot)
+                # GPUCONSOLE_SCREENSHOTS=screenshots: regenerate the README's picture
+                target = os.environ.get("GPUCONSOLE_SCREENSHOTS")
+                if target:
+                    (Path(target) / "pairing-browser.png").write_bytes(shot)
                 # one SSH connection on the host for two terminals and a browser
                 assert core.sim.connections == 1 and len(core.sim.open_connections) == 1
                 assert web.refused == 1
