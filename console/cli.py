@@ -172,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     from console.fleet.cli import add_fleet_options  # issue 14: --group, --demo-hosts, --prometheus, --metrics
 
     add_fleet_options(parser)
+    parser.add_argument("--share", action="store_true",
+                        help="let others attach to this console's core (gpuconsole attach; pairing)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="a one-shot command (none: open the console)")
     replay = sub.add_parser("replay", help="play a recorded session into the same panes, with no host")
     replay.add_argument("file", metavar="FILE",
@@ -230,6 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="what works on the host and how fast")
     doc.add_argument("--json", action="store_true", help="print JSON")
     doc.add_argument("--runs", type=positive_int, default=50, help="round-trips measured per channel kind")
+    from console.share.cli import add_parsers  # pairing (issue 12): serve, attach
+
+    add_parsers(sub, everything)
     return parser
 
 
@@ -406,6 +411,15 @@ async def _replay(args: argparse.Namespace) -> int:
 async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
     if args.command == "replay":
         return await _replay(args)
+    if args.command in ("serve", "attach") or (args.share and args.command is None):  # pairing (issue 12)
+        from console.share import cli as share
+
+        if args.command == "attach":
+            return await share.run_attach(args, _run_view)
+        if args.command == "serve":
+            return await _with_session(args, profile,
+                                       lambda session: share.run_serve(args, session, record=not args.no_record))
+        return await _with_session(args, profile, lambda session: share.run_shared_app(args, session, _run_view))
     if args.command == "snapshot":
         from console.snapshot import take_snapshot
 

@@ -13,6 +13,14 @@ if { ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; } || ! comman
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openssh-server openssh-client procps prometheus >/dev/null
 fi
 
+# The pairing browser test drives Debian's Chromium through Playwright (its own browser download
+# is never used). Installed when missing in CI; elsewhere the test is skipped without it.
+if [ "${CI:-}" = "true" ] && ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ]; then
+    if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
+fi
+
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true

@@ -13,6 +13,8 @@ import pytest
     "console.parsers.host", "console.sources.host", "console.transport", "console.transport.ssh",
     "console.model", "console.config", "console.doctor", "console.snapshot", "console.backoff",
     "console.core.state", "console.core.codec", "console.core.runner", "console.core.recording",
+    "console.model", "console.config", "console.doctor", "console.snapshot",
+    "console.share.protocol", "console.share.server", "console.share.client",  # the pairing core runs headless
 ])
 def test_headless_layers_do_not_import_textual(module: str) -> None:
     code = f"import sys, {module}; print('textual' in sys.modules)"

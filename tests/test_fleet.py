@@ -424,3 +424,35 @@ def test_a_dead_server_shows_no_throughput_from_its_last_log_line() -> None:
     assert row.server_status == "dead" and row.severity == 3
     assert row.gen_tokens_per_s is None and row.running_reqs is None
     assert format_cells(row)["gen"] == "?"
+
+
+def test_serve_exports_the_headless_cores_readings_for_prometheus(tmp_path: Path) -> None:
+    """`gpuconsole serve --metrics`: the pairing core (no UI) is a Prometheus target too."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    from console.testing import free_port
+
+    port = free_port()
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "console", "serve", "--demo", "--no-record",
+                             "--metrics", f"127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env)
+    body = ""
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "gpuconsole_gpu_memory_total_bytes{" not in body:
+            with contextlib.suppress(httpx.HTTPError):
+                body = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+            time.sleep(0.3)
+        assert 'gpuconsole_gpu_memory_total_bytes{gpu="0",host="127.0.0.1"' in body
+        assert 'gpuconsole_host_connected{host="127.0.0.1"} 1.0' in body
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err.decode()[-500:]
+    assert f"metrics: http://127.0.0.1:{port}/metrics" in out.decode()

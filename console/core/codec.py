@@ -21,13 +21,15 @@ from console.analysis.log_state import LogSummary
 from console.analysis.server_status import ServerStatus
 from console.analysis.service_report import ServiceReport
 from console.bench.runner import Progress
-from console.core.state import (
+from console.core.state import (  # pairing (issue 12)
     BenchChanged,
     ConnectionChanged,
     Event,
     HostInfo,
     LogAppended,
+    NoteChanged,
     Notice,
+    Presence,
     ReadingChanged,
     VerifyChanged,
 )
@@ -54,6 +56,8 @@ EVENT_KINDS: dict[str, type[Any]] = {
     "notice": Notice,
     "verify": VerifyChanged,
     "bench": BenchChanged,
+    "presence": Presence,  # pairing (issue 12)
+    "note": NoteChanged,
 }
 KIND_OF: dict[type[Any], str] = {v: k for k, v in EVENT_KINDS.items()}
 

@@ -96,7 +96,42 @@ class BenchChanged:
     runs: tuple[dict[str, Any], ...] = ()
 
 
-Event = HostInfo | ReadingChanged | LogAppended | ConnectionChanged | Notice | VerifyChanged | BenchChanged
+# -- pairing (issue 12): who is attached to a shared core, who drives, the shared note ----------
+@dataclass(frozen=True, slots=True)
+class Client:
+    """One person attached to a shared core (`gpuconsole serve`, or `--share`). `role`: driver or
+    observer; `view`: the pane they have maximized (what follow mode mirrors), None for the grid."""
+
+    id: int
+    name: str
+    role: str = "observer"
+    via: str = "unix"  # unix, tcp, local (the console that serves)
+    view: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Presence:
+    """Everyone attached, in arrival order, and who asked to drive (client ids). Applied by the
+    core's share server whenever someone arrives, leaves, hands over, asks or changes view.
+    `state.presence` / `state.driver` read it (issue 13's approvals gate on the driver)."""
+
+    host: str
+    clients: tuple[Client, ...] = ()
+    asking: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NoteChanged:
+    """The shared note line ("waiting for the 122B to finish CUDA graphs"); anyone may set it."""
+
+    host: str
+    text: str
+    by: str = ""
+    at_s: float = 0.0
+
+
+Event = (HostInfo | ReadingChanged | LogAppended | ConnectionChanged | Notice | VerifyChanged | BenchChanged
+         | Presence | NoteChanged)
 
 
 # -- GPUs keyed by GPU -----------------------------------------------------------------------
@@ -139,6 +174,17 @@ class GpuTracker:
                 track.lost_at_s = seen_at
         return replace(reading, data=self._status(status))
 
+    def seed(self, status: GpuStatus) -> None:
+        """Take over another tracker's history (an attached console's mirror, from the core's
+        snapshot), all but the newest point, which `track` then adds as usual. Issue 12."""
+        if self._tracks:
+            return
+        # strict=False: a raw sample (no history yet) seeds nothing
+        for gpu, memory, util in zip(status.gpus, status.memory_history, status.util_history, strict=False):
+            track = self._tracks[gpu.key] = _GpuTrack(gpu, lost_at_s=gpu.lost_at_s)
+            track.memory.extend(memory[:-1])
+            track.util.extend(util[:-1])
+
     def _status(self, status: GpuStatus) -> GpuStatus:
         tracks = sorted(self._tracks.values(), key=lambda t: (t.last.index, t.last.key))
         gpus = tuple(t.last if t.lost_at_s is None else replace(t.last, lost_at_s=t.lost_at_s, processes=())
@@ -174,6 +220,8 @@ class HostState:
         self.version = 0
         self.subscriber_errors = 0
         self._subscribers: list[Callable[[Event], None]] = []
+        self.presence = Presence(host)
+        self.note: NoteChanged | None = None
 
     def now(self) -> float:
         return self.clock()
@@ -193,6 +241,11 @@ class HostState:
                 self._subscribers.remove(callback)
 
         return unsubscribe
+
+    @property
+    def driver(self) -> Client | None:
+        """Who drives the shared session (None: not shared, or nobody attached)."""
+        return next((c for c in self.presence.clients if c.role == "driver"), None)
 
     def missing(self, pane: str) -> str | None:
         return dict(self.info.missing).get(pane)
@@ -215,6 +268,10 @@ class HostState:
             self.verify = event.progress
         elif isinstance(event, BenchChanged):
             self._bench(event)
+        elif isinstance(event, Presence):
+            self.presence = event
+        elif isinstance(event, NoteChanged):
+            self.note = event if event.text else None
         else:
             raise TypeError(f"not a state event: {type(event).__name__}")
         self.version += 1

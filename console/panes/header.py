@@ -72,6 +72,29 @@ def format_header(label: str, demo: bool, state: ConnectionState | None,
     return text
 
 
+def format_presence(presence: Any, note: Any = None, me: int | None = None, now_s: float | None = None) -> Text:
+    """The pairing line: "2 attached: ana (driver), ben" and the shared note (issue 12)."""
+    now = time.time() if now_s is None else now_s
+    text = Text(no_wrap=True, overflow="ellipsis")
+    clients = tuple(getattr(presence, "clients", ()) or ())
+    asking = set(getattr(presence, "asking", ()) or ())
+    text.append(f" {len(clients)} attached: ", style="dim")
+    for i, client in enumerate(clients):
+        if i:
+            text.append(", ")
+        text.append(client.name, style="bold" if client.role == "driver" else "")
+        tags = [t for t in ("driver" if client.role == "driver" else "", "you" if client.id == me else "",
+                            "asks to drive" if client.id in asking else "") if t]
+        if tags:
+            text.append(f" ({', '.join(tags)})", style="bold cyan" if client.role == "driver" else "dim")
+    if note is not None and note.text:
+        text.append("  note: ", style="dim")
+        text.append(note.text, style="bold")
+        text.append(f" ({note.by}, {duration(max(0.0, now - note.at_s))} ago)" if note.at_s else f" ({note.by})",
+                    style="dim")
+    return text
+
+
 class HostHeader(Static):
     DEFAULT_CSS = """
     HostHeader { dock: top; height: 1; background: $panel; color: $text; }
@@ -88,6 +111,7 @@ class HostHeader(Static):
         self.mode = mode
         self._label = host.label
         self._demo = host.demo
+        self.me: int | None = None  # pairing: this view's client id, for "(you)"
 
     def refresh_state(self) -> None:
         self._label, self._demo = self.host.label, self.host.demo
@@ -97,6 +121,10 @@ class HostHeader(Static):
 
     def on_mount(self) -> None:
         self.refresh_state()
+
+    def on_resize(self) -> None:
+        if getattr(self.host, "presence", None) is not None and self.host.presence.clients:
+            self._redraw()  # the pairing line is cut at the width
 
     def watch_state(self) -> None:
         self._redraw()
@@ -113,6 +141,16 @@ class HostHeader(Static):
 
     def _redraw(self) -> None:
         text = format_header(self._label, self._demo, self.state, self.summary, self.host.now(), self.mode)
+        presence = getattr(self.host, "presence", None)
+        if presence is not None and presence.clients:  # a shared session: a second line
+            lines = [text, format_presence(presence, getattr(self.host, "note", None), self.me, self.host.now())]
+            for line in lines:  # each line cut at the width on its own: line 1 must not wrap onto line 2
+                line.truncate(max(self.size.width, 20), overflow="ellipsis")
+            text = Text("\n", no_wrap=True).join(lines)
+        height = 2 if presence is not None and presence.clients else 1
+        if height != getattr(self, "_height", 1):  # set only when it changes: a layout pass each time
+            self._height = height
+            self.styles.height = height
         key = (text.plain, tuple(text.spans))
         if key != getattr(self, "_shown_key", None):
             self._shown_key = key

@@ -1,0 +1,475 @@
+"""The core side of pairing: one host's state and runner, shared with every attached client.
+
+`ShareServer(state, control)` listens on a Unix socket (mode 0600 in a 0700 directory) and, if
+asked, on TCP (token required). Each client gets the state as it is now, then every event, encoded
+once for all of them. Roles live here, in the core: the first to arrive drives, the others
+observe; an observer's host-changing requests are refused here whatever its UI lets it press.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import os
+import re
+import secrets
+import socket
+import stat
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from console.core import codec
+from console.core.state import (
+    BenchChanged,
+    Client,
+    ConnectionChanged,
+    Event,
+    HostState,
+    LogAppended,
+    NoteChanged,
+    Presence,
+    ReadingChanged,
+    VerifyChanged,
+)
+from console.share import protocol as p
+
+log = logging.getLogger("gpuconsole.share")
+
+MAX_CLIENT_BUFFER = 32 << 20  # a client this far behind is dropped, not buffered without end
+_PANE = re.compile(r"^[a-z0-9_-]{1,32}$")
+
+
+class ShareError(Exception):
+    """Cannot share (the socket is in use, the directory is not ours): one line."""
+
+
+def runtime_dir() -> Path:
+    """Where the sockets live: `$XDG_RUNTIME_DIR/gpuconsole`, else `/tmp/gpuconsole-UID`; always a
+    directory of ours with mode 0700 (checked, not assumed: /tmp is shared)."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    path = Path(base) / "gpuconsole" if base and Path(base).is_dir() else Path(f"/tmp/gpuconsole-{os.getuid()}")
+    path.mkdir(mode=0o700, exist_ok=True)
+    info = path.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise ShareError(f"{path} is not a directory of this user: refusing to put the socket there")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        path.chmod(0o700)
+    return path
+
+
+def socket_path_for(host: str) -> Path:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", host).strip("._") or "host"
+    return runtime_dir() / f"{name}.sock"
+
+
+@dataclass
+class _Peer:
+    id: int
+    name: str
+    via: str
+    role: str = p.ROLE_OBSERVER
+    view: str | None = None
+    writer: asyncio.StreamWriter | None = None  # None: the console that serves (in-process)
+    bucket: p.TokenBucket = field(default_factory=p.TokenBucket)
+
+    def client(self) -> Client:
+        return Client(self.id, self.name, self.role, self.via, self.view)
+
+
+class ShareServer:
+    """Shares one host's `HostState`; `control` (the HostRunner) carries out what the driver asks."""
+
+    def __init__(self, state: HostState, control: Any, *, token: str | None = None,
+                 max_client_buffer: int = MAX_CLIENT_BUFFER) -> None:
+        self.state = state
+        self.max_client_buffer = max_client_buffer
+        self.control = control
+        self.token = token or secrets.token_urlsafe(24)
+        self.unix_path: Path | None = None
+        self.tcp_address: tuple[str, int] | None = None
+        self.refused = 0  # connections turned away (bad token, version, malformed hello)
+        self.dropped = 0  # clients dropped for what they sent or for being too slow
+        self.bytes_sent = 0
+        self._peers: dict[int, _Peer] = {}
+        self._asking: list[int] = []
+        self._next_id = 1
+        self._servers: list[asyncio.base_events.Server] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._unsubscribe = state.subscribe(self._on_event)
+
+    # -- listening -------------------------------------------------------------------------
+    async def start(self, *, unix_path: Path | None = None, tcp: tuple[str, int] | None = None) -> ShareServer:
+        if unix_path is not None:
+            await self._listen_unix(unix_path)
+        if tcp is not None:
+            server = await asyncio.start_server(lambda r, w: self._accept(r, w, "tcp"), tcp[0], tcp[1],
+                                                limit=p.MAX_CLIENT_LINE + 2)
+            self._servers.append(server)
+            host, port = server.sockets[0].getsockname()[:2]
+            self.tcp_address = (host, port)
+        return self
+
+    async def _listen_unix(self, path: Path) -> None:
+        if _existing_socket(path) and await _answers(path):
+            raise ShareError(f"{path} is in use: another gpuconsole serves this host (attach to it)")
+        _remove_stale(path)  # left by a core that was killed
+        old = os.umask(0o177)
+        try:
+            server = await asyncio.start_unix_server(lambda r, w: self._accept(r, w, "unix"), str(path),
+                                                     limit=p.MAX_CLIENT_LINE + 2)
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)  # noqa: ASYNC240 - a local chmod, no I/O wait
+        self._servers.append(server)
+        self.unix_path = path
+
+    async def close(self) -> None:
+        self._unsubscribe()
+        for server in self._servers:
+            server.close()
+        for peer in list(self._peers.values()):
+            if peer.writer is not None:
+                peer.writer.close()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.unix_path is not None:
+            _remove_stale(self.unix_path)
+
+    # -- who is here -----------------------------------------------------------------------
+    @property
+    def clients(self) -> tuple[Client, ...]:
+        return tuple(peer.client() for peer in self._peers.values())
+
+    def _publish(self) -> None:
+        self.state.apply(Presence(self.state.host, self.clients, tuple(self._asking)))
+
+    def _join(self, name: str, via: str, writer: asyncio.StreamWriter | None) -> _Peer:
+        peer = _Peer(self._next_id, p.clean_name(name), via, writer=writer)
+        self._next_id += 1
+        if not any(q.role == p.ROLE_DRIVER for q in self._peers.values()):
+            peer.role = p.ROLE_DRIVER
+        self._peers[peer.id] = peer
+        return peer
+
+    def _leave(self, peer: _Peer) -> None:
+        if self._peers.pop(peer.id, None) is None:
+            return
+        if peer.id in self._asking:
+            self._asking.remove(peer.id)
+        if peer.role == p.ROLE_DRIVER:
+            # Somebody must be able to act: whoever asked first, else whoever came first.
+            heir = next((self._peers[i] for i in self._asking if i in self._peers), None) or next(
+                iter(self._peers.values()), None)
+            if heir is not None:
+                self._make_driver(heir)
+        self._publish()
+
+    def _make_driver(self, peer: _Peer) -> None:
+        for other in self._peers.values():
+            other.role = p.ROLE_OBSERVER
+        peer.role = p.ROLE_DRIVER
+        if peer.id in self._asking:
+            self._asking.remove(peer.id)
+
+    def local(self, name: str) -> LocalSeat:
+        """A seat for the console that serves (`gpuconsole --share`): it arrived first, so it drives."""
+        peer = self._join(name, "local", None)
+        self._publish()
+        return LocalSeat(self, peer)
+
+    # -- fan-out ---------------------------------------------------------------------------
+    def _on_event(self, event: Event) -> None:
+        remote = [peer for peer in self._peers.values() if peer.writer is not None]
+        if not remote:
+            return
+        line = p.event_line(codec.encode_event(event))
+        for peer in remote:
+            self._send(peer, line)
+
+    def _send(self, peer: _Peer, data: bytes) -> None:
+        writer = peer.writer
+        if writer is None or writer.is_closing():
+            return
+        writer.write(data)
+        self.bytes_sent += len(data)
+        if writer.transport.get_write_buffer_size() > self.max_client_buffer:
+            self._drop(peer, f"too slow: it fell more than {self.max_client_buffer >> 10} KiB behind")
+
+    def _drop(self, peer: _Peer, why: str) -> None:
+        log.warning("dropped client %d (%s, %s): %s", peer.id, peer.name, peer.via, why)
+        self.dropped += 1
+        if peer.writer is not None:
+            peer.writer.transport.abort()
+        self._leave(peer)
+
+    def snapshot(self) -> Iterator[Event]:
+        """The state as it is now, as the events that rebuild it in a fresh mirror."""
+        state, host = self.state, self.state.host
+        yield state.info
+        if state.connection is not None:
+            yield ConnectionChanged(host, state.connection)
+        for source, reading in state.readings.items():
+            yield ReadingChanged(host, source, reading)
+        lines = list(state.log_lines)
+        for i in range(0, len(lines), p.LOG_CHUNK):
+            yield LogAppended(host, tuple(lines[i:i + p.LOG_CHUNK]))
+        bench = state.bench
+        history, results = list(bench.history), list(bench.results)
+        tail = len(results) if results and history[-len(results):] == results else 0
+        yield BenchChanged(host, "history", runs=tuple(history[:len(history) - tail]))
+        for record in results[len(results) - tail:]:
+            yield BenchChanged(host, "result", record=record)
+        if bench.live is not None:
+            yield BenchChanged(host, "start", label=bench.live.label, total=bench.live.total)
+        elif bench.error:
+            yield BenchChanged(host, "done", error=bench.error)
+        if state.verify is not None:
+            yield VerifyChanged(host, state.verify)
+        if state.note is not None:
+            yield state.note
+
+    # -- one client ------------------------------------------------------------------------
+    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, via: str) -> None:
+        task = asyncio.ensure_future(self._client(reader, writer, via))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, via: str) -> None:
+        where = _peer_name(writer, via)
+        peer: _Peer | None = None
+        try:
+            hello = await self._hello(reader, writer, via, where)
+            if hello is None:
+                return
+            peer = self._join(hello.name, via, writer)
+            self._send(peer, p.encode_core(p.Welcome(p.VERSION, peer.id, peer.role, self.state.host)))
+            for event in self.snapshot():  # no await between here and the fan-out: nothing is missed
+                self._send(peer, p.event_line(codec.encode_event(event)))
+            log.info("client %d attached: %s via %s (%s)", peer.id, peer.name, via, where)
+            self._publish()
+            await self._requests(peer, reader)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            if peer is not None and peer.id in self._peers:
+                log.info("client %d left: %s", peer.id, peer.name)
+                self._leave(peer)
+            writer.close()
+
+    async def _hello(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, via: str,
+                     where: str) -> p.Hello | None:
+        def refuse(why: str) -> None:
+            self.refused += 1
+            log.warning("refused %s: %s", where, why)
+
+        try:
+            line = await asyncio.wait_for(reader.readline(), p.HELLO_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            refuse("no hello in time")
+            return None
+        except ValueError:
+            refuse("hello too long")
+            return None
+        if not line:  # connected and left (a second serve checking whether this one is alive)
+            return None
+        try:
+            msg = p.decode_client(line)
+        except p.ProtocolError as exc:
+            refuse(f"not a hello: {exc}")
+            return None
+        if not isinstance(msg, p.Hello):
+            refuse("first message is not a hello")
+            return None
+        # Constant time, and the same answer (silence) for a missing and a wrong token.
+        if via != "unix" and not hmac.compare_digest(msg.token.encode(), self.token.encode()):
+            refuse("wrong or missing token")
+            return None
+        if msg.version != p.VERSION:
+            refuse(f"protocol version {msg.version}")
+            writer.write(p.encode_core(p.Refused(
+                f"this core speaks pairing protocol version {p.VERSION}, the client {msg.version}: "
+                f"use the same gpuconsole version on both sides")))
+            with contextlib.suppress(ConnectionError):
+                await writer.drain()
+            return None
+        return msg
+
+    async def _requests(self, peer: _Peer, reader: asyncio.StreamReader) -> None:
+        while peer.id in self._peers:
+            try:
+                line = await reader.readline()
+            except ValueError:
+                self._drop(peer, f"message over {p.MAX_CLIENT_LINE} bytes")
+                return
+            if not line:
+                return
+            if not peer.bucket.take():
+                self._drop(peer, f"more than {p.RATE_PER_S:.0f} messages a second")
+                return
+            try:
+                msg = p.decode_client(line)
+            except p.ProtocolError as exc:
+                self._drop(peer, f"malformed message: {exc}")
+                return
+            if isinstance(msg, p.Hello):
+                self._drop(peer, "a second hello")
+                return
+            reply = self.handle(peer, msg)
+            self._send(peer, p.encode_core(reply))
+
+    # -- requests --------------------------------------------------------------------------
+    def handle(self, peer: _Peer, msg: p.Request) -> p.Reply:
+        """One request from `peer`, checked against its role; the reply says why not."""
+        kind = p.REQUEST_KIND[type(msg)]
+        if kind in p.DRIVER_ONLY and peer.role != p.ROLE_DRIVER:
+            driver = next((q.name for q in self._peers.values() if q.role == p.ROLE_DRIVER), None)
+            log.info("refused %s from observer %d (%s)", kind, peer.id, peer.name)
+            return p.Reply(msg.id, error=f"refused by the core: {peer.name} observes"
+                                          + (f" ({driver} drives); ask to drive first" if driver else ""))
+        try:
+            return self._carry_out(peer, msg)
+        except Exception as exc:  # a failing action is said to the asker, and the core goes on
+            log.exception("request %s failed", kind)
+            return p.Reply(msg.id, error=f"{kind} failed: {exc}")
+
+    def _carry_out(self, peer: _Peer, msg: p.Request) -> p.Reply:
+        control = self.control
+        host_actions = (p.Verify, p.Swap, p.Pick, p.Bench, p.StopBench)
+        if isinstance(msg, host_actions) and control is None:
+            return p.Reply(msg.id, error="nothing can be asked of this host")
+        if isinstance(msg, p.Verify):
+            return p.Reply(msg.id, error=control.verify())
+        if isinstance(msg, p.Swap):
+            return p.Reply(msg.id, error=control.swap_units())
+        if isinstance(msg, p.Pick):
+            control.pick_units(msg.new, msg.old)
+            return p.Reply(msg.id)
+        if isinstance(msg, p.Bench):
+            plan = [tuple(run) for run in msg.plan] if msg.plan else None
+            return p.Reply(msg.id, error=control.start_bench(msg.kind, plan))
+        if isinstance(msg, p.StopBench):
+            return p.Reply(msg.id, said=control.stop_bench())
+        if isinstance(msg, p.SetNote):
+            self.state.apply(NoteChanged(self.state.host, p.clean_text(msg.text, 200), peer.name, time.time()))
+            return p.Reply(msg.id)
+        if isinstance(msg, p.View):
+            pane = msg.pane if msg.pane is not None and _PANE.match(msg.pane) else None
+            if pane != peer.view:
+                peer.view = pane
+                self._publish()
+            return p.Reply(msg.id)
+        if isinstance(msg, p.AskDrive):
+            if peer.role == p.ROLE_DRIVER:
+                return p.Reply(msg.id, said="you already drive")
+            if not any(q.role == p.ROLE_DRIVER for q in self._peers.values()):
+                self._make_driver(peer)
+            elif peer.id not in self._asking:
+                self._asking.append(peer.id)
+            self._publish()
+            return p.Reply(msg.id)
+        if isinstance(msg, (p.HandOver, p.Accept)):
+            if peer.role != p.ROLE_DRIVER:
+                return p.Reply(msg.id, error="refused by the core: only the driver hands over")
+            target_id = msg.to if isinstance(msg, p.HandOver) else msg.client
+            target = self._peers.get(target_id)
+            if target is None:
+                return p.Reply(msg.id, error=f"no client {target_id} is attached")
+            if isinstance(msg, p.Accept) and target_id not in self._asking:
+                return p.Reply(msg.id, error=f"{target.name} has not asked to drive")
+            self._make_driver(target)
+            log.info("%s (%d) hands over to %s (%d)", peer.name, peer.id, target.name, target.id)
+            self._publish()
+            return p.Reply(msg.id)
+        raise AssertionError(f"unhandled request {type(msg).__name__}")
+
+
+class LocalSeat:
+    """The console that serves, as a participant: the same role checks as a remote client, no
+    socket. Implements `HostControl` (console/app.py) and the pairing requests."""
+
+    def __init__(self, server: ShareServer, peer: _Peer) -> None:
+        self.server = server
+        self.peer = peer
+        self.client_id = peer.id
+        self._ids = 0
+
+    def _ask(self, msg_type: type[Any], **fields: Any) -> p.Reply:
+        self._ids += 1
+        return self.server.handle(self.peer, msg_type(id=self._ids, **fields))
+
+    def verify(self) -> str | None:
+        return self._ask(p.Verify).error
+
+    def swap_units(self) -> str | None:
+        return self._ask(p.Swap).error
+
+    def pick_units(self, new: str, old: str | None) -> None:
+        self._ask(p.Pick, new=new, old=old)
+
+    def start_bench(self, kind: str, plan: list[tuple[int, int, int, int]] | None = None) -> str | None:
+        return self._ask(p.Bench, kind=kind, plan=[list(x) for x in plan] if plan else None).error
+
+    def stop_bench(self) -> str | None:
+        reply = self._ask(p.StopBench)
+        return reply.error or reply.said
+
+    def set_note(self, text: str) -> str | None:
+        return self._ask(p.SetNote, text=text[:400]).error
+
+    def hand_over(self, to: int) -> str | None:
+        return self._ask(p.HandOver, to=to).error
+
+    def ask_drive(self) -> str | None:
+        reply = self._ask(p.AskDrive)
+        return reply.error or reply.said
+
+    def accept(self, client: int) -> str | None:
+        return self._ask(p.Accept, client=client).error
+
+    def set_view(self, pane: str | None) -> None:
+        self._ask(p.View, pane=pane)
+
+
+def _existing_socket(path: Path) -> bool:
+    if not (path.exists() or path.is_symlink()):
+        return False
+    if not stat.S_ISSOCK(path.lstat().st_mode):
+        raise ShareError(f"{path} exists and is not a socket")
+    return True
+
+
+def _remove_stale(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+async def _answers(path: Path) -> bool:
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_unix_connection(str(path)), 1)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    return True
+
+
+def _peer_name(writer: asyncio.StreamWriter, via: str) -> str:
+    if via == "unix":
+        sock = writer.get_extra_info("socket")
+        with contextlib.suppress(OSError, AttributeError):
+            creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+            pid = int.from_bytes(creds[:4], "little")
+            return f"unix pid {pid}"
+        return "unix"
+    peer = writer.get_extra_info("peername")
+    return f"{peer[0]}:{peer[1]}" if peer else via
+
+
+__all__ = ["ShareServer", "ShareError", "LocalSeat", "runtime_dir", "socket_path_for"]
