@@ -34,6 +34,7 @@ def demo_profile(sim: HostSimulator) -> HostProfile:
         forbidden_prefixes=(sim.host_path("/data"),),
         server_port=sim.server_port,
         disk_paths=(sim.host_path("/shared"), sim.host_path("/")),
+        unit_draft=str(draft_unit_path(sim)) if sim.scenario == "drive" else None,
     )
 
 
