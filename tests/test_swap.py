@@ -137,7 +137,7 @@ async def test_the_seeds_swap_end_to_end_from_the_consoles_actions(driven: Drive
 async def test_a_new_server_that_ooms_fails_the_step_and_rolls_back_to_the_old_model(driven_oom: Driven) -> None:
     d = driven_oom
     await _until(lambda: d.state.data("service") is not None, 20, "the service reading")
-    for key, overrides in (("download", ()), ("install", ())):
+    for key in ("download", "install"):
         await _run(d, key, 120)
         assert _step(d, key)[0] == "done", _step(d, key)
     await _run(d, "stop_old", 60)
