@@ -152,3 +152,148 @@ async def test_a_new_server_that_ooms_fails_the_step_and_rolls_back_to_the_old_m
     assert state == "done" and OLD_UNIT in detail, detail
     r = await d.runner.session.transport.run(f"systemctl is-active {OLD_UNIT}", timeout=10)
     assert r.text.strip() == "active"
+
+
+@pytest.fixture
+async def driven_paired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Driven]:
+    async for d in _driven(tmp_path, monkeypatch, require_approval=True):
+        yield d
+
+
+@pytest.fixture
+async def driven_read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Driven]:
+    async for d in _driven(tmp_path, monkeypatch, read_only=True):
+        yield d
+
+
+def _override_all(d: Driven) -> None:
+    for check in d.runner.swap.evaluate_gate():
+        if not check.passes:
+            assert d.runner.swap.override(check.name, check.name) is None
+
+
+async def test_the_gate_refuses_a_partial_download_a_leftover_fp4_flag_and_a_data_path(driven: Driven) -> None:
+    d = driven
+    draft = Path(d.runner.session.profile.unit_draft)
+    data_dir = d.sim.host_path("/data/models/Qwen3.5-122B-A10B")
+    d.sim.path("/data/models/Qwen3.5-122B-A10B").mkdir(parents=True)
+    text = draft.read_text().replace("--tp 4 \\", "--tp 4 --quantization modelopt_fp4 \\")
+    draft.write_text(text.replace("--served-model-name qwen3.5-122b",
+                                  f"--served-model-name qwen3.5-122b --download-dir {data_dir}"))
+    await _until(lambda: d.state.data("service") is not None, 20, "the service reading")
+    # A download stopped part-way.
+    assert d.runner.swap.request("download") is None
+    await _until(lambda: (d.state.data("download") is not None and d.state.data("download").shards_done >= 3),
+                 60, "a few shards")
+    assert d.runner.swap.request("stop_download") == "Download the model is running: one action at a time"
+    d.runner.swap.cancel()
+    await asyncio.sleep(0.3)
+    assert d.runner.swap.request("stop_download") is None
+    await d.runner.swap.wait_idle(30)
+    await _run(d, "install")
+    assert _step(d, "install")[0] == "done", _step(d, "install")
+    await _run(d, "preflight", 60)
+    state, detail = _step(d, "preflight")
+    gate = {c.name: c for c in d.state.swap.gate}
+    assert state == "failed"
+    assert gate["download"].ok is False and "shards" in gate["download"].reason
+    assert gate["diff"].ok is False and "--quantization modelopt_fp4" in gate["diff"].reason
+    assert gate["paths"].ok is False and "/data" in gate["paths"].reason
+    assert "download:" in detail and "diff:" in detail and "paths:" in detail
+    # The stop is refused by the same gate, and nothing was stopped.
+    await _run(d, "stop_old")
+    assert _step(d, "stop_old")[0] == "failed" and "gate refuses" in _step(d, "stop_old")[1]
+    r = await d.runner.session.transport.run(f"systemctl is-active {OLD_UNIT}", timeout=10)
+    assert r.text.strip() == "active"
+    # An override only by typing the check's name; recorded with who typed it.
+    assert d.runner.swap.override("paths", "path") == "type the check's name (paths) to override it"
+    assert d.runner.swap.override("paths", "paths", "ana") is None
+    gate = {c.name: c for c in d.state.swap.gate}
+    assert gate["paths"].overridden_by == "ana" and gate["paths"].passes and not gate["diff"].passes
+    assert any(e.note == "gate override" and e.who == "ana" for e in d.state.swap.audit)
+
+
+async def test_two_person_rule_waits_for_another_persons_approval(driven_paired: Driven) -> None:
+    d = driven_paired
+    swap = d.runner.swap
+    await _until(lambda: d.state.data("service") is not None and d.state.data("gpu") is not None, 20, "readings")
+    _override_all(d)
+    assert swap.request("stop_old", "ana") is None
+    await _until(lambda: d.state.swap.pending_approvals, 20, "the approval request")
+    (req,) = d.state.swap.pending_approvals
+    assert req.requested_by == "ana" and req.action == "stop_old"
+    assert any(f"systemctl stop -- {OLD_UNIT}" in line for line in req.commands)
+    # Nothing ran yet; the requester cannot approve their own request; a second action is refused.
+    r = await d.runner.session.transport.run(f"systemctl is-active {OLD_UNIT}", timeout=10)
+    assert r.text.strip() == "active"
+    assert swap.approve(req.request_id, "ana") == "another person must approve (the two-person rule)"
+    assert swap.request("start_new", "ana") is not None
+    assert swap.approve(req.request_id, "ben") is None
+    await swap.wait_idle(60)
+    assert _step(d, "stop_old")[0] == "done", _step(d, "stop_old")
+    decided = d.state.swap.approvals[req.request_id]
+    assert decided.status == "granted" and decided.decided_by == "ben" and decided.decided_at_s is not None
+    assert any(e.who == "ben" and "granted" in e.command for e in d.state.swap.audit)
+
+
+async def test_read_only_refuses_every_action_in_the_core(driven_read_only: Driven) -> None:
+    d = driven_read_only
+    swap = d.runner.swap
+    assert d.state.info.read_only and d.state.swap.setup is not None and d.state.swap.setup.read_only
+    for key in ("download", "install", "stop_old", "start_new", "rollback", "benchmark", "swap"):
+        assert swap.request(key) == "read-only: this session changes nothing on the host"
+        assert swap.preview(key)[1] is None
+    assert swap.override("paths", "paths") is not None
+    assert not d.state.swap.audit
+
+
+async def test_confirming_twice_runs_once(driven: Driven) -> None:
+    d = driven
+    swap = d.runner.swap
+    await _until(lambda: d.state.data("service") is not None, 20, "the service reading")
+    why, preview = swap.preview("install")
+    assert preview is not None, why
+    assert any(line.startswith("sftp put ") for line in preview.lines)
+    assert any("systemctl daemon-reload" in line for line in preview.lines)
+    assert swap.confirm(preview.id) is None
+    assert swap.confirm(preview.id) == "already confirmed: it runs once"
+    await swap.wait_idle(30)
+    puts = [e for e in d.state.swap.audit if e.command.startswith("sftp put")]
+    assert len(puts) == 1
+
+
+async def test_a_failed_unit_write_leaves_the_old_file(driven: Driven) -> None:
+    d = driven
+    await _until(lambda: d.state.data("service") is not None, 20, "the service reading")
+    await _run(d, "install")
+    target = d.sim.path(f"/etc/systemd/system/{NEW_UNIT}")
+    before = target.read_text()
+    Path(d.runner.session.profile.unit_draft).write_text(before.replace("--tp 4", "--tp 2"))
+    # The temp name cannot be written: a directory of that name is in the way.
+    d.sim.path(f"/etc/systemd/system/.{NEW_UNIT}.gpuconsole-new").mkdir()
+    await _run(d, "install")
+    state, detail = _step(d, "install")
+    assert state == "failed" and "is unchanged" in detail, detail
+    assert target.read_text() == before
+
+
+async def test_a_connection_drop_during_the_stop_is_re_read_from_the_host(driven: Driven) -> None:
+    d = driven
+    swap = d.runner.swap
+    await _until(lambda: d.state.data("service") is not None and d.state.data("gpu") is not None, 20, "readings")
+    _override_all(d)
+    assert swap.request("stop_old") is None
+    await _until(lambda: any("systemctl stop" in line for line in d.state.swap.steps["stop_old"].commands), 10,
+                 "the stop step")
+    for conn in list(d.sim.open_connections):
+        conn.close()
+    await swap.wait_idle(90)
+    state, detail = _step(d, "stop_old")
+    r = await d.runner.session.transport.run(f"systemctl is-active {OLD_UNIT}", timeout=10)
+    host_says = r.text.strip()
+    assert any(e.note == "connection lost" for e in d.state.swap.audit), list(d.state.swap.audit)
+    # Whatever the drop did, the step says what the host says, never an assumption.
+    if host_says == "active":
+        assert state == "failed" and "still active" in detail, detail
+    else:
+        assert state == "done" and "drained" in detail, detail

@@ -482,7 +482,10 @@ class SwapController:
     async def _fresh_service(self, wait_s: float = 30.0) -> None:
         """After an install, the diff must describe the unit now on the host: wait for a reading
         taken after it (the gate then judges what is really there)."""
-        installed = self.state.swap.steps["install"].ended_at_s or 0.0
+        install = self.state.swap.steps["install"]
+        if install.state != "done" or install.ended_at_s is None:
+            return
+        installed = install.ended_at_s
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             reading = self.state.reading("service")

@@ -68,9 +68,7 @@ def check_diff(state: Any) -> GateCheck:
         return GateCheck("diff", False, report.errors[0])
     errors = [lint for lint in report.lints if lint.severity == "error"]
     if errors:
-        e = errors[0]
-        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-        return GateCheck("diff", False, f"{e.flag + ': ' if e.flag else ''}{e.message}{more}")
+        return GateCheck("diff", False, "; ".join(f"{e.flag + ': ' if e.flag else ''}{e.message}" for e in errors))
     return GateCheck("diff", True, f"{len(report.changes)} change(s), no error in the lints")
 
 
