@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from console.core.recording import Recorder
 from console.core.runner import HostRunner
 from console.core.state import HostState
 from console.hostsim import HostSimulator
 from console.hostsim.downloader import DownloadPlan
 from console.hostsim.scenario import NEW_UNIT, OLD_UNIT, demo_profile, start_scenario, write_hub_cache
 from console.session import HostSession, make_transport
+from console.swap.report import report_from_recording
 
 SPEED = 8.0
 
@@ -28,6 +30,7 @@ class Driven:
     state: HostState
     runner: HostRunner
     audit: Path
+    recorder: Recorder
 
 
 async def _until(predicate: object, timeout: float, what: str) -> None:
@@ -55,11 +58,13 @@ async def _driven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, oom: bool 
     runner = HostRunner(session, state)
     runner.swap.poll_s = 0.2
     runner.swap.bench_plan = [(2, 4, 64, 32)]
+    recorder = Recorder(state, tmp_path / "recordings").start()
     runner.announce()
     await runner.start()
     try:
-        yield Driven(sim, state, runner, tmp_path / "data" / "gpuconsole" / "audit.jsonl")
+        yield Driven(sim, state, runner, tmp_path / "data" / "gpuconsole" / "audit.jsonl", recorder)
     finally:
+        recorder.close()
         runner.swap.cancel()
         await runner.close()
         await sim.stop()
@@ -100,6 +105,8 @@ async def test_the_seeds_swap_end_to_end_from_the_consoles_actions(driven: Drive
     await _run(d, "download", 120)
     assert _step(d, "download")[0] == "done", _step(d, "download")
     assert "39/39 shards" in _step(d, "download")[1]
+    await _run(d, "verify")  # the profile does not ask for sha256: skipped, and said so
+    assert _step(d, "verify") == ("skipped", "not asked for by the profile")
 
     await _run(d, "install")
     assert _step(d, "install")[0] == "done", _step(d, "install")
@@ -132,6 +139,42 @@ async def test_the_seeds_swap_end_to_end_from_the_consoles_actions(driven: Drive
     assert all(e.exit_status == 0 for e in d.state.swap.audit if "systemctl st" in e.command)
     lines = [json.loads(x) for x in d.audit.read_text().splitlines()]
     assert len(lines) == len(d.state.swap.audit) and lines[0]["who"] == swap.who
+
+    # The report of this swap, from its recording: every section with real values, no secret.
+    d.recorder.close()
+    assert d.recorder.path is not None
+    check_report(report_from_recording(d.recorder.path))
+
+
+def check_report(r: dict[str, object]) -> None:
+    from console.swap.report import SECTIONS, render_html, render_markdown
+
+    on = r["old_new"]
+    assert on["old_unit"] == OLD_UNIT and on["new_unit"] == NEW_UNIT
+    assert on["old_model"] and on["new_model"] == "qwen3.5-122b"
+    assert [s["state"] for s in r["steps"]][:7] == ["done", "skipped", "done", "done", "done", "done", "done"]
+    changes = {c["flag"]: c for c in r["diff"]["changes"]}
+    assert changes["--quantization"]["change"] == "removed" and changes["--quantization"]["reason"]
+    assert any(lint["severity"] == "info" for lint in r["diff"]["lints"])
+    fit = r["fit"]
+    assert fit["predicted"]["fits"] is True
+    assert {row["what"] for row in fit["rows"]} >= {"KV tokens", "max running requests"}
+    assert r["download"]["complete"] is True and r["download"]["shards"] == "39/39"
+    phases = [b["phase"] for b in r["boot"]]
+    assert "weights loading" in phases and phases[-1] == "ready"
+    t = r["timing"]
+    assert t["time_to_ready_s"] > 0 and t["downtime_s"] > t["time_to_ready_s"] * 0.5
+    assert "log" in t["downtime_from_source"] and NEW_UNIT in t["downtime_to_source"]
+    assert all(g["used_mib"] > 90_000 for g in r["gpu"]["before"])
+    assert all(80_000 < g["used_mib"] < 90_000 for g in r["gpu"]["after"])
+    assert r["bench"]["after"] and r["bench"]["after"][0]["output_throughput"] > 0
+    assert any("systemctl stop" in a["command"] and a["exit_status"] == 0 for a in r["audit"])
+    md, page = render_markdown(r), render_html(r)
+    for section in SECTIONS:
+        assert f"## {section}" in md and f"<h2>{section}</h2>" in page
+    assert "<svg" in page and "output tokens/s" in page
+    blob = json.dumps(r) + md + page
+    assert "hf_sImUlAtEdToKeN" not in blob
 
 
 async def test_a_new_server_that_ooms_fails_the_step_and_rolls_back_to_the_old_model(driven_oom: Driven) -> None:
