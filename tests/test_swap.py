@@ -5,6 +5,7 @@ OOMs) along the story."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -340,3 +341,80 @@ async def test_a_connection_drop_during_the_stop_is_re_read_from_the_host(driven
         assert state == "failed" and "still active" in detail, detail
     else:
         assert state == "done" and "drained" in detail, detail
+
+
+# -- the screen -------------------------------------------------------------------------------------
+@contextlib.asynccontextmanager
+async def _driven_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **changes: object) -> AsyncIterator[object]:
+    from console.app import ConsoleApp
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
+    monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    write_hub_cache(tmp_path / "cache", DownloadPlan())
+    sim = HostSimulator(tmp_path / "host", speed=SPEED, scenario="drive")
+    await sim.start()
+    await start_scenario(sim)
+    profile = demo_profile(sim).with_overrides(changes)
+    app = ConsoleApp.for_session(HostSession(profile, make_transport(profile), demo=True,
+                                             bench_path=tmp_path / "bench.jsonl"),
+                                 record=True, record_dir=tmp_path / "rec")
+    try:
+        yield app
+    finally:
+        await sim.stop()
+
+
+def _palette_titles(app: object) -> list[str]:
+    return [c.title for c in app.get_system_commands(app.screen)]  # type: ignore[attr-defined]
+
+
+async def test_the_plan_screen_confirms_the_exact_commands_and_installs_the_unit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from console.panes.swap import ConfirmScreen, SwapScreen
+
+    async with _driven_app(tmp_path, monkeypatch) as app, \
+            app.run_test(size=(130, 45)) as pilot:  # type: ignore[attr-defined]
+        state = app.state  # type: ignore[attr-defined]
+        await _until(lambda: state.data("service") is not None, 20, "the service reading")
+        titles = _palette_titles(app)
+        assert "Swap plan" in titles and "Swap: install unit" in titles and "Swap: roll back" in titles
+        app.action_swap_plan()  # type: ignore[attr-defined]
+        await pilot.pause()
+        assert isinstance(app.screen, SwapScreen)  # type: ignore[attr-defined]
+        plan = str(app.screen.query_one("#swap-plan").render())  # type: ignore[attr-defined]
+        assert "Install the new unit" in plan and "downtime: not started" in plan
+        await pilot.press("i")
+        await pilot.pause()
+        confirm = app.screen  # type: ignore[attr-defined]
+        assert isinstance(confirm, ConfirmScreen)
+        shown = str(confirm.query_one("#confirm-text").render())
+        assert "sftp put " in shown and "systemctl daemon-reload" in shown and "mv -f -- " in shown
+        await pilot.press("enter")
+        await pilot.press("enter")  # a second press runs nothing more
+        await _until(lambda: state.swap.steps["install"].state == "done", 30, "the install")
+        assert len([e for e in state.swap.audit if e.command.startswith("sftp put")]) == 1
+        assert d_unit_installed(tmp_path)
+        await pilot.pause(0.6)
+        plan = str(app.screen.query_one("#swap-plan").render())  # type: ignore[attr-defined]
+        assert "✓ Install the new unit" in plan
+
+
+def d_unit_installed(tmp_path: Path) -> bool:
+    return (tmp_path / "host" / "etc" / "systemd" / "system" / NEW_UNIT).exists()
+
+
+async def test_read_only_removes_the_swap_actions_from_the_palette(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    async with _driven_app(tmp_path, monkeypatch, read_only=True) as app, \
+            app.run_test(size=(120, 40)) as pilot:  # type: ignore[attr-defined]
+        titles = _palette_titles(app)
+        assert "Swap plan" in titles and "Swap report" in titles
+        assert not [t for t in titles if t.startswith("Swap: ")]
+        app.action_swap_plan()  # type: ignore[attr-defined]
+        await pilot.pause()
+        await pilot.press("s")
+        await pilot.pause()
+        plan = str(app.screen.query_one("#swap-plan").render())  # type: ignore[attr-defined]
+        assert "read-only: no action can be run" in plan
+        assert app.state.swap.steps["stop_old"].state == "pending"  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 async def run_demo(out: Path, *, speed: float = 8.0, oom: bool = False) -> Path:
@@ -47,12 +48,10 @@ async def run_demo(out: Path, *, speed: float = 8.0, oom: bool = False) -> Path:
     runner.announce()
     await runner.start()
     try:
-        while state.data("service") is None or state.data("gpu") is None:
-            await asyncio.sleep(0.2)
+        await _until(lambda: state.data("service") is not None and state.data("gpu") is not None)
         # The old model's run on this host, for the comparison.
         runner.start_bench("sweep", [(4, 8, 256, 128)])
-        while runner.bench is not None and runner.bench.running:
-            await asyncio.sleep(0.2)
+        await _until(lambda: runner.bench is None or not runner.bench.running)
         for key in ("download", "verify", "install", "preflight", "stop_old", "start_new", "benchmark"):
             why = swap.request(key, "ana")
             if why:
@@ -74,6 +73,14 @@ async def run_demo(out: Path, *, speed: float = 8.0, oom: bool = False) -> Path:
         await sim.stop()
     assert recorder.path is not None
     return recorder.path
+
+
+async def _until(ready: Any, timeout_s: float = 300) -> None:
+    for _ in range(int(timeout_s / 0.2)):
+        if ready():
+            return
+        await asyncio.sleep(0.2)
+    raise SystemExit("the demo host did not get there in time")
 
 
 def render_all(recording: Path, out: Path, name: str = "swap-report") -> list[Path]:
