@@ -59,7 +59,7 @@ class SshdError(RuntimeError):
     pass
 
 
-def start_sshd(directory: Path | None = None) -> Sshd:
+def start_sshd(directory: Path | None = None, *, extra_config: str = "") -> Sshd:
     """sshd -D on 127.0.0.1 (never another address), with its own host key and one client key."""
     binary = find_sshd()
     if binary is None:
@@ -88,7 +88,7 @@ PermitRootLogin prohibit-password
 AllowTcpForwarding local
 Subsystem sftp internal-sftp
 LogLevel ERROR
-""")
+""" + extra_config)
     Path("/run/sshd").mkdir(exist_ok=True)
     process = subprocess.Popen([binary, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)
     deadline = time.time() + 10

@@ -32,6 +32,29 @@ class Driven:
     runner: HostRunner
     audit: Path
     recorder: Recorder
+    sshd: object = None
+
+    def drop_connections(self) -> None:
+        """Cut the console's SSH connections from the server side (sim: close them; OpenSSH: kill
+        the per-connection sshd processes, children of the sshd this test started)."""
+        import os
+        import signal
+
+        if self.sshd is None:
+            for conn in list(self.sim.open_connections):
+                conn.close()
+            return
+        parent = self.sshd.process.pid  # type: ignore[attr-defined]
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(entry), signal.SIGKILL)
 
 
 async def _until(predicate: object, timeout: float, what: str) -> None:
@@ -44,7 +67,26 @@ async def _until(predicate: object, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-async def _driven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, oom: bool = False,
+def _sshd_for(sim: HostSimulator, directory: Path) -> object:
+    """OpenSSH's sshd whose sessions see the simulated host's fake tools (systemctl, systemd-run,
+    hf, nvidia-smi, journalctl) first on their PATH, and its sandbox."""
+    import os
+
+    from console.testing import SshdError, find_sshd, start_sshd
+
+    if find_sshd() is None or os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("sshd tests must run in CI (as root, with openssh-server)")
+        pytest.skip("needs OpenSSH's sshd, as root")
+    env = " ".join(f"{k}={v}" for k, v in sim.env().items() if k in ("PATH", "GPUSIM_ROOT", "PYTHONPATH", "HOME",
+                                                                   "PYTHONDONTWRITEBYTECODE"))
+    try:
+        return start_sshd(directory, extra_config=f"SetEnv {env}\n")
+    except SshdError as exc:
+        pytest.fail(str(exc))
+
+
+async def _driven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, oom: bool = False, via: str = "sim",
                   **profile_changes: object) -> AsyncIterator[Driven]:
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
     monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
@@ -54,6 +96,12 @@ async def _driven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, oom: bool 
     await sim.start()
     await start_scenario(sim, oom=oom)
     profile = demo_profile(sim).with_overrides({"gpu_interval_s": 0.5, **profile_changes})
+    sshd: object = None
+    if via == "sshd":
+        sshd = _sshd_for(sim, tmp_path / "sshd")
+        profile = profile.with_overrides({"port": sshd.port, "user": sshd.user,  # type: ignore[attr-defined]
+                                          "identity": str(sshd.client_key),  # type: ignore[attr-defined]
+                                          "known_hosts": str(sshd.known_hosts)})  # type: ignore[attr-defined]
     session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
     state = HostState(sim.host_path("/"), label="sim")
     runner = HostRunner(session, state)
@@ -63,23 +111,28 @@ async def _driven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, oom: bool 
     runner.announce()
     await runner.start()
     try:
-        yield Driven(sim, state, runner, tmp_path / "data" / "gpuconsole" / "audit.jsonl", recorder)
+        yield Driven(sim, state, runner, tmp_path / "data" / "gpuconsole" / "audit.jsonl", recorder, sshd)
     finally:
         recorder.close()
         runner.swap.cancel()
         await runner.close()
         await sim.stop()
+        if sshd is not None:
+            sshd.stop()  # type: ignore[attr-defined]
 
 
-@pytest.fixture
-async def driven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Driven]:
-    async for d in _driven(tmp_path, monkeypatch):
+@pytest.fixture(params=["sim", "sshd"])
+async def driven(request: pytest.FixtureRequest, tmp_path: Path,
+                 monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Driven]:
+    """The driven host through the in-process simulator's SSH server, and through OpenSSH's sshd."""
+    async for d in _driven(tmp_path, monkeypatch, via=request.param):
         yield d
 
 
-@pytest.fixture
-async def driven_oom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Driven]:
-    async for d in _driven(tmp_path, monkeypatch, oom=True):
+@pytest.fixture(params=["sim", "sshd"])
+async def driven_oom(request: pytest.FixtureRequest, tmp_path: Path,
+                     monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Driven]:
+    async for d in _driven(tmp_path, monkeypatch, oom=True, via=request.param):
         yield d
 
 
@@ -329,8 +382,7 @@ async def test_a_connection_drop_during_the_stop_is_re_read_from_the_host(driven
     assert swap.request("stop_old") is None
     await _until(lambda: any("systemctl stop" in line for line in d.state.swap.steps["stop_old"].commands), 10,
                  "the stop step")
-    for conn in list(d.sim.open_connections):
-        conn.close()
+    d.drop_connections()
     await swap.wait_idle(90)
     state, detail = _step(d, "stop_old")
     r = await d.runner.session.transport.run(f"systemctl is-active {OLD_UNIT}", timeout=10)
