@@ -331,6 +331,15 @@ async def test_two_person_rule_waits_for_another_persons_approval(driven_paired:
     decided = d.state.swap.approvals[req.request_id]
     assert decided.status == "granted" and decided.decided_by == "ben" and decided.decided_at_s is not None
     assert any(e.who == "ben" and "granted" in e.command for e in d.state.swap.audit)
+    # A request taken back by the one who asked: the step fails and nothing runs.
+    assert swap.request("start_new", "ana") is None
+    await _until(lambda: d.state.swap.pending_approvals, 20, "the second request")
+    (req,) = d.state.swap.pending_approvals
+    assert swap.withdraw(req.request_id, "ben") == "only ana, who asked, can withdraw it"
+    assert swap.withdraw(req.request_id, "ana") is None
+    await swap.wait_idle(30)
+    assert _step(d, "start_new") == ("failed", "ana withdrew the request: nothing ran")
+    assert not any(f"systemctl start -- {NEW_UNIT}" in e.command for e in d.state.swap.audit)
 
 
 async def test_read_only_refuses_every_action_in_the_core(driven_read_only: Driven) -> None:
@@ -450,6 +459,11 @@ async def test_the_plan_screen_confirms_the_exact_commands_and_installs_the_unit
         await pilot.pause(0.6)
         plan = str(app.screen.query_one("#swap-plan").render())  # type: ignore[attr-defined]
         assert "✓ Install the new unit" in plan
+        # The palette's report: written next to this session's recording.
+        app.action_swap_report()  # type: ignore[attr-defined]
+        await _until(lambda: list((tmp_path / "rec").glob("*.report.html")), 20, "the report")
+        md = next((tmp_path / "rec").glob("*.report.md")).read_text()
+        assert "## Swap plan" in md and "| Install the new unit | done |" in md
 
 
 def d_unit_installed(tmp_path: Path) -> bool:

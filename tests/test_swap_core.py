@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 
 import pytest
@@ -75,3 +76,45 @@ def test_every_value_in_an_action_is_quoted_and_cannot_be_read_as_an_option() ->
     assert "timeout -k 5 60 systemctl daemon-reload" in lines[1]
     rb = act.rollback("new.service", "old.service")
     assert [c.purpose for c in rb.commands] == ["stop new.service", "start old.service"]
+
+
+def _recording(tmp_path, events):  # type: ignore[no-untyped-def]
+    from console.core.recording import Recorder
+
+    state = HostState("gpu-01", label="gpu-01")
+    rec = Recorder(state, tmp_path).start()
+    for e in events:
+        state.apply(e)
+    rec.close()
+    return rec.path
+
+
+def test_report_cli_renders_a_recording_and_refuses_what_is_not_one(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from console.cli import main
+
+    path = _recording(tmp_path, [EVENTS[-1], EVENTS[0], EVENTS[2], EVENTS[4], EVENTS[1]])
+    assert main(["report", str(path), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["old_new"]["old_unit"] == "old.service" and out["timing"]["downtime_s"] == 161.0
+    assert out["steps"][4]["state"] == "done" and out["audit"][0]["who"] == "ana"
+    assert main(["report", str(path), "--format", "html", "-o", str(tmp_path / "r.html")]) == 0
+    assert "<h2>Audit log</h2>" in (tmp_path / "r.html").read_text()
+    bogus = tmp_path / "not.jsonl.gz"
+    bogus.write_text("hello")
+    assert main(["report", str(bogus)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpuconsole: ") and err.count("\n") == 1 and "Traceback" not in err
+    empty = _recording(tmp_path / "e", [])
+    assert main(["report", str(empty)]) == 2
+    assert "no swap in this recording" in capsys.readouterr().err
+
+
+def test_the_report_redacts_secrets_that_reached_an_audit_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from console.swap.report import render, report_from_recording
+
+    leak = AuditAppended("h", AuditEntry("ana", 1.0, "download", "HF_TOKEN=hf_abcdefghijklmnop1234 hf download",
+                                         0, "token=hf_abcdefghijklmnop1234", 0.1))
+    path = _recording(tmp_path, [EVENTS[-1], leak])
+    report = report_from_recording(path)
+    for fmt in ("md", "html", "json"):
+        assert "hf_abcdefghijklmnop1234" not in render(report, fmt)

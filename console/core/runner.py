@@ -301,6 +301,9 @@ class HostRunner:
     def swap_approve(self, request_id: str, who: str) -> str | None:
         return self.swap.approve(request_id, who)
 
+    def swap_withdraw(self, request_id: str, who: str) -> str | None:
+        return self.swap.withdraw(request_id, who)
+
     # -- closing ---------------------------------------------------------------------------
     async def close(self) -> None:
         if self.bench is not None:

@@ -82,7 +82,7 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
         t.append("\nwaiting for approval\n", style="bold yellow")
         for a in pending:
             t.append(f" {a.action} asked by {a.requested_by} ({a.request_id}): another attached person approves "
-                     "with a\n", style="yellow")
+                     "with a (c withdraws it)\n", style="yellow")
             for line in a.commands[:4]:
                 t.append(f"   {line[: width - 4]}\n", style="dim")
     if view.audit:
@@ -96,7 +96,7 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
     if read_only:
         t.append("read-only: no action can be run from this session", style="bold yellow")
     else:
-        t.append("  ".join(f"{k} {label}" for k, _, label in KEYS) + "  o override  a approve  esc close",
+        t.append("  ".join(f"{k} {label}" for k, _, label in KEYS) + "  o override  a approve  c withdraw  esc close",
                  style="dim")
     return t
 
@@ -174,6 +174,7 @@ class SwapScreen(ModalScreen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         ("escape,q", "dismiss(None)", "Close"), ("o", "override", "Override"), ("a", "approve", "Approve"),
+        ("c", "withdraw", "Withdraw"),
         *[(k, f"act('{key}')", label) for k, key, label in KEYS]]
     DEFAULT_CSS = """
     SwapScreen { align: center middle; }
@@ -253,3 +254,10 @@ class SwapScreen(ModalScreen[None]):
             self._say("nothing waits for approval")
             return
         self._say(self.control.swap_approve(pending[0].request_id, self.who))
+
+    def action_withdraw(self) -> None:
+        pending = [a for a in self.state.swap.pending_approvals if a.requested_by == self.who]
+        if not pending or self.control is None:
+            self._say("no request of yours waits for approval")
+            return
+        self._say(self.control.swap_withdraw(pending[0].request_id, self.who))

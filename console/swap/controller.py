@@ -221,6 +221,19 @@ class SwapController:
     def deny(self, request_id: str, who: str) -> str | None:
         return self._decide(request_id, who, "denied")
 
+    def withdraw(self, request_id: str, who: str) -> str | None:
+        """The requester takes a pending request back: the step fails, nothing runs."""
+        req = self.state.swap.approvals.get(request_id)
+        future = self._approvals.get(request_id)
+        if req is None or future is None or req.status != "pending":
+            return "no such pending request"
+        if who != req.requested_by:
+            return f"only {req.requested_by}, who asked, can withdraw it"
+        self.state.apply(replace(req, status="withdrawn", decided_by=who, decided_at_s=self._clock()))
+        if not future.done():
+            future.set_result("withdrawn")
+        return None
+
     def _decide(self, request_id: str, who: str, status: str) -> str | None:
         req = self.state.swap.approvals.get(request_id)
         future = self._approvals.get(request_id)
@@ -526,7 +539,8 @@ class SwapController:
         decided = self.state.swap.approvals[rid]
         self._audit(decided.decided_by or "?", key, f"approval {rid}: {status}", None, "", note="two-person rule")
         if status != "granted":
-            raise StepFailed(f"{decided.decided_by} denied the request")
+            verb = "withdrew" if status == "withdrawn" else status
+            raise StepFailed(f"{decided.decided_by} {verb} the request: nothing ran")
         self._set(key, detail=f"approved by {decided.decided_by}")
 
     async def _stop_old(self, who: str) -> str:
@@ -608,7 +622,8 @@ class SwapController:
         (action,) = self.build("start_new")
         issued = self._clock()
         await self._start_unit("start_new", who, unit, action.commands[0])
-        return await self._follow_ready(unit, issued)
+        # Readings from polls that may have begun before the unit was started say nothing of it.
+        return await self._follow_ready(unit, issued, self._clock())
 
     async def _start_unit(self, key: str, who: str, unit: str, cmd: act.RemoteCommand) -> None:
         try:
@@ -623,14 +638,15 @@ class SwapController:
                 raise StepFailed(f"after the drop, {unit} is {now.get('ActiveState') or 'unknown'}: "
                                  "it is not running") from None
 
-    async def _follow_ready(self, unit: str, issued: float) -> str:
+    async def _follow_ready(self, unit: str, issued: float, started: float) -> str:
         timeout = float(getattr(self.profile, "ready_timeout_s", 600.0))
         deadline = time.monotonic() + timeout
+        dead_seen: set[float] = set()
         while True:
             self.runner.repoll("server")
             reading = self.state.reading("server")
             s = reading.data if reading is not None else None
-            if s is not None and (reading.ok_at_s or 0) > issued and s.unit == unit:  # type: ignore[union-attr]
+            if s is not None and (reading.ok_at_s or 0) > started and s.unit == unit:  # type: ignore[union-attr]
                 if s.status == "ready" and s.unit_state == "active":
                     at = self._clock()
                     d = self.state.swap.downtime
@@ -638,7 +654,13 @@ class SwapController:
                         self.state.apply(replace(d, ended_at_s=at, end_source=f"{unit} ready"))
                     return f"ready after {at - issued:.0f}s: {s.reason}"
                 if s.status == "dead":
-                    raise StepFailed(f"the new server died while booting: {s.reason}")
+                    # A failed unit is final; otherwise dead twice in a row (a poll in flight while the
+                    # unit started may still say inactive).
+                    dead_seen.add(reading.ok_at_s or 0)  # type: ignore[union-attr]
+                    if s.unit_state == "failed" or len(dead_seen) >= 2:
+                        raise StepFailed(f"the new server died while booting: {s.reason}")
+                else:
+                    dead_seen.clear()
                 self._set("start_new", detail=f"{s.status}: {s.reason}")
             if time.monotonic() > deadline:
                 raise StepFailed(f"not ready within {timeout:.0f}s (ready_timeout_s): "
