@@ -247,6 +247,8 @@ async def test_a_new_server_that_ooms_fails_the_step_and_rolls_back_to_the_old_m
     await _run(d, "rollback", 120)
     state, detail = _step(d, "rollback")
     assert state == "done" and OLD_UNIT in detail, detail
+    downtime = d.state.swap.downtime
+    assert downtime.ended_at_s is not None and "rollback" in downtime.end_source
     r = await d.runner.session.transport.run(f"systemctl is-active {OLD_UNIT}", timeout=10)
     assert r.text.strip() == "active"
 

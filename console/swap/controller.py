@@ -658,13 +658,34 @@ class SwapController:
                     # unit started may still say inactive).
                     dead_seen.add(reading.ok_at_s or 0)  # type: ignore[union-attr]
                     if s.unit_state == "failed" or len(dead_seen) >= 2:
-                        raise StepFailed(f"the new server died while booting: {s.reason}")
+                        raise StepFailed(f"the new server died while booting: {await self._death_cause(s.reason)}")
                 else:
                     dead_seen.clear()
                 self._set("start_new", detail=f"{s.status}: {s.reason}")
             if time.monotonic() > deadline:
                 raise StepFailed(f"not ready within {timeout:.0f}s (ready_timeout_s): "
                                  f"{s.status + ': ' + s.reason if s else 'no server status'}")
+            await asyncio.sleep(self.poll_s)
+
+    async def _death_cause(self, reason: str, wait_s: float = 5.0) -> str:
+        """The unit can be seen failed before its last log lines arrive: give the log a moment
+        to bring the cause (an OOM in a traceback), then name it, not just "unit failed"."""
+        from console.analysis.server_status import CAUSE_RANK
+
+        deadline = time.monotonic() + wait_s
+        while True:
+            log_summary = self.state.data("log")
+            booted = next((b.at for b in (log_summary.boot if log_summary else ())
+                           if b.phase in ("launch", "weights loading")), None)
+            errors = [e for e in (log_summary.errors if log_summary else ())
+                      if e.kind in CAUSE_RANK and (booted is None or (e.at or "") >= booted)]
+            if errors:
+                worst = max(reversed(errors), key=lambda e: CAUSE_RANK[e.kind])
+                if worst.message[:60] not in reason:
+                    return f"{reason}: {worst.kind}: {worst.message[:160]}"
+                return reason
+            if ":" in reason or time.monotonic() > deadline:
+                return reason
             await asyncio.sleep(self.poll_s)
 
     async def _benchmark(self, who: str) -> str:
@@ -710,7 +731,11 @@ class SwapController:
         await self._drain("rollback", issued)
         started = self._clock()
         await self._start_unit("rollback", who, old, start)
-        return await self._old_ready(old, started)
+        said = await self._old_ready(old, started)
+        d = self.state.swap.downtime
+        if d is not None and d.ended_at_s is None:  # the service is back: the clock stops there
+            self.state.apply(replace(d, ended_at_s=self._clock(), end_source=f"{old} ready again (rollback)"))
+        return said
 
     async def _old_ready(self, unit: str, issued: float) -> str:
         from console.sources.server import ServerWatcher

@@ -117,8 +117,15 @@ class ReportBuilder:
                        for b in (log.boot if log else ())]
         start = swap.steps.get("start_new")
         d = swap.downtime
+        # From the `systemctl start` itself (not the step, which may have waited for an approval).
+        started = [e.at_s - (e.duration_s or 0.0) for e in swap.audit
+                   if e.action == "start_new" and " start -- " in e.command and e.exit_status == 0]
+        ready_at = d.ended_at_s if d is not None and d.ended_at_s is not None else (
+            start.ended_at_s if start is not None and start.state == "done" else None)
+        time_to_ready = (ready_at - started[-1]) if started and ready_at is not None and start is not None \
+            and start.state == "done" else None
         out["timing"] = {
-            "time_to_ready_s": start.duration_s if start and start.state == "done" else None,
+            "time_to_ready_s": time_to_ready,
             "start_new_state": start.state if start else None,
             "downtime_s": swap.downtime_s(self.ended_at_s or 0.0) if d else None,
             "downtime_from": _ts(d.started_at_s) if d else None, "downtime_from_source": d.start_source if d else None,
