@@ -83,6 +83,60 @@ async def _until(ready: Any, timeout_s: float = 300) -> None:
     raise SystemExit("the demo host did not get there in time")
 
 
+async def run_tui_demo(out: Path, *, speed: float = 8.0) -> Path:
+    """The same swap driven through the console's own screens (headless Textual pilot): the plan
+    screen's keys, each confirmation's enter; SVG screenshots of the plan at its moments."""
+    from console.app import ConsoleApp
+    from console.hostsim import HostSimulator
+    from console.hostsim.downloader import DownloadPlan
+    from console.hostsim.scenario import demo_profile, start_scenario, write_hub_cache
+    from console.panes.swap import ConfirmScreen
+    from console.session import HostSession, make_transport
+
+    work = Path(tempfile.mkdtemp(prefix="gpuconsole-swap-tui-"))
+    os.environ["HF_ENDPOINT"] = "http://127.0.0.1:1"
+    os.environ["GPUCONSOLE_CACHE_DIR"] = str(work / "cache")
+    os.environ["XDG_DATA_HOME"] = str(work / "data")
+    write_hub_cache(work / "cache", DownloadPlan())
+    sim = HostSimulator(work / "host", speed=speed, scenario="drive")
+    await sim.start()
+    await start_scenario(sim)
+    profile = demo_profile(sim).with_overrides({"gpu_interval_s": 0.5})
+    app = ConsoleApp.for_session(HostSession(profile, make_transport(profile), demo=True,
+                                             bench_path=work / "bench.jsonl"), record=True, record_dir=work / "rec")
+    await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
+    try:
+        async with app.run_test(size=(130, 48)) as pilot:
+            state = app.state
+            app.runner.swap.bench_plan = [(1, 4, 256, 128), (4, 8, 256, 128)]
+            await _until(lambda: state.data("service") is not None and state.data("gpu") is not None)
+            app.action_swap_plan()
+            await pilot.pause()
+            shots = {"download": "swap-plan-1-download", "stop_old": "swap-plan-2-confirm-stop",
+                     "benchmark": "swap-plan-3-done"}
+            for key, letter in (("download", "d"), ("install", "i"), ("preflight", "g"), ("stop_old", "s"),
+                                ("start_new", "n"), ("benchmark", "b")):
+                await pilot.press(letter)
+                await pilot.pause(0.3)
+                if not isinstance(app.screen, ConfirmScreen):
+                    raise SystemExit(f"{key}: no confirmation came up")
+                if key == "stop_old":
+                    app.save_screenshot(f"{shots[key]}.svg", str(out))
+                await pilot.press("enter")
+                if key == "download":
+                    await _until(lambda: (state.data("download") is not None
+                                          and state.data("download").bytes_done > 120e9))
+                    await pilot.pause(0.6)
+                    app.save_screenshot(f"{shots[key]}.svg", str(out))
+                await _until(lambda k=key: state.swap.steps[k].state in ("done", "failed", "skipped"), 600)
+                print(f"{key}: {state.swap.steps[key].state} — {state.swap.steps[key].detail}", file=sys.stderr)
+            await pilot.pause(1.0)
+            app.save_screenshot(f"{shots['benchmark']}.svg", str(out))
+    finally:
+        await sim.stop()
+    return out
+
+
 def render_all(recording: Path, out: Path, name: str = "swap-report") -> list[Path]:
     from console.swap.report import render, report_from_recording
 
@@ -110,7 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--oom", action="store_true", help="the new server runs out of memory; roll back")
     parser.add_argument("--speed", type=float, default=8.0)
+    parser.add_argument("--tui", action="store_true", help="drive it through the console's screens; save SVGs")
     args = parser.parse_args(argv)
+    if args.tui:
+        asyncio.run(run_tui_demo(args.out, speed=args.speed))
+        return 0
     recording = asyncio.run(run_demo(args.out, speed=args.speed, oom=args.oom))
     name = "swap-report-rollback" if args.oom else "swap-report"
     for path in render_all(recording, args.out, name):

@@ -206,6 +206,9 @@ def report_from_recording(path: Path) -> dict[str, Any]:
         builder.feed(t, event)
     out = builder.build()
     out["host"]["recording"] = str(path)
+    if header.get("demo"):
+        out["host"]["note"] = ("the simulated demo host: its story runs time-compressed, so durations are "
+                               "shorter than on a real host")
     if rec.damage:
         out["host"]["recording_damage"] = rec.damage
     return out
@@ -236,7 +239,8 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
     sections: list[tuple[str, list[str], list[list[str]], list[str]]] = []
     host = r["host"]
     sections.append(("Host", ["host", "label", "from", "to"],
-                     [[_fmt(host["host"]), _fmt(host["label"]), _fmt(host["from"]), _fmt(host["to"])]], []))
+                     [[_fmt(host["host"]), _fmt(host["label"]), _fmt(host["from"]), _fmt(host["to"])]],
+                     [n for n in (host.get("note"), host.get("recording_damage")) if n]))
     sections.append(("Old → new", ["", "old", "new"], [
         ["unit", _fmt(on["old_unit"]), _fmt(on["new_unit"])],
         ["model", _fmt(on["old_model"]), _fmt(on["new_model"])],
