@@ -156,14 +156,17 @@ async def test_the_seeds_swap_end_to_end_from_the_consoles_actions(driven: Drive
     assert all(g.memory_used_mib > 90_000 for g in d.state.data("gpu").gpus)
     assert not d.sim.path(f"/etc/systemd/system/{NEW_UNIT}").exists()
 
-    await _run(d, "download", 120)
+    await _run(d, "download", 120)  # returns once started: the download is followed in the background
+    assert _step(d, "download")[0] == "running", _step(d, "download")
+    # As in the story, the new unit is installed while the files arrive.
+    await _run(d, "install")
+    assert _step(d, "install")[0] == "done", _step(d, "install")
+    await swap.wait_download(120)
     assert _step(d, "download")[0] == "done", _step(d, "download")
     assert "39/39 shards" in _step(d, "download")[1]
     await _run(d, "verify")  # the profile does not ask for sha256: skipped, and said so
     assert _step(d, "verify") == ("skipped", "not asked for by the profile")
 
-    await _run(d, "install")
-    assert _step(d, "install")[0] == "done", _step(d, "install")
     installed = d.sim.path(f"/etc/systemd/system/{NEW_UNIT}").read_text()
     assert installed == Path(d.runner.session.profile.unit_draft).read_text()
     assert (d.sim.root / ".sim" / "daemon-reload").exists()
@@ -234,8 +237,10 @@ def check_report(r: dict[str, object]) -> None:
 async def test_a_new_server_that_ooms_fails_the_step_and_rolls_back_to_the_old_model(driven_oom: Driven) -> None:
     d = driven_oom
     await _until(lambda: d.state.data("service") is not None, 20, "the service reading")
+    await _run(d, "download", 120)
+    await d.runner.swap.wait_download(120)
+    await _run(d, "install", 120)
     for key in ("download", "install"):
-        await _run(d, key, 120)
         assert _step(d, key)[0] == "done", _step(d, key)
     await _run(d, "stop_old", 60)
     assert _step(d, "stop_old")[0] == "done", _step(d, "stop_old")
@@ -284,11 +289,11 @@ async def test_the_gate_refuses_a_partial_download_a_leftover_fp4_flag_and_a_dat
     assert d.runner.swap.request("download") is None
     await _until(lambda: (d.state.data("download") is not None and d.state.data("download").shards_done >= 3),
                  60, "a few shards")
-    assert d.runner.swap.request("stop_download") == "Download the model is running: one action at a time"
-    d.runner.swap.cancel()
-    await asyncio.sleep(0.3)
+    assert d.runner.swap.request("download") == "the download is already running (x stops it)"
     assert d.runner.swap.request("stop_download") is None
     await d.runner.swap.wait_idle(30)
+    await d.runner.swap.wait_download(30)
+    assert _step(d, "download")[0] == "failed" and "stopped by" in _step(d, "download")[1]
     await _run(d, "install")
     assert _step(d, "install")[0] == "done", _step(d, "install")
     await _run(d, "preflight", 60)

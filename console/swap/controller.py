@@ -99,6 +99,7 @@ class SwapController:
         self._overrides: dict[str, str] = {}
         self._approvals: dict[str, asyncio.Future[str]] = {}
         self._task: asyncio.Task[Any] | None = None
+        self._download_task: asyncio.Task[Any] | None = None
         self._clock: Callable[[], float] = time.time
 
     # -- what views may ask ----------------------------------------------------------------
@@ -127,6 +128,8 @@ class SwapController:
             return f"no such action: {key}"
         if self.busy is not None:
             return f"{STEP_TITLES.get(self.busy, self.busy)} is running: one action at a time"
+        if key == "download" and self._download_followed():
+            return "the download is already running (x stops it)"
         return None
 
     def build(self, key: str) -> list[act.Action]:
@@ -256,8 +259,13 @@ class SwapController:
             await asyncio.wait_for(asyncio.shield(self._task), timeout)
 
     def cancel(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in (self._task, self._download_task):
+            if task is not None:
+                task.cancel()
+
+    async def wait_download(self, timeout: float = 600) -> None:
+        if self._download_task is not None:
+            await asyncio.wait_for(asyncio.shield(self._download_task), timeout)
 
     # -- running ---------------------------------------------------------------------------
     def _start(self, key: str, who: str) -> None:
@@ -269,8 +277,18 @@ class SwapController:
         try:
             if key == "swap":
                 for step in self._remaining():
+                    if step == "download" and self._download_followed():
+                        await asyncio.shield(self._download_task)  # type: ignore[arg-type]
+                        if self.state.swap.steps["download"].state != "done":
+                            break
+                        continue
                     if not await self._step(step, who):
                         break
+            elif key == "download":
+                # Started, then followed in the background: the other steps (install, the gate) may
+                # run while the files arrive, as in the story.
+                if await self._step("download", who, detach=True):
+                    self._download_task = self.runner._spawn(self._follow_download_step(), "swap:download")
             elif key == "stop_download":
                 await self._stop_download(who)
             else:
@@ -290,8 +308,23 @@ class SwapController:
         self.state.apply(SwapStepChanged(self.host, step))
         return step
 
-    async def _step(self, key: str, who: str) -> bool:
-        """Run one step to done, failed or skipped; True when the plan may go on."""
+    def _download_followed(self) -> bool:
+        return self._download_task is not None and not self._download_task.done()
+
+    async def _follow_download_step(self) -> None:
+        try:
+            detail = await self._follow_download()
+        except StepFailed as exc:
+            if self.state.swap.steps["download"].state == "running":
+                self._set("download", state="failed", ended_at_s=self._clock(), detail=str(exc))
+                self.runner.notice("swap step failed", f"{STEP_TITLES['download']}: {exc}", "error")
+            return
+        if self.state.swap.steps["download"].state == "running":
+            self._set("download", state="done", ended_at_s=self._clock(), detail=detail)
+
+    async def _step(self, key: str, who: str, *, detach: bool = False) -> bool:
+        """Run one step to done, failed or skipped; True when the plan may go on. `detach`: the
+        download only starts (the step stays running, followed by another task)."""
         runners: dict[str, Callable[[str], Awaitable[str]]] = {
             "download": self._download, "verify": self._verify, "install": self._install,
             "preflight": self._preflight, "stop_old": self._stop_old, "start_new": self._start_new,
@@ -305,6 +338,10 @@ class SwapController:
         self._set(key, state="running", started_at_s=self._clock(), ended_at_s=None, detail="", commands=commands,
                   who=who)
         try:
+            if detach:
+                await self._download_start(who)
+                self._set(key, detail="started; following the download")
+                return True
             detail = await runners[key](who)
         except StepFailed as exc:
             self._set(key, state="failed", ended_at_s=self._clock(), detail=str(exc))
@@ -373,7 +410,10 @@ class SwapController:
 
     # -- the steps -------------------------------------------------------------------------
     async def _download(self, who: str) -> str:
-        model_dir = self.profile.model_dir
+        await self._download_start(who)
+        return await self._follow_download()
+
+    async def _download_start(self, who: str) -> None:
         (action,) = self.build("download")
         try:
             result = await self._run(who, "download", action.commands[0])
@@ -382,9 +422,14 @@ class SwapController:
                                  f"{(result.error_text or result.text).strip()[-200:]}")
         except _Dropped as exc:
             await self._reconnected("download", str(exc))
+
+    async def _follow_download(self) -> str:
+        model_dir = self.profile.model_dir
         check = act.RemoteCommand(act.download_running_check(model_dir or ""), 20, "is the download running")
         last_check = 0.0
         while True:
+            if self.state.swap.steps["download"].state != "running":
+                raise StepFailed(self.state.swap.steps["download"].detail or "stopped")
             d = self.state.data("download")
             if d is not None and d.complete is True and not d.partial_files:
                 return f"complete: {d.shards_done}/{d.shards_total} shards, sizes match"

@@ -57,6 +57,7 @@ async def run_demo(out: Path, *, speed: float = 8.0, oom: bool = False) -> Path:
             if why:
                 raise SystemExit(f"{key}: {why}")
             await swap.wait_idle(600)
+            await swap.wait_download(600)
             step = state.swap.steps[key]
             print(f"{key}: {step.state} — {step.detail}", file=sys.stderr)
             if step.state == "failed":
