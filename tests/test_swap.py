@@ -115,10 +115,17 @@ async def _driven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, oom: bool 
     finally:
         recorder.close()
         runner.swap.cancel()
-        await runner.close()
-        await sim.stop()
+        # Bounded: a teardown that hangs is reported as such (and the simulator still stops).
+        hung = []
+        for what, close in (("runner.close", runner.close), ("sim.stop", sim.stop)):
+            try:
+                await asyncio.wait_for(close(), 60)
+            except asyncio.TimeoutError:
+                hung.append(what)
         if sshd is not None:
             sshd.stop()  # type: ignore[attr-defined]
+        if hung:
+            raise AssertionError(f"teardown hung in {', '.join(hung)}")
 
 
 @pytest.fixture(params=["sim", "sshd"])
