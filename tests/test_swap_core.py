@@ -118,3 +118,18 @@ def test_the_report_redacts_secrets_that_reached_an_audit_line(tmp_path) -> None
     report = report_from_recording(path)
     for fmt in ("md", "html", "json"):
         assert "hf_abcdefghijklmnop1234" not in render(report, fmt)
+
+
+async def test_a_streams_stderr_written_after_its_stdout_closed_is_there_when_the_lines_end() -> None:
+    """Found while running the swap's sshd tests before test_transport's stream test: stderr can
+    arrive after stdout's end (and the exit status), so the tail read right then was empty."""
+    from console.transport.local import LocalTransport
+
+    t = LocalTransport()
+    try:
+        stream = await t.stream("echo one; exec 1>&-; sleep 0.3; echo oops >&2; exit 3")
+        lines = [line async for line in stream]
+        assert lines == [b"one"] and "oops" in stream.stderr_tail
+        await stream.close()
+    finally:
+        await t.close()
