@@ -419,5 +419,58 @@ class ConsoleApp(App[int]):
                             lambda: self.start_bench("quick"))
         yield SystemCommand("Run benchmark: concurrency sweep 1, 4, 16, 64 (1k/1k)", "The story's sweep (B)",
                             lambda: self.start_bench("sweep"))
+        yield from self._swap_commands()  # issue 13
         yield SystemCommand("Screenshot", "Save an SVG screenshot and say where (ctrl+s)", self.action_screenshot)
         yield SystemCommand("Help", "Keys and colours (?)", self.action_help)
+
+    # -- the swap (issue 13): the plan screen, its actions, the report ----------------------
+    def _swap_commands(self) -> Iterable[SystemCommand]:
+        from console.panes.swap import KEYS
+
+        yield SystemCommand("Swap plan", "The swap's steps, gate, downtime clock and approvals", self.action_swap_plan)
+        yield SystemCommand("Swap report", "Write the swap report (Markdown and HTML) from this session's recording",
+                            self.action_swap_report)
+        if self.control is None or not hasattr(self.control, "swap_preview") or self.state.info.read_only:
+            return  # read-only (or a replay): no action is offered at all
+        for _key, action, label in KEYS:
+            yield SystemCommand(f"Swap: {label}", "Shows the exact commands first",
+                                lambda a=action: self._swap_screen().action_act(a))
+
+    def _swap_screen(self) -> Any:
+        from console.panes.swap import SwapScreen
+        from console.swap.controller import default_who
+
+        if isinstance(self.screen, SwapScreen):
+            return self.screen
+        who = getattr(getattr(self.control, "swap", None), "who", None) or default_who()
+        screen = SwapScreen(self.state, self.control, who)
+        self.push_screen(screen)
+        return screen
+
+    def action_swap_plan(self) -> None:
+        self._swap_screen()
+
+    def action_swap_report(self) -> None:
+        recorder = self.recorder
+        if recorder is None or recorder.path is None:
+            self.notify("This session is not recorded (--no-record): no report", severity="warning")
+            return
+        self.run_worker(self._write_swap_report(recorder), group="report", exit_on_error=False)
+
+    async def _write_swap_report(self, recorder: Any) -> None:
+        from console.swap.report import ReportError, render, report_from_recording
+
+        recorder.flush()
+        try:
+            report = await asyncio.to_thread(report_from_recording, recorder.path)
+        except ReportError as exc:
+            self.notify(str(exc), title="swap report", severity="warning")
+            return
+        out = recorder.path.parent / recorder.path.name.replace(".jsonl.gz", "")
+
+        def write() -> None:
+            for fmt, ext in (("md", "md"), ("html", "html")):
+                Path(f"{out}.report.{ext}").write_text(render(report, fmt), encoding="utf-8")
+
+        await asyncio.to_thread(write)
+        self.notify(f"{out}.report.md and .html", title="swap report")

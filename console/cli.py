@@ -136,6 +136,9 @@ def _host_options(*, suppress: bool = False, model: bool = True, service: bool =
                    "~/.config/gpuconsole/config.toml)")
     g.add_argument("--profile", help="host profile from the config")
     g.add_argument("--demo", action="store_true", default=unset, help="run against the built-in simulated GPU host")
+    if model and service and server:  # where the swap's actions exist
+        g.add_argument("--read-only", action="store_true", default=unset,
+                       help="change nothing on the host: the core refuses every swap action and the palette hides them")
     g.add_argument("--demo-speed", type=positive_float, metavar="X", help=argparse.SUPPRESS,
                    **({} if suppress else {"default": 1.0}))
     if model or service or server:
@@ -149,6 +152,9 @@ def _host_options(*, suppress: bool = False, model: bool = True, service: bool =
             m.add_argument("--log-file", metavar="PATH", help="SGLang log file (instead of the unit's journal)")
         if server:
             m.add_argument("--server-port", type=port_number, metavar="N", help="SGLang HTTP port on the host (30000)")
+    # The demo whose swap the console drives itself (issue 13): nothing moves until you act.
+    g.add_argument("--demo-scenario", choices=["swap", "drive"], help=argparse.SUPPRESS,
+                   **({} if suppress else {"default": "swap"}))
     return p
 
 
@@ -228,6 +234,12 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--speculative-algorithm", metavar="ALGO", help="NEXTN, EAGLE, … (MTP)")
     fit.add_argument("--speculative-num-draft-tokens", type=positive_int, help="as SGLang's (default 4 with MTP)")
     fit.add_argument("--json", action="store_true", help="print JSON (keys in the README)")
+    # -- the swap report (issue 13) --
+    rep = sub.add_parser("report", help="the swap report of a recorded session (Markdown, HTML or JSON)")
+    rep.add_argument("file", metavar="FILE", nargs="?",
+                     help="a recording (.jsonl.gz); default: the newest one under the XDG data dir")
+    rep.add_argument("--format", choices=["md", "html", "json"], default="md", help="output format (default md)")
+    rep.add_argument("--output", "-o", metavar="OUT", help="write here instead of stdout")
     doc = sub.add_parser("doctor", parents=[_host_options(suppress=True, model=True, service=True, server=False)],
                          help="what works on the host and how fast")
     doc.add_argument("--json", action="store_true", help="print JSON")
@@ -278,7 +290,7 @@ def resolve_profile(args: argparse.Namespace) -> HostProfile:
     profile = config.pick(args.profile, args.host)
     overrides = {k: getattr(args, k, None) for k in (  # a subcommand may not offer every one
         "host", "port", "user", "identity", "known_hosts", "model_dir", "repo_id", "unit",
-        "compare_unit", "log_file", "server_port", "connect_timeout_s")}
+        "compare_unit", "log_file", "server_port", "connect_timeout_s", "read_only")}
     if args.host and profile.host and args.host == profile.name:
         overrides["host"] = None  # --host named the profile: keep its address
     return profile.with_overrides(overrides)
@@ -347,9 +359,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.demo:
         from console.session import SimulatorThread
 
-        sim = SimulatorThread(speed=args.demo_speed)
+        sim = SimulatorThread(speed=args.demo_speed, scenario=getattr(args, "demo_scenario", None) or "swap")
         try:
-            profile = sim.start().with_overrides({})
+            profile = sim.start().with_overrides({"read_only": getattr(args, "read_only", None)})
         except Exception as exc:  # noqa: BLE001 - the demo failing to start is one line, too
             return _fail(f"the demo host simulator did not start: {exc}")
     try:
@@ -408,9 +420,38 @@ async def _replay(args: argparse.Namespace) -> int:
     return await _run_view(app, args)
 
 
+def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from console.core.recording import RecordingError, default_dir
+    from console.swap.report import ReportError, render, report_from_recording
+
+    if args.file:
+        path = Path(args.file)
+    else:
+        found = sorted(default_dir().parent.glob("recordings/**/*.jsonl.gz"), key=lambda p: p.stat().st_mtime)
+        if not found:
+            return _fail(f"no recording under {default_dir()}: give FILE", EXIT_USAGE)
+        path = found[-1]
+    try:
+        text = render(report_from_recording(path), args.format)
+    except (RecordingError, ReportError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    if args.output:
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            return _fail(f"cannot write {args.output}: {exc.strerror or exc}", EXIT_USAGE)
+    else:
+        print(text)
+    return EXIT_OK
+
+
 async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
     if args.command == "replay":
         return await _replay(args)
+    if args.command == "report":
+        return _report(args)
     if args.command in ("serve", "attach") or (args.share and args.command is None):  # pairing (issue 12)
         from console.share import cli as share
 

@@ -46,6 +46,13 @@ class HostProfile:
     stall_after_s: float = 60.0
     gpu_interval_s: float = 1.0
     connect_timeout_s: float = 10.0
+    # The swap from the console (issue 13)
+    read_only: bool = False  # no action that changes the host (also --read-only)
+    require_approval: bool = False  # stop/start/rollback wait for another attached person's approval
+    verify_sha: bool = False  # the preflight gate wants the sha256 of every file verified
+    unit_draft: str | None = None  # the new unit as drafted on this machine, for "install the new unit"
+    ready_timeout_s: float = 600.0  # the new server must be ready within this long
+    drain_timeout_s: float = 120.0  # the old server's GPU memory must be released within this long
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> HostProfile:
         """Flags on top of the profile: only values that were given (not None) win."""

@@ -108,9 +108,10 @@ def test_every_option_has_help_and_subcommands_list_only_what_they_use() -> None
     assert "--server-port" in options["bench"] and "--unit" not in options["bench"]
     assert "--model-dir" in options["doctor"] and "--server-port" not in options["doctor"]
     assert "--unit" in options["snapshot"] and "--model-dir" in options["snapshot"]
-    # nothing enforces a read-only mode (the console changes nothing on the host): not offered
-    assert all("--read-only" not in o for o in options.values())
-    assert "--read-only" not in {o for a in parser._actions for o in a.option_strings}
+    # --read-only is offered where the swap's actions exist (the console, serve), and the core
+    # enforces it (tests/test_swap.py: test_read_only_refuses_every_action_in_the_core)
+    assert "--read-only" in {o for a in parser._actions for o in a.option_strings}
+    assert "--read-only" in options["serve"] and "--read-only" not in options["fit"]
 
 
 def test_a_closed_port_says_connection_refused() -> None:

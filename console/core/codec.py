@@ -36,6 +36,14 @@ from console.core.state import (  # pairing (issue 12)
 from console.model import GpuStatus, HostSummary, Reading
 from console.parsers.sglang_log import LogEvent
 from console.sources.download import VerifyProgress
+from console.swap.model import (
+    ApprovalChanged,
+    AuditAppended,
+    DowntimeChanged,
+    GateChanged,
+    SwapSetup,
+    SwapStepChanged,
+)
 from console.transport.base import ConnectionState
 
 # What each source's Reading holds: the decoder needs the concrete type.
@@ -58,6 +66,13 @@ EVENT_KINDS: dict[str, type[Any]] = {
     "bench": BenchChanged,
     "presence": Presence,  # pairing (issue 12)
     "note": NoteChanged,
+    # the swap (issue 13): every field typed, so the generic decode path takes them as they are
+    "swap_step": SwapStepChanged,
+    "swap_gate": GateChanged,
+    "swap_downtime": DowntimeChanged,
+    "swap_approval": ApprovalChanged,
+    "swap_audit": AuditAppended,
+    "swap_setup": SwapSetup,
 }
 KIND_OF: dict[type[Any], str] = {v: k for k, v in EVENT_KINDS.items()}
 

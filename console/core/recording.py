@@ -113,6 +113,16 @@ class Recorder:
         except OSError as exc:
             self._fail(exc)
 
+    def flush(self) -> None:
+        """Everything written so far readable by `read_recording` (the swap report reads it live)."""
+        if self._gz is None or self._raw is None:
+            return
+        try:
+            self._gz.flush(zlib.Z_SYNC_FLUSH)
+            self._raw.flush()
+        except OSError as exc:
+            self._fail(exc)
+
     def _rotate(self) -> None:
         self._close_files()
         self._part += 1

@@ -49,6 +49,7 @@ class HostRunner:
         self._last_status: str | None = None
         self.bench: Any = None
         self._bench_labels: list[str] = []
+        self._swap: Any = None
 
     def announce(self) -> None:
         """The session's first event: the host's label and which panes have no source."""
@@ -68,6 +69,7 @@ class HostRunner:
         label = self.session.transport.label if profile.host else f"local: {self.session.transport.label}"
         self.state.apply(HostInfo(self.host, label, self.session.demo, follower.label if follower else None,
                                   tuple(missing), read_only=getattr(profile, "read_only", False)))
+        self.swap.announce()
 
     # -- writing into the state ------------------------------------------------------------
     def emit_reading(self, source: str, reading: Reading[Any]) -> None:
@@ -282,6 +284,31 @@ class HostRunner:
             self.bench.stop.set()
             return "stopped: no new request; the ones in flight are cancelled"
         return None
+
+    # -- the swap (issue 13): console/swap/controller.py ------------------------------------
+    @property
+    def swap(self) -> Any:
+        """The swap's actions, gate, approvals and audit (every request refused when read-only)."""
+        if self._swap is None:
+            from console.swap.controller import SwapController
+
+            self._swap = SwapController(self)
+        return self._swap
+
+    def swap_preview(self, key: str) -> tuple[str | None, Any]:
+        return self.swap.preview(key)
+
+    def swap_confirm(self, preview_id: str, who: str | None = None) -> str | None:
+        return self.swap.confirm(preview_id, who)
+
+    def swap_override(self, check: str, typed: str, who: str | None = None) -> str | None:
+        return self.swap.override(check, typed, who)
+
+    def swap_approve(self, request_id: str, who: str) -> str | None:
+        return self.swap.approve(request_id, who)
+
+    def swap_withdraw(self, request_id: str, who: str) -> str | None:
+        return self.swap.withdraw(request_id, who)
 
     # -- closing ---------------------------------------------------------------------------
     async def close(self) -> None:

@@ -130,8 +130,22 @@ class NoteChanged:
     at_s: float = 0.0
 
 
+
+# -- the swap's events (issue 13): defined with the swap's data in console/swap/model.py -----------
+from console.swap.model import (  # noqa: E402
+    SWAP_EVENTS,
+    ApprovalChanged,
+    AuditAppended,
+    DowntimeChanged,
+    GateChanged,
+    SwapSetup,
+    SwapStepChanged,
+    SwapView,
+)
+
 Event = (HostInfo | ReadingChanged | LogAppended | ConnectionChanged | Notice | VerifyChanged | BenchChanged
-         | Presence | NoteChanged)
+         | Presence | NoteChanged
+         | SwapStepChanged | GateChanged | DowntimeChanged | ApprovalChanged | AuditAppended | SwapSetup)
 
 
 # -- GPUs keyed by GPU -----------------------------------------------------------------------
@@ -216,6 +230,7 @@ class HostState:
         self.notices: deque[Notice] = deque(maxlen=NOTICES)
         self.verify: Any = None
         self.bench = BenchView()
+        self.swap = SwapView()  # the swap plan, gate, approvals, audit log and downtime (issue 13)
         self.gpus = GpuTracker()
         self.version = 0
         self.subscriber_errors = 0
@@ -272,6 +287,8 @@ class HostState:
             self.presence = event
         elif isinstance(event, NoteChanged):
             self.note = event if event.text else None
+        elif isinstance(event, SWAP_EVENTS):
+            self.swap.apply(event)
         else:
             raise TypeError(f"not a state event: {type(event).__name__}")
         self.version += 1

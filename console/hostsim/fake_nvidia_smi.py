@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from console.hostsim import story
+from console.hostsim import drive, story
 
 DRIVER = "580.95.05"
 
@@ -50,14 +50,14 @@ def main(args: list[str], t: float, out: Callable[[str], None]) -> int:
     fmt = opts.get("--format", "")
     noheader, units = "noheader" in fmt, "nounits" not in fmt
     if "-L" in args:
-        for g in story.gpu_states(t):
+        for g in drive.gpu_states_now(t):
             out(f"GPU {g.index}: {story.GPU_NAME} (UUID: {g.uuid})")
         return 0
     if "--query-compute-apps" in opts:
         fields = opts["--query-compute-apps"].split(",")
         if not noheader:
             out(_header(fields, units))
-        for g in story.gpu_states(t):
+        for g in drive.gpu_states_now(t):
             for pid, name, mem in g.processes:
                 vals = {"gpu_uuid": g.uuid, "pid": str(pid), "process_name": name,
                         "used_memory": f"{mem} MiB" if units else str(mem),
@@ -76,7 +76,7 @@ def main(args: list[str], t: float, out: Callable[[str], None]) -> int:
         while True:
             if not noheader:
                 out(_header(fields, units))
-            for g in story.gpu_states(t):
+            for g in drive.gpu_states_now(t):
                 try:
                     out(", ".join(_gpu_value(g, f, units) for f in fields))
                 except KeyError as exc:

@@ -4,7 +4,7 @@ import json
 import os
 import time
 
-from console.hostsim import story
+from console.hostsim import drive, story
 
 NVML_TEMPERATURE_GPU = 0
 NVML_ERROR_NOT_SUPPORTED = 3
@@ -44,7 +44,7 @@ def _t():
 
 
 def _gpu(handle):
-    return story.gpu_states(_t())[handle]
+    return drive.gpu_states_now(_t())[handle]
 
 
 def nvmlInit():
@@ -102,7 +102,7 @@ def nvmlDeviceGetComputeRunningProcesses(h):
 
 
 def nvmlSystemGetProcessName(pid):
-    for gpu in story.gpu_states(_t()):
+    for gpu in drive.gpu_states_now(_t()):
         for p, name, _mem in gpu.processes:
             if p == pid:
                 return name

@@ -34,6 +34,7 @@ def demo_profile(sim: HostSimulator) -> HostProfile:
         forbidden_prefixes=(sim.host_path("/data"),),
         server_port=sim.server_port,
         disk_paths=(sim.host_path("/shared"), sim.host_path("/")),
+        unit_draft=str(draft_unit_path(sim)) if sim.scenario == "drive" else None,
     )
 
 
@@ -54,8 +55,11 @@ def write_hub_cache(cache_root: Path, plan: DownloadPlan, repo_id: str = "Qwen/Q
 
 
 async def start_scenario(sim: HostSimulator, plan: DownloadPlan | None = None, *,
-                         oom: bool = False) -> LocalDirDownloader:
-    """Lay out the sandbox for the story and start its drivers."""
+                         oom: bool = False, driven: bool | None = None) -> LocalDirDownloader | None:
+    """Lay out the sandbox for the story and start its drivers. `driven` (default: the simulator's
+    scenario is "drive"): nothing moves until the console's commands move it (console/hostsim/drive.py)."""
+    if driven if driven is not None else sim.scenario == "drive":
+        return await _start_driven(sim, oom=oom)
     sim.path(MODEL_DIR).mkdir(parents=True, exist_ok=True)
     sim.path(OLD_MODEL_DIR).mkdir(parents=True, exist_ok=True)
     downloader = LocalDirDownloader(sim.path(MODEL_DIR), plan or DownloadPlan(tree_listing=True), sim.elapsed_s,
@@ -69,3 +73,33 @@ async def start_scenario(sim: HostSimulator, plan: DownloadPlan | None = None, *
         runner.extra_env[NEW_UNIT] = {"GPUSIM_OOM": "1"}
     sim.add_task(runner.run())
     return downloader
+
+
+DRAFTS = ".sim/drafts"
+
+
+def draft_unit_path(sim: HostSimulator) -> Path:
+    """The new unit as the operator drafted it, on the operator's machine (not yet on the host)."""
+    return sim.root / DRAFTS / NEW_UNIT
+
+
+async def _start_driven(sim: HostSimulator, *, oom: bool = False) -> None:
+    from console.hostsim import drive
+    from console.hostsim.services import TEMPLATES, UNITS_DIR
+
+    sim.path(MODEL_DIR).mkdir(parents=True, exist_ok=True)
+    sim.path(OLD_MODEL_DIR).mkdir(parents=True, exist_ok=True)
+    install_units(sim, [OLD_UNIT], sim.server_port)
+    draft = draft_unit_path(sim)
+    draft.parent.mkdir(parents=True, exist_ok=True)
+    text = (TEMPLATES / NEW_UNIT).read_text().replace("{ROOT}", str(sim.root))
+    draft.write_text(text.replace("--port 30000", f"--port {sim.server_port}"))
+    assert not sim.path(f"{UNITS_DIR}/{NEW_UNIT}").exists()
+    drive.init(sim.root, OLD_UNIT, NEW_UNIT)
+    runner = UnitRunner(sim, Timeline({}))
+    runner.driven = True
+    runner.extra_env[OLD_UNIT] = {"GPUSIM_BOOTED": "1"}
+    if oom:
+        runner.extra_env[NEW_UNIT] = {"GPUSIM_OOM": "1"}
+    sim.add_task(runner.run())
+    return None

@@ -259,6 +259,9 @@ class HostSimulator:
         for child in list(self._children):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
+        for pid in self._transient_pids():  # detached downloads (systemd-run) of the driven scenario
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
         for pid in self.unit_pids:  # whatever a cancelled runner could not stop in time
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
@@ -271,6 +274,13 @@ class HostSimulator:
         await asyncio.sleep(0.05)
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)
+
+    def _transient_pids(self) -> list[int]:
+        try:
+            data = json.loads((self.root / ".sim" / "transient.json").read_text())
+        except (OSError, ValueError):
+            return []
+        return [int(v.get("pid", 0)) for v in data.values() if int(v.get("pid", 0)) > 0]
 
     async def __aenter__(self) -> HostSimulator:
         await self.start()

@@ -75,6 +75,10 @@ class UnitRunner:
         self.since: dict[str, float] = {}
         self.failed: dict[str, float] = {}
         self.extra_env: dict[str, dict[str, str]] = {}
+        self.failed_at_t: dict[str, float] = {}
+        # The driven scenario ("drive"): the windows come from the simulated `systemctl start/stop`
+        # (console/hostsim/drive.py), not from a fixed timeline.
+        self.driven = False
         self._readers: list[asyncio.Future[None]] = []
 
     async def _start(self, name: str) -> None:
@@ -86,6 +90,8 @@ class UnitRunner:
         env = {**self.sim.env(), **dict(unit.environment), "PYTHONUNBUFFERED": "1",
                "GPUSIM_SPEED": str(self.sim.speed), "GPUSIM_START": str(self.sim.start_s)}
         env.update(self.extra_env.get(name, {}))
+        if self.driven:  # serving for hours at the start; started again (a rollback), it boots
+            self.extra_env.get(name, {}).pop("GPUSIM_BOOTED", None)
         spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
             *main.argv, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, start_new_session=True,
@@ -116,6 +122,7 @@ class UnitRunner:
         if code not in (0, -15, 143) and self.procs.get(name) is proc:
             journal.append(name, proc.pid, f"{name}: Main process exited, code=exited, status={code}/FAILURE")
             self.failed[name] = time.time()
+            self.failed_at_t[name] = self.sim.elapsed_s()
             self.procs.pop(name, None)
 
     async def _stop(self, name: str) -> None:
@@ -136,22 +143,52 @@ class UnitRunner:
 
     def state(self) -> dict[str, dict[str, object]]:
         out: dict[str, dict[str, object]] = {}
-        for name in self.timeline.windows:
+        for name in self._names():
             proc = self.procs.get(name)
             running = proc is not None and proc.returncode is None
             failed = not running and name in self.failed
             out[name] = {"active": "active" if running else "failed" if failed else "inactive",
                          "sub": "running" if running else "failed" if failed else "dead",
                          "pid": proc.pid if running and proc else 0, "since": self.since.get(name, self.sim.start_s)}
+            if name in self.failed:
+                out[name]["failed_at"] = self.failed[name]
+                out[name]["failed_at_t"] = self.failed_at_t.get(name, 0.0)
         return out
+
+    def _names(self) -> list[str]:
+        if self.driven:
+            from console.hostsim import drive
+
+            return list(drive.windows(self.sim.root))
+        return list(self.timeline.windows)
+
+    def _wanted(self, t: float) -> dict[str, bool]:
+        if self.driven:
+            from console.hostsim import drive
+
+            return drive.wanted(self.sim.root, t)
+        return {name: start <= t < stop for name, (start, stop) in self.timeline.windows.items()}
+
+    def _failed_in_window(self, name: str, t: float) -> bool:
+        """A failed unit stays failed until it is started again (a new window opens after it)."""
+        if name not in self.failed:
+            return False
+        if not self.driven:
+            return True
+        from console.hostsim import drive
+
+        ws = drive.windows(self.sim.root).get(name) or []
+        opened = float(ws[-1][0] or 0) if ws else 0.0
+        return self.failed_at_t.get(name, 0.0) >= opened
 
     async def run(self, every_s: float = 0.25) -> None:
         try:
             while True:
                 t = self.sim.elapsed_s()
-                for name, (start, stop) in self.timeline.windows.items():
-                    should = start <= t < stop
-                    if should and name not in self.procs and name not in self.failed:
+                for name, should in self._wanted(t).items():
+                    if should and name not in self.procs and not self._failed_in_window(name, t):
+                        if self.driven:
+                            self.failed.pop(name, None)
                         await self._start(name)
                     elif not should and name in self.procs:
                         await self._stop(name)

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-TOOLS: tuple[str, ...] = ("hostname", "df", "nvidia-smi", "systemctl", "journalctl", "sha256sum")
+TOOLS: tuple[str, ...] = ("hostname", "df", "nvidia-smi", "systemctl", "journalctl", "sha256sum", "systemd-run",
+                          "hf")
 
 
 def install_pylib(pylib: Path) -> None:
@@ -127,6 +128,16 @@ def _systemctl(args: list[str]) -> int:
         return 1
     cmd, names = words[0], [n if "." in n else n + ".service" for n in words[1:]]
     units = _units()
+    from console.hostsim import drive
+
+    if drive.is_driven():
+        handled = drive.systemctl(cmd, names, scenario_time(), _unit_file)
+        if handled is not None:
+            return handled
+        for n in names:  # transient units (systemd-run) answer show/is-active too
+            transient = drive.transient_state(n)
+            if transient is not None:
+                units[n] = transient
     if cmd == "cat":
         status = 0
         for n in names:
@@ -147,7 +158,7 @@ def _systemctl(args: list[str]) -> int:
             if i:
                 print()
             u = units.get(n, {})
-            exists = _unit_file(n).exists()
+            exists = _unit_file(n).exists() or n in units
             import datetime as dt
 
             since = dt.datetime.fromtimestamp(float(u.get("since", 0) or 0)).strftime("%a %Y-%m-%d %H:%M:%S UTC")
@@ -222,10 +233,23 @@ def _journalctl(args: list[str]) -> int:
     return fake_journalctl.main(args)
 
 
+def _systemd_run(args: list[str]) -> int:
+    from console.hostsim import drive
+
+    return drive.systemd_run(args)
+
+
+def _hf(args: list[str]) -> int:
+    from console.hostsim import drive
+
+    return drive.hf(args)
+
+
 def main(name: str, args: list[str]) -> int:
     try:
         handler = {"hostname": _hostname, "df": _df, "nvidia-smi": _nvidia_smi, "systemctl": _systemctl,
-                   "journalctl": _journalctl, "sha256sum": _sha256sum}[name]
+                   "journalctl": _journalctl, "sha256sum": _sha256sum, "systemd-run": _systemd_run,
+                   "hf": _hf}[name]
         return handler(args)
     except BrokenPipeError:
         return 141

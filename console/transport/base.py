@@ -137,6 +137,10 @@ class Transport(Protocol):
 
     async def read_file(self, path: str, *, max_bytes: int = 1 << 20, timeout: float = 10.0) -> bytes: ...
 
+    async def write_file(self, path: str, data: bytes, *, timeout: float = 10.0) -> None:
+        """Write one file (SFTP over SSH): used only by the swap's unit install."""
+        ...
+
     async def stream(self, script: str) -> LineStream: ...
 
     async def http_base_url(self, remote_port: int) -> str:

@@ -94,6 +94,13 @@ class LocalTransport:
 
         return await asyncio.wait_for(asyncio.to_thread(_read), timeout)
 
+    async def write_file(self, path: str, data: bytes, *, timeout: float = 10.0) -> None:
+        def _write() -> None:
+            with open(path, "wb") as fh:
+                fh.write(data)
+
+        await asyncio.wait_for(asyncio.to_thread(_write), timeout)
+
     async def stream(self, script: str) -> LineStream:
         proc = await _spawn(script)
         assert proc.stdout and proc.stderr

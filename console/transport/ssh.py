@@ -417,6 +417,17 @@ class SshTransport:
             return await asyncio.wait_for(_read(), timeout)
         raise AssertionError("unreachable")  # the context manager re-raises
 
+    async def write_file(self, path: str, data: bytes, *, timeout: float = 10.0) -> None:
+        """Write (create or truncate) one file through SFTP; the swap writes to a temp name and
+        renames it with a command, so a failed write never leaves a half file in place."""
+        async def _write() -> None:
+            sftp = await self._sftp_client()
+            async with sftp.open(path, "wb") as fh:
+                await fh.write(data)
+
+        with self._sftp_errors("writing", path, timeout):
+            await asyncio.wait_for(_write(), timeout)
+
     # -- streams and HTTP ----------------------------------------------------------------
     async def stream(self, script: str) -> LineStream:
         conn = self._require()

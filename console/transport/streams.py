@@ -72,6 +72,9 @@ def _cut(line: bytes, dropped: int) -> bytes:
     return line + (f" …[{dropped} bytes cut]".encode() if dropped else b"")
 
 
+STDERR_SETTLE_S = 2.0
+
+
 class ProcessLineStream:
     """A running command's stdout as lines; stderr kept as a short tail for error messages."""
 
@@ -96,10 +99,9 @@ class ProcessLineStream:
                 yield line
         except (OSError, ConnectionError, asyncio.IncompleteReadError):
             return
-        # stdout ended: give stderr a moment to reach its end too, so the reason the command gave
-        # for ending is in stderr_tail when the caller reads it (a race seen on a loaded machine).
-        with contextlib.suppress(asyncio.TimeoutError, Exception):
-            await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
+        # stdout ended: let stderr's last lines arrive too (they may come after stdout's EOF, even
+        # after the exit status), so whoever reads `stderr_tail` next sees why the command ended.
+        await asyncio.wait({self._stderr_task}, timeout=STDERR_SETTLE_S)
 
     @property
     def exit_status(self) -> int | None:

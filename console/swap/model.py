@@ -1,0 +1,181 @@
+"""What the swap is made of, as plain frozen data: the plan's steps, the preflight gate's checks,
+approvals, the audit log and the downtime clock. No Textual, no I/O: the state (console.core.state)
+holds these, the codec moves them, every view reads them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+STEP_STATES = ("pending", "running", "done", "failed", "skipped")
+
+# The story's swap, in order; rollback is offered, not planned.
+PLAN_STEPS: tuple[tuple[str, str], ...] = (
+    ("download", "Download the model"),
+    ("verify", "Verify the files (sha256)"),
+    ("install", "Install the new unit"),
+    ("preflight", "Preflight gate"),
+    ("stop_old", "Stop the old service, drain GPU memory"),
+    ("start_new", "Start the new service, wait for ready"),
+    ("benchmark", "Benchmark, beside the old model's last run"),
+)
+ROLLBACK = ("rollback", "Roll back: stop the new service, start the old one")
+STEP_TITLES = dict((*PLAN_STEPS, ROLLBACK))
+AUDIT_KEEP = 500
+
+
+@dataclass(frozen=True, slots=True)
+class SwapStep:
+    key: str
+    title: str
+    state: str = "pending"  # one of STEP_STATES
+    started_at_s: float | None = None
+    ended_at_s: float | None = None
+    detail: str = ""  # why it failed, what it is waiting for, what it found
+    commands: tuple[str, ...] = ()  # the exact commands it ran (or will run)
+    who: str | None = None
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started_at_s is None or self.ended_at_s is None:
+            return None
+        return max(0.0, self.ended_at_s - self.started_at_s)
+
+
+@dataclass(frozen=True, slots=True)
+class GateCheck:
+    """One preflight check. `ok` None: could not be decided (that fails the gate too)."""
+
+    name: str
+    ok: bool | None
+    reason: str
+    overridden_by: str | None = None
+
+    @property
+    def passes(self) -> bool:
+        return self.ok is True or self.overridden_by is not None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One command run on the host on someone's behalf (already redacted)."""
+
+    who: str
+    at_s: float
+    action: str
+    command: str
+    exit_status: int | None  # None: no exit status came back (timeout, connection lost)
+    output_tail: str
+    duration_s: float | None = None
+    note: str = ""
+
+
+# -- events (appended to console.core.state's events; registered in the codec) -------------------
+@dataclass(frozen=True, slots=True)
+class SwapStepChanged:
+    """A step of the swap plan started, finished, failed or was skipped."""
+
+    host: str
+    step: SwapStep
+
+
+@dataclass(frozen=True, slots=True)
+class GateChanged:
+    """The preflight gate's checks as last evaluated (with any overrides)."""
+
+    host: str
+    checks: tuple[GateCheck, ...]
+    at_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class DowntimeChanged:
+    """The downtime clock: from the old server's last served request to the new one's ready."""
+
+    host: str
+    started_at_s: float | None
+    start_source: str  # what the start was read from ("log: last decode batch", ...)
+    ended_at_s: float | None = None
+    end_source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalChanged:
+    """A two-person-rule request: asked (pending), granted, denied or withdrawn."""
+
+    host: str
+    request_id: str
+    action: str
+    commands: tuple[str, ...]
+    requested_by: str
+    requested_at_s: float
+    status: str = "pending"  # pending, granted, denied, withdrawn
+    decided_by: str | None = None
+    decided_at_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditAppended:
+    host: str
+    entry: AuditEntry
+
+
+@dataclass(frozen=True, slots=True)
+class SwapSetup:
+    """What this swap is: the units and model, and the rules the profile set (read-only, approval)."""
+
+    host: str
+    old_unit: str | None
+    new_unit: str | None
+    repo_id: str | None
+    model_dir: str | None
+    read_only: bool = False
+    require_approval: bool = False
+    verify_sha: bool = False
+    busy: str | None = None  # the action running now, if any
+
+
+SWAP_EVENTS = (SwapStepChanged, GateChanged, DowntimeChanged, ApprovalChanged, AuditAppended, SwapSetup)
+
+
+# -- the view of it, kept in the state -------------------------------------------------------------
+@dataclass
+class SwapView:
+    setup: SwapSetup | None = None
+    steps: dict[str, SwapStep] = field(default_factory=lambda: {k: SwapStep(k, t) for k, t in PLAN_STEPS})
+    gate: tuple[GateCheck, ...] = ()
+    gate_at_s: float | None = None
+    downtime: DowntimeChanged | None = None
+    approvals: dict[str, ApprovalChanged] = field(default_factory=dict)
+    audit: deque[AuditEntry] = field(default_factory=lambda: deque(maxlen=AUDIT_KEEP))
+    version: int = 0
+
+    def apply(self, event: object) -> None:
+        if isinstance(event, SwapStepChanged):
+            self.steps[event.step.key] = event.step
+        elif isinstance(event, GateChanged):
+            self.gate, self.gate_at_s = event.checks, event.at_s
+        elif isinstance(event, DowntimeChanged):
+            self.downtime = event
+        elif isinstance(event, ApprovalChanged):
+            self.approvals[event.request_id] = event
+        elif isinstance(event, AuditAppended):
+            self.audit.append(event.entry)
+        elif isinstance(event, SwapSetup):
+            self.setup = event
+        self.version += 1
+
+    @property
+    def pending_approvals(self) -> list[ApprovalChanged]:
+        return [a for a in self.approvals.values() if a.status == "pending"]
+
+    def downtime_s(self, now_s: float) -> float | None:
+        d = self.downtime
+        if d is None or d.started_at_s is None:
+            return None
+        return max(0.0, (d.ended_at_s if d.ended_at_s is not None else now_s) - d.started_at_s)
+
+    def ordered_steps(self) -> list[SwapStep]:
+        keys = [k for k, _ in PLAN_STEPS] + [ROLLBACK[0]]
+        return [self.steps[k] for k in keys if k in self.steps]
