@@ -66,17 +66,19 @@ async def core(sim: HostSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 @pytest.fixture
 async def demo_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Core]:
-    """A core on the demo: the swap story running on the simulator (its own thread, as `--demo`)."""
-    from console.session import SimulatorThread
+    """A core on the demo: the swap story running on the simulator (in this process, so that
+    the test can count the host's SSH connections)."""
+    from console.hostsim.scenario import start_scenario
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    thread = SimulatorThread()
-    await asyncio.to_thread(thread.start)
+    simulator = HostSimulator(tmp_path / "demo-host")
+    await simulator.start()
     try:
-        async for c in _core(thread.sim, tmp_path):
+        await start_scenario(simulator)
+        async for c in _core(simulator, tmp_path):
             yield c
     finally:
-        await asyncio.to_thread(thread.stop)
+        await simulator.stop()
 
 
 async def attached(address: str | Path, name: str, token: str = "") -> tuple[ShareClient, asyncio.Task[None]]:
