@@ -89,8 +89,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     out = ["| case | console CPU, % of one core (median) | runs | RSS MiB | seen |", "|---|---|---|---|---|"]
     for r in rows:
         seen = r["seen"]
-        what = f"{seen['gpus']} GPUs via {seen['gpu_path']}, {seen['download_files']} shards done, " \
-               f"{seen['log_lines']} log lines"
+        what = (f"{seen['gpus']} GPUs via {seen['gpu_path']}, {seen['download_files']} shards done, "
+                f"{seen['log_lines']} log lines" if "gpus" in seen else seen.get("exit", "?"))
         if "client_cpu_s_per_poll" in r:
             what += f"; one dir poll: {r['client_cpu_s_per_poll']} s CPU, {r['wall_s_per_poll']} s wall"
         out.append(f"| {r['row']} | {r['cpu_pct_median']} | {', '.join(map(str, r['cpu_pct_runs']))} | "
