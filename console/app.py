@@ -442,7 +442,8 @@ class ConsoleApp(App[int]):
 
         if isinstance(self.screen, SwapScreen):
             return self.screen
-        who = getattr(getattr(self.control, "swap", None), "who", None) or default_who()
+        who = (getattr(self.control, "who", None) or getattr(getattr(self.control, "swap", None), "who", None)
+               or default_who())
         screen = SwapScreen(self.state, self.control, who)
         self.push_screen(screen)
         return screen

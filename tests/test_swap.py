@@ -498,3 +498,50 @@ async def test_read_only_removes_the_swap_actions_from_the_palette(tmp_path: Pat
         plan = str(app.screen.query_one("#swap-plan").render())  # type: ignore[attr-defined]
         assert "read-only: no action can be run" in plan
         assert app.state.swap.steps["stop_old"].state == "pending"  # type: ignore[attr-defined]
+
+
+async def test_two_person_rule_over_pairing_the_driver_asks_an_observer_approves(driven_paired: Driven,
+                                                                                 tmp_path: Path) -> None:
+    """Through the pairing protocol: the attached driver previews (the core answers with the exact
+    commands) and confirms; an observer cannot preview, but approves; the core records who did
+    what by the names it knows, not by what a client claims."""
+    import shutil
+    import tempfile
+
+    from console.share.client import RemoteControl, attach
+    from console.share.server import ShareServer
+
+    d = driven_paired
+    await _until(lambda: d.state.data("service") is not None and d.state.data("gpu") is not None, 20, "readings")
+    _override_all(d)
+    short = Path(tempfile.mkdtemp(prefix="gc-"))
+    server = await ShareServer(d.state, d.runner).start(unix_path=short / "core.sock")
+    pumps = []
+    try:
+        ana = await attach(short / "core.sock", name="ana")
+        pumps.append(asyncio.ensure_future(ana.pump()))
+        ben = await attach(short / "core.sock", name="ben")
+        pumps.append(asyncio.ensure_future(ben.pump()))
+        ana_c, ben_c = RemoteControl(ana), RemoteControl(ben)
+        await _until(lambda: ana_c.who == "ana" and ben_c.who == "ben", 10, "presence")
+        why, preview = await ben_c.swap_preview_async("stop_old")
+        assert preview is None and "refused by the core: ben observes" in (why or "")
+        why, preview = await ana_c.swap_preview_async("stop_old")
+        assert why is None and any(f"systemctl stop -- {OLD_UNIT}" in line for line in preview.lines)
+        assert preview.needs_approval
+        ana_c.swap_confirm(preview.id)
+        await _until(lambda: ben.state.swap.pending_approvals, 20, "the request, in ben's mirror")
+        (req,) = ben.state.swap.pending_approvals
+        assert req.requested_by == "ana"
+        ana_c.swap_approve(req.request_id, "ben")  # ana claims to be ben: the core knows she is ana
+        await asyncio.sleep(0.5)
+        assert d.state.swap.pending_approvals, "the requester's own approval does not count"
+        ben_c.swap_approve(req.request_id, "whoever")
+        await d.runner.swap.wait_idle(60)
+        assert _step(d, "stop_old")[0] == "done", _step(d, "stop_old")
+        assert d.state.swap.approvals[req.request_id].decided_by == "ben"
+    finally:
+        for task in pumps:
+            task.cancel()
+        await server.close()
+        shutil.rmtree(short, ignore_errors=True)

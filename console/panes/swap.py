@@ -222,7 +222,16 @@ class SwapScreen(ModalScreen[None]):
         if self.read_only:
             self._say("read-only: no action can be run from this session")
             return
-        why, preview = self.control.swap_preview(key)
+        asking = getattr(self.control, "swap_preview_async", None)
+        if asking is not None:  # an attached console: the core answers with the exact commands
+            self.run_worker(self._preview_remote(asking, key), group="swap-preview", exclusive=True)
+            return
+        self._confirm(*self.control.swap_preview(key))
+
+    async def _preview_remote(self, asking: Any, key: str) -> None:
+        self._confirm(*await asking(key))
+
+    def _confirm(self, why: str | None, preview: Any) -> None:
         if preview is None:
             self._say(why)
             return

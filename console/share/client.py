@@ -194,7 +194,8 @@ class RemoteControl:
 
     _TITLES = {"verify": "verify", "swap": "service", "pick": "service", "bench": "benchmark",
                "stop_bench": "benchmark", "note": "note", "hand_over": "driver", "ask_drive": "driver",
-               "accept": "driver", "view": "view"}
+               "accept": "driver", "view": "view", "swap_preview": "swap", "swap_confirm": "swap",
+               "swap_override": "swap", "swap_decide": "swap"}
 
     def __init__(self, client: ShareClient) -> None:
         self.client = client
@@ -251,3 +252,39 @@ class RemoteControl:
 
     def set_view(self, pane: str | None) -> None:
         self._fire(p.View, pane=pane)
+
+    @property
+    def who(self) -> str | None:
+        """This person's name as the core knows it (from the presence it publishes)."""
+        presence = getattr(self.client.state, "presence", None)
+        return next((c.name for c in (presence.clients if presence else ()) if c.id == self.client_id), None)
+
+    # the swap (issue 13): the core previews (the exact commands come from it) and acts in the name
+    # of this attached person; answers come back as notices, the plan through the mirrored state.
+    async def swap_preview_async(self, key: str) -> tuple[str | None, Any]:
+        from console.share.server import decode_preview
+
+        try:
+            reply = await self.client.request(p.SwapPreview, key=key)
+        except (asyncio.TimeoutError, ConnectionError, OSError) as exc:
+            return f"the core did not answer: {exc or type(exc).__name__}", None
+        return (reply.error, None) if reply.error or not reply.said else (None, decode_preview(reply.said))
+
+    def swap_preview(self, key: str) -> tuple[str | None, Any]:
+        return "ask the core with swap_preview_async", None
+
+    def swap_confirm(self, preview_id: str, who: str | None = None) -> str | None:
+        self._fire(p.SwapConfirm, preview=preview_id)
+        return None
+
+    def swap_override(self, check: str, typed: str, who: str | None = None) -> str | None:
+        self._fire(p.SwapOverride, check=check, typed=typed[:400])
+        return None
+
+    def swap_approve(self, request_id: str, who: str) -> str | None:
+        self._fire(p.SwapDecide, request=request_id, decision="approve")
+        return None
+
+    def swap_withdraw(self, request_id: str, who: str) -> str | None:
+        self._fire(p.SwapDecide, request=request_id, decision="withdraw")
+        return None

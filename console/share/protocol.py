@@ -48,7 +48,8 @@ Id = Annotated[int, msgspec.Meta(ge=0, le=2**53)]
 
 ROLE_DRIVER, ROLE_OBSERVER = "driver", "observer"
 # Requests that change the host or load it: only the driver may make them.
-DRIVER_ONLY = frozenset({"verify", "swap", "pick", "bench", "stop_bench"})
+DRIVER_ONLY = frozenset({"verify", "swap", "pick", "bench", "stop_bench",
+                         "swap_preview", "swap_confirm", "swap_override"})
 
 
 class ProtocolError(ValueError):
@@ -116,8 +117,38 @@ class View(_Msg, tag="view"):
     pane: Pane | None = None
 
 
-Request = Verify | Swap | Pick | Bench | StopBench | SetNote | HandOver | AskDrive | Accept | View
-ClientMessage = Hello | Verify | Swap | Pick | Bench | StopBench | SetNote | HandOver | AskDrive | Accept | View
+# -- the swap from the console (issue 13): the driver previews (the core answers with the exact
+# commands) and confirms; anyone else attached approves or denies; the requester may withdraw.
+StepKey = Annotated[str, msgspec.Meta(max_length=32, pattern="^[a-z_]+$")]
+Token = Annotated[str, msgspec.Meta(max_length=64, pattern="^[A-Za-z0-9_-]*$")]
+
+
+class SwapPreview(_Msg, tag="swap_preview"):
+    id: Id
+    key: StepKey
+
+
+class SwapConfirm(_Msg, tag="swap_confirm"):
+    id: Id
+    preview: Token
+
+
+class SwapOverride(_Msg, tag="swap_override"):
+    id: Id
+    check: StepKey
+    typed: Text
+
+
+class SwapDecide(_Msg, tag="swap_decide"):
+    id: Id
+    request: Token
+    decision: Annotated[str, msgspec.Meta(pattern="^(approve|deny|withdraw)$")]
+
+
+Request = (Verify | Swap | Pick | Bench | StopBench | SetNote | HandOver | AskDrive | Accept | View
+           | SwapPreview | SwapConfirm | SwapOverride | SwapDecide)
+ClientMessage = (Hello | Verify | Swap | Pick | Bench | StopBench | SetNote | HandOver | AskDrive | Accept | View
+                 | SwapPreview | SwapConfirm | SwapOverride | SwapDecide)
 REQUEST_KIND: dict[type[Any], str] = {cls: cls.__struct_config__.tag for cls in Request.__args__}  # type: ignore
 
 _client_decoder = msgspec.json.Decoder(ClientMessage)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import json
 import logging
 import os
 import re
@@ -22,6 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from console.core import codec
 from console.core.state import (
@@ -340,6 +343,25 @@ class ShareServer:
             log.exception("request %s failed", kind)
             return p.Reply(msg.id, error=f"{kind} failed: {exc}")
 
+    def _swap(self, peer: _Peer, msg: Any) -> p.Reply:
+        """The swap's requests, in the name of who is attached (the core knows who asks; a client
+        cannot claim to be someone else)."""
+        control = self.control
+        if control is None or not hasattr(control, "swap_preview"):
+            return p.Reply(msg.id, error="nothing can be asked of this host")
+        if isinstance(msg, p.SwapPreview):
+            why, preview = control.swap_preview(msg.key)
+            return p.Reply(msg.id, error=why) if preview is None else p.Reply(msg.id, said=encode_preview(preview))
+        if isinstance(msg, p.SwapConfirm):
+            return p.Reply(msg.id, error=control.swap_confirm(msg.preview, peer.name))
+        if isinstance(msg, p.SwapOverride):
+            return p.Reply(msg.id, error=control.swap_override(msg.check, msg.typed, peer.name))
+        if msg.decision == "approve":
+            return p.Reply(msg.id, error=control.swap_approve(msg.request, peer.name))
+        if msg.decision == "deny":
+            return p.Reply(msg.id, error=control.swap.deny(msg.request, peer.name))
+        return p.Reply(msg.id, error=control.swap_withdraw(msg.request, peer.name))
+
     def _carry_out(self, peer: _Peer, msg: p.Request) -> p.Reply:
         control = self.control
         host_actions = (p.Verify, p.Swap, p.Pick, p.Bench, p.StopBench)
@@ -357,6 +379,8 @@ class ShareServer:
             return p.Reply(msg.id, error=control.start_bench(msg.kind, plan))
         if isinstance(msg, p.StopBench):
             return p.Reply(msg.id, said=control.stop_bench())
+        if isinstance(msg, (p.SwapPreview, p.SwapConfirm, p.SwapOverride, p.SwapDecide)):
+            return self._swap(peer, msg)
         if isinstance(msg, p.SetNote):
             self.state.apply(NoteChanged(self.state.host, p.clean_text(msg.text, 200), peer.name, time.time()))
             return p.Reply(msg.id)
@@ -389,6 +413,24 @@ class ShareServer:
             self._publish()
             return p.Reply(msg.id)
         raise AssertionError(f"unhandled request {type(msg).__name__}")
+
+
+def encode_preview(preview: Any) -> str:
+    """A swap preview (its exact commands, the gate) for a Reply's `said`."""
+    from console.core.codec import to_builtins
+
+    return json.dumps(to_builtins(preview))
+
+
+def decode_preview(text: str) -> Any:
+    """`encode_preview`'s text back into the Preview the confirmation dialog shows."""
+    from console.swap.controller import Preview
+    from console.swap.model import GateCheck
+
+    data = json.loads(text)
+    gate = tuple(msgspec.convert(g, GateCheck) for g in data.get("gate") or ())
+    return Preview(str(data["id"]), str(data["key"]), str(data["title"]), tuple(map(str, data["lines"])),
+                   bool(data["needs_approval"]), gate)
 
 
 class LocalSeat:
@@ -436,6 +478,27 @@ class LocalSeat:
 
     def set_view(self, pane: str | None) -> None:
         self._ask(p.View, pane=pane)
+
+    # the swap (issue 13): the same role checks as a remote client; `who` is this seat's name
+    @property
+    def who(self) -> str:
+        return self.peer.name
+
+    def swap_preview(self, key: str) -> tuple[str | None, Any]:
+        reply = self._ask(p.SwapPreview, key=key)
+        return (reply.error, None) if reply.error or not reply.said else (None, decode_preview(reply.said))
+
+    def swap_confirm(self, preview_id: str, who: str | None = None) -> str | None:
+        return self._ask(p.SwapConfirm, preview=preview_id).error
+
+    def swap_override(self, check: str, typed: str, who: str | None = None) -> str | None:
+        return self._ask(p.SwapOverride, check=check, typed=typed[:400]).error
+
+    def swap_approve(self, request_id: str, who: str) -> str | None:
+        return self._ask(p.SwapDecide, request=request_id, decision="approve").error
+
+    def swap_withdraw(self, request_id: str, who: str) -> str | None:
+        return self._ask(p.SwapDecide, request=request_id, decision="withdraw").error
 
 
 def _existing_socket(path: Path) -> bool:
