@@ -125,7 +125,9 @@ def _detail(phase: str, f: dict[str, Any]) -> str:
 
 
 class LogTracker:
-    def __init__(self, source: str, series_len: int = 600) -> None:
+    # The summary carries only the recent throughput points (the state's benchmark view keeps the
+    # history): every log reading is recorded, and 600 points in each made 93 % of a recording.
+    def __init__(self, source: str, series_len: int = 32) -> None:
         self.source = source
         self.boot: list[BootStep] = []
         self._launch: datetime | None = None

@@ -255,6 +255,7 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         self._drawn_at = 0.0
         self._table_drawn_at = 0.0
         self.sweep_mode = False
+        self._chart_key: tuple[object, ...] | None = None
 
     def compose(self) -> Any:
         yield Static(id="bench-chart")
@@ -292,7 +293,12 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         chart_widget = self.query_one("#bench-chart", Static)
         size = chart_widget.content_size
         w, h = size.width or 60, size.height or 8
-        chart_widget.update(sweep_chart(self.view, w, h) if self.sweep_mode else chart(self.view, w, h, now))
+        drawn = sweep_chart(self.view, w, h) if self.sweep_mode else chart(self.view, w, h, now)
+        key = (drawn.plain, tuple(drawn.spans)) if isinstance(drawn, Text) else None
+        if key is not None and key == self._chart_key:
+            return  # the same picture: no repaint, no layout (an idle chart every 5 s)
+        self._chart_key = key
+        chart_widget.update(drawn, layout=False)  # the chart's size is the pane's, not its text's
 
     def state_changed(self, state: Any, source: str) -> None:
         """The benchmark's state moved (the pane was built with it: `state.bench`)."""

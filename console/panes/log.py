@@ -267,8 +267,9 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
     MIN_LOG_ROWS = 3  # the status block gives way so that a small terminal still shows some lines
 
     following: reactive[bool] = reactive(True)
-    summary: reactive[Reading[LogSummary] | None] = reactive(None)
-    server: reactive[Reading[ServerStatus] | None] = reactive(None)
+    # repaint=False: their watchers redraw the status line; the pane itself need not repaint
+    summary: reactive[Reading[LogSummary] | None] = reactive(None, repaint=False)
+    server: reactive[Reading[ServerStatus] | None] = reactive(None, repaint=False)
 
     def __init__(self, source_label: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
