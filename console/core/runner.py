@@ -116,7 +116,7 @@ class HostRunner:
         backoff = Backoff()
         while transport.state.status != "connected":
             try:
-                await transport.connect()
+                await self.connect_once()
                 return True
             except HostKeyError as exc:
                 self.notice("host key refused", str(exc), "error")
@@ -125,6 +125,10 @@ class HostRunner:
                 self.notice("cannot connect", str(exc), "error")
                 await backoff.failed()
         return True
+
+    async def connect_once(self) -> None:
+        """One attempt (a fleet bounds how many run at once by overriding this)."""
+        await self.session.transport.connect()
 
     async def start(self) -> None:
         """Connect and start every source (returns once they run)."""

@@ -12,12 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from console.backoff import Backoff
 from console.config import HostProfile
 from console.core.runner import HostRunner
 from console.core.state import HostState
 from console.session import HostSession, make_transport
-from console.transport.errors import HostKeyError, TransportError
 
 log = logging.getLogger("gpuconsole.fleet")
 
@@ -35,24 +33,10 @@ class BoundedRunner(HostRunner):
         self.gate = gate
         self.attempts = 0
 
-    async def connect(self) -> bool:
-        transport = self.session.transport
-        transport.on_state(self._on_connection)
-        self._on_connection(transport.state)
-        backoff = Backoff()
-        while transport.state.status != "connected":
-            try:
-                async with self.gate:
-                    self.attempts += 1
-                    await transport.connect()
-                return True
-            except HostKeyError as exc:
-                self.notice("host key refused", str(exc), "error")
-                return False
-            except TransportError as exc:
-                self.notice("cannot connect", str(exc), "error")
-                await backoff.failed()
-        return True
+    async def connect_once(self) -> None:
+        async with self.gate:  # at most N handshakes at once; the retry policy is the runner's
+            self.attempts += 1
+            await self.session.transport.connect()
 
 
 @dataclass
