@@ -539,3 +539,21 @@ async def test_the_consoles_bench_runs_in_a_worker_process_and_stops_on_x(loopba
     second = got["result1"]
     assert second["stopped"] and second["not_sent_or_cancelled"] == 16  # type: ignore[index]
     assert time.monotonic() - started < 10  # 26 s if it had run to the end
+
+
+def test_swap_marks_never_overwrite_the_legend_nor_each_other() -> None:
+    from console.analysis.bench_view import BenchView
+    from console.panes.bench import chart
+
+    view = BenchView()
+    now = 10_000.0
+    for i in range(120):
+        view.add_gpu(now - 120 + i, 20.0 + (i % 30))
+    view.add_server_points([(now - 120 + i, 400.0 + 10 * (i % 20), None) for i in range(120)])
+    view.mark(now - 62, "old server stopped")
+    view.mark(now - 58, "new server launching")
+    view.mark(now - 30, "new server ready")
+    text = chart(view, 110, 14, now).plain
+    for words in ("server gen tok/s", "GPU util %", "old server stopped", "new server launching",
+                  "new server ready"):
+        assert words in text, (words, text)

@@ -106,11 +106,13 @@ def chart(view: BenchView, width: int, height: int, now_s: float, span_s: int = 
     if "GPU util %" in drawn:
         _axis(plt, [], "right", "%", fixed=(0.0, 100.0))  # utilization is 0-100 %, whatever the samples
     now_x = 0.0
-    for t, label in view.marks:
-        x = t - now_s
-        if -span_s <= x <= now_x:
-            plt.vline(x, "yellow")
-            plt.text(label, x, (max(left) if left else 100.0), color="yellow", alignment="right")
+    top = max(left) if left else 100.0  # the left axis runs from 0
+    shown = [(t - now_s, label) for t, label in view.marks if -span_s <= t - now_s <= now_x]
+    for i, (x, label) in enumerate(shown):
+        plt.vline(x, "yellow")
+        # Below the legend's rows (the top quarter), each mark's label on its own row: they never
+        # overwrite the legend or each other (two marks seconds apart are common in a swap).
+        plt.text(label, x, top * (0.62 - 0.18 * (i % 3)), color="yellow", alignment="right")
     plt.xlim(-span_s, 0)
     plt.xticks([-span_s, -span_s * 3 // 4, -span_s // 2, -span_s // 4, 0],
                [f"-{span_s}s", f"-{span_s * 3 // 4}s", f"-{span_s // 2}s", f"-{span_s // 4}s", "now"])
