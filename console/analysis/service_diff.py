@@ -21,7 +21,7 @@ CATEGORIES = {
     "observability_logging": "observability",
 }
 CATEGORY_ORDER = ("model identity", "dtype/quantization", "kernel backends", "parallelism", "memory",
-                  "speculative decoding", "API features", "observability", "other")
+                  "speculative decoding", "API features", "observability", "container", "other")
 SECRET_NAME = re.compile(r"(TOKEN|API_KEY|APIKEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY)", re.I)
 SECRET_FLAG = re.compile(r"(api-key|token|secret|password)$", re.I)  # --api-key, --hf-token; not --max-total-tokens
 REDACTED = "‹redacted›"

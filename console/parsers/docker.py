@@ -1,0 +1,391 @@
+"""SGLang in a container: what `docker inspect`, `docker ps --format '{{json .}}'`, a compose
+file and `/proc/PID/cgroup` say, as frozen data. Pure: text in, data out, `ParseError` on bad input.
+
+The shapes follow Docker's own output (the Engine API's ContainerJSON that `docker inspect`
+prints; `docker ps`'s JSON lines; the Compose specification's service keys); see
+tests/data/PROVENANCE.md. A container's launch is what SGLang reads: the entrypoint and command
+(its argv), the environment, and the host facts that decide whether the server can run at all:
+mounts (is the model path inside the container?), GPUs, shared memory and IPC (TP needs shared
+memory), ports and the restart policy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from console.parsers import ParseError
+
+MAX_INSPECT_BYTES = 8 * 1024 * 1024  # a container's inspect is a few KiB; more is not docker's output
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    source: str  # a host path (bind) or a volume name
+    destination: str  # the path inside the container
+    kind: str = "bind"  # bind, volume, tmpfs
+    read_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRequest:
+    """`--gpus` / compose `deploy.resources.reservations.devices`: all GPUs, a count, or the
+    named devices (indexes or UUIDs)."""
+
+    count: int | None = None  # -1: all
+    device_ids: tuple[str, ...] = ()
+
+    @property
+    def describe(self) -> str:
+        if self.device_ids:
+            return "device=" + ",".join(self.device_ids)
+        if self.count == -1:
+            return "all"
+        return str(self.count) if self.count is not None else "none"
+
+    def visible(self, host_gpus: int | None) -> int | None:
+        """How many GPUs the container sees (None: unknown)."""
+        if self.device_ids:
+            return len(self.device_ids)
+        if self.count == -1:
+            return host_gpus
+        return self.count
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerState:
+    status: str | None = None  # created, running, restarting, exited, paused, dead
+    running: bool = False
+    restarting: bool = False
+    exit_code: int | None = None
+    oom_killed: bool = False
+    pid: int | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    restart_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerSpec:
+    """One container (or compose service) as SGLang's launch sees it."""
+
+    name: str
+    image: str
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    gpus: GpuRequest | None = None
+    shm_size_bytes: int | None = None  # None: Docker's default (64 MiB) or not said
+    ipc_mode: str | None = None
+    network_mode: str | None = None
+    ports: tuple[str, ...] = ()  # "HOST_IP:HOST_PORT->PORT/PROTO"
+    restart_policy: str | None = None  # no, always, unless-stopped, on-failure[:N]
+    env_files: tuple[str, ...] = ()  # compose env_file (paths on the host)
+    id: str | None = None
+    state: ContainerState | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    source: str = "inspect"  # inspect or compose
+
+    @property
+    def environment(self) -> dict[str, str]:
+        return dict(self.env)
+
+    @property
+    def image_tag(self) -> str | None:
+        image = self.image.split("@", 1)[0]
+        last = image.rsplit("/", 1)[-1]
+        return last.split(":", 1)[1] if ":" in last else None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRow:
+    """One line of `docker ps --no-trunc --format '{{json .}}'`."""
+
+    id: str
+    name: str
+    image: str
+    command: str
+    status: str
+    state: str | None = None
+
+
+_VERSION_TAG = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.post\d+)?)")
+
+
+def sglang_version_of_image(image: str) -> str | None:
+    """`lmsysorg/sglang:v0.5.5-cu129` → "0.5.5"; `:latest`, a digest or another image → None (unknown)."""
+    spec = ContainerSpec("", image, ())
+    tag = spec.image_tag
+    if tag is None:
+        return None
+    m = _VERSION_TAG.match(tag)
+    return m.group(1) if m else None
+
+
+def _str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise ParseError(f"{what}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _strs(value: Any, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ParseError(f"{what}: expected a list of strings")
+    return tuple(value)
+
+
+def _env_pairs(items: Any, what: str) -> tuple[tuple[str, str], ...]:
+    pairs: list[tuple[str, str]] = []
+    if isinstance(items, dict):
+        for key, value in items.items():
+            pairs.append((str(key), "" if value is None else str(value)))
+        return tuple(pairs)
+    for item in _strs(items, what):
+        key, _, value = item.partition("=")
+        pairs.append((key, value))
+    return tuple(pairs)
+
+
+def _gpus_from_device_requests(requests: Any) -> GpuRequest | None:
+    if not isinstance(requests, list):
+        return None
+    for request in requests:
+        if not isinstance(request, dict):
+            continue
+        caps = request.get("Capabilities") or []
+        flat = {c for group in caps if isinstance(group, list) for c in group if isinstance(c, str)}
+        if "gpu" not in flat and request.get("Driver") not in ("nvidia",):
+            continue
+        ids = tuple(str(d) for d in (request.get("DeviceIDs") or []))
+        count = request.get("Count")
+        return GpuRequest(count if isinstance(count, int) and not ids else None, ids)
+    return None
+
+
+def _ports(bindings: Any) -> tuple[str, ...]:
+    out: list[str] = []
+    if not isinstance(bindings, dict):
+        return ()
+    for port, hosts in sorted(bindings.items()):
+        for h in hosts or []:
+            if isinstance(h, dict):
+                ip = h.get("HostIp") or "0.0.0.0"
+                out.append(f"{ip}:{h.get('HostPort', '')}->{port}")
+    return tuple(out)
+
+
+def _container(obj: Any) -> ContainerSpec:
+    if not isinstance(obj, dict):
+        raise ParseError("docker inspect: an entry is not an object")
+    config = obj.get("Config")
+    host = obj.get("HostConfig")
+    if not isinstance(config, dict) or not isinstance(host, dict):
+        raise ParseError("docker inspect: Config/HostConfig are not objects (not a container's inspect?)")
+    name = _str(obj.get("Name", ""), "Name").lstrip("/")
+    path = obj.get("Path")
+    argv = ((_str(path, "Path"),) if path else ()) + _strs(obj.get("Args"), "Args")
+    if not argv:
+        argv = _strs(config.get("Entrypoint"), "Config.Entrypoint") + _strs(config.get("Cmd"), "Config.Cmd")
+    mounts: list[Mount] = []
+    for m in obj.get("Mounts") or []:
+        if isinstance(m, dict) and isinstance(m.get("Destination"), str):
+            mounts.append(Mount(str(m.get("Source") or m.get("Name") or ""), m["Destination"],
+                                str(m.get("Type") or "bind"), m.get("RW") is False))
+    state_obj = obj.get("State") if isinstance(obj.get("State"), dict) else None
+    state = None
+    if state_obj is not None:
+        def _int(v: Any) -> int | None:
+            return v if isinstance(v, int) and not isinstance(v, bool) else None
+        state = ContainerState(
+            status=state_obj.get("Status") if isinstance(state_obj.get("Status"), str) else None,
+            running=state_obj.get("Running") is True, restarting=state_obj.get("Restarting") is True,
+            exit_code=_int(state_obj.get("ExitCode")), oom_killed=state_obj.get("OOMKilled") is True,
+            pid=_int(state_obj.get("Pid")) or None, started_at=state_obj.get("StartedAt") or None,
+            finished_at=state_obj.get("FinishedAt") or None,
+            restart_count=_int(obj.get("RestartCount")) or 0)
+    policy = host.get("RestartPolicy") if isinstance(host.get("RestartPolicy"), dict) else {}
+    restart = policy.get("Name") or None
+    if restart == "on-failure" and policy.get("MaximumRetryCount"):
+        restart = f"on-failure:{policy['MaximumRetryCount']}"
+    shm = host.get("ShmSize")
+    labels = config.get("Labels") if isinstance(config.get("Labels"), dict) else {}
+    return ContainerSpec(
+        name=name, image=_str(config.get("Image") or obj.get("Image") or "", "Config.Image"), argv=argv,
+        env=_env_pairs(config.get("Env"), "Config.Env"), mounts=tuple(mounts),
+        gpus=_gpus_from_device_requests(host.get("DeviceRequests")),
+        shm_size_bytes=shm if isinstance(shm, int) and shm > 0 else None,
+        ipc_mode=host.get("IpcMode") or None, network_mode=host.get("NetworkMode") or None,
+        ports=_ports(host.get("PortBindings")), restart_policy=restart,
+        id=obj.get("Id") if isinstance(obj.get("Id"), str) else None, state=state,
+        labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())), source="inspect")
+
+
+def parse_inspect(text: str) -> list[ContainerSpec]:
+    """`docker inspect CONTAINER…` (a JSON array of containers)."""
+    if len(text) > MAX_INSPECT_BYTES:
+        raise ParseError(f"docker inspect: {len(text)} bytes is not a container's inspect")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ParseError(f"docker inspect: not JSON ({exc})") from None
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        raise ParseError("docker inspect: expected a JSON array")
+    return [_container(obj) for obj in data]
+
+
+def looks_like_inspect(text: str) -> bool:
+    head = text.lstrip()[:4096]
+    return head.startswith(("[", "{")) and '"HostConfig"' in text[:MAX_INSPECT_BYTES] and '"Config"' in text
+
+
+def parse_ps(text: str) -> list[ContainerRow]:
+    """`docker ps --no-trunc --format '{{json .}}'`: one JSON object a line (bad lines are skipped
+    with the rest kept: one odd container must not hide the others)."""
+    rows: list[ContainerRow] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        rows.append(ContainerRow(str(obj.get("ID", "")), str(obj.get("Names", "")), str(obj.get("Image", "")),
+                                 str(obj.get("Command", "")).strip('"'), str(obj.get("Status", "")),
+                                 obj.get("State") if isinstance(obj.get("State"), str) else None))
+    return rows
+
+
+def runs_sglang(command: str) -> bool:
+    return "sglang.launch_server" in command or re.search(r"(^|[\s/])sglang serve\b", command) is not None
+
+
+# -- compose -----------------------------------------------------------------------------------
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
+
+
+def parse_size(value: Any) -> int | None:
+    """Compose/Docker sizes: 34359738368, "32g", "32gb", "512m" (binary multiples, as Docker's)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if not isinstance(value, str):
+        return None
+    m = _SIZE.match(value)
+    if not m:
+        return None
+    scale = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}[m.group(2).lower()]
+    return int(float(m.group(1)) * scale)
+
+
+def _words(value: Any, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        try:
+            return tuple(shlex.split(value))
+        except ValueError as exc:
+            raise ParseError(f"{what}: {exc}") from None
+    if isinstance(value, list):
+        return tuple(str(v) for v in value)
+    raise ParseError(f"{what}: expected a string or a list")
+
+
+def _compose_volume(item: Any) -> Mount | None:
+    if isinstance(item, str):
+        parts = item.split(":")
+        if len(parts) == 1:
+            return Mount(parts[0], parts[0], "volume")
+        mode = parts[2] if len(parts) > 2 else ""
+        kind = "bind" if parts[0].startswith(("/", ".", "~", "$")) else "volume"
+        return Mount(parts[0], parts[1], kind, "ro" in mode.split(","))
+    if isinstance(item, dict) and isinstance(item.get("target"), str):
+        return Mount(str(item.get("source", "")), item["target"], str(item.get("type", "volume")),
+                     item.get("read_only") is True)
+    return None
+
+
+def _compose_gpus(service: dict[str, Any]) -> GpuRequest | None:
+    devices = (((service.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get("devices")
+    if isinstance(devices, list):
+        for d in devices:
+            if not isinstance(d, dict):
+                continue
+            caps = d.get("capabilities") or []
+            if "gpu" not in caps and d.get("driver") != "nvidia":
+                continue
+            ids = tuple(str(x) for x in d.get("device_ids") or ())
+            count = d.get("count")
+            if ids:
+                return GpuRequest(None, ids)
+            return GpuRequest(-1 if count in ("all", None) else int(count), ())
+    gpus = service.get("gpus")
+    if gpus == "all":
+        return GpuRequest(-1)
+    return None
+
+
+def parse_compose(text: str, service: str | None = None) -> ContainerSpec:
+    """One service of a compose file. With no name, the one service whose command runs SGLang."""
+    try:
+        import yaml
+    except ImportError:  # pragma: no cover - pyyaml is a dependency
+        raise ParseError("compose files need PyYAML") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ParseError(f"compose file does not parse{where}: {getattr(exc, 'problem', exc)}") from None
+    except RecursionError:
+        raise ParseError("compose file nests too deeply") from None
+    if not isinstance(data, dict) or not isinstance(data.get("services"), dict):
+        raise ParseError("compose file: no services: mapping")
+    services = {str(k): v for k, v in data["services"].items() if isinstance(v, dict)}
+    if service is None:
+        found = [n for n, s in services.items()
+                 if runs_sglang(" ".join(_words(s.get("entrypoint"), n) + _words(s.get("command"), n)))]
+        if len(found) != 1:
+            raise ParseError("compose file: name the service (FILE:SERVICE); "
+                             f"{len(found)} of its services run SGLang" + (f": {', '.join(found)}" if found else ""))
+        service = found[0]
+    if service not in services:
+        raise ParseError(f"compose file: no service {service!r} (has: {', '.join(services) or 'none'})")
+    s = services[service]
+    argv = _words(s.get("entrypoint"), f"{service}.entrypoint") + _words(s.get("command"), f"{service}.command")
+    mounts = tuple(m for m in (_compose_volume(v) for v in s.get("volumes") or []) if m is not None)
+    ports = tuple(str(p) for p in s.get("ports") or [] if isinstance(p, (str, int)))
+    env_files = _strs(s.get("env_file"), f"{service}.env_file") if not isinstance(s.get("env_file"), list) or all(
+        isinstance(x, str) for x in s.get("env_file")) else ()
+    return ContainerSpec(
+        name=str(s.get("container_name") or service), image=str(s.get("image") or ""), argv=argv,
+        env=_env_pairs(s.get("environment") or {}, f"{service}.environment"), mounts=mounts,
+        gpus=_compose_gpus(s), shm_size_bytes=parse_size(s.get("shm_size")),
+        ipc_mode=str(s["ipc"]) if s.get("ipc") else None,
+        network_mode=str(s["network_mode"]) if s.get("network_mode") else None, ports=ports,
+        restart_policy=str(s["restart"]) if s.get("restart") else None, env_files=env_files,
+        labels=(("com.docker.compose.service", service),), source="compose")
+
+
+# -- which container holds a GPU process -------------------------------------------------------
+_CGROUP_ID = re.compile(r"(?:docker[-/]|/docker/|cri-containerd-|/containerd/)([0-9a-f]{64})(?:\.scope)?")
+
+
+def container_id_from_cgroup(text: str) -> str | None:
+    """`/proc/PID/cgroup` → the full container id of the process, or None (not in a container).
+    cgroup v1 (`…:/docker/<id>`) and v2 with the systemd driver (`0::/system.slice/docker-<id>.scope`)."""
+    for line in text.splitlines():
+        m = _CGROUP_ID.search(line)
+        if m:
+            return m.group(1)
+    return None
