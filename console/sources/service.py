@@ -27,7 +27,8 @@ def service_script(units: list[str]) -> str:
     parts = []
     for i, unit in enumerate(units):
         q = quote(unit)
-        parts.append(f"echo @@cat{i}; systemctl cat --no-pager -- {q} 2>&1; echo @@catrc{i}; echo $?")
+        parts.append(f"echo @@cat{i}; systemctl cat --no-pager -- {q} 2>&1; "
+                     f"__rc=$?; echo @@catrc{i}; echo $__rc")
         parts.append(f"echo @@show{i}; systemctl show --no-pager -p ActiveState,SubState,MainPID -- {q} 2>/dev/null")
         parts.append(f"echo @@cmdline{i}; __p=$(systemctl show -p MainPID --value -- {q} 2>/dev/null); "
                      f"if [ \"${{__p:-0}}\" -gt 0 ] 2>/dev/null; then tr '\\0' '\\n' < /proc/$__p/cmdline; fi")
@@ -121,8 +122,9 @@ class ServiceWatcher:
         for i, unit in enumerate(units):
             text = s.get(f"cat{i}", "")
             if s.get(f"catrc{i}", "0").strip() != "0":
-                sides.append(ServiceSide(unit, None, None, None,
-                                         error=redact_text(f"{unit}: {text.strip() or 'not found'}")))
+                # `systemctl cat` of a unit with no file: "No files found for NAME." (exit 1)
+                why = "not installed yet" if "No files found" in text or not text.strip() else text.strip()
+                sides.append(ServiceSide(unit, None, None, None, error=redact_text(f"{unit}: {why}")))
                 continue
             side = side_from_text(unit, text, self.table)
             props = _props(s.get(f"show{i}", ""))
