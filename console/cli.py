@@ -150,6 +150,8 @@ def _host_options(*, suppress: bool = False, model: bool = True, service: bool =
             m.add_argument("--unit", help="systemd unit of the new SGLang service")
             m.add_argument("--compare-unit", metavar="UNIT", help="unit to diff against (the old service)")
             m.add_argument("--log-file", metavar="PATH", help="SGLang log file (instead of the unit's journal)")
+            m.add_argument("--container", metavar="NAME", help="Docker container of the new SGLang service (instead of a unit)")
+            m.add_argument("--compare-container", metavar="NAME", help="container to diff against (the old service)")
         if server:
             m.add_argument("--server-port", type=port_number, metavar="N", help="SGLang HTTP port on the host (30000)")
     # The demo whose swap the console drives itself (issue 13): nothing moves until you act.
@@ -290,7 +292,8 @@ def resolve_profile(args: argparse.Namespace) -> HostProfile:
     profile = config.pick(args.profile, args.host)
     overrides = {k: getattr(args, k, None) for k in (  # a subcommand may not offer every one
         "host", "port", "user", "identity", "known_hosts", "model_dir", "repo_id", "unit",
-        "compare_unit", "log_file", "server_port", "connect_timeout_s", "read_only")}
+        "compare_unit", "log_file", "container", "compare_container", "server_port", "connect_timeout_s",
+        "read_only")}
     if args.host and profile.host and args.host == profile.name:
         overrides["host"] = None  # --host named the profile: keep its address
     return profile.with_overrides(overrides)

@@ -40,6 +40,12 @@ class HostProfile:
     unit: str | None = None
     compare_unit: str | None = None
     log_file: str | None = None
+    # SGLang in a container (issue 26): the watched container, the one it replaces, or a compose
+    # file's service as the new side. A unit and a container are two kinds of the same service.
+    container: str | None = None
+    compare_container: str | None = None
+    compose: str | None = None
+    compose_service: str | None = None
     server_port: int = 30000
     forbidden_prefixes: tuple[str, ...] = ()
     disk_paths: tuple[str, ...] = ()
@@ -82,7 +88,8 @@ def config_search_paths() -> list[Path]:
 
 _PORTS = ("port", "server_port")
 _POSITIVE = ("stall_after_s", "gpu_interval_s", "connect_timeout_s")
-_TEXT = ("host", "user", "identity", "known_hosts", "model_dir", "repo_id", "unit", "compare_unit", "log_file")
+_TEXT = ("host", "user", "identity", "known_hosts", "model_dir", "repo_id", "unit", "compare_unit", "log_file",
+         "container", "compare_container", "compose", "compose_service")
 
 
 def _check_value(source: Path, name: str, key: str, value: Any) -> None:
@@ -106,6 +113,9 @@ def _profile_from_table(name: str, table: Mapping[str, Any], source: Path) -> Ho
     values = dict(table)
     for key, value in values.items():
         _check_value(source, name, key, value)
+    if values.get("unit") and (values.get("container") or values.get("compose")):
+        raise ConfigError(f"{source}: profile {name!r}: a service is a unit or a container: "
+                          "give `unit` or `container`/`compose`, not both")
     for key in ("forbidden_prefixes", "disk_paths"):
         if key in values:
             if not isinstance(values[key], list) or not all(isinstance(v, str) for v in values[key]):

@@ -60,8 +60,17 @@ class HostSession:
         return sources
 
     def service_watcher(self) -> ServiceWatcher | None:
+        profile = self.profile
+        if self._service is None and (profile.container or profile.compose):
+            from console.sources.container import ContainerWatcher
+
+            self._service = ContainerWatcher(self.transport, profile.container or profile.compose_service or "sglang",
+                                             profile.compare_container, compose_file=profile.compose,
+                                             compose_service=profile.compose_service,
+                                             forbidden_prefixes=profile.forbidden_prefixes)
+            return self._service
         if not self.profile.unit:
-            return None
+            return self._service
         if self._service is None:
             self._service = ServiceWatcher(self.transport, self.profile.unit, self.profile.compare_unit,
                                            forbidden_prefixes=self.profile.forbidden_prefixes)
@@ -73,12 +82,14 @@ class HostSession:
             units = tuple(u for u in (self.profile.unit, self.profile.compare_unit) if u)
             if self.profile.log_file:
                 self._log = LogFollower(self.transport, log_file=self.profile.log_file)
+            elif self.profile.container:
+                self._log = LogFollower(self.transport, container=self.profile.container)
             elif units:
                 self._log = LogFollower(self.transport, units=units)
         return self._log
 
     def server_watcher(self) -> ServerWatcher | None:
-        if not self.profile.unit and not self.profile.host:
+        if not self.profile.unit and not self.profile.host and not self.profile.container:
             return None
         follower = self.log_follower()
         return ServerWatcher(self.transport, self.profile.unit, self.profile.server_port,

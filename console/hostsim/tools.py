@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 TOOLS: tuple[str, ...] = ("hostname", "df", "nvidia-smi", "systemctl", "journalctl", "sha256sum", "systemd-run",
-                          "hf")
+                          "hf", "docker")
 
 
 def install_pylib(pylib: Path) -> None:
@@ -245,11 +245,17 @@ def _hf(args: list[str]) -> int:
     return drive.hf(args)
 
 
+def _docker(args: list[str]) -> int:
+    from console.hostsim import fake_docker
+
+    return fake_docker.main(args)
+
+
 def main(name: str, args: list[str]) -> int:
     try:
         handler = {"hostname": _hostname, "df": _df, "nvidia-smi": _nvidia_smi, "systemctl": _systemctl,
                    "journalctl": _journalctl, "sha256sum": _sha256sum, "systemd-run": _systemd_run,
-                   "hf": _hf}[name]
+                   "hf": _hf, "docker": _docker}[name]
         return handler(args)
     except BrokenPipeError:
         return 141

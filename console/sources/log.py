@@ -9,7 +9,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from console.analysis.log_state import LogSummary, LogTracker
 from console.backoff import Backoff
@@ -43,16 +43,20 @@ def parse_line(text: str) -> LogEvent:
 
 class LogFollower:
     def __init__(self, transport: Transport, *, units: tuple[str, ...] = (), log_file: str | None = None,
-                 backlog: int = BACKLOG_LINES) -> None:
-        if not units and not log_file:
-            raise ValueError("a log source needs units or a file")
+                 backlog: int = BACKLOG_LINES, container: str | None = None) -> None:
+        if not units and not log_file and not container:
+            raise ValueError("a log source needs units, a file or a container")
         self.transport = transport
         self.units = units
         self.log_file = log_file
+        self.container = container
+        self.since: str | None = None  # a container's last line's Docker timestamp (RFC 3339, nanoseconds)
+        self._docker_ts: str | None = None
         self.backlog = backlog
         self.cursor: str | None = None
         self.offset: int | None = None
-        self.label = f"file {log_file}" if log_file else "journal of " + ", ".join(units)
+        self.label = (f"file {log_file}" if log_file else f"docker logs of {container}" if container
+                      else "journal of " + ", ".join(units))
         self.tracker = LogTracker(self.label)
         self.backoff = Backoff()
         self._connected_status: str | None = None
@@ -67,6 +71,16 @@ class LogFollower:
 
     # -- the command ---------------------------------------------------------------------
     async def _command(self) -> tuple[str, str | None]:
+        if self.container is not None:
+            # --timestamps: Docker's own time for lines that carry none, and where to resume (--since).
+            args = ["docker", "logs", "--follow", "--timestamps"]
+            if self.since:
+                args += ["--since", self.since]
+                note = "resumed after the last line's Docker timestamp"
+            else:
+                args += ["--tail", str(self.backlog)]
+                note = None
+            return "exec " + join([*args, "--", self.container]) + " 2>&1", note
         if self.log_file is None:
             args = ["journalctl", *[f"--unit={u}" for u in self.units], "-f", "-o", "json",
                     "--output-fields=MESSAGE,_SYSTEMD_UNIT", "--no-pager"]
@@ -93,7 +107,27 @@ class LogFollower:
         self.offset = start
         return f"exec tail -c +{start + 1} -F -- {path}", note
 
+    def _parse(self, raw: bytes) -> LogEvent | None:
+        text = self._decode(raw)
+        if text is None:
+            return None
+        event = parse_line(text)
+        if self._docker_ts is not None and event.ts is None:
+            # Docker's time, as SGLang writes its own: "2026-11-28 07:41:13"
+            event = replace(event, ts=self._docker_ts[:19].replace("T", " "))
+        return event
+
     def _decode(self, raw: bytes) -> str | None:
+        self._docker_ts = None
+        if self.container is not None:
+            text = raw.decode("utf-8", "replace")
+            ts, sep, rest = text.partition(" ")
+            if not sep or len(ts) < 20 or ts[4:5] != "-" or not ts.endswith("Z"):
+                return text  # a line of docker's own (an error): show it as it is
+            if self.since is not None and ts <= self.since:
+                return None  # seen before the reconnect: --since is inclusive
+            self.since = self._docker_ts = ts
+            return rest
         if self.log_file is not None:
             assert self.offset is not None
             self.offset += len(raw) + 1
@@ -118,7 +152,10 @@ class LogFollower:
     async def read_backlog(self) -> tuple[LogEvent, ...]:
         """One read of the backlog (no following), fed to this follower's own tracker: the one
         the server watcher reads, as in the app. For `snapshot --json`."""
-        if self.log_file is None:
+        if self.container is not None:
+            args = ["docker", "logs", "--timestamps", "--tail", "5000", "--", self.container]
+            result = await self.transport.run(join(args) + " 2>&1", timeout=30)
+        elif self.log_file is None:
             args = ["journalctl", *[f"--unit={u}" for u in self.units], "-o", "json",
                     "--output-fields=MESSAGE,_SYSTEMD_UNIT", "--no-pager", "-n", "5000"]
             result = await self.transport.run(join(args), timeout=30)
@@ -130,9 +167,9 @@ class LogFollower:
         events = []
         for raw in result.stdout.split(b"\n"):
             if raw:
-                text = self._decode(raw)
-                if text is not None:
-                    events.append(parse_line(text))
+                event = self._parse(raw)
+                if event is not None:
+                    events.append(event)
         self.offset = saved
         self.tracker.feed(events)
         self.tracker.flush()
@@ -189,9 +226,9 @@ class LogFollower:
                         raw_lines.append(item)
                     events = []
                     for raw in raw_lines:
-                        text = self._decode(raw)  # type: ignore[arg-type]
-                        if text is not None:
-                            events.append(parse_line(text))
+                        event = self._parse(raw)  # type: ignore[arg-type]
+                        if event is not None:
+                            events.append(event)
                     got += len(events)
                     self.tracker.feed(events)
                     if queue.empty():

@@ -1,0 +1,232 @@
+"""The simulated host's `docker` CLI (issue 26): `ps`, `inspect`, `logs`, `start`, `stop`, as the
+real CLI prints them, over containers kept in the sandbox.
+
+A container is `$GPUSIM_ROOT/.sim/containers/NAME.json` (its `docker inspect` object, the layout of
+tests/data/docker/inspect_qwen397b.json) and `NAME.log` (its output, one `RFC3339NANO-TIMESTAMP line`
+per line, as `docker logs --timestamps` prints it). `$GPUSIM_ROOT/.sim/docker-down` makes the daemon
+unreachable. Messages are the real CLI's (docker 24-27): "Error: No such object: NAME" after an
+empty `[]` for `inspect`, "Error response from daemon: No such container: NAME" for the others,
+and the daemon-down line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+DAEMON_DOWN = ("Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
+               "Is the docker daemon running?")
+
+
+def _dir() -> Path:
+    return Path(os.environ["GPUSIM_ROOT"]) / ".sim" / "containers"
+
+
+def _load(name: str) -> dict[str, Any] | None:
+    name = name.lstrip("/")
+    if not name or "/" in name or name.startswith("."):
+        return None
+    path = _dir() / f"{name}.json"
+    if path.is_file():
+        loaded: dict[str, Any] = json.loads(path.read_text())
+        return loaded
+    for other in _dir().glob("*.json") if _dir().is_dir() else ():
+        obj = json.loads(other.read_text())
+        if str(obj.get("Id", "")).startswith(name) and len(name) >= 4:
+            return obj  # type: ignore[no-any-return]
+    return None
+
+
+def _save(obj: dict[str, Any]) -> None:
+    name = str(obj["Name"]).lstrip("/")
+    tmp = _dir() / f".{name}.json.tmp"
+    tmp.write_text(json.dumps(obj, indent=4))
+    tmp.replace(_dir() / f"{name}.json")
+
+
+def add_container(root: Path, inspect: dict[str, Any], log_lines: list[str] = ()) -> None:  # type: ignore[assignment]
+    """For scenarios and tests: put a container on the simulated host."""
+    d = root / ".sim" / "containers"
+    d.mkdir(parents=True, exist_ok=True)
+    name = str(inspect["Name"]).lstrip("/")
+    (d / f"{name}.json").write_text(json.dumps(inspect, indent=4))
+    with (d / f"{name}.log").open("a") as f:
+        for line in log_lines:
+            f.write(f"{_now()} {line}\n")
+
+
+def append_log(root: Path, name: str, line: str) -> None:
+    with (root / ".sim" / "containers" / f"{name}.log").open("a") as f:
+        f.write(f"{_now()} {line}\n")
+
+
+def _now() -> str:
+    now = datetime.now(timezone.utc)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond * 1000:09d}Z"
+
+
+def _ps(args: list[str]) -> int:
+    show_all = "-a" in args or "--all" in args
+    rows = []
+    d = _dir()
+    for path in sorted(d.glob("*.json")) if d.is_dir() else ():
+        obj = json.loads(path.read_text())
+        state = obj.get("State", {})
+        if not show_all and not state.get("Running"):
+            continue
+        argv = [obj.get("Path", "")] + list(obj.get("Args") or [])
+        command = " ".join(a for a in argv if a)
+        if "--no-trunc" not in args and len(command) > 20:
+            command = command[:19] + "…"
+        status = ("Up 3 days" if state.get("Running") else
+                  "Restarting (%d) 5 seconds ago" % state.get("ExitCode", 0) if state.get("Restarting") else
+                  "Exited (%d) 2 minutes ago" % state.get("ExitCode", 0))
+        ports = ", ".join(f"{(b.get('HostIp') or '0.0.0.0')}:{b.get('HostPort')}->{p}"
+                          for p, bs in (obj.get("HostConfig", {}).get("PortBindings") or {}).items() for b in bs or [])
+        rows.append({"Command": json.dumps(command), "CreatedAt": "2026-11-28 07:41:12 +0000 UTC",
+                     "ID": obj.get("Id", "") if "--no-trunc" in args else obj.get("Id", "")[:12],
+                     "Image": obj.get("Config", {}).get("Image", ""), "Labels": "", "LocalVolumes": "0",
+                     "Mounts": ",".join(m.get("Source", "") for m in obj.get("Mounts") or []),
+                     "Names": str(obj.get("Name", "")).lstrip("/"), "Networks": "bridge", "Ports": ports,
+                     "RunningFor": "3 days ago", "Size": "0B", "State": state.get("Status", ""), "Status": status})
+    fmt = args[args.index("--format") + 1] if "--format" in args and args.index("--format") + 1 < len(args) else None
+    if fmt == "{{json .}}":
+        for row in rows:
+            print(json.dumps(row, separators=(",", ":")))
+    else:
+        print("CONTAINER ID   IMAGE   COMMAND   CREATED   STATUS   PORTS   NAMES")
+        for row in rows:
+            print(f"{row['ID'][:12]}   {row['Image']}   {row['Command']}   3 days ago   {row['Status']}   "
+                  f"{row['Ports']}   {row['Names']}")
+    return 0
+
+
+def _names(args: list[str]) -> list[str]:
+    out, skip = [], False
+    rest = args[args.index("--") + 1:] if "--" in args else None
+    if rest is not None:
+        return rest
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a in ("--type", "--format", "--since", "--tail", "-n", "--until", "--time"):
+            skip = True
+            continue
+        if a.startswith("-"):
+            continue
+        out.append(a)
+    return out
+
+
+def _inspect(args: list[str]) -> int:
+    found, missing = [], []
+    for name in _names(args):
+        obj = _load(name)
+        (found if obj is not None else missing).append(obj if obj is not None else name)
+    print(json.dumps(found, indent=4))
+    for name in missing:
+        print(f"Error: No such object: {name}", file=sys.stderr)
+    return 1 if missing else 0
+
+
+def _value(args: list[str], *flags: str) -> str | None:
+    for flag in flags:
+        if flag in args and args.index(flag) + 1 < len(args):
+            return args[args.index(flag) + 1]
+        for a in args:
+            if a.startswith(flag + "="):
+                return a.split("=", 1)[1]
+    return None
+
+
+def _logs(args: list[str]) -> int:
+    names = _names([a for a in args if a not in ("-f", "--follow", "-t", "--timestamps")])
+    if len(names) != 1:
+        print('"docker logs" requires exactly 1 argument.', file=sys.stderr)
+        return 1
+    obj = _load(names[0])
+    if obj is None:
+        print(f"Error response from daemon: No such container: {names[0]}", file=sys.stderr)
+        return 1
+    path = _dir() / f"{str(obj['Name']).lstrip('/')}.log"
+    follow = "-f" in args or "--follow" in args
+    stamps = "-t" in args or "--timestamps" in args
+    since = _value(args, "--since")
+    tail = _value(args, "--tail", "-n")
+
+    def emit(line: str) -> None:
+        ts, _, text = line.partition(" ")
+        if since and ts <= since:
+            return
+        # SGLang writes its log to stderr; `docker logs` replays each stream on its own.
+        sys.stderr.write(f"{ts} {text}\n" if stamps else f"{text}\n")
+        sys.stderr.flush()
+
+    lines = path.read_text().splitlines() if path.exists() else []
+    if tail is not None and tail != "all" and tail.isdigit():
+        lines = lines[-int(tail):] if int(tail) else []
+    for line in lines:
+        emit(line)
+    if not follow:
+        return 0
+    offset = path.stat().st_size if path.exists() else 0
+    while True:
+        time.sleep(0.2)
+        if not path.exists():
+            continue
+        size = path.stat().st_size
+        if size > offset:
+            with path.open() as f:
+                f.seek(offset)
+                chunk = f.read()
+            offset = size
+            for line in chunk.splitlines():
+                emit(line)
+
+
+def _start_stop(cmd: str, args: list[str]) -> int:
+    status = 0
+    for name in _names(args):
+        obj = _load(name)
+        if obj is None:
+            print(f"Error response from daemon: No such container: {name}", file=sys.stderr)
+            status = 1
+            continue
+        state = obj.setdefault("State", {})
+        if cmd == "start":
+            state.update(Status="running", Running=True, Restarting=False, ExitCode=0, Pid=state.get("Pid") or 4242)
+        else:
+            state.update(Status="exited", Running=False, Restarting=False, ExitCode=0, Pid=0)
+        _save(obj)
+        print(name)
+    return status
+
+
+def main(args: list[str]) -> int:
+    if (Path(os.environ["GPUSIM_ROOT"]) / ".sim" / "docker-down").exists():
+        print(DAEMON_DOWN, file=sys.stderr)
+        return 1
+    if not args:
+        print("Usage:  docker [OPTIONS] COMMAND", file=sys.stderr)
+        return 1
+    cmd, rest = args[0], args[1:]
+    if cmd == "container" and rest:
+        cmd, rest = rest[0], rest[1:]
+        if cmd == "ls":
+            cmd = "ps"
+    if cmd == "ps":
+        return _ps(rest)
+    if cmd == "inspect":
+        return _inspect(rest)
+    if cmd == "logs":
+        return _logs(rest)
+    if cmd in ("start", "stop"):
+        return _start_stop(cmd, rest)
+    print(f"docker: '{cmd}' is not a docker command.", file=sys.stderr)
+    return 1

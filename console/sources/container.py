@@ -1,0 +1,134 @@
+"""The service source when SGLang runs in a container (issue 26): `docker inspect` of the watched
+container and the one it replaces (or a compose file's service), in one round-trip over the one
+SSH connection, plus the containers on the host that run SGLang. No Docker API client: the `docker`
+CLI on the host, as the operator would run it.
+
+The same `ServiceReport` as for units comes out, so the diff pane, the lints, the gate and the
+report read one shape.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from typing import Any
+
+from console.analysis.container_diff import _host_path, build_container_report, side_from_container
+from console.analysis.service_diff import HostFacts
+from console.analysis.service_report import ServiceReport, ServiceSide, build_report
+from console.parsers import ParseError, split_sections
+from console.parsers.docker import ContainerSpec, parse_compose, parse_inspect, parse_ps, runs_sglang
+from console.redact import redact_text
+from console.sources.service import ServiceWatcher
+from console.transport.base import Transport, quote
+
+INSPECT_TIMEOUT_S = 20.0
+_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean(text: str) -> str:
+    """One line, with no escape sequence or control character from the host (pane text)."""
+    return " ".join(_CONTROL.sub("", text.replace("\n", " ").replace("\t", " ")).split())
+
+
+def container_script(names: list[str]) -> str:
+    parts = []
+    for i, name in enumerate(names):
+        parts.append(f"echo @@inspect{i}; docker inspect --type container -- {quote(name)} 2>&1; "
+                     f"__rc=$?; echo @@rc{i}; echo $__rc")
+    parts.append("echo @@ps; docker ps -a --no-trunc --format '{{json .}}' 2>&1")
+    return "; ".join(parts) + "; true"
+
+
+class ContainerWatcher(ServiceWatcher):
+    """`new_unit`/`old_unit` name containers here (the picker and `s` work as for units)."""
+
+    def __init__(self, transport: Transport, container: str, compare_container: str | None, *,
+                 compose_file: str | None = None, compose_service: str | None = None,
+                 forbidden_prefixes: tuple[str, ...] = ()) -> None:
+        super().__init__(transport, container, compare_container, forbidden_prefixes=forbidden_prefixes)
+        self.compose_file = compose_file
+        self.compose_service = compose_service
+        self.containers_on_host: tuple[str, ...] = ()
+
+    async def read_specs(self, names: list[str]) -> tuple[list[ContainerSpec | str], tuple[str, ...]]:
+        """Each container's spec, or the one line that says why there is none."""
+        result = await self.transport.run(container_script(names), timeout=INSPECT_TIMEOUT_S)
+        s = split_sections(result.text)
+        specs: list[ContainerSpec | str] = []
+        for i, name in enumerate(names):
+            text = s.get(f"inspect{i}", "")
+            if s.get(f"rc{i}", "").strip() != "0":
+                why = " ".join(ln for ln in text.splitlines() if ln.strip() and ln.strip() not in ("[]", "[", "]"))
+                specs.append(clean(redact_text(f"{name}: {why.strip() or 'docker inspect failed'}")))
+                continue
+            try:
+                found = parse_inspect(text)
+            except ParseError as exc:
+                specs.append(clean(f"{name}: {exc}"))
+                continue
+            specs.append(found[0] if found else f"{name}: no such container")
+        ps = s.get("ps", "")
+        names_on_host = tuple(sorted(r.name for r in parse_ps(ps) if runs_sglang(r.command)))
+        return specs, names_on_host
+
+    async def _compose_spec(self) -> ContainerSpec | str:
+        assert self.compose_file is not None
+        try:
+            raw = await self.transport.read_file(self.compose_file, max_bytes=1 << 20, timeout=10)
+        except Exception as exc:  # noqa: BLE001 - one line in the pane
+            return f"{self.compose_file}: cannot read it ({clean(str(exc)) or type(exc).__name__})"
+        try:
+            return parse_compose(raw.decode("utf-8", "replace"), self.compose_service)
+        except ParseError as exc:
+            return clean(f"{self.compose_file}: {exc}")
+
+    async def _container_facts(self, spec: ContainerSpec, gpus: int | None) -> HostFacts:
+        side = side_from_container(spec, self.table)
+        model = side.command.value("--model-path") if side.command is not None else None
+        host_paths = [m.source for m in spec.mounts if m.kind == "bind" and m.source.startswith("/")]
+        exists: dict[str, bool] = {}
+        model_host = _host_path(model, spec) if isinstance(model, str) and model.startswith("/") else None
+        check = sorted(set(host_paths + ([model_host] if model_host else [])))
+        if check:
+            script = "; ".join(f"if [ -e {quote(p)} ]; then echo 1; else echo 0; fi" for p in check)
+            r = await self.transport.run(script, timeout=10)
+            exists = {p: a == "1" for p, a in zip(check, r.text.split(), strict=False)}
+        config: dict[str, Any] | None = None
+        if model_host and exists.get(model_host):
+            try:
+                raw = await self.transport.read_file(model_host.rstrip("/") + "/config.json", max_bytes=4 << 20,
+                                                     timeout=10)
+                loaded = json.loads(raw)
+                config = loaded if isinstance(loaded, dict) else None
+            except Exception:  # noqa: BLE001 - no config.json yet: lints that need it wait
+                config = None
+        return HostFacts(model_config=config, paths_exist=exists, forbidden_prefixes=self.forbidden_prefixes,
+                         gpu_count=gpus)
+
+    async def poll(self) -> ServiceReport:
+        names = [n for n in (self.new_unit, self.old_unit) if n]
+        if self.compose_file is not None:
+            names = [n for n in (self.old_unit,) if n]
+        specs, on_host = await self.read_specs(names)
+        self.containers_on_host = on_host
+        new: ContainerSpec | str = await self._compose_spec() if self.compose_file is not None else specs[0]
+        old = (specs[0] if self.compose_file is not None else specs[1] if len(specs) > 1 else None) if self.old_unit else None
+        gpus = await self.gpu_count()
+        if isinstance(new, str) or isinstance(old, str):
+            def side(x: ContainerSpec | str | None, name: str | None) -> ServiceSide | None:
+                if x is None:
+                    return None
+                if isinstance(x, str):
+                    return ServiceSide(name or "?", None, None, None, error=x)
+                return side_from_container(x, self.table)
+            new_side = side(new, self.new_unit)
+            assert new_side is not None
+            return build_report(side(old, self.old_unit), new_side, HostFacts(forbidden_prefixes=self.forbidden_prefixes,
+                                                                            gpu_count=gpus),
+                                table=self.table, units_on_host=on_host,
+                                flags_source=f"built-in flag table of SGLang {self.table.version}")
+        facts = await self._container_facts(new, gpus)
+        report = build_container_report(old, new, facts, table=self.table)
+        return replace(report, units_on_host=on_host)
