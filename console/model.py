@@ -61,6 +61,7 @@ class GpuProcess:
     pid: int
     name: str
     memory_mib: int | None
+    container: str | None = None  # the Docker container holding it (issue 26): what nvidia-smi cannot show
 
 
 @dataclass(frozen=True, slots=True)

@@ -114,3 +114,52 @@ async def test_a_unit_not_installed_yet_says_so_not_a_parse_error(sim, sim_trans
 
     report = await ServiceWatcher(sim_transport, "sglang-nothere.service", None).poll()
     assert report.new.error == "sglang-nothere.service: not installed yet"
+
+
+class _ScriptedTransport:
+    """Answers the one lookup script with what a Docker host prints (cgroup v2, docker ps)."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.scripts = text, []
+
+    async def run(self, script: str, *, timeout: float = 10.0):
+        from console.transport.base import CommandResult
+
+        self.scripts.append(script)
+        return CommandResult(0, self.text.encode(), b"", 0.01)
+
+
+async def test_gpu_processes_are_named_by_their_container():
+    from console.model import GpuDevice, GpuProcess
+    from console.panes.gpu import format_gpu_status
+    from console.sources.gpu import GpuSource
+
+    cid = "3f1c9e2a7b6d4c5e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9012a3b4c5d6e7"
+    transport = _ScriptedTransport(f"@@pid48213\n{(DATA / 'cgroup_v2_docker.txt').read_text()}"
+                                   f"@@pid777\n{(DATA / 'cgroup_host.txt').read_text()}"
+                                   f"@@names\n{cid} sglang-qwen397b\n")
+    source = GpuSource(transport, local=False)  # type: ignore[arg-type]
+    gpu = GpuDevice(0, "NVIDIA H200", "GPU-0", 1000, 143771, 0, 30, 100.0, 700.0,
+                    processes=(GpuProcess(48213, "python3", 90000), GpuProcess(777, "python3", 2000)))
+    first = source._status("nvml", (gpu,), (), None)
+    assert all(p.container is None for p in first.data.gpus[0].processes)  # looked up in the background
+    await source._container_task
+    assert transport.scripts and "for p in 777 48213;" in transport.scripts[0]
+    second = source._status("nvml", (gpu,), (), None)
+    by_pid = {p.pid: p.container for p in second.data.gpus[0].processes}
+    assert by_pid == {48213: "sglang-qwen397b", 777: None}
+    text = format_gpu_status(second, width=100, height=12).plain
+    assert "sglang-qwen397b: python3" in text
+    source._status("nvml", (gpu,), (), None)
+    assert len(transport.scripts) == 1  # known pids are not looked up again
+
+
+async def test_the_container_lookup_script_runs_in_a_real_shell():
+    import os
+
+    from console.sources.gpu import GpuSource
+    from console.transport.local import LocalTransport
+
+    source = GpuSource(LocalTransport(), local=True)
+    await source._lookup_containers([os.getpid()])
+    assert os.getpid() in source._containers  # answered (this process is in no Docker container here or is)

@@ -129,7 +129,8 @@ def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, heigh
             mem = DASH if p.memory_mib is None else f"{p.memory_mib / 1024:.1f}G"
             name_w = max(10, width - 19)  # " II PPPPPPP " before, " MMMMMM" after
             text.append(f" {index:>2} {p.pid:>7} ", style=DIM)
-            text.append(f"{fit_name(p.name, name_w):<{name_w}}")
+            label = f"{p.container}: {p.name}" if p.container else p.name  # which container holds it
+            text.append(f"{fit_name(label, name_w):<{name_w}}")
             text.append(f" {mem:>6}\n")
         if len(procs) > len(show):
             text.append(f"    … {len(procs) - len(show)} more processes (1 maximizes)\n", style=DIM)

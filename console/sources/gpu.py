@@ -78,16 +78,57 @@ class GpuSource:
         self.backoff = Backoff(initial_s=interval_s)
         self._stall_s = max(STALL_S, 5 * interval_s)
         self.oneshot_timeout_s = 15.0
+        # pid -> container name (None: not in a container), read once per new pid (issue 26)
+        self._containers: dict[int, str | None] = {}
+        self._container_task: asyncio.Task[None] | None = None
 
     # -- assembling readings -------------------------------------------------------------
     def _status(self, path: str, gpus: tuple[GpuDevice, ...], problems: tuple[str, ...],
                 driver: str | None) -> Reading[GpuStatus]:
         # History is kept per GPU by the host's state (console.core.state.GpuTracker), not here.
         skipped = tuple(f"{p}: {why}" for p, why in self.unavailable.items())
+        gpus = self._with_containers(gpus)
         status = GpuStatus(source=path, gpus=gpus, problems=skipped + problems, driver=driver,
                            sampled_at_s=time.time())
         self.reading = Reading(self.name, status, time.time())
         return self.reading
+
+    def _with_containers(self, gpus: tuple[GpuDevice, ...]) -> tuple[GpuDevice, ...]:
+        """Name the container of each GPU process (from /proc/PID/cgroup and `docker ps`), as far
+        as it is known; unknown pids are looked up in the background, once."""
+        from dataclasses import replace
+
+        pids = {p.pid for g in gpus for p in g.processes}
+        new = sorted(pid for pid in pids if pid not in self._containers and pid > 0)
+        if new and (self._container_task is None or self._container_task.done()):
+            try:
+                self._container_task = asyncio.get_running_loop().create_task(self._lookup_containers(new))
+            except RuntimeError:  # no loop (a test assembling readings by hand)
+                pass
+        if not any(self._containers.get(pid) for pid in pids):
+            return gpus
+        return tuple(replace(g, processes=tuple(replace(p, container=self._containers.get(p.pid)) for p in g.processes))
+                     for g in gpus)
+
+    async def _lookup_containers(self, pids: list[int]) -> None:
+        from console.parsers.docker import container_id_from_cgroup
+
+        script = ("for p in " + " ".join(str(int(p)) for p in pids) + "; do echo \"@@pid$p\"; "
+                  "cat \"/proc/$p/cgroup\" 2>/dev/null; done; echo @@names; "
+                  "command -v docker >/dev/null 2>&1 && docker ps --no-trunc --format '{{.ID}} {{.Names}}' 2>/dev/null; true")
+        try:
+            result = await self.transport.run(script, timeout=10)
+        except Exception:  # noqa: BLE001 - which container holds a process is a nice-to-have
+            for pid in pids:
+                self._containers.setdefault(pid, None)
+            return
+        sections = split_sections(result.text)
+        names = dict(line.split(" ", 1) for line in sections.get("names", "").splitlines() if " " in line)
+        for pid in pids:
+            cid = container_id_from_cgroup(sections.get(f"pid{pid}", ""))
+            self._containers[pid] = names.get(cid, cid[:12]) if cid else None
+        while len(self._containers) > 4096:
+            self._containers.pop(next(iter(self._containers)))
 
     def _error(self, message: str) -> Reading[GpuStatus]:
         from dataclasses import replace
