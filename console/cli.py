@@ -150,12 +150,12 @@ def _host_options(*, suppress: bool = False, model: bool = True, service: bool =
             m.add_argument("--unit", help="systemd unit of the new SGLang service")
             m.add_argument("--compare-unit", metavar="UNIT", help="unit to diff against (the old service)")
             m.add_argument("--log-file", metavar="PATH", help="SGLang log file (instead of the unit's journal)")
-            m.add_argument("--container", metavar="NAME", help="Docker container of the new SGLang service (instead of a unit)")
+            m.add_argument("--container", metavar="NAME", help="Docker container of the new SGLang service")
             m.add_argument("--compare-container", metavar="NAME", help="container to diff against (the old service)")
         if server:
             m.add_argument("--server-port", type=port_number, metavar="N", help="SGLang HTTP port on the host (30000)")
     # The demo whose swap the console drives itself (issue 13): nothing moves until you act.
-    g.add_argument("--demo-scenario", choices=["swap", "drive"], help=argparse.SUPPRESS,
+    g.add_argument("--demo-scenario", choices=["swap", "drive", "docker"], help=argparse.SUPPRESS,
                    **({} if suppress else {"default": "swap"}))
     return p
 

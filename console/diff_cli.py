@@ -80,7 +80,7 @@ async def run_diff(args: argparse.Namespace, profile: HostProfile, *, local_only
     except ParseError as exc:
         print(f"gpuconsole: {exc}", file=sys.stderr)
         return 2
-    if new_box is not None and (old_box is not None or not Path(args.old).exists()):
+    if new_box is not None and (old_box is not None or not Path(args.old).exists()):  # noqa: ASYNC240 - one local stat
         report = build_container_report(old_box, new_box, facts) if old_box is not None or args.old == "-" else None
         if report is None:
             print(f"gpuconsole: {args.old}: no such file", file=sys.stderr)

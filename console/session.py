@@ -83,7 +83,8 @@ class HostSession:
             if self.profile.log_file:
                 self._log = LogFollower(self.transport, log_file=self.profile.log_file)
             elif self.profile.container:
-                self._log = LogFollower(self.transport, container=self.profile.container)
+                self._log = LogFollower(self.transport, container=self.profile.container,
+                                        compare_container=self.profile.compare_container)
             elif units:
                 self._log = LogFollower(self.transport, units=units)
         return self._log

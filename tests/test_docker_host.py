@@ -163,3 +163,61 @@ async def test_the_container_lookup_script_runs_in_a_real_shell():
     source = GpuSource(LocalTransport(), local=True)
     await source._lookup_containers([os.getpid()])
     assert os.getpid() in source._containers  # answered (this process is in no Docker container here or is)
+
+
+async def test_the_log_moves_from_the_old_container_to_the_new_when_the_old_stops(sim, sim_transport):
+    """`docker logs -f` ends when its container stops; the follower then follows the running one."""
+    from console.hostsim.fake_docker import main as docker_cli
+
+    root = sim.root
+    add_container(root, _inspect(root, "old", "data/models", running=True, model="A", extra=[]), ["old line 1"])
+    add_container(root, _inspect(root, "new", "shared/models", running=False, model="B", extra=[]), [])
+    follower = LogFollower(sim_transport, container="new", compare_container="old")
+    seen: list = []
+    notes: list = []
+
+    async def read(pred) -> None:
+        async for batch in follower.batches():
+            seen.extend(e.text for e in batch.events)
+            notes.extend(n for n in (batch.note, batch.error) if n)
+            if pred():
+                return
+
+    await asyncio.wait_for(read(lambda: "old line 1" in seen), 30)
+    import os
+    os.environ["GPUSIM_ROOT"] = str(root)
+    try:
+        docker_cli(["stop", "old"])
+        docker_cli(["start", "new"])
+    finally:
+        del os.environ["GPUSIM_ROOT"]
+    append_log(root, "new", "new line 1")
+    await asyncio.wait_for(read(lambda: "new line 1" in seen), 60)
+    assert seen.count("old line 1") == 1, (seen, notes)
+
+
+async def test_the_docker_demo_scenario_shows_the_seeds_services_as_containers(tmp_path):
+    from console.hostsim import HostSimulator
+    from console.hostsim.scenario import NEW_CONTAINER, OLD_CONTAINER, demo_profile, start_scenario
+    from console.transport.ssh import SshTransport
+    from tests.conftest import sim_options, wait_for
+
+    sim = HostSimulator(tmp_path / "host", scenario="docker")
+    await sim.start()
+    transport = SshTransport(sim_options(sim))
+    try:
+        await start_scenario(sim)
+        profile = demo_profile(sim)
+        assert (profile.unit, profile.container, profile.compare_container) == (None, NEW_CONTAINER, OLD_CONTAINER)
+        await wait_for(lambda: (sim.root / ".sim" / "containers" / f"{OLD_CONTAINER}.json").exists(), 30)
+        await transport.connect()
+        watcher = ContainerWatcher(transport, NEW_CONTAINER, OLD_CONTAINER,
+                                   forbidden_prefixes=profile.forbidden_prefixes)
+        report = await watcher.poll()
+        assert report.errors == () and report.old is not None and report.old.active_state == "active"
+        flags = {c.flag: c for c in report.changes}
+        assert flags["--quantization"].change == "removed"
+        assert flags["mount /models"].new == f"bind {sim.root}/shared/models (ro)"
+    finally:
+        await transport.close()
+        await sim.stop()

@@ -68,9 +68,9 @@ def _host_path(path: str, spec: ContainerSpec) -> str | None:
     best = None
     for m in spec.mounts:
         dest = posixpath.normpath(m.destination)
-        if path == dest or path.startswith(dest.rstrip("/") + "/"):
-            if best is None or len(dest) > len(posixpath.normpath(best.destination)):
-                best = m
+        inside = path == dest or path.startswith(dest.rstrip("/") + "/")
+        if inside and (best is None or len(dest) > len(posixpath.normpath(best.destination))):
+            best = m
     if best is None:
         return None
     rest = path[len(posixpath.normpath(best.destination)):].lstrip("/")
@@ -143,11 +143,11 @@ def container_lints(spec: ContainerSpec, facts: HostFacts, tp: int | None, model
         n_env = len([x for x in visible_env.split(",") if x.strip()])
         visible = n_env if visible is None else min(visible, n_env)
     if spec.gpus is None:
-        lints.append(Lint("error", "gpus", "no GPUs requested (`--gpus all` or compose `deploy.resources.reservations.devices`)"))
+        lints.append(Lint("error", "gpus", "no GPUs requested (`--gpus all` or compose "
+                                           "`deploy.resources.reservations.devices`)"))
     elif tp is not None and visible is not None and tp > visible:
-        lints.append(Lint("error", "--tp-size", f"TP {tp} needs {tp} GPUs; the container sees {visible} "
-                                                f"(gpus {spec.gpus.describe}"
-                                                + (f", CUDA_VISIBLE_DEVICES={visible_env}" if visible_env else "") + ")"))
+        seen = f"gpus {spec.gpus.describe}" + (f", CUDA_VISIBLE_DEVICES={visible_env}" if visible_env else "")
+        lints.append(Lint("error", "--tp-size", f"TP {tp} needs {tp} GPUs; the container sees {visible} ({seen})"))
     if (tp or 1) > 1 and spec.ipc_mode != "host" and (spec.shm_size_bytes or DOCKER_DEFAULT_SHM) < MIN_TP_SHM:
         lints.append(Lint("warning", "shm-size",
                           f"TP {tp} with {_gib(spec.shm_size_bytes)} of /dev/shm and ipc {spec.ipc_mode or 'default'}: "

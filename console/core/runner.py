@@ -60,9 +60,10 @@ class HostRunner:
         if not profile.model_dir:
             missing.append(("download", "No model directory: pass --model-dir DIR (and --repo ID) or set "
                                         "model_dir in the profile."))
-        if not profile.unit:
+        if not profile.unit and not getattr(profile, "container", None) and not getattr(profile, "compose", None):
             missing.append(("service", "No unit: pass --unit NEW.service (and --compare-unit OLD.service), "
-                                       "or set unit/compare_unit in the profile."))
+                                       "or --container NAME (and --compare-container OLD), "
+                                       "or set them in the profile."))
         follower = self.session.log_follower()
         if follower is None:
             missing.append(("log", "No log: pass --unit NAME (its journal) or --log-file PATH."))

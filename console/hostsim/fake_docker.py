@@ -84,8 +84,8 @@ def _ps(args: list[str]) -> int:
         if "--no-trunc" not in args and len(command) > 20:
             command = command[:19] + "…"
         status = ("Up 3 days" if state.get("Running") else
-                  "Restarting (%d) 5 seconds ago" % state.get("ExitCode", 0) if state.get("Restarting") else
-                  "Exited (%d) 2 minutes ago" % state.get("ExitCode", 0))
+                  f"Restarting ({state.get('ExitCode', 0)}) 5 seconds ago" if state.get("Restarting") else
+                  f"Exited ({state.get('ExitCode', 0)}) 2 minutes ago")
         ports = ", ".join(f"{(b.get('HostIp') or '0.0.0.0')}:{b.get('HostPort')}->{p}"
                           for p, bs in (obj.get("HostConfig", {}).get("PortBindings") or {}).items() for b in bs or [])
         rows.append({"Command": json.dumps(command), "CreatedAt": "2026-11-28 07:41:12 +0000 UTC",
@@ -106,7 +106,7 @@ def _ps(args: list[str]) -> int:
     return 0
 
 
-def _names(args: list[str]) -> list[str]:
+def _names(args: list[str], inspect: bool = False) -> list[str]:
     out, skip = [], False
     rest = args[args.index("--") + 1:] if "--" in args else None
     if rest is not None:
@@ -115,7 +115,7 @@ def _names(args: list[str]) -> list[str]:
         if skip:
             skip = False
             continue
-        if a in ("--type", "--format", "--since", "--tail", "-n", "--until", "--time"):
+        if a in ("--type", "--format", "--since", "--tail", "-n", "--until", "--time") or (a == "-f" and inspect):
             skip = True
             continue
         if a.startswith("-"):
@@ -124,12 +124,32 @@ def _names(args: list[str]) -> list[str]:
     return out
 
 
+def _template(fmt: str, obj: dict[str, Any]) -> str:
+    """The one Go-template form the console uses: `{{.Path.To.Field}}` (Go prints bools as true/false)."""
+    import re
+
+    def field(m: re.Match[str]) -> str:
+        value: Any = obj
+        for part in m.group(1).split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return "<no value>" if value is None else value if isinstance(value, str) else json.dumps(value)
+
+    return re.sub(r"\{\{\s*\.([A-Za-z0-9_.]+)\s*\}\}", field, fmt)
+
+
 def _inspect(args: list[str]) -> int:
     found, missing = [], []
-    for name in _names(args):
+    for name in _names(args, inspect=True):
         obj = _load(name)
         (found if obj is not None else missing).append(obj if obj is not None else name)
-    print(json.dumps(found, indent=4))
+    fmt = _value(args, "--format", "-f")
+    if fmt is not None:
+        for obj in found:
+            print(_template(fmt, obj))
+    else:
+        print(json.dumps(found, indent=4))
     for name in missing:
         print(f"Error: No such object: {name}", file=sys.stderr)
     return 1 if missing else 0
@@ -178,6 +198,9 @@ def _logs(args: list[str]) -> int:
     offset = path.stat().st_size if path.exists() else 0
     while True:
         time.sleep(0.2)
+        current = _load(names[0])
+        if current is None or not current.get("State", {}).get("Running"):
+            return 0  # as Docker's: following a container's log ends when it stops
         if not path.exists():
             continue
         size = path.stat().st_size

@@ -17,6 +17,8 @@ MODEL_DIR = "/shared/models/Qwen3.5-122B-A10B"
 OLD_MODEL_DIR = "/data/models/Qwen3.5-397B-A17B-NVFP4"
 NEW_UNIT = "sglang-qwen122b.service"
 OLD_UNIT = "sglang-qwen397b.service"
+NEW_CONTAINER = "sglang-qwen122b"  # --demo-scenario docker: the same services as containers (issue 26)
+OLD_CONTAINER = "sglang-qwen397b"
 
 
 def demo_profile(sim: HostSimulator) -> HostProfile:
@@ -29,8 +31,10 @@ def demo_profile(sim: HostSimulator) -> HostProfile:
         known_hosts=str(sim.known_hosts_path),
         model_dir=sim.host_path(MODEL_DIR),
         repo_id="Qwen/Qwen3.5-122B-A10B",
-        unit=NEW_UNIT,
-        compare_unit=OLD_UNIT,
+        unit=None if sim.scenario == "docker" else NEW_UNIT,
+        compare_unit=None if sim.scenario == "docker" else OLD_UNIT,
+        container=NEW_CONTAINER if sim.scenario == "docker" else None,
+        compare_container=OLD_CONTAINER if sim.scenario == "docker" else None,
         forbidden_prefixes=(sim.host_path("/data"),),
         server_port=sim.server_port,
         disk_paths=(sim.host_path("/shared"), sim.host_path("/")),
@@ -72,6 +76,11 @@ async def start_scenario(sim: HostSimulator, plan: DownloadPlan | None = None, *
     if oom:
         runner.extra_env[NEW_UNIT] = {"GPUSIM_OOM": "1"}
     sim.add_task(runner.run())
+    if sim.scenario == "docker":
+        from console.hostsim.containers import mirror_units_as_containers
+
+        sim.add_task(mirror_units_as_containers(sim, {OLD_UNIT: (OLD_CONTAINER, "/data/models"),
+                                                      NEW_UNIT: (NEW_CONTAINER, "/shared/models")}))
     return downloader
 
 

@@ -114,7 +114,9 @@ class ContainerWatcher(ServiceWatcher):
         specs, on_host = await self.read_specs(names)
         self.containers_on_host = on_host
         new: ContainerSpec | str = await self._compose_spec() if self.compose_file is not None else specs[0]
-        old = (specs[0] if self.compose_file is not None else specs[1] if len(specs) > 1 else None) if self.old_unit else None
+        old = None
+        if self.old_unit:
+            old = specs[0] if self.compose_file is not None else specs[1] if len(specs) > 1 else None
         gpus = await self.gpu_count()
         if isinstance(new, str) or isinstance(old, str):
             def side(x: ContainerSpec | str | None, name: str | None) -> ServiceSide | None:
@@ -125,8 +127,8 @@ class ContainerWatcher(ServiceWatcher):
                 return side_from_container(x, self.table)
             new_side = side(new, self.new_unit)
             assert new_side is not None
-            return build_report(side(old, self.old_unit), new_side, HostFacts(forbidden_prefixes=self.forbidden_prefixes,
-                                                                            gpu_count=gpus),
+            facts = HostFacts(forbidden_prefixes=self.forbidden_prefixes, gpu_count=gpus)
+            return build_report(side(old, self.old_unit), new_side, facts,
                                 table=self.table, units_on_host=on_host,
                                 flags_source=f"built-in flag table of SGLang {self.table.version}")
         facts = await self._container_facts(new, gpus)

@@ -115,7 +115,8 @@ class GpuSource:
 
         script = ("for p in " + " ".join(str(int(p)) for p in pids) + "; do echo \"@@pid$p\"; "
                   "cat \"/proc/$p/cgroup\" 2>/dev/null; done; echo @@names; "
-                  "command -v docker >/dev/null 2>&1 && docker ps --no-trunc --format '{{.ID}} {{.Names}}' 2>/dev/null; true")
+                  "command -v docker >/dev/null 2>&1 && "
+                  "docker ps --no-trunc --format '{{.ID}} {{.Names}}' 2>/dev/null; true")
         try:
             result = await self.transport.run(script, timeout=10)
         except Exception:  # noqa: BLE001 - which container holds a process is a nice-to-have

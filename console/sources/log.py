@@ -43,20 +43,25 @@ def parse_line(text: str) -> LogEvent:
 
 class LogFollower:
     def __init__(self, transport: Transport, *, units: tuple[str, ...] = (), log_file: str | None = None,
-                 backlog: int = BACKLOG_LINES, container: str | None = None) -> None:
+                 backlog: int = BACKLOG_LINES, container: str | None = None,
+                 compare_container: str | None = None) -> None:
         if not units and not log_file and not container:
             raise ValueError("a log source needs units, a file or a container")
         self.transport = transport
         self.units = units
         self.log_file = log_file
         self.container = container
+        # A container's log ends when it stops (`docker logs -f` exits): the follower then follows
+        # whichever of the two is running, the new one first, resuming at the last line's time.
+        self.compare_container = compare_container
         self.since: str | None = None  # a container's last line's Docker timestamp (RFC 3339, nanoseconds)
         self._docker_ts: str | None = None
         self.backlog = backlog
         self.cursor: str | None = None
         self.offset: int | None = None
-        self.label = (f"file {log_file}" if log_file else f"docker logs of {container}" if container
-                      else "journal of " + ", ".join(units))
+        self.label = (f"file {log_file}" if log_file
+                      else f"docker logs of {container}" + (f" (or {compare_container})" if compare_container else "")
+                      if container else "journal of " + ", ".join(units))
         self.tracker = LogTracker(self.label)
         self.backoff = Backoff()
         self._connected_status: str | None = None
@@ -80,7 +85,13 @@ class LogFollower:
             else:
                 args += ["--tail", str(self.backlog)]
                 note = None
-            return "exec " + join([*args, "--", self.container]) + " 2>&1", note
+            follow = "exec " + join([*args, "--", self.container]) + " 2>&1"
+            if not self.compare_container:
+                return follow, note
+            running = join(["docker", "inspect", "--type", "container", "-f", "{{.State.Running}}", "--",
+                            self.container])
+            other = "exec " + join([*args, "--", self.compare_container]) + " 2>&1"
+            return f'if [ "$({running} 2>/dev/null)" = true ]; then {follow}; else {other}; fi', note
         if self.log_file is None:
             args = ["journalctl", *[f"--unit={u}" for u in self.units], "-f", "-o", "json",
                     "--output-fields=MESSAGE,_SYSTEMD_UNIT", "--no-pager"]
