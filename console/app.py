@@ -48,9 +48,11 @@ class ConsoleApp(App[int]):
 
     TITLE = "gpuconsole"
     CSS_PATH = str(stylesheet_path())
-    # App-level so that it works on every screen, the swap plan and every modal included.
+    # A priority binding of the app: a modal screen (the swap plan, the fit view) hides the app's
+    # ordinary bindings, so without priority ctrl+s did nothing there.
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+s", "screenshot", "Screenshot", id="screenshot", tooltip="Save an SVG screenshot")]
+        Binding("ctrl+s", "screenshot", "Screenshot", id="screenshot", tooltip="Save an SVG screenshot",
+                priority=True)]
 
     def __init__(self, state: HostState, control: HostControl | None = None, *,
                  start: Callable[[], Awaitable[Any]] | None = None, close: Callable[[], Awaitable[Any]] | None = None,

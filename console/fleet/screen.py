@@ -234,7 +234,7 @@ class FleetApp(App[int]):
 
     TITLE = "gpuconsole fleet"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit"), Binding("ctrl+s", "screenshot", "Screenshot")]
+        Binding("q", "quit", "Quit"), Binding("ctrl+s", "screenshot", "Screenshot", priority=True)]
 
     def __init__(self, states: Sequence[HostState], *, host_for: Callable[[str], Any] | None = None,
                  start: Callable[[], Any] | None = None, close: Callable[[], Any] | None = None,
