@@ -83,7 +83,7 @@ async def test_console_fleet_and_replay_show_the_same_host_screen_with_help_and_
             await pilot.pause()
             assert isinstance(console.screen, HostScreen)
             texts["console"] = screen_text(console)
-        fleet = FleetApp([state], host_for=lambda key: (state, None, None))
+        fleet = FleetApp([state], host_for=lambda key, state=state: (state, None, None))
         async with fleet.run_test(size=size) as pilot:
             await pilot.pause()
             fleet.open_host("gpu-01")
