@@ -48,7 +48,7 @@ def _service(state: HostState) -> Widget:
 def _log(state: HostState) -> Widget:
     from console.panes.log import LogPane
 
-    return LogPane(state.info.log_label or "log")
+    return LogPane(state.info.log_label or "log", state)
 
 
 def _bench(state: HostState) -> Widget:
@@ -64,7 +64,8 @@ PANES: list[PaneSpec] = [
     PaneSpec("service", "3", "Service diff", ("service",), _service,
              "`d` raw unified diff · `s` swap old and new · `u` pick units found on the host · `f` fit view"),
     PaneSpec("log", "4", "SGLang log", ("log", "server", "log_lines"), _log,
-             "`/` filter · `n` / `N` next / previous error · `space` pause · `End` (or `G`) follow · `w` wrap"),
+             "`/` filter (smart case; `escape` clears, then leaves) · `n` / `N` next / previous error · "
+             "`space` pause · `End` (or `G`) follow · `w` wrap · `a` show the console's own polls"),
     PaneSpec("bench", "5", "Benchmark", ("bench",), _bench,
              "`b` quick run · `B` the sweep 1, 4, 16, 64 at 1k/1k · `x` stop · `c` time or sweep chart",
              wide=True),
