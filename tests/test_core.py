@@ -299,10 +299,12 @@ async def test_replay_of_a_recorded_demo_shows_the_same_panes_as_the_live_run(tm
                                        for s in ("gpu", "download", "service", "server", "log")), timeout=30)
             await asyncio.sleep(2.0)
             await pilot.pause()
-            # Freeze the moment: no more events reach the live view or the recording.
+            # Freeze the moment: the host's workers stop (the log pane renders from the state's
+            # line store, so the state itself must stop moving), then the recording closes.
+            await live.runner.close()
+            await pilot.pause(0.3)
             live.recorder.close()
             live.state._subscribers.clear()
-            await pilot.pause(0.3)
             live_texts = _pane_texts(live)
             moment = live.state.now()
             recorded = live.recorder.path

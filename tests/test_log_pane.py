@@ -10,7 +10,7 @@ import pytest
 from textual.app import App, ComposeResult
 
 from console.app import ConsoleApp, help_text
-from console.panes.log import LogPane, TailLog, event_style, format_subtitle, wrap_rows
+from console.panes.log import LogLines, LogPane, event_style, format_subtitle, wrap_rows
 from console.parsers.sglang_log import parse_line
 from tests.conftest import DATA, wait_for
 
@@ -65,8 +65,7 @@ async def test_a_red_line_is_always_an_n_target_and_back() -> None:
         red_wrapped, targets_wrapped = _styles_and_targets(pane)
         assert set(targets_wrapped) <= set(red_wrapped) and len(targets_wrapped) == len(targets)
         # and the rendered colour is the stored one
-        strip = pane.log_widget._render_line_strip(targets[0] if not pane.wrap else targets_wrapped[0],
-                                                   pane.log_widget.rich_style)
+        strip = pane.log_widget.row_strip(targets[0] if not pane.wrap else targets_wrapped[0])
         assert any(seg.style and seg.style.color and seg.style.color.name == "red" for seg in strip)
 
 
@@ -104,7 +103,7 @@ def fast_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Conso
         sim.stop()
 
 
-def at_end(log: TailLog) -> bool:
+def at_end(log: LogLines) -> bool:
     return log.scroll_y >= log.max_scroll_y
 
 

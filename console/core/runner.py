@@ -303,6 +303,9 @@ class HostRunner:
     def swap_preview(self, key: str) -> tuple[str | None, Any]:
         return self.swap.preview(key)
 
+    async def swap_preview_async(self, key: str) -> tuple[str | None, Any]:
+        return self.swap.preview(key)
+
     def swap_confirm(self, preview_id: str, who: str | None = None) -> str | None:
         return self.swap.confirm(preview_id, who)
 
@@ -314,6 +317,38 @@ class HostRunner:
 
     def swap_withdraw(self, request_id: str, who: str) -> str | None:
         return self.swap.withdraw(request_id, who)
+
+    # -- HostControl (console/core/control.py): who acts, and pairing (not shared here) ------
+    @property
+    def client_id(self) -> int | None:
+        return None
+
+    @property
+    def who(self) -> str | None:
+        return self.swap.who
+
+    def set_note(self, text: str) -> str | None:
+        from console.core.control import NOT_SHARED
+
+        return NOT_SHARED
+
+    def hand_over(self, to: int) -> str | None:
+        from console.core.control import NOT_SHARED
+
+        return NOT_SHARED
+
+    def ask_drive(self) -> str | None:
+        from console.core.control import NOT_SHARED
+
+        return NOT_SHARED
+
+    def accept(self, client: int) -> str | None:
+        from console.core.control import NOT_SHARED
+
+        return NOT_SHARED
+
+    def set_view(self, pane: str | None) -> None:
+        """Not shared: which pane this view shows concerns nobody else."""
 
     # -- closing ---------------------------------------------------------------------------
     async def close(self) -> None:

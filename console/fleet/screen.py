@@ -1,5 +1,6 @@
-"""The fleet screen: one row per host over many HostStates (it holds no data of its own), and the
-host screen that Enter opens: the usual panes over that one host's state.
+"""The fleet screen: one row per host over many HostStates (it holds no data of its own). Enter
+opens the one host screen (console/host_screen.py) over that host's state, as the single-host
+console shows it: a single host is a fleet of one.
 
 Rows are keyed by host (DataTable row keys), never by position. Views redraw at most once a
 second: an event marks its host dirty; a timer recomputes the dirty rows and updates only the
@@ -9,32 +10,24 @@ cells whose text changed (an equal cell costs nothing).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 from rich.cells import cell_len
 from rich.text import Text
 from textual import on
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
-from textual.containers import Grid
-from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import ColumnKey
 
-from console.core.state import (
-    BenchChanged,
-    ConnectionChanged,
-    HostInfo,
-    HostState,
-    LogAppended,
-    Notice,
-    ReadingChanged,
-    VerifyChanged,
-)
+from console.core.control import NoControl
+from console.core.state import HostState
 from console.fleet.rows import COLUMNS, SORT_KEYS, FleetRow, fleet_row, format_cells, matches, sort_key
+from console.host_screen import HostScreen, host_commands, save_screenshot, save_screenshot_to
+
+__all__ = ["FleetApp", "FleetScreen", "HostScreen", "fleet_summary"]
 
 REFRESH_S = 2.0  # an overview: every other GPU sample is enough, and repaints are most of its cost
 FULL_REFRESH_EVERY = 3  # ticks: ages and staleness move without events
@@ -235,206 +228,13 @@ class FleetScreen(Screen[None]):
             self.open_host(str(event.row_key.value))
 
 
-class HostScreen(Screen[None]):
-    """One host's usual panes over its state (the grid of ConsoleApp, as a screen); escape
-    restores a maximized pane, or goes back to the fleet."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "back", "Fleet"),
-    ]
-
-    def __init__(self, state: HostState, control: Any = None, *, note: str | None = None) -> None:
-        super().__init__()
-        from console.panes.registry import PANES
-
-        self.state = state
-        self.control = control
-        self.note = note
-        self.specs = list(PANES)
-        self._unsubscribe: Callable[[], None] | None = None
-        for spec in self.specs:
-            self._bindings.bind(spec.number, f"toggle_max('{spec.key}')", description=spec.title, show=False)
-
-    def compose(self) -> ComposeResult:
-        from console.panes.header import HostHeader
-        from console.panes.registry import grid_shape
-
-        yield HostHeader(self.state, id="host-header")
-        columns, rows, heights = grid_shape(self.specs)
-        grid = Grid(id="panes")
-        grid.set_styles(f"grid-size: {columns} {rows}; grid-rows: {' '.join(heights)};")
-        with grid:
-            for spec in self.specs:
-                yield self._make_pane(spec)
-        yield Footer()
-
-    def _make_pane(self, spec: Any) -> Widget:
-        from console.panes.base import PaneFrame, PlaceholderPane
-
-        missing = self.state.missing(spec.key)
-        pane = (PlaceholderPane(spec.title, spec.number, missing) if missing is not None
-                else spec.factory(self.state))
-        pane.id = f"{spec.key}-pane"
-        pane.add_class("pane")
-        if spec.wide:
-            pane.add_class("-wide")
-        if isinstance(pane, PaneFrame):
-            pane.set_title(spec.number, spec.title)
-        return pane
-
-    def on_mount(self) -> None:
-        from console.app import StateChanged
-
-        host = self.state.host
-        self._unsubscribe = self.state.subscribe(lambda event: self.post_message(StateChanged(host, event)))
-        for spec in self.specs:
-            for source in spec.sources:
-                self._route_key(spec.key, source)
-        self.set_interval(1.0, self._tick)
-        if self.note:
-            self.notify(self.note, title=self.state.host, severity="warning", timeout=10)
-
-    def on_unmount(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
-
-    def _pane(self, key: str) -> Widget | None:
-        try:
-            return self.query_one(f"#{key}-pane")
-        except NoMatches:
-            return None
-
-    def _route_key(self, key: str, source: str) -> None:
-        pane = self._pane(key)
-        if pane is not None and hasattr(pane, "state_changed"):
-            pane.state_changed(self.state, source)
-
-    def _header(self) -> Any:
-        from console.panes.header import HostHeader
-
-        try:
-            return self.query_one(HostHeader)
-        except NoMatches:
-            return None
-
-    def on_state_changed(self, message: Any) -> None:
-        from console.panes.log import LogPane
-
-        event = message.event
-        header = self._header()
-        if (isinstance(event, (ConnectionChanged, HostInfo)) or (
-                isinstance(event, ReadingChanged) and event.source == "host")) and header is not None:
-            header.refresh_state()
-        if isinstance(event, Notice):
-            self.notify(event.message, title=f"{self.state.host}: {event.title}",
-                        severity=event.severity,  # type: ignore[arg-type]
-                        timeout=10 if event.severity == "error" else 4)
-        elif isinstance(event, ReadingChanged):
-            for spec in self.specs:
-                if event.source in spec.sources:
-                    self._route_key(spec.key, event.source)
-        elif isinstance(event, LogAppended):
-            pane = self._pane("log")
-            if isinstance(pane, LogPane):
-                pane.add_events(event.events)
-        elif isinstance(event, VerifyChanged):
-            self._route_key("download", "verify")
-        elif isinstance(event, BenchChanged):
-            self._route_key("bench", "bench")
-
-    def _tick(self) -> None:
-        header = self._header()
-        if header is not None:
-            header.tick()
-        now = self.state.now()
-        for pane in self.query(".pane"):
-            if hasattr(pane, "update_age"):
-                pane.update_age(now)
-
-    def action_toggle_max(self, key: str) -> None:
-        pane = self._pane(key)
-        if pane is None:
-            return
-        if self.maximized is pane:
-            self.minimize()
-        else:
-            self.maximize(pane, container=False)
-            pane.focus()
-
-    def action_back(self) -> None:
-        if self.maximized is not None:
-            self.minimize()
-        else:
-            self.dismiss()
-
-    # -- asking the host (the runner of this host; none for a Prometheus-only row) ----------
-    def _ask(self, what: str, request: Callable[[Any], str | None]) -> None:
-        if self.control is None:
-            self.notify(f"{what}: no SSH session to this host", severity="warning")
-            return
-        why = request(self.control)
-        if why:
-            self.notify(why, title=what, severity="warning")
-
-    def on_service_pane_swap_requested(self, _: Any) -> None:
-        self._ask("swap", lambda c: c.swap_units())
-
-    def on_download_pane_verify_requested(self, _: Any) -> None:
-        self._ask("verify", lambda c: c.verify())
-
-    def on_bench_pane_run_requested(self, message: Any) -> None:
-        self._ask("benchmark", lambda c: c.start_bench(message.kind))
-
-    def on_bench_pane_stop_requested(self, _: Any) -> None:
-        self._ask("benchmark", lambda c: c.stop_bench())
-
-    def on_service_pane_fit_requested(self, _: Any) -> None:
-        """The fit planner for this host's new unit (as the one-host console's `f`)."""
-        from console.analysis.fit import calibration, inputs_from_command, plan_fit
-        from console.panes.fit import FitScreen, format_fit
-
-        state = self.state
-        report, gpus, download = state.data("service"), state.data("gpu"), state.data("download")
-        if report is None or report.new.command is None or report.model_config is None:
-            self.notify("The fit needs the new unit and its model's config.json (wait for the diff pane)",
-                        severity="warning")
-            return
-        healthy = [g for g in (gpus.gpus if gpus else ()) if g.memory_total_mib and g.lost_at_s is None]
-        if not healthy:
-            self.notify("No GPU data yet: the fit needs their count and memory", severity="warning")
-            return
-        cmd = report.new.command
-        model = str(cmd.value("--model-path") or "model").rstrip("/").rsplit("/", 1)[-1]
-        inputs = inputs_from_command(cmd, report.model_config, download.bytes_total if download else None,
-                                     len(healthy), min(g.memory_total_mib for g in healthy) / 1024, model)
-        result = plan_fit(inputs)
-        self.app.push_screen(FitScreen(format_fit(result, calibration(result, state.data("log")))))
-
-    def on_service_pane_pick_requested(self, _: Any) -> None:
-        from console.panes.unit_picker import UnitPicker
-
-        report = self.state.data("service")
-        units = report.units_on_host if report is not None else ()
-        if not units or self.control is None:
-            self.notify("No sglang*.service units found on the host yet", severity="warning")
-            return
-        control = self.control
-
-        def picked(choice: tuple[str, str | None] | None) -> None:
-            if choice:
-                control.pick_units(*choice)
-
-        self.app.push_screen(UnitPicker(units), picked)
-
-
 class FleetApp(App[int]):
     """The fleet console: the fleet screen first; Enter opens a host. `host_for(key)` gives the
     (state, control, note) to open for a row; `start`/`close` run the fleet's workers."""
 
     TITLE = "gpuconsole fleet"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit"), Binding("ctrl+s", "screenshot", "Screenshot")]
+        Binding("q", "quit", "Quit"), Binding("ctrl+s", "screenshot", "Screenshot", priority=True)]
 
     def __init__(self, states: Sequence[HostState], *, host_for: Callable[[str], Any] | None = None,
                  start: Callable[[], Any] | None = None, close: Callable[[], Any] | None = None,
@@ -468,7 +268,9 @@ class FleetApp(App[int]):
             self.notify(f"{key}: nothing to open", severity="warning")
             return
         state, control, note = found
-        self.push_screen(HostScreen(state, control, note=note))
+        # The one host screen, as the single-host console shows it; escape comes back here.
+        self.push_screen(HostScreen(state, control if control is not None else NoControl(
+            "no SSH session to this host (a Prometheus row): nothing can be asked of it"), back=True, note=note))
 
     async def on_unmount(self) -> None:
         import asyncio
@@ -481,16 +283,12 @@ class FleetApp(App[int]):
                 pass
 
     def action_screenshot(self) -> None:
-        from pathlib import Path
-
-        path = self.save_screenshot(f"gpuconsole-fleet-{time.strftime('%Y%m%d-%H%M%S')}.svg", str(Path.cwd()))
-        self.notify(f"saved {path}", title="screenshot")
+        save_screenshot(self, "gpuconsole-fleet")
 
     def _take_screenshot_and_exit(self) -> None:
-        from pathlib import Path
-
         assert self._screenshot
-        target = Path(self._screenshot)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        self.save_screenshot(target.name, str(target.parent.resolve()))
+        save_screenshot_to(self, self._screenshot)
         self.exit(0)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from host_commands(self, screen, super().get_system_commands(screen))

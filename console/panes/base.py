@@ -28,6 +28,17 @@ class PaneFrame:
     border_subtitle: Any
     render_error: str | None = None
 
+    # The host screen's one refresh path calls these on every pane (console/host_screen.py);
+    # a pane overrides what it needs. No probing: every pane has all three.
+    def state_changed(self, state: Any, source: str) -> None:
+        """The host's state changed `source` (one of the pane's registry `sources`)."""
+
+    def update_age(self, now_s: float | None = None) -> None:
+        """Once a second: ages and staleness move without events."""
+
+    def relayout(self) -> None:
+        """The pane's size changed (maximized, restored): lay its text out again now."""
+
     def set_title(self, number: str, title: str) -> None:
         self.border_title = f"{number} {title}".strip()
 
@@ -93,6 +104,9 @@ class ReadingPane(PaneFrame, Static, can_focus=True):
 
     def on_resize(self) -> None:
         """Panes lay their text out for their size (columns, how many rows): re-render on resize."""
+        self._render_now()
+
+    def relayout(self) -> None:
         self._render_now()
 
     def show(self, renderable: RenderableType) -> None:

@@ -306,6 +306,9 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         """The benchmark's state moved (the pane was built with it: `state.bench`)."""
         self.redraw()
 
+    def relayout(self) -> None:
+        self.redraw(force=True)
+
     def action_run_quick(self) -> None:
         self.post_message(self.RunRequested("quick"))
 

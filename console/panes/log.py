@@ -1,30 +1,38 @@
 """The SGLang log pane: server status, boot timeline and the latest batch statistics on top; the
-tail below, bounded (Textual's `Log` prunes even while hidden), coloured by severity.
+tail below, a virtual view (`console.panes.log_view.LogLines`) over the state's one line store,
+coloured by severity.
 
-Keys: `/` filter, `n`/`N` next/previous error, space pause/resume following, End (or G) follow again,
-`w` wrap long lines."""
+Keys: `/` filter (smart case; escape clears, then leaves), `n`/`N` next/previous error, space
+pause/resume following, End (or G) follow again, `w` wrap long lines (at word boundaries), `a`
+show the console's own polls (hidden by default)."""
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any, ClassVar
 
-from rich.highlighter import Highlighter
 from rich.text import Text
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.reactive import reactive
-from textual.widgets import Input, Log, Static
+from textual.widgets import Input, Static
 
 from console.analysis.log_state import LogSummary
 from console.analysis.server_status import ServerStatus
+from console.core.state import HostState, LogAppended
 from console.model import Reading
 from console.panes.base import PaneFrame
+from console.panes.log_view import (  # noqa: F401  (imported from here by tests and tools)
+    LogLines,
+    display_text,
+    event_style,
+    is_own_poll,
+    wrap_rows,
+)
 from console.parsers.sglang_log import LogEvent
 from console.units import DASH, duration
 
-MAX_LINES = 5000
 STATUS_STYLE = {"ready": "bold black on green", "starting": "bold black on cyan", "degraded": "bold black on yellow",
                 "dead": "bold white on red", "unknown": "bold black on grey50"}
 SHORT = {"launch": "launch", "weights loading": "weights…", "weights loaded": "weights", "mamba cache": "mamba",
@@ -32,46 +40,8 @@ SHORT = {"launch": "launch", "weights loading": "weights…", "weights loaded": 
          "http up": "http", "ready": "ready"}
 
 
-def display_text(line: str) -> str:
-    """`[2026-04-08 14:05:21 TP0] …` shown as `[14:05:21 TP0] …`: the date is noise in a live tail."""
-    if len(line) > 12 and line[0] == "[" and line[5] == "-" and line[11] == " ":
-        return "[" + line[12:]
-    return line
-
-
-def event_style(event: LogEvent) -> str:
-    """A line's colour, from the parser's verdict only (`parse_line` decides severity once): a red line
-    is always an `n`/`N` target and an `n`/`N` target is always red."""
-    if event.severity == "error":
-        return "bold red"
-    if event.severity == "warning":
-        return "yellow"
-    if event.phase == "ready":
-        return "bold green"
-    if event.kind in ("decode", "prefill"):
-        return "grey62"
-    if event.kind == "access":
-        return "grey42"
-    if event.kind == "boot":
-        return "cyan"
-    return ""
-
-
-def wrap_rows(text: str, width: int) -> list[str]:
-    """A line cut into rows of `width` cells, continuation rows indented by two spaces."""
-    if width < 8 or len(text) <= width:
-        return [text]
-    rows = [text[:width]]
-    rest = text[width:]
-    step = width - 2
-    while rest:
-        rows.append("  " + rest[:step])
-        rest = rest[step:]
-    return rows
-
-
 def format_subtitle(source_label: str, *, following: bool, new_lines: int, filter_text: str,
-                    quiet_s: float | None, wrap: bool, cramped: bool = False) -> str:
+                    quiet_s: float | None, wrap: bool, cramped: bool = False, own_hidden: int = 0) -> str:
     """State first (a cut subtitle keeps what matters): following, filter, wrap, then the source.
     `cramped`: only a few lines fit, so say how to see more."""
     parts: list[str] = []
@@ -83,104 +53,12 @@ def format_subtitle(source_label: str, *, following: bool, new_lines: int, filte
         parts.append(f"filter {filter_text!r}")
     if wrap:
         parts.append("wrap")
+    if own_hidden:
+        parts.append(f"{own_hidden} own poll{'s' if own_hidden != 1 else ''} hidden (a shows)")
     if quiet_s is not None and quiet_s > 30:
         parts.append(f"quiet {duration(quiet_s)}")
     parts.append(source_label)
     return " · ".join(parts)
-
-
-class _RowStyles(Highlighter):
-    """Colours the row being rendered with the style stored beside it (see `TailLog`)."""
-
-    def __init__(self, log: TailLog) -> None:
-        self.log = log
-
-    def highlight(self, text: Text) -> None:
-        y = self.log.styling_row
-        styles = self.log.row_styles
-        if 0 <= y < len(styles) and styles[y]:
-            text.stylize(styles[y])
-
-
-class TailLog(Log):
-    """Textual's `Log` (bounded, prunes while hidden) with one style per row and follow by intent:
-    the pane scrolls to the end after every write while following, whatever resized it; only the
-    user's own scrolling up stops following, and End resumes it."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("G", "scroll_end", "Follow", show=False)]
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(highlight=True, **kwargs)
-        self.row_styles: list[str] = []
-        self.styling_row = -1
-        self.highlighter = _RowStyles(self)
-        self.on_user_scroll: Any = None  # callable(up: bool), set by the pane
-
-    def append_rows(self, rows: list[tuple[str, str]]) -> None:
-        if not rows:
-            return
-        self.row_styles.extend(style for _, style in rows)
-        self.write_lines([text for text, _ in rows], scroll_end=False)
-
-    def _prune_max_lines(self) -> None:
-        if self.max_lines is not None:
-            extra = len(self._lines) - self.max_lines
-            if extra > 0:
-                del self.row_styles[:extra]
-        super()._prune_max_lines()
-
-    def clear(self) -> TailLog:
-        self.row_styles.clear()
-        super().clear()
-        return self
-
-    def _render_line_strip(self, y: int, rich_style: Any) -> Any:
-        self.styling_row = y
-        return super()._render_line_strip(y, rich_style)
-
-    def _user_scrolled(self, up: bool) -> None:
-        if self.on_user_scroll is not None:
-            self.on_user_scroll(up)
-
-    def action_scroll_up(self) -> None:
-        super().action_scroll_up()
-        self._user_scrolled(True)
-
-    def action_page_up(self) -> None:
-        super().action_page_up()
-        self._user_scrolled(True)
-
-    def action_scroll_home(self) -> None:
-        super().action_scroll_home()
-        self._user_scrolled(True)
-
-    def action_scroll_end(self) -> None:
-        super().action_scroll_end()
-        self._user_scrolled(False)
-
-    def action_scroll_down(self) -> None:
-        super().action_scroll_down()
-        if self.scroll_y >= self.max_scroll_y:
-            self._user_scrolled(False)
-
-    def action_page_down(self) -> None:
-        super().action_page_down()
-        if self.scroll_y >= self.max_scroll_y:
-            self._user_scrolled(False)
-
-    def watch_scroll_y(self, old: float, new: float) -> None:
-        super().watch_scroll_y(old, new)
-        if self.is_vertical_scrollbar_grabbed:  # dragging the scrollbar is reading too
-            self._user_scrolled(new < self.max_scroll_y)
-
-    def _on_mouse_scroll_up(self, event: Any) -> None:
-        super()._on_mouse_scroll_up(event)
-        self._user_scrolled(True)
-
-    def _on_mouse_scroll_down(self, event: Any) -> None:
-        super()._on_mouse_scroll_down(event)
-        if self.scroll_target_y >= self.max_scroll_y:
-            self._user_scrolled(False)
 
 
 def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary] | None, width: int = 56,
@@ -260,6 +138,7 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
         Binding("space", "toggle_pause", "Pause"),
         Binding("end,G", "follow", "Follow", key_display="End"),
         Binding("w", "toggle_wrap", "Wrap"),
+        Binding("a", "toggle_own", "Own polls", tooltip="Show or hide the console's own polls of the server"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
     PANE_KEY = "4"
@@ -271,87 +150,72 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
     summary: reactive[Reading[LogSummary] | None] = reactive(None, repaint=False)
     server: reactive[Reading[ServerStatus] | None] = reactive(None, repaint=False)
 
-    def __init__(self, source_label: str, **kwargs: Any) -> None:
+    def __init__(self, source_label: str, state: HostState | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.source_label = source_label
-        self.lines: deque[tuple[str, str, str]] = deque(maxlen=MAX_LINES)  # (text, severity, style)
-        self.filter_text = ""
-        self.wrap = False
+        # The one line store is the state's; a pane on its own (a test, a tool) gets a state of its own.
+        self.state = state if state is not None else HostState("local")
         self.new_lines = 0  # shown lines that arrived while not following
         self._quiet_s: float | None = None
-        self._wrap_width = 0
 
     @property
     def paused(self) -> bool:
         return not self.following
 
+    @property
+    def filter_text(self) -> str:
+        return self.log_widget.filter_text
+
+    @property
+    def wrap(self) -> bool:
+        return self.log_widget.wrap
+
+    @property
+    def lines(self) -> Any:
+        """The line store this pane shows (the state's `log_lines`)."""
+        return self.state.log_lines
+
     def compose(self) -> ComposeResult:
         yield Static(id="log-status")
-        log = TailLog(max_lines=MAX_LINES, id="log-lines")
-        log.on_user_scroll = self._user_scrolled
-        yield log
-        yield Input(placeholder="filter: text to keep (enter), escape clears", id="log-filter")
+        view = LogLines(id="log-lines")
+        view.on_user_scroll = self._user_scrolled
+        yield view
+        yield Input(placeholder="filter: text to keep (lower case: any case); enter applies, escape clears",
+                    id="log-filter")
 
     def on_mount(self) -> None:
         self.border_title = f"{self.PANE_KEY} {self.PANE_TITLE}"
+        self._sync()
         self._update_subtitle()
         self._redraw_status()
 
     @property
-    def log_widget(self) -> TailLog:
-        return self.query_one("#log-lines", TailLog)
+    def log_widget(self) -> LogLines:
+        return self.query_one("#log-lines", LogLines)
 
     # -- lines ---------------------------------------------------------------------------
-    def _shows(self, text: str) -> bool:
-        return not self.filter_text or self.filter_text in text
-
-    def _rows_of(self, text: str, style: str) -> list[tuple[str, str]]:
-        if not self.wrap:
-            return [(text, style)]
-        return [(row, style) for row in wrap_rows(text, self._wrap_width)]
+    def _sync(self) -> None:
+        state = self.state
+        shown = self.log_widget.sync(state.log_lines, state.log_lines_total, lambda: state.log_lines_total)
+        if shown and not self.following:
+            self.new_lines += shown
+        self._update_subtitle()
 
     def add_events(self, events: tuple[LogEvent, ...]) -> None:
-        """Append a batch: one write for the whole batch (the widget repaints once)."""
-        new = [(display_text(e.text), e.severity, event_style(e)) for e in events]  # redacted at the source
-        self.lines.extend(new)
-        rows: list[tuple[str, str]] = []
-        shown = 0
-        for text, _, style in new:
-            if self._shows(text):
-                shown += 1
-                rows.extend(self._rows_of(text, style))
-        if not rows:
-            return
-        log = self.log_widget
-        log.append_rows(rows)
-        if self.following:
-            log.scroll_end(animate=False, immediate=True, x_axis=False)
-        else:
-            self.new_lines += shown
-            self._update_subtitle()
+        """Lines into the state's store (a pane on its own state), then shown."""
+        self.state.apply(LogAppended(self.state.host, events))
+        self._sync()
 
     def state_changed(self, state: Any, source: str) -> None:
-        """The host's state changed: its log summary or server status (lines come by add_events)."""
-        if not getattr(self, "_primed", False):
-            self._primed = True  # a view opened late (attach, replay) starts from the state's tail
-            if state.log_lines:
-                self.add_events(tuple(state.log_lines))
-        if source == "log":
+        """The host's state changed: its lines, its log summary or the server status."""
+        if state is not self.state:
+            self.state = state
+        if source == "log_lines":
+            self._sync()
+        elif source == "log":
             self.summary = state.reading("log")
         elif source == "server":
             self.server = state.reading("server")
-
-    def _rebuild(self) -> None:
-        log = self.log_widget
-        log.clear()
-        rows: list[tuple[str, str]] = []
-        for text, _, style in self.lines:
-            if self._shows(text):
-                rows.extend(self._rows_of(text, style))
-        log.append_rows(rows)
-        if self.following:
-            log.scroll_end(animate=False, immediate=True, x_axis=False)
-        self._update_subtitle()
 
     def on_resize(self) -> None:
         status = self.query_one("#log-status", Static)
@@ -360,15 +224,19 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
         self._redraw_status()
         self.call_after_refresh(self._after_resize)
 
+    def relayout(self) -> None:
+        self.on_resize()
+
+    def _wrap_width(self) -> int:
+        return max(8, self.log_widget.size.width - 1)
+
     def _after_resize(self) -> None:
         self._update_subtitle()
         log = self.log_widget
-        width = max(8, log.size.width - 1)
-        if self.wrap and width != self._wrap_width:
-            self._wrap_width = width
-            self._rebuild()
+        if log.wrap and self._wrap_width() != log.wrap_width:
+            log.set_wrap(True, self._wrap_width())
         elif self.following:
-            log.scroll_end(animate=False, immediate=True, x_axis=False)
+            log.scroll_to_end()
 
     # -- status and subtitle ---------------------------------------------------------------
     def watch_summary(self) -> None:
@@ -392,29 +260,36 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
 
     def _keep_following(self) -> None:
         if self.following:
-            self.log_widget.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.log_widget.scroll_to_end()
 
     def _update_subtitle(self) -> None:
-        cramped = self.is_mounted and self.screen.maximized is not self and 0 < self.log_widget.size.height < 5
+        if not self.is_mounted:
+            return
+        log = self.log_widget
+        cramped = self.screen.maximized is not self and 0 < log.size.height < 5
         label = format_subtitle(self.source_label, following=self.following, new_lines=self.new_lines,
-                                filter_text=self.filter_text, quiet_s=self._quiet_s, wrap=self.wrap, cramped=cramped)
+                                filter_text=log.filter_text, quiet_s=self._quiet_s, wrap=log.wrap, cramped=cramped,
+                                own_hidden=log.own_hidden)
         if self.border_subtitle != label:
             self.border_subtitle = label
 
-    def update_age(self, now_s: float) -> None:
+    def update_age(self, now_s: float | None = None) -> None:
         """Once a second, like the other panes: a quiet log while serving is worth a word."""
         s = self.summary.data if self.summary else None
-        self._quiet_s = None if s is None or s.last_line_at_s is None else now_s - s.last_line_at_s
+        now = now_s if now_s is not None else self.state.now()
+        self._quiet_s = None if s is None or s.last_line_at_s is None else now - s.last_line_at_s
         self._update_subtitle()
 
     # -- follow ------------------------------------------------------------------------------
     def watch_following(self, following: bool) -> None:
+        if not self.is_mounted:
+            return
+        log = self.log_widget
+        log.following = following
         if following:
             self.new_lines = 0
-            if self.is_mounted:
-                self.log_widget.scroll_end(animate=False, immediate=True, x_axis=False)
-        if self.is_mounted:
-            self._update_subtitle()
+            log.scroll_to_end()
+        self._update_subtitle()
 
     def _user_scrolled(self, up: bool) -> None:
         log = self.log_widget
@@ -431,39 +306,56 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
         self.following = True
 
     def action_toggle_wrap(self) -> None:
-        self.wrap = not self.wrap
-        self._wrap_width = max(8, self.log_widget.size.width - 1)
-        self._rebuild()
+        log = self.log_widget
+        log.set_wrap(not log.wrap, self._wrap_width())
+        self._update_subtitle()
+
+    def action_toggle_own(self) -> None:
+        log = self.log_widget
+        log.set_show_own(not log.show_own)
+        self.app.notify("the console's own polls shown" if log.show_own else "the console's own polls hidden",
+                        title="log", timeout=3)
+        self._update_subtitle()
 
     def action_filter(self) -> None:
         self.add_class("-filtering")
-        self.query_one("#log-filter", Input).focus()
+        box = self.query_one("#log-filter", Input)
+        box.value = self.filter_text
+        box.focus()
+
+    def _set_filter(self, text: str) -> None:
+        self.log_widget.set_filter(text)
+        self._update_subtitle()
 
     def action_clear_filter(self) -> None:
-        self.remove_class("-filtering")
+        """Escape: in the filter box, clear it, then (a second escape) leave it; outside it,
+        clear the filter; with no filter, escape goes on to the screen (restore the grid)."""
+        box = self.query_one("#log-filter", Input)
+        if box.has_focus and box.value:
+            box.value = ""
+            self._set_filter("")
+            return
+        if box.has_focus or self.has_class("-filtering"):
+            self.remove_class("-filtering")
+            self.log_widget.focus()
+            if self.filter_text:
+                self._set_filter("")
+            return
         if self.filter_text:
-            self.filter_text = ""
-            self._rebuild()
-        self.focus()
+            self._set_filter("")
+            return
+        raise SkipAction()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.filter_text = event.value.strip()
-        self._rebuild()
+        event.stop()
+        self._set_filter(event.value.strip())
         if not self.filter_text:
             self.remove_class("-filtering")
-        self.focus()
+        self.log_widget.focus()  # n/N go to the log, not into the box
 
     def error_rows(self) -> list[int]:
-        """Rows (in what the Log holds now) where an error line starts: the `n`/`N` targets."""
-        rows: list[tuple[int, str]] = []
-        row = 0
-        for text, severity, _ in self.lines:
-            if not self._shows(text):
-                continue
-            rows.append((row, severity))
-            row += len(wrap_rows(text, self._wrap_width)) if self.wrap else 1
-        offset = row - self.log_widget.line_count
-        return [r - offset for r, severity in rows if severity == "error" and r >= offset]
+        """Rows in the view where an error line starts: the `n`/`N` targets."""
+        return self.log_widget.error_rows()
 
     def _jump(self, forward: bool) -> None:
         rows = self.error_rows()

@@ -2,8 +2,8 @@
 state changes all come from this list: adding a pane is one module and one entry here.
 
 A factory builds the pane *with* the host's state; the pane renders from the state and never
-reads data out of another widget. `sources` names the state's readings the pane shows; the app
-calls `pane.state_changed(state, source)` when one of them changes.
+reads data out of another widget. `sources` names what of the state the pane shows; the host
+screen calls `pane.state_changed(state, source)` when one of them changed (at most once a frame).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ class PaneSpec:
     key: str  # "gpu": ids (#gpu-pane), routing, actions
     number: str  # the key that maximizes it
     title: str
-    sources: tuple[str, ...]  # readings it shows ("log" also means the log lines)
+    sources: tuple[str, ...]  # what it shows: readings, and "verify", "bench", "log_lines" (the line store)
     factory: Callable[[HostState], Widget]
     keys_help: str = ""  # its own keys, for the help screen
     wide: bool = False  # spans the whole grid row
@@ -48,7 +48,7 @@ def _service(state: HostState) -> Widget:
 def _log(state: HostState) -> Widget:
     from console.panes.log import LogPane
 
-    return LogPane(state.info.log_label or "log")
+    return LogPane(state.info.log_label or "log", state)
 
 
 def _bench(state: HostState) -> Widget:
@@ -59,12 +59,13 @@ def _bench(state: HostState) -> Widget:
 
 PANES: list[PaneSpec] = [
     PaneSpec("gpu", "1", "GPUs", ("gpu",), _gpu),
-    PaneSpec("download", "2", "Download", ("download",), _download,
+    PaneSpec("download", "2", "Download", ("download", "verify"), _download,
              "`v` verify the sha256 of finished files against the Hub, on the host"),
     PaneSpec("service", "3", "Service diff", ("service",), _service,
              "`d` raw unified diff · `s` swap old and new · `u` pick units found on the host · `f` fit view"),
-    PaneSpec("log", "4", "SGLang log", ("log", "server"), _log,
-             "`/` filter · `n` / `N` next / previous error · `space` pause · `End` (or `G`) follow · `w` wrap"),
+    PaneSpec("log", "4", "SGLang log", ("log", "server", "log_lines"), _log,
+             "`/` filter (smart case; `escape` clears, then leaves) · `n` / `N` next / previous error · "
+             "`space` pause · `End` (or `G`) follow · `w` wrap · `a` show the console's own polls"),
     PaneSpec("bench", "5", "Benchmark", ("bench",), _bench,
              "`b` quick run · `B` the sweep 1, 4, 16, 64 at 1k/1k · `x` stop · `c` time or sweep chart",
              wide=True),

@@ -435,7 +435,7 @@ def decode_preview(text: str) -> Any:
 
 class LocalSeat:
     """The console that serves, as a participant: the same role checks as a remote client, no
-    socket. Implements `HostControl` (console/app.py) and the pairing requests."""
+    socket. Implements `HostControl` (console/core/control.py) in full."""
 
     def __init__(self, server: ShareServer, peer: _Peer) -> None:
         self.server = server
@@ -487,6 +487,9 @@ class LocalSeat:
     def swap_preview(self, key: str) -> tuple[str | None, Any]:
         reply = self._ask(p.SwapPreview, key=key)
         return (reply.error, None) if reply.error or not reply.said else (None, decode_preview(reply.said))
+
+    async def swap_preview_async(self, key: str) -> tuple[str | None, Any]:
+        return self.swap_preview(key)
 
     def swap_confirm(self, preview_id: str, who: str | None = None) -> str | None:
         return self._ask(p.SwapConfirm, preview=preview_id).error

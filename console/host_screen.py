@@ -1,0 +1,602 @@
+"""The one host screen: one host's panes over its `HostState`, asked of the host only through a
+`HostControl`. The single-host console, the fleet's Enter on a row, an attached client, the
+browser (textual-serve runs the attach app) and replay all show this screen; the apps around it
+are thin (toolong's App pushes its LogScreen; posting's MainScreen carries the bindings).
+
+Bindings, help, the command palette's host commands, the swap plan screen, the fit view,
+notices and the pairing commands live here, so every view has them.
+
+One refresh mechanism: the screen subscribes to the state once; every event marks what it
+changed ("gpu", "log_lines", "header", …) dirty, and one flush per frame hands each pane the
+sources it declared in the registry (`pane.state_changed(state, source)`). A flood of events
+costs one flush per frame, whatever their number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual import on
+from textual.app import ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Grid, Vertical, VerticalScroll
+from textual.css.query import NoMatches
+from textual.message import Message
+from textual.screen import ModalScreen, Screen
+from textual.timer import Timer
+from textual.widget import Widget
+from textual.widgets import Footer, Input, Label, Markdown
+from textual.worker import Worker, WorkerState
+
+from console.core.control import HostControl, NoControl
+from console.core.state import (
+    BenchChanged,
+    ConnectionChanged,
+    Event,
+    HostInfo,
+    HostState,
+    LogAppended,
+    NoteChanged,
+    Notice,
+    Presence,
+    ReadingChanged,
+    VerifyChanged,
+)
+from console.panes.base import PaneFrame, PlaceholderPane
+from console.panes.header import HostHeader
+from console.panes.registry import PANES, PaneSpec, grid_shape
+from console.sources.base import describe_error
+
+FRAME_S = 1 / 60  # one flush per frame at most: a flood of events costs one repaint per frame
+HEADER = "header"  # the dirty key of the header (connection, host summary, presence, note)
+SWAP = "swap"
+
+
+class Wake(Message, bubble=False):
+    """Something changed in the state: schedule the frame's flush (posted at most once a frame)."""
+
+
+def event_source(event: Event) -> str:
+    """What an event changed, as the panes' `sources` in the registry name it."""
+    if isinstance(event, ReadingChanged):
+        return event.source
+    if isinstance(event, LogAppended):
+        return "log_lines"
+    if isinstance(event, VerifyChanged):
+        return "verify"
+    if isinstance(event, BenchChanged):
+        return "bench"
+    if isinstance(event, (ConnectionChanged, HostInfo, Presence, NoteChanged)):
+        return HEADER
+    return SWAP
+
+
+def help_text() -> str:
+    """The help screen, from the pane registry."""
+    numbers = f"{PANES[0].number}–{PANES[-1].number}" if PANES else ""
+    rows = "\n".join(f"| {spec.number} {spec.title} | {spec.keys_help or '–'} |" for spec in PANES)
+    return f"""\
+# gpuconsole
+
+One screen for an SGLang model swap on one GPU host, fed over one SSH connection.
+
+| key | what it does |
+|---|---|
+| `{numbers}` | maximize a pane; the same key (or `escape`) restores the grid |
+| `tab` / `shift+tab` | move focus between panes |
+| `p` | the swap plan: its steps, gate, downtime clock and approvals (also in the palette) |
+| `ctrl+p` | command palette: the swap plan and report, the fit planner, benchmarks, pairing |
+| `ctrl+s` | save an SVG screenshot (on every screen, the swap plan too) |
+| `?` | this help |
+| `q` | quit |
+
+| pane | keys |
+|---|---|
+{rows}
+
+`escape`, `q` or `?` closes this help; the keys panel (`ctrl+p`, "Keys") closes with `escape` too.
+In a shared session (`--share`, `gpuconsole attach`) the palette sets the shared note, asks to
+drive, hands over, and follows the driver's view.
+
+**Colours.** Green is healthy, yellow is a warning or stale data, red is an error (and only
+that). A pane border turns yellow when its data is older than it should be and red when its
+last poll failed; the subtitle says which. The header shows the connection (connected /
+reconnecting for N s / failed: why) and how old the host summary is.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [("escape,q,question_mark", "app.pop_screen", "Close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 80; max-width: 95%; height: auto; max-height: 90%;
+        border: round $accent; background: $surface; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Markdown(help_text())
+
+
+class NoteScreen(ModalScreen[str | None]):
+    """One line, shared with everyone attached."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = """
+    NoteScreen { align: center middle; }
+    NoteScreen > Vertical { width: 80; max-width: 95%; height: auto; border: round $accent;
+        background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, current: str) -> None:
+        super().__init__()
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("Shared note (everyone attached sees it; empty clears it)")
+            yield Input(self.current, id="note-input", max_length=200)
+
+    @on(Input.Submitted)
+    def submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def screenshot_dir() -> Path:
+    shots = Path.cwd() / "screenshots"
+    return shots if shots.is_dir() else Path.cwd()
+
+
+def save_screenshot(app: Any, prefix: str = "gpuconsole") -> str:
+    """Save the screen shown now (whatever it is: the grid, the swap plan, a modal) and say where."""
+    path = app.save_screenshot(f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}.svg", str(screenshot_dir()))
+    app.notify(f"saved {path}", title="screenshot")
+    return str(path)
+
+
+def save_screenshot_to(app: Any, file: str) -> None:
+    target = Path(file)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    app.save_screenshot(target.name, str(target.parent.resolve()))
+
+
+def worker_failed(node: Any, event: Worker.StateChanged) -> None:
+    if event.state == WorkerState.ERROR and event.worker.error is not None:
+        node.notify(describe_error(event.worker.error), title=f"{event.worker.group} failed",
+                    severity="error", timeout=10)
+
+
+class HostScreen(Screen[None]):
+    """One host's panes. `control`: what the view may ask of the host (`NoControl` in a replay);
+    `mode`: "replay", "attach", … (said in the header); `back`: escape with nothing maximized
+    returns to the screen below (the fleet); `note`: said once when the screen opens;
+    `recorder`: this session's recording (the swap report is written from it)."""
+
+    AUTO_FOCUS = None
+    ALLOW_IN_MAXIMIZED_VIEW = "HostHeader, Footer"  # the connection state stays visible when a pane is maximized
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "app.quit", "Quit", id="quit", tooltip="Leave the console"),
+        Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Keys and colours"),
+        Binding("escape", "restore", "Restore", show=False, id="restore"),
+        Binding("p", "swap_plan", "Swap plan", id="swap-plan",
+                tooltip="The swap's steps, gate, downtime clock and approvals"),
+    ]
+
+    def __init__(self, state: HostState, control: HostControl | None = None, *, mode: str | None = None,
+                 back: bool = False, note: str | None = None, recorder: Any = None, follow: bool = False) -> None:
+        super().__init__()
+        self.state = state
+        self._control: HostControl = control if control is not None else NoControl()
+        self.mode = mode
+        self.back = back
+        self.note = note
+        self.recorder = recorder
+        self.follow = follow
+        self.specs = list(PANES)
+        self._dirty: set[str] = set()
+        self._flush_timer: Timer | None = None
+        self._woken = False
+        self._notices: list[Notice] = []
+        self._unsubscribe: Callable[[], None] | None = None
+        self._view_sent: str | None = None
+        self.flushes = 0  # how many flushes ran (tests and benchmarks read it)
+        for spec in self.specs:
+            self._bindings.bind(spec.number, f"toggle_max('{spec.key}')", description=spec.title, show=False)
+
+    # -- the control ---------------------------------------------------------------------
+    @property
+    def control(self) -> HostControl:
+        return self._control
+
+    @control.setter
+    def control(self, control: HostControl | None) -> None:
+        self._control = control if control is not None else NoControl()
+        header = self._header()
+        if header is not None:
+            header.me = self._control.client_id
+            header.refresh_state()
+
+    @property
+    def can_act(self) -> bool:
+        """False in a replay: nothing is offered that would ask the host."""
+        return not isinstance(self._control, NoControl)
+
+    # -- layout --------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        header = HostHeader(self.state, self.mode, id="host-header")
+        header.me = self._control.client_id
+        yield header
+        columns, rows, heights = grid_shape(self.specs)
+        grid = Grid(id="panes")
+        grid.set_styles(f"grid-size: {columns} {rows}; grid-rows: {' '.join(heights)};")
+        with grid:
+            for spec in self.specs:
+                yield self.make_pane(spec)
+        yield Footer()
+
+    def make_pane(self, spec: PaneSpec) -> Widget:
+        missing = self.state.missing(spec.key)
+        pane = (PlaceholderPane(spec.title, spec.number, missing) if missing is not None
+                else spec.factory(self.state))
+        pane.id = f"{spec.key}-pane"
+        pane.add_class("pane")
+        if spec.wide:
+            pane.add_class("-wide")
+        if isinstance(pane, PaneFrame):
+            pane.set_title(spec.number, spec.title)
+        return pane
+
+    def pane(self, key: str) -> Widget:
+        return self.query_one(f"#{key}-pane")
+
+    def _mounted_pane(self, key: str) -> Widget | None:
+        try:
+            return self.pane(key)
+        except NoMatches:  # closing, or not mounted yet
+            return None
+
+    def _header(self) -> HostHeader | None:
+        try:
+            return self.query_one(HostHeader)
+        except NoMatches:
+            return None
+
+    @property
+    def header(self) -> HostHeader:
+        return self.query_one(HostHeader)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self._unsubscribe = self.state.subscribe(self._on_event)
+        # What the state already holds (a late view, an attach, a replay, the fleet's Enter).
+        self._dirty.update(source for spec in self.specs for source in spec.sources)
+        self._dirty.add(HEADER)
+        self.flush()
+        self.set_interval(1.0, self._tick)
+        self.watch(self, "maximized", lambda _: self._maximized_changed(), init=False)
+        if self.note:
+            self.notify(self.note, title=self.state.host, severity="warning", timeout=10)
+
+    def on_unmount(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        worker_failed(self, event)
+
+    # -- the one refresh path ---------------------------------------------------------------
+    def _on_event(self, event: Event) -> None:
+        """Called inside `state.apply`, maybe from a context Textual does not run (a benchmark
+        thread's callback): only mark what changed and post one wake-up; the screen's own task
+        flushes once per frame."""
+        if isinstance(event, Notice):
+            self._notices.append(event)
+        else:
+            self._dirty.add(event_source(event))
+            if isinstance(event, ReadingChanged) and event.source == "host":
+                self._dirty.add(HEADER)
+            if isinstance(event, Presence):
+                self._dirty.add("presence")
+        if not self._woken:
+            self._woken = True
+            self.post_message(Wake())
+
+    @on(Wake)
+    def _woke(self, _: Wake) -> None:
+        notices, self._notices = self._notices, []
+        for event in notices:  # said at once: a notice is rare and is the news itself
+            title = f"{self.state.host}: {event.title}" if self.back else event.title
+            self.notify(event.message, title=title, severity=event.severity,  # type: ignore[arg-type]
+                        timeout=10 if event.severity == "error" else 4, markup=False)
+        if self._flush_timer is None:
+            self._flush_timer = self.set_timer(FRAME_S, self.flush)
+        else:
+            self._woken = False
+
+    def flush(self) -> None:
+        """Hand each pane the sources that changed since the last flush (one call per source)."""
+        self._flush_timer = None
+        self._woken = False
+        dirty, self._dirty = self._dirty, set()
+        if not dirty:
+            return
+        self.flushes += 1
+        if HEADER in dirty or "host" in dirty:
+            header = self._header()
+            if header is not None:
+                header.refresh_state()
+        for spec in self.specs:
+            wanted = [source for source in spec.sources if source in dirty]
+            if not wanted:
+                continue
+            pane = self._mounted_pane(spec.key)
+            if isinstance(pane, PaneFrame):
+                for source in wanted:
+                    pane.state_changed(self.state, source)
+        if "presence" in dirty and self.follow:
+            self._follow_driver()
+
+    def _tick(self) -> None:
+        now = self.state.now()
+        header = self._header()
+        if header is not None:
+            header.tick()
+        for pane in self.query(".pane"):
+            if isinstance(pane, PaneFrame):
+                pane.update_age(now)
+
+    # -- panes ---------------------------------------------------------------------------
+    def action_toggle_max(self, key: str) -> None:
+        pane = self._mounted_pane(key)
+        if pane is None:
+            return
+        if self.maximized is pane:
+            self.minimize()
+        else:
+            self.maximize(pane, container=False)
+            pane.focus()
+
+    def _maximized_changed(self) -> None:
+        # A pane maximized or restored lays its text out again for its new size at once (the
+        # size is known after the next layout), not at its next data.
+        self.call_after_refresh(self._relayout)
+        self._send_view()
+
+    def _relayout(self) -> None:
+        for pane in self.query(".pane"):
+            if isinstance(pane, PaneFrame):
+                pane.relayout()
+
+    def action_restore(self) -> None:
+        if self.query("HelpPanel"):  # escape closes the keys panel first
+            self.app.action_hide_help_panel()
+        elif self.maximized is not None:
+            self.minimize()
+        elif self.back:
+            self.dismiss()
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen())
+
+    # -- asking the host -------------------------------------------------------------------
+    def _said(self, title: str, why: str | None) -> None:
+        if why:
+            self.notify(why, title=title, severity="warning", markup=False)
+
+    def on_service_pane_swap_requested(self, _: Any) -> None:
+        self._said("service", self.control.swap_units())
+
+    def on_download_pane_verify_requested(self, _: Any) -> None:
+        self._said("verify", self.control.verify())
+
+    def on_bench_pane_run_requested(self, message: Any) -> None:
+        self.start_bench(message.kind)
+
+    def on_bench_pane_stop_requested(self, _: Any) -> None:
+        said = self.control.stop_bench()
+        if said:
+            self.notify(said, title="benchmark", markup=False)
+
+    def start_bench(self, kind: str, plan: list[tuple[int, int, int, int]] | None = None) -> None:
+        self._said("benchmark", self.control.start_bench(kind, plan))
+
+    def on_service_pane_pick_requested(self, _: Any) -> None:
+        from console.panes.unit_picker import UnitPicker
+
+        report = self.state.data("service")
+        units = report.units_on_host if report is not None else ()
+        if not units:
+            self.notify("No sglang*.service units found on the host yet", severity="warning")
+            return
+        control = self.control
+
+        def picked(choice: tuple[str, str | None] | None) -> None:
+            if choice:
+                control.pick_units(*choice)
+
+        self.app.push_screen(UnitPicker(units), picked)
+
+    def on_service_pane_fit_requested(self, _: Any) -> None:
+        self.action_fit()
+
+    def action_fit(self) -> None:
+        """The fit planner for the new unit, from the host's state."""
+        from console.analysis.fit import calibration, inputs_from_command, plan_fit
+        from console.panes.fit import FitScreen, format_fit
+
+        state = self.state
+        report, gpus, download = state.data("service"), state.data("gpu"), state.data("download")
+        if report is None or report.new.command is None:
+            self.notify("The fit needs the new unit: pass --unit (and wait for the diff pane)", severity="warning")
+            return
+        if report.model_config is None:
+            self.notify("No config.json in the new unit's model directory yet", severity="warning")
+            return
+        healthy = [g for g in (gpus.gpus if gpus else ()) if g.memory_total_mib and g.lost_at_s is None]
+        if not healthy:
+            self.notify("No GPU data yet: the fit needs their count and memory", severity="warning")
+            return
+        weights = download.bytes_total if download is not None else None
+        cmd = report.new.command
+        model = str(cmd.value("--model-path") or "model").rstrip("/").rsplit("/", 1)[-1]
+        inputs = inputs_from_command(cmd, report.model_config, weights, len(healthy),
+                                     min(g.memory_total_mib for g in healthy) / 1024, model)
+        result = plan_fit(inputs)
+        self.app.push_screen(FitScreen(format_fit(result, calibration(result, state.data("log")))))
+
+    # -- the swap: the plan screen, its actions, the report ----------------------------------
+    def swap_screen(self) -> Any:
+        from console.panes.swap import SwapScreen
+        from console.swap.controller import default_who
+
+        if isinstance(self.app.screen, SwapScreen):
+            return self.app.screen
+        screen = SwapScreen(self.state, self.control if self.can_act else None, self.control.who or default_who())
+        self.app.push_screen(screen)
+        return screen
+
+    def action_swap_plan(self) -> None:
+        self.swap_screen()
+
+    def action_swap_report(self) -> None:
+        recorder = self.recorder
+        if recorder is None or recorder.path is None:
+            self.notify("This session is not recorded here (--no-record, attached, or a replay): no report",
+                        severity="warning")
+            return
+        self.run_worker(self._write_swap_report(recorder), group="report", exclusive=True, exit_on_error=False)
+
+    async def _write_swap_report(self, recorder: Any) -> None:
+        from console.swap.report import ReportError, render, report_from_recording
+
+        recorder.flush()
+        try:
+            report = await asyncio.to_thread(report_from_recording, recorder.path)
+        except ReportError as exc:
+            self.notify(str(exc), title="swap report", severity="warning", markup=False)
+            return
+        out = recorder.path.parent / recorder.path.name.replace(".jsonl.gz", "")
+
+        def write() -> None:
+            for fmt, ext in (("md", "md"), ("html", "html")):
+                Path(f"{out}.report.{ext}").write_text(render(report, fmt), encoding="utf-8")
+
+        await asyncio.to_thread(write)
+        self.notify(f"{out}.report.md and .html", title="swap report", markup=False)
+
+    # -- pairing (a shared session: the control has a participant id) -----------------------
+    @property
+    def shared(self) -> bool:
+        return self.control.client_id is not None
+
+    @property
+    def driving(self) -> bool:
+        me = self.control.client_id
+        return any(c.id == me and c.role == "driver" for c in self.state.presence.clients)
+
+    def maximized_key(self) -> str | None:
+        widget = self.maximized
+        wid = widget.id if widget is not None else None
+        return wid[:-5] if wid and wid.endswith("-pane") else None
+
+    def _send_view(self) -> None:
+        key = self.maximized_key()
+        if key != self._view_sent:
+            self._view_sent = key
+            self.control.set_view(key)
+
+    def _follow_driver(self) -> None:
+        driver = self.state.driver
+        if driver is None or driver.id == self.control.client_id or driver.view == self.maximized_key():
+            return
+        if driver.view is None:
+            self.minimize()
+        else:
+            pane = self._mounted_pane(driver.view)
+            if pane is not None:
+                self.maximize(pane, container=False)
+
+    def action_toggle_follow(self) -> None:
+        self.follow = not self.follow
+        self.notify("following the driver's view" if self.follow else "your own view again", title="follow")
+        if self.follow:
+            self._follow_driver()
+
+    def action_set_note(self) -> None:
+        current = self.state.note.text if self.state.note is not None else ""
+
+        def done(text: str | None) -> None:
+            if text is not None:
+                self._said("note", self.control.set_note(text))
+
+        self.app.push_screen(NoteScreen(current), done)
+
+    def action_ask_drive(self) -> None:
+        self._said("driver", self.control.ask_drive())
+
+    def hand_over(self, to: int) -> None:
+        self._said("driver", self.control.hand_over(to))
+
+    def accept(self, client: int) -> None:
+        self._said("driver", self.control.accept(client))
+
+    # -- the palette -------------------------------------------------------------------------
+    def system_commands(self) -> Iterable[SystemCommand]:
+        from console.panes.swap import KEYS
+
+        for spec in self.specs:
+            yield SystemCommand(f"Maximize {spec.title}", f"Show the {spec.title} pane alone (key {spec.number})",
+                                lambda key=spec.key: self.action_toggle_max(key))
+        yield SystemCommand("Fit planner for the new unit", "Will it fit, and how much KV cache is left (f)",
+                            self.action_fit)
+        yield SystemCommand("Run benchmark: quick", "16 prompts at concurrency 4, 256/256 tokens (b)",
+                            lambda: self.start_bench("quick"))
+        yield SystemCommand("Run benchmark: concurrency sweep 1, 4, 16, 64 (1k/1k)", "The story's sweep (B)",
+                            lambda: self.start_bench("sweep"))
+        yield SystemCommand("Swap plan", "The swap's steps, gate, downtime clock and approvals (p)",
+                            self.action_swap_plan)
+        yield SystemCommand("Swap report", "Write the swap report (Markdown and HTML) from this session's recording",
+                            self.action_swap_report)
+        if self.can_act and not self.state.info.read_only:  # read-only or a replay: no action offered
+            for _key, action, label in KEYS:
+                yield SystemCommand(f"Swap: {label}", "Shows the exact commands first",
+                                    lambda a=action: self.swap_screen().action_act(a))
+        yield SystemCommand("Help", "Keys and colours (?)", self.action_help)
+        if not self.shared:
+            return
+        yield SystemCommand("Set the shared note", "One line everyone attached sees", self.action_set_note)
+        yield SystemCommand("Follow the driver's view" if not self.follow else "Stop following the driver",
+                            "Mirror the pane the driver has maximized", self.action_toggle_follow)
+        presence = self.state.presence
+        me = self.control.client_id
+        if not self.driving:
+            yield SystemCommand("Ask to drive", "The driver accepts from the palette", self.action_ask_drive)
+            return
+        for client in presence.clients:
+            if client.id == me:
+                continue
+            if client.id in presence.asking:
+                yield SystemCommand(f"Accept: {client.name} drives", f"{client.name} asked to drive",
+                                    lambda c=client.id: self.accept(c))
+            yield SystemCommand(f"Hand over driving to {client.name}", "You observe afterwards",
+                                lambda c=client.id: self.hand_over(c))
+
+
+def host_commands(app: Any, screen: Screen[Any], base: Iterable[SystemCommand]) -> Iterable[SystemCommand]:
+    """An app's palette: Textual's own (one "Screenshot": ours, which says where it saved) and the
+    host screen's commands when the palette opens over one (also over a modal above it)."""
+    yield from (c for c in base if c.title != "Screenshot")
+    host = screen if isinstance(screen, HostScreen) else next(
+        (s for s in reversed(app.screen_stack) if isinstance(s, HostScreen)), None)
+    if host is not None:
+        yield from host.system_commands()
+    yield SystemCommand("Screenshot", "Save an SVG screenshot and say where (ctrl+s)", lambda: save_screenshot(app))
