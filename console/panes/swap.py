@@ -15,10 +15,14 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 
-from console.swap.model import SwapView
+from console.swap.model import SwapView, format_duration
 
-STATE_STYLE = {"pending": "dim", "running": "bold yellow", "done": "green", "failed": "bold red", "skipped": "dim"}
-STATE_MARK = {"pending": "·", "running": "▶", "done": "✓", "failed": "✗", "skipped": "–"}
+STATE_STYLE = {"pending": "dim", "running": "bold yellow", "done": "green", "failed": "bold red", "skipped": "dim",
+               "refused": "bold yellow"}
+STATE_MARK = {"pending": "·", "running": "▶", "done": "✓", "failed": "✗", "skipped": "–", "refused": "⊘"}
+# A gate check's verdict: only a check that passed is a green ✓; one nobody checked is grey.
+VERDICT_MARK = {"passed": ("✓", "green"), "failed": ("✗", "red"), "unknown": ("?", "yellow"),
+                "not checked": ("–", "dim"), "overridden": ("!", "yellow")}
 KEYS = (("d", "download", "download"), ("x", "stop_download", "stop download"), ("v", "verify", "verify"),
         ("i", "install", "install unit"), ("g", "preflight", "gate"), ("s", "stop_old", "stop old"),
         ("n", "start_new", "start new"), ("b", "benchmark", "benchmark"), ("r", "rollback", "roll back"),
@@ -26,10 +30,11 @@ KEYS = (("d", "download", "download"), ("x", "stop_download", "stop download"), 
 
 
 def _dur(s: float | None) -> str:
-    if s is None:
-        return ""
-    m, sec = divmod(int(s), 60)
-    return f"{m}m{sec:02d}s" if m else f"{s:.0f}s"
+    return "" if s is None else format_duration(s)
+
+
+def _clock(at: float | None) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(at)) if at else "?"
 
 
 def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width: int = 100) -> Text:
@@ -47,9 +52,13 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
     if d is not None and secs is not None:
         running = d.ended_at_s is None
         t.append("downtime ", style="bold")
-        t.append(_dur(secs) if secs >= 60 else f"{secs:.0f}s", style="bold red" if running else "bold green")
-        t.append(" (running)" if running else f" (kept: until {d.end_source})", style="yellow" if running else "dim")
-        t.append(f"  from {d.start_source}\n", style="dim")
+        t.append(_dur(secs), style="bold red" if running else "bold green")
+        t.append(" (running)" if running else f" (ended {_clock(d.ended_at_s)}: {d.end_source})",
+                 style="yellow" if running else "dim")
+        t.append(f"  from {_clock(d.started_at_s)}: {d.start_source}\n", style="dim")
+        parts = view.downtime_parts()
+        if parts:
+            t.append("   " + " + ".join(f"{name} {_dur(sec)}" for name, sec in parts) + "\n", style="dim")
     else:
         t.append("downtime: not started (the clock starts at the old server's last served request)\n", style="dim")
     t.append("\n")
@@ -63,20 +72,25 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
         t.append(f" {_dur(took):>6}", style="dim")
         if step.who:
             t.append(f"  {step.who}", style="dim")
+        elif step.observed:
+            t.append("  seen on the host", style="dim")
         t.append("\n")
         if step.detail:
             t.append(f"     {step.detail[: max(20, width - 6)]}\n", style="red" if step.state == "failed" else "dim")
     failed = [s for s in view.ordered_steps() if s.state == "failed"]
     if failed and failed[-1].key in ("start_new", "stop_old"):
         t.append("\n the plan stopped there: r rolls back to the old service\n", style="bold red")
+    refused = [s for s in view.ordered_steps() if s.state == "refused"]
+    if refused and not failed:
+        t.append("\n refused: nothing ran; the old service still serves\n", style="bold yellow")
     if view.gate:
         t.append("\npreflight gate\n", style="bold")
         for c in view.gate:
-            ok = c.ok is True
-            mark, style = ("✓", "green") if ok else ("!", "yellow") if c.overridden_by else ("✗", "red")
+            verdict = getattr(c, "verdict", "passed" if c.ok is True else "failed")
+            mark, style = VERDICT_MARK.get(verdict, ("?", "yellow"))
             t.append(f" {mark} {c.name:<9}", style=style)
             reason = c.reason + (f"  (overridden by {c.overridden_by})" if c.overridden_by else "")
-            t.append(f"{reason[: max(20, width - 14)]}\n", style="" if ok else style)
+            t.append(f"{reason[: max(20, width - 14)]}\n", style="" if verdict == "passed" else style)
     pending = view.pending_approvals
     if pending:
         t.append("\nwaiting for approval\n", style="bold yellow")
