@@ -106,7 +106,8 @@ class ReportBuilder:
     def build(self) -> dict[str, Any]:
         s = self.state
         swap = s.swap
-        if all(step.state == "pending" for step in swap.steps.values()) and swap.downtime is None:
+        if all(step.state == "pending" for step in swap.steps.values()) and swap.downtime is None \
+                and not swap.audit:
             raise ReportError("no swap in this recording (no swap step ran or was seen on the host)")
         report = s.data("service")
         setup = swap.setup
