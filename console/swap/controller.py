@@ -637,6 +637,10 @@ class SwapController:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._approvals[rid] = future
         self.state.apply(ApprovalChanged(self.host, rid, key, tuple(action.display()), who, self._clock()))
+        # Everyone attached hears of it (a toast in every console), not only whoever opens the plan.
+        self.runner.notice("approval needed", f"{who} asks to {STEP_TITLES[key].lower()}: "
+                           + "; ".join(c.script for c in action.commands)[:300] + " (Swap plan: a approves)",
+                           "warning")
         self._set(key, detail=f"waiting for another person's approval (request {rid})")
         try:
             status = await future
