@@ -139,6 +139,9 @@ def _host_options(*, suppress: bool = False, model: bool = True, service: bool =
     if model and service and server:  # where the swap's actions exist
         g.add_argument("--read-only", action="store_true", default=unset,
                        help="change nothing on the host: the core refuses every swap action and the palette hides them")
+        g.add_argument("--require-approval", action="store_true", default=unset,
+                       help="the two-person rule: stopping, starting and rolling back wait for another attached "
+                            "person's approval (also with --demo)")
     g.add_argument("--demo-speed", type=positive_float, metavar="X", help=argparse.SUPPRESS,
                    **({} if suppress else {"default": 1.0}))
     if model or service or server:
@@ -155,7 +158,10 @@ def _host_options(*, suppress: bool = False, model: bool = True, service: bool =
         if server:
             m.add_argument("--server-port", type=port_number, metavar="N", help="SGLang HTTP port on the host (30000)")
     # The demo whose swap the console drives itself (issue 13): nothing moves until you act.
-    g.add_argument("--demo-scenario", choices=["swap", "drive", "docker"], help=argparse.SUPPRESS,
+    g.add_argument("--demo-scenario", choices=["swap", "drive", "docker"],
+                   help=argparse.SUPPRESS if suppress else "with --demo: 'swap' (default) plays the story's swap by "
+                   "itself, the plan following it; 'drive': nothing moves until you drive the Swap plan (ctrl+p); "
+                   "'docker': the story's swap with both services as Docker containers",
                    **({} if suppress else {"default": "swap"}))
     return p
 
@@ -293,7 +299,7 @@ def resolve_profile(args: argparse.Namespace) -> HostProfile:
     overrides = {k: getattr(args, k, None) for k in (  # a subcommand may not offer every one
         "host", "port", "user", "identity", "known_hosts", "model_dir", "repo_id", "unit",
         "compare_unit", "log_file", "container", "compare_container", "server_port", "connect_timeout_s",
-        "read_only")}
+        "read_only", "require_approval")}
     if args.host and profile.host and args.host == profile.name:
         overrides["host"] = None  # --host named the profile: keep its address
     return profile.with_overrides(overrides)
@@ -364,7 +370,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         sim = SimulatorThread(speed=args.demo_speed, scenario=getattr(args, "demo_scenario", None) or "swap")
         try:
-            profile = sim.start().with_overrides({"read_only": getattr(args, "read_only", None)})
+            profile = sim.start().with_overrides({"read_only": getattr(args, "read_only", None),
+                                                  "require_approval": getattr(args, "require_approval", None)})
         except Exception as exc:  # noqa: BLE001 - the demo failing to start is one line, too
             return _fail(f"the demo host simulator did not start: {exc}")
     try:

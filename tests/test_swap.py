@@ -171,8 +171,12 @@ async def test_the_seeds_swap_end_to_end_from_the_consoles_actions(driven: Drive
     await swap.wait_download(120)
     assert _step(d, "download")[0] == "done", _step(d, "download")
     assert "39/39 shards" in _step(d, "download")[1]
-    await _run(d, "verify")  # the profile does not ask for sha256: skipped, and said so
-    assert _step(d, "verify") == ("skipped", "not asked for by the profile")
+    why, preview = swap.preview("verify")  # the preview lists the sha256 loop that will run
+    assert preview is not None and any("sha256sum -- " in line for line in preview.lines), (why, preview)
+    await _run(d, "verify")  # the profile does not ask for sha256, but a confirmed Verify runs (#22 item 5)
+    state, detail = _step(d, "verify")
+    assert state == "done" and "match" in detail, detail
+    assert {c.name: c for c in swap.evaluate_gate()}["sha256"].ok is True
 
     installed = d.sim.path(f"/etc/systemd/system/{NEW_UNIT}").read_text()
     assert installed == Path(d.runner.session.profile.unit_draft).read_text()
@@ -216,7 +220,7 @@ def check_report(r: dict[str, object]) -> None:
     on = r["old_new"]
     assert on["old_unit"] == OLD_UNIT and on["new_unit"] == NEW_UNIT
     assert on["old_model"] and on["new_model"] == "qwen3.5-122b"
-    assert [s["state"] for s in r["steps"]][:7] == ["done", "skipped", "done", "done", "done", "done", "done"]
+    assert [s["state"] for s in r["steps"]][:7] == ["done", "done", "done", "done", "done", "done", "done"]
     changes = {c["flag"]: c for c in r["diff"]["changes"]}
     assert changes["--quantization"]["change"] == "removed" and changes["--quantization"]["reason"]
     assert any(lint["severity"] == "info" for lint in r["diff"]["lints"])
@@ -306,14 +310,15 @@ async def test_the_gate_refuses_a_partial_download_a_leftover_fp4_flag_and_a_dat
     await _run(d, "preflight", 60)
     state, detail = _step(d, "preflight")
     gate = {c.name: c for c in d.state.swap.gate}
-    assert state == "failed"
+    assert state == "refused"  # nothing ran: a refusal, not a failure (#20 item 7)
     assert gate["download"].ok is False and "shards" in gate["download"].reason
     assert gate["diff"].ok is False and "--quantization modelopt_fp4" in gate["diff"].reason
     assert gate["paths"].ok is False and "/data" in gate["paths"].reason
     assert "download:" in detail and "diff:" in detail and "paths:" in detail
     # The stop is refused by the same gate, and nothing was stopped.
     await _run(d, "stop_old")
-    assert _step(d, "stop_old")[0] == "failed" and "gate refuses" in _step(d, "stop_old")[1]
+    assert _step(d, "stop_old")[0] == "refused" and "gate refuses" in _step(d, "stop_old")[1]
+    assert "still serves" in _step(d, "stop_old")[1]
     r = await d.runner.session.transport.run(f"systemctl is-active {OLD_UNIT}", timeout=10)
     assert r.text.strip() == "active"
     # An override only by typing the check's name; recorded with who typed it.
@@ -352,7 +357,7 @@ async def test_two_person_rule_waits_for_another_persons_approval(driven_paired:
     assert swap.withdraw(req.request_id, "ben") == "only ana, who asked, can withdraw it"
     assert swap.withdraw(req.request_id, "ana") is None
     await swap.wait_idle(30)
-    assert _step(d, "start_new") == ("failed", "ana withdrew the request: nothing ran")
+    assert _step(d, "start_new") == ("refused", "ana withdrew the request: nothing ran")
     assert not any(f"systemctl start -- {NEW_UNIT}" in e.command for e in d.state.swap.audit)
 
 

@@ -15,10 +15,14 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 
-from console.swap.model import SwapView
+from console.swap.model import PLAN_STEPS, SwapView, format_duration
 
-STATE_STYLE = {"pending": "dim", "running": "bold yellow", "done": "green", "failed": "bold red", "skipped": "dim"}
-STATE_MARK = {"pending": "·", "running": "▶", "done": "✓", "failed": "✗", "skipped": "–"}
+STATE_STYLE = {"pending": "dim", "running": "bold yellow", "done": "green", "failed": "bold red", "skipped": "dim",
+               "refused": "bold yellow"}
+STATE_MARK = {"pending": "·", "running": "▶", "done": "✓", "failed": "✗", "skipped": "–", "refused": "⊘"}
+# A gate check's verdict: only a check that passed is a green ✓; one nobody checked is grey.
+VERDICT_MARK = {"passed": ("✓", "green"), "failed": ("✗", "red"), "unknown": ("?", "yellow"),
+                "not checked": ("–", "dim"), "overridden": ("!", "yellow")}
 KEYS = (("d", "download", "download"), ("x", "stop_download", "stop download"), ("v", "verify", "verify"),
         ("i", "install", "install unit"), ("g", "preflight", "gate"), ("s", "stop_old", "stop old"),
         ("n", "start_new", "start new"), ("b", "benchmark", "benchmark"), ("r", "rollback", "roll back"),
@@ -26,10 +30,43 @@ KEYS = (("d", "download", "download"), ("x", "stop_download", "stop download"), 
 
 
 def _dur(s: float | None) -> str:
-    if s is None:
-        return ""
-    m, sec = divmod(int(s), 60)
-    return f"{m}m{sec:02d}s" if m else f"{s:.0f}s"
+    return "" if s is None else format_duration(s)
+
+
+def _clock(at: float | None) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(at)) if at else "?"
+
+
+def audit_summary(e: Any) -> str:
+    """One line for one audited action: what it did, not the first 100 characters of its script."""
+    cmd = e.command or ""
+    words = cmd.split()
+    for verb in ("stop", "start", "daemon-reload", "restart"):
+        if "systemctl" in words and verb in words:
+            unit = words[-1] if verb != "daemon-reload" else ""
+            return f"systemctl {verb} {unit}".strip() + (f" ({e.note})" if e.note else "")
+    if cmd.startswith("sftp put"):
+        return cmd.split("  (")[0]
+    if "sha256sum" in cmd:
+        return f"sha256 of {max(1, cmd.count(chr(39)) // 2)} file(s)" + (f" ({e.note})" if e.note else "")
+    if "hf download" in cmd or " hf " in cmd:
+        return "hf download (detached)" + (f" ({e.note})" if e.note else "")
+    first = cmd.splitlines()[0] if cmd else ""
+    lines = cmd.count("\n") + 1
+    return first + (f"  (+{lines - 1} lines)" if lines > 1 else "") + (f" ({e.note})" if e.note else "")
+
+
+def audit_status(e: Any, view: SwapView) -> str:
+    """A final status for every row: an exit status, or for what runs on (the benchmark, a
+    verification) the state of its step now."""
+    if e.exit_status is not None:
+        return "ok" if e.exit_status == 0 else f"exit {e.exit_status}"
+    if e.note == "started":
+        step = view.steps.get(e.action)
+        return {"done": "done", "failed": "failed", "running": "started"}.get(step.state if step else "", "started")
+    if e.note in ("timed out", "connection lost", "write failed"):
+        return e.note
+    return "noted"
 
 
 def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width: int = 100) -> Text:
@@ -47,11 +84,20 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
     if d is not None and secs is not None:
         running = d.ended_at_s is None
         t.append("downtime ", style="bold")
-        t.append(_dur(secs) if secs >= 60 else f"{secs:.0f}s", style="bold red" if running else "bold green")
-        t.append(" (running)" if running else f" (kept: until {d.end_source})", style="yellow" if running else "dim")
-        t.append(f"  from {d.start_source}\n", style="dim")
+        t.append(_dur(secs), style="bold red" if running else "bold green")
+        t.append(" (running)" if running else f" (ended {_clock(d.ended_at_s)}: {d.end_source})",
+                 style="yellow" if running else "dim")
+        t.append(f"  from {_clock(d.started_at_s)}: {d.start_source}\n", style="dim")
+        parts = view.downtime_parts()
+        if parts:
+            t.append("   " + " + ".join(f"{name} {_dur(sec)}" for name, sec in parts) + "\n", style="dim")
     else:
         t.append("downtime: not started (the clock starts at the old server's last served request)\n", style="dim")
+    busy = setup.busy if setup is not None else None
+    if busy:
+        step = view.steps.get(busy)
+        t.append(f"busy: {busy.replace('_', ' ')}" + (f" ({step.detail})" if step and step.detail else "")
+                 + " — keys for the next step are queued, others refused\n", style="yellow")
     t.append("\n")
     for step in view.ordered_steps():
         style = STATE_STYLE.get(step.state, "")
@@ -63,20 +109,28 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
         t.append(f" {_dur(took):>6}", style="dim")
         if step.who:
             t.append(f"  {step.who}", style="dim")
+        elif step.observed:
+            t.append("  seen on the host", style="dim")
         t.append("\n")
-        if step.detail:
-            t.append(f"     {step.detail[: max(20, width - 6)]}\n", style="red" if step.state == "failed" else "dim")
+        detail = step.detail
+        if not detail and step.key == "install" and step.state == "pending":
+            detail = "not installed yet"
+        if detail:
+            t.append(f"     {detail[: max(20, width - 6)]}\n", style="red" if step.state == "failed" else "dim")
     failed = [s for s in view.ordered_steps() if s.state == "failed"]
     if failed and failed[-1].key in ("start_new", "stop_old"):
         t.append("\n the plan stopped there: r rolls back to the old service\n", style="bold red")
+    refused = [s for s in view.ordered_steps() if s.state == "refused"]
+    if refused and not failed:
+        t.append("\n refused: nothing ran; the old service still serves\n", style="bold yellow")
     if view.gate:
         t.append("\npreflight gate\n", style="bold")
         for c in view.gate:
-            ok = c.ok is True
-            mark, style = ("✓", "green") if ok else ("!", "yellow") if c.overridden_by else ("✗", "red")
+            verdict = getattr(c, "verdict", "passed" if c.ok is True else "failed")
+            mark, style = VERDICT_MARK.get(verdict, ("?", "yellow"))
             t.append(f" {mark} {c.name:<9}", style=style)
             reason = c.reason + (f"  (overridden by {c.overridden_by})" if c.overridden_by else "")
-            t.append(f"{reason[: max(20, width - 14)]}\n", style="" if ok else style)
+            t.append(f"{reason[: max(20, width - 14)]}\n", style="" if verdict == "passed" else style)
     pending = view.pending_approvals
     if pending:
         t.append("\nwaiting for approval\n", style="bold yellow")
@@ -86,18 +140,18 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
             for line in a.commands[:4]:
                 t.append(f"   {line[: width - 4]}\n", style="dim")
     if view.audit:
-        t.append("\nlast commands\n", style="bold")
+        t.append("\nlast commands (A: every command in full)\n", style="bold")
         for e in list(view.audit)[-5:]:
-            status = "–" if e.exit_status is None else str(e.exit_status)
+            status = audit_status(e, view)
             t.append(f" {time.strftime('%H:%M:%S', time.localtime(e.at_s))} {e.who} [{status}] ",
-                     style="dim" if e.exit_status in (0, None) else "red")
-            t.append(f"{e.command.splitlines()[0][: max(20, width - 30)] if e.command else ''}\n")
+                     style="dim" if status in ("ok", "started", "done", "noted") else "red")
+            t.append(f"{audit_summary(e)[: max(20, width - 30)]}\n")
     t.append("\n")
     if read_only:
         t.append("read-only: no action can be run from this session", style="bold yellow")
     else:
-        t.append("  ".join(f"{k} {label}" for k, _, label in KEYS) + "  o override  a approve  c withdraw  esc close",
-                 style="dim")
+        t.append("  ".join(f"{k} {label}" for k, _, label in KEYS)
+                 + "  o override  a approve  c withdraw  A audit  esc close", style="dim")
     return t
 
 
@@ -162,6 +216,10 @@ class OverrideScreen(ModalScreen[tuple[str, str] | None]):
             yield OptionList(*[f"{c.name}: {c.reason}" for c in self.failing], id="override-checks")
             yield Input(placeholder="type the check's name", id="override-typed")
 
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        # Enter on the list picks the check; typing then goes into the name field (issue 22 item 4).
+        self.query_one("#override-typed", Input).focus()
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
         options = self.query_one(OptionList)
         index = options.highlighted if options.highlighted is not None else 0
@@ -169,12 +227,76 @@ class OverrideScreen(ModalScreen[tuple[str, str] | None]):
             self.dismiss((self.failing[index].name, event.value))
 
 
+class AuditScreen(ModalScreen[None]):
+    """Every audited command in full, with its exit status and output tail."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("escape,q,A", "dismiss(None)", "Close")]
+    DEFAULT_CSS = """
+    AuditScreen { align: center middle; }
+    AuditScreen > VerticalScroll { width: 120; max-width: 98%; height: 90%; border: round $accent;
+        background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, view: SwapView) -> None:
+        super().__init__()
+        self.view = view
+
+    def compose(self) -> ComposeResult:
+        t = Text()
+        t.append("Every command run on the host, in full\n\n", style="bold")
+        for e in self.view.audit:
+            t.append(f"{time.strftime('%H:%M:%S', time.localtime(e.at_s))} {e.who} {e.action} "
+                     f"[{audit_status(e, self.view)}]\n", style="bold")
+            for line in (e.command or "").splitlines():
+                t.append(f"  {line}\n", style="cyan")
+            if e.output_tail:
+                t.append(f"  → {e.output_tail.strip()[-400:]}\n", style="dim")
+        if not self.view.audit:
+            t.append("nothing has run yet\n", style="dim")
+        with VerticalScroll():
+            yield Static(t, id="audit-text")
+
+
+class ApproveScreen(ModalScreen[bool]):
+    """A request waiting for another person: who asks, what, the exact commands; enter approves."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("escape,n", "dismiss(False)", "Not now"),
+                                             ("enter,y", "confirm", "Approve")]
+    DEFAULT_CSS = """
+    ApproveScreen { align: center middle; }
+    ApproveScreen > VerticalScroll { width: 110; max-width: 98%; height: auto; max-height: 90%;
+        border: thick $warning; background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, request: Any) -> None:
+        super().__init__()
+        self.request = request
+        self._done = False
+
+    def compose(self) -> ComposeResult:
+        r = self.request
+        t = Text()
+        t.append(f"{r.requested_by} asks for your approval (the two-person rule)\n\n", style="bold yellow")
+        t.append(f"{r.action.replace('_', ' ')}, asked {time.strftime('%H:%M:%S', time.localtime(r.requested_at_s))}"
+                 f" (request {r.request_id}); these commands will run on the host:\n\n")
+        for line in r.commands:
+            t.append(line + "\n", style="bold" if line.startswith("#") else "cyan")
+        t.append("\nenter: approve (it runs at once)   escape: not now", style="bold")
+        with VerticalScroll():
+            yield Static(t, id="approve-text")
+
+    def action_confirm(self) -> None:
+        if not self._done:
+            self._done = True
+            self.dismiss(True)
+
+
 class SwapScreen(ModalScreen[None]):
     """The swap plan, live; its keys ask the control for a preview, then a confirmation."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         ("escape,q", "dismiss(None)", "Close"), ("o", "override", "Override"), ("a", "approve", "Approve"),
-        ("c", "withdraw", "Withdraw"),
+        ("c", "withdraw", "Withdraw"), ("A", "audit", "Audit in full"),
         *[(k, f"act('{key}')", label) for k, key, label in KEYS]]
     DEFAULT_CSS = """
     SwapScreen { align: center middle; }
@@ -188,6 +310,8 @@ class SwapScreen(ModalScreen[None]):
         self.control = control
         self.who = who
         self._shown: tuple[int, int] | None = None
+        self.queued: str | None = None  # a key pressed while an action ran, safe to run next
+        self._asked: set[str] = set()  # approval requests already put in front of this person
 
     @property
     def read_only(self) -> bool:
@@ -204,6 +328,11 @@ class SwapScreen(ModalScreen[None]):
 
     def refresh_plan(self) -> None:
         view: SwapView = self.state.swap
+        self._pending_requests(view)
+        setup = view.setup
+        if self.queued is not None and (setup is None or setup.busy is None):
+            key, self.queued = self.queued, None
+            self.action_act(key)
         clock_running = view.downtime is not None and view.downtime.ended_at_s is None
         running = any(s.state == "running" for s in view.steps.values())
         key = (view.version, int(self.state.now()) if clock_running or running else 0)
@@ -218,9 +347,42 @@ class SwapScreen(ModalScreen[None]):
         if why:
             self.notify(why, title="swap", severity="warning")
 
+    def _pending_requests(self, view: SwapView) -> None:
+        """A request someone else made: a bell and the request itself, once (issue 22 item 6)."""
+        for req in view.pending_approvals:
+            if req.request_id in self._asked or req.requested_by == self.who:
+                continue
+            self._asked.add(req.request_id)
+            self.app.bell()
+            if self.control is not None and not self.read_only:
+                self._ask_approval(req)
+
+    def _ask_approval(self, req: Any) -> None:
+        def decided(ok: bool | None) -> None:
+            if ok:
+                self._say(self.control.swap_approve(req.request_id, self.who))
+
+        self.app.push_screen(ApproveScreen(req), decided)
+
+    def action_audit(self) -> None:
+        self.app.push_screen(AuditScreen(self.state.swap))
+
     def action_act(self, key: str) -> None:
         if self.read_only:
             self._say("read-only: no action can be run from this session")
+            return
+        setup = self.state.swap.setup
+        busy = setup.busy if setup is not None else None
+        if busy is not None and key != "stop_download":
+            order = [k for k, _ in PLAN_STEPS]
+            if busy in order and key in order and order.index(key) == order.index(busy) + 1:
+                self.queued = key  # the next step: its confirmation comes up when this one ends
+                self.notify(f"queued: {key.replace('_', ' ')} (its commands are shown when "
+                            f"{busy.replace('_', ' ')} is done)", title="swap")
+                return
+            step = self.state.swap.steps.get(busy)
+            self.notify(f"busy: {busy.replace('_', ' ')}" + (f" ({step.detail})" if step and step.detail else "")
+                        + f"; {key.replace('_', ' ')} refused", title="swap", severity="warning")
             return
         asking = getattr(self.control, "swap_preview_async", None)
         if asking is not None:  # an attached console: the core answers with the exact commands
@@ -258,11 +420,11 @@ class SwapScreen(ModalScreen[None]):
         self.app.push_screen(OverrideScreen(failing), chosen)
 
     def action_approve(self) -> None:
-        pending = self.state.swap.pending_approvals
+        pending = [a for a in self.state.swap.pending_approvals if a.requested_by != self.who]
         if not pending or self.control is None:
-            self._say("nothing waits for approval")
+            self._say("nothing waits for your approval")
             return
-        self._say(self.control.swap_approve(pending[0].request_id, self.who))
+        self._ask_approval(pending[0])  # who, what and the exact commands first; enter approves
 
     def action_withdraw(self) -> None:
         pending = [a for a in self.state.swap.pending_approvals if a.requested_by == self.who]

@@ -32,12 +32,12 @@ from console.swap.model import (
     ApprovalChanged,
     AuditAppended,
     AuditEntry,
-    DowntimeChanged,
     GateChanged,
     SwapSetup,
     SwapStep,
     SwapStepChanged,
 )
+from console.swap.observe import SwapObserver, downtime_from, verification
 from console.transport.errors import CommandTimeout, TransportError
 
 log = logging.getLogger("gpuconsole.swap")
@@ -47,7 +47,6 @@ ACTIONS = ("download", "stop_download", "verify", "install", "preflight", "stop_
            "rollback", "swap")
 TAIL_CHARS = 600
 DRAINED_MIB = 1024  # a GPU holding less than this (the CUDA context of nothing) counts as drained
-SERVED_PATHS = ("/v1/", "/generate")
 
 
 def default_who() -> str:
@@ -64,6 +63,10 @@ def audit_path() -> Path:
 
 class StepFailed(Exception):
     """The step failed; the message says where and why (one line)."""
+
+
+class StepRefused(StepFailed):
+    """Refused before anything ran (the gate, the two-person rule): the host is as it was."""
 
 
 class _Dropped(Exception):
@@ -101,6 +104,23 @@ class SwapController:
         self._task: asyncio.Task[Any] | None = None
         self._download_task: asyncio.Task[Any] | None = None
         self._clock: Callable[[], float] = time.time
+        # The swap as the host lived it: steps nobody ran from here are written in as observed.
+        self.observer = SwapObserver(self.state, wake=getattr(runner, "repoll", None))
+        self._unobserve = self.state.subscribe(self._observe)
+
+    def _observe(self, event: object) -> None:
+        derived = self.observer.see(event)
+        if not derived:
+            return
+
+        def apply() -> None:
+            for e in derived:
+                self.state.apply(e)
+
+        try:  # after the event that implied them, not inside its delivery (recordings keep the order)
+            asyncio.get_running_loop().call_soon(apply)
+        except RuntimeError:
+            apply()
 
     # -- what views may ask ----------------------------------------------------------------
     @property
@@ -151,9 +171,13 @@ class SwapController:
             return [act.rollback(act.check_unit(self.new_unit), act.check_unit(self.old_unit), approval=approval)]
         if key == "benchmark":
             return [act.benchmark(self._bench_label())]
-        if key in ("verify", "preflight"):
+        if key == "verify":
+            commands, why = self._verify_commands()
+            return [act.Action(key, STEP_TITLES[key], commands, waits_for=why or (
+                "every file's sha256 against the listing hf download kept (or the Hub's)"))]
+        if key == "preflight":
             return [act.Action(key, STEP_TITLES[key], (), waits_for=(
-                "sha256 of every finished file, on the host" if key == "verify" else "every check passes"))]
+                "every check passes (nothing runs on the host: the gate judges what the console reads)"))]
         if key == "swap":
             out: list[act.Action] = []
             for step in self._remaining():
@@ -174,6 +198,7 @@ class SwapController:
         for a in built:
             lines.append(f"# {a.title}" + ("  (needs another person's approval)" if a.needs_approval else ""))
             lines += a.display()
+            lines += self._preview_extra(a)
         gate: tuple[Any, ...] = ()
         if key in ("stop_old", "swap", "preflight"):
             gate = self.evaluate_gate()
@@ -181,6 +206,43 @@ class SwapController:
         self._previews[pid] = (key, self._clock())
         return None, Preview(pid, key, STEP_TITLES.get(key, "The swap, step by step"), tuple(lines),
                              any(a.needs_approval for a in built), gate)
+
+    def _verify_commands(self) -> tuple[tuple[act.RemoteCommand, ...], str | None]:
+        """The exact sha256 loop `v` runs (console.sources.download.verify_sha256), for the preview."""
+        from console.sources.download import verifiable_files
+        from console.transport.base import operand, quote
+
+        watcher = getattr(self.session, "_download", None)
+        if watcher is None:
+            return (), "no model directory is watched: nothing to verify"
+        files = verifiable_files(watcher)
+        if not files:
+            return (), "no finished file has a known sha256 yet (the listing hf download keeps, or the Hub's)"
+        names = " ".join(quote(path) for path, _, _ in files)
+        script = (f"cd -- {operand(watcher.model_dir)} && for f in {names}; do sha256sum -- \"$f\" || "
+                  "echo \"ERROR $f\"; done")
+        return (act.RemoteCommand(script, 3600, f"sha256 of {len(files)} file(s)"),), None
+
+    def _preview_extra(self, action: act.Action) -> list[str]:
+        """What a preview must show besides the commands: the unit's text and its diff against the
+        installed one; the gate's checks as they stand."""
+        import difflib
+
+        if action.key == "install" and action.write is not None:
+            side = _named_side(self.state.data("service"), self.new_unit)
+            installed = side.text if side is not None and side.error is None and side.text else None
+            new_text = redact_text(action.write.text)
+            out = [f"# {action.write.path}: " + ("the installed file, then the new one (diff)" if installed
+                                                  else "not installed yet; its text:")]
+            if installed is None:
+                return out + [f"  {line}" for line in new_text.splitlines()]
+            diff = list(difflib.unified_diff(installed.splitlines(), new_text.splitlines(),
+                                             "installed", "new", lineterm="", n=1))
+            return out + (diff or ["  (the same text as the installed file)"])
+        if action.key == "preflight":
+            return ["# the checks, as they stand now:"] + [
+                f"  {c.name}: {c.verdict} — {c.reason}" for c in self.evaluate_gate()]
+        return []
 
     def confirm(self, preview_id: str, who: str | None = None) -> str | None:
         """Run a previewed action; a second confirmation of the same preview is refused."""
@@ -343,6 +405,10 @@ class SwapController:
                 self._set(key, detail="started; following the download")
                 return True
             detail = await runners[key](who)
+        except StepRefused as exc:
+            self._set(key, state="refused", ended_at_s=self._clock(), detail=str(exc))
+            self.runner.notice("swap step refused", f"{STEP_TITLES[key]}: {exc}", "warning")
+            return False
         except StepFailed as exc:
             self._set(key, state="failed", ended_at_s=self._clock(), detail=str(exc))
             if key not in ("rollback", "benchmark", "download", "verify", "preflight", "install"):
@@ -464,15 +530,15 @@ class SwapController:
             self._set("download", state="failed", ended_at_s=self._clock(), detail="stopped by " + who)
 
     async def _verify(self, who: str) -> str:
-        if not getattr(self.profile, "verify_sha", False):
-            return "skipped"
+        # A Verify the operator confirmed runs, asked for by the profile or not (issue 22 item 5).
+        commands, _ = self._verify_commands()
         why = self.runner.verify()
         if why:
             raise StepFailed(why)
-        self._audit(who, "verify", "sha256sum of every finished file (console.sources.download.verify_sha256)",
+        self._audit(who, "verify", commands[0].script if commands else "sha256sum of every finished file",
                     None, "", note="started")
         while True:
-            v = self.state.verify
+            v = verification(self.state)
             if v is not None and (v.finished or v.error):
                 if v.error:
                     raise StepFailed(v.error)
@@ -559,7 +625,7 @@ class SwapController:
         self.state.apply(GateChanged(self.host, checks, self._clock()))
         bad = preflight.failing(checks)
         if bad:
-            raise StepFailed("gate: " + "; ".join(f"{c.name}: {c.reason}" for c in bad))
+            raise StepRefused("the gate refuses: " + "; ".join(f"{c.name}: {c.reason}" for c in bad))
         over = [c.name for c in checks if c.overridden_by]
         return "every check passes" + (f" (overridden: {', '.join(over)})" if over else "")
 
@@ -571,6 +637,10 @@ class SwapController:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._approvals[rid] = future
         self.state.apply(ApprovalChanged(self.host, rid, key, tuple(action.display()), who, self._clock()))
+        # Everyone attached hears of it (a toast in every console), not only whoever opens the plan.
+        self.runner.notice("approval needed", f"{who} asks to {STEP_TITLES[key].lower()}: "
+                           + "; ".join(c.script for c in action.commands)[:300] + " (Swap plan: a approves)",
+                           "warning")
         self._set(key, detail=f"waiting for another person's approval (request {rid})")
         try:
             status = await future
@@ -585,7 +655,7 @@ class SwapController:
         self._audit(decided.decided_by or "?", key, f"approval {rid}: {status}", None, "", note="two-person rule")
         if status != "granted":
             verb = "withdrew" if status == "withdrawn" else status
-            raise StepFailed(f"{decided.decided_by} {verb} the request: nothing ran")
+            raise StepRefused(f"{decided.decided_by} {verb} the request: nothing ran")
         self._set(key, detail=f"approved by {decided.decided_by}")
 
     async def _stop_old(self, who: str) -> str:
@@ -594,7 +664,8 @@ class SwapController:
         self.state.apply(GateChanged(self.host, checks, self._clock()))
         bad = preflight.failing(checks)
         if bad:
-            raise StepFailed("the preflight gate refuses: " + "; ".join(f"{c.name}: {c.reason}" for c in bad))
+            raise StepRefused("the preflight gate refuses: " + "; ".join(f"{c.name}: {c.reason}" for c in bad)
+                              + f"; nothing ran, {self.old_unit} still serves")
         await self._approval("stop_old", who)
         unit = act.check_unit(self.old_unit)
         (action,) = self.build("stop_old")
@@ -642,24 +713,9 @@ class SwapController:
 
     def _downtime_start(self, issued: float) -> None:
         """The old server's last served request, from the log (batch lines and API requests);
-        the stop command's time when the log shows none."""
-        last: float | None = None
-        for event in reversed(self.state.log_lines):
-            if event.ts is None:
-                continue
-            served = event.kind in ("decode", "prefill") or (
-                event.kind == "access" and "POST" in event.text and any(p in event.text for p in SERVED_PATHS))
-            if not served:
-                continue
-            at = _log_time(event.ts)
-            if at is not None and at <= issued + 5:
-                last = at
-                break
-        if last is not None and issued - last < 3600:
-            self.state.apply(DowntimeChanged(self.host, min(last, issued), "the old server's last served request "
-                                                                          "(its log)"))
-        else:
-            self.state.apply(DowntimeChanged(self.host, issued, "the stop command (no request in the log)"))
+        the stop command's time when the log shows none (console/swap/observe.py: one rule for a
+        stop run from here and one seen on the host)."""
+        self.state.apply(downtime_from(self.host, self.state.log_lines, issued, "the stop command"))
 
     async def _start_new(self, who: str) -> str:
         await self._approval("start_new", who)
@@ -804,18 +860,10 @@ class SwapController:
             await asyncio.sleep(max(self.poll_s, 1.0))
 
 
-def _log_time(ts: str) -> float | None:
-    """A log line's own stamp ("2026-11-30 15:04:05[.123]", host local time) as epoch seconds."""
-    import datetime as dt
+def _named_side(report: Any, unit: str | None) -> Any:
+    from console.swap.observe import _side
 
-    try:
-        if len(ts) <= 12:  # "15:04:05": today
-            today = dt.date.today().isoformat()
-            ts = f"{today} {ts}"
-        stamp = dt.datetime.fromisoformat(ts)
-    except ValueError:
-        return None
-    return stamp.timestamp()
+    return _side(report, unit)
 
 
-__all__ = ["SwapController", "Preview", "StepFailed", "audit_path"]
+__all__ = ["SwapController", "Preview", "StepFailed", "StepRefused", "audit_path"]

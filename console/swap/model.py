@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-STEP_STATES = ("pending", "running", "done", "failed", "skipped")
+# "refused": the gate or the two-person rule said no before anything ran (the old service still
+# serves; there is nothing to roll back), which is not a failure.
+STEP_STATES = ("pending", "running", "done", "failed", "skipped", "refused")
 
 # The story's swap, in order; rollback is offered, not planned.
 PLAN_STEPS: tuple[tuple[str, str], ...] = (
@@ -35,6 +37,9 @@ class SwapStep:
     detail: str = ""  # why it failed, what it is waiting for, what it found
     commands: tuple[str, ...] = ()  # the exact commands it ran (or will run)
     who: str | None = None
+    # Not run by the console's plan: seen on the host (another terminal, a shell, the demo's story),
+    # with the times the host's facts gave (console/swap/observe.py).
+    observed: bool = False
 
     @property
     def duration_s(self) -> float | None:
@@ -45,16 +50,30 @@ class SwapStep:
 
 @dataclass(frozen=True, slots=True)
 class GateCheck:
-    """One preflight check. `ok` None: could not be decided (that fails the gate too)."""
+    """One preflight check. `ok` None: could not be decided (that fails the gate too), unless the
+    check is not `required` (the profile does not ask for it): then it is "not checked", which
+    neither passes as a ✓ nor blocks. A check that found a fault (`ok` False) always blocks."""
 
     name: str
     ok: bool | None
     reason: str
     overridden_by: str | None = None
+    required: bool = True
 
     @property
     def passes(self) -> bool:
-        return self.ok is True or self.overridden_by is not None
+        return self.ok is True or self.overridden_by is not None or (not self.required and self.ok is None)
+
+    @property
+    def verdict(self) -> str:
+        """What the check says, in one word: passed, failed, unknown, not checked, overridden."""
+        if self.ok is True:
+            return "passed"
+        if self.overridden_by is not None:
+            return "overridden"
+        if self.ok is None:
+            return "not checked" if not self.required else "unknown"
+        return "failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +195,41 @@ class SwapView:
             return None
         return max(0.0, (d.ended_at_s if d.ended_at_s is not None else now_s) - d.started_at_s)
 
+    def downtime_parts(self) -> list[tuple[str, float]]:
+        """The downtime in named parts that add up to it: (what, seconds). The approval a start
+        waited for is its own part, not hidden in the boot."""
+        d = self.downtime
+        if d is None or d.started_at_s is None or d.ended_at_s is None:
+            return []
+        stop, start = self.steps.get("stop_old"), self.steps.get("start_new")
+        approved = [a.decided_at_s for a in self.approvals.values() if a.action == "start_new"
+                    and a.status == "granted" and a.decided_at_s is not None and start is not None
+                    and start.started_at_s is not None and a.decided_at_s >= start.started_at_s]
+        marks: list[tuple[str, float | None]] = [
+            ("last request → stop", stop.started_at_s if stop else None),
+            ("drain", stop.ended_at_s if stop else None),
+            ("→ start", start.started_at_s if start else None),
+            ("approval wait", approved[-1] if approved else None),
+            ("boot to ready", d.ended_at_s)]
+        parts: list[tuple[str, float]] = []
+        at = d.started_at_s
+        for name, mark in marks:
+            if mark is None or mark < at or mark > d.ended_at_s:
+                continue
+            if mark - at >= 0.5 or name == "boot to ready":
+                parts.append((name, mark - at))
+            at = mark
+        return parts
+
     def ordered_steps(self) -> list[SwapStep]:
         keys = [k for k, _ in PLAN_STEPS] + [ROLLBACK[0]]
         return [self.steps[k] for k in keys if k in self.steps]
+
+
+def format_duration(seconds: float | None) -> str:
+    """The one rounding of a duration, for the plan, the report and the notices: whole seconds."""
+    if seconds is None:
+        return "–"
+    total = int(round(max(0.0, seconds)))
+    m, sec = divmod(total, 60)
+    return f"{m}m{sec:02d}s" if m else f"{sec}s"

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from console.swap.model import GateCheck
+from console.swap.observe import verification
 
 CHECKS = ("download", "sha256", "diff", "fit", "disk", "paths", "flags")
 
@@ -24,12 +25,17 @@ def check_download(state: Any) -> GateCheck:
     if d is None:
         return GateCheck("download", None, "no download reading yet (model directory not watched?)")
     shards = f"{d.shards_done}/{d.shards_total if d.shards_total is not None else '?'} shards"
-    if d.problems:
-        return GateCheck("download", False, f"{shards}; {d.problems[0]}")
+    # Offline, the Hub's silence is no fault of the files: the listing hf download kept (or the
+    # index) and every shard's own header decide, when they agree.
+    problems = [p for p in d.problems if not (p.startswith("Hub: ") and d.expected_source in ("listing", "index"))]
+    if problems:
+        return GateCheck("download", False, f"{shards}; {problems[0]}")
     if d.partial_files:
         return GateCheck("download", False, f"{shards}, {len(d.partial_files)} file(s) still partial")
     if d.complete is True:
-        return GateCheck("download", True, f"complete: {shards}, sizes match")
+        source = {"listing": "the listing hf download kept", "index": "the index and each shard's header",
+                  "hub": "the Hub's file list"}.get(d.expected_source or "", d.expected_source or "?")
+        return GateCheck("download", True, f"complete: {shards}, sizes match ({source})")
     if d.complete is None:
         return GateCheck("download", None, f"{shards}; the expected file list is unknown, so complete is unknown")
     return GateCheck("download", False, f"incomplete: {shards}, {d.bytes_done / 1e9:.1f} of "
@@ -37,9 +43,20 @@ def check_download(state: Any) -> GateCheck:
 
 
 def check_sha(state: Any, wanted: bool) -> GateCheck:
+    """The same verification the Download pane's `v` and the plan's Verify step run; required only
+    when the profile asks for it (a mismatch found anyway always blocks)."""
+    v = verification(state)
     if not wanted:
-        return GateCheck("sha256", True, "not asked for by the profile (verify_sha = false)")
-    v = state.verify
+        if v is None:
+            return GateCheck("sha256", None, "not checked: the profile does not ask for it (verify_sha = false; "
+                                             "v in the Download pane verifies)", required=False)
+        if v.finished and not v.error and not v.mismatched:
+            return GateCheck("sha256", True, f"{v.matched}/{v.total_files} files match their sha256")
+        if v.mismatched:
+            return GateCheck("sha256", False, f"{len(v.mismatched)} file(s) differ: {v.mismatched[0]}")
+        what = f"verification failed: {v.error}" if v.error else \
+            f"verification running: {v.done_files}/{v.total_files} files"
+        return GateCheck("sha256", None, f"{what} (not required by the profile)", required=False)
     if v is None:
         return GateCheck("sha256", False, "the profile asks for sha256 verification: not run yet (v)")
     if v.error:

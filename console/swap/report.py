@@ -11,13 +11,15 @@ from __future__ import annotations
 import html
 import json
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from console.core.state import HostState, ReadingChanged
 from console.redact import redact_text
-from console.swap.model import SwapStepChanged
+from console.swap.model import SwapStepChanged, format_duration
+from console.swap.observe import SwapObserver, verification
 
 SECTIONS = ("Host", "Old → new", "Swap plan", "Diff", "Fit", "Download", "Boot timeline", "Time to ready and downtime",
             "GPU memory", "Benchmark", "Audit log")
@@ -63,16 +65,36 @@ class ReportBuilder:
     started_at_s: float | None = None
     ended_at_s: float | None = None
 
+    _t: float = 0.0
+    _gpu_seen: deque[tuple[float, Any]] = field(default_factory=lambda: deque(maxlen=120))
+    observer: SwapObserver = field(init=False)
+
     def __post_init__(self) -> None:
-        self.state = HostState(self.host, label=self.label)
+        # The recording's clock, not this machine's: "now" is the time of the event being fed.
+        self.state = HostState(self.host, label=self.label, clock=lambda: self._t)
+        self.observer = SwapObserver(self.state)
 
     def feed(self, t: float, event: Any) -> None:
         self.started_at_s = t if self.started_at_s is None else self.started_at_s
-        self.ended_at_s = t
-        if isinstance(event, SwapStepChanged) and event.step.key == "stop_old" and event.step.state == "running" \
-                and self.gpu_before is None:
-            self.gpu_before = self.state.data("gpu")
+        self.ended_at_s = self._t = t
+        self._apply(event)
+        # What the host lived, whoever did it: the same derivation the live core makes (a recording
+        # that already holds the observed steps gets the same ones again, which changes nothing).
+        for derived in self.observer.see(event):
+            self._apply(derived)
+
+    def _apply(self, event: Any) -> None:
+        if isinstance(event, SwapStepChanged) and event.step.key == "stop_old" and event.step.state in (
+                "running", "done") and self.gpu_before is None:
+            # The last sample taken before the stop (an observed stop is dated back to the host's facts).
+            since = event.step.started_at_s
+            earlier = [g for at, g in self._gpu_seen if since is None or at < since]
+            self.gpu_before = earlier[-1] if earlier else self.state.data("gpu")
         self.state.apply(event)
+        if isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.data is not None \
+                and self.gpu_before is None:
+            self._gpu_seen.append((event.reading.data.sampled_at_s or event.reading.ok_at_s or self._t,
+                                   self.state.data("gpu")))
         if isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.error is None:
             start = self.state.swap.steps.get("start_new")
             if self.gpu_before is not None and start is not None and start.state in ("done", "failed"):
@@ -84,14 +106,16 @@ class ReportBuilder:
     def build(self) -> dict[str, Any]:
         s = self.state
         swap = s.swap
-        if swap.setup is None and all(step.state == "pending" for step in swap.steps.values()):
-            raise ReportError("no swap in this recording (no swap step ever ran)")
+        if all(step.state == "pending" for step in swap.steps.values()) and swap.downtime is None \
+                and not swap.audit:
+            raise ReportError("no swap in this recording (no swap step ran or was seen on the host)")
         report = s.data("service")
         setup = swap.setup
+        old_unit, new_unit = (setup.old_unit, setup.new_unit) if setup else self.observer.units()
         out: dict[str, Any] = {
             "host": {"host": s.host, "label": s.label, "from": _ts(self.started_at_s), "to": _ts(self.ended_at_s)},
             "old_new": {
-                "old_unit": setup.old_unit if setup else None, "new_unit": setup.new_unit if setup else None,
+                "old_unit": old_unit, "new_unit": new_unit,
                 "old_model": _model_name(report.old if report else None),
                 "new_model": _model_name(report.new if report else None),
                 "repo_id": setup.repo_id if setup else None, "model_dir": setup.model_dir if setup else None,
@@ -122,12 +146,16 @@ class ReportBuilder:
                    if e.action == "start_new" and " start -- " in e.command and e.exit_status == 0]
         ready_at = d.ended_at_s if d is not None and d.ended_at_s is not None else (
             start.ended_at_s if start is not None and start.state == "done" else None)
+        if not started and start is not None and start.observed and start.started_at_s is not None:
+            started = [start.started_at_s]  # started outside the console: from its launch, as observed
         time_to_ready = (ready_at - started[-1]) if started and ready_at is not None and start is not None \
             and start.state == "done" else None
         out["timing"] = {
             "time_to_ready_s": time_to_ready,
             "start_new_state": start.state if start else None,
             "downtime_s": swap.downtime_s(self.ended_at_s or 0.0) if d else None,
+            "downtime_running": bool(d is not None and d.ended_at_s is None),
+            "downtime_parts": [{"part": n, "seconds": v} for n, v in swap.downtime_parts()],
             "downtime_from": _ts(d.started_at_s) if d else None, "downtime_from_source": d.start_source if d else None,
             "downtime_to": _ts(d.ended_at_s) if d else None,
             "downtime_to_source": (d.end_source or "not ready yet (still running at the end of the recording)")
@@ -159,7 +187,7 @@ class ReportBuilder:
 
     def _download(self) -> dict[str, Any]:
         d = self.state.data("download")
-        v = self.state.verify
+        v = verification(self.state)
         return {
             "model_dir": d.model_dir if d else None, "complete": d.complete if d else None,
             "shards": f"{d.shards_done}/{d.shards_total}" if d else None,
@@ -171,19 +199,55 @@ class ReportBuilder:
         }
 
     def _bench(self, old_new: dict[str, Any]) -> dict[str, Any]:
-        runs = list(self.state.bench.history)
-        started = self.state.swap.steps.get("benchmark")
-        after = [r for r in runs if started and started.started_at_s and float(r.get("timestamp", 0) or 0)
-                 >= started.started_at_s - 1]
+        """Before = the old model's last run before the swap, after = the new model's runs after its
+        ready, by the swap's own times (a run of the new model is never "before"); the before
+        run is of the same workload as the last after run when there is one."""
+        runs = [r for r in self.state.bench.history if (r.get("completed") or 0) > 0 or "completed" not in r]
+        swap = self.state.swap
+        d = swap.downtime
+        stop_at = d.started_at_s if d is not None else None
+        start = swap.steps.get("start_new")
+        ready_at = d.ended_at_s if d is not None and d.ended_at_s is not None else (
+            start.ended_at_s if start is not None and start.state == "done" else None)
+
+        def stamp(r: dict[str, Any]) -> float:
+            return float(r.get("timestamp", 0) or 0)
+
+        if ready_at is not None:
+            after = [r for r in runs if stamp(r) >= ready_at]
+        else:
+            bench = swap.steps.get("benchmark")
+            after = [r for r in runs if bench and bench.started_at_s and stamp(r) >= bench.started_at_s - 1]
         new_model = after[-1].get("model") if after else None
-        before = [r for r in runs if r not in after and r.get("model") != new_model]
+        before_all = [r for r in runs if r not in after and (stop_at is None or stamp(r) < stop_at)
+                      and (new_model is None or r.get("model") != new_model)]
+        like = [r for r in before_all if after and _workload(r) == _workload(after[-1])]
+        before = (like or before_all)[-1:] if before_all else []
+        note = None
+        if not before:
+            note = "no earlier run of the old model on this host in the recording"
+        elif after and not like:
+            note = "not comparable: the old model's last run had another workload (" \
+                   f"{_workload_text(before[0])} against {_workload_text(after[-1])})"
+        return {"before": _bench_row(before[0]) if before else None, "after": [_bench_row(r) for r in after],
+                "note": note}
 
-        def row(r: dict[str, Any]) -> dict[str, Any]:
-            return {"model": r.get("model"), "concurrency": r.get("max_concurrency") or r.get("concurrency_level")
-                    or r.get("concurrency"), **{k: r.get(k) for k, _, _ in BENCH_COLUMNS}}
 
-        return {"before": row(before[-1]) if before else None, "after": [row(r) for r in after],
-                "note": None if before else "no earlier run of the old model on this host in the recording"}
+def _workload(r: dict[str, Any]) -> tuple[Any, ...]:
+    return (r.get("max_concurrency") or r.get("concurrency"), r.get("random_input_len"), r.get("random_output_len"),
+            r.get("dataset_name"))
+
+
+def _workload_text(r: dict[str, Any]) -> str:
+    c, i, o, _ = _workload(r)
+    return f"c={_fmt(c)} · {_fmt(i)}/{_fmt(o)}"
+
+
+def _bench_row(r: dict[str, Any]) -> dict[str, Any]:
+    return {"model": r.get("model"), "concurrency": r.get("max_concurrency") or r.get("concurrency_level")
+            or r.get("concurrency"), "input_len": r.get("random_input_len"), "output_len": r.get("random_output_len"),
+            "prompts": r.get("num_prompts"), "dataset": r.get("dataset_name"),
+            **{k: r.get(k) for k, _, _ in BENCH_COLUMNS}}
 
 
 def _redact(value: Any) -> Any:
@@ -226,10 +290,44 @@ def _fmt(v: Any) -> str:
 
 
 def _dur(s: float | None) -> str:
-    if s is None:
-        return "–"
-    m, sec = divmod(int(round(s)), 60)
-    return f"{m}m{sec:02d}s" if m else f"{s:.1f}s"
+    return format_duration(s)  # the plan's rounding: one figure everywhere
+
+
+def _yes(v: Any) -> str:
+    return "yes" if v is True else "no" if v is False else "unknown"
+
+
+def headline(r: dict[str, Any]) -> list[str]:
+    """The facts first: old → new, downtime, time to ready, before/after."""
+    on, t, b = r["old_new"], r["timing"], r["bench"]
+    lines = [f"{_fmt(on['old_model'] or on['old_unit'])} → {_fmt(on['new_model'] or on['new_unit'])}"]
+    if t["downtime_s"] is not None:
+        parts = " + ".join(f"{p['part']} {_dur(p['seconds'])}" for p in t.get("downtime_parts") or [])
+        lines.append(f"downtime {_dur(t['downtime_s'])}" + (" (still running at the end of the recording)"
+                                                             if t.get("downtime_running") else "")
+                     + (f": {parts}" if parts else ""))
+    else:
+        lines.append("downtime: not measured (the old service was not seen stopping)")
+    lines.append(f"time to ready {_dur(t['time_to_ready_s'])}" if t["time_to_ready_s"] is not None
+                 else f"time to ready: – (the new service: {_fmt(t['start_new_state'])})")
+    before, after = b["before"], (b["after"] or [None])[-1]
+    if before and after and isinstance(before.get("output_throughput"), (int, float)) \
+            and isinstance(after.get("output_throughput"), (int, float)):
+        lines.append(f"output tok/s {before['output_throughput']:.0f} before → {after['output_throughput']:.0f} "
+                     f"after ({_workload_text_row(after)})" + (f"; {b['note']}" if b["note"] else ""))
+    elif b["note"]:
+        lines.append(f"benchmark: {b['note']}")
+    return lines
+
+
+def _workload_text_row(x: dict[str, Any]) -> str:
+    return f"c={_fmt(x.get('concurrency'))} · {_fmt(x.get('input_len'))}/{_fmt(x.get('output_len'))}"
+
+
+def report_title(r: dict[str, Any]) -> str:
+    host = r["host"]
+    day = (host.get("from") or "")[:10]
+    return f"Swap report: {host['label']}" + (f", {day}" if day else "")
 
 
 def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], list[str]]]:
@@ -255,18 +353,20 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
     sections.append(("Diff", ["flag", "change", "old", "new", "why"],
                      [[c["flag"], c["change"], _fmt(c["old"]), _fmt(c["new"]), _fmt(c["reason"])]
                       for c in diff["changes"]],
-                     [f"{lint['severity']}: {lint['flag'] + ' ' if lint['flag'] else ''}{lint['message']}"
+                     [f"{lint['severity']}: " + (f"{lint['flag']} " if lint["flag"] and not
+                                                 lint["message"].startswith(lint["flag"]) else "") + lint["message"]
                       for lint in diff["lints"]]
                      + [f"environment {e['change']}: {e['name']}" for e in diff["env_changes"]]))
     fit = r["fit"]
     p = fit["predicted"]
     sections.append(("Fit", ["", "predicted", "the server logged"],
                      [[x["what"], x["predicted"], x["logged"]] for x in fit["rows"]],
-                     [f"fits: {p['fits']}; binding: {p['binding']}" if p else f"no prediction: {fit['why_not']}"]))
+                     [f"fits: {_yes(p['fits'])}; binding: {p['binding']}" if p else
+                      f"no prediction: {fit['why_not']}"]))
     d = r["download"]
     v = d["verification"]
     sections.append(("Download", ["model dir", "complete", "shards", "GB"],
-                     [[_fmt(d["model_dir"]), _fmt(d["complete"]), _fmt(d["shards"]),
+                     [[_fmt(d["model_dir"]), _yes(d["complete"]), _fmt(d["shards"]),
                        f"{(d['bytes_done'] or 0) / 1e9:.1f} of {(d['bytes_total'] or 0) / 1e9:.1f}"]],
                      [("sha256: not verified" if v is None else
                        f"sha256: {v['matched']}/{v['files']} match" + (f", differ: {', '.join(v['mismatched'])}"
@@ -275,9 +375,10 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
     sections.append(("Boot timeline", ["phase", "log time", "s since launch", "detail"],
                      [[b["phase"], _fmt(b["at"]), _fmt(b["seconds"]), b["detail"]] for b in r["boot"]], []))
     sections.append(("Time to ready and downtime", ["", "value", "from", "to"], [
-        ["time to ready", _dur(t["time_to_ready_s"]), "systemctl start", _fmt(t["start_new_state"])],
+        ["time to ready", _dur(t["time_to_ready_s"]), "the new unit's start", _fmt(t["start_new_state"])],
         ["downtime", _dur(t["downtime_s"]), f"{_fmt(t['downtime_from'])} ({_fmt(t['downtime_from_source'])})",
-         f"{_fmt(t['downtime_to'])} ({_fmt(t['downtime_to_source'])})"]], []))
+         f"{_fmt(t['downtime_to'])} ({_fmt(t['downtime_to_source'])})"],
+        *[[f"  {p['part']}", _dur(p["seconds"]), "", ""] for p in t.get("downtime_parts") or []]], []))
     g = r["gpu"]
     before = {row["gpu"]: row for row in g["before"]}
     after = {row["gpu"]: row for row in g["after"]}
@@ -286,12 +387,15 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
                        _fmt((after.get(i) or before.get(i) or {}).get("total_mib"))]
                       for i in sorted(set(before) | set(after))], []))
     b = r["bench"]
-    rows = ([["before", _fmt(b["before"]["model"]), _fmt(b["before"]["concurrency"])]
-             + [_num(b["before"].get(k), f) for k, _, f in BENCH_COLUMNS]] if b["before"] else [])
-    rows += [["after", _fmt(x["model"]), _fmt(x["concurrency"])] + [_num(x.get(k), f) for k, _, f in BENCH_COLUMNS]
-             for x in b["after"]]
-    sections.append(("Benchmark", ["", "model", "concurrency", *[c for _, c, _ in BENCH_COLUMNS]], rows,
-                     [b["note"]] if b["note"] else []))
+    def bench_row(which: str, x: dict[str, Any]) -> list[str]:
+        return [which, _fmt(x["model"]), _fmt(x.get("concurrency")), _fmt(x.get("input_len")),
+                _fmt(x.get("output_len")), _fmt(x.get("prompts")), _fmt(x.get("dataset"))] + [
+            _num(x.get(k), f) for k, _, f in BENCH_COLUMNS]
+
+    rows = [bench_row("before", b["before"])] if b["before"] else []
+    rows += [bench_row("after", x) for x in b["after"]]
+    sections.append(("Benchmark", ["", "model", "concurrency", "input tokens", "output tokens", "prompts", "dataset",
+                                   *[c for _, c, _ in BENCH_COLUMNS]], rows, [b["note"]] if b["note"] else []))
     sections.append(("Audit log", ["when", "who", "action", "command", "exit", "output"],
                      [[_fmt(a["at"]), a["who"], a["action"], a["command"], _fmt(a["exit_status"]),
                        (a["output_tail"] or a["note"] or "")[-160:]] for a in r["audit"]],
@@ -314,9 +418,7 @@ def _md_cell(text: str) -> str:
 
 
 def render_markdown(r: dict[str, Any]) -> str:
-    on = r["old_new"]
-    lines = [f"# Swap report: {r['host']['label']}", "",
-             f"{_fmt(on['old_model'])} → {_fmt(on['new_model'])}", ""]
+    lines = [f"# {report_title(r)}", ""] + [f"- **{_md_cell(h)}**" for h in headline(r)] + [""]
     for title, header, rows, notes in _tables(r):
         lines += [f"## {title}", ""]
         if rows:
@@ -363,10 +465,9 @@ def bench_chart_svg(r: dict[str, Any], width: int = 640, height: int = 220) -> s
 
 
 def render_html(r: dict[str, Any]) -> str:
-    on = r["old_new"]
     e = html.escape
-    body = [f"<h1>Swap report: {e(str(r['host']['label']))}</h1>",
-            f"<p class=lead>{e(_fmt(on['old_model']))} → {e(_fmt(on['new_model']))}</p>"]
+    body = [f"<h1>{e(report_title(r))}</h1>",
+            "<ul class=lead>" + "".join(f"<li>{e(h)}</li>" for h in headline(r)) + "</ul>"]
     for title, header, rows, notes in _tables(r):
         body.append(f'<section id="{e(title.lower().replace(" ", "-").replace("→", "to"))}"><h2>{e(title)}</h2>')
         if rows:
@@ -391,8 +492,8 @@ def render_html(r: dict[str, Any]) -> str:
              "width:100%}td,th{border:1px solid #dde;padding:3px 6px;text-align:left;vertical-align:top;"
              "font-size:12px}th{background:#f2f3f7}tr.failed td{background:#fde8e8}tr.done td:nth-child(2)"
              "{color:#2f7d32}.lead{font-size:16px}td{word-break:break-word}")
-    doc = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>Swap report: "
-           f"{e(str(r['host']['label']))}</title><style>{style}</style></head><body>{''.join(body)}</body></html>")
+    doc = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>"
+           f"{e(report_title(r))}</title><style>{style}</style></head><body>{''.join(body)}</body></html>")
     return redact_text(doc)
 
 

@@ -1,0 +1,330 @@
+"""The swap as the host lived it: the plan's steps and the downtime clock follow what happens on
+the host, whoever did it (the console's plan, another terminal, a shell on the host, the demo's
+story). The console's own steps stay the console's; a step it did not run is written in as
+observed, with the times the host's facts give ("stopped 08:03:12 (outside the console)").
+
+`SwapObserver.see(event)` is pure over the events it is shown: it returns the swap events to
+apply (steps, downtime) and keeps no clock of its own, only the readings' and the log's times. So
+the live core (console/swap/controller.py subscribes it) and the report (console/swap/report.py
+feeds it a recording) derive the same plan from the same events, and a recording made before
+this module existed still gives a report with its swap.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+from console.swap.model import STEP_TITLES, DowntimeChanged, SwapStep, SwapStepChanged
+
+OUTSIDE = "outside the console"
+DRAINED_MIB = 1024  # a GPU holding less than this (the CUDA context of nothing) counts as drained
+SERVED_PATHS = ("/v1/", "/generate")
+ACTIVE = ("active", "activating", "reloading")
+# A step the console runs or has run is the console's; the observer writes only into these.
+TOUCHABLE = ("pending", "skipped", "failed", "refused")
+
+
+def verification(state: Any) -> Any:
+    """The one verification state the plan, the gate and the report read (the Download pane's `v`
+    and the plan's Verify step write the same one). The one place to change when the core keeps it
+    elsewhere."""
+    return state.verify
+
+
+def log_time(ts: str | None) -> float | None:
+    """A log line's own stamp ("2026-11-30 15:04:05[.123]", host local time) as epoch seconds."""
+    if not ts:
+        return None
+    try:
+        if len(ts) <= 12:  # "15:04:05": today
+            ts = f"{dt.date.today().isoformat()} {ts}"
+        return dt.datetime.fromisoformat(ts).timestamp()
+    except ValueError:
+        return None
+
+
+def clock(at_s: float | None) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(at_s)) if at_s else "?"
+
+
+def last_served_at(log_lines: Iterable[Any], before_s: float, slack_s: float = 5.0) -> float | None:
+    """The newest served request (a prefill/decode batch, or a POST to the API) in the log at or
+    before `before_s` (+ slack: the log's clock and ours differ a little); None when the log has none
+    within the hour."""
+    for event in reversed(list(log_lines)):
+        if event.ts is None:
+            continue
+        served = event.kind in ("decode", "prefill") or (
+            event.kind == "access" and "POST" in event.text and any(p in event.text for p in SERVED_PATHS))
+        if not served:
+            continue
+        at = log_time(event.ts)
+        if at is not None and at <= before_s + slack_s:
+            return at if before_s - at < 3600 else None
+    return None
+
+
+def downtime_from(host: str, log_lines: Iterable[Any], stopped_at_s: float, how: str) -> DowntimeChanged:
+    """The clock's start: the old server's last served request, else the stop itself."""
+    last = last_served_at(log_lines, stopped_at_s)
+    if last is not None:
+        return DowntimeChanged(host, min(last, stopped_at_s), "the old server's last served request, in its log")
+    return DowntimeChanged(host, stopped_at_s, f"{how} (no request in the log)")
+
+
+def _side(report: Any, unit: str | None) -> Any:
+    """The side of the service report that describes `unit` (by name: which side a view shows as
+    old is a view's choice, never a host fact)."""
+    if report is None or unit is None:
+        return None
+    for side in (report.old, report.new):
+        if side is not None and side.name == unit:
+            return side
+    return None
+
+
+class SwapObserver:
+    """Derives the plan's observed steps and the downtime clock from the host's facts."""
+
+    def __init__(self, state: Any, *, wake: Callable[[str], None] | None = None) -> None:
+        self.state = state
+        self.host = state.host
+        self.wake = wake or (lambda source: None)  # ask a source for a fresh reading (the live core)
+        self._units: tuple[str | None, str | None] | None = None
+        self._old_active: bool | None = None
+        self._old_active_at: float | None = None  # last reading that saw the old unit serving
+        self._gpu_drop_at: float | None = None
+        self._drained_seen_at: float | None = None  # the first drained sample after the drop
+        self._drained_mib: tuple[int, int] = (0, 0)
+        self._last_gpu_mib: int | None = None
+        self.stopped_at: float | None = None
+        self.drained_at: float | None = None
+        self.started_at: float | None = None
+        self.ready_at: float | None = None
+        self._sent: dict[str, SwapStep] = {}
+        self._downtime_sent: DowntimeChanged | None = None
+        self._ready_ended_downtime = False
+
+    # -- what the swap is -----------------------------------------------------------------------
+    def units(self) -> tuple[str | None, str | None]:
+        setup = self.state.swap.setup
+        if setup is not None and (setup.old_unit or setup.new_unit):
+            return setup.old_unit, setup.new_unit
+        if self._units is None:  # a recording without its setup: the first reading's units, latched
+            report = self.state.data("service")
+            if report is not None:
+                self._units = (report.old.name if report.old is not None else None, report.new.name)
+        return self._units or (None, None)
+
+    # -- the steps --------------------------------------------------------------------------------
+    def _step(self, key: str) -> SwapStep:
+        """The step as it stands: the console's own, else what this observer wrote last (its events
+        may not be applied yet)."""
+        step = self.state.swap.steps.get(key) or SwapStep(key, STEP_TITLES[key])
+        sent = self._sent.get(key)
+        if sent is None or (not step.observed and step.state not in TOUCHABLE):
+            return step
+        return sent
+
+    def _touchable(self, key: str) -> bool:
+        step = self._step(key)
+        return step.observed or step.state in TOUCHABLE
+
+    def _write(self, out: list[Any], key: str, **changes: Any) -> None:
+        if not self._touchable(key):
+            return
+        step = replace(self._step(key), observed=True, who=None, commands=(), **changes)
+        if self._step(key) == step:
+            return
+        self._sent[key] = step
+        out.append(SwapStepChanged(self.host, step))
+
+    # -- events -----------------------------------------------------------------------------------
+    def see(self, event: Any) -> list[Any]:
+        """The swap events this host event implies (empty for most)."""
+        from console.core.state import BenchChanged, ReadingChanged, VerifyChanged
+
+        out: list[Any] = []
+        if isinstance(event, ReadingChanged) and event.reading.data is not None and event.reading.error is None:
+            at = event.reading.ok_at_s
+            if at is None:
+                return out
+            data = event.reading.data
+            if event.source == "service":
+                self._service(out, data, at)
+            elif event.source == "gpu":
+                self._gpu(out, data, at)
+            elif event.source == "server":
+                self._server(out, data, at)
+            elif event.source == "download":
+                self._download(out, data, at)
+            elif event.source == "log":
+                self._log(data)
+        elif isinstance(event, VerifyChanged) and event.progress is not None:
+            self._verify(out, event.progress)
+        elif isinstance(event, BenchChanged) and event.kind == "result" and event.record is not None:
+            self._bench(out, event.record)
+        return out
+
+    def _service(self, out: list[Any], report: Any, at: float) -> None:
+        old_unit, new_unit = self.units()
+        old, new = _side(report, old_unit), _side(report, new_unit)
+        if new is not None and new.error is None and new.unit is not None and self._step("install").state != "done":
+            self._write(out, "install", state="done", started_at_s=at, ended_at_s=at,
+                        detail=f"{new_unit} found installed {clock(at)} ({OUTSIDE})")
+        if old is not None and old.active_state is not None:
+            active = old.active_state in ACTIVE
+            if active:
+                self._old_active_at = at
+            elif self._old_active and self.stopped_at is None:
+                # The GPUs' memory falling after the last reading that saw it serving dates the stop
+                # better than this reading (the service is read every 15 s).
+                drop = self._gpu_drop_at
+                self._stopped(out, drop if drop is not None and drop > (self._old_active_at or 0) else at)
+            self._old_active = active
+        if new is not None and new.active_state in ACTIVE and self.stopped_at is not None:
+            self._new_started(out, at)
+
+    def _stopped(self, out: list[Any], at: float) -> None:
+        self.stopped_at = at
+        self.wake("gpu")
+        if self._touchable("preflight") and self._step("preflight").state == "pending":
+            self._write(out, "preflight", state="skipped", ended_at_s=at,
+                        detail=f"not run: the old service was stopped {OUTSIDE}")
+        self._write(out, "stop_old", state="running", started_at_s=at, ended_at_s=None,
+                    detail=f"stopped {clock(at)} ({OUTSIDE}); draining GPU memory")
+        if self._drained_seen_at is not None and self._drained_seen_at >= at:  # seen before the stop was
+            self._drained(out, self._drained_seen_at, *self._drained_mib)
+        if self._touchable("stop_old"):
+            d = self.state.swap.downtime
+            if d is None or d.ended_at_s is not None:
+                self._downtime(out, downtime_from(self.host, self.state.log_lines, at, f"the stop seen {clock(at)}"))
+
+    def _downtime(self, out: list[Any], d: DowntimeChanged) -> None:
+        if self._downtime_sent == d or self.state.swap.downtime == d:
+            return
+        self._downtime_sent = d
+        out.append(d)
+
+    def _gpu(self, out: list[Any], status: Any, at: float) -> None:
+        gpus = [g for g in status.gpus if g.lost_at_s is None]
+        if not gpus:
+            return
+        sampled = status.sampled_at_s or at
+        total = sum(g.memory_used_mib or 0 for g in gpus)
+        if self._last_gpu_mib is not None and self._old_active and self.stopped_at is None \
+                and total < self._last_gpu_mib * 0.97 and self._gpu_drop_at is None:
+            self._gpu_drop_at = sampled
+            self.wake("service")  # memory is going: is the old unit still running?
+        self._last_gpu_mib = total
+        drained = all((g.memory_used_mib or 0) <= DRAINED_MIB for g in gpus)
+        if drained and self._gpu_drop_at is not None and self._drained_seen_at is None:
+            self._drained_seen_at, self._drained_mib = sampled, (total, len(gpus))
+        if self.stopped_at is not None and self.drained_at is None and sampled >= self.stopped_at and drained:
+            self._drained(out, sampled, total, len(gpus))
+
+    def _drained(self, out: list[Any], at: float, total: int, count: int) -> None:
+        self.drained_at = at
+        self._write(out, "stop_old", state="done", ended_at_s=at,
+                    detail=f"stopped {clock(self.stopped_at)} ({OUTSIDE}); GPU memory drained "
+                           f"{clock(at)} ({total:,} MiB in use on {count} GPUs)")
+
+    def _new_started(self, out: list[Any], at: float) -> None:
+        if self.started_at is not None:
+            return
+        launch = self._launch_at()
+        self.started_at = launch if launch is not None and self.stopped_at is not None \
+            and launch >= self.stopped_at - 1 and launch <= at else at
+        if self.drained_at is None and self._step("stop_old").observed:
+            self._write(out, "stop_old", state="done", ended_at_s=self.started_at,
+                        detail=f"stopped {clock(self.stopped_at)} ({OUTSIDE}); the new unit started "
+                               f"{clock(self.started_at)} before the drain was seen")
+        _, new_unit = self.units()
+        self._write(out, "start_new", state="running", started_at_s=self.started_at, ended_at_s=None,
+                    detail=f"{new_unit} started {clock(self.started_at)} ({OUTSIDE}); booting")
+        self.wake("server")
+
+    def _launch_at(self) -> float | None:
+        summary = self.state.data("log")
+        for b in reversed(summary.boot if summary is not None else ()):
+            if b.phase == "launch":
+                return log_time(b.at)
+        return None
+
+    def _log(self, summary: Any) -> None:
+        # The ready line in the log: read the server now rather than at its next 5 s poll.
+        if self.started_at is not None and self.ready_at is None and summary.boot \
+                and summary.boot[-1].phase == "ready":
+            self.wake("server")
+
+    def _server(self, out: list[Any], s: Any, at: float) -> None:
+        _, new_unit = self.units()
+        if new_unit is None or s.unit != new_unit or s.unit_state not in ACTIVE:
+            return
+        if self.stopped_at is None:
+            return  # the old server still serves on the port: nothing of the swap yet
+        self._new_started(out, at)
+        if self.ready_at is not None or s.status != "ready" or s.unit_state != "active":
+            return
+        self.ready_at = at
+        started = self.started_at or at
+        self._write(out, "start_new", state="done", ended_at_s=at,
+                    detail=f"{new_unit} started {clock(started)} ({OUTSIDE}); ready {clock(at)}, "
+                           f"{at - started:.0f}s after the start: {s.reason}")
+        d = self.state.swap.downtime
+        if self._step("start_new").observed and d is not None and d.ended_at_s is None:
+            self._downtime(out, replace(d, ended_at_s=at, end_source=f"{new_unit} ready"))
+
+    def _download(self, out: list[Any], d: Any, at: float) -> None:
+        step = self._step("download")
+        if d.complete is True and not d.partial_files:
+            if step.state != "done":
+                self._write(out, "download", state="done", started_at_s=step.started_at_s or at, ended_at_s=at,
+                            detail=f"complete: {d.shards_done}/{d.shards_total} shards, sizes match "
+                                   f"(seen {clock(at)}, {OUTSIDE})")
+        elif d.partial_files and (step.state == "pending" or step.observed):
+            # Files arriving that the console did not ask for: another terminal's `hf download`.
+            if step.observed and step.state == "running" and step.detail.startswith(f"{d.shards_done}/"):
+                return  # one event per finished shard, not per poll
+            self._write(out, "download", state="running", started_at_s=step.started_at_s or at, ended_at_s=None,
+                        detail=f"{d.shards_done}/{d.shards_total if d.shards_total is not None else '?'} shards, "
+                               f"files arriving ({OUTSIDE})")
+
+    def _verify(self, out: list[Any], v: Any) -> None:
+        at = getattr(v, "at_s", None) or self.state.now()
+        if v.error:
+            self._write(out, "verify", state="failed", ended_at_s=at, detail=f"verification failed: {v.error}")
+        elif not v.finished:
+            step = self._step("verify")
+            if not (step.observed and step.state == "running"):
+                self._write(out, "verify", state="running", started_at_s=at, ended_at_s=None,
+                            detail=f"sha256 running: {v.done_files}/{v.total_files} files (started outside the plan)")
+        elif v.mismatched:
+            self._write(out, "verify", state="failed", ended_at_s=at,
+                        detail=f"{len(v.mismatched)} file(s) differ from the listing's sha256: "
+                               f"{', '.join(v.mismatched[:3])}")
+        else:
+            step = self._step("verify")
+            self._write(out, "verify", state="done", started_at_s=step.started_at_s or at, ended_at_s=at,
+                        detail=f"{v.matched}/{v.total_files} files match their sha256 (verified outside the plan)")
+
+    def _bench(self, out: list[Any], record: dict[str, Any]) -> None:
+        if self.ready_at is None and self._step("start_new").state != "done":
+            return  # a run of the old model: the comparison's "before"
+        ready = self.ready_at or self._step("start_new").ended_at_s or 0.0
+        stamp = float(record.get("timestamp") or 0) or self.state.now()
+        if stamp < ready:
+            return
+        tput = record.get("output_throughput")
+        step = self._step("benchmark")
+        runs = 1 + (int(step.detail.split(" ", 1)[0]) if step.observed and step.detail[:1].isdigit() else 0)
+        self._write(out, "benchmark", state="done", started_at_s=step.started_at_s or stamp, ended_at_s=stamp,
+                    detail=f"{runs} run(s) of the new model outside the plan; last: "
+                           + (f"{tput:.0f} output tok/s" if isinstance(tput, (int, float)) else "no throughput"))
+
+
+__all__ = ["SwapObserver", "verification", "last_served_at", "downtime_from", "log_time", "OUTSIDE"]

@@ -1,0 +1,170 @@
+"""The swap as the host lived it (issue 20 item 3): the plan and the downtime clock follow what
+happens on the host, whoever did it: the default demo's story, or a shell over plain SSH."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from console.core.recording import Recorder
+from console.core.runner import HostRunner
+from console.core.state import HostState
+from console.hostsim import HostSimulator
+from console.hostsim.downloader import DownloadPlan
+from console.hostsim.scenario import NEW_UNIT, OLD_UNIT, demo_profile, draft_unit_path, start_scenario, write_hub_cache
+from console.session import HostSession, make_transport
+from console.swap.report import SECTIONS, render_html, render_markdown, report_from_recording
+
+
+@dataclass
+class Host:
+    sim: HostSimulator
+    state: HostState
+    runner: HostRunner
+    recorder: Recorder
+
+
+async def _until(predicate: object, timeout: float, what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@contextlib.asynccontextmanager
+async def _host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str, speed: float) -> AsyncIterator[Host]:
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
+    monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    write_hub_cache(tmp_path / "cache", DownloadPlan())
+    sim = HostSimulator(tmp_path / "host", speed=speed, scenario=scenario)
+    await sim.start()
+    await start_scenario(sim, DownloadPlan(tree_listing=True) if scenario == "swap" else None)
+    profile = demo_profile(sim).with_overrides({"gpu_interval_s": 0.5})
+    session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
+    state = HostState(sim.host_path("/"), label="sim")
+    runner = HostRunner(session, state)
+    recorder = Recorder(state, tmp_path / "recordings").start()
+    runner.announce()
+    await runner.start()
+    try:
+        yield Host(sim, state, runner, recorder)
+    finally:
+        recorder.close()
+        runner.swap.cancel()
+        await asyncio.wait_for(runner.close(), 60)
+        await asyncio.wait_for(sim.stop(), 60)
+
+
+def _step(h: Host, key: str) -> tuple[str, str]:
+    s = h.state.swap.steps[key]
+    return s.state, s.detail
+
+
+async def _bench(h: Host, plan: list[tuple[int, int, int, int]]) -> None:
+    assert h.runner.start_bench("sweep", plan) is None
+    await _until(lambda: h.runner.bench is None or not h.runner.bench.running, 60, "the benchmark")
+
+
+def check_full_report(r: dict[str, object], *, old_model: str = "qwen3.5-397b") -> None:
+    on = r["old_new"]
+    assert on["old_unit"] == OLD_UNIT and on["new_unit"] == NEW_UNIT
+    steps = {s["key"]: s for s in r["steps"]}
+    for key in ("download", "install", "stop_old", "start_new"):
+        assert steps[key]["state"] == "done", steps[key]
+        assert steps[key]["started"] is not None
+    assert "(outside the console)" in steps["stop_old"]["detail"] and "drained" in steps["stop_old"]["detail"]
+    t = r["timing"]
+    assert t["downtime_s"] is not None and t["downtime_s"] > 0 and not t["downtime_running"]
+    assert "last served request" in t["downtime_from_source"] and NEW_UNIT in t["downtime_to_source"]
+    assert t["time_to_ready_s"] is not None and 0 < t["time_to_ready_s"] <= t["downtime_s"]
+    phases = [b["phase"] for b in r["boot"]]
+    assert phases[0] == "launch" and phases[-1] == "ready"
+    assert all(g["used_mib"] > 90_000 for g in r["gpu"]["before"]), r["gpu"]["before"]
+    assert all(80_000 < g["used_mib"] < 90_000 for g in r["gpu"]["after"])
+    assert r["fit"]["predicted"]["fits"] is True
+    b = r["bench"]
+    assert b["before"] is not None and b["before"]["model"] == old_model, b
+    assert b["after"] and all(x["model"] == "qwen3.5-122b" for x in b["after"]), b
+    assert b["note"] is None, b["note"]
+    md, page = render_markdown(r), render_html(r)
+    for section in SECTIONS:
+        assert f"## {section}" in md and f"<h2>{section}</h2>" in page
+    # The headline facts come first, with the one downtime figure.
+    head = md.split("## Host")[0]
+    assert "downtime " in head and "time to ready " in head and "before →" in head
+    assert "fits: yes" in md and "True" not in md.split("## Download")[1].split("##")[0]
+
+
+async def test_the_default_demos_story_swap_is_observed_in_the_plan_and_its_report_is_full(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gpuconsole --demo`: the story stops the old unit and starts the new one by itself; the plan
+    shows both as observed, with their times; the downtime clock runs from the old server's last
+    served request to the new one's ready; the recording's report has every section."""
+    async with _host(tmp_path, monkeypatch, "swap", 2.0) as h:
+        await _until(lambda: h.state.data("gpu") is not None and h.state.data("server") is not None, 30, "readings")
+        await _bench(h, [(2, 4, 64, 32)])  # the old model's run, before the story's stop
+        await _until(lambda: h.state.swap.steps["stop_old"].state != "pending", 60, "the story's stop, observed")
+        stop = h.state.swap.steps["stop_old"]
+        assert stop.observed and stop.who is None and stop.started_at_s is not None
+        assert "(outside the console)" in stop.detail
+        d = h.state.swap.downtime
+        assert d is not None and d.started_at_s is not None and d.started_at_s <= stop.started_at_s
+        assert "last served request" in d.start_source
+        await _until(lambda: h.state.swap.steps["start_new"].state == "done", 90, "the new server's ready")
+        start = h.state.swap.steps["start_new"]
+        assert start.observed and h.state.swap.downtime.ended_at_s == start.ended_at_s
+        assert h.state.data("server").status == "ready"
+        assert _step(h, "stop_old")[0] == "done" and "drained" in _step(h, "stop_old")[1]
+        await _bench(h, [(2, 4, 64, 32)])
+        await _until(lambda: h.state.swap.steps["benchmark"].state == "done", 10, "the benchmark, observed")
+        await asyncio.sleep(0.3)
+        h.recorder.close()
+        assert h.recorder.path is not None
+        check_full_report(report_from_recording(h.recorder.path))
+
+
+async def test_a_swap_done_entirely_outside_the_console_over_plain_ssh_is_observed_with_times(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Carl, in his own shell: hf download, the unit written, systemctl stop and start, over SSH.
+    Nothing goes through the console's plan; the plan and the report have the swap all the same."""
+    async with _host(tmp_path, monkeypatch, "drive", 8.0) as h:
+        await _until(lambda: h.state.data("gpu") is not None and h.state.data("service") is not None, 30,
+                     "readings")
+        assert _step(h, "install")[0] == "pending"  # not on the host yet
+        await _bench(h, [(2, 4, 64, 32)])
+        profile = h.runner.session.profile
+        carl = make_transport(profile)
+        await carl.connect()
+        try:
+            r = await carl.run(f"hf download Qwen/Qwen3.5-122B-A10B --local-dir {profile.model_dir}", timeout=120)
+            assert r.exit_status == 0, r.error_text
+            unit = f"/etc/systemd/system/{NEW_UNIT}"
+            await carl.write_file(h.sim.host_path(unit), draft_unit_path(h.sim).read_bytes())
+            assert (await carl.run("systemctl daemon-reload", timeout=20)).exit_status == 0
+            await _until(lambda: _step(h, "download")[0] == "done", 30, "the download, observed")
+            assert (await carl.run(f"systemctl stop {OLD_UNIT}", timeout=60)).exit_status == 0
+            await _until(lambda: _step(h, "stop_old")[0] == "done", 60, "the stop, observed")
+            assert (await carl.run(f"systemctl start {NEW_UNIT}", timeout=60)).exit_status == 0
+            await _until(lambda: _step(h, "start_new")[0] == "done", 120, "the new server's ready")
+        finally:
+            await carl.close()
+        swap = h.state.swap
+        assert not swap.audit, "the console ran nothing"
+        for key in ("download", "install", "stop_old", "start_new"):
+            assert swap.steps[key].observed and swap.steps[key].started_at_s is not None, swap.steps[key]
+        assert _step(h, "preflight") == ("skipped", "not run: the old service was stopped outside the console")
+        assert swap.downtime is not None and swap.downtime.ended_at_s is not None
+        await _bench(h, [(2, 4, 64, 32)])
+        await asyncio.sleep(0.3)
+        h.recorder.close()
+        assert h.recorder.path is not None
+        check_full_report(report_from_recording(h.recorder.path))
