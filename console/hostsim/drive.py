@@ -302,6 +302,11 @@ def gpu_states(t: float) -> tuple[story.SimGpu, ...]:
     ws = data.get("windows", {})
     roles = {data.get("old"): ("old", story.OLD_PID_BASE), data.get("new"): ("new", story.NEW_PID_BASE)}
     held: list[tuple[int, int, str]] = []  # (MiB, pid base, role)
+    # issue 24 hook: how many GPUs, and which ones each unit's server uses (console/hostsim/placement.py)
+    from console.hostsim import placement
+
+    count = placement.gpu_count(_root(), story.GPU_COUNT)
+    on: list[tuple[int, ...]] = []
     for unit, windows_ in ws.items():
         role, pid_base = roles.get(unit, ("new", story.NEW_PID_BASE))
         failed_at = units.get(unit, {}).get("failed_at_t")
@@ -312,14 +317,17 @@ def gpu_states(t: float) -> tuple[story.SimGpu, ...]:
             mib = _unit_memory(role, start, None if stop is None else float(stop), t, booted=start < -1e8)
             if mib > 0:
                 held.append((mib, pid_base, role))
+                on.append(placement.unit_gpus(_root(), unit))
     gpus = []
-    for i in range(story.GPU_COUNT):
+    for i in range(count):
         jitter = (i * 37) % 11
-        used = sum(m for m, _, _ in held)
-        procs = tuple((base + i, f"sglang::scheduler_TP{i}", max(0, m + jitter - 520)) for m, base, _ in held)
-        serving = any(r for m, _, r in held if m >= story.OLD_USED_MIB - 1 or m >= story.AFTER_GRAPHS_MIB - 1)
-        util = int(100 * max(0.0, min(1.0, story.traffic(t + i)))) if serving else (5 if held else 0)
-        used = used + jitter if held else 0
+        here = [(h, g.index(i)) for h, g in zip(held, on, strict=True) if i in g]
+        used = sum(m for (m, _, _), _ in here)
+        procs = tuple((base + rank, f"sglang::scheduler_TP{rank}", max(0, m + jitter - 520))
+                      for (m, base, _), rank in here)
+        serving = any(r for (m, _, r), _ in here if m >= story.OLD_USED_MIB - 1 or m >= story.AFTER_GRAPHS_MIB - 1)
+        util = int(100 * max(0.0, min(1.0, story.traffic(t + i)))) if serving else (5 if here else 0)
+        used = used + jitter if here else 0
         temp = int(36 + util * 0.34 + i)
         power = round(88.0 + util * 4.6 + i * 1.7, 2)
         uuid = f"GPU-5f0c{i:04x}-9d4e-43b1-a7c2-1b8e3f6d{i:04x}"

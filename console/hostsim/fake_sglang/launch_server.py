@@ -22,6 +22,13 @@ SPEED = float(os.environ.get("GPUSIM_SPEED", "1") or 1)
 # Boot timeline, seconds after the process starts (story.T_NEW_START): see console/hostsim/story.py.
 BOOT = [(0.3, "launch"), (4.0, "weights loading"), (14.0, "weights loaded"), (16.0, "caches"),
         (17.0, "graphs"), (22.0, "graphs done"), (23.0, "http"), (25.0, "ready")]
+# Issue 24: with GPUSIM_PAGECACHE_MODEL=1 the weights phase (of a boot and of an in-place update)
+# takes as long as console/hostsim/pagecache.py's model says for the shards of --model-path: the
+# cold bytes at the simulated disk's rate, the cached ones at the simulated page cache's. Those
+# rates are simulator parameters, never measurements. Logged durations are the simulated host's
+# own (wall) seconds, as a real server logs what it took.
+PAGECACHE_MODEL = os.environ.get("GPUSIM_PAGECACHE_MODEL") == "1"
+GRAPHS_S = 5.0  # scenario seconds of CUDA graph capture
 
 
 def build_parser():
@@ -60,10 +67,31 @@ class Server:
         self.verify_steps = 0
         self.last_gen_throughput = 0.0
         self.oom = os.environ.get("GPUSIM_OOM") == "1"
+        self.model_path = args.model_path
+        self.weight_version = args.weight_version or "default"
+        self.boot_plan = list(BOOT)
+        self.weights_s = 9.87 * 1.0  # scenario seconds (the story's fixed boot)
+        # /update_weights_from_disk: new requests wait while the weights load (SGLang's model
+        # update lock); they are the "paused" requests the reply counts.
+        self.updating = threading.Event()
+        self.updated = threading.Condition(self.lock)
+        self.paused_now = 0
+        self.update_lock = threading.Lock()
+        if PAGECACHE_MODEL and os.environ.get("GPUSIM_BOOTED") != "1":
+            from console.hostsim import pagecache
+
+            self.weights_s = pagecache.load_seconds(args.model_path or "")[0]
+            w = self.weights_s
+            self.boot_plan = [(0.3, "launch"), (4.0, "weights loading"), (4.0 + w, "weights loaded"),
+                              (6.0 + w, "caches"), (7.0 + w, "graphs"), (7.0 + w + GRAPHS_S, "graphs done"),
+                              (8.0 + w + GRAPHS_S, "http"), (10.0 + w + GRAPHS_S, "ready")]
 
     # -- logging ------------------------------------------------------------------------
     def log(self, message, rank=0, all_ranks=False):
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        now = time.time()
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+        if os.environ.get("SGLANG_LOG_MS", "").lower() in ("1", "true"):  # SGLang's own switch
+            stamp += f".{int(now * 1000) % 1000:03d}"
         ranks = range(self.tp) if all_ranks else [rank]
         for r in ranks:
             prefix = f"[{stamp} TP{r}]" if self.tp > 1 else f"[{stamp}]"
@@ -78,9 +106,7 @@ class Server:
                                        f"speculative_algorithm={a.speculative_algorithm!r}, "
                                        f"mem_fraction_static={a.mem_fraction_static}, port={a.port})"),
             "weights loading": lambda: self.log("Load weight begin. avail mem=94.21 GB", all_ranks=True),
-            "weights loaded": lambda: self.log(
-                "Load weight end. elapsed=9.87 s, type=Qwen3_5MoeForConditionalGeneration, "
-                "avail mem=36.18 GB, mem usage=58.03 GB.", all_ranks=True),
+            "weights loaded": self.weights_loaded,
             "caches": self.caches,
             "graphs": lambda: self.log("Capture target decode CUDA graph begin. backend=full, "
                                        "num_tokens_per_req=4, avail mem=5.84 GB", all_ranks=True),
@@ -89,11 +115,93 @@ class Server:
                                      "(Press CTRL+C to quit)"),
             "ready": self.fired_up,
         }
-        for at, step in BOOT:
+        for at, step in self.boot_plan:
             delay = self.started + at / SPEED - time.time()
             if delay > 0:
                 time.sleep(delay)
             steps[step]()
+
+    def weights_loaded(self):
+        elapsed = self.weights_s / SPEED if PAGECACHE_MODEL else 9.87
+        self.log(f"Load weight end. elapsed={elapsed:.2f} s, type=Qwen3_5MoeForConditionalGeneration, "
+                 "avail mem=36.18 GB, mem usage=58.03 GB.", all_ranks=True)
+        if PAGECACHE_MODEL:
+            from console.hostsim import pagecache
+
+            pagecache.mark_read(self.model_path or "")
+
+    # -- POST /update_weights_from_disk (SGLang's request and reply; see tests/data/PROVENANCE.md) ----
+    def update_weights_from_disk(self, req):
+        """(HTTP status, reply). Loads the new checkpoint's weights into the running server: requests
+        arriving meanwhile wait; a checkpoint whose tensors do not match fails and the old weights
+        keep serving, as SGLang's loader rolls back."""
+        path = req.get("model_path")
+        if not isinstance(path, str) or not path:
+            return 400, {"success": False, "message": "model_path is required", "num_paused_requests": 0}
+        if not self.update_lock.acquire(blocking=False):
+            return 400, {"success": False, "message": "another weight update is in progress",
+                         "num_paused_requests": 0}
+        try:
+            return self._update(path, req)
+        finally:
+            self.update_lock.release()
+
+    def _update(self, path, req):
+        from console.hostsim import pagecache
+
+        with self.lock:
+            self.paused_now = 0
+            self.updating.set()
+        try:
+            # SGLang's writer lock: the requests in flight finish first; new ones wait behind it.
+            deadline = time.time() + 60 / SPEED
+            while time.time() < deadline:
+                with self.lock:
+                    if self.running == 0:
+                        break
+                time.sleep(0.01)
+            self.log("Update engine weights online from disk begin. avail mem=4.26 GB", all_ranks=True)
+            new_cfg = _config(path)
+            if new_cfg is None:
+                msg = (f"Failed to get weights iterator: Cannot find any model weights with `{path}`.")
+                self.log(msg)
+                return 400, {"success": False, "message": msg, "num_paused_requests": self.paused_now}
+            seconds = pagecache.load_seconds(path)[0] if PAGECACHE_MODEL else 8.0
+            fail = os.environ.get("GPUSIM_UPDATE_FAIL") == "1" or _arch(new_cfg) != _arch(_config(self.model_path))
+            die = os.environ.get("GPUSIM_UPDATE_DIE") == "1"
+            time.sleep(seconds / SPEED * (0.5 if fail or die else 1.0))
+            if die:
+                self.log("Scheduler hit an exception: Traceback (most recent call last):")
+                sys.stdout.write("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a "
+                                 "total capacity of 95.59 GiB of which 0.98 GiB is free.\n")
+                sys.stdout.flush()
+                os._exit(1)
+            if fail:
+                msg = ("Failed to update weights: Unexpected key(s) in the checkpoint: "
+                       "'model.language_model.layers.48.mlp.gate.weight'.\nRolling back to original weights.")
+                self.log(msg.replace("\n", " "))
+                time.sleep(seconds / SPEED * 0.5)  # the rollback reads the old weights again
+                return 400, {"success": False, "message": msg, "num_paused_requests": self.paused_now}
+            self.model_path = path
+            if isinstance(req.get("weight_version"), str) and req["weight_version"]:
+                self.weight_version = req["weight_version"]
+            if PAGECACHE_MODEL:
+                pagecache.mark_read(path)
+            self.log("Update weights end.", all_ranks=True)
+            return 200, {"success": True, "message": "Succeeded to update model weights.",
+                         "num_paused_requests": self.paused_now}
+        finally:
+            with self.lock:
+                self.updating.clear()
+                self.updated.notify_all()
+
+    def wait_if_updating(self):
+        with self.lock:
+            if not self.updating.is_set():
+                return
+            self.paused_now += 1
+            while self.updating.is_set():
+                self.updated.wait(1.0)
 
     def caches(self):
         # What SGLang would log for the 122B at TP4 on 4 x 96 GB with MTP: ~1 % off the console's
@@ -163,6 +271,7 @@ class Server:
 
     def generate(self, prompt_tokens, max_tokens):
         """Yields token chunks (lists of token ids) with realistic timing; MTP chunks carry several."""
+        self.wait_if_updating()
         with self.lock:
             self.running += 1
             self.requests += 1
@@ -195,7 +304,8 @@ class Server:
         a = self.args
         accept = (self.accepted / self.verify_steps) if self.verify_steps else None
         return {
-            "model_path": a.model_path, "served_model_name": self.name, "tp_size": self.tp,
+            "model_path": self.model_path, "weight_version": self.weight_version, "served_model_name": self.name,
+            "tp_size": self.tp,
             "speculative_algorithm": a.speculative_algorithm, "mem_fraction_static": a.mem_fraction_static,
             "context_length": a.context_length, "port": a.port, "launch_command": " ".join(self.argv),
             "max_total_num_tokens": 893440, "status": "ready" if self.ready else "starting", "version": "0.5.23",
@@ -214,6 +324,8 @@ class Server:
             "# HELP sglang:num_running_reqs The number of running requests.", "# TYPE sglang:num_running_reqs gauge",
             f"sglang:num_running_reqs{{{m}}} {float(running)}",
             "# TYPE sglang:num_queue_reqs gauge", f"sglang:num_queue_reqs{{{m}}} 0.0",
+            "# TYPE sglang:num_paused_reqs gauge",
+            f"sglang:num_paused_reqs{{{m}}} {float(self.paused_now if self.updating.is_set() else 0)}",
             "# TYPE sglang:gen_throughput gauge", f"sglang:gen_throughput{{{m}}} {self.last_gen_throughput}",
             "# TYPE sglang:token_usage gauge", f"sglang:token_usage{{{m}}} {running * 3 / 125:.2f}",
             "# TYPE sglang:max_total_num_tokens gauge", f"sglang:max_total_num_tokens{{{m}}} 893440.0",
@@ -225,6 +337,23 @@ class Server:
             "# TYPE sglang:num_requests_total counter", f"sglang:num_requests_total{{{m}}} {float(self.requests)}",
         ]
         return "\n".join(lines) + "\n"
+
+
+def _config(model_path):
+    try:
+        return json.loads((Path(model_path) / "config.json").read_text())
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _arch(config):
+    """What the loader's tensor names and shapes follow (a config differing here fails to load)."""
+    if not isinstance(config, dict):
+        return None
+    tc = {**config, **(config.get("text_config") or {})}
+    return json.dumps({k: tc.get(k) for k in ("architectures", "num_hidden_layers", "hidden_size",
+                                               "num_attention_heads", "num_key_value_heads", "num_experts",
+                                               "vocab_size", "quantization_config")}, sort_keys=True)
 
 
 def handler_for(server):
@@ -274,6 +403,9 @@ def handler_for(server):
                 req = json.loads(self.rfile.read(length) or b"{}")
             except ValueError:
                 return self.send_json(400, {"object": "error", "message": "invalid JSON", "code": 400})
+            if path == "/update_weights_from_disk":
+                code, reply = server.update_weights_from_disk(req if isinstance(req, dict) else {})
+                return self.send_json(code, reply)
             if path not in ("/v1/completions", "/v1/chat/completions"):
                 return self.send_json(404, {"detail": "Not Found"})
             if not server.ready:
@@ -359,15 +491,14 @@ def main(argv):
     httpd.daemon_threads = True
     if os.environ.get("GPUSIM_BOOTED") == "1":
         # A service that has been up for hours: ready now, its boot long scrolled away.
-        global BOOT
-        BOOT = [(0.0, "http"), (0.0, "ready")]
+        server.boot_plan = [(0.0, "http"), (0.0, "ready")]
         server.ready = True
     else:
         threading.Thread(target=server.boot, daemon=True).start()
     threading.Thread(target=server.stats_loop, daemon=True).start()
 
     def serve_when_up():
-        delay = server.started + dict((s, at) for at, s in BOOT)["http"] / SPEED - time.time()
+        delay = server.started + dict((s, at) for at, s in server.boot_plan)["http"] / SPEED - time.time()
         if delay > 0:
             time.sleep(delay)
         httpd.serve_forever()
