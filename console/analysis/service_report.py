@@ -30,6 +30,7 @@ from console.parsers.sglang_flags import FlagTable, builtin_table
 from console.parsers.shell_words import split_words
 from console.parsers.systemd import Unit, parse_unit
 from console.redact import redact_text
+from console.sanitize import clean_block
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,9 @@ def _fingerprint(value: object) -> str:
 
 def side_from_text(name: str, text: str, table: FlagTable | None = None) -> ServiceSide:
     """A unit file's text (has a [Section]) or a plain command line, redacted at the source: the
-    side's text, argv, environment and parse warnings never hold a secret."""
+    side's text, argv, environment and parse warnings never hold a secret or a terminal escape
+    (a local file as well as the host's: issue 21, item 1)."""
+    text = clean_block(text) if "\x00" not in text else text  # binary content is refused as such
     redacted = redact_text(text)
     side = _side_from_text(name, redacted, table)
     if redacted == text:

@@ -15,6 +15,7 @@ import asyncio
 import gzip
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -27,6 +28,7 @@ from typing import IO, Any
 from console import __version__
 from console.core import codec
 from console.core.state import Event, HostState, Notice
+from console.sanitize import clean_json, json_may_hold_control
 
 log = logging.getLogger("gpuconsole.recording")
 
@@ -35,6 +37,12 @@ VERSION = 1
 FLUSH_EVERY_S = 5.0
 MAX_FILE_BYTES = 64 << 20
 MAX_TOTAL_BYTES = 1 << 30
+# Reading limits (issue 21, item 9): a recording is a file anyone can hand over. A line longer
+# than the longest event the core writes is skipped without holding it; reading stops past
+# MAX_READ_BYTES decompressed (a 1 MB gzip bomb inflated to 2.1 GB in memory before).
+MAX_LINE_BYTES = 16 << 20
+MAX_READ_BYTES = 768 << 20
+_LONG_LINE = object()
 
 
 class RecordingError(Exception):
@@ -184,9 +192,34 @@ class Recording:
         return self.entries[-1][0] - self.started_at if self.entries else 0.0
 
 
-def _lines(path: Path) -> Iterator[bytes]:
+class _TooBig(Exception):
+    pass
+
+
+def _lines(path: Path) -> Iterator[Any]:
+    """The decompressed lines, each at most MAX_LINE_BYTES (a longer one is read through in
+    bounded pieces and given as `_LONG_LINE`); `_TooBig` past MAX_READ_BYTES in all."""
+    max_line, max_total = MAX_LINE_BYTES, MAX_READ_BYTES
+    total = 0
     with gzip.open(path, "rb") as fh:
-        yield from fh
+        while True:
+            line = fh.readline(max_line + 1)
+            if not line:
+                return
+            total += len(line)
+            if len(line) > max_line:
+                while not line.endswith(b"\n"):
+                    line = fh.readline(1 << 20)
+                    total += len(line)
+                    if not line or total > max_total:
+                        break
+                if total > max_total:
+                    raise _TooBig(total)
+                yield _LONG_LINE
+                continue
+            if total > max_total:
+                raise _TooBig(total)
+            yield line
 
 
 def read_recording(path: Path) -> Recording:
@@ -199,7 +232,10 @@ def read_recording(path: Path) -> Recording:
         header = json.loads(first)
     except (OSError, EOFError, zlib.error, StopIteration) as exc:
         raise RecordingError(f"{path}: not a gpuconsole recording ({exc or 'empty'})") from None
-    except ValueError:
+    except _TooBig:
+        raise RecordingError(f"{path}: not a gpuconsole recording (its first line passes "
+                             f"{MAX_READ_BYTES >> 20} MiB)") from None
+    except (ValueError, TypeError, RecursionError):  # `_LONG_LINE`, not JSON, nested too deep
         raise RecordingError(f"{path}: not a gpuconsole recording (the first line is not its header)") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise RecordingError(f"{path}: not a gpuconsole recording")
@@ -210,17 +246,23 @@ def read_recording(path: Path) -> Recording:
     n = 1
     try:
         for n, line in enumerate(lines, start=2):  # noqa: B007 - n names the damaged line
+            if line is _LONG_LINE:
+                rec.skipped += 1
+                continue
             if not line.endswith(b"\n"):
                 rec.damage = f"line {n} is cut short (the recording ends there)"
                 break
             try:
                 t, event = _decode_line(line)
-            except (ValueError, codec.DecodeError):
+            except (ValueError, codec.DecodeError, RecursionError):
                 rec.skipped += 1
                 continue
             rec.entries.append((t, event))
     except (OSError, EOFError, zlib.error) as exc:
         rec.damage = f"damaged after line {n} ({exc or 'unexpected end'})"
+    except _TooBig:
+        rec.damage = (f"read up to line {n}: the rest passes {MAX_READ_BYTES / (1 << 20):g} MiB uncompressed "
+                      "(the reading limit)")
     return rec
 
 
@@ -230,12 +272,35 @@ def _decode_line(line: bytes) -> tuple[float, Event]:
         raise ValueError("not an entry")
     comma = line.index(b",")
     t = float(line[5:comma])
+    if not math.isfinite(t) or not 0 <= t < 1e11:  # 1e400, NaN: not a time (issue 21, item 9)
+        raise ValueError("not a time")
     if not line[comma:].startswith(b',"e":'):
         raise ValueError("not an entry")
     body = line[comma + 5:].rstrip()
     if not body.endswith(b"}"):
         raise ValueError("not an entry")
-    return t, codec.decode_event(body[:-1])
+    body = body[:-1]
+    if _HUGE_NUMBER.search(body) is not None:
+        # 1e400 decodes as inf: every number is checked finite (the slow path, for such lines only)
+        json.loads(body, parse_float=_finite_float, parse_constant=_no_constant)
+    if json_may_hold_control(body):
+        # a crafted or older recording: host strings are cleaned here as the sources clean them now
+        body = json.dumps(clean_json(json.loads(body), block=True), ensure_ascii=False).encode()
+    return t, codec.decode_event(body)
+
+
+_HUGE_NUMBER = re.compile(rb"[0-9][eE][+-]?[0-9]{3}|NaN|Infinity")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"not a finite number: {text[:20]}")
+    return value
+
+
+def _no_constant(text: str) -> float:
+    raise ValueError(f"not a number: {text}")
 
 
 class Replayer:

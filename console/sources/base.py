@@ -17,7 +17,14 @@ T = TypeVar("T")
 
 
 def describe_error(exc: BaseException) -> str:
-    """One line for the operator: never a traceback."""
+    """One line for the operator: never a traceback, never a terminal escape from the host's
+    stderr (issue 21, item 1)."""
+    from console.sanitize import clean_line
+
+    return clean_line(_describe(exc))
+
+
+def _describe(exc: BaseException) -> str:
     if isinstance(exc, FileNotFoundError):
         return f"not found: {exc.filename or exc.args[0] if exc.args else exc}"
     if isinstance(exc, PermissionError):

@@ -31,6 +31,7 @@ from console.parsers.nvidia_smi import (
     query_gpu_command,
 )
 from console.parsers.nvml import gpus_from_sample, parse_sampler_line
+from console.sanitize import clean_line
 from console.sources.base import describe_error
 from console.transport.base import LineStream, Transport, quote
 
@@ -63,6 +64,20 @@ async def _lines(stream: LineStream, stall_s: float) -> AsyncIterator[bytes]:
         yield raw
 
 
+def _clean_gpu(gpu: GpuDevice) -> GpuDevice:
+    """A GPU's strings without terminal escapes: a process name is chosen by whoever starts a
+    CUDA process on the host (`ESC ] 52` in it wrote the operator's clipboard; issue 21, item 1)."""
+    from dataclasses import replace
+
+    procs = tuple(replace(p, name=clean_line(p.name)) if p.name != clean_line(p.name) else p
+                  for p in gpu.processes)
+    name, uuid = clean_line(gpu.name), clean_line(gpu.uuid) if gpu.uuid else gpu.uuid
+    error = clean_line(gpu.error) if gpu.error else gpu.error
+    if procs == gpu.processes and (name, uuid, error) == (gpu.name, gpu.uuid, gpu.error):
+        return gpu
+    return replace(gpu, name=name, uuid=uuid, error=error, processes=procs)
+
+
 class GpuSource:
     name = "gpu"
 
@@ -87,8 +102,10 @@ class GpuSource:
                 driver: str | None) -> Reading[GpuStatus]:
         # History is kept per GPU by the host's state (console.core.state.GpuTracker), not here.
         skipped = tuple(f"{p}: {why}" for p, why in self.unavailable.items())
-        gpus = self._with_containers(gpus)
-        status = GpuStatus(source=path, gpus=gpus, problems=skipped + problems, driver=driver,
+        gpus = self._with_containers(tuple(_clean_gpu(g) for g in gpus))
+        problems = tuple(clean_line(p) for p in problems)
+        status = GpuStatus(source=path, gpus=gpus, problems=skipped + problems,
+                           driver=clean_line(driver) if driver else driver,
                            sampled_at_s=time.time())
         self.reading = Reading(self.name, status, time.time())
         return self.reading

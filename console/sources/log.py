@@ -16,6 +16,7 @@ from console.backoff import Backoff
 from console.parsers.sglang_log import LogEvent
 from console.parsers.sglang_log import parse_line as _parse_line
 from console.redact import redact_text
+from console.sanitize import clean_line
 from console.sources.base import describe_error
 from console.transport.base import ConnectionState, LineStream, Transport, join, operand
 
@@ -37,8 +38,9 @@ _END = object()
 
 
 def parse_line(text: str) -> LogEvent:
-    """Redact, then parse: events, errors and the server's reasons never hold a secret."""
-    return _parse_line(redact_text(text))
+    """Clean, redact, then parse: events, errors and the server's reasons never hold a secret
+    or a terminal escape sequence (issue 21, item 1)."""
+    return _parse_line(redact_text(clean_line(text)))
 
 
 class LogFollower:

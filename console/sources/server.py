@@ -12,6 +12,7 @@ import httpx
 from console.analysis.log_state import LogTracker
 from console.analysis.server_status import HttpFacts, ServerStatus, combine, parse_prometheus
 from console.redact import redact_json
+from console.sanitize import clean_json
 from console.sources.base import PolledSource, describe_error
 from console.transport.base import Transport, quote
 
@@ -78,7 +79,7 @@ class ServerWatcher:
             if r.status_code == 404:
                 r = await client.get("/get_server_info")
             if r.status_code == 200:
-                data = redact_json(r.json())  # secrets out before anything else sees the answer
+                data = redact_json(clean_json(r.json()))  # escapes and secrets out before anything sees it
                 info = data if isinstance(data, dict) else None
             else:
                 info_error = f"/server_info: HTTP {r.status_code}"

@@ -16,6 +16,7 @@ from console.parsers import split_sections
 from console.parsers.sglang_argv import NotSglang, normalize
 from console.parsers.sglang_flags import FlagTable, builtin_table, table_from_help
 from console.redact import redact_argv, redact_text
+from console.sanitize import clean_block, clean_line
 from console.sources.base import PolledSource, describe_error
 from console.transport.base import Transport, operand, quote
 
@@ -117,14 +118,16 @@ class ServiceWatcher:
     async def read_sides(self, units: list[str]) -> tuple[list[ServiceSide], tuple[str, ...], int | None]:
         """The units as the host has them, with state and running argv; the sglang units found; GPU count."""
         result = await self.transport.run(service_script(units), timeout=20)
-        s = split_sections(result.text)
+        # Unit texts are cleaned by side_from_text (after its check for binary content); the rest
+        # here: no escape sequence from the host goes further (issue 21, item 1).
+        s = {k: v if k.startswith("cat") else clean_block(v) for k, v in split_sections(result.text).items()}
         sides: list[ServiceSide] = []
         for i, unit in enumerate(units):
             text = s.get(f"cat{i}", "")
             if s.get(f"catrc{i}", "0").strip() != "0":
                 # `systemctl cat` of a unit with no file: "No files found for NAME." (exit 1)
                 why = "not installed yet" if "No files found" in text or not text.strip() else text.strip()
-                sides.append(ServiceSide(unit, None, None, None, error=redact_text(f"{unit}: {why}")))
+                sides.append(ServiceSide(unit, None, None, None, error=redact_text(clean_line(f"{unit}: {why}"))))
                 continue
             side = side_from_text(unit, text, self.table)
             props = _props(s.get(f"show{i}", ""))

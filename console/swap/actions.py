@@ -117,7 +117,9 @@ def download(repo: str, model_dir: str) -> Action:
         f"--property=StandardOutput=append:{q(log)} --property=StandardError=append:{q(log)} "
         f"-- \"$HF\" {shlex.join(hf_args)}; then echo {q('started as ' + unit)}; exit 0; fi",
         f"setsid nohup \"$HF\" {shlex.join(hf_args)} >>{q(log)} 2>&1 </dev/null &",
-        f"echo $! > {q(pid)}; echo \"started: pid $!, log {log}\"",
+        # The log path holds the model dir: quoted like every other value (it was echoed raw inside
+        # double quotes, and `$(…)` in a model dir ran; issue 21, item 2).
+        f"echo $! > {q(pid)}; echo \"started: pid $!, log \"{q(log)}",
     ])
     return Action("download", "Start or resume the model download",
                   (RemoteCommand(script, 45, f"hf download {repo} into {model_dir}, detached"),),
