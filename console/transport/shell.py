@@ -12,6 +12,16 @@ keeps a script from eating the commands that follow it.
 
 A command that times out leaves the shell in an unknown state: the shell is closed and the
 pool opens a new one, so one hung command never blocks the next poll.
+
+A command we gave up on must not run on after us on the host, also when the console quits or is
+SIGKILLed (nobody is left to clean up). Each shell starts one watchdog (`bash`, reading a fifo)
+when it opens: before a command the shell tells it `S <limit>`, after it `E` (builtin `printf`s,
+no fork). If `E` does not come within the limit, the watchdog kills the shell's whole process
+group (the shell, the command and its children: sshd makes every session its own group), TERM
+then KILL. The poll itself forks once (the subshell), as before the guarantee existed; the
+earlier way, coreutils' `timeout` in a new process group per command, forked and exec'd twice
+per poll and tripled its round trip. A host without bash, or whose shell does not lead its own
+process group, gets that wrapper per command instead.
 """
 
 from __future__ import annotations
@@ -59,20 +69,67 @@ def host_time_limit(timeout: float) -> int:
     return max(1, math.ceil(timeout)) + 1
 
 
-def frame(script: str, token: str, timeout: float | None = None) -> bytes:
-    """The framed command; with `timeout`, coreutils' `timeout` runs it in its own process group
-    and kills the whole group (TERM, then KILL) when the time is up, even if we are gone: a hung
-    `nvidia-smi` and its `grep` and `sh` never outlive the command's timeout on the host."""
+# The watchdog, run by bash with the fifo as stdin and the shell's process group as $1.
+# `read -t` is bash's builtin timer: no process per command. `E` within the limit: fine. The
+# limit passed (status > 128), or the shell gone mid-command (EOF): the command is one we gave
+# up on, so the group dies; the watchdog ignores TERM so that it can send the KILL, which ends
+# it too.
+WATCHDOG_SCRIPT = (
+    "trap '' TERM INT HUP PIPE; pg=$1\n"
+    "while read -r ev lim; do\n"
+    "  [ \"$ev\" = S ] || continue\n"
+    "  read -r -t \"$lim\" ev && continue\n"
+    "  kill -TERM -- \"-$pg\" 2>/dev/null; sleep \"$2\"; kill -KILL -- \"-$pg\" 2>/dev/null; exit 0\n"
+    "done\n"
+)
+WATCHDOG_SHELL = "bash"  # a module constant so that a test can take bash away
+WATCHDOG_FD = 4
+
+# Modes of a shell: "watchdog" (one watchdog per shell), "wrapper" (`timeout` per command).
+ShellMode = str
+
+
+def setup_script(token: str) -> bytes:
+    """Run once in the shell itself (not a subshell): start the watchdog on a fifo held as fd 4
+    (write end only: if the watchdog dies, the shell's next `S` gets SIGPIPE and the shell dies
+    with it, so no command ever runs unwatched), and print the mode."""
+    fd = WATCHDOG_FD
+    script = (
+        "__gc_m=wrapper\n"
+        f"if command -v {WATCHDOG_SHELL} >/dev/null 2>&1; then\n"
+        "  __gc_pg=$(ps -o pgid= -p $$ 2>/dev/null); set -- $__gc_pg\n"
+        "  if [ \"${1:-}\" = \"$$\" ] && __gc_d=$(mktemp -d 2>/dev/null) && mkfifo -m 600 \"$__gc_d/w\"; then\n"
+        f"    {WATCHDOG_SHELL} -c {shlex.quote(WATCHDOG_SCRIPT)} gc-watchdog \"$$\" {KILL_GRACE_S} "
+        "<\"$__gc_d/w\" >/dev/null 2>&1 &\n"
+        f"    exec {fd}>\"$__gc_d/w\"; rm -rf \"$__gc_d\"; __gc_m=watchdog\n"
+        "  fi\n"
+        "  set --\n"
+        "fi\n"
+        f"printf '\\n%s %s\\n' '{token}' \"$__gc_m\"; printf '\\n%s\\n' '{token}' >&2\n"
+    )
+    return script.encode()
+
+
+def frame(script: str, token: str, timeout: float | None = None, mode: ShellMode = "wrapper") -> bytes:
+    """The framed command. With `timeout`: in "watchdog" mode the shell's watchdog kills the
+    shell's process group if the command is not done within the host's limit; in "wrapper" mode
+    coreutils' `timeout` runs it in its own process group and kills the whole group (TERM, then
+    KILL) when the time is up. Either way, even if we are gone: a hung `nvidia-smi` and its
+    `grep` and `sh` never outlive the command's timeout on the host."""
     if timeout is None:
-        body = f"( {script}\n) </dev/null"
+        body = f"( {script}\n) </dev/null; __gc_rc=$?"
+    elif mode == "watchdog":
+        fd = WATCHDOG_FD
+        body = (f"printf 'S %d\\n' {host_time_limit(timeout)} >&{fd}; ( {script}\n) </dev/null {fd}>&-; "
+                f"__gc_rc=$?; printf 'E\\n' >&{fd}")
     else:
         limit = host_time_limit(timeout)
         # The script travels in the environment, not in argv: `ps` on the host shows `sh -c eval…`.
         run = "sh -c 'eval \"$__gc_s\"' </dev/null"
         body = (f"__gc_s={shlex.quote(script)}; export __gc_s; if command -v timeout >/dev/null 2>&1; "
-                f"then timeout -k {KILL_GRACE_S} {limit} {run}; else {run}; fi")
+                f"then timeout -k {KILL_GRACE_S} {limit} {run}; else {run}; fi; __gc_rc=$?")
     wrapped = (
-        f"{body}; __gc_rc=$?; unset __gc_s; "
+        f"{body}; unset __gc_s; "
         f"printf '\\n%s %d\\n' '{token}' \"$__gc_rc\"; printf '\\n%s\\n' '{token}' >&2\n"
     )
     return wrapped.encode()
@@ -100,28 +157,54 @@ async def _read_until(reader: ByteReader, marker: bytes, limit: int) -> tuple[by
 class PersistentShell:
     """Runs framed commands on one `sh`; not safe for concurrent use (the pool serializes)."""
 
+    SETUP_TIMEOUT_S = 10.0
+
     def __init__(self, channel: ShellChannel) -> None:
         self._channel = channel
         self.broken = False
+        self.mode: ShellMode | None = None  # set by the first command: "watchdog" or "wrapper"
 
     async def run(self, script: str, *, timeout: float) -> CommandResult:
         if self.broken:
             raise CommandError("shell is closed")
+        if self.mode is None:
+            # Once per shell: start its watchdog. Not counted in the command's own timeout.
+            token = "__GC_" + secrets.token_hex(16)
+            _out, word, _err, _ = await self._exchange(setup_script(token), token,
+                                                       max(timeout, self.SETUP_TIMEOUT_S))
+            self.mode = "watchdog" if word == b"watchdog" else "wrapper"
         token = "__GC_" + secrets.token_hex(16)
         started = time.perf_counter()
+        stdout, word, stderr, truncated = await self._exchange(frame(script, token, timeout, self.mode),
+                                                               token, timeout)
         try:
-            self._channel.stdin.write(frame(script, token, timeout))
+            status = int(word or b"255")
+        except ValueError:
+            status = 255
+        # The framing printed one newline before the token on each stream.
+        return CommandResult(
+            exit_status=status,
+            stdout=stdout[1:] if stdout.startswith(b"\n") else stdout,
+            stderr=stderr[1:] if stderr.startswith(b"\n") else stderr,
+            elapsed_s=time.perf_counter() - started,
+            truncated=truncated,
+        )
+
+    async def _exchange(self, payload: bytes, token: str, timeout: float) -> tuple[bytes, bytes, bytes, bool]:
+        """Send one framed payload; return (stdout, the word after the token, stderr, truncated)."""
+        try:
+            self._channel.stdin.write(payload)
             out_marker = f"\n{token} ".encode()
             err_marker = f"\n{token}\n".encode()
 
-            async def read_stdout() -> tuple[bytes, int, bool]:
+            async def read_stdout() -> tuple[bytes, bytes, bool]:
                 body, rest, truncated = await _read_until(self._channel.stdout, out_marker, MAX_CAPTURE_BYTES)
                 while b"\n" not in rest:
                     chunk = await self._channel.stdout.read(_READ_CHUNK)
                     if not chunk:
                         raise CommandError("the remote shell closed while a command was running")
                     rest += chunk
-                return body, int(rest.split(b"\n", 1)[0] or b"255"), truncated
+                return body, rest.split(b"\n", 1)[0].strip(), truncated
 
             async def read_stderr() -> bytes:
                 body, _rest, _ = await _read_until(self._channel.stderr, err_marker, 1 << 20)
@@ -140,8 +223,8 @@ class PersistentShell:
                 for task in (out_task, err_task):
                     task.cancel()
                 await asyncio.gather(out_task, err_task, return_exceptions=True)
-            stdout, status, truncated = out_task.result()
-            stderr = err_task.result()
+            stdout, word, truncated = out_task.result()
+            return stdout, word, err_task.result(), truncated
         except asyncio.TimeoutError:
             self.close()
             raise CommandTimeout(f"command timed out after {timeout:g}s") from None
@@ -154,14 +237,6 @@ class PersistentShell:
         except Exception as exc:  # noqa: BLE001 - asyncssh.ConnectionLost and friends are not OSErrors
             self.close()
             raise CommandError(f"remote shell failed: {getattr(exc, 'reason', None) or exc}") from None
-        # The framing printed one newline before the token on each stream.
-        return CommandResult(
-            exit_status=status,
-            stdout=stdout[1:] if stdout.startswith(b"\n") else stdout,
-            stderr=stderr[1:] if stderr.startswith(b"\n") else stderr,
-            elapsed_s=time.perf_counter() - started,
-            truncated=truncated,
-        )
 
     def close(self) -> None:
         self.broken = True
