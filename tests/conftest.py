@@ -1,23 +1,92 @@
 """Shared fixtures: the in-process host simulator, and OpenSSH's sshd on 127.0.0.1.
 
 With CI=true a missing sshd fails the run instead of skipping (the CI must test real OpenSSH).
+
+Every test has its own HOME, XDG dirs and TMPDIR (tests/isolation.py): nothing reaches the real
+user's data, and the run fails when the real user's gpuconsole dirs change while it runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import hypothesis  # noqa: F401 - imported first: a late import (the plugin's summary) hits CPython 3.11.7's "AST constructor recursion depth mismatch"
 import pytest
 
 from console.hostsim import HostSimulator
 from console.testing import Sshd
 from console.transport.ssh import SshOptions, SshTransport
+from tests.isolation import XDG_DEFAULTS, describe_changes, leftovers, snapshot_user_dirs, user_dirs
 
 DATA = Path(__file__).parent / "data"
+
+# The real user's dirs, read when the suite is imported: before any test changes the environment.
+REAL_HOME = Path(os.path.expanduser("~"))
+REAL_DIRS = user_dirs(os.environ, REAL_HOME)
+REAL_BEFORE = snapshot_user_dirs(REAL_DIRS)
+
+
+def _isolate(mp: pytest.MonkeyPatch, base: Path) -> None:
+    """HOME, XDG_{CONFIG,DATA,STATE,CACHE}_HOME, XDG_RUNTIME_DIR and TMPDIR under `base` (short:
+    AF_UNIX socket paths must stay under 108 bytes). Child processes inherit them."""
+    home = base / "home"
+    home.mkdir()
+    mp.setenv("HOME", str(home))
+    for var, default in XDG_DEFAULTS.items():
+        (home / default).mkdir(parents=True)
+        mp.setenv(var, str(home / default))
+    (base / "run").mkdir(mode=0o700)
+    mp.setenv("XDG_RUNTIME_DIR", str(base / "run"))
+    (base / "tmp").mkdir()
+    mp.setenv("TMPDIR", str(base / "tmp"))
+    mp.setattr(tempfile, "tempdir", str(base / "tmp"))
+    # Set by a demo in this process (the Hub cache it writes): never seen by the next test.
+    mp.delenv("GPUCONSOLE_CACHE_DIR", raising=False)
+
+
+def _fail_on_leftovers(tmp: Path, when: str) -> None:
+    left = leftovers(tmp)
+    if left:
+        names = ", ".join(p.name for p in left)
+        shutil.rmtree(tmp, ignore_errors=True)
+        pytest.fail(f"{when} left temporary directories behind (demo caches or sandboxes): {names}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Session- and module-scoped fixtures get an isolated HOME too; at the end, the real user's
+    gpuconsole dirs must be as they were (issue 22 item 21: tests once wrote bench runs and
+    recordings there)."""
+    tmp_path_factory.getbasetemp()  # pytest's own temp root stays where it is
+    base = Path(tempfile.mkdtemp(prefix="gcs-"))
+    with pytest.MonkeyPatch.context() as mp:
+        _isolate(mp, base)
+        yield base
+    try:
+        _fail_on_leftovers(base / "tmp", "session- or module-scoped fixtures")
+        changes = describe_changes(REAL_BEFORE, snapshot_user_dirs(REAL_DIRS))
+        if changes:
+            pytest.fail("the test run changed the real user's gpuconsole dirs:\n  " + "\n  ".join(changes[:20]))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _test_home(_session_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """This test's own HOME, XDG dirs and TMPDIR; what the test leaves in its TMPDIR is checked."""
+    base = Path(tempfile.mkdtemp(prefix="t", dir=_session_home))
+    _isolate(monkeypatch, base)
+    yield base
+    try:
+        _fail_on_leftovers(base / "tmp", "this test")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

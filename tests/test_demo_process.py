@@ -44,3 +44,7 @@ def test_the_simulator_dies_with_a_console_that_is_killed() -> None:
     while alive(pid) and time.time() < deadline:
         time.sleep(0.1)
     assert not alive(pid)
+    # The killed console had no chance to remove its Hub cache: the next demo sweeps it.
+    from console.hostsim.sandbox import sweep_stale
+
+    assert [p.name.startswith("gpuconsole-demo-cache-") for p in sweep_stale()] == [True]

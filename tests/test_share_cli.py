@@ -19,11 +19,11 @@ import pytest
 
 from tests.test_cli import gpuconsole
 
-ENV = {**os.environ, "GPUCONSOLE_CONFIG": "", "XDG_CONFIG_HOME": "/nonexistent"}
-
 
 def popen(*args: str, tmp: Path) -> subprocess.Popen[str]:
-    env = {**ENV, "XDG_DATA_HOME": str(tmp), "XDG_RUNTIME_DIR": str(tmp)}
+    # The environment of this test (its own HOME, from conftest), read now: not at import.
+    env = {**os.environ, "GPUCONSOLE_CONFIG": "", "XDG_CONFIG_HOME": "/nonexistent",
+           "XDG_DATA_HOME": str(tmp), "XDG_RUNTIME_DIR": str(tmp)}
     return subprocess.Popen([sys.executable, "-m", "console", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, cwd=tmp)
 
@@ -103,6 +103,10 @@ def test_serve_attach_wrong_token_and_the_core_killed_under_its_client(short_dir
         serve.wait(10)
     stderr = serve.stderr.read() if serve.stderr else ""
     assert "refused 127.0.0.1" in stderr and token not in stderr
+    # The killed core had no chance to remove its demo's Hub cache: the next demo sweeps it.
+    from console.hostsim.sandbox import sweep_stale
+
+    assert [p.name.startswith("gpuconsole-demo-cache-") for p in sweep_stale()] == [True]
 
 
 def test_attach_wait_waits_for_the_core_and_a_killed_core_leaves_no_obstacle(short_dir: Path) -> None:

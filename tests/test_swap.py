@@ -111,7 +111,7 @@ async def _driven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, oom: bool 
     runner.announce()
     await runner.start()
     try:
-        yield Driven(sim, state, runner, tmp_path / "data" / "gpuconsole" / "audit.jsonl", recorder, sshd)
+        yield Driven(sim, state, runner, tmp_path / "data" / "gpuconsole" / "demo-audit.jsonl", recorder, sshd)
     finally:
         recorder.close()
         runner.swap.cancel()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import tempfile
 import threading
 from dataclasses import replace
@@ -35,6 +36,7 @@ class FleetSimulator:
         self.exporters = exporters
         self.sims: list[Any] = []
         self.dcgm: list[Any] = []
+        self.cache_root: Path | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fleetsim", daemon=True)
 
@@ -48,6 +50,7 @@ class FleetSimulator:
         self._thread.start()
         # The demo has no network: the Hub's answer comes from a cache the simulator writes.
         cache_root = Path(tempfile.mkdtemp(prefix="gpuconsole-demo-cache-"))
+        self.cache_root = cache_root  # removed by stop(): a fleet demo once left one per run in /tmp
         os.environ["GPUCONSOLE_CACHE_DIR"] = str(cache_root)
         write_hub_cache(cache_root, DownloadPlan())
         return list(self.run(self._start_all(), timeout=60 + 5 * self.count))
@@ -88,9 +91,14 @@ class FleetSimulator:
             await asyncio.gather(*(e.stop() for e in self.dcgm), return_exceptions=True)
             await asyncio.gather(*(s.stop() for s in self.sims), return_exceptions=True)
 
-        if self._thread.is_alive():
-            try:
-                self.run(stop_all(), timeout=30)
-            finally:
-                self._loop.call_soon_threadsafe(self._loop.stop)
-                self._thread.join(5)
+        try:
+            if self._thread.is_alive():
+                try:
+                    self.run(stop_all(), timeout=30)
+                finally:
+                    self._loop.call_soon_threadsafe(self._loop.stop)
+                    self._thread.join(5)
+        finally:
+            if self.cache_root is not None:
+                shutil.rmtree(self.cache_root, ignore_errors=True)
+                self.cache_root = None

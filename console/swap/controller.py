@@ -56,9 +56,10 @@ def default_who() -> str:
         return "operator"
 
 
-def audit_path() -> Path:
+def audit_path(*, demo: bool = False) -> Path:
+    """The user's audit log; a demo keeps its own beside it (its simulated actions are not the user's)."""
     base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    return Path(base) / "gpuconsole" / "audit.jsonl"
+    return Path(base) / "gpuconsole" / ("demo-audit.jsonl" if demo else "audit.jsonl")
 
 
 class StepFailed(Exception):
@@ -96,7 +97,7 @@ class SwapController:
         self.busy: str | None = None
         self.poll_s = 0.5
         self.bench_plan: list[tuple[int, int, int, int]] | None = None  # None: the story's sweep
-        self.audit_file: Path | None = audit_path()
+        self.audit_file: Path | None = audit_path(demo=bool(getattr(runner.session, "demo", False)))
         self._previews: dict[str, tuple[str, float]] = {}
         self._consumed: set[str] = set()
         self._overrides: dict[str, str] = {}

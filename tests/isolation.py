@@ -1,0 +1,57 @@
+"""Every test runs with its own HOME, XDG dirs and temporary directory (issue 22 items 21-22).
+
+`snapshot_user_dirs` lists what gpuconsole keeps in the real user's dirs, taken when the suite
+starts and again when it ends: a difference fails the run (tests/conftest.py). The per-test
+temporary directory is checked at teardown for the demo's caches and the simulator's sandboxes
+(they hold a private key): one left behind fails the test that left it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+XDG_DEFAULTS = {"XDG_CONFIG_HOME": ".config", "XDG_DATA_HOME": ".local/share",
+                "XDG_STATE_HOME": ".local/state", "XDG_CACHE_HOME": ".cache"}
+# What the product and its simulators put under the temporary directory; none may outlive a test.
+LEFTOVER_PREFIXES = ("gpuconsole-demo-cache-", "gpusim-", "gpuconsole-swap-demo-", "gpuconsole-swap-tui-")
+
+
+def user_dirs(env: dict[str, str] | os._Environ[str], home: Path) -> list[Path]:
+    """The gpuconsole dirs of the user whose environment is `env` (as the product resolves them)."""
+    out = [Path(env.get(var) or home / default) / "gpuconsole" for var, default in XDG_DEFAULTS.items()]
+    runtime = env.get("XDG_RUNTIME_DIR")
+    if runtime:
+        out.append(Path(runtime) / "gpuconsole")
+    out.append(Path(f"/tmp/gpuconsole-{os.getuid()}"))  # share's fallback without XDG_RUNTIME_DIR
+    return out
+
+
+def snapshot_user_dirs(dirs: list[Path]) -> dict[str, tuple[int, int]]:
+    """Every file and directory under `dirs`: path -> (size, mtime in ns). Sockets count too."""
+    out: dict[str, tuple[int, int]] = {}
+    for top in dirs:
+        if not top.exists():
+            continue
+        for root, subdirs, files in os.walk(top):
+            for name in subdirs + files:
+                p = os.path.join(root, name)
+                try:
+                    st = os.lstat(p)
+                except OSError:
+                    continue
+                out[p] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def describe_changes(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:
+    lines = [f"added: {p}" for p in sorted(after.keys() - before.keys())]
+    lines += [f"removed: {p}" for p in sorted(before.keys() - after.keys())]
+    lines += [f"changed: {p}" for p in sorted(before.keys() & after.keys()) if before[p] != after[p]]
+    return lines
+
+
+def leftovers(tmp: Path) -> list[Path]:
+    if not tmp.is_dir():
+        return []
+    return sorted(p for p in tmp.iterdir() if p.name.startswith(LEFTOVER_PREFIXES))
