@@ -10,6 +10,7 @@ from typing import Any
 
 from console.parsers.sglang_argv import SglangCommand
 from console.parsers.sglang_flags import FlagTable, builtin_table
+from console.parsers.systemd import LIST_DIRECTIVES, Unit
 
 CATEGORIES = {
     "model": "model identity", "dtype_quantization": "dtype/quantization",
@@ -56,6 +57,18 @@ class EnvChange:
     change: str
     old: str | None
     new: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class UnitChange:
+    """A unit directive other than the command line and Environment=: how systemd runs the server."""
+
+    directive: str  # "EnvironmentFile", "User", "LimitNOFILE", "drop-in", ...
+    change: str  # "added", "removed" or "changed"
+    old: str | None
+    new: str | None
+    section: str = "Service"
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +248,144 @@ def diff_env(old: dict[str, str], new: dict[str, str]) -> list[EnvChange]:
             continue
         kind = "changed" if a is not None and b is not None else "added" if b is not None else "removed"
         out.append(EnvChange(name, kind, redact_env(name, a), redact_env(name, b)))
+    return out
+
+
+# Compared elsewhere (the flags, the environment) or not about how the server runs.
+_NOT_UNIT_CHANGES = {("Service", "ExecStart"), ("Service", "Environment"), ("Unit", "Description")}
+_LIMIT_WHY = {
+    "LimitNOFILE": "open files: the HTTP server and the tokenizer hold one per connection; too few fails "
+                   "under load with 'Too many open files'",
+    "LimitMEMLOCK": "locked memory: NCCL and pinned host buffers need it; too little fails at start or at "
+                    "the first all-reduce",
+    "LimitNPROC": "processes and threads: SGLang starts one scheduler per GPU plus detokenizer and workers",
+    "LimitCORE": "core dumps of a crashed server (a 100 GB process writes a 100 GB core)",
+    "LimitSTACK": "thread stack size",
+}
+
+
+def _under(path: str, prefixes: tuple[str, ...]) -> str | None:
+    for prefix in prefixes:
+        root = prefix.rstrip("/")
+        if path == root or path.startswith(root + "/"):
+            return prefix
+    return None
+
+
+def _env_file_reason(change: str, path: str, optional: bool, facts: HostFacts) -> str:
+    exists = facts.paths_exist.get(path)
+    if change == "removed":
+        why = (f"the old server read variables from {path}; the new unit does not: whatever it set (tokens, "
+               "CUDA/NCCL settings, SGLANG_* options) is missing when the new server starts")
+        if exists is True:
+            why += " (the file is on the host)"
+        elif optional:
+            why += " (it was optional '-': it may not have existed)"
+        return why
+    why = f"variables from {path} apply when the server starts"
+    if exists is False:
+        why += ("; the file is missing on the host: ignored ('-')" if optional else
+                "; the file is missing on the host: systemd refuses to start the unit")
+    elif optional:
+        why += " (optional '-': a missing file is ignored silently)"
+    return why
+
+
+def _unit_reason(section: str, key: str, change: str, old: str | None, new: str | None,
+                 facts: HostFacts) -> str | None:
+    value = new if new is not None else old
+    if key == "User":
+        return (f"the server runs as {new or 'root'}: another home (its Hugging Face cache), other permissions "
+                "on the model, log and cache paths")
+    if key == "Group":
+        return f"the server's group is {new or 'the user’s'}: file and device permissions change"
+    if key == "WorkingDirectory":
+        where = _under(str(new or ""), facts.forbidden_prefixes) if new else None
+        base = "relative paths in the command and the environment resolve from here"
+        return base + (f"; {new} is under {where}, which this host's profile forbids" if where else "")
+    if key == "Restart":
+        if new in (None, "no"):
+            return "systemd no longer restarts the server after a crash: it stays down"
+        return f"restart policy {old or 'no'} → {new}"
+    if key == "RestartSec":
+        return "the wait before systemd restarts a crashed server"
+    if key.startswith("Limit"):
+        return _LIMIT_WHY.get(key, "a resource limit of the server's processes") + (
+            "; back to systemd's default" if change == "removed" else "")
+    if key in ("ExecStartPre", "ExecStartPost", "ExecCondition"):
+        if change == "removed":
+            return "no longer runs around each start: whatever it prepared (directories, clocks, caches) is not done"
+        strict = not str(value).lstrip("@+!:").startswith("-")
+        return "runs at each start" + ("; if it fails, the server does not start" if strict and key != "ExecStartPost"
+                                       else "")
+    if key in ("ExecStop", "ExecStopPost", "KillMode", "KillSignal", "TimeoutStopSec", "SendSIGKILL"):
+        return "how the server is stopped: its GPU memory frees only when every scheduler process has exited"
+    if key in ("TimeoutStartSec", "TimeoutSec"):
+        return "loading a large model takes minutes: a start slower than this is killed (Type=notify/forking)"
+    if key == "Type":
+        return "when systemd considers the server started"
+    if key in ("PassEnvironment", "UnsetEnvironment"):
+        return "which of systemd's own variables reach the server"
+    if key in ("CPUAffinity", "NUMAPolicy", "NUMAMask", "Nice", "CPUQuota", "MemoryMax", "MemoryHigh",
+               "TasksMax", "IOWeight", "CPUWeight"):
+        return "resources the server's processes get"
+    if key in ("After", "Before", "Wants", "Requires", "BindsTo", "PartOf", "Requisite", "Conflicts"):
+        return "order and dependencies: what starts (or stops) with the server"
+    if section == "Install":
+        return "whether and where the unit starts at boot (after `systemctl enable`)"
+    if key in ("ReadWritePaths", "ReadOnlyPaths", "InaccessiblePaths", "ProtectSystem", "ProtectHome",
+               "PrivateTmp", "PrivateDevices", "DeviceAllow"):
+        return "sandboxing: a path or a GPU device the server cannot reach fails at start"
+    return None
+
+
+def diff_units(old: Unit, new: Unit, facts: HostFacts | None = None) -> list[UnitChange]:
+    """Every directive of the two units besides the command line and Environment= (compared by
+    `diff_commands` and `diff_env`): EnvironmentFile= per path, drop-ins, User=, Restart=, limits..."""
+    facts = facts or HostFacts()
+    out: list[UnitChange] = []
+    a_files = {path: optional for path, optional in old.environment_files}
+    b_files = {path: optional for path, optional in new.environment_files}
+    for path in sorted(set(a_files) | set(b_files)):
+        if path in a_files and path in b_files:
+            if a_files[path] != b_files[path]:
+                out.append(UnitChange("EnvironmentFile", "changed", ("-" if a_files[path] else "") + path,
+                                      ("-" if b_files[path] else "") + path, reason=(
+                                          "now optional: a missing file is ignored silently" if b_files[path] else
+                                          "now required: a missing file stops the start")))
+            continue
+        kind = "added" if path in b_files else "removed"
+        optional = b_files[path] if kind == "added" else a_files[path]
+        shown = ("-" if optional else "") + path
+        out.append(UnitChange("EnvironmentFile", kind, shown if kind == "removed" else None,
+                              shown if kind == "added" else None,
+                              reason=_env_file_reason(kind, path, optional, facts)))
+    a_drop = {posixpath.basename(p): p for p in old.dropins}
+    b_drop = {posixpath.basename(p): p for p in new.dropins}
+    for base in sorted(set(a_drop) ^ set(b_drop)):
+        kind = "added" if base in b_drop else "removed"
+        out.append(UnitChange("drop-in", kind, a_drop.get(base), b_drop.get(base), reason=(
+            "its directives are merged into the new unit (each one is compared here)" if kind == "added" else
+            "the old unit's drop-in: what it set no longer applies (each directive is compared here)")))
+    a_dirs = {(sec, key): values for sec, key, values in old.directives}
+    b_dirs = {(sec, key): values for sec, key, values in new.directives}
+    order = [k for k in a_dirs] + [k for k in b_dirs if k not in a_dirs]
+    for sec, key in order:
+        if (sec, key) in _NOT_UNIT_CHANGES or key == "EnvironmentFile":
+            continue
+        va, vb = a_dirs.get((sec, key), ()), b_dirs.get((sec, key), ())
+        if va == vb:
+            continue
+        if key in LIST_DIRECTIVES:
+            pairs = [("removed", v, None) for v in va if v not in vb] + [("added", None, v) for v in vb if v not in va]
+            if not pairs:  # the same values in another order: the order matters for ExecStartPre=
+                pairs = [("changed", " ; ".join(va), " ; ".join(vb))]
+        elif va and vb:
+            pairs = [("changed", va[-1], vb[-1])]
+        else:
+            pairs = [("added", None, vb[-1])] if vb else [("removed", va[-1], None)]
+        for kind, ov, nv in pairs:
+            out.append(UnitChange(key, kind, ov, nv, sec, _unit_reason(sec, key, kind, ov, nv, facts)))
     return out
 
 

@@ -17,8 +17,10 @@ from console.analysis.service_diff import (
     FlagChange,
     HostFacts,
     Lint,
+    UnitChange,
     diff_commands,
     diff_env,
+    diff_units,
     drift,
     lint,
     redact_env,
@@ -93,6 +95,13 @@ class ServiceReport:
     flags_source: str = "built-in flag table"
     model_config: dict[str, Any] | None = None  # the new unit's model's config.json, as read from the host
     flags_binary: str | None = None  # the host interpreter run to read SGLang's flags, if any (issue 15)
+    # Every other directive of the two units: EnvironmentFile=, drop-ins, User=, Restart=, limits...
+    unit_changes: tuple[UnitChange, ...] = ()
+
+    @property
+    def change_count(self) -> int:
+        """Flags, environment and unit directives: every difference in how the server runs."""
+        return len(self.changes) + len(self.env_changes) + len(self.unit_changes)
 
 
 def _side_from_text(name: str, text: str, table: FlagTable | None = None) -> ServiceSide:
@@ -172,9 +181,16 @@ def build_report(old: ServiceSide | None, new: ServiceSide, facts: HostFacts, *,
         changes = diff_commands(old.command, new.command, new_config=facts.model_config, table=table)
         env_changes = diff_env(old.environment, new.environment)
         changes, env_changes = _hidden_changes(old, new, changes, env_changes, table)
+    unit_changes: list[UnitChange] = []
+    if old is not None and old.unit is not None and new.unit is not None:
+        unit_changes = diff_units(old.unit, new.unit, facts)
     lints = lint(new.command, facts, table) if new.command is not None else []
     if new.unit is not None:
         lints.extend(Lint("warning", None, p) for p in new.unit.problems)
+        for path, optional in new.unit.environment_files:
+            if not optional and facts.paths_exist.get(path) is False:
+                lints.append(Lint("error", "EnvironmentFile", f"{path} does not exist on the host: systemd "
+                                                              "refuses to start the unit"))
     drift_changes: list[FlagChange] = []
     drift_of = None
     for side in (new, old):
@@ -190,7 +206,7 @@ def build_report(old: ServiceSide | None, new: ServiceSide, facts: HostFacts, *,
     return ServiceReport(old, new, tuple(changes), tuple(env_changes), tuple(lints), tuple(drift_changes),
                          drift_of, tuple(raw), units_on_host, table.version, tuple(errors),
                          flags_source or f"built-in flag table of SGLang {table.version}", facts.model_config,
-                         flags_binary)
+                         flags_binary, tuple(unit_changes))
 
 
 def report_json(report: ServiceReport) -> dict[str, object]:
@@ -206,6 +222,8 @@ def report_json(report: ServiceReport) -> dict[str, object]:
         "changes": [{"flag": c.flag, "change": c.change, "old": c.old, "new": c.new, "category": c.category,
                      "reason": c.reason} for c in report.changes],
         "env_changes": [{"name": e.name, "change": e.change, "old": e.old, "new": e.new} for e in report.env_changes],
+        "unit_changes": [{"directive": u.directive, "section": u.section, "change": u.change, "old": u.old,
+                          "new": u.new, "reason": u.reason} for u in report.unit_changes],
         "lints": [{"severity": x.severity, "flag": x.flag, "message": x.message} for x in report.lints],
         "drift": {"unit": report.drift_of,
                   "changes": [{"flag": c.flag, "running": c.old, "unit": c.new} for c in report.drift]},

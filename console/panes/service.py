@@ -94,7 +94,7 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
     compared = r.old is not None and r.old.command is not None and r.new.command is not None
     summary = Text()
     if compared:
-        summary.append(plural(len(r.changes), "change"), style="bold")
+        summary.append(plural(r.change_count, "change"), style="bold")
     else:
         summary.append("nothing compared", style="bold")
     summary.append(f" · {plural(n_errors, 'error')}", style=BAD if n_errors else OK)
@@ -118,8 +118,8 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
             text.append(line + "\n", style=style)
         return text
     _lint_lines(text, errors + warnings, width)
-    if r.old is not None and r.old.command is not None and r.new.command is not None and not r.changes:
-        text.append("no flag differences\n", style=OK)
+    if r.old is not None and r.old.command is not None and r.new.command is not None and not r.change_count:
+        text.append("no differences\n", style=OK)
     flag_w = min(max((len(c.flag) for c in r.changes), default=10), 34 if wide else 24)
     by_cat: dict[str, list[FlagChange]] = {}
     for c in r.changes:
@@ -162,6 +162,20 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
             mark, style = MARK[e.change]
             text.append(f" {mark} {e.name}", style=style)
             text.append(f" {e.old or ''}{' → ' if e.change == 'changed' else ''}{e.new or ''}\n", style=DIM)
+    if r.unit_changes:
+        text.append("unit\n", style="bold underline")
+        for u in r.unit_changes:
+            mark, style = MARK[u.change]
+            text.append(f" {mark} {u.directive}=", style=style)
+            if u.change == "changed":
+                text.append(f" {_value(u.old, 40)}", style="red")
+                text.append(" → ")
+                text.append(_value(u.new, 40), style="green")
+            else:
+                text.append(f" {_value(u.new if u.change == 'added' else u.old, max(8, width - len(u.directive) - 5))}")
+            if u.reason:
+                text.append("\n     " + hanging(u.reason, 5, width), style="italic dim")
+            text.append("\n")
     if notes:
         text.append("notes", style="bold underline")
         # its own line, not in parentheses: the source may hold parentheses of its own

@@ -22,7 +22,21 @@ PYLOG_PREFIX = re.compile(
     r"(?: - | )(?:(?P<name>[\w.]+): |(?:\[(?P<where>[\w.]+:\d+)\] ))?"
     r"|(?P<level2>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<ts2>(?:\d{4}-)?\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d{3})?)"
     r" \[?(?P<where2>[\w.]+:\d+)\] )")
-LEVEL_SEVERITY = {"WARNING": "warning", "ERROR": "error", "CRITICAL": "error"}
+LEVEL_SEVERITY = {"WARNING": "warning", "WARN": "warning", "ERROR": "error", "CRITICAL": "error"}
+# SGLang's own messages, wherever a logging config, a supervisor or a collector put them in the line
+# (a pid between the level and `[file.py:line]`, Ray's `(Actor pid=N)`, journald's `host python3[N]:`,
+# a container runtime's timestamp): the message body is what SGLang writes.
+ANCHOR = re.compile(
+    r"(?:Decode batch|Prefill batch|Load weight (?:begin|end)|KV Cache is allocated|Mamba Cache is allocated"
+    r"|Capture (?:\w+ \w+ )?(?:cuda|CUDA) graph (?:begin|end)|max_total_num_tokens=|server_args=ServerArgs\("
+    r"|Uvicorn running on|The server is fired up and ready to roll|Scheduler hit an exception"
+    r"|Init torch distributed|KV cache pool is full)")
+_ANY_TS = re.compile(r"(?P<full>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?)"
+                     r"|(?:\d{2}-\d{2} )?\d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?")
+_ANY_LEVEL = re.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b")
+_ANY_RANK = re.compile(r"\b(?:TP|DP|PP|EP|CP|ATTN_TP|MOE_EP)\d+\b")
+_ANY_PID = re.compile(r"\bpid[= ]\d+|\[\d+\]|\b\d{2,7}\b")
+PREFIX_MAX = 240  # a longer "prefix" is a message that quotes SGLang, not a prefix
 CAPACITY = re.compile(
     r"max_total_num_tokens=(\d+), (?:chunked_prefill_size=(-?\d+), )?max_prefill_tokens=(\d+), "
     r"max_running_requests=(\d+), context_len=(\d+)(?:, available_gpu_mem=([\d.]+) GB)?")
@@ -129,6 +143,11 @@ def _classify(line: str) -> LogEvent:
         ranks = p.group("proc") or ""
         msg = line[p.end():]
     ranks = ranks or ""
+    if not msg.startswith(("Decode batch", "Prefill batch")):
+        moved = _relocate(msg)
+        if moved is not None:
+            msg, found_ts, found_ranks = moved
+            ts, ranks = ts or found_ts, ranks or found_ranks
     # Hot path first: batch statistics.
     if msg.startswith("Decode batch") or msg.startswith("Prefill batch"):
         decode = msg[0] == "D"
@@ -165,6 +184,27 @@ def _classify(line: str) -> LogEvent:
     if msg.startswith(("ERROR", "RuntimeError", "ValueError", "AssertionError", "torch.")) or " ERROR " in msg:
         return LogEvent("error", line, ts, ranks, "error", fields={"kind": "error"})
     return LogEvent("line", line, ts, ranks)
+
+
+def _relocate(msg: str) -> tuple[str, str | None, str] | None:
+    """SGLang's message behind a prefix this parser does not know: (message, timestamp, ranks).
+
+    The prefix must look like one (a time, a level, a pid or a rank in it; no quote; it ends where
+    a field ends), so a request or an error that merely quotes "Decode batch" stays a line."""
+    m = ANCHOR.search(msg, 0, PREFIX_MAX + 40)
+    if m is None or m.start() == 0 or m.start() > PREFIX_MAX:
+        return None
+    prefix = msg[:m.start()]
+    if prefix[-1] not in " \t|:]-" or '"' in prefix or "'" in prefix:
+        return None
+    stamps = list(_ANY_TS.finditer(prefix))
+    if not stamps and not _ANY_LEVEL.search(prefix) and not _ANY_PID.search(prefix):
+        return None
+    # SGLang's own stamp is the innermost full date-time (a supervisor's comes first, often without the year).
+    full = [t.group("full") for t in stamps if t.group("full")]
+    ts = full[-1].replace("T", " ") if full else (stamps[0].group(0) if stamps else None)
+    ranks = " ".join(_ANY_RANK.findall(prefix))
+    return msg[m.start():], ts, ranks
 
 
 def _boot(msg: str) -> tuple[str, dict[str, Any]] | None:

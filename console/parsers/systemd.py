@@ -5,6 +5,11 @@ an empty `ExecStart=` resetting the list (drop-ins), ExecStart prefixes (`-`, `@
 `!!`, `:`), systemd's quoting (double and single quotes, backslash escapes), `Environment=`
 with several quoted assignments, and `EnvironmentFile=` (with `-` for optional). Specifiers
 (`%i`) and `$VAR` references are left as written.
+
+Every other directive is kept too (`Unit.directives`: section, key, the values in effect after the
+drop-ins), so a diff can compare the whole unit: `User=`, `Restart=`, `Limit*=`, `ExecStartPre=`...
+List-valued directives keep every value and reset on an empty assignment, as systemd does; the
+others keep the last value.
 """
 
 from __future__ import annotations
@@ -35,10 +40,32 @@ class Unit:
     working_directory: str | None
     user: str | None
     problems: tuple[str, ...] = field(default_factory=tuple)
+    # (section, key, values in effect), in the order first set; ExecStart=/Environment= included as written.
+    directives: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+
+    @property
+    def dropins(self) -> tuple[str, ...]:
+        """The drop-in files `systemctl cat` showed after the unit file (`*.service.d/*.conf`)."""
+        return tuple(src for src in self.sources[1:] if src.endswith(".conf"))
+
+    def directive(self, key: str, section: str = "Service") -> tuple[str, ...]:
+        return next((values for sec, k, values in self.directives if sec == section and k == key), ())
 
     @property
     def main_command(self) -> ExecCommand | None:
         return self.exec_start[-1] if self.exec_start else None
+
+
+# Directives whose assignments add to a list (an empty one resets it); every other keeps its last value.
+LIST_DIRECTIVES = frozenset({
+    "ExecStart", "ExecStartPre", "ExecStartPost", "ExecStop", "ExecStopPost", "ExecReload", "ExecCondition",
+    "Environment", "EnvironmentFile", "PassEnvironment", "UnsetEnvironment", "After", "Before", "Wants",
+    "Requires", "Requisite", "BindsTo", "PartOf", "Upholds", "Conflicts", "OnFailure", "OnSuccess",
+    "WantedBy", "RequiredBy", "UpheldBy", "Also", "Alias", "ReadWritePaths", "ReadOnlyPaths",
+    "InaccessiblePaths", "BindPaths", "BindReadOnlyPaths", "DeviceAllow", "SupplementaryGroups",
+    "CapabilityBoundingSet", "AmbientCapabilities", "SystemCallFilter", "RestrictAddressFamilies",
+    "LoadCredential", "SetCredential", "ConditionPathExists", "AssertPathExists", "ConditionPathIsDirectory",
+})
 
 
 def split_systemd_words(text: str, line_no: int = 0) -> list[str]:
@@ -127,6 +154,7 @@ def parse_unit(text: str, name: str = "unit") -> Unit:
     env_files: list[tuple[str, bool]] = []
     description = working_dir = user = None
     problems: list[str] = []
+    settings: dict[tuple[str, str], list[str]] = {}
     saw_section = False
     for line_no, line in _logical_lines(text):
         s = line.strip()
@@ -145,6 +173,13 @@ def parse_unit(text: str, name: str = "unit") -> Unit:
             problems.append(f"line {line_no}: not a key=value line: {s[:80]!r}")
             continue
         key, value = (part.strip() for part in s.split("=", 1))
+        values = settings.setdefault((section or "", key), [])
+        if not value:
+            values.clear()  # an empty assignment resets the directive to its default (drop-ins)
+        elif key in LIST_DIRECTIVES:
+            values.append(value)
+        else:
+            values[:] = [value]
         if section == "Unit" and key == "Description":
             description = value
         elif section == "Service":
@@ -190,8 +225,9 @@ def parse_unit(text: str, name: str = "unit") -> Unit:
         raise ParseError(f"{name}: not a unit file (no [Section] header)")
     if not exec_start:
         problems.append(f"{name}: no ExecStart= in [Service]")
+    directives = tuple((sec, key, tuple(values)) for (sec, key), values in settings.items() if values)
     return Unit(name, tuple(sources), description, tuple(exec_start), tuple(env.items()), tuple(env_files),
-                working_dir, user, tuple(problems))
+                working_dir, user, tuple(problems), directives)
 
 
 def parse_env_file(text: str) -> dict[str, str]:

@@ -175,6 +175,8 @@ class ServiceWatcher:
         if new.command is None:
             return HostFacts(forbidden_prefixes=self.forbidden_prefixes)
         paths = [v for f in PATH_FLAGS if isinstance(v := new.command.value(f), str) and v.startswith("/")]
+        if new.unit is not None:  # the unit's own files: a required EnvironmentFile= that is missing stops the start
+            paths += [p for p, _ in new.unit.environment_files if p.startswith("/") and p not in paths]
         exists: dict[str, bool] = {}
         if paths:
             checks = "; ".join(f"if [ -e {quote(p)} ]; then echo 1; else echo 0; fi" for p in paths)

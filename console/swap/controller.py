@@ -690,27 +690,45 @@ class SwapController:
                                  "take effect") from None
 
     async def _drain(self, key: str, since: float) -> str:
+        from console.analysis.gpu_drain import DrainWatch
+        from console.core.state import ReadingChanged
+
         deadline = time.monotonic() + float(getattr(self.profile, "drain_timeout_s", 120.0))
-        while True:
-            reading = self.state.reading("gpu")
-            status = reading.data if reading is not None else None
-            fresh = status is not None and (status.sampled_at_s or reading.ok_at_s or 0) > since  # type: ignore[union-attr]
-            if fresh:
-                held = [g for g in status.gpus if g.lost_at_s is None and (g.memory_used_mib or 0) > DRAINED_MIB]
-                total = sum(g.memory_used_mib or 0 for g in status.gpus)
-                if not held:
-                    return f"GPU memory drained ({total:,} MiB in use on {len(status.gpus)} GPUs)"
-                self._set(key, detail="draining: " + ", ".join(f"GPU {g.index} {g.memory_used_mib:,} MiB"
-                                                               for g in held))
-            if time.monotonic() > deadline:
-                holders = []
-                if status is not None:
-                    for g in status.gpus:
-                        for p in g.processes or ():
-                            holders.append(f"GPU {g.index}: pid {p.pid} {p.name or ''}".strip())
-                raise StepFailed("GPU memory not released within the drain timeout"
-                                 + (f"; still held by {', '.join(holders[:4])}" if holders else ""))
-            await asyncio.sleep(self.poll_s)
+        watch = DrainWatch(DRAINED_MIB)
+
+        def follow(event: Any) -> None:
+            # Every GPU reading, not only those this loop wakes for: each freeing keeps its place in order.
+            if isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.data is not None:
+                data = event.reading.data
+                if (data.sampled_at_s or event.reading.ok_at_s or 0) > since:
+                    watch.update(data)
+
+        unsubscribe = self.state.subscribe(follow)
+        try:
+            while True:
+                reading = self.state.reading("gpu")
+                status = reading.data if reading is not None else None
+                fresh = status is not None and (status.sampled_at_s or reading.ok_at_s or 0) > since  # type: ignore[union-attr]
+                if fresh:
+                    held = [g for g in status.gpus if g.lost_at_s is None and (g.memory_used_mib or 0) > DRAINED_MIB]
+                    total = sum(g.memory_used_mib or 0 for g in status.gpus)
+                    freed = "; " + ", ".join(f.label() for f in watch.freed) if watch.freed else ""
+                    if not held:
+                        return f"GPU memory drained ({total:,} MiB in use on {len(status.gpus)} GPUs){freed}"
+                    left = watch.detail()
+                    self._set(key, detail="draining: " + ", ".join(f"GPU {g.index} {g.memory_used_mib:,} MiB"
+                                                                   for g in held) + (f"; {left}" if left else ""))
+                if time.monotonic() > deadline:
+                    holders = [h.label() for h in watch.holders]
+                    if not holders and status is not None:
+                        for g in status.gpus:
+                            for p in g.processes or ():
+                                holders.append(f"GPU {g.index}: pid {p.pid} {p.name or ''}".strip())
+                    raise StepFailed("GPU memory not released within the drain timeout"
+                                     + (f"; still held by {', '.join(holders[:4])}" if holders else ""))
+                await asyncio.sleep(self.poll_s)
+        finally:
+            unsubscribe()
 
     def _downtime_start(self, issued: float) -> None:
         """The old server's last served request, from the log (batch lines and API requests);
