@@ -27,6 +27,40 @@ class LiveRun:
     itl_ms: deque[float] = field(default_factory=lambda: deque(maxlen=20000))  # the latest gaps
 
 
+@dataclass(frozen=True, slots=True)
+class LiveRunData:
+    """A live run as plain data (the state's snapshot)."""
+
+    label: str
+    started_at_s: float
+    total: int
+    done: int
+    failed: int
+    bins: tuple[tuple[int, int], ...]
+    ttft_ms: tuple[float, ...]
+    itl_ms: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BenchData:
+    """Everything the benchmark view holds, as plain data the codec carries (issue 20): a late
+    attacher or a replay seek restores it whole, series and marks included."""
+
+    gpu_util: tuple[tuple[float, float], ...] = ()
+    server_gen: tuple[tuple[float, float], ...] = ()
+    accept_len: tuple[tuple[float, float], ...] = ()
+    client_bins: tuple[tuple[int, int], ...] = ()
+    live: LiveRunData | None = None
+    results: tuple[dict[str, Any], ...] = ()
+    history: tuple[dict[str, Any], ...] = ()
+    error: str | None = None
+    host: str | None = None
+    marks: tuple[tuple[float, str], ...] = ()
+    boot_seen: tuple[str | None, bool] | None = None
+    stopped_note: str | None = None
+    gaps: tuple[tuple[float, float | None], ...] = ()
+
+
 class BenchView:
     def __init__(self) -> None:
         self.gpu_util: deque[tuple[float, float]] = deque(maxlen=WINDOW_S * 2)
@@ -41,7 +75,41 @@ class BenchView:
         self.marks: deque[tuple[float, str]] = deque(maxlen=16)  # (wall time, what happened) on the time chart
         self._boot_seen: tuple[str | None, bool] | None = None
         self.stopped_note: str | None = None  # what `x` did to the last run, in words
+        # Spans of wall time with no server (stopped at, ready at or None while none serves): the
+        # server's series has a gap there, never a line joining the points either side.
+        self.gaps: deque[tuple[float, float | None]] = deque(maxlen=16)
         self.version = 0  # bumped on every change: the pane redraws only when it moved
+
+    def to_data(self) -> BenchData:
+        live = self.live
+        live_data = None if live is None else LiveRunData(
+            live.label, live.started_at_s, live.total, live.done, live.failed, tuple(sorted(live.bins.items())),
+            tuple(live.ttft_ms), tuple(live.itl_ms))
+        return BenchData(tuple(self.gpu_util), tuple(self.server_gen), tuple(self.accept_len),
+                         tuple(sorted(self.client_bins.items())), live_data, tuple(self.results),
+                         tuple(self.history), self.error, self.host, tuple(self.marks), self._boot_seen,
+                         self.stopped_note, tuple(self.gaps))
+
+    def restore(self, data: BenchData) -> None:
+        """Become what `data` describes (the same bounds as a view that lived it)."""
+        self.gpu_util = deque(data.gpu_util, maxlen=WINDOW_S * 2)
+        self.server_gen = deque(data.server_gen, maxlen=WINDOW_S * 2)
+        self.accept_len = deque(data.accept_len, maxlen=WINDOW_S * 2)
+        self.client_bins = dict(data.client_bins)
+        live = data.live
+        if live is None:
+            self.live = None
+        else:
+            self.live = LiveRun(live.label, live.started_at_s, live.total, live.done, live.failed, dict(live.bins))
+            self.live.ttft_ms.extend(live.ttft_ms)
+            self.live.itl_ms.extend(live.itl_ms)
+        self.results = [dict(r) for r in data.results]
+        self.history = [dict(r) for r in data.history]
+        self.error, self.host, self.stopped_note = data.error, data.host, data.stopped_note
+        self.marks = deque(data.marks, maxlen=16)
+        self._boot_seen = data.boot_seen
+        self.gaps = deque(data.gaps, maxlen=16)
+        self._touch()
 
     def _touch(self) -> None:
         self.version += 1

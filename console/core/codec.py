@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from console.analysis.bench_view import BenchData
 from console.analysis.download import DownloadProgress
 from console.analysis.log_state import LogSummary
 from console.analysis.server_status import ServerStatus
@@ -31,6 +32,7 @@ from console.core.state import (  # pairing (issue 12)
     Notice,
     Presence,
     ReadingChanged,
+    StateSnapshot,
     VerifyChanged,
 )
 from console.model import GpuStatus, HostSummary, Reading
@@ -41,6 +43,7 @@ from console.swap.model import (
     AuditAppended,
     DowntimeChanged,
     GateChanged,
+    SwapData,
     SwapSetup,
     SwapStepChanged,
 )
@@ -73,6 +76,7 @@ EVENT_KINDS: dict[str, type[Any]] = {
     "swap_approval": ApprovalChanged,
     "swap_audit": AuditAppended,
     "swap_setup": SwapSetup,
+    "snapshot": StateSnapshot,  # the whole state (issue 20)
 }
 KIND_OF: dict[type[Any], str] = {v: k for k, v in EVENT_KINDS.items()}
 
@@ -147,6 +151,8 @@ def decode_event(data: bytes | str) -> Event:
             return msgspec.json.decode(data, type=_TypedReadingChanged[source_type]).as_event()  # type: ignore
         if kind is VerifyChanged:
             return VerifyChanged(**msgspec.structs.asdict(msgspec.json.decode(data, type=_TypedVerify)))
+        if kind is StateSnapshot:
+            return _decode_snapshot(data)
         if kind is BenchChanged:
             raw = msgspec.json.decode(data, type=_TypedBench)
             fields = msgspec.structs.asdict(raw)
@@ -173,6 +179,31 @@ class _TypedBench(msgspec.Struct):
     record: dict[str, Any] | None = None
     error: str | None = None
     runs: tuple[dict[str, Any], ...] = ()
+
+
+class _TypedSnapshot(msgspec.Struct):
+    host: str
+    at_s: float
+    info: HostInfo
+    readings: tuple[tuple[str, msgspec.Raw], ...] = ()
+    connection: ConnectionState | None = None
+    log_lines: tuple[LogEvent, ...] = ()
+    log_lines_total: int = 0
+    notices: tuple[Notice, ...] = ()
+    verify: VerifyProgress | None = None
+    bench: BenchData = BenchData()
+    swap: SwapData = SwapData()
+    presence: Presence | None = None
+    note: NoteChanged | None = None
+
+
+def _decode_snapshot(data: bytes | str) -> StateSnapshot:
+    raw = msgspec.json.decode(data, type=_TypedSnapshot)
+    fields = msgspec.structs.asdict(raw)
+    # Each reading by its source's type; one of a source this version does not know is left out.
+    fields["readings"] = tuple((source, decode_reading(source, bytes(body))) for source, body in raw.readings
+                               if source in SOURCE_TYPES)
+    return StateSnapshot(**fields)
 
 
 from typing import Generic, TypeVar  # noqa: E402

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from console.analysis.bench_view import BenchView
+from console.analysis.bench_view import BenchData, BenchView
 from console.model import GpuDevice, GpuStatus, Reading
 from console.parsers.sglang_log import LogEvent
 from console.transport.base import ConnectionState
@@ -138,14 +138,50 @@ from console.swap.model import (  # noqa: E402
     AuditAppended,
     DowntimeChanged,
     GateChanged,
+    SwapData,
     SwapSetup,
     SwapStepChanged,
     SwapView,
 )
 
+
+@dataclass(frozen=True, slots=True)
+class StateSnapshot:
+    """The whole state at `at_s` (issue 20): applying it to any HostState makes that state equal
+    to the one it was taken from. Attach sends it first; a recording writes it first, at every
+    rotation and every few minutes, and replay seeks to the one before the asked time."""
+
+    host: str
+    at_s: float
+    info: HostInfo
+    readings: tuple[tuple[str, Reading[Any]], ...] = ()  # (source, its reading as the state holds it)
+    connection: ConnectionState | None = None
+    log_lines: tuple[LogEvent, ...] = ()
+    log_lines_total: int = 0
+    notices: tuple[Notice, ...] = ()
+    verify: Any = None  # console.sources.download.VerifyProgress
+    bench: BenchData = field(default_factory=BenchData)
+    swap: SwapData = field(default_factory=SwapData)
+    presence: Presence | None = None
+    note: NoteChanged | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayInfo:
+    """Where a replay stands, for the header (not an event: the replayer sets it on its state).
+    `position_s` and `end_s` are seconds into the recording."""
+
+    position_s: float
+    end_s: float
+    speed: float
+    finished: bool = False
+    path: str = ""
+
+
 Event = (HostInfo | ReadingChanged | LogAppended | ConnectionChanged | Notice | VerifyChanged | BenchChanged
          | Presence | NoteChanged
-         | SwapStepChanged | GateChanged | DowntimeChanged | ApprovalChanged | AuditAppended | SwapSetup)
+         | SwapStepChanged | GateChanged | DowntimeChanged | ApprovalChanged | AuditAppended | SwapSetup
+         | StateSnapshot)
 
 
 # -- GPUs keyed by GPU -----------------------------------------------------------------------
@@ -199,6 +235,19 @@ class GpuTracker:
             track.memory.extend(memory[:-1])
             track.util.extend(util[:-1])
 
+    def restore(self, status: GpuStatus | None) -> None:
+        """Become the tracker whose output `status` is (a snapshot's GPU reading): every point of
+        history, lost GPUs kept as lost."""
+        self._tracks = {}
+        if status is None:
+            return
+        for i, gpu in enumerate(status.gpus):
+            track = self._tracks[gpu.key] = _GpuTrack(gpu, lost_at_s=gpu.lost_at_s)
+            if i < len(status.memory_history):
+                track.memory.extend(status.memory_history[i])
+            if i < len(status.util_history):
+                track.util.extend(status.util_history[i])
+
     def _status(self, status: GpuStatus) -> GpuStatus:
         tracks = sorted(self._tracks.values(), key=lambda t: (t.last.index, t.last.key))
         gpus = tuple(t.last if t.lost_at_s is None else replace(t.last, lost_at_s=t.lost_at_s, processes=())
@@ -237,9 +286,42 @@ class HostState:
         self._subscribers: list[Callable[[Event], None]] = []
         self.presence = Presence(host)
         self.note: NoteChanged | None = None
+        self.replay: ReplayInfo | None = None  # set by a replayer: the header says REPLAY with it
 
     def now(self) -> float:
+        """The state's "now": the wall clock live, the recording's clock in a replay. Every age,
+        staleness and "since" is measured against it."""
         return self.clock()
+
+    # -- the whole state as data (issue 20) --------------------------------------------------
+    def snapshot(self) -> StateSnapshot:
+        return StateSnapshot(
+            self.host, self.now(), self.info, tuple(self.readings.items()), self.connection,
+            tuple(self.log_lines), self.log_lines_total, tuple(self.notices), self.verify,
+            self.bench.to_data(), self.swap.to_data(), self.presence, self.note)
+
+    @classmethod
+    def from_snapshot(cls, snap: StateSnapshot, *, clock: Callable[[], float] = time.time) -> HostState:
+        state = cls(snap.host, label=snap.info.label, demo=snap.info.demo, clock=clock)
+        state.restore(snap)
+        return state
+
+    def restore(self, snap: StateSnapshot) -> None:
+        """Become the state `snap` was taken from (without telling subscribers: `apply` does)."""
+        self.info = snap.info
+        self.label, self.demo = snap.info.label, snap.info.demo
+        self.readings = dict(snap.readings)
+        gpu = self.readings.get("gpu")
+        self.gpus.restore(gpu.data if gpu is not None else None)
+        self.connection = snap.connection
+        self.log_lines = deque(snap.log_lines, maxlen=LOG_LINES)
+        self.log_lines_total = snap.log_lines_total
+        self.notices = deque(snap.notices, maxlen=NOTICES)
+        self.verify = snap.verify
+        self.bench.restore(snap.bench)
+        self.swap.restore(snap.swap)
+        self.presence = snap.presence if snap.presence is not None else Presence(self.host)
+        self.note = snap.note
 
     def reading(self, source: str) -> Reading[Any] | None:
         return self.readings.get(source)
@@ -289,6 +371,8 @@ class HostState:
             self.note = event if event.text else None
         elif isinstance(event, SWAP_EVENTS):
             self.swap.apply(event)
+        elif isinstance(event, StateSnapshot):
+            self.restore(event)
         else:
             raise TypeError(f"not a state event: {type(event).__name__}")
         self.version += 1

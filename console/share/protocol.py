@@ -31,7 +31,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-VERSION = 1
+VERSION = 2  # 2: the welcome snapshot is one StateSnapshot event (issue 20)
 MAX_CLIENT_LINE = 4096  # a request is small; anything longer is not one of ours
 MAX_CORE_LINE = 16 << 20  # the longest line a client accepts from the core (a log batch)
 RATE_PER_S = 20.0

@@ -20,7 +20,7 @@ import socket
 import stat
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +28,12 @@ import msgspec
 
 from console.core import codec
 from console.core.state import (
-    BenchChanged,
     Client,
-    ConnectionChanged,
     Event,
     HostState,
     LogAppended,
     NoteChanged,
     Presence,
-    ReadingChanged,
-    VerifyChanged,
 )
 from console.share import protocol as p
 
@@ -214,30 +210,16 @@ class ShareServer:
         self._leave(peer)
 
     def snapshot(self) -> Iterator[Event]:
-        """The state as it is now, as the events that rebuild it in a fresh mirror."""
+        """The state as it is now: the whole of it (`HostState.snapshot()`: readings, bench series
+        and marks, the swap's plan, approvals and audit, presence, note, notices), then the log
+        lines in chunks, so that no line of the protocol outgrows what a client accepts. A fresh
+        mirror that applies these equals the core's state (issue 20)."""
         state, host = self.state, self.state.host
-        yield state.info
-        if state.connection is not None:
-            yield ConnectionChanged(host, state.connection)
-        for source, reading in state.readings.items():
-            yield ReadingChanged(host, source, reading)
-        lines = list(state.log_lines)
+        snap = state.snapshot()
+        lines = snap.log_lines
+        yield replace(snap, log_lines=(), log_lines_total=snap.log_lines_total - len(lines))
         for i in range(0, len(lines), p.LOG_CHUNK):
             yield LogAppended(host, tuple(lines[i:i + p.LOG_CHUNK]))
-        bench = state.bench
-        history, results = list(bench.history), list(bench.results)
-        tail = len(results) if results and history[-len(results):] == results else 0
-        yield BenchChanged(host, "history", runs=tuple(history[:len(history) - tail]))
-        for record in results[len(results) - tail:]:
-            yield BenchChanged(host, "result", record=record)
-        if bench.live is not None:
-            yield BenchChanged(host, "start", label=bench.live.label, total=bench.live.total)
-        elif bench.error:
-            yield BenchChanged(host, "done", error=bench.error)
-        if state.verify is not None:
-            yield VerifyChanged(host, state.verify)
-        if state.note is not None:
-            yield state.note
 
     # -- one client ------------------------------------------------------------------------
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, via: str) -> None:

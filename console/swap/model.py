@@ -158,6 +158,19 @@ class SwapSetup:
 SWAP_EVENTS = (SwapStepChanged, GateChanged, DowntimeChanged, ApprovalChanged, AuditAppended, SwapSetup)
 
 
+@dataclass(frozen=True, slots=True)
+class SwapData:
+    """The whole swap view as plain data (the state's snapshot, issue 20)."""
+
+    setup: SwapSetup | None = None
+    steps: tuple[SwapStep, ...] = ()
+    gate: tuple[GateCheck, ...] = ()
+    gate_at_s: float | None = None
+    downtime: DowntimeChanged | None = None
+    approvals: tuple[ApprovalChanged, ...] = ()
+    audit: tuple[AuditEntry, ...] = ()
+
+
 # -- the view of it, kept in the state -------------------------------------------------------------
 @dataclass
 class SwapView:
@@ -183,6 +196,18 @@ class SwapView:
             self.audit.append(event.entry)
         elif isinstance(event, SwapSetup):
             self.setup = event
+        self.version += 1
+
+    def to_data(self) -> SwapData:
+        return SwapData(self.setup, tuple(self.steps.values()), self.gate, self.gate_at_s, self.downtime,
+                        tuple(self.approvals.values()), tuple(self.audit))
+
+    def restore(self, data: SwapData) -> None:
+        self.setup, self.gate, self.gate_at_s, self.downtime = data.setup, data.gate, data.gate_at_s, data.downtime
+        self.steps = {k: SwapStep(k, t) for k, t in PLAN_STEPS}
+        self.steps.update((step.key, step) for step in data.steps)
+        self.approvals = {a.request_id: a for a in data.approvals}
+        self.audit = deque(data.audit, maxlen=AUDIT_KEEP)
         self.version += 1
 
     @property

@@ -1,0 +1,169 @@
+"""Issue 20, "one truth for every view": the state taken whole (`HostState.snapshot()`), a late
+attacher's mirror equal to the core, recordings that start with the state and seek by it, and
+replay on the recording's clock. Pane text is compared through the panes' pure format functions."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from console.core import codec
+from console.core.runner import HostRunner
+from console.core.state import HostState, StateSnapshot
+from console.hostsim import HostSimulator
+from console.hostsim.scenario import demo_profile, start_scenario
+from console.session import HostSession, make_transport
+from console.share.client import attach
+from console.share.server import ShareServer
+from console.swap.model import ApprovalChanged, SwapStep, SwapStepChanged
+from tests.conftest import wait_for
+
+SPEED = 4.0  # the story at 4 scenario seconds a second: the old server stops 11 s in, the new is ready at 19 s
+
+
+def _plain(renderable: Any, width: int = 120) -> str:
+    console = Console(width=width, record=True, color_system=None, force_terminal=False)
+    console.print(renderable)
+    return console.export_text()
+
+
+def pane_texts(state: HostState, now_s: float) -> dict[str, str]:
+    """What every pane says about `state` at `now_s`, as plain text (the panes' own format functions)."""
+    from console.panes.bench import chart, results_table
+    from console.panes.download import format_download, format_verify
+    from console.panes.gpu import format_gpu_status
+    from console.panes.header import format_header, format_presence
+    from console.panes.log import format_status
+    from console.panes.service import format_service
+    from console.panes.swap import format_plan
+
+    texts = {
+        "header": format_header(state.label, state.demo, state.connection, state.reading("host"), now_s).plain,
+        "presence": format_presence(state.presence, state.note, None, now_s).plain,
+        "gpu": format_gpu_status(state.reading("gpu"), 100, 30, now_s).plain,
+        "download": format_download(state.reading("download"), 100, 30, now_s=now_s).plain,
+        "service": format_service(state.reading("service"), 100).plain,
+        "log status": format_status(state.reading("server"), state.reading("log"), 100, now_s).plain,
+        "log lines": "\n".join(e.text for e in list(state.log_lines)[-200:]) + f"\n{state.log_lines_total}",
+        "bench chart": chart(state.bench, 100, 20, now_s).plain,
+        "bench table": _plain(results_table(state.bench, 100, 12)),
+        "swap": format_plan(state.swap, now_s).plain,
+        "notices": "\n".join(f"{n.title}: {n.message}" for n in state.notices),
+    }
+    if state.verify is not None:
+        texts["verify"] = format_verify(state.verify, 100).plain
+    return texts
+
+
+def assert_same_panes(a: HostState, b: HostState, now_s: float) -> None:
+    left, right = pane_texts(a, now_s), pane_texts(b, now_s)
+    assert left.keys() == right.keys()
+    for key in left:
+        assert left[key] == right[key], f"the {key} pane differs"
+
+
+async def _demo_core(tmp_path: Path) -> AsyncIterator[tuple[HostSimulator, HostState, HostRunner, ShareServer, Path]]:
+    sim = HostSimulator(tmp_path / "demo-host", speed=SPEED)
+    await sim.start()
+    short = Path(tempfile.mkdtemp(prefix="gc-"))
+    try:
+        await start_scenario(sim, driven=False)
+        profile = demo_profile(sim)
+        session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
+        state = HostState("127.0.0.1", label="sim", demo=True)
+        runner = HostRunner(session, state)
+        runner.announce()
+        server = await ShareServer(state, runner).start(unix_path=short / "core.sock")
+        await runner.start()
+        try:
+            yield sim, state, runner, server, short / "core.sock"
+        finally:
+            await server.close()
+            await runner.close()
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+        await sim.stop()
+
+
+# -- 1. the state taken whole ----------------------------------------------------------------
+def test_a_snapshot_of_an_empty_state_round_trips_through_the_codec() -> None:
+    state = HostState("h", label="lab")
+    snap = state.snapshot()
+    assert codec.decode_event(codec.encode_event(snap)) == snap
+    again = HostState.from_snapshot(codec.decode_event(codec.encode_event(snap)))  # type: ignore[arg-type]
+    assert again.label == "lab"
+    assert replace(again.snapshot(), at_s=snap.at_s) == snap
+
+
+@pytest.fixture
+async def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    async for core in _demo_core(tmp_path):
+        yield core
+
+
+def _swap_done(state: HostState) -> bool:
+    marks = [label for _, label in state.bench.marks]
+    return "new server ready" in marks
+
+
+async def test_the_whole_state_round_trips_after_the_demo_swap(demo: Any) -> None:
+    sim, state, runner, server, sock = demo
+    await wait_for(lambda: _swap_done(state), 60)
+    state.apply(ApprovalChanged(state.host, "r1", "start_new", ("systemctl start x",), "ana", state.now()))
+    await runner.close()  # nothing moves while the copy is compared
+    snap = state.snapshot()
+    decoded = codec.decode_event(codec.encode_event(snap))
+    assert isinstance(decoded, StateSnapshot)
+    assert decoded == snap  # every field survives the codec (readings typed by source, series, swap)
+    copy = HostState.from_snapshot(decoded)
+    assert replace(copy.snapshot(), at_s=snap.at_s) == snap
+    assert len(copy.data("gpu").memory_history[0]) == len(state.data("gpu").memory_history[0]) > 3
+    assert list(copy.bench.marks) == list(state.bench.marks)
+    assert [a.request_id for a in copy.swap.pending_approvals] == ["r1"]
+    assert_same_panes(copy, state, state.now())
+    # and a state that is applied the snapshot as an event tells its views, like any event
+    seen: list[object] = []
+    other = HostState("127.0.0.1")
+    other.subscribe(seen.append)
+    other.apply(decoded)
+    assert seen == [decoded] and other.log_lines_total == state.log_lines_total
+
+
+# -- 2. attach sends the state first -----------------------------------------------------------
+async def test_a_client_attached_after_the_swap_shows_what_one_attached_from_the_start_shows(demo: Any) -> None:
+    sim, state, runner, server, sock = demo
+    early = await attach(sock, name="early")
+    early_pump = asyncio.ensure_future(early.pump())
+    await wait_for(lambda: _swap_done(state), 60)
+    state.apply(SwapStepChanged(state.host, SwapStep("stop_old", "Stop the old service", "done", 1.0, 2.0)))
+    state.apply(ApprovalChanged(state.host, "r1", "start_new", ("systemctl start x",), "ana", state.now()))
+    late = await attach(sock, name="late")
+    late_pump = asyncio.ensure_future(late.pump())
+    try:
+        await wait_for(lambda: late.state.swap.pending_approvals, 10)
+        await runner.close()  # the host's sources stop: both mirrors catch up with the core and stay
+        await wait_for(lambda: early.state.log_lines_total == late.state.log_lines_total == state.log_lines_total
+                       and early.state.presence == late.state.presence == state.presence, 10)
+        await asyncio.sleep(0.3)
+        assert len(late.state.bench.gpu_util) == len(early.state.bench.gpu_util) > 5
+        assert list(late.state.bench.server_gen) == list(early.state.bench.server_gen)
+        assert [m for _, m in late.state.bench.marks] == [m for _, m in early.state.bench.marks]
+        assert "new server ready" in [m for _, m in late.state.bench.marks]
+        assert late.state.swap.steps["stop_old"].state == "done"
+        assert [a.request_id for a in late.state.swap.pending_approvals] == ["r1"]
+        now = state.now()
+        assert_same_panes(late.state, early.state, now)
+        assert_same_panes(late.state, state, now)
+    finally:
+        for c, pump in ((early, early_pump), (late, late_pump)):
+            await c.close()
+            pump.cancel()
