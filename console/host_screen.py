@@ -180,6 +180,9 @@ class HostScreen(Screen[None]):
     `recorder`: this session's recording (the swap report is written from it)."""
 
     AUTO_FOCUS = None
+    # Textual's own escape-minimizes runs before any binding: the log filter's escape (clear, then
+    # leave) never ran while the pane was maximized. Our `escape` binding restores, after the pane's.
+    ESCAPE_TO_MINIMIZE = False
     ALLOW_IN_MAXIMIZED_VIEW = "HostHeader, Footer"  # the connection state stays visible when a pane is maximized
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "app.quit", "Quit", id="quit", tooltip="Leave the console"),
@@ -203,6 +206,7 @@ class HostScreen(Screen[None]):
         self._dirty: set[str] = set()
         self._flush_timer: Timer | None = None
         self._woken = False
+        self._flushed_at = 0.0
         self._notices: list[Notice] = []
         self._unsubscribe: Callable[[], None] | None = None
         self._view_sent: str | None = None
@@ -317,15 +321,19 @@ class HostScreen(Screen[None]):
             title = f"{self.state.host}: {event.title}" if self.back else event.title
             self.notify(event.message, title=title, severity=event.severity,  # type: ignore[arg-type]
                         timeout=10 if event.severity == "error" else 4, markup=False)
-        if self._flush_timer is None:
-            self._flush_timer = self.set_timer(FRAME_S, self.flush)
-        else:
-            self._woken = False
+        if self._flush_timer is not None:
+            return  # a flush is due at the frame's end: it takes this change too
+        wait = self._flushed_at + FRAME_S - time.monotonic()
+        if wait <= 0:
+            self.flush()  # everything posted before this wake-up is in: one flush for all of it
+        else:  # the last flush was less than a frame ago: the next one waits for the frame
+            self._flush_timer = self.set_timer(wait, self.flush)
 
     def flush(self) -> None:
         """Hand each pane the sources that changed since the last flush (one call per source)."""
         self._flush_timer = None
         self._woken = False
+        self._flushed_at = time.monotonic()
         dirty, self._dirty = self._dirty, set()
         if not dirty:
             return

@@ -232,7 +232,7 @@ class LogLines(ScrollView, can_focus=True):
         if self.following:
             self.scroll_to_end()
         elif dropped and not rebuilt:
-            self.scroll_to(y=max(0, self.scroll_y - dropped), animate=False, immediate=True)
+            self.scroll_to(y=max(0, self.scroll_y - dropped), animate=False, immediate=True, force=True)
         self.refresh()
 
     # -- settings ----------------------------------------------------------------------------
@@ -305,7 +305,9 @@ class LogLines(ScrollView, can_focus=True):
             self.on_user_scroll(up)
 
     def scroll_to_end(self) -> None:
-        self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+        # force: the scrollbars are worked out at the next layout; until then Textual refuses a
+        # scroll of a view that had no vertical scrollbar yet (the first lines of a flood).
+        self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
 
     def action_scroll_up(self) -> None:
         super().action_scroll_up()
