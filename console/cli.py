@@ -158,9 +158,10 @@ def _host_options(*, suppress: bool = False, model: bool = True, service: bool =
         if server:
             m.add_argument("--server-port", type=port_number, metavar="N", help="SGLang HTTP port on the host (30000)")
     # The demo whose swap the console drives itself (issue 13): nothing moves until you act.
-    g.add_argument("--demo-scenario", choices=["swap", "drive", "docker"],
+    g.add_argument("--demo-scenario", choices=["swap", "drive", "operator", "docker"],
                    help=argparse.SUPPRESS if suppress else "with --demo: 'swap' (default) plays the story's swap by "
-                   "itself, the plan following it; 'drive': nothing moves until you drive the Swap plan (ctrl+p); "
+                   "itself, the plan following it; 'operator': an operator drives the swap through the Swap plan's "
+                   "keys, on screen; 'drive': nothing moves until you drive the Swap plan (ctrl+p); "
                    "'docker': the story's swap with both services as Docker containers",
                    **({} if suppress else {"default": "swap"}))
     return p
@@ -368,7 +369,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.demo:
         from console.session import SimulatorThread
 
-        sim = SimulatorThread(speed=args.demo_speed, scenario=getattr(args, "demo_scenario", None) or "swap")
+        scenario = getattr(args, "demo_scenario", None) or "swap"
+        # The operator's demo runs on the driven host: nothing moves but what the plan's keys do.
+        sim = SimulatorThread(speed=args.demo_speed, scenario="drive" if scenario == "operator" else scenario)
         try:
             profile = sim.start().with_overrides({"read_only": getattr(args, "read_only", None),
                                                   "require_approval": getattr(args, "require_approval", None)})
@@ -385,6 +388,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if sim is not None:
             sim.stop()
+
+
+def _with_demo_operator(app: Any) -> None:
+    """The demo's operator drives the Swap plan once the host's sources run (issue 22 item 8)."""
+    from console.panes.swap import drive_plan_as_operator
+
+    start = app._start
+
+    async def start_then_drive() -> None:
+        if start is not None:
+            await start()
+        said = await drive_plan_as_operator(app)
+        app.notify(said, title="the demo's operator")
+
+    app._start = start_then_drive
 
 
 def _screenshot_size(args: argparse.Namespace) -> tuple[int, int]:
@@ -523,6 +541,8 @@ async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
         app = ConsoleApp.for_session(
             session, record=not args.no_record, record_dir=default_dir() / "demo" if session.demo else None,
             screenshot=args.screenshot, screenshot_after_s=args.screenshot_after if args.screenshot else None)
+        if session.demo and getattr(args, "demo_scenario", None) == "operator":
+            _with_demo_operator(app)
         # SIGTERM (`kill`) ends the app as `q` does: Textual leaves the alternate screen and restores
         # the terminal, then the demo's sandbox is removed on the way out.
         import threading

@@ -81,7 +81,9 @@ def check_full_report(r: dict[str, object], *, old_model: str = "qwen3.5-397b") 
     for key in ("download", "install", "stop_old", "start_new"):
         assert steps[key]["state"] == "done", steps[key]
         assert steps[key]["started"] is not None
-    assert "(outside the console)" in steps["stop_old"]["detail"] and "drained" in steps["stop_old"]["detail"]
+    stop = steps["stop_old"]["detail"]
+    # Drained, or (the next unit started at once, as on a fast host) honestly not seen drained.
+    assert "(outside the console)" in stop and ("drained" in stop or "before the drain was seen" in stop), stop
     t = r["timing"]
     assert t["downtime_s"] is not None and t["downtime_s"] > 0 and not t["downtime_running"]
     assert "last served request" in t["downtime_from_source"] and NEW_UNIT in t["downtime_to_source"]
@@ -123,7 +125,7 @@ async def test_the_default_demos_story_swap_is_observed_in_the_plan_and_its_repo
         start = h.state.swap.steps["start_new"]
         assert start.observed and h.state.swap.downtime.ended_at_s == start.ended_at_s
         assert h.state.data("server").status == "ready"
-        assert _step(h, "stop_old")[0] == "done" and "drained" in _step(h, "stop_old")[1]
+        assert _step(h, "stop_old")[0] == "done"
         await _bench(h, [(2, 4, 64, 32)])
         await _until(lambda: h.state.swap.steps["benchmark"].state == "done", 10, "the benchmark, observed")
         await asyncio.sleep(0.3)
@@ -168,3 +170,105 @@ async def test_a_swap_done_entirely_outside_the_console_over_plain_ssh_is_observ
         h.recorder.close()
         assert h.recorder.path is not None
         check_full_report(report_from_recording(h.recorder.path))
+
+
+async def test_the_palettes_report_and_gpuconsole_report_agree_on_the_story_swaps_downtime(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from console.app import ConsoleApp
+    from console.cli import main
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
+    monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    write_hub_cache(tmp_path / "cache", DownloadPlan())
+    sim = HostSimulator(tmp_path / "host", speed=4.0, scenario="swap")
+    await sim.start()
+    await start_scenario(sim, DownloadPlan(tree_listing=True))
+    profile = demo_profile(sim).with_overrides({"gpu_interval_s": 0.5})
+    app = ConsoleApp.for_session(HostSession(profile, make_transport(profile), demo=True,
+                                             bench_path=tmp_path / "bench.jsonl"), record=True,
+                                 record_dir=tmp_path / "rec")
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            state = app.state
+            await _until(lambda: state.swap.steps["start_new"].state == "done", 120, "the story's swap, observed")
+            assert state.swap.downtime is not None and state.swap.downtime.ended_at_s is not None
+            app.action_swap_plan()
+            await pilot.pause(0.6)
+            plan = str(app.screen.query_one("#swap-plan").render())
+            assert "(outside the console)" in plan and "seen on the host" in plan
+            assert "downtime: not started" not in plan
+            app.action_swap_report()
+            await _until(lambda: list((tmp_path / "rec").glob("*.report.md")), 30, "the palette's report")
+            palette = next((tmp_path / "rec").glob("*.report.md")).read_text()
+            recording = next((tmp_path / "rec").glob("*.jsonl.gz"))
+    finally:
+        await sim.stop()
+    assert await asyncio.to_thread(main, ["report", str(recording)]) == 0
+    cli = capsys.readouterr().out
+
+    def downtime(md: str) -> str:
+        return next(line for line in md.splitlines() if line.startswith("- **downtime "))
+
+    assert "not measured" not in downtime(palette)
+    assert downtime(palette) == downtime(cli)
+
+
+async def test_the_demos_operator_drives_the_swap_through_the_plan_screens_keys(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`./scripts/demo.sh` (--demo-scenario operator): the swap is the console's own plan, driven at
+    its keys with each confirmation on screen; the old model's run is the report's "before"."""
+    from console.app import ConsoleApp
+    from console.panes.swap import ConfirmScreen, drive_plan_as_operator
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
+    monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    write_hub_cache(tmp_path / "cache", DownloadPlan())
+    sim = HostSimulator(tmp_path / "host", speed=8.0, scenario="drive")
+    await sim.start()
+    await start_scenario(sim)
+    profile = demo_profile(sim).with_overrides({"gpu_interval_s": 0.5})
+    app = ConsoleApp.for_session(HostSession(profile, make_transport(profile), demo=True,
+                                             bench_path=tmp_path / "bench.jsonl"), record=True,
+                                 record_dir=tmp_path / "rec")
+    confirmations: list[str] = []
+    try:
+        async with app.run_test(size=(130, 45)) as pilot:
+            state = app.state
+
+            async def watch() -> None:
+                while True:
+                    if isinstance(app.screen, ConfirmScreen) and app.screen.preview.key not in confirmations:
+                        confirmations.append(app.screen.preview.key)
+                    await asyncio.sleep(0.05)
+
+            watcher = asyncio.ensure_future(watch())
+            said = await drive_plan_as_operator(app, read_s=0.3, timeout_s=300)
+            watcher.cancel()
+            await pilot.pause(0.5)
+            assert said == "the swap is done", said
+            assert confirmations == ["download", "install", "verify", "preflight", "stop_old", "start_new",
+                                     "benchmark"]
+            steps = state.swap.steps
+            assert all(steps[k].state == "done" and not steps[k].observed for k in confirmations), [
+                (k, steps[k].state, steps[k].observed, steps[k].detail) for k in confirmations]
+            plan = str(app.screen.query_one("#swap-plan").render())
+            assert "✓ Benchmark" in plan and "downtime " in plan
+            recorder = app.recorder
+            recorder.flush()
+            r = report_from_recording(recorder.path)
+    finally:
+        await sim.stop()
+    b = r["bench"]
+    assert b["before"]["model"] == "qwen3.5-397b" and b["after"][-1]["model"] == "qwen3.5-122b", b
+    assert b["note"] is None and b["before"]["concurrency"] == b["after"][-1]["concurrency"]
+
+
+def test_the_two_person_rule_can_be_tried_in_the_demo() -> None:
+    from console.cli import build_parser
+
+    args = build_parser().parse_args(["--demo", "--require-approval", "--demo-scenario", "operator"])
+    assert args.require_approval is True and args.demo_scenario == "operator"
+    text = build_parser().format_help()
+    assert "--demo-scenario" in text and "--require-approval" in text

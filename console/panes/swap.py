@@ -432,3 +432,58 @@ class SwapScreen(ModalScreen[None]):
             self._say("no request of yours waits for approval")
             return
         self._say(self.control.swap_withdraw(pending[0].request_id, self.who))
+
+
+# -- the demo's operator (issue 22 item 8): the swap driven through this screen, visibly ----------
+DEMO_PLAN = ("download", "install", "verify", "preflight", "stop_old", "start_new", "benchmark")
+DEMO_BENCH = [(4, 8, 256, 128)]
+FINISHED = ("done", "failed", "skipped", "refused")  # the old model's run and the new one's: like workloads, comparable
+
+
+async def drive_plan_as_operator(app: Any, *, read_s: float = 2.5, timeout_s: float = 900.0) -> str:
+    """`gpuconsole --demo --demo-scenario operator`: an operator at the keys of the Swap plan. The
+    old model is benchmarked first (the report's "before"); then each step's key is pressed on the
+    plan screen, its confirmation (the exact commands) stays up `read_s` to be read, enter runs
+    it, and the next waits for it to end. Returns how it ended (one line)."""
+    import asyncio
+
+    state = app.state
+    runner = getattr(app, "runner", None)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+
+    async def until(ready: Any) -> bool:
+        while loop.time() < deadline:
+            if ready():
+                return True
+            await asyncio.sleep(0.2)
+        return False
+
+    if runner is None or not await until(lambda: state.data("service") is not None
+                                          and state.data("gpu") is not None):
+        return "the demo host did not answer"
+    runner.swap.bench_plan = list(DEMO_BENCH)
+    if runner.start_bench("sweep", list(DEMO_BENCH)) is None:  # the old model's run: the "before"
+        await until(lambda: runner.bench is None or not runner.bench.running)
+    for key in DEMO_PLAN:
+        if state.swap.steps[key].state in ("done", "skipped"):
+            continue
+        if not isinstance(app.screen, (SwapScreen, ConfirmScreen)):
+            app.action_swap_plan()
+            await asyncio.sleep(0.5)
+        screen = app.screen
+        if not isinstance(screen, SwapScreen):
+            return f"{key}: the plan screen is not up"
+        screen.action_act(key)
+        if not await until(lambda: isinstance(app.screen, ConfirmScreen)):
+            return f"{key}: no confirmation came up"
+        await asyncio.sleep(read_s)  # the commands, on screen long enough to read
+        confirm = app.screen
+        if isinstance(confirm, ConfirmScreen):
+            confirm.action_confirm()
+        await until(lambda k=key: state.swap.steps[k].state in FINISHED)
+        step = state.swap.steps[key]
+        if step.state in ("failed", "refused"):
+            return f"{key}: {step.state}: {step.detail}"
+        await asyncio.sleep(read_s / 2)
+    return "the swap is done"

@@ -36,6 +36,7 @@ from console.swap.model import (
     SwapSetup,
     SwapStep,
     SwapStepChanged,
+    format_duration,
 )
 from console.swap.observe import SwapObserver, downtime_from, verification
 from console.transport.errors import CommandTimeout, TransportError
@@ -116,7 +117,8 @@ class SwapController:
 
         def apply() -> None:
             for e in derived:
-                self.state.apply(e)
+                if self.observer.still_valid(e):
+                    self.state.apply(e)
 
         try:  # after the event that implied them, not inside its delivery (recordings keep the order)
             asyncio.get_running_loop().call_soon(apply)
@@ -737,13 +739,17 @@ class SwapController:
         self.state.apply(downtime_from(self.host, self.state.log_lines, issued, "the stop command"))
 
     async def _start_new(self, who: str) -> str:
+        asked = self._clock()
         await self._approval("start_new", who)
         unit = act.check_unit(self.new_unit)
         (action,) = self.build("start_new")
         issued = self._clock()
         await self._start_unit("start_new", who, unit, action.commands[0])
         # Readings from polls that may have begun before the unit was started say nothing of it.
-        return await self._follow_ready(unit, issued, self._clock())
+        said = await self._follow_ready(unit, issued, self._clock())
+        waited = issued - asked
+        # The step's time includes the approval wait: say it, so "done 39s" and "ready 29s" add up.
+        return said + (f" (after {format_duration(waited)} waiting for approval)" if waited >= 1 else "")
 
     async def _start_unit(self, key: str, who: str, unit: str, cmd: act.RemoteCommand) -> None:
         try:
@@ -772,7 +778,7 @@ class SwapController:
                     d = self.state.swap.downtime
                     if d is not None and d.ended_at_s is None:
                         self.state.apply(replace(d, ended_at_s=at, end_source=f"{unit} ready"))
-                    return f"ready after {at - issued:.0f}s: {s.reason}"
+                    return f"ready {format_duration(at - issued)} after systemctl start: {s.reason}"
                 if s.status == "dead":
                     # A failed unit is final; otherwise dead twice in a row (a poll in flight while the
                     # unit started may still say inactive).

@@ -233,7 +233,7 @@ class SwapView:
         marks: list[tuple[str, float | None]] = [
             ("last request → stop", stop.started_at_s if stop else None),
             ("drain", stop.ended_at_s if stop else None),
-            ("→ start", start.started_at_s if start else None),
+            ("stopped → start", start.started_at_s if start else None),
             ("approval wait", approved[-1] if approved else None),
             ("boot to ready", d.ended_at_s)]
         parts: list[tuple[str, float]] = []

@@ -24,6 +24,7 @@ OUTSIDE = "outside the console"
 DRAINED_MIB = 1024  # a GPU holding less than this (the CUDA context of nothing) counts as drained
 SERVED_PATHS = ("/v1/", "/generate")
 ACTIVE = ("active", "activating", "reloading")
+READ_SLACK_S = 20.0  # the service script's own timeout: how long before its time a reading may have been taken
 # A step the console runs or has run is the console's; the observer writes only into these.
 TOUCHABLE = ("pending", "skipped", "failed", "refused")
 
@@ -143,6 +144,18 @@ class SwapObserver:
         self._sent[key] = step
         out.append(SwapStepChanged(self.host, step))
 
+    def still_valid(self, event: Any) -> bool:
+        """At the moment a derived event is applied (the live core applies them a moment later):
+        a step the console has taken over since is the console's, and so is the clock then."""
+        if isinstance(event, SwapStepChanged):
+            now = self.state.swap.steps.get(event.step.key)
+            return now is None or now.observed or now.state in TOUCHABLE
+        if isinstance(event, DowntimeChanged):
+            owner = "start_new" if event.ended_at_s is not None else "stop_old"
+            now = self.state.swap.steps.get(owner)
+            return now is None or now.observed or now.state in TOUCHABLE
+        return True
+
     # -- events -----------------------------------------------------------------------------------
     def see(self, event: Any) -> list[Any]:
         """The swap events this host event implies (empty for most)."""
@@ -179,12 +192,16 @@ class SwapObserver:
         if old is not None and old.active_state is not None:
             active = old.active_state in ACTIVE
             if active:
+                if self._gpu_drop_at is not None and self._gpu_drop_at < at - READ_SLACK_S:
+                    self._gpu_drop_at = None  # memory fell long before a reading that still saw it serving
                 self._old_active_at = at
             elif self._old_active and self.stopped_at is None:
-                # The GPUs' memory falling after the last reading that saw it serving dates the stop
-                # better than this reading (the service is read every 15 s).
+                # The GPUs' memory falling since the last reading that saw it serving dates the stop
+                # better than this reading (the service is read every 15 s, and a reading's time is
+                # when its script ended, up to READ_SLACK_S after `systemctl show` ran).
                 drop = self._gpu_drop_at
-                self._stopped(out, drop if drop is not None and drop > (self._old_active_at or 0) else at)
+                since = (self._old_active_at or 0) - READ_SLACK_S
+                self._stopped(out, drop if drop is not None and since < drop <= at else at)
             self._old_active = active
         if new is not None and new.active_state in ACTIVE and self.stopped_at is not None:
             self._new_started(out, at)
