@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from console.swap.downtime_model import FAST_STEPS, PathEvent
+
 STEP_STATES = ("pending", "running", "done", "failed", "skipped")
 
 # The story's swap, in order; rollback is offered, not planned.
@@ -21,7 +23,7 @@ PLAN_STEPS: tuple[tuple[str, str], ...] = (
     ("benchmark", "Benchmark, beside the old model's last run"),
 )
 ROLLBACK = ("rollback", "Roll back: stop the new service, start the old one")
-STEP_TITLES = dict((*PLAN_STEPS, ROLLBACK))
+STEP_TITLES = dict((*PLAN_STEPS, ROLLBACK, *FAST_STEPS))  # FAST_STEPS: issue 24's paths
 AUDIT_KEEP = 500
 
 
@@ -136,7 +138,7 @@ class SwapSetup:
     busy: str | None = None  # the action running now, if any
 
 
-SWAP_EVENTS = (SwapStepChanged, GateChanged, DowntimeChanged, ApprovalChanged, AuditAppended, SwapSetup)
+SWAP_EVENTS = (SwapStepChanged, GateChanged, DowntimeChanged, ApprovalChanged, AuditAppended, SwapSetup, PathEvent)
 
 
 # -- the view of it, kept in the state -------------------------------------------------------------
@@ -149,6 +151,7 @@ class SwapView:
     downtime: DowntimeChanged | None = None
     approvals: dict[str, ApprovalChanged] = field(default_factory=dict)
     audit: deque[AuditEntry] = field(default_factory=lambda: deque(maxlen=AUDIT_KEEP))
+    paths: dict[str, PathEvent] = field(default_factory=dict)  # issue 24: the path plan, pre-warm, outcome
     version: int = 0
 
     def apply(self, event: object) -> None:
@@ -164,6 +167,8 @@ class SwapView:
             self.audit.append(event.entry)
         elif isinstance(event, SwapSetup):
             self.setup = event
+        elif isinstance(event, PathEvent):
+            self.paths[event.kind] = event
         self.version += 1
 
     @property
@@ -178,4 +183,6 @@ class SwapView:
 
     def ordered_steps(self) -> list[SwapStep]:
         keys = [k for k, _ in PLAN_STEPS] + [ROLLBACK[0]]
-        return [self.steps[k] for k in keys if k in self.steps]
+        # issue 24: a faster path's steps, in the order they started (after the plan's own)
+        extra = sorted((s for k, s in self.steps.items() if k not in keys), key=lambda s: s.started_at_s or 0.0)
+        return [self.steps[k] for k in keys if k in self.steps] + extra
