@@ -59,6 +59,8 @@ class HostProfile:
     unit_draft: str | None = None  # the new unit as drafted on this machine, for "install the new unit"
     ready_timeout_s: float = 600.0  # the new server must be ready within this long
     drain_timeout_s: float = 120.0  # the old server's GPU memory must be released within this long
+    router_url: str | None = None  # issue 24: an SGLang router / model gateway in front of the server (beside path)
+    swap_path: str | None = None  # issue 24: "in-place", "beside" or "restart" (default: the least downtime)
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> HostProfile:
         """Flags on top of the profile: only values that were given (not None) win."""
@@ -89,7 +91,7 @@ def config_search_paths() -> list[Path]:
 _PORTS = ("port", "server_port")
 _POSITIVE = ("stall_after_s", "gpu_interval_s", "connect_timeout_s")
 _TEXT = ("host", "user", "identity", "known_hosts", "model_dir", "repo_id", "unit", "compare_unit", "log_file",
-         "container", "compare_container", "compose", "compose_service")
+         "container", "compare_container", "compose", "compose_service", "router_url", "swap_path")
 
 
 def _check_value(source: Path, name: str, key: str, value: Any) -> None:

@@ -38,6 +38,7 @@ from console.core.state import (  # pairing (issue 12)
 from console.model import GpuStatus, HostSummary, Reading
 from console.parsers.sglang_log import LogEvent
 from console.sources.download import VerifyProgress
+from console.swap.downtime_model import PathEvent
 from console.swap.model import (
     ApprovalChanged,
     AuditAppended,
@@ -77,6 +78,7 @@ EVENT_KINDS: dict[str, type[Any]] = {
     "swap_audit": AuditAppended,
     "swap_setup": SwapSetup,
     "snapshot": StateSnapshot,  # the whole state (issue 20)
+    "swap_path": PathEvent,  # issue 24: the path plan, pre-warm, outcome (console/swap/downtime_model.py)
 }
 KIND_OF: dict[type[Any], str] = {v: k for k, v in EVENT_KINDS.items()}
 

@@ -132,6 +132,7 @@ class NoteChanged:
 
 
 # -- the swap's events (issue 13): defined with the swap's data in console/swap/model.py -----------
+from console.swap.downtime_model import PathEvent  # noqa: E402
 from console.swap.model import (  # noqa: E402
     SWAP_EVENTS,
     ApprovalChanged,
@@ -181,7 +182,7 @@ class ReplayInfo:
 Event = (HostInfo | ReadingChanged | LogAppended | ConnectionChanged | Notice | VerifyChanged | BenchChanged
          | Presence | NoteChanged
          | SwapStepChanged | GateChanged | DowntimeChanged | ApprovalChanged | AuditAppended | SwapSetup
-         | StateSnapshot)
+         | StateSnapshot | PathEvent)  # PathEvent: issue 24
 
 
 # -- GPUs keyed by GPU -----------------------------------------------------------------------

@@ -60,11 +60,11 @@ def nvmlSystemGetDriverVersion():
 
 
 def nvmlDeviceGetCount():
-    return story.GPU_COUNT
+    return len(drive.gpu_states_now(_t()))  # the scenario's count (issue 24: an 8-GPU host)
 
 
 def nvmlDeviceGetHandleByIndex(i):
-    if not 0 <= i < story.GPU_COUNT:
+    if not 0 <= i < nvmlDeviceGetCount():
         raise NVMLError(2)
     return i
 

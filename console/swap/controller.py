@@ -25,7 +25,7 @@ from typing import Any
 
 from console.redact import redact_text
 from console.swap import actions as act
-from console.swap import preflight
+from console.swap import fastpath, preflight
 from console.swap.model import (
     PLAN_STEPS,
     STEP_TITLES,
@@ -45,7 +45,7 @@ log = logging.getLogger("gpuconsole.swap")
 
 APPROVAL_ACTIONS = ("stop_old", "start_new", "rollback")
 ACTIONS = ("download", "stop_download", "verify", "install", "preflight", "stop_old", "start_new", "benchmark",
-           "rollback", "swap")
+           "rollback", "swap", *fastpath.KEYS)  # fastpath.KEYS: issue 24's faster paths
 TAIL_CHARS = 600
 DRAINED_MIB = 1024  # a GPU holding less than this (the CUDA context of nothing) counts as drained
 
@@ -109,6 +109,7 @@ class SwapController:
         # The swap as the host lived it: steps nobody ran from here are written in as observed.
         self.observer = SwapObserver(self.state, wake=getattr(runner, "repoll", None))
         self._unobserve = self.state.subscribe(self._observe)
+        self.fast = fastpath.FastPaths(self)  # issue 24: path choice, prediction, pre-warm, in place, beside
 
     def _observe(self, event: object) -> None:
         derived = self.observer.see(event)
@@ -159,6 +160,8 @@ class SwapController:
         """The actions behind a key, with their exact commands (raises ActionError on bad values)."""
         p = self.profile
         approval = bool(getattr(p, "require_approval", False))
+        if key in fastpath.KEYS:  # issue 24 hook
+            return self.fast.build(key)
         if key == "download":
             return [act.download(p.repo_id or "", p.model_dir or "")]
         if key == "stop_download":
@@ -317,7 +320,8 @@ class SwapController:
     def evaluate_gate(self) -> tuple[Any, ...]:
         return preflight.evaluate(self.state, forbidden=tuple(self.profile.forbidden_prefixes),
                                   verify_sha=bool(getattr(self.profile, "verify_sha", False)),
-                                  model_dir=self.profile.model_dir, overrides=self._overrides)
+                                  model_dir=self.profile.model_dir, overrides=self._overrides) \
+            + self.fast.gate_checks()  # issue 24 hook: the chosen path and its predicted downtime
 
     async def wait_idle(self, timeout: float = 600) -> None:
         if self._task is not None:
@@ -365,7 +369,7 @@ class SwapController:
     def _remaining(self) -> list[str]:
         steps = self.state.swap.steps
         keys = [k for k, _ in PLAN_STEPS]
-        return [k for k in keys if steps[k].state not in ("done", "skipped")]
+        return self.fast.remaining([k for k in keys if steps[k].state not in ("done", "skipped")])  # issue 24 hook
 
     def _set(self, key: str, **changes: Any) -> SwapStep:
         step = self.state.swap.steps.get(key) or SwapStep(key, STEP_TITLES[key])
@@ -393,7 +397,7 @@ class SwapController:
         runners: dict[str, Callable[[str], Awaitable[str]]] = {
             "download": self._download, "verify": self._verify, "install": self._install,
             "preflight": self._preflight, "stop_old": self._stop_old, "start_new": self._start_new,
-            "benchmark": self._benchmark, "rollback": self._rollback}
+            "benchmark": self._benchmark, "rollback": self._rollback, **self.fast.runners()}  # issue 24 hook
         try:
             commands = tuple(line for a in self.build(key) for line in a.display())
         except (act.ActionError, OSError) as exc:
@@ -561,6 +565,9 @@ class SwapController:
         raise act.ActionError("where the host's units live is not known yet (wait for the service pane)")
 
     def _draft_text(self) -> str:
+        return self.fast.draft_text(self._draft_text_raw())  # issue 24 hook: the beside unit's GPUs and port
+
+    def _draft_text_raw(self) -> str:
         path = getattr(self.profile, "unit_draft", None)
         if not path:
             raise act.ActionError("no drafted unit: set unit_draft in the profile (the new unit file on this machine)")

@@ -1,6 +1,7 @@
 """The demo's swap driven end to end through the console's core, recorded, and its report rendered:
 
     python -m console.swap.demo screenshots/ [--oom] [--speed 8]
+    python -m console.swap.demo OUT --path in-place|beside|restart   (issue 24: the faster paths)
 
 Runs the simulator's driven scenario (real SSH, SFTP, the simulated systemctl/hf and SGLang), a
 benchmark of the old model, then every step of the plan from the SwapController (a failed boot
@@ -74,6 +75,78 @@ async def run_demo(out: Path, *, speed: float = 8.0, oom: bool = False) -> Path:
         await sim.stop()
     assert recorder.path is not None
     return recorder.path
+
+
+PATH_STEPS = {
+    "in-place": ("download", "paths", "install", "preflight", "in_place", "benchmark"),
+    "beside": ("download", "paths", "install", "preflight", "beside", "switch_traffic"),
+    "restart": ("download", "paths", "prewarm", "paths", "install", "preflight", "stop_old", "start_new", "benchmark"),
+}
+
+
+async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path | None = None,
+                        faults: dict[str, Any] | None = None, quiet: bool = False) -> tuple[Path, Any]:
+    """One of issue 24's paths on its simulated host, driven by the SwapController: the old server
+    boots first (the host's recorded boot the prediction learns from), then the path's steps.
+    Returns (the recording, the final HostState)."""
+    from console.core.recording import Recorder
+    from console.core.runner import HostRunner
+    from console.core.state import HostState
+    from console.hostsim import HostSimulator
+    from console.hostsim import downtime_scenario as ds
+    from console.hostsim.downloader import DownloadPlan
+    from console.hostsim.scenario import write_hub_cache
+    from console.session import HostSession, make_transport
+
+    work = work or Path(tempfile.mkdtemp(prefix=f"gpuconsole-{path}-demo-"))
+    os.environ["HF_ENDPOINT"] = "http://127.0.0.1:1"
+    os.environ["GPUCONSOLE_CACHE_DIR"] = str(work / "cache")
+    os.environ["XDG_DATA_HOME"] = str(work / "data")
+    write_hub_cache(work / "cache", DownloadPlan())
+    sim = HostSimulator(work / "host", speed=speed, scenario="drive")
+    await sim.start()
+    dt = await ds.start(sim, path, earlier_boot=True, **(faults or {}))
+    profile = dt.profile.with_overrides({"router_url": dt.router_url})
+    session = HostSession(profile, make_transport(profile), demo=True, bench_path=work / "bench.jsonl")
+    gpus = 8 if path == "beside" else 4
+    state = HostState("gpu-sim-01", label=f"gpu-sim-01 (simulated {gpus} × RTX PRO 6000, {path}, speed {speed:g})",
+                      demo=True)
+    runner = HostRunner(session, state)
+    swap = runner.swap
+    swap.poll_s = 0.2
+    swap.audit_file = work / "audit.jsonl"
+    swap.bench_plan = [(1, 4, 256, 128), (4, 8, 256, 128)]
+    swap.fast.recordings_dir = work / "recordings"
+    swap.fast.prewarm_rate_mbps = 1_000_000  # the simulated disk's rate bounds it (console/hostsim/pagecache.py)
+    swap.fast.prewarm_margin_gib = 64
+    recorder = Recorder(state, work / "recordings").start()
+    runner.announce()
+    await runner.start()
+    try:
+        await _until(lambda: state.data("service") is not None and state.data("gpu") is not None)
+        await _until(lambda: state.data("server") is not None and state.data("server").status == "ready", 600)
+        if path != "beside":
+            runner.start_bench("sweep", [(4, 8, 256, 128)])
+            await _until(lambda: runner.bench is None or not runner.bench.running, 600)
+        for key in PATH_STEPS[path]:
+            why = swap.request(key, "ana")
+            if why:
+                raise SystemExit(f"{key}: {why}")
+            await swap.wait_idle(900)
+            await swap.wait_download(900)
+            step = state.swap.steps[key]
+            if not quiet:
+                print(f"{key}: {step.state} — {step.detail}", file=sys.stderr)
+            if step.state == "failed":
+                break
+        await asyncio.sleep(1.0)
+    finally:
+        recorder.close()
+        await runner.close()
+        await dt.close()
+        await sim.stop()
+    assert recorder.path is not None
+    return recorder.path, state
 
 
 async def _until(ready: Any, timeout_s: float = 300) -> None:
@@ -166,7 +239,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--oom", action="store_true", help="the new server runs out of memory; roll back")
     parser.add_argument("--speed", type=float, default=8.0)
     parser.add_argument("--tui", action="store_true", help="drive it through the console's screens; save SVGs")
+    parser.add_argument("--path", choices=("in-place", "beside", "restart"),
+                        help="issue 24: play this path on its simulated host; writes swap-report-<path>.*")
     args = parser.parse_args(argv)
+    if args.path:
+        recording, _ = asyncio.run(run_path_demo(args.out, args.path, speed=args.speed))
+        for path in render_all(recording, args.out, f"swap-report-{args.path}"):
+            print(path)
+        return 0
     if args.tui:
         asyncio.run(run_tui_demo(args.out, speed=args.speed))
         return 0

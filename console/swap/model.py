@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from console.swap.downtime_model import FAST_STEPS, PathEvent
+
 # "refused": the gate or the two-person rule said no before anything ran (the old service still
 # serves; there is nothing to roll back), which is not a failure.
 STEP_STATES = ("pending", "running", "done", "failed", "skipped", "refused")
@@ -23,7 +25,7 @@ PLAN_STEPS: tuple[tuple[str, str], ...] = (
     ("benchmark", "Benchmark, beside the old model's last run"),
 )
 ROLLBACK = ("rollback", "Roll back: stop the new service, start the old one")
-STEP_TITLES = dict((*PLAN_STEPS, ROLLBACK))
+STEP_TITLES = dict((*PLAN_STEPS, ROLLBACK, *FAST_STEPS))  # FAST_STEPS: issue 24's paths
 AUDIT_KEEP = 500
 
 
@@ -155,7 +157,7 @@ class SwapSetup:
     busy: str | None = None  # the action running now, if any
 
 
-SWAP_EVENTS = (SwapStepChanged, GateChanged, DowntimeChanged, ApprovalChanged, AuditAppended, SwapSetup)
+SWAP_EVENTS = (SwapStepChanged, GateChanged, DowntimeChanged, ApprovalChanged, AuditAppended, SwapSetup, PathEvent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +171,7 @@ class SwapData:
     downtime: DowntimeChanged | None = None
     approvals: tuple[ApprovalChanged, ...] = ()
     audit: tuple[AuditEntry, ...] = ()
+    paths: tuple[PathEvent, ...] = ()  # issue 24: the path plan, pre-warm, outcome
 
 
 # -- the view of it, kept in the state -------------------------------------------------------------
@@ -181,6 +184,7 @@ class SwapView:
     downtime: DowntimeChanged | None = None
     approvals: dict[str, ApprovalChanged] = field(default_factory=dict)
     audit: deque[AuditEntry] = field(default_factory=lambda: deque(maxlen=AUDIT_KEEP))
+    paths: dict[str, PathEvent] = field(default_factory=dict)  # issue 24: the path plan, pre-warm, outcome
     version: int = 0
 
     def apply(self, event: object) -> None:
@@ -196,11 +200,13 @@ class SwapView:
             self.audit.append(event.entry)
         elif isinstance(event, SwapSetup):
             self.setup = event
+        elif isinstance(event, PathEvent):
+            self.paths[event.kind] = event
         self.version += 1
 
     def to_data(self) -> SwapData:
         return SwapData(self.setup, tuple(self.steps.values()), self.gate, self.gate_at_s, self.downtime,
-                        tuple(self.approvals.values()), tuple(self.audit))
+                        tuple(self.approvals.values()), tuple(self.audit), tuple(self.paths.values()))
 
     def restore(self, data: SwapData) -> None:
         self.setup, self.gate, self.gate_at_s, self.downtime = data.setup, data.gate, data.gate_at_s, data.downtime
@@ -208,6 +214,7 @@ class SwapView:
         self.steps.update((step.key, step) for step in data.steps)
         self.approvals = {a.request_id: a for a in data.approvals}
         self.audit = deque(data.audit, maxlen=AUDIT_KEEP)
+        self.paths = {p.kind: p for p in data.paths}
         self.version += 1
 
     @property
@@ -248,7 +255,9 @@ class SwapView:
 
     def ordered_steps(self) -> list[SwapStep]:
         keys = [k for k, _ in PLAN_STEPS] + [ROLLBACK[0]]
-        return [self.steps[k] for k in keys if k in self.steps]
+        # issue 24: a faster path's steps, in the order they started (after the plan's own)
+        extra = sorted((s for k, s in self.steps.items() if k not in keys), key=lambda s: s.started_at_s or 0.0)
+        return [self.steps[k] for k in keys if k in self.steps] + extra
 
 
 def format_duration(seconds: float | None) -> str:

@@ -18,11 +18,12 @@ from typing import Any
 
 from console.core.state import HostState, ReadingChanged
 from console.redact import redact_text
+from console.swap import downtime_report
 from console.swap.model import SwapStepChanged, format_duration
 from console.swap.observe import SwapObserver, verification
 
 SECTIONS = ("Host", "Old → new", "Swap plan", "Diff", "Fit", "Download", "Boot timeline", "Time to ready and downtime",
-            "GPU memory", "Benchmark", "Audit log")
+            "Path and downtime", "GPU memory", "Benchmark", "Audit log")  # "Path and downtime": downtime_report.py
 BENCH_COLUMNS = (("output_throughput", "output tok/s", "{:.1f}"), ("request_throughput", "req/s", "{:.2f}"),
                  ("median_ttft_ms", "median TTFT ms", "{:.1f}"), ("p99_ttft_ms", "p99 TTFT ms", "{:.1f}"),
                  ("median_itl_ms", "median ITL ms", "{:.2f}"), ("accept_length", "accept len", "{:.2f}"))
@@ -161,6 +162,8 @@ class ReportBuilder:
             "downtime_to_source": (d.end_source or "not ready yet (still running at the end of the recording)")
             if d else None,
         }
+        # issue 24 hook: swap_path, downtime_s, predicted_downtime_s and the path's section
+        out.update(downtime_report.section(s, out["timing"]["downtime_s"]))
         out["gpu"] = {"before": _gpu_rows(self.gpu_before), "after": _gpu_rows(self.gpu_after or s.data("gpu"))}
         out["bench"] = self._bench(out["old_new"])
         out["audit"] = [{"who": e.who, "at": _ts(e.at_s), "action": e.action, "command": e.command,
@@ -379,6 +382,7 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
         ["downtime", _dur(t["downtime_s"]), f"{_fmt(t['downtime_from'])} ({_fmt(t['downtime_from_source'])})",
          f"{_fmt(t['downtime_to'])} ({_fmt(t['downtime_to_source'])})"],
         *[[f"  {p['part']}", _dur(p["seconds"]), "", ""] for p in t.get("downtime_parts") or []]], []))
+    sections += downtime_report.tables(r)  # issue 24 hook
     g = r["gpu"]
     before = {row["gpu"]: row for row in g["before"]}
     after = {row["gpu"]: row for row in g["after"]}

@@ -1,0 +1,486 @@
+"""The faster swap paths, run by the swap controller (issue 24). The controller keeps the rules
+(read-only, one action at a time, confirmation, audit, a failed step stops the plan); this module
+reads the host facts, plans the path, and runs its steps:
+
+    paths           read both config.json, the shards' sizes and page-cache residency (fincore),
+                    this host's recorded boots, the GPU reading → the PathPlan and the prediction
+    prewarm         the shards into the page cache while the old model serves (console/swap/prewarm.py)
+    in_place        POST /update_weights_from_disk on the running server; the pause measured from
+                    its log lines and its reply (num_paused_requests)
+    beside          start the new unit on the free GPUs and another port; follow it to ready
+    switch_traffic  router: add the new worker, remove the old, drain it, stop the old unit;
+                    without a router the step says what the operator must switch
+
+Every host command is built here with quoted values and `timeout -k`, shown before it runs,
+and audited by the controller's `_run`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from console.swap import actions as act
+from console.swap import paths as P
+from console.swap import prediction as pred
+from console.swap import prewarm as pw
+from console.swap.downtime_model import PathEvent
+from console.swap.model import DowntimeChanged, GateCheck
+from console.transport.errors import TransportError
+
+if TYPE_CHECKING:
+    from console.swap.controller import SwapController
+
+KEYS = ("paths", "prewarm", "in_place", "beside", "switch_traffic")
+PORT_RE = re.compile(r"(--port[ =])(\d+)")
+CVD_RE = re.compile(r"CUDA_VISIBLE_DEVICES=[0-9,]*")
+UPDATE_BEGIN = "Update engine weights online from disk begin"
+UPDATE_END = "Update weights end."
+
+
+def curl_json(url: str, body: dict[str, Any] | None, timeout_s: int) -> str:
+    """POST (or GET without a body) through curl on the host: the answer, then its HTTP code."""
+    argv = ["curl", "-sS", "--max-time", str(timeout_s), "-w", "\\n%{http_code}"]
+    if body is not None:
+        argv += ["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", json.dumps(body)]
+    argv += ["--", url]
+    return act.bounded(argv, timeout_s + 5)
+
+
+def split_reply(text: str) -> tuple[int | None, str]:
+    head, _, code = text.rstrip("\n").rpartition("\n")
+    return (int(code), head) if code.strip().isdigit() else (None, text)
+
+
+def beside_unit_text(text: str, gpus: tuple[int, ...], port: int) -> str:
+    """The drafted unit for the beside path: its CUDA_VISIBLE_DEVICES and port replaced (added when
+    absent), nothing else changed."""
+    cvd = "CUDA_VISIBLE_DEVICES=" + ",".join(str(g) for g in gpus)
+    if CVD_RE.search(text):
+        text = CVD_RE.sub(cvd, text)
+    else:
+        text = text.replace("[Service]\n", f"[Service]\nEnvironment={cvd}\n", 1)
+    if not PORT_RE.search(text):
+        raise act.ActionError("the drafted unit has no --port: the beside server needs its own")
+    return PORT_RE.sub(lambda m: f"{m.group(1)}{port}", text)
+
+
+class FastPaths:
+    def __init__(self, ctl: SwapController) -> None:
+        self.ctl = ctl
+        self.plan: P.PathPlan | None = None
+        self.restart: pred.RestartPrediction | None = None
+        self.residency: pred.Residency | None = None
+        self.shards: list[tuple[str, int]] = []
+        self.want: str | None = getattr(ctl.profile, "swap_path", None) or None
+        self.router_url: str | None = getattr(ctl.profile, "router_url", None) or None
+        self.recordings_dir: Any = None  # None: the default recordings dir (console.core.recording)
+        self.prewarm_rate_mbps = pw.DEFAULT_RATE_MBPS
+        self.prewarm_margin_gib = pw.DEFAULT_MARGIN_GIB
+        self.old_model_path: str | None = None
+        self.old_port = int(ctl.profile.server_port)
+        self.old_unit_pids: list[int] = []
+
+    # -- the controller's hooks ----------------------------------------------------------------
+    @property
+    def chosen(self) -> str | None:
+        return self.plan.chosen if self.plan is not None else None
+
+    def runners(self) -> dict[str, Callable[[str], Awaitable[str]]]:
+        return {"paths": self._paths, "prewarm": self._prewarm, "in_place": self._in_place, "beside": self._beside,
+                "switch_traffic": self._switch}
+
+    def build(self, key: str) -> list[act.Action]:
+        p = self.ctl.profile
+        if key == "paths":
+            return [act.Action("paths", "Choose the path", (), waits_for=(
+                "read both config.json, the shards' sizes, fincore, this host's recorded boots"))]
+        if key == "prewarm":
+            if not self.shards:
+                raise act.ActionError("the shards are not known yet: choose the path first (it lists them)")
+            return [pw.prewarm(p.model_dir or "", [n for n, _ in self.shards], sum(s for _, s in self.shards),
+                               rate_mbps=self.prewarm_rate_mbps, margin_gib=self.prewarm_margin_gib)]
+        if key == "in_place":
+            self._need("in-place")
+            model = act.check_path(p.model_dir, "model directory")
+            url = f"http://127.0.0.1:{self.old_port}/update_weights_from_disk"
+            return [act.Action("in_place", "Update the weights in place", (
+                act.RemoteCommand(curl_json(url, {"model_path": model, "weight_version": _version(model)}, 1800),
+                                  1810, "POST /update_weights_from_disk"),),
+                waits_for="the reply (success, message, num_paused_requests); the old weights serve if it fails")]
+        if key == "beside":
+            opt = self._need("beside")
+            unit = act.check_unit(self.ctl.new_unit)
+            return [act.Action("beside", f"Start {unit} beside the old server", (
+                act.RemoteCommand(act.bounded(["systemctl", "start", "--", unit], 90), 100, f"start {unit}"),),
+                waits_for=f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}), the old server serving")]
+        if key == "switch_traffic":
+            opt = self._need("beside")
+            old = act.check_unit(self.ctl.old_unit)
+            stop = act.RemoteCommand(act.bounded(["systemctl", "stop", "--", old], 120), 130, f"stop {old}")
+            if not self.router_url:
+                return [act.Action("switch_traffic", "Switch traffic (by the operator)", (),
+                                   waits_for=f"no router in the profile: switch your clients from port "
+                                             f"{self.old_port} to {opt.port}, then stop {old}")]
+            new_url, old_url = f"http://127.0.0.1:{opt.port}", f"http://127.0.0.1:{self.old_port}"
+            r = self.router_url.rstrip("/")
+            return [act.Action("switch_traffic", "Move traffic through the router, stop the old server", (
+                act.RemoteCommand(curl_json(f"{r}/add_worker?url={new_url}", {}, 60), 70, "add the new worker"),
+                act.RemoteCommand(curl_json(f"{r}/remove_worker?url={old_url}", {}, 30), 40, "remove the old worker"),
+                stop), waits_for="the old server drained (no running request) before it stops")]
+        raise act.ActionError(f"no such action: {key}")
+
+    def remaining(self, plan_keys: list[str]) -> list[str]:
+        """The steps of the chosen path (the controller's plan for "swap")."""
+        head = ["download", "verify", "install", "preflight"]
+        if self.chosen == "in-place":
+            keys = [*head, "in_place", "benchmark"]
+        elif self.chosen == "beside":
+            keys = [*head, "beside", "switch_traffic", "benchmark"]
+        else:
+            return plan_keys
+        steps = self.ctl.state.swap.steps
+        return [k for k in keys if k not in steps or steps[k].state not in ("done", "skipped")]
+
+    def draft_text(self, text: str) -> str:
+        if self.chosen == "beside":
+            opt = self.plan.chosen_option  # type: ignore[union-attr]
+            return beside_unit_text(text, opt.gpus, int(opt.port or 0))
+        return text
+
+    def gate_checks(self) -> tuple[GateCheck, ...]:
+        if self.plan is None:
+            return ()
+        lines = self.plan.lines()
+        return (GateCheck("swap path", True, " | ".join(lines)),)
+
+    def _need(self, path: str) -> P.PathOption:
+        if self.plan is None:
+            raise act.ActionError("choose the path first (the paths action)")
+        opt = self.plan.option(path)
+        if not opt.possible:
+            raise act.ActionError(f"{path} is not possible: {opt.reason}")
+        if self.plan.chosen != path:
+            raise act.ActionError(f"the plan chose {self.plan.chosen}, not {path}")
+        return opt
+
+    # -- the host facts ---------------------------------------------------------------------------
+    async def _read_config(self, model_dir: str | None) -> dict[str, Any] | None:
+        if not model_dir:
+            return None
+        try:
+            raw = await self.ctl.session.transport.read_file(f"{model_dir.rstrip('/')}/config.json", timeout=15)
+            value = json.loads(raw.decode("utf-8", "replace"))
+        except (TransportError, OSError, ValueError, asyncio.TimeoutError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    async def _list_shards(self, model_dir: str) -> list[tuple[str, int]]:
+        d = act.check_path(model_dir, "model directory")
+        cmd = act.bounded(["find", d, "-maxdepth", "1", "-type", "f", "-name", "*.safetensors", "-printf",
+                           "%s %f\\n"], 30)
+        r = await self.ctl.session.transport.run(cmd, timeout=40)
+        out = []
+        for line in r.text.splitlines():
+            size, _, name = line.partition(" ")
+            if size.isdigit() and name and "/" not in name:
+                out.append((name, int(size)))
+        return sorted(out)
+
+    async def _residency(self, model_dir: str) -> pred.Residency:
+        files = pw.shard_paths(model_dir, [n for n, _ in self.shards])
+        total = sum(s for _, s in self.shards)
+        try:
+            r = await self.ctl.session.transport.run(pw.fincore_command(files), timeout=70)
+        except TransportError as exc:
+            return pred.Residency(None, total, 0, f"fincore did not answer: {exc}")
+        return pred.parse_fincore(r.text, total, r.exit_status or 0)
+
+    def _samples(self) -> tuple[list[pred.BootSample], list[str]]:
+        from console.core.recording import default_dir
+
+        directory = self.recordings_dir or default_dir()
+        samples, problems = pred.samples_from_recordings(directory)
+        # This session's own boots too (the recording being written may not be flushed yet).
+        live = pred.boots_from_events(list(self.ctl.state.log_lines))
+        known = {s.at for s in samples}
+        return samples + [s for s in live if s.at not in known], problems
+
+    def _commands(self) -> tuple[Any, Any]:
+        from console.parsers.sglang_argv import NotSglang, normalize
+        from console.parsers.systemd import parse_unit
+
+        report = self.ctl.state.data("service")
+        old = report.old.command if report is not None and report.old is not None else None
+        new = None
+        try:
+            text = self.ctl._draft_text_raw()
+            main = parse_unit(text, self.ctl.new_unit or "new.service").main_command
+            new = normalize(list(main.argv)) if main is not None else None
+        except (act.ActionError, OSError, NotSglang, ValueError):
+            new = report.new.command if report is not None else None
+        return old, new
+
+    async def _paths(self, who: str) -> str:
+        from console.analysis.fit import inputs_from_command
+
+        ctl = self.ctl
+        p = ctl.profile
+        model_dir = act.check_path(p.model_dir, "model directory")
+        old_cmd, new_cmd = self._commands()
+        old_path = old_cmd.value("--model-path") if old_cmd is not None else None
+        self.old_model_path = old_path if isinstance(old_path, str) else None
+        old_cfg = await self._read_config(self.old_model_path)
+        new_cfg = await self._read_config(model_dir)
+        self.shards = await self._list_shards(model_dir)
+        total = sum(s for _, s in self.shards)
+        self.residency = await self._residency(model_dir) if self.shards else pred.Residency(None, 0, 0, "no shards")
+        samples, problems = self._samples()
+        gpu = ctl.state.data("gpu")
+        self.old_unit_pids = [pr.pid for g in (gpu.gpus if gpu else ()) for pr in g.processes or ()]
+        pause, pause_text = pred.predict_in_place(samples, total, self.residency)
+        server = ctl.state.data("server")
+        in_place = P.in_place_option(old_cfg, new_cfg, P.flag_changes(old_cmd, new_cmd), pause_s=pause,
+                                     pause_detail=pause_text,
+                                     server_ready=server is not None and server.status == "ready")
+        fit_in = None
+        if new_cfg is not None and new_cmd is not None and gpu is not None and gpu.gpus:
+            mem = min((g.memory_total_mib or 0) for g in gpu.gpus) / 1024
+            fit_in = inputs_from_command(new_cmd, new_cfg, total or None, len(gpu.gpus), mem, model=model_dir)
+        beside = P.beside_option(fit_in, gpu, old_pids=self.old_unit_pids, old_port=self.old_port,
+                                 router=self.router_url)
+        self.restart = pred.predict_restart(samples, total, self.residency)
+        restart = P.restart_option(self.restart.total_s, self.restart.text)
+        try:
+            self.plan = P.choose(in_place, beside, restart, want=self.want)
+        except ValueError as exc:
+            self.plan = P.choose(in_place, beside, restart)
+            raise _fail(f"{exc}; the plan would choose {self.plan.chosen}") from None
+        finally:
+            self._emit("plan", {"plan": self.plan.to_json() if self.plan else None,
+                                "restart": self.restart.to_json(), "residency": _residency_json(self.residency),
+                                "shards": len(self.shards), "weights_bytes": total, "problems": problems[:5]})
+        ctl.state.apply(_gate(ctl))
+        return " | ".join(self.plan.lines())
+
+    def _emit(self, kind: str, data: dict[str, Any]) -> None:
+        self.ctl.state.apply(PathEvent(self.ctl.host, kind, json.dumps(data, default=str), self.ctl._clock()))
+
+    # -- pre-warm -----------------------------------------------------------------------------------
+    async def _prewarm(self, who: str) -> str:
+        ctl = self.ctl
+        (action,) = self.build("prewarm")
+        total = sum(s for _, s in self.shards)
+        result = await ctl._run(who, "prewarm", action.commands[0])
+        if not result.ok:
+            raise _fail(f"the pre-warm did not start (exit {result.exit_status}): "
+                                 f"{(result.error_text or result.text).strip()[-200:]}")
+        check = pw.progress_check(ctl.profile.model_dir or "")
+        started = time.monotonic()
+        while True:
+            await asyncio.sleep(ctl.poll_s)
+            try:
+                r = await ctl.session.transport.run(check, timeout=20)
+            except TransportError:
+                continue
+            prog = pw.parse_progress(r.text, total)
+            self._emit("prewarm", {"done_bytes": prog.done_bytes, "total_bytes": total, "finished": prog.finished,
+                                   "stopped": prog.stopped_reason, "text": prog.text(),
+                                   "seconds": round(time.monotonic() - started, 1)})
+            ctl._set("prewarm", detail=prog.text())
+            if prog.finished:
+                return prog.text()
+            if prog.stopped_reason and (not prog.running or time.monotonic() - started > 5):
+                raise _fail(prog.text() + " — nothing after it runs; the old model is unaffected")
+
+    # -- in place -----------------------------------------------------------------------------------
+    async def _in_place(self, who: str) -> str:
+        ctl = self.ctl
+        (action,) = self.build("in_place")
+        seen = len(ctl.state.log_lines)
+        issued = ctl._clock()
+        try:
+            result = await ctl._run(who, "in_place", action.commands[0])
+        except Exception as exc:  # the controller's _Dropped: the outcome is unknown
+            raise _fail(f"the update's answer did not come back ({exc}): re-read /server_info before "
+                                 "anything else") from None
+        answered = ctl._clock()
+        code, body = split_reply(result.text)
+        reply: dict[str, Any] = {}
+        try:
+            reply = json.loads(body) if body.strip().startswith("{") else {}
+        except ValueError:
+            reply = {}
+        await asyncio.sleep(max(ctl.poll_s, 0.5) * 2)  # the log's lines of the update may trail the reply
+        begin, end = self._update_lines(seen)
+        paused = reply.get("num_paused_requests")
+        start_at = begin if begin is not None else issued
+        end_at = end if end is not None else answered
+        source = "the server's log (Update engine weights … begin → Update weights end.)" if (
+            begin is not None and end is not None) else "the request and its reply"
+        outcome = {"path": "in-place", "reply": reply, "http_status": code, "curl_exit": result.exit_status,
+                   "pause_s": round(max(0.0, end_at - start_at), 3), "pause_source": source,
+                   "num_paused_requests": paused, "predicted_s": self.plan.option("in-place").predicted_downtime_s
+                   if self.plan else None}
+        if code is None or result.exit_status not in (0, None):
+            dead = await self._server_dead()
+            outcome["server_died"] = dead
+            self._emit("outcome", outcome)
+            if dead:
+                raise _fail("the server died during the update (no reply): rollback by restart of "
+                                     f"{ctl.old_unit} is offered; nothing after this step runs")
+            raise _fail(f"no reply from /update_weights_from_disk (curl exit {result.exit_status}): "
+                                 "the outcome is unknown; re-read /server_info")
+        if reply.get("success") is not True:
+            self._emit("outcome", outcome)
+            raise _fail(f"the reply says it failed (HTTP {code}): {str(reply.get('message'))[:240]} — the "
+                                 "old weights keep serving (SGLang rolled back); nothing after this step runs")
+        ctl.state.apply(DowntimeChanged(ctl.host, start_at, f"in place: {source}", end_at,
+                                        "in place: weights updated (requests resumed)"))
+        self._emit("outcome", outcome)
+        return (f"weights updated in place: paused {outcome['pause_s']:.1f}s, {paused} request(s) paused, "
+                f"{reply.get('message')}")
+
+    def _update_lines(self, since: int) -> tuple[float | None, float | None]:
+        from console.swap.controller import _log_time
+
+        begin = end = None
+        for e in list(self.ctl.state.log_lines)[max(0, since - 50):]:
+            if e.ts is None:
+                continue
+            if UPDATE_BEGIN in e.text and begin is None:
+                begin = _log_time(e.ts)
+            elif UPDATE_END in e.text and begin is not None:
+                end = _log_time(e.ts)
+        return begin, end
+
+    async def _server_dead(self) -> bool:
+        unit = act.check_unit(self.ctl.old_unit)
+        for _ in range(10):
+            try:
+                now = await self.ctl._unit_state(unit)
+            except Exception:  # noqa: BLE001 - cannot read: not proof of death
+                return False
+            if now.get("ActiveState") in ("failed", "inactive"):
+                return True
+            await asyncio.sleep(self.ctl.poll_s)
+        return False
+
+    # -- beside -------------------------------------------------------------------------------------
+    async def _beside(self, who: str) -> str:
+        ctl = self.ctl
+        opt = self._need("beside")
+        unit = act.check_unit(ctl.new_unit)
+        (action,) = self.build("beside")
+        issued = ctl._clock()
+        await ctl._start_unit("beside", who, unit, action.commands[0])
+        health = act.bounded(["curl", "-s", "-o", "/dev/null", "--max-time", "3", "-w", "%{http_code}", "--",
+                              f"http://127.0.0.1:{opt.port}/health"], 8)
+        deadline = time.monotonic() + float(getattr(ctl.profile, "ready_timeout_s", 600.0))
+        while True:
+            await asyncio.sleep(ctl.poll_s)
+            state = await ctl._unit_state(unit)
+            if state.get("ActiveState") == "failed":
+                cause = await ctl._death_cause(f"{unit} failed while booting beside the old server")
+                raise _fail(f"{cause} — the old server keeps serving (downtime 0); nothing after this "
+                                     "step runs; rollback (stop the new unit) is offered")
+            try:
+                r = await ctl.session.transport.run(health, timeout=15)
+                if r.text.strip() == "200":
+                    break
+            except TransportError:
+                pass
+            log = ctl.state.data("log")
+            if log is not None and log.phase:
+                ctl._set("beside", detail=f"booting on GPUs {opt.cuda_visible_devices}: {log.phase}")
+            if time.monotonic() > deadline:
+                raise _fail(f"not ready within the ready timeout on port {opt.port}")
+        return f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}) after {ctl._clock() - issued:.0f}s; " \
+               "the old server still serving"
+
+    async def _switch(self, who: str) -> str:
+        ctl = self.ctl
+        opt = self._need("beside")
+        (action,) = self.build("switch_traffic")
+        if not action.commands:  # no router: what the operator must switch, said exactly
+            return f"no router in the profile: switch your clients from port {self.old_port} to {opt.port}, " \
+                   f"then stop {ctl.old_unit} (the stop action)"
+        add, remove, stop = action.commands
+        r = await ctl._run(who, "switch_traffic", add)
+        code, body = split_reply(r.text)
+        if code != 200:
+            raise _fail(f"the router refused the new worker (HTTP {code}): {body.strip()[:200]} — the old "
+                                 "server keeps serving through the router; nothing after this step runs")
+        r = await ctl._run(who, "switch_traffic", remove)
+        code, body = split_reply(r.text)
+        if code != 200:
+            raise _fail(f"the router did not remove the old worker (HTTP {code}): {body.strip()[:200]}")
+        ctl._set("switch_traffic", detail="draining the old server (its running requests finish)")
+        drained = await self._drain_old()
+        result = await ctl._run(who, "switch_traffic", stop)
+        if not result.ok:
+            raise _fail(f"systemctl stop {ctl.old_unit} exited {result.exit_status}")
+        now = ctl._clock()
+        ctl.state.apply(DowntimeChanged(ctl.host, now, "beside: the router moved traffic before the old server "
+                                                       "stopped", now, "beside: no request was refused"))
+        self._emit("outcome", {"path": "beside", "downtime_s": 0.0, "drained": drained, "port": opt.port,
+                               "gpus": list(opt.gpus), "predicted_s": 0.0})
+        return f"the router sends traffic to port {opt.port}; the old worker removed, {drained}, {ctl.old_unit} " \
+               "stopped: downtime 0"
+
+    async def _drain_old(self, timeout_s: float = 120.0) -> str:
+        metrics = act.bounded(["curl", "-s", "--max-time", "3", "--", f"http://127.0.0.1:{self.old_port}/metrics"],
+                              8)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                r = await self.ctl.session.transport.run(metrics, timeout=15)
+            except TransportError:
+                await asyncio.sleep(self.ctl.poll_s)
+                continue
+            running = _gauge(r.text, "sglang:num_running_reqs")
+            if running is None or running <= 0:
+                return "drained (no running request)" if running is not None else "drained (no metrics)"
+            await asyncio.sleep(self.ctl.poll_s)
+        return f"not drained within {timeout_s:.0f}s (stopped anyway)"
+
+
+def _fail(message: str) -> Exception:
+    """The controller's StepFailed (imported late: the controller imports this module)."""
+    from console.swap.controller import StepFailed
+
+    return StepFailed(message)
+
+
+def _gauge(text: str, name: str) -> float | None:
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            try:
+                return float(line.rsplit(" ", 1)[1])
+            except (ValueError, IndexError):
+                return None
+    return None
+
+
+def _version(model_dir: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", model_dir.rstrip("/").rsplit("/", 1)[-1])[:64] or "new"
+
+
+def _residency_json(r: pred.Residency | None) -> dict[str, Any] | None:
+    if r is None:
+        return None
+    return {"resident_bytes": r.resident_bytes, "total_bytes": r.total_bytes, "files": r.files,
+            "fraction": r.fraction, "text": r.text()}
+
+
+def _gate(ctl: SwapController) -> Any:
+    from console.swap.model import GateChanged
+
+    return GateChanged(ctl.host, ctl.evaluate_gate(), ctl._clock())
+
+
+__all__ = ["KEYS", "FastPaths", "beside_unit_text", "curl_json", "split_reply"]
