@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from rich.cells import cell_len
+from rich.markup import escape
 from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
@@ -34,7 +35,7 @@ from console.core.state import (
     ReadingChanged,
     VerifyChanged,
 )
-from console.fleet.rows import COLUMNS, SORT_KEYS, FleetRow, fleet_row, format_cells, matches, sort_key
+from console.fleet.rows import COLUMNS, SORT_KEYS, FleetRow, cell_text, fleet_row, format_cells, matches, sort_key
 
 REFRESH_S = 2.0  # an overview: every other GPU sample is enough, and repaints are most of its cost
 FULL_REFRESH_EVERY = 3  # ticks: ages and staleness move without events
@@ -166,21 +167,13 @@ class FleetScreen(Screen[None]):
         if changed_order:
             self._sort()
         self.query_one("#fleet-summary", Static).update(
-            f"{self.fleet_title}: " + fleet_summary(list(self.rows.values()), self.sort_by, self.filter_text))
+            Text(f"{self.fleet_title}: " + fleet_summary(list(self.rows.values()), self.sort_by, self.filter_text)))
         self.refresh_times_s.append(time.perf_counter() - started)
         del self.refresh_times_s[:-200]
 
     @staticmethod
     def _cell(row: FleetRow, key: str, text: str) -> Text | str:
-        if key == "problem" and row.severity:
-            return Text(text, style=SEVERITY_STYLE[row.severity])
-        if key == "conn" and not row.connection_ok:
-            return Text(text, style="bold red" if "failed" in text else "yellow")
-        if key == "server" and row.server_status in ("dead", "degraded"):
-            return Text(text, style="bold red" if row.server_status == "dead" else "yellow")
-        if text.startswith("~"):
-            return Text(text, style="dim yellow")
-        return text
+        return cell_text(row, key, text)  # never markup: host strings (issue 21, item 4)
 
     def _sort(self) -> None:
         rows = self.rows
@@ -292,7 +285,7 @@ class HostScreen(Screen[None]):
                 self._route_key(spec.key, source)
         self.set_interval(1.0, self._tick)
         if self.note:
-            self.notify(self.note, title=self.state.host, severity="warning", timeout=10)
+            self.notify(self.note, title=escape(self.state.host), severity="warning", timeout=10, markup=False)
 
     def on_unmount(self) -> None:
         if self._unsubscribe is not None:
@@ -327,9 +320,9 @@ class HostScreen(Screen[None]):
                 isinstance(event, ReadingChanged) and event.source == "host")) and header is not None:
             header.refresh_state()
         if isinstance(event, Notice):
-            self.notify(event.message, title=f"{self.state.host}: {event.title}",
+            self.notify(event.message, title=escape(f"{self.state.host}: {event.title}"),
                         severity=event.severity,  # type: ignore[arg-type]
-                        timeout=10 if event.severity == "error" else 4)
+                        timeout=10 if event.severity == "error" else 4, markup=False)
         elif isinstance(event, ReadingChanged):
             for spec in self.specs:
                 if event.source in spec.sources:
@@ -465,7 +458,7 @@ class FleetApp(App[int]):
             return
         found = self.host_for(key)
         if found is None:
-            self.notify(f"{key}: nothing to open", severity="warning")
+            self.notify(f"{key}: nothing to open", severity="warning", markup=False)
             return
         state, control, note = found
         self.push_screen(HostScreen(state, control, note=note))
