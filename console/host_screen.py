@@ -286,7 +286,7 @@ class HostScreen(Screen[None]):
         self.set_interval(1.0, self._tick)
         self.watch(self, "maximized", lambda _: self._maximized_changed(), init=False)
         if self.note:
-            self.notify(self.note, title=self.state.host, severity="warning", timeout=10)
+            self.notify(self.note, title=escape(self.state.host), severity="warning", timeout=10, markup=False)
 
     def on_unmount(self) -> None:
         if self._unsubscribe is not None:
@@ -319,7 +319,7 @@ class HostScreen(Screen[None]):
         notices, self._notices = self._notices, []
         for event in notices:  # said at once: a notice is rare and is the news itself
             title = f"{self.state.host}: {event.title}" if self.back else event.title
-            self.notify(event.message, title=title, severity=event.severity,  # type: ignore[arg-type]
+            self.notify(event.message, title=escape(title), severity=event.severity,  # type: ignore[arg-type]
                         timeout=10 if event.severity == "error" else 4, markup=False)
         if self._flush_timer is not None:
             return  # a flush is due at the frame's end: it takes this change too

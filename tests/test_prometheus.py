@@ -293,8 +293,13 @@ async def test_enter_on_a_prometheus_row_opens_ssh_to_the_profile_of_that_name(
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, FleetScreen)
-        # A host with no profile is tried by its name (ssh's own resolution), and the screen says
-        # so. (Asked directly with a loopback name: the tests never resolve other names.)
+        # A host with no profile is tried by its name (ssh's own resolution) only with the
+        # operator's --ssh-to-labels, and the screen says so. (Asked directly with a loopback
+        # name: the tests never resolve other names.) Issue 21, item 4.
+        fleet.states.setdefault("localhost", fleet.states["gpu-sim-01"])
+        state, control, note = fleet.drill_down("localhost")  # type: ignore[misc]
+        assert control is None and "--ssh-to-labels" in (note or "")
+        fleet.ssh_to_labels = True
         state, control, note = fleet.drill_down("localhost")  # type: ignore[misc]
         assert control is not None and "No profile named 'localhost'" in (note or "")
 

@@ -240,9 +240,21 @@ async def test_bad_clients_are_dropped_and_the_others_carry_on(core: Core) -> No
     good, tg = await attached(core.sock, "good")
     rng = random.Random(12)
     bad_lines = [b"{", b"null", b"[]", b'{"t":"hello","version":1}', bytes(rng.randrange(256) for _ in range(300)),
-                 b'{"t":"bench","id":-1}', b'{"t":"note","id":1,"text":' + b"1" * 100 + b"}",
-                 b"x" * (p.MAX_CLIENT_LINE + 10), b'{"t":"view","id":1,"pane":"' + b"a" * 100 + b'"}']
+                 b'{"t":"bench","id":-1}', b"x" * (p.MAX_CLIENT_LINE + 10)]
+    # a known request with a bad value is answered with an error, not dropped (issue 21, item 6)
+    answered = [b'{"t":"note","id":1,"text":' + b"1" * 100 + b"}", b'{"t":"view","id":1,"pane":"' + b"a" * 100 + b'"}']
     try:
+        for line in answered:
+            reader, writer = await asyncio.open_unix_connection(str(core.sock), limit=p.MAX_CORE_LINE)
+            writer.write(p.encode_client(p.Hello(p.VERSION, "fuzz")))
+            await asyncio.wait_for(reader.readline(), 5)  # welcome
+            writer.write(line + b"\n")
+            while True:
+                msg = p.decode_core(await asyncio.wait_for(reader.readline(), 10))
+                if isinstance(msg, p.Reply):
+                    break
+            assert msg.id == 1 and msg.error and msg.error.startswith("not a valid request")
+            writer.close()
         for line in bad_lines:
             reader, writer = await asyncio.open_unix_connection(str(core.sock), limit=p.MAX_CORE_LINE)
             writer.write(p.encode_client(p.Hello(p.VERSION, "fuzz")))

@@ -74,8 +74,10 @@ def test_serve_attach_wrong_token_and_the_core_killed_under_its_client(short_dir
     serve, lines = start_serve(short_dir, "--listen", "0")
     try:
         tcp = next(line for line in lines if line.startswith("  tcp:")).split()
-        address, token = tcp[3], tcp[5]
-        assert address.startswith("127.0.0.1:")
+        address, token_file = tcp[3], Path(tcp[5])
+        assert tcp[4] == "--token-file" and token_file.stat().st_mode & 0o777 == 0o600  # not in ps (#21 item 16)
+        token = token_file.read_text().strip()
+        assert address.startswith("127.0.0.1:") and token not in "\n".join(lines)
         # the token is printed once, and never in the log
         # a wrong token: one line, exit 1, the attempt logged by the core
         out = gpuconsole("attach", address, "--token", "wrong" + token)

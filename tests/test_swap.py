@@ -525,7 +525,8 @@ async def test_two_person_rule_over_pairing_the_driver_asks_an_observer_approves
     try:
         ana = await attach(short / "core.sock", name="ana")
         pumps.append(asyncio.ensure_future(ana.pump()))
-        ben = await attach(short / "core.sock", name="ben")
+        # ben is another person: his own token (issue 21, item 3: one uid on two sockets is one person)
+        ben = await attach(short / "core.sock", name="ben", token=server.invite("ben"))
         pumps.append(asyncio.ensure_future(ben.pump()))
         ana_c, ben_c = RemoteControl(ana), RemoteControl(ben)
         await _until(lambda: ana_c.who == "ana" and ben_c.who == "ben", 10, "presence")

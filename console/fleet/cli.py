@@ -21,6 +21,8 @@ def add_fleet_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--demo-hosts", type=int, metavar="N", help="a fleet of N simulated GPU hosts")
     g.add_argument("--prometheus", metavar="URL", help="read the fleet from this Prometheus (its HTTP API)")
     g.add_argument("--match", metavar="LABELS", help='label matchers for --prometheus, e.g. job="gpu",dc="a"')
+    g.add_argument("--ssh-to-labels", action="store_true",
+                   help="with --prometheus: Enter opens SSH to a host named by a label even without a profile")
     g.add_argument("--prometheus-interval", type=float, default=15.0, metavar="SECONDS",
                    help="seconds between queries (15: a usual scrape interval; querying faster shows nothing new)")
     g.add_argument("--metrics", metavar="127.0.0.1:PORT",
@@ -152,7 +154,8 @@ async def _run_prometheus(args: argparse.Namespace, config: Any, metrics_addr: t
     from console.fleet.screen import FleetApp
 
     fleet = PrometheusFleet(args.prometheus, match=args.match, interval_s=args.prometheus_interval,
-                            config=config, accept_new_host_key=bool(args.accept_new_host_key))
+                            config=config, accept_new_host_key=bool(args.accept_new_host_key),
+                            ssh_to_labels=bool(getattr(args, "ssh_to_labels", False)))
     app: FleetApp | None = None
 
     def host_for(key: str) -> Any:

@@ -125,14 +125,16 @@ def decode_answer(body: bytes) -> list[_Sample]:
 
 
 def host_of(labels: _Labels) -> str | None:
-    host = labels.Hostname or labels.hostname or labels.host or labels.node
+    from console.fleet.rows import host_label
+
+    host = host_label(labels.Hostname or labels.hostname or labels.host or labels.node)  # issue 21, item 4
     if host:
         return host
     instance = labels.instance
     if instance:
         if instance.startswith("["):  # [::1]:9400
-            return instance[1:].split("]", 1)[0]
-        return instance.rsplit(":", 1)[0] if instance.count(":") == 1 else instance
+            return host_label(instance[1:].split("]", 1)[0])
+        return host_label(instance.rsplit(":", 1)[0] if instance.count(":") == 1 else instance)
     return None
 
 
@@ -242,7 +244,7 @@ class PrometheusFleet:
     """Polls Prometheus every `interval_s` and keeps one HostState per host it has seen."""
 
     def __init__(self, url: str, *, match: str | None = None, interval_s: float = 5.0, timeout_s: float = 4.0,
-                 config: Any = None, accept_new_host_key: bool = False,
+                 config: Any = None, accept_new_host_key: bool = False, ssh_to_labels: bool = False,
                  clock: Callable[[], float] = time.time) -> None:
         self.base_url = check_url(url)
         self.match = check_match(match) if match else None
@@ -250,6 +252,9 @@ class PrometheusFleet:
         self.timeout_s = timeout_s
         self.config = config
         self.accept_new_host_key = accept_new_host_key
+        # A label is whatever an exporter says: SSH to it only with a profile of that name or the
+        # operator's --ssh-to-labels (issue 21, item 4).
+        self.ssh_to_labels = ssh_to_labels
         self.clock = clock
         self.states: dict[str, HostState] = {}
         self.on_new_hosts: Callable[[list[HostState]], None] | None = None
@@ -408,6 +413,13 @@ class PrometheusFleet:
             profile = next((p for p in self.config.profiles.values() if key in (p.name, p.host)), None)
         note = None
         if profile is None:
+            from console.fleet.rows import ssh_target
+
+            if not self.ssh_to_labels or ssh_target(key) is None:
+                why = ("not a host name" if ssh_target(key) is None else
+                       "a Prometheus label is not a host to SSH to without your say: add a profile of that "
+                       "name to the config, or run with --ssh-to-labels")
+                return (self.states[key], None, f"No profile named {key!r}: {why}") if key in self.states else None
             profile = HostProfile(name=key, host=key)
             note = (f"No profile named {key!r} in the config: trying ssh {key} (as ~/.ssh/config resolves it). "
                     "Add a profile of that name if the host is reached another way.")

@@ -8,10 +8,15 @@ reading older than it should be is marked stale, and the worst problem is named,
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from rich.markup import escape
+from rich.text import Text
+
 from console.core.state import HostState
+from console.sanitize import clean_line
 
 # A reading older than this (seconds) is stale: the GPUs are sampled every second, the server
 # every few seconds; a Prometheus series every scrape interval (the Prometheus source sets its
@@ -240,6 +245,45 @@ def format_cells(row: FleetRow) -> dict[str, str]:
         "download": mark("download", download),
         "problem": row.problem or "",
     }
+
+
+CELL_STYLE = {3: "bold red", 2: "yellow", 1: "cyan", 0: ""}
+
+
+def cell_text(row: FleetRow, key: str, text: str) -> Text | str:
+    """A cell as Rich text or escaped markup, never the host's markup: a host name, a model or a
+    problem is the host's (or a Prometheus label's) text, and `[/]` in one crashed the fleet
+    screen; `[link=…]` drew a link (issue 21, item 4). `Text(...)` is never parsed; a plain cell
+    (which DataTable reads as markup) is escaped."""
+    if key == "problem" and row.severity:
+        return Text(text, style=CELL_STYLE[row.severity])
+    if key == "conn" and not row.connection_ok:
+        return Text(text, style="bold red" if "failed" in text else "yellow")
+    if key == "server" and row.server_status in ("dead", "degraded"):
+        return Text(text, style="bold red" if row.server_status == "dead" else "yellow")
+    if text.startswith("~"):
+        return Text(text, style="dim yellow")
+    if key == "host":  # the sort reads the host back from its cell (str(Text) is the plain text)
+        return Text(text)
+    return escape(text)
+
+
+_HOSTNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,252}$|^[0-9a-fA-F:.]+$")
+
+
+def host_label(raw: str | None) -> str | None:
+    """A Prometheus host label as a fleet key: no control characters or escapes, and never
+    starting with `?` (the console's own rows, `?no-host-label` and `?URL`, start so)."""
+    if not raw:
+        return None
+    label = clean_line(raw).strip().lstrip("?").strip()[:253]
+    return label or None
+
+
+def ssh_target(label: str) -> str | None:
+    """The label as a host name to SSH to, if it is one (letters, digits, `.`, `-`, not leading
+    `-`; or an IP address); None for anything else (`-oProxyCommand=…`, `a b`, `[x]`)."""
+    return label if _HOSTNAME.match(label) else None
 
 
 def sort_key(row: FleetRow, key: str) -> tuple[Any, ...]:

@@ -24,7 +24,7 @@ from textual.widgets.data_table import ColumnKey
 
 from console.core.control import NoControl
 from console.core.state import HostState
-from console.fleet.rows import COLUMNS, SORT_KEYS, FleetRow, fleet_row, format_cells, matches, sort_key
+from console.fleet.rows import COLUMNS, SORT_KEYS, FleetRow, cell_text, fleet_row, format_cells, matches, sort_key
 from console.host_screen import HostScreen, host_commands, save_screenshot, save_screenshot_to
 
 __all__ = ["FleetApp", "FleetScreen", "HostScreen", "fleet_summary"]
@@ -159,21 +159,13 @@ class FleetScreen(Screen[None]):
         if changed_order:
             self._sort()
         self.query_one("#fleet-summary", Static).update(
-            f"{self.fleet_title}: " + fleet_summary(list(self.rows.values()), self.sort_by, self.filter_text))
+            Text(f"{self.fleet_title}: " + fleet_summary(list(self.rows.values()), self.sort_by, self.filter_text)))
         self.refresh_times_s.append(time.perf_counter() - started)
         del self.refresh_times_s[:-200]
 
     @staticmethod
     def _cell(row: FleetRow, key: str, text: str) -> Text | str:
-        if key == "problem" and row.severity:
-            return Text(text, style=SEVERITY_STYLE[row.severity])
-        if key == "conn" and not row.connection_ok:
-            return Text(text, style="bold red" if "failed" in text else "yellow")
-        if key == "server" and row.server_status in ("dead", "degraded"):
-            return Text(text, style="bold red" if row.server_status == "dead" else "yellow")
-        if text.startswith("~"):
-            return Text(text, style="dim yellow")
-        return text
+        return cell_text(row, key, text)  # never markup: host strings (issue 21, item 4)
 
     def _sort(self) -> None:
         rows = self.rows
@@ -265,7 +257,7 @@ class FleetApp(App[int]):
             return
         found = self.host_for(key)
         if found is None:
-            self.notify(f"{key}: nothing to open", severity="warning")
+            self.notify(f"{key}: nothing to open", severity="warning", markup=False)
             return
         state, control, note = found
         # The one host screen, as the single-host console shows it; escape comes back here.

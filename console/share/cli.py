@@ -24,6 +24,9 @@ def add_parsers(sub: Any, host: argparse.ArgumentParser) -> None:
     serve.add_argument("--listen", metavar="[HOST:]PORT",
                        help="also listen on TCP (127.0.0.1 unless HOST names another address); needs the token")
     serve.add_argument("--web", metavar="[HOST:]PORT", help="serve the console to browsers (textual-serve)")
+    serve.add_argument("--invite", metavar="NAME", action="append", default=[],
+                       help="issue NAME a token of their own (repeatable): who presents it is NAME, and only they "
+                            "(the two-person rule needs two people, not two names)")
     serve.add_argument("--no-record", action="store_true", default=argparse.SUPPRESS,
                        help="do not record this session (as before the subcommand)")
     serve.add_argument("--metrics", metavar="127.0.0.1:PORT", default=argparse.SUPPRESS,
@@ -32,7 +35,9 @@ def add_parsers(sub: Any, host: argparse.ArgumentParser) -> None:
     attach.add_argument("address", nargs="?", metavar="ADDRESS",
                         help="socket path, unix:PATH or HOST:PORT (default: the one core serving on this machine)")
     attach.add_argument("--name", help="how the others see you (default: your user name)")
-    attach.add_argument("--token", help="the serve's token (TCP); or set GPUCONSOLE_TOKEN")
+    attach.add_argument("--token", help="the serve's token (TCP); better GPUCONSOLE_TOKEN or --token-file "
+                                        "(a command line is visible to every local user in ps)")
+    attach.add_argument("--token-file", metavar="PATH", help="read the token from this file")
     attach.add_argument("--wait", action="store_true", help="wait for the core to (re)start instead of exiting")
     attach.add_argument("--follow", action="store_true", help="mirror the driver's maximized pane")
 
@@ -86,9 +91,11 @@ async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> 
     runner.announce()
     recorder = Recorder(state, default_dir() / "demo" if session.demo else None).start() if record else None
     server = ShareServer(state, runner)
+    invited = {clean_name(n): server.invite(n) for n in getattr(args, "invite", None) or []}
     try:
         sock = _socket_path(args.socket, state.host)
         await server.start(unix_path=sock, tcp=listen)
+        token_files = _write_tokens(sock, server.token, invited)
     except (ShareError, OSError) as exc:
         print(f"gpuconsole: cannot serve: {exc}", file=sys.stderr)
         return EXIT_FAIL
@@ -100,14 +107,20 @@ async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> 
         if web_at is not None:
             from console.share.web import WebShare
 
-            web = await WebShare(sock, web_at[0], web_at[1], server.token).start()
+            web = await WebShare(sock, web_at[0], web_at[1], server.token,
+                                 people={t: n for n, t in invited.items()}, token_files=token_files).start()
         print(f"gpuconsole serve: {state.label}", flush=True)
         print(f"  attach:  gpuconsole attach {sock}", flush=True)
+        # The token goes in a file (0600) or the environment, never on a command line: every local
+        # user reads command lines in `ps` (issue 21, item 16).
         if server.tcp_address is not None:
             host, port = server.tcp_address
-            print(f"  tcp:     gpuconsole attach {host}:{port} --token {server.token}", flush=True)
+            print(f"  tcp:     gpuconsole attach {host}:{port} --token-file {token_files['']}", flush=True)
         if web is not None:
             print(f"  browser: {web.url}", flush=True)
+        for name, token in invited.items():
+            print(f"  {name}: GPUCONSOLE_TOKEN={token} (theirs alone: give it to {name}"
+                  + (f"; browser {web.url_with(token)}" if web is not None else "") + ")", flush=True)
         if server.tcp_address is None and web is None:
             print("  (no token: the Unix socket is this user's only)", flush=True)
         await runner.start()
@@ -121,6 +134,9 @@ async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> 
         print(f"gpuconsole: cannot serve: {exc}", file=sys.stderr)
         return EXIT_FAIL
     finally:
+        for path in token_files.values():
+            with contextlib.suppress(OSError):
+                path.unlink()
         if metrics is not None:
             metrics.close()
         if web is not None:
@@ -131,6 +147,20 @@ async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> 
             recorder.close()
 
 
+def _write_tokens(sock: Path, token: str, invited: dict[str, str]) -> dict[str, Path]:
+    """The serve's token ('' key) and each invited person's, each in a 0600 file by the socket
+    (a directory of this user's, 0700): for `attach --token-file` and a browser tab's attach."""
+    files: dict[str, Path] = {}
+    for name, value in {"": token, **invited}.items():
+        path = sock.with_name(sock.name + (f".{name}" if name else "") + ".token")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            os.fchmod(fh.fileno(), 0o600)
+            fh.write(value + "\n")
+        files[name] = path
+    return files
+
+
 async def run_attach(args: argparse.Namespace, run_view: Any) -> int:
     from console.share.app import CORE_GONE_EXIT, SharedConsoleApp
     from console.share.client import AttachError, RemoteControl, attach, find_socket
@@ -138,6 +168,13 @@ async def run_attach(args: argparse.Namespace, run_view: Any) -> int:
 
     name = clean_name(args.name) if args.name else None
     token = args.token or os.environ.get("GPUCONSOLE_TOKEN", "")
+    if getattr(args, "token_file", None):
+        try:
+            token = Path(args.token_file).read_text().strip()[:128]  # noqa: ASYNC240 - a small local file, once
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"gpuconsole: --token-file {args.token_file}: {exc.strerror if isinstance(exc, OSError) else exc}",
+                  file=sys.stderr)
+            return EXIT_USAGE
     waited = False
     while True:
         try:

@@ -19,7 +19,8 @@ verify, swap, pick, bench and stop_bench are refused (`reply.error`), never carr
 
 Limits: a client line is at most `MAX_CLIENT_LINE` bytes, at most `RATE_PER_S` a second (burst
 `RATE_BURST`); a line that is too long, not JSON, not a known message, or over the rate gets that
-client dropped, and only that client. A wrong or missing token (TCP) gets the connection closed
+client dropped, and only that client. A known request with a bad value (a check name too long, an
+unknown bench kind) gets `reply.error` and the client stays. A wrong or missing token (TCP) gets the connection closed
 with nothing sent. A client of another version gets `refused` with both versions named.
 """
 
@@ -119,7 +120,8 @@ class View(_Msg, tag="view"):
 
 # -- the swap from the console (issue 13): the driver previews (the core answers with the exact
 # commands) and confirms; anyone else attached approves or denies; the requester may withdraw.
-StepKey = Annotated[str, msgspec.Meta(max_length=32, pattern="^[a-z_]+$")]
+# Gate check names have digits (`sha256`): a pattern without them dropped the driver (issue 21, item 6).
+StepKey = Annotated[str, msgspec.Meta(max_length=32, pattern="^[a-z0-9_]+$")]
 Token = Annotated[str, msgspec.Meta(max_length=64, pattern="^[A-Za-z0-9_-]*$")]
 
 
@@ -150,6 +152,7 @@ Request = (Verify | Swap | Pick | Bench | StopBench | SetNote | HandOver | AskDr
 ClientMessage = (Hello | Verify | Swap | Pick | Bench | StopBench | SetNote | HandOver | AskDrive | Accept | View
                  | SwapPreview | SwapConfirm | SwapOverride | SwapDecide)
 REQUEST_KIND: dict[type[Any], str] = {cls: cls.__struct_config__.tag for cls in Request.__args__}  # type: ignore
+REQUEST_KINDS = frozenset(REQUEST_KIND.values())
 
 _client_decoder = msgspec.json.Decoder(ClientMessage)
 
@@ -163,6 +166,25 @@ def decode_client(line: bytes) -> Hello | Request:
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ProtocolError(str(exc).splitlines()[0][:200]) from None
     return msg
+
+
+class _Kind(msgspec.Struct):
+    t: str
+    id: Id
+
+
+_kind_decoder = msgspec.json.Decoder(_Kind)
+
+
+def bad_request_id(line: bytes) -> int | None:
+    """The id of a line that is one of our requests with a bad value (`swap_override` of a check
+    name too long, `bench` of an unknown kind): it gets an error reply, not a drop (issue 21,
+    item 6). None for anything else (not JSON, no id, an unknown kind: those are dropped)."""
+    try:
+        head = _kind_decoder.decode(line)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return head.id if head.t in REQUEST_KINDS else None
 
 
 def encode_client(msg: Hello | Request) -> bytes:

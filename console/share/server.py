@@ -75,6 +75,9 @@ class _Peer:
     view: str | None = None
     writer: asyncio.StreamWriter | None = None  # None: the console that serves (in-process)
     bucket: p.TokenBucket = field(default_factory=p.TokenBucket)
+    # Who this is, from what a client cannot choose (issue 21, item 3): `uid:N` (SO_PEERCRED on the
+    # Unix socket), `person:NAME` (a token `serve` issued to NAME), `token` (the serve's own token).
+    identity: str = ""
 
     def client(self) -> Client:
         return Client(self.id, self.name, self.role, self.via, self.view)
@@ -89,6 +92,8 @@ class ShareServer:
         self.max_client_buffer = max_client_buffer
         self.control = control
         self.token = token or secrets.token_urlsafe(24)
+        self.people: dict[str, str] = {}  # per-person token -> the invited name (`serve --invite NAME`)
+        self._names: dict[str, str] = {}  # name -> identity, bound for the server's life: no name borrowed
         self.unix_path: Path | None = None
         self.tcp_address: tuple[str, int] | None = None
         self.refused = 0  # connections turned away (bad token, version, malformed hello)
@@ -142,6 +147,53 @@ class ShareServer:
         if self.unix_path is not None:
             _remove_stale(self.unix_path)
 
+    # -- who is who -----------------------------------------------------------------------
+    def invite(self, name: str) -> str:
+        """A token of `name`'s own (one per invited person, issued by `serve`): who presents it
+        is `name`, over TCP, the browser or the Unix socket alike; `name` is theirs alone."""
+        name = p.clean_name(name)
+        for token, who in self.people.items():
+            if who == name:
+                return token
+        token = secrets.token_urlsafe(24)
+        self.people[token] = name
+        self._names.setdefault(name, f"person:{name}")
+        return token
+
+    def person_of(self, token: str) -> str | None:
+        """The invited name whose token this is (constant time per comparison), else None."""
+        found = None
+        for known, name in self.people.items():
+            if hmac.compare_digest(token.encode(), known.encode()):
+                found = name
+        return found
+
+    def _identify(self, hello: p.Hello, via: str, writer: asyncio.StreamWriter | None) -> tuple[str, str] | str:
+        """(identity, name) for a hello that passed the token check, or why it is refused.
+
+        A person's token names them (the name they asked for is ignored). Otherwise on the Unix
+        socket the peer's uid is the identity (one user on two connections is one person: they
+        cannot approve their own request from a second `attach --name ben2`); over TCP the serve's
+        own token is one identity however many hold it. A name bound to another identity is
+        refused, so no one can answer as `ana` but ana."""
+        person = self.person_of(hello.token) if hello.token else None
+        if person is not None:
+            identity, name = f"person:{person}", person
+        elif via == "unix":
+            uid = _peer_uid(writer)
+            identity, name = (f"uid:{uid}" if uid is not None else "unix"), p.clean_name(hello.name)
+        else:
+            identity, name = "token", p.clean_name(hello.name)
+        owner = self._names.get(name)
+        if owner is not None and owner != identity:
+            return f"the name {name!r} is taken by another person here: attach with another --name"
+        self._names[name] = identity
+        return identity, name
+
+    def same_person(self, name: str, peer: _Peer) -> bool:
+        """Whether `name` (a request's requester) is the person `peer` is, by identity."""
+        return self._names.get(name) == peer.identity
+
     # -- who is here -----------------------------------------------------------------------
     @property
     def clients(self) -> tuple[Client, ...]:
@@ -150,8 +202,8 @@ class ShareServer:
     def _publish(self) -> None:
         self.state.apply(Presence(self.state.host, self.clients, tuple(self._asking)))
 
-    def _join(self, name: str, via: str, writer: asyncio.StreamWriter | None) -> _Peer:
-        peer = _Peer(self._next_id, p.clean_name(name), via, writer=writer)
+    def _join(self, name: str, via: str, writer: asyncio.StreamWriter | None, identity: str = "") -> _Peer:
+        peer = _Peer(self._next_id, p.clean_name(name), via, writer=writer, identity=identity)
         self._next_id += 1
         if not any(q.role == p.ROLE_DRIVER for q in self._peers.values()):
             peer.role = p.ROLE_DRIVER
@@ -179,8 +231,14 @@ class ShareServer:
             self._asking.remove(peer.id)
 
     def local(self, name: str) -> LocalSeat:
-        """A seat for the console that serves (`gpuconsole --share`): it arrived first, so it drives."""
-        peer = self._join(name, "local", None)
+        """A seat for the console that serves (`gpuconsole --share`): it arrived first, so it drives.
+        It is this user, as a Unix client of the same uid is."""
+        identity = f"uid:{os.getuid()}"
+        name = p.clean_name(name)
+        if self._names.get(name, identity) != identity:
+            raise ShareError(f"the name {name!r} is taken by another person here")
+        self._names[name] = identity
+        peer = self._join(name, "local", None, identity)
         self._publish()
         return LocalSeat(self, peer)
 
@@ -234,7 +292,16 @@ class ShareServer:
             hello = await self._hello(reader, writer, via, where)
             if hello is None:
                 return
-            peer = self._join(hello.name, via, writer)
+            who = self._identify(hello, via, writer)
+            if isinstance(who, str):
+                self.refused += 1
+                log.warning("refused %s: %s", where, who)
+                writer.write(p.encode_core(p.Refused(who)))
+                with contextlib.suppress(ConnectionError):
+                    await writer.drain()
+                return
+            identity, name = who
+            peer = self._join(name, via, writer, identity)
             self._send(peer, p.encode_core(p.Welcome(p.VERSION, peer.id, peer.role, self.state.host)))
             for event in self.snapshot():  # no await between here and the fan-out: nothing is missed
                 self._send(peer, p.event_line(codec.encode_event(event)))
@@ -273,8 +340,10 @@ class ShareServer:
         if not isinstance(msg, p.Hello):
             refuse("first message is not a hello")
             return None
-        # Constant time, and the same answer (silence) for a missing and a wrong token.
-        if via != "unix" and not hmac.compare_digest(msg.token.encode(), self.token.encode()):
+        # Constant time, and the same answer (silence) for a missing and a wrong token; a person's
+        # own token (`serve --invite`) is as good as the serve's.
+        if via != "unix" and not hmac.compare_digest(msg.token.encode(), self.token.encode()) \
+                and self.person_of(msg.token) is None:
             refuse("wrong or missing token")
             return None
         if msg.version != p.VERSION:
@@ -302,6 +371,10 @@ class ShareServer:
             try:
                 msg = p.decode_client(line)
             except p.ProtocolError as exc:
+                bad_id = p.bad_request_id(line)
+                if bad_id is not None:  # one of ours with a bad value: said, not dropped
+                    self._send(peer, p.encode_core(p.Reply(bad_id, error=f"not a valid request: {exc}")))
+                    continue
                 self._drop(peer, f"malformed message: {exc}")
                 return
             if isinstance(msg, p.Hello):
@@ -338,6 +411,14 @@ class ShareServer:
             return p.Reply(msg.id, error=control.swap_confirm(msg.preview, peer.name))
         if isinstance(msg, p.SwapOverride):
             return p.Reply(msg.id, error=control.swap_override(msg.check, msg.typed, peer.name))
+        # The two-person rule by identity, not by name (issue 21, item 3): the requester on another
+        # connection, under another name, is still the requester.
+        req = self.state.swap.approvals.get(msg.request) if hasattr(self.state, "swap") else None
+        if req is not None and msg.decision in ("approve", "deny") and self.same_person(req.requested_by, peer):
+            return p.Reply(msg.id, error="another person must approve (the two-person rule): "
+                                         f"{req.requested_by} asked, and that is you")
+        if req is not None and msg.decision == "withdraw" and not self.same_person(req.requested_by, peer):
+            return p.Reply(msg.id, error=f"only {req.requested_by}, who asked, can withdraw it")
         if msg.decision == "approve":
             return p.Reply(msg.id, error=control.swap_approve(msg.request, peer.name))
         if msg.decision == "deny":
@@ -506,6 +587,17 @@ async def _answers(path: Path) -> bool:
         return False
     writer.close()
     return True
+
+
+def _peer_uid(writer: asyncio.StreamWriter | None) -> int | None:
+    """The uid of the process at the other end of a Unix socket (SO_PEERCRED: the kernel's word,
+    not the client's)."""
+    sock = writer.get_extra_info("socket") if writer is not None else None
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    except (OSError, AttributeError):
+        return None
+    return int.from_bytes(creds[4:8], "little")
 
 
 def _peer_name(writer: asyncio.StreamWriter, via: str) -> str:

@@ -2,8 +2,12 @@
 
 textual-serve starts one process per browser tab; here that process is `gpuconsole attach` to
 the core's Unix socket, so each tab is one more client of the one core (one SSH connection, one
-set of pollers), not one more console. The page and its websocket need the serve's token (in the
-URL, compared in constant time); without it: 403, logged, nothing of the app sent.
+set of pollers), not one more console. The page and its websocket need the serve's token or a
+person's own (`serve --invite NAME`), compared in constant time; without it: 403, logged, nothing
+of the app sent. The token in the first URL is moved to a cookie (HttpOnly, SameSite=Strict) and the
+browser sent on to the address without it, so it stays out of the address bar, history and the
+page; nothing logs it (issue 21, item 16). A person's tab attaches as that person (their token
+goes to the tab's attach in a 0600 file, never on a command line).
 """
 
 from __future__ import annotations
@@ -25,30 +29,53 @@ log = logging.getLogger("gpuconsole.share")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
 
 
-def attach_command(socket_path: Path, name: str) -> str:
+COOKIE = "gpuconsole_token"
+MAX_TABS = 16  # each tab is a process: 40 tabs were 92 processes and 1.5 GB (issue 21, item 11)
+
+
+def attach_command(socket_path: Path, name: str, token_file: Path | None = None) -> str:
     """The command a tab runs: this Python, this package, the core's socket (an absolute path,
-    never read as an option), the tab's name (checked and quoted)."""
+    never read as an option), the tab's name (checked and quoted), a person's token file."""
     if not _NAME.match(name):
         name = "web"
+    extra = ("--token-file", str(token_file)) if token_file is not None else ()
     return " ".join(shlex.quote(part) for part in (
-        sys.executable, "-m", "console", "attach", f"unix:{socket_path.resolve()}", "--name", name))
+        sys.executable, "-m", "console", "attach", f"unix:{socket_path.resolve()}", "--name", name, *extra))
 
 
 class WebShare(Server):
-    def __init__(self, socket_path: Path, host: str, port: int, token: str) -> None:
+    def __init__(self, socket_path: Path, host: str, port: int, token: str, *,
+                 people: dict[str, str] | None = None, token_files: dict[str, Path] | None = None,
+                 max_tabs: int = MAX_TABS) -> None:
         super().__init__(attach_command(socket_path, "web"), host=host, port=port, title="gpuconsole")
         self.socket_path = socket_path
         self.token = token
+        self.people = people if people is not None else {}  # a person's token -> their name
+        self.token_files = token_files or {}  # name -> the 0600 file holding their token
+        self.max_tabs = max_tabs
+        self.tabs = 0
         self.refused = 0
         self._runner: web.AppRunner | None = None
 
     @property
     def url(self) -> str:
         """The page's address with the token: printed once by `serve`."""
-        return f"{self.public_url}/?token={self.token}"
+        return self.url_with(self.token)
+
+    def url_with(self, token: str) -> str:
+        """The first address for one person (their token; it moves to a cookie on first load)."""
+        return f"{self.public_url}/?token={token}"
+
+    def _person(self, given: str) -> str | None:
+        """'' for the serve's own token, the name for a person's, None for anything else."""
+        found = "" if hmac.compare_digest(given.encode(), self.token.encode()) else None
+        for token, name in self.people.items():
+            if hmac.compare_digest(given.encode(), token.encode()):
+                found = name
+        return found
 
     def _allowed(self, request: web.Request, given: str) -> bool:
-        if hmac.compare_digest(given.encode(), self.token.encode()):
+        if given and self._person(given) is not None:
             return True
         self.refused += 1
         log.warning("refused web client %s: wrong or missing token", request.remote)
@@ -59,18 +86,24 @@ class WebShare(Server):
         aiohttp_jinja2.setup(app, loader=__import__("jinja2").FileSystemLoader(self.templates_path))
         app.add_routes([
             web.get("/", self.handle_index, name="index"),
-            web.get("/ws/{token}/{name}", self.handle_websocket, name="websocket"),
+            web.get("/ws/{name}", self.handle_websocket, name="websocket"),
             web.static("/static", self.statics_path, show_index=False, name="static"),
         ])
         return app
 
     async def handle_index(self, request: web.Request) -> web.StreamResponse:  # type: ignore[override]
-        if not self._allowed(request, request.query.get("token", "")):
+        in_url = request.query.get("token", "")
+        given = in_url or request.cookies.get(COOKIE, "")
+        if not self._allowed(request, given):
             raise web.HTTPForbidden(text="gpuconsole: wrong or missing token\n")
         name = request.query.get("name", "web")
         name = name if _NAME.match(name) else "web"
+        if in_url:  # into a cookie, and on to the address without it
+            response = web.HTTPSeeOther(f"/?name={name}")
+            response.set_cookie(COOKIE, in_url, httponly=True, samesite="Strict", path="/")
+            raise response
         router = request.app.router
-        ws_path = router["websocket"].url_for(token=self.token, name=name)
+        ws_path = router["websocket"].url_for(name=name)
         context = {
             "font_size": 16,
             "app_websocket_url": "ws:" + f"{self.public_url}{ws_path}".split(":", 1)[1],
@@ -81,13 +114,21 @@ class WebShare(Server):
         return aiohttp_jinja2.render_template("app_index.html", request, context)
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
-        if not self._allowed(request, request.match_info.get("token", "")):
+        given = request.cookies.get(COOKIE, "")
+        if not self._allowed(request, given):
             raise web.HTTPForbidden(text="gpuconsole: wrong or missing token\n")
-        command = attach_command(self.socket_path, request.match_info.get("name", "web"))
+        if self.tabs >= self.max_tabs:
+            self.refused += 1
+            log.warning("refused web client %s: %d tabs open (the cap)", request.remote, self.tabs)
+            raise web.HTTPServiceUnavailable(text=f"gpuconsole: {self.tabs} tabs are open (at most {self.max_tabs})\n")
+        person = self._person(given) or ""
+        command = attach_command(self.socket_path, person or request.match_info.get("name", "web"),
+                                 self.token_files.get(person) if person else None)
         websocket = web.WebSocketResponse(heartbeat=15)
         width = _int(request.query.get("width"), 80)
         height = _int(request.query.get("height"), 24)
         service: AppService | None = None
+        self.tabs += 1
         try:
             await websocket.prepare(request)
             service = AppService(command, write_bytes=websocket.send_bytes, write_str=websocket.send_str,
@@ -97,6 +138,7 @@ class WebShare(Server):
         except Exception as exc:  # noqa: BLE001 - one tab failing is logged; the core goes on
             log.warning("web tab ended: %s", exc)
         finally:
+            self.tabs -= 1
             if service is not None:
                 await service.stop()
         return websocket

@@ -440,8 +440,12 @@ class SwapController:
         self.state.apply(AuditAppended(self.host, entry))
         if self.audit_file is not None:
             try:
-                self.audit_file.parent.mkdir(parents=True, exist_ok=True)
-                with open(self.audit_file, "a", encoding="utf-8") as fh:
+                self.audit_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                # 0600 like the recordings: who ran what on which host is nobody else's (issue 21, item 16)
+                fd = os.open(self.audit_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                if os.fstat(fd).st_mode & 0o077:
+                    os.fchmod(fd, 0o600)
+                with os.fdopen(fd, "a", encoding="utf-8") as fh:
                     fh.write(json.dumps({"host": self.host, **{f: getattr(entry, f) for f in entry.__slots__}})
                              + "\n")
             except OSError as exc:
