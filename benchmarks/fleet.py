@@ -13,7 +13,7 @@ fleet screen's refresh time.
 
 prometheus: a child process serves a dcgm-exporter-format page for N hosts x 8 GPUs plus SGLang
 gauges (a `host` label each), a real Prometheus scrapes it every 5 s; this process runs
-PrometheusFleet (two instant queries a cycle) under the fleet screen and measures each cycle (the
+PrometheusFleet (one instant query per metric a cycle) under the fleet screen and measures each cycle (the
 queries, decoding, the states) and the screen's refresh, and CPU over the cycles.
 
 Prints one JSON object. Goals (issue 14): ssh 50 hosts <= 25 % of one core, <= 400 MiB, p99 poll
@@ -84,6 +84,11 @@ asyncio.run(main())
 
 def cpu_s() -> float:
     fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pid_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -216,10 +221,90 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int) -
                 sim.kill()
 
 
-async def bench_prometheus(hosts: int, gpus: int, cycles: int, interval: float) -> dict[str, Any]:
+def main_queries(fleet: Any) -> None:
+    """Make `fleet` query as main did at d2e6719: one `__name__=~"A|B|C|D"` regex selector per
+    family, no total deadline or size cap (for the before/after in one run)."""
+    from console.fleet.prom import decode_answer, selector
+
+    async def family(names: tuple[str, ...]) -> list[Any]:
+        response = await fleet._client.get("/api/v1/query", params={
+            "query": selector(names, fleet.match), "timeout": f"{fleet.timeout_s:g}s"})
+        return decode_answer(response.content)
+
+    fleet._within_deadline = family
+
+
+async def prometheus_variant(url: str, variant: str, cycles: int, interval: float,
+                             server_pid: int) -> dict[str, Any]:
     from console.fleet.prom import PrometheusFleet
-    from console.fleet.promserver import ScrapeTarget, start_prometheus
     from console.fleet.screen import FleetApp
+
+    fleet = PrometheusFleet(url, interval_s=interval, timeout_s=10)
+    if variant == "main":
+        main_queries(fleet)
+    app = FleetApp([], title="bench")
+
+    def new_hosts(states: Any) -> None:
+        app.fleet_screen.add_states(states)
+
+    fleet.on_new_hosts = new_hosts
+    task = await run_app(app)
+    await fleet.poll_once()  # the first cycle creates the states (measured apart)
+    first_cycle = fleet.cycle_times_s[-1]
+    await asyncio.sleep(interval)
+    screen = app.fleet_screen
+    screen.refresh_times_s.clear()
+    fleet.cycle_times_s.clear()
+    fleet.query_times_s.clear()
+    profile = None
+    if os.environ.get("FLEET_BENCH_PROFILE"):  # where the CPU goes, for whoever tunes this
+        import cProfile
+
+        profile = cProfile.Profile()
+        profile.enable()
+    cpu0, t0, server0 = cpu_s(), time.monotonic(), pid_cpu_s(server_pid)
+    loads = [os.getloadavg()[0]]
+    cycle_cpu: list[float] = []
+    server_cpu: list[float] = []
+    for _ in range(cycles):
+        started = time.monotonic()
+        # CPU seconds, not wall: on a shared 2-core machine the wall time of a cycle is mostly
+        # waiting for a core; this process's CPU during the cycle (the UI's share included) and
+        # Prometheus's own CPU for the queries are what the load does not change.
+        c0, s0 = cpu_s(), pid_cpu_s(server_pid)
+        await fleet.poll_once()
+        cycle_cpu.append(cpu_s() - c0)
+        server_cpu.append(pid_cpu_s(server_pid) - s0)
+        await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+    cpu1, t1, server1 = cpu_s(), time.monotonic(), pid_cpu_s(server_pid)
+    loads.append(os.getloadavg()[0])
+    if profile is not None:
+        profile.disable()
+        profile.dump_stats(f"{os.environ['FLEET_BENCH_PROFILE']}.{variant}")
+    rss, hwm = rss_mib()
+    refresh = list(screen.refresh_times_s)
+    cycle = list(fleet.cycle_times_s)
+    rows = len(screen.rows)
+    app.exit()
+    await asyncio.wait_for(task, 30)
+    await fleet.close()
+    return {
+        "variant": variant, "rows": rows, "cycles": cycles, "first_cycle_ms": _ms(first_cycle),
+        "cycle_ms": summary_ms(cycle), "query_wait_ms": summary_ms(list(fleet.query_times_s)),
+        "cycle_console_cpu_ms": summary_ms(cycle_cpu), "cycle_prometheus_cpu_ms": summary_ms(server_cpu),
+        "fleet_refresh_ms": summary_ms(refresh),
+        "cycle_plus_refresh_p99_ms": _ms((pct(cycle, 99) or 0) + (pct(refresh, 99) or 0)),
+        "cpu_pct_of_one_core": round(100 * (cpu1 - cpu0) / (t1 - t0), 1),
+        "prometheus_cpu_pct_of_one_core": round(100 * (server1 - server0) / (t1 - t0), 1),
+        "rss_mib": round(rss, 1), "peak_rss_mib": round(hwm, 1),
+        "mean_cycle_ms": _ms(statistics.mean(cycle)) if cycle else None,
+        "load_average_1m": [round(x, 2) for x in loads],
+    }
+
+
+async def bench_prometheus(hosts: int, gpus: int, cycles: int, interval: float,
+                           variants: list[str]) -> dict[str, Any]:
+    from console.fleet.promserver import ScrapeTarget, start_prometheus
 
     gen = subprocess.Popen([sys.executable, "-c", GEN, str(hosts), str(gpus), str(ROOT)], stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, text=True)
@@ -232,53 +317,23 @@ async def bench_prometheus(hosts: int, gpus: int, cycles: int, interval: float) 
                                          interval_s=interval)
         await asyncio.to_thread(server.wait_for_series, "DCGM_FI_DEV_FB_USED", hosts * gpus, 90)
         await asyncio.to_thread(server.wait_for_series, "sglang:gen_throughput", hosts, 60)
-        fleet = PrometheusFleet(server.url, interval_s=interval, timeout_s=10)
-        app = FleetApp([], title="bench")
-
-        def new_hosts(states: Any) -> None:
-            app.fleet_screen.add_states(states)
-
-        fleet.on_new_hosts = new_hosts
-        task = await run_app(app)
-        await fleet.poll_once()  # the first cycle creates the states (measured apart)
-        first_cycle = fleet.cycle_times_s[-1]
-        await asyncio.sleep(interval)
-        screen = app.fleet_screen
-        screen.refresh_times_s.clear()
-        fleet.cycle_times_s.clear()
-        fleet.query_times_s.clear()
-        profile = None
-        if os.environ.get("FLEET_BENCH_PROFILE"):  # where the CPU goes, for whoever tunes this
-            import cProfile
-
-            profile = cProfile.Profile()
-            profile.enable()
-        cpu0, t0 = cpu_s(), time.monotonic()
-        for _ in range(cycles):
-            started = time.monotonic()
-            await fleet.poll_once()
-            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
-        cpu1, t1 = cpu_s(), time.monotonic()
-        if profile is not None:
-            profile.disable()
-            profile.dump_stats(os.environ["FLEET_BENCH_PROFILE"])
-        rss, hwm = rss_mib()
-        refresh = list(screen.refresh_times_s)
-        cycle = list(fleet.cycle_times_s)
-        rows = len(screen.rows)
-        app.exit()
-        await asyncio.wait_for(task, 30)
-        await fleet.close()
-        return {
+        runs = [await prometheus_variant(server.url, v, cycles, interval, server.process.pid) for v in variants]
+        result: dict[str, Any] = {
             "mode": "prometheus", "hosts": hosts, "gpus_per_host": gpus, "series_per_cycle": hosts * (gpus * 4 + 4),
-            "rows": rows, "interval_s": interval, "cycles": cycles, "first_cycle_ms": _ms(first_cycle),
-            "cycle_ms": summary_ms(cycle), "query_wait_ms": summary_ms(list(fleet.query_times_s)),
-            "fleet_refresh_ms": summary_ms(refresh),
-            "cycle_plus_refresh_p99_ms": _ms((pct(cycle, 99) or 0) + (pct(refresh, 99) or 0)),
-            "cpu_pct_of_one_core": round(100 * (cpu1 - cpu0) / (t1 - t0), 1),
-            "rss_mib": round(rss, 1), "peak_rss_mib": round(hwm, 1),
-            "mean_cycle_ms": _ms(statistics.mean(cycle)) if cycle else None,
+            "interval_s": interval, "runs": runs,
         }
+        if len(runs) == 1:
+            result.update(runs[0])
+        else:
+            for v in dict.fromkeys(variants):
+                p50s = [r["cycle_ms"]["p50"] for r in runs if r["variant"] == v]
+                result[f"{v}_cycle_p50_ms_median"] = statistics.median(p50s)
+                result[f"{v}_cycle_p50_ms_runs"] = p50s
+                cpus = [r["cycle_console_cpu_ms"]["p50"] for r in runs if r["variant"] == v]
+                result[f"{v}_cycle_console_cpu_p50_ms_median"] = statistics.median(cpus)
+                cpus = [r["cycle_prometheus_cpu_ms"]["p50"] for r in runs if r["variant"] == v]
+                result[f"{v}_cycle_prometheus_cpu_p50_ms_median"] = statistics.median(cpus)
+        return result
     finally:
         if server is not None:
             server.stop()
@@ -305,11 +360,15 @@ def main() -> None:
     prom.add_argument("--gpus", type=int, default=8)
     prom.add_argument("--cycles", type=int, default=12)
     prom.add_argument("--interval", type=float, default=5.0)
+    prom.add_argument("--variants", default="now",
+                      help="comma-separated, run in turn against the same Prometheus: now (this code), main "
+                           "(main's regex queries at d2e6719); e.g. now,main,now,main for a before/after")
     args = parser.parse_args()
     if args.mode == "ssh":
         result = asyncio.run(bench_ssh(args.hosts, args.warmup, args.seconds, args.sim_procs))
     else:
-        result = asyncio.run(bench_prometheus(args.hosts, args.gpus, args.cycles, args.interval))
+        result = asyncio.run(bench_prometheus(args.hosts, args.gpus, args.cycles, args.interval,
+                                              args.variants.split(",")))
     result["machine"] = f"{os.cpu_count()} cores, python {sys.version.split()[0]}"
     print(json.dumps(result, indent=2))
 
