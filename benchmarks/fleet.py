@@ -232,12 +232,9 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, s
         connected_end = connected_count()
         rss, hwm = rss_mib()
         refresh = list(screen.refresh_times_s)
-        app.exit()
-        await asyncio.wait_for(task, 60)
-        SshTransport.run = original  # type: ignore[method-assign]
         every = [x for v in latencies.values() for x in v]
         per_host_p99 = [pct(v, 99) for v in latencies.values() if v]
-        return {
+        result = {
             "mode": "ssh", "sim": sim, "hosts": hosts, "simulator_processes": procs,
             "connected_after_warmup": connected, "seconds": seconds,
             "all_connected_s": None if all_connected_s is None else round(all_connected_s, 2),
@@ -253,6 +250,16 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, s
             "connected_at_end": connected_end,
             "load_average_1m": [round(load0, 2), round(load1, 2)],
         }
+        print(json.dumps(result), file=sys.stderr, flush=True)  # the figures, even if the exit hangs
+        app.exit()
+        closing = time.monotonic()
+        try:
+            await asyncio.wait_for(task, 120)
+            result["exit_s"] = round(time.monotonic() - closing, 2)
+        except asyncio.TimeoutError:
+            result["exit_s"] = "did not exit within 120 s"
+        SshTransport.run = original  # type: ignore[method-assign]
+        return result
     finally:
         for proc in sims:
             if proc.stdin:
