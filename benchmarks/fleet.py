@@ -4,17 +4,21 @@
     python benchmarks/fleet.py ssh --hosts 1 --seconds 60         # the single-host baseline
     python benchmarks/fleet.py prometheus --hosts 500 --cycles 12 # 500 generated hosts from a real Prometheus
 
-ssh: N simulated hosts (console.fleet.demo.FleetSimulator, at the story's default speed) in a
-child process; this process runs the fleet (one HostState + SSH session + runner per host, the
-default cadences) under the fleet screen, headless at 120x40. After `--warmup` s it measures for
-`--seconds` s: CPU of this process (/proc/self/stat), RSS (VmRSS, VmHWM), the round trip of every
-polled command per host (SshTransport.run: the host, download, service and server polls) and the
-fleet screen's refresh time.
+ssh: N simulated hosts in a child process: by default all served from that one process
+(console.hostsim.multihost: quiet hosts, each its own port and host key), or with `--sim story`
+the demo's story hosts (console.fleet.demo.FleetSimulator). This process runs the fleet (one
+HostState + SSH session + runner per host, the default cadences) under the fleet screen,
+headless at 120x40. After `--warmup` s it measures for `--seconds` s: CPU of this process
+(/proc/self/stat), RSS (VmRSS, VmHWM), the round trip of every polled command per host
+(SshTransport.run), the fleet screen's refresh time, the time until every host is connected and
+has a GPU reading, one row's freshness (the age of each host's GPU reading, looked at once a
+second) and the simulator's own CPU beside it.
 
 prometheus: a child process serves a dcgm-exporter-format page for N hosts x 8 GPUs plus SGLang
 gauges (a `host` label each), a real Prometheus scrapes it every 5 s; this process runs
-PrometheusFleet (two instant queries a cycle) under the fleet screen and measures each cycle (the
-queries, decoding, the states) and the screen's refresh, and CPU over the cycles.
+PrometheusFleet (one instant query per metric a cycle) under the fleet screen and measures each
+cycle (the queries, decoding, the states), the console's and Prometheus's CPU per cycle, the
+screen's refresh, and CPU over the cycles; `--variants now,main` runs main's queries beside.
 
 Prints one JSON object. Goals (issue 14): ssh 50 hosts <= 25 % of one core, <= 400 MiB, p99 poll
 latency <= 2x a single host's; prometheus 500 hosts <= 1 s a cycle and <= 5 % of one core.
@@ -87,6 +91,11 @@ def cpu_s() -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def pid_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mib() -> tuple[float, float]:
     status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
     return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
@@ -123,24 +132,32 @@ async def run_app(app: Any) -> asyncio.Task[Any]:
     return task
 
 
-async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int) -> dict[str, Any]:
+async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, sim: str = "quiet") -> dict[str, Any]:
     from console.config import HostProfile
     from console.fleet.hosts import Fleet
     from console.fleet.screen import FleetApp
     from console.transport.ssh import SshTransport
 
-    # The hosts in several processes (each simulator process is one event loop): the console's
-    # latencies must not be the simulator's own queueing.
-    procs = max(1, min(hosts, sim_procs))
-    sizes = [hosts // procs + (1 if i < hosts % procs else 0) for i in range(procs)]
-    sims = [subprocess.Popen([sys.executable, "-c", SIM, str(n), str(ROOT), str(sum(sizes[:i]))],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for i, n in enumerate(sizes)]
+    if sim == "quiet":
+        # Every host in ONE process (console.hostsim.multihost): its own port, host key and
+        # sandbox; tools are `sh` scripts over files, so the hosts cost this machine little.
+        procs = 1
+        sims = [subprocess.Popen([sys.executable, "-m", "console.hostsim.multihost", str(hosts)], cwd=ROOT,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)]
+    else:
+        # The story's hosts (a Python process per tool call, a simulated SGLang each), in several
+        # processes (each simulator process is one event loop).
+        procs = max(1, min(hosts, sim_procs))
+        sizes = [hosts // procs + (1 if i < hosts % procs else 0) for i in range(procs)]
+        sims = [subprocess.Popen([sys.executable, "-c", SIM, str(n), str(ROOT), str(sum(sizes[:i]))],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                for i, n in enumerate(sizes)]
     try:
         profiles = []
-        for sim in sims:
-            assert sim.stdout is not None
+        for proc in sims:
+            assert proc.stdout is not None
             profiles += [HostProfile(**{k: tuple(v) if isinstance(v, list) else v for k, v in p.items()})
-                         for p in json.loads(sim.stdout.readline())]
+                         for p in json.loads(proc.stdout.readline())]
         # As the demo does: the Hub's answer for the simulated repo comes from a local cache.
         from console.hostsim.downloader import DownloadPlan
         from console.hostsim.scenario import write_hub_cache
@@ -161,11 +178,27 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int) -
                     latencies.setdefault(self.label, []).append(time.perf_counter() - started)
 
         SshTransport.run = timed_run  # type: ignore[method-assign]
-        fleet = Fleet(profiles, demo=True)
+        fleet = Fleet(profiles, demo=sim != "quiet")
         app = FleetApp(fleet.states, start=fleet.start, close=fleet.close, title="bench")
+        cpu_start, rss_start = cpu_s(), rss_mib()[0]
+        started = time.monotonic()
         task = await run_app(app)
-        await asyncio.sleep(warmup)
-        connected = sum(1 for s in fleet.states if s.connection is not None and s.connection.status == "connected")
+
+        def connected_count() -> int:
+            return sum(1 for s in fleet.states if s.connection is not None and s.connection.status == "connected")
+
+        def gpu_read_count() -> int:
+            return sum(1 for s in fleet.states if s.data("gpu") is not None)
+
+        all_connected_s = all_gpus_s = None
+        while time.monotonic() - started < warmup:
+            if all_connected_s is None and connected_count() == hosts:
+                all_connected_s = time.monotonic() - started
+            if all_gpus_s is None and gpu_read_count() == hosts:
+                all_gpus_s = time.monotonic() - started
+            await asyncio.sleep(0.1)
+        cpu_warmup = cpu_s() - cpu_start
+        connected = connected_count()
         screen = app.fleet_screen
         screen.refresh_times_s.clear()
         measuring = True
@@ -177,49 +210,151 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int) -
 
             profile = cProfile.Profile()
             profile.enable()
-        cpu0, t0 = cpu_s(), time.monotonic()
-        await asyncio.sleep(seconds)
-        cpu1, t1 = cpu_s(), time.monotonic()
+        sim_pids = [p.pid for p in sims]
+        cpu0, t0, sim0 = cpu_s(), time.monotonic(), sum(pid_cpu_s(p) for p in sim_pids)
+        load0 = os.getloadavg()[0]
+        # One row's freshness: how old each host's GPU reading is, looked at once a second.
+        ages: list[float] = []
+        while time.monotonic() - t0 < seconds:
+            await asyncio.sleep(1.0)
+            now = time.time()
+            for state in fleet.states:
+                reading = state.reading("gpu")
+                if reading is not None and reading.ok_at_s is not None:
+                    ages.append(max(0.0, now - reading.ok_at_s))
+        cpu1, t1, sim1 = cpu_s(), time.monotonic(), sum(pid_cpu_s(p) for p in sim_pids)
+        load1 = os.getloadavg()[0]
         if profile is not None:
             profile.disable()
             profile.dump_stats(os.environ["FLEET_BENCH_PROFILE"])
         measuring = False
         lag_task.cancel()
-        connected_end = sum(1 for s in fleet.states
-                            if s.connection is not None and s.connection.status == "connected")
+        connected_end = connected_count()
         rss, hwm = rss_mib()
         refresh = list(screen.refresh_times_s)
-        app.exit()
-        await asyncio.wait_for(task, 30)
-        SshTransport.run = original  # type: ignore[method-assign]
         every = [x for v in latencies.values() for x in v]
         per_host_p99 = [pct(v, 99) for v in latencies.values() if v]
-        return {
-            "mode": "ssh", "hosts": hosts, "simulator_processes": procs, "connected_after_warmup": connected,
-            "seconds": seconds,
+        result = {
+            "mode": "ssh", "sim": sim, "hosts": hosts, "simulator_processes": procs,
+            "connected_after_warmup": connected, "seconds": seconds,
+            "all_connected_s": None if all_connected_s is None else round(all_connected_s, 2),
+            "all_gpus_read_s": None if all_gpus_s is None else round(all_gpus_s, 2),
+            "warmup_cpu_s": round(cpu_warmup, 2), "rss_mib_before_fleet": round(rss_start, 1),
             "cpu_pct_of_one_core": round(100 * (cpu1 - cpu0) / (t1 - t0), 1),
+            "simulator_cpu_pct_of_one_core": round(100 * (sim1 - sim0) / (t1 - t0), 1),
             "rss_mib": round(rss, 1), "peak_rss_mib": round(hwm, 1),
+            "gpu_reading_age_ms": summary_ms(ages),
             "poll_latency_ms": summary_ms(every),
             "worst_host_p99_ms": _ms(max(x for x in per_host_p99 if x is not None)) if per_host_p99 else None,
             "fleet_refresh_ms": summary_ms(refresh), "event_loop_lag_ms": summary_ms(lag),
             "connected_at_end": connected_end,
-            "load_average_1m": round(os.getloadavg()[0], 1),
+            "load_average_1m": [round(load0, 2), round(load1, 2)],
         }
+        print(json.dumps(result), file=sys.stderr, flush=True)  # the figures, even if the exit hangs
+        app.exit()
+        closing = time.monotonic()
+        try:
+            await asyncio.wait_for(task, 120)
+            result["exit_s"] = round(time.monotonic() - closing, 2)
+        except asyncio.TimeoutError:
+            result["exit_s"] = "did not exit within 120 s"
+        SshTransport.run = original  # type: ignore[method-assign]
+        return result
     finally:
-        for sim in sims:
-            if sim.stdin:
-                sim.stdin.close()
-        for sim in sims:
+        for proc in sims:
+            if proc.stdin:
+                proc.stdin.close()
+        for proc in sims:
             try:
-                sim.wait(60)
+                proc.wait(60)
             except subprocess.TimeoutExpired:
-                sim.kill()
+                proc.kill()
 
 
-async def bench_prometheus(hosts: int, gpus: int, cycles: int, interval: float) -> dict[str, Any]:
+def main_queries(fleet: Any) -> None:
+    """Make `fleet` query as main did at d2e6719: one `__name__=~"A|B|C|D"` regex selector per
+    family, no total deadline or size cap (for the before/after in one run)."""
+    from console.fleet.prom import decode_answer, selector
+
+    async def family(names: tuple[str, ...]) -> list[Any]:
+        response = await fleet._client.get("/api/v1/query", params={
+            "query": selector(names, fleet.match), "timeout": f"{fleet.timeout_s:g}s"})
+        return decode_answer(response.content)
+
+    fleet._within_deadline = family
+
+
+async def prometheus_variant(url: str, variant: str, cycles: int, interval: float,
+                             server_pid: int) -> dict[str, Any]:
     from console.fleet.prom import PrometheusFleet
-    from console.fleet.promserver import ScrapeTarget, start_prometheus
     from console.fleet.screen import FleetApp
+
+    fleet = PrometheusFleet(url, interval_s=interval, timeout_s=10)
+    if variant == "main":
+        main_queries(fleet)
+    app = FleetApp([], title="bench")
+
+    def new_hosts(states: Any) -> None:
+        app.fleet_screen.add_states(states)
+
+    fleet.on_new_hosts = new_hosts
+    task = await run_app(app)
+    await fleet.poll_once()  # the first cycle creates the states (measured apart)
+    first_cycle = fleet.cycle_times_s[-1]
+    await asyncio.sleep(interval)
+    screen = app.fleet_screen
+    screen.refresh_times_s.clear()
+    fleet.cycle_times_s.clear()
+    fleet.query_times_s.clear()
+    profile = None
+    if os.environ.get("FLEET_BENCH_PROFILE"):  # where the CPU goes, for whoever tunes this
+        import cProfile
+
+        profile = cProfile.Profile()
+        profile.enable()
+    cpu0, t0, server0 = cpu_s(), time.monotonic(), pid_cpu_s(server_pid)
+    loads = [os.getloadavg()[0]]
+    cycle_cpu: list[float] = []
+    server_cpu: list[float] = []
+    for _ in range(cycles):
+        started = time.monotonic()
+        # CPU seconds, not wall: on a shared 2-core machine the wall time of a cycle is mostly
+        # waiting for a core; this process's CPU during the cycle (the UI's share included) and
+        # Prometheus's own CPU for the queries are what the load does not change.
+        c0, s0 = cpu_s(), pid_cpu_s(server_pid)
+        await fleet.poll_once()
+        cycle_cpu.append(cpu_s() - c0)
+        server_cpu.append(pid_cpu_s(server_pid) - s0)
+        await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
+    cpu1, t1, server1 = cpu_s(), time.monotonic(), pid_cpu_s(server_pid)
+    loads.append(os.getloadavg()[0])
+    if profile is not None:
+        profile.disable()
+        profile.dump_stats(f"{os.environ['FLEET_BENCH_PROFILE']}.{variant}")
+    rss, hwm = rss_mib()
+    refresh = list(screen.refresh_times_s)
+    cycle = list(fleet.cycle_times_s)
+    rows = len(screen.rows)
+    app.exit()
+    await asyncio.wait_for(task, 30)
+    await fleet.close()
+    return {
+        "variant": variant, "rows": rows, "cycles": cycles, "first_cycle_ms": _ms(first_cycle),
+        "cycle_ms": summary_ms(cycle), "query_wait_ms": summary_ms(list(fleet.query_times_s)),
+        "cycle_console_cpu_ms": summary_ms(cycle_cpu), "cycle_prometheus_cpu_ms": summary_ms(server_cpu),
+        "fleet_refresh_ms": summary_ms(refresh),
+        "cycle_plus_refresh_p99_ms": _ms((pct(cycle, 99) or 0) + (pct(refresh, 99) or 0)),
+        "cpu_pct_of_one_core": round(100 * (cpu1 - cpu0) / (t1 - t0), 1),
+        "prometheus_cpu_pct_of_one_core": round(100 * (server1 - server0) / (t1 - t0), 1),
+        "rss_mib": round(rss, 1), "peak_rss_mib": round(hwm, 1),
+        "mean_cycle_ms": _ms(statistics.mean(cycle)) if cycle else None,
+        "load_average_1m": [round(x, 2) for x in loads],
+    }
+
+
+async def bench_prometheus(hosts: int, gpus: int, cycles: int, interval: float,
+                           variants: list[str]) -> dict[str, Any]:
+    from console.fleet.promserver import ScrapeTarget, start_prometheus
 
     gen = subprocess.Popen([sys.executable, "-c", GEN, str(hosts), str(gpus), str(ROOT)], stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, text=True)
@@ -232,53 +367,23 @@ async def bench_prometheus(hosts: int, gpus: int, cycles: int, interval: float) 
                                          interval_s=interval)
         await asyncio.to_thread(server.wait_for_series, "DCGM_FI_DEV_FB_USED", hosts * gpus, 90)
         await asyncio.to_thread(server.wait_for_series, "sglang:gen_throughput", hosts, 60)
-        fleet = PrometheusFleet(server.url, interval_s=interval, timeout_s=10)
-        app = FleetApp([], title="bench")
-
-        def new_hosts(states: Any) -> None:
-            app.fleet_screen.add_states(states)
-
-        fleet.on_new_hosts = new_hosts
-        task = await run_app(app)
-        await fleet.poll_once()  # the first cycle creates the states (measured apart)
-        first_cycle = fleet.cycle_times_s[-1]
-        await asyncio.sleep(interval)
-        screen = app.fleet_screen
-        screen.refresh_times_s.clear()
-        fleet.cycle_times_s.clear()
-        fleet.query_times_s.clear()
-        profile = None
-        if os.environ.get("FLEET_BENCH_PROFILE"):  # where the CPU goes, for whoever tunes this
-            import cProfile
-
-            profile = cProfile.Profile()
-            profile.enable()
-        cpu0, t0 = cpu_s(), time.monotonic()
-        for _ in range(cycles):
-            started = time.monotonic()
-            await fleet.poll_once()
-            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
-        cpu1, t1 = cpu_s(), time.monotonic()
-        if profile is not None:
-            profile.disable()
-            profile.dump_stats(os.environ["FLEET_BENCH_PROFILE"])
-        rss, hwm = rss_mib()
-        refresh = list(screen.refresh_times_s)
-        cycle = list(fleet.cycle_times_s)
-        rows = len(screen.rows)
-        app.exit()
-        await asyncio.wait_for(task, 30)
-        await fleet.close()
-        return {
+        runs = [await prometheus_variant(server.url, v, cycles, interval, server.process.pid) for v in variants]
+        result: dict[str, Any] = {
             "mode": "prometheus", "hosts": hosts, "gpus_per_host": gpus, "series_per_cycle": hosts * (gpus * 4 + 4),
-            "rows": rows, "interval_s": interval, "cycles": cycles, "first_cycle_ms": _ms(first_cycle),
-            "cycle_ms": summary_ms(cycle), "query_wait_ms": summary_ms(list(fleet.query_times_s)),
-            "fleet_refresh_ms": summary_ms(refresh),
-            "cycle_plus_refresh_p99_ms": _ms((pct(cycle, 99) or 0) + (pct(refresh, 99) or 0)),
-            "cpu_pct_of_one_core": round(100 * (cpu1 - cpu0) / (t1 - t0), 1),
-            "rss_mib": round(rss, 1), "peak_rss_mib": round(hwm, 1),
-            "mean_cycle_ms": _ms(statistics.mean(cycle)) if cycle else None,
+            "interval_s": interval, "runs": runs,
         }
+        if len(runs) == 1:
+            result.update(runs[0])
+        else:
+            for v in dict.fromkeys(variants):
+                p50s = [r["cycle_ms"]["p50"] for r in runs if r["variant"] == v]
+                result[f"{v}_cycle_p50_ms_median"] = statistics.median(p50s)
+                result[f"{v}_cycle_p50_ms_runs"] = p50s
+                cpus = [r["cycle_console_cpu_ms"]["p50"] for r in runs if r["variant"] == v]
+                result[f"{v}_cycle_console_cpu_p50_ms_median"] = statistics.median(cpus)
+                cpus = [r["cycle_prometheus_cpu_ms"]["p50"] for r in runs if r["variant"] == v]
+                result[f"{v}_cycle_prometheus_cpu_p50_ms_median"] = statistics.median(cpus)
+        return result
     finally:
         if server is not None:
             server.stop()
@@ -299,17 +404,24 @@ def main() -> None:
     ssh.add_argument("--warmup", type=float, default=30.0)
     ssh.add_argument("--seconds", type=float, default=60.0)
     ssh.add_argument("--sim-procs", type=int, default=max(1, (os.cpu_count() or 2) // 2),
-                     help="processes the simulated hosts run in (default: half the cores)")
+                     help="processes the story's hosts run in (--sim story; default: half the cores)")
+    ssh.add_argument("--sim", choices=("quiet", "story"), default="quiet",
+                     help="quiet: every host in one process (console.hostsim.multihost, cheap sh tools); "
+                          "story: the demo's story hosts (a Python process per tool call)")
     prom = sub.add_parser("prometheus")
     prom.add_argument("--hosts", type=int, default=500)
     prom.add_argument("--gpus", type=int, default=8)
     prom.add_argument("--cycles", type=int, default=12)
     prom.add_argument("--interval", type=float, default=5.0)
+    prom.add_argument("--variants", default="now",
+                      help="comma-separated, run in turn against the same Prometheus: now (this code), main "
+                           "(main's regex queries at d2e6719); e.g. now,main,now,main for a before/after")
     args = parser.parse_args()
     if args.mode == "ssh":
-        result = asyncio.run(bench_ssh(args.hosts, args.warmup, args.seconds, args.sim_procs))
+        result = asyncio.run(bench_ssh(args.hosts, args.warmup, args.seconds, args.sim_procs, args.sim))
     else:
-        result = asyncio.run(bench_prometheus(args.hosts, args.gpus, args.cycles, args.interval))
+        result = asyncio.run(bench_prometheus(args.hosts, args.gpus, args.cycles, args.interval,
+                                              args.variants.split(",")))
     result["machine"] = f"{os.cpu_count()} cores, python {sys.version.split()[0]}"
     print(json.dumps(result, indent=2))
 

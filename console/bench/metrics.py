@@ -33,6 +33,7 @@ class RequestResult:
     chunk_times_s: list[float] = field(default_factory=list)  # content chunks' arrival, from the send
     chunk_tokens: list[int] = field(default_factory=list)  # tokens each chunk carried
     token_count: str = "usage"  # how output tokens were counted: usage, a tokenizer, finish_reason=length, chunks
+    send_lag_s: float | None = None  # how late the client began sending it, after its scheduled time
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -158,6 +159,54 @@ def calculate_metrics(results: list[RequestResult], duration_s: float, *, accept
     return out
 
 
+# When the client itself is the limit (issue 23 item 4): its event loop busy this much of the run
+# (one loop, one core: past it requests queue in the client, uncounted), or requests leaving late
+# enough to add more than 5 % to the median TTFT (the most a benchmark in the console may add).
+CLIENT_BOUND_CPU_PCT = 80.0
+CLIENT_BOUND_LAG_OF_TTFT = 0.05
+CLIENT_BOUND_LAG_MIN_MS = 1.0
+
+
+def client_headroom(results: list[RequestResult], duration_s: float, client_cpu_s: float | None,
+                    median_ttft_ms: float) -> dict[str, Any]:
+    """How far the client was from being the bottleneck: the lag between each request's
+    scheduled and actual send time, the client loop's CPU, and whether either made it the limit."""
+    lags = sorted(r.send_lag_s * 1000 for r in results if r.send_lag_s is not None)
+    cpu_pct = 100 * client_cpu_s / duration_s if client_cpu_s is not None and duration_s > 0 else None
+    out: dict[str, Any] = {
+        "client_send_lag_p50_ms": percentile_sorted(lags, 50) if lags else None,
+        "client_send_lag_p99_ms": percentile_sorted(lags, 99) if lags else None,
+        "client_send_lag_max_ms": lags[-1] if lags else None,
+        "client_cpu_pct": cpu_pct,
+    }
+    reasons = []
+    if cpu_pct is not None and cpu_pct >= CLIENT_BOUND_CPU_PCT:
+        reasons.append(f"the client's event loop was busy {cpu_pct:.0f} % of the run "
+                       f"(>= {CLIENT_BOUND_CPU_PCT:.0f} % of its one core)")
+    p99 = out["client_send_lag_p99_ms"]
+    limit_ms = max(CLIENT_BOUND_LAG_MIN_MS, CLIENT_BOUND_LAG_OF_TTFT * median_ttft_ms)
+    if p99 is not None and p99 >= limit_ms:
+        reasons.append(f"requests left {p99:.1f} ms after their scheduled time (p99; >= {limit_ms:.1f} ms, "
+                       f"{CLIENT_BOUND_LAG_OF_TTFT:.0%} of the median TTFT)")
+    out["client_bound"] = bool(reasons)
+    out["client_bound_reason"] = "; ".join(reasons) or None
+    return out
+
+
+def format_client(m: dict[str, Any]) -> list[str]:
+    """The client's headroom under the table; a clear warning when it was the limit."""
+    if "client_bound" not in m:
+        return []
+    p50, p99, cpu = m.get("client_send_lag_p50_ms"), m.get("client_send_lag_p99_ms"), m.get("client_cpu_pct")
+    lines = ["{:<40} {:<10}".format("Client send lag P50 / P99 (ms):",
+                                    "–" if p50 is None else f"{p50:.2f} / {p99:.2f}"),
+             "{:<40} {:<10}".format("Client CPU (% of one core):", "–" if cpu is None else f"{cpu:.1f}")]
+    if m.get("client_bound"):
+        lines.append(f"WARNING: client-bound: {m.get('client_bound_reason')}. These figures measure "
+                     "the client as much as the server.")
+    return lines
+
+
 TABLE_ROWS = [
     ("Successful requests:", "completed", "{}"), ("Failed requests:", "failed", "{}"),
     ("Benchmark duration (s):", "duration", "{:.2f}"), ("Total input tokens:", "total_input_tokens", "{}"),
@@ -191,4 +240,5 @@ def format_table(m: dict[str, Any], *, backend: str = "gpuconsole", rate: str = 
         if key == "itl":
             lines.append("{:<40} {:<10.2f}".format("Max ITL (ms):", m["max_itl_ms"]))
     lines.append("=" * 50)
+    lines.extend(format_client(m))
     return "\n".join(lines)

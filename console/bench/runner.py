@@ -16,6 +16,7 @@ nor is distorted by it."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import random
@@ -34,7 +35,7 @@ except ImportError:  # pragma: no cover - the bench extra brings it
     from json import JSONDecodeError as _JsonError
     from json import loads as _loads
 
-from console.bench.metrics import RequestResult, calculate_metrics, token_times
+from console.bench.metrics import RequestResult, calculate_metrics, client_headroom, token_times
 from console.bench.tokens import Counter
 from console.bench.workload import Prompt
 
@@ -208,7 +209,10 @@ def _redact(text: str, key: str | None) -> str:
 
 
 async def send_one(session: aiohttp.ClientSession, cfg: BenchConfig, model: str, prompt: Prompt, t0: float,
-                   max_tokens: int | None = None, counter: Counter | None = None) -> RequestResult:
+                   max_tokens: int | None = None, counter: Counter | None = None,
+                   scheduled: float | None = None) -> RequestResult:
+    """`scheduled`: the perf_counter time the request was due to leave (its send lag is measured
+    from there to the moment this coroutine starts sending it)."""
     r = RequestResult(prompt_len=prompt.prompt_len)
     limit = max_tokens or prompt.output_len
     data = _body(cfg, model, prompt, limit)
@@ -217,6 +221,8 @@ async def send_one(session: aiohttp.ClientSession, cfg: BenchConfig, model: str,
         headers["Authorization"] = f"Bearer {cfg.api_key}"
     url = cfg.base_url + cfg.endpoint
     start = time.perf_counter()
+    if scheduled is not None:
+        r.send_lag_s = max(0.0, start - scheduled)
     try:
         try:
             resp = await session.post(url, data=data, headers=headers)
@@ -349,20 +355,39 @@ async def run_benchmark(cfg: BenchConfig, prompts: list[Prompt],
         stopped = False
         t0 = time.perf_counter()
         t0_wall = time.time()
+        # The loop's own thread's CPU: the client is this one event loop (one core at most).
+        cpu0 = time.thread_time()
 
         def stopping() -> bool:
             return (stop is not None and stop.is_set()) or (
                 cfg.duration_s is not None and time.perf_counter() - t0 >= cfg.duration_s)
 
-        async def one(p: Prompt) -> None:
-            nonlocal done, failed
+        # A request that waits for a slot is due when the slot is freed: each release made while
+        # someone waits is queued here, and the waiters take them in order (both are FIFO).
+        freed: collections.deque[float] = collections.deque()
+        waiting = 0
+
+        async def one(p: Prompt, due: float) -> None:
+            nonlocal done, failed, waiting
             if sem is not None:
-                async with sem:
+                waited = sem.locked()
+                waiting += waited
+                try:
+                    await sem.acquire()
+                finally:
+                    waiting -= waited
+                try:
                     if stopping():
                         return
-                    r = await send_one(session, cfg, model, p, t0, counter=counter)
+                    if waited and freed:
+                        due = max(due, freed.popleft())
+                    r = await send_one(session, cfg, model, p, t0, counter=counter, scheduled=due)
+                finally:
+                    if waiting:
+                        freed.append(time.perf_counter())
+                    sem.release()
             else:
-                r = await send_one(session, cfg, model, p, t0, counter=counter)
+                r = await send_one(session, cfg, model, p, t0, counter=counter, scheduled=due)
             results.append(r)
             done += r.success
             failed += not r.success
@@ -371,12 +396,16 @@ async def run_benchmark(cfg: BenchConfig, prompts: list[Prompt],
                                      r.ttft_s * 1000 if r.success else None, [g * 1000 for g in r.itl_s], t0_wall))
 
         async def issue() -> None:
+            # Poisson arrivals on an absolute schedule: a late wakeup does not push every later
+            # request back, and how late each one left is its send lag, not lost.
+            due = t0
             for p in prompts:
                 if stopping():
                     return
-                tasks.append(asyncio.ensure_future(one(p)))
+                tasks.append(asyncio.ensure_future(one(p, due)))
                 if cfg.request_rate != float("inf"):
-                    await asyncio.sleep(rng.expovariate(cfg.request_rate))  # Poisson arrivals
+                    due += rng.expovariate(cfg.request_rate)
+                    await asyncio.sleep(max(0.0, due - time.perf_counter()))
 
         tasks: list[asyncio.Future[None]] = []
         issuer = asyncio.ensure_future(issue())
@@ -397,7 +426,9 @@ async def run_benchmark(cfg: BenchConfig, prompts: list[Prompt],
         if watcher is not None:
             watcher.cancel()
         duration = time.perf_counter() - t0
+        client_cpu_s = time.thread_time() - cpu0
         metrics = calculate_metrics(results, duration, accept_length=await accept_length(session, cfg))
+        metrics.update(client_headroom(results, duration, client_cpu_s, metrics["median_ttft_ms"]))
     metrics.update({
         "model": model, "endpoint": cfg.endpoint, "num_prompts": len(prompts),
         "random_input_len": cfg.input_len, "random_output_len": cfg.output_len,
