@@ -69,7 +69,7 @@ def test_every_console_path_reads_what_nvidia_smi_read_to_the_mib() -> None:
 
 
 @pytest.mark.parametrize("name", ["held_nvidia_smi.txt", "idle_nvidia_smi.txt", "fit_tp4_nvidia_smi.txt",
-                                  "../nvidia_smi_full.txt"])
+                                  "../nvidia_smi_full.txt", "../busy/busy_nvidia_smi.txt"])
 def test_the_simulators_table_is_the_recorded_table_byte_for_byte(name: str) -> None:
     from console.hostsim.fake_nvidia_smi import render_table
 
@@ -197,3 +197,39 @@ def test_the_fit_planners_weights_per_gpu_match_a_real_bf16_shard_allocation() -
         predicted_mib = plan_fit(FitInputs(cfg, full, tp, 139.8, tp=tp)).weights_gib * 1024
         measured = run["measured_weights_mib"]  # nvidia-smi: the process after the weights minus before
         assert abs(predicted_mib - measured) / measured < 0.005, (tp, predicted_mib, measured)
+
+
+def test_the_sampler_turns_nvml_bytes_into_the_mib_nvidia_smi_prints() -> None:
+    """20 memory states of the H200 (benchmarks/gpu_rounding.py): NVML's v2 bytes beside nvidia-smi's
+    MiB of the same moment. nvidia-smi rounds up; the nearest MiB was 1 MiB short in 10 of them
+    (the 7,898 vs 7,899 and 37,074 vs 37,075 seen in the busy and drain runs)."""
+    from console.sources.nvml_sampler import mib
+
+    rows = json.loads((DATA.parent / "rounding.json").read_text())
+    assert len(rows) == 20
+    for r in rows:
+        assert r["v2"]["used"] == r["v2_after"]["used"]  # a still moment: both reads agree
+        assert mib(r["v2"]["used"]) == r["smi"]["used"]
+        assert mib(r["v2"]["total"]) == r["smi"]["total"]
+        for pid, n_bytes in r["procs_bytes"].items():
+            assert mib(n_bytes) == r["smi_procs_mib"][pid]
+    assert sum(round(r["v2"]["used"] / (1 << 20)) != r["smi"]["used"] for r in rows) == 10
+
+
+def test_a_busy_gpu_and_a_long_process_name_read_as_nvidia_smi_shows_them() -> None:
+    """One process at 100 % utilization, started as a 72-character path that the table shortens."""
+    busy = DATA.parent / "busy"
+    report = json.loads((busy / "busy_report.json").read_text())
+    table = parse_table((busy / "busy_nvidia_smi.txt").read_text())
+    (gpu,) = table.gpus
+    assert (gpu.utilization_pct, gpu.power_w, gpu.perf) == (100, 691, "P0")
+    long_name = report["long_python"]
+    assert len(long_name) > 32
+    names = {p.pid: p.name for p in table.processes}
+    assert names[int(report["busy"][1])] == "..." + long_name[-29:]  # nvidia-smi keeps the end
+    for row in report["utilization"]:
+        assert row["util_pct"] == row["nvidia_smi_util_pct"] == 100, row
+    for c in report["checks"]:
+        assert c["ok"] and c["processes"] == c["nvidia_smi_processes"], c
+    apps, _ = parse_compute_apps((busy / "busy_apps.txt").read_text())
+    assert [p.name for ps in apps.values() for p in ps][0] == long_name  # the CSV keeps the whole name

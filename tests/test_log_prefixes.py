@@ -45,6 +45,10 @@ def test_batch_and_boot_messages_behind_any_prefix_parse_as_the_bare_message(sha
     ("Oct 11 15:00:00 server python3[12456]: [2025-10-11 15:00:00 TP0] ", "2025-10-11 15:00:00", "TP0"),
     ("2026-04-08T14:05:21.123456789Z stdout F [2026-04-08 14:05:21 TP0] ", "2026-04-08 14:05:21", "TP0"),
     ("sglang-1  | [2025-03-12 08:52:40 DP0 TP0] ", "2025-03-12 08:52:40", "DP0 TP0"),
+    # sgl-project/sglang PR #37185 appends the pid to the scheduler's own prefix (its exact form is
+    # not in the PR text: both places a config could put it are covered).
+    ("[2026-08-31 10:00:00 TP0 pid=4183] ", "2026-08-31 10:00:00", "TP0"),
+    ("[2026-08-31 10:00:00 TP0] [pid 4183] ", "2026-08-31 10:00:00", "TP0"),
 ])
 def test_the_messages_own_time_and_ranks_are_found_in_the_prefix(shape: str, ts: str, ranks: str) -> None:
     e = parse_line(shape + "Decode batch. #running-req: 8, #token: 62531, token usage: 0.12, "

@@ -3,6 +3,7 @@ Restart=, limits, ExecStartPre=... every directive that changes how the server r
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from console.analysis.service_diff import HostFacts, diff_units
@@ -107,3 +108,33 @@ def test_a_drop_in_that_resets_a_directive_is_what_systemd_would_run() -> None:
 
 def test_the_same_unit_under_another_name_has_no_unit_changes() -> None:
     assert diff_units(parse_unit(OLD), parse_unit(OLD.replace("Description=SGLang", "Description=Other"))) == []
+
+
+async def test_over_ssh_the_variables_of_the_lost_env_file_are_named_and_their_secrets_hidden(sim) -> None:  # type: ignore[no-untyped-def]
+    from console.hostsim.scenario import NEW_UNIT, OLD_UNIT, start_scenario
+    from console.sources.service import ServiceWatcher
+    from console.transport.ssh import SshTransport
+    from tests.conftest import sim_options
+
+    await start_scenario(sim)
+    env = sim.path("/etc/sglang/qwen397b.env")
+    env.parent.mkdir(parents=True, exist_ok=True)
+    env.write_text("# the old model's tuning\nSGLANG_ENABLE_JIT_DEEPGEMM=0\nexport NCCL_IB_DISABLE=1\n"
+                   "SGLANG_API_KEY=sk-live-0123456789abcdef\n")
+    transport = SshTransport(sim_options(sim))
+    await transport.connect()
+    try:
+        report = await ServiceWatcher(transport, NEW_UNIT, OLD_UNIT).poll()
+        env.unlink()
+        without = await ServiceWatcher(transport, NEW_UNIT, OLD_UNIT).poll()
+    finally:
+        await transport.close()
+    assert [(e.name, e.change, e.old, e.new) for e in report.env_changes] == [
+        ("NCCL_IB_DISABLE", "removed", "1", None), ("SGLANG_API_KEY", "removed", "‹redacted›", None),
+        ("SGLANG_ENABLE_JIT_DEEPGEMM", "removed", "0", None)]
+    (lost,) = [u for u in report.unit_changes if u.directive == "EnvironmentFile"]
+    assert "NCCL_IB_DISABLE, SGLANG_API_KEY, SGLANG_ENABLE_JIT_DEEPGEMM" in (lost.reason or "")
+    assert "sk-live" not in repr(report) and "sk-live" not in json.dumps(report_json(report))
+    assert without.env_changes == ()
+    (gone,) = [u for u in without.unit_changes if u.directive == "EnvironmentFile"]
+    assert "not on the host" in (gone.reason or "")

@@ -272,9 +272,21 @@ def _under(path: str, prefixes: tuple[str, ...]) -> str | None:
     return None
 
 
-def _env_file_reason(change: str, path: str, optional: bool, facts: HostFacts) -> str:
+def _names(variables: dict[str, str]) -> str:
+    names = sorted(variables)
+    return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+
+
+def _env_file_reason(change: str, path: str, optional: bool, facts: HostFacts,
+                     read: dict[str, dict[str, str] | None] | None = None) -> str:
     exists = facts.paths_exist.get(path)
+    content = (read or {}).get(path, ...)
     if change == "removed":
+        if isinstance(content, dict) and content:
+            return (f"the old server read {_names(content)} from {path}; the new unit does not read it: "
+                    "the new server starts without them")
+        if content is None:
+            return f"the old unit's {path} is not on the host: dropping it changes nothing that ran"
         why = (f"the old server read variables from {path}; the new unit does not: whatever it set (tokens, "
                "CUDA/NCCL settings, SGLANG_* options) is missing when the new server starts")
         if exists is True:
@@ -282,6 +294,10 @@ def _env_file_reason(change: str, path: str, optional: bool, facts: HostFacts) -
         elif optional:
             why += " (it was optional '-': it may not have existed)"
         return why
+    if isinstance(content, dict):
+        return f"the server reads {_names(content) or 'nothing'} from {path} when it starts"
+    if content is None:
+        exists = False
     why = f"variables from {path} apply when the server starts"
     if exists is False:
         why += ("; the file is missing on the host: ignored ('-')" if optional else
@@ -339,9 +355,12 @@ def _unit_reason(section: str, key: str, change: str, old: str | None, new: str 
     return None
 
 
-def diff_units(old: Unit, new: Unit, facts: HostFacts | None = None) -> list[UnitChange]:
+def diff_units(old: Unit, new: Unit, facts: HostFacts | None = None, *,
+               old_files: dict[str, dict[str, str] | None] | None = None,
+               new_files: dict[str, dict[str, str] | None] | None = None) -> list[UnitChange]:
     """Every directive of the two units besides the command line and Environment= (compared by
-    `diff_commands` and `diff_env`): EnvironmentFile= per path, drop-ins, User=, Restart=, limits..."""
+    `diff_commands` and `diff_env`): EnvironmentFile= per path, drop-ins, User=, Restart=, limits...
+    `old_files`/`new_files`: the env files as read from the host (path -> variables, None: absent)."""
     facts = facts or HostFacts()
     out: list[UnitChange] = []
     a_files = {path: optional for path, optional in old.environment_files}
@@ -359,7 +378,8 @@ def diff_units(old: Unit, new: Unit, facts: HostFacts | None = None) -> list[Uni
         shown = ("-" if optional else "") + path
         out.append(UnitChange("EnvironmentFile", kind, shown if kind == "removed" else None,
                               shown if kind == "added" else None,
-                              reason=_env_file_reason(kind, path, optional, facts)))
+                              reason=_env_file_reason(kind, path, optional, facts,
+                                                      old_files if kind == "removed" else new_files)))
     a_drop = {posixpath.basename(p): p for p in old.dropins}
     b_drop = {posixpath.basename(p): p for p in new.dropins}
     for base in sorted(set(a_drop) ^ set(b_drop)):

@@ -51,6 +51,19 @@ class ServiceSide:
     error: str | None = None
     # What redaction hid, as keyed digests (never shown or written): a changed secret is still a change.
     secret_fingerprints: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    # The unit's EnvironmentFile= contents as read from the host (secrets redacted): path -> variables,
+    # None when the file is not there. A path not in here was not read (a local file, an error).
+    env_files_read: dict[str, dict[str, str] | None] = field(default_factory=dict)
+
+
+def effective_environment(side: ServiceSide) -> dict[str, str]:
+    """What the server's process gets: Environment=, then the EnvironmentFile= files in order (systemd:
+    a file's settings override Environment=), as far as the files were read."""
+    env = dict(side.environment)
+    if side.unit is not None:
+        for path, _optional in side.unit.environment_files:
+            env.update(side.env_files_read.get(path) or {})
+    return env
 
 
 _FINGERPRINT_KEY = secrets.token_bytes(32)  # per process: a digest cannot be brute-forced offline
@@ -179,16 +192,17 @@ def build_report(old: ServiceSide | None, new: ServiceSide, facts: HostFacts, *,
     env_changes: list[EnvChange] = []
     if old is not None and old.command is not None and new.command is not None:
         changes = diff_commands(old.command, new.command, new_config=facts.model_config, table=table)
-        env_changes = diff_env(old.environment, new.environment)
+        env_changes = diff_env(effective_environment(old), effective_environment(new))
         changes, env_changes = _hidden_changes(old, new, changes, env_changes, table)
     unit_changes: list[UnitChange] = []
     if old is not None and old.unit is not None and new.unit is not None:
-        unit_changes = diff_units(old.unit, new.unit, facts)
+        unit_changes = diff_units(old.unit, new.unit, facts, old_files=old.env_files_read,
+                                  new_files=new.env_files_read)
     lints = lint(new.command, facts, table) if new.command is not None else []
     if new.unit is not None:
         lints.extend(Lint("warning", None, p) for p in new.unit.problems)
         for path, optional in new.unit.environment_files:
-            if not optional and facts.paths_exist.get(path) is False:
+            if not optional and (facts.paths_exist.get(path) is False or new.env_files_read.get(path, ...) is None):
                 lints.append(Lint("error", "EnvironmentFile", f"{path} does not exist on the host: systemd "
                                                               "refuses to start the unit"))
     drift_changes: list[FlagChange] = []

@@ -143,7 +143,8 @@ def _classify(line: str) -> LogEvent:
         ranks = p.group("proc") or ""
         msg = line[p.end():]
     ranks = ranks or ""
-    if not msg.startswith(("Decode batch", "Prefill batch")):
+    # SGLang's own prefix is followed by its message, unless a config added fields after it ("[pid 7] ").
+    if not msg.startswith(("Decode batch", "Prefill batch")) and (m is None or msg[:1] in "[("):
         moved = _relocate(msg)
         if moved is not None:
             msg, found_ts, found_ranks = moved

@@ -41,6 +41,13 @@ def _proc_name(pynvml: Any, pid: int) -> str:
         return "?"
 
 
+def mib(n_bytes: int) -> int:
+    """MiB as nvidia-smi prints them: rounded up. Measured on an H200 (driver 580.159.04): of 20
+    memory states, ceil(used bytes / MiB) gave nvidia-smi's memory.used in all 20, the nearest MiB
+    in 10 (tests/data/h200/rounding.json)."""
+    return -(-int(n_bytes) // (1 << 20))
+
+
 def _call(fn: Any, *args: Any) -> Any:
     """An NVML call whose 'not supported' becomes None; other errors propagate."""
     import pynvml
@@ -69,16 +76,15 @@ def sample(pynvml: Any, handles: list[Any]) -> dict[str, Any]:
                 "index": index,
                 "name": _text(pynvml.nvmlDeviceGetName(handle)),
                 "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
-                # nvidia-smi rounds to the nearest MiB (validated on an H200: 41579 MiB both ways).
-                "memory_used_mib": round(mem.used / (1 << 20)),
-                "memory_total_mib": round(mem.total / (1 << 20)),
+                "memory_used_mib": mib(mem.used),
+                "memory_total_mib": mib(mem.total),
                 "utilization_pct": None if util is None else util.gpu,
                 "temperature_c": _call(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU),
                 "power_w": None if power is None else power / 1000.0,
                 "power_limit_w": None if limit is None else limit / 1000.0,
                 "processes": [
                     [p.pid, _proc_name(pynvml, p.pid),
-                     None if p.usedGpuMemory is None else round(p.usedGpuMemory / (1 << 20))]
+                     None if p.usedGpuMemory is None else mib(p.usedGpuMemory)]
                     for p in procs
                 ],
             })

@@ -10,17 +10,20 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from console.analysis.service_diff import PATH_FLAGS, HostFacts
+from console.analysis.service_diff import PATH_FLAGS, REDACTED, HostFacts, redact_env
 from console.analysis.service_report import ServiceReport, ServiceSide, build_report, side_from_text
 from console.parsers import split_sections
 from console.parsers.sglang_argv import NotSglang, normalize
 from console.parsers.sglang_flags import FlagTable, builtin_table, table_from_help
+from console.parsers.systemd import parse_env_file
 from console.redact import redact_argv, redact_text
 from console.sanitize import clean_block, clean_line
 from console.sources.base import PolledSource, describe_error
 from console.transport.base import Transport, operand, quote
 
 GPU_COUNT_TIMEOUT_S = 8.0
+ENV_FILES_MAX = 8  # EnvironmentFile= entries read per unit
+ENV_FILE_MAX_BYTES = 256 << 10
 _VERSION = re.compile(r"^\d+\.\d+[\w.+-]*$")
 
 
@@ -140,9 +143,28 @@ class ServiceWatcher:
                     running = None
             pid = props.get("MainPID", "0")
             sides.append(replace(side, active_state=props.get("ActiveState"), sub_state=props.get("SubState"),
-                                 main_pid=int(pid) if pid.isdigit() and int(pid) > 0 else None, running=running))
+                                 main_pid=int(pid) if pid.isdigit() and int(pid) > 0 else None, running=running,
+                                 env_files_read=await self._env_files(side)))
         units_on_host = tuple(line.split()[0] for line in s.get("units", "").splitlines() if line.strip())
         return sides, units_on_host, await self.gpu_count()
+
+    async def _env_files(self, side: ServiceSide) -> dict[str, dict[str, str] | None]:
+        """The unit's EnvironmentFile= files as the server will read them (secrets redacted at once):
+        a lost env file is the diff's blind spot. A file that cannot be read is left out (unknown)."""
+        out: dict[str, dict[str, str] | None] = {}
+        for path, _optional in (side.unit.environment_files if side.unit is not None else ())[:ENV_FILES_MAX]:
+            if not path.startswith("/"):
+                continue
+            try:
+                raw = await self.transport.read_file(path, max_bytes=ENV_FILE_MAX_BYTES, timeout=10)
+            except FileNotFoundError:
+                out[path] = None
+                continue
+            except Exception:  # noqa: BLE001 - no permission, a dropped connection: unknown, not absent
+                continue
+            variables = parse_env_file(redact_text(raw.decode("utf-8", "replace")))
+            out[path] = {k: v if redact_env(k, v) == v else REDACTED for k, v in variables.items()}
+        return out
 
     async def facts_for(self, new: ServiceSide, gpu_count: int | None = None, *,
                         installed: bool = True) -> tuple[ServiceSide, HostFacts]:
