@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.markup import escape
 from textual import on
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
