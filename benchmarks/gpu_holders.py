@@ -2,6 +2,10 @@
 
 Run on a GPU host (the project's lent H200):
     python3 benchmarks/gpu_holders.py OUT_DIR [--gib 10,25,40] [--exit-order 2,0,1] [--fit-tp 4,8]
+    python3 benchmarks/gpu_holders.py OUT_DIR --ranks 8,16,24,32 --gib 2:10 --exit-order 3,1,0,4,2
+        (issue 25 on a 4-GPU host: a 4-rank NCCL job, rank r on GPU r holding its GiB, plus one
+        process of 10 GiB on GPU 2; `--gib G:S` puts a holder on GPU G. The fit still allocates
+        rank 0's shard on GPU 0 only.)
 
 1. Starts one torch process per size in --gib, each holding that many GiB on GPU 0.
 2. Records nvidia-smi's own answers (CSV queries, `-lms`, the plain table, `nvidia-smi -q`), then
@@ -38,11 +42,28 @@ MIB = 1 << 20
 HOLDER = """
 import os, sys, torch
 n = int(float(sys.argv[1]) * (1 << 30))
-x = torch.empty(n, dtype=torch.uint8, device="cuda:0")
+x = torch.empty(n, dtype=torch.uint8, device=f"cuda:{sys.argv[2] if len(sys.argv) > 2 else 0}")
 x.fill_(1)
 torch.cuda.synchronize()
 print("ready", os.getpid(), torch.cuda.memory_allocated(), torch.cuda.memory_reserved(), flush=True)
 sys.stdin.read()
+"""
+
+RANK = """
+import os, sys, torch, torch.distributed as dist
+rank, world, gib = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+torch.cuda.set_device(rank)
+dist.init_process_group("nccl", init_method="tcp://127.0.0.1:29556", world_size=world, rank=rank)
+t = torch.ones(1 << 20, device=f"cuda:{rank}")
+dist.all_reduce(t)
+torch.cuda.synchronize()
+assert int(t[0].item()) == world, t[0].item()
+x = torch.empty(int(gib * (1 << 30)), dtype=torch.uint8, device=f"cuda:{rank}")
+x.fill_(1)
+torch.cuda.synchronize()
+print("ready", os.getpid(), rank, flush=True)
+sys.stdin.read()
+os._exit(0)  # no NCCL teardown: the ranks leave one by one, as a stopped server's do
 """
 
 SHARD = """
@@ -283,23 +304,43 @@ def _fit_one(report: dict, cfg: dict, full: int, tp: int, out: Path) -> None:
     (out / f"fit_tp{tp}_nvidia_smi.txt").write_text(table)
 
 
-async def main(out: Path, gibs: list[float], order: list[int], tps: list[int]) -> int:
+async def main(out: Path, gibs: list[tuple[int, float]], order: list[int], tps: list[int],
+               ranks: list[float] | None = None) -> int:
     from console.hostsim import HostSimulator
     from console.transport import LocalTransport
     from console.transport.ssh import SshOptions, SshTransport
 
     out.mkdir(parents=True, exist_ok=True)
-    report: dict = {"host": os.uname().nodename, "gib": gibs, "exit_order": order, "readings": {}, "checks": [],
-                    "started_at": time.time()}
+    report: dict = {"host": os.uname().nodename, "gib": [g for _, g in gibs], "exit_order": order,
+                    "ranks": ranks or [], "readings": {}, "checks": [], "started_at": time.time()}
+    ranks = ranks or []
+    if sorted(order) != list(range(len(ranks) + len(gibs))):
+        print(f"--exit-order must name each of the {len(ranks) + len(gibs)} holders once", file=sys.stderr)
+        return 2
+    import torch
+
+    gpus = torch.cuda.device_count()
+    if len(ranks) > gpus or any(g >= gpus for g, _ in gibs):
+        print(f"this host has {gpus} GPU(s): --ranks {len(ranks)} / --gib GPU indexes need more", file=sys.stderr)
+        return 2
     (out / "idle_nvidia_smi.txt").write_text(sh("nvidia-smi"))
     (out / "idle_nvidia_smi_q.txt").write_text(sh("nvidia-smi -q"))
     holders = []
-    for gib in gibs:
-        p = subprocess.Popen([sys.executable, "-c", HOLDER, str(gib)], stdin=subprocess.PIPE,
+    if ranks:
+        procs = [subprocess.Popen([sys.executable, "-c", RANK, str(r), str(len(ranks)), str(gib)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                 for r, gib in enumerate(ranks)]  # all at once: NCCL's init waits for every rank
+        for r, (p, gib) in enumerate(zip(procs, ranks, strict=True)):
+            assert p.stdout
+            holders.append({"gib": gib, "gpu": r, "rank": r, "pid": p.pid, "proc": p,
+                            "ready": p.stdout.readline().split()})
+    for spec in gibs:
+        gpu, gib = spec
+        p = subprocess.Popen([sys.executable, "-c", HOLDER, str(gib), str(gpu)], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
         assert p.stdout
         line = p.stdout.readline().split()
-        holders.append({"gib": gib, "pid": p.pid, "proc": p, "ready": line})
+        holders.append({"gib": gib, "gpu": gpu, "pid": p.pid, "proc": p, "ready": line})
     report["holders"] = [{k: v for k, v in h.items() if k != "proc"} for h in holders]
     time.sleep(1.5)
     truth = truth_now()
@@ -357,6 +398,18 @@ if __name__ == "__main__":
 
     def opt(name: str, default: str) -> str:
         return a[a.index(name) + 1] if name in a else default
-    raise SystemExit(asyncio.run(main(Path(a[0]), [float(x) for x in opt("--gib", "10,25,40").split(",")],
-                                      [int(x) for x in opt("--exit-order", "2,0,1").split(",")],
-                                      [int(x) for x in opt("--fit-tp", "4,8").split(",")])))
+    def holder(spec: str) -> tuple[int, float]:
+        gpu, _, gib = spec.rpartition(":")
+        return int(gpu or 0), float(gib)
+
+    try:
+        specs = [holder(x) for x in opt("--gib", "10,25,40").split(",") if x]
+        rank_gib = [float(x) for x in opt("--ranks", "").split(",") if x]
+        default_order = "2,0,1" if not rank_gib and len(specs) == 3 else ",".join(
+            str(i) for i in reversed(range(len(rank_gib) + len(specs))))
+        exit_order = [int(x) for x in opt("--exit-order", default_order).split(",")]
+        fit_tps = [int(x) for x in opt("--fit-tp", "4,8").split(",") if x]
+    except ValueError as exc:
+        print(f"gpu_holders: bad option value: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    raise SystemExit(asyncio.run(main(Path(a[0]), specs, exit_order, fit_tps, rank_gib)))

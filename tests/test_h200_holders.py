@@ -233,3 +233,21 @@ def test_a_busy_gpu_and_a_long_process_name_read_as_nvidia_smi_shows_them() -> N
         assert c["ok"] and c["processes"] == c["nvidia_smi_processes"], c
     apps, _ = parse_compute_apps((busy / "busy_apps.txt").read_text())
     assert [p.name for ps in apps.values() for p in ps][0] == long_name  # the CSV keeps the whole name
+
+
+def test_a_nccl_rank_and_a_plain_holder_drain_in_order_and_the_rank_carries_nccls_context() -> None:
+    """`gpu_holders.py --ranks 8 --gib 0:10` on the one H200 (the 4-GPU kind was withheld): the
+    multi-GPU job's code path with one rank. A rank holds its 8 GiB plus 1,188 MiB of CUDA and NCCL
+    context, the context the fit measured (the planner assumes 614 MiB)."""
+    d = DATA.parent / "nccl_rank"
+    report = json.loads((d / "report.json").read_text())
+    rank, plain = report["holders"]
+    assert rank["rank"] == 0 and plain["gpu"] == 0
+    apps, _ = parse_compute_apps((d / "held_apps.txt").read_text())
+    held = {p.pid: p.memory_mib for ps in apps.values() for p in ps}
+    assert held == {rank["pid"]: 8 * 1024 + 1188, plain["pid"]: 10 * 1024 + 610}
+    assert all(c["ok"] for c in report["checks"]) and len(report["checks"]) == 4
+    watch = DrainWatch()
+    for line in (d / "drain_nvml.jsonl").read_text().splitlines():
+        watch.update(_status(json.loads(line)))
+    assert [f.pid for f in watch.freed] == [rank["pid"], plain["pid"], None]
