@@ -30,13 +30,14 @@ from console.core.state import (
     LogAppended,
     Notice,
     ReadingChanged,
+    StateSnapshot,
     VerifyChanged,
 )
 from console.panes.base import PaneFrame, PlaceholderPane
 from console.panes.bench import BenchPane
 from console.panes.download import DownloadPane
 from console.panes.header import HostHeader
-from console.panes.log import LogPane
+from console.panes.log import LogPane, display_text, event_style
 from console.panes.registry import PANES, PaneSpec, grid_shape
 from console.panes.service import ServicePane
 from console.panes.unit_picker import UnitPicker
@@ -174,8 +175,10 @@ class ConsoleApp(App[int]):
 
         state = HostState(session.profile.host or "local", label=session.transport.label, demo=session.demo)
         runner = HostRunner(session, state)
-        runner.announce()
+        # The recorder first: the session's first event (the host, which panes have no source,
+        # read-only) is in the recording (issue 20).
         recorder = Recorder(state, record_dir).start() if record else None
+        runner.announce()
 
         async def close() -> None:
             await runner.close()
@@ -254,6 +257,22 @@ class ConsoleApp(App[int]):
             self._route_key("download", "verify")
         elif isinstance(event, BenchChanged):
             self._route_key("bench", "bench")
+        elif isinstance(event, StateSnapshot):  # the whole state replaced (a replay's seek): every view
+            self._state_replaced()
+
+    def _state_replaced(self) -> None:
+        self.header.refresh_state()
+        for spec in self.specs:
+            for source in spec.sources:
+                self._route(spec, source)
+            pane = self._mounted_pane(spec.key)
+            if isinstance(pane, LogPane):
+                lines = self.state.log_lines
+                shown = pane.lines[-1][0] if pane.lines else None
+                if not lines or shown != display_text(lines[-1].text) or len(pane.lines) > len(lines):
+                    pane.lines.clear()
+                    pane.lines.extend((display_text(e.text), e.severity, event_style(e)) for e in lines)
+                    pane._rebuild()
 
     @property
     def header(self) -> HostHeader:

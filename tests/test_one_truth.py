@@ -16,10 +16,12 @@ import pytest
 from rich.console import Console
 
 from console.core import codec
+from console.core.recording import Recorder, Replayer, read_recording
 from console.core.runner import HostRunner
-from console.core.state import HostState, StateSnapshot
-from console.hostsim import HostSimulator
+from console.core.state import HostInfo, HostState, Notice, ReadingChanged, StateSnapshot
+from console.hostsim import HostSimulator, story
 from console.hostsim.scenario import demo_profile, start_scenario
+from console.model import Reading
 from console.session import HostSession, make_transport
 from console.share.client import attach
 from console.share.server import ShareServer
@@ -70,7 +72,8 @@ def assert_same_panes(a: HostState, b: HostState, now_s: float) -> None:
         assert left[key] == right[key], f"the {key} pane differs"
 
 
-async def _demo_core(tmp_path: Path) -> AsyncIterator[tuple[HostSimulator, HostState, HostRunner, ShareServer, Path]]:
+async def _demo_core(tmp_path: Path, recorder: list[Recorder] | None = None,
+                     ) -> AsyncIterator[tuple[HostSimulator, HostState, HostRunner, ShareServer, Path]]:
     sim = HostSimulator(tmp_path / "demo-host", speed=SPEED)
     await sim.start()
     short = Path(tempfile.mkdtemp(prefix="gc-"))
@@ -80,6 +83,8 @@ async def _demo_core(tmp_path: Path) -> AsyncIterator[tuple[HostSimulator, HostS
         session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
         state = HostState("127.0.0.1", label="sim", demo=True)
         runner = HostRunner(session, state)
+        if recorder is not None:  # every 4 s a snapshot: the seeks below start from one
+            recorder.append(Recorder(state, tmp_path / "rec", snapshot_every_s=4.0).start())
         runner.announce()
         server = await ShareServer(state, runner).start(unix_path=short / "core.sock")
         await runner.start()
@@ -167,3 +172,125 @@ async def test_a_client_attached_after_the_swap_shows_what_one_attached_from_the
         for c, pump in ((early, early_pump), (late, late_pump)):
             await c.close()
             pump.cancel()
+
+
+# -- 3. recordings: the first event kept, the whole state first, at rotation and every few minutes --
+class _Clock:
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _notice(state: HostState, i: int) -> Notice:
+    return Notice(state.host, "n", f"event {i}", "information", state.now())
+
+
+def test_a_recording_starts_with_the_whole_state_and_one_comes_at_each_rotation(tmp_path: Path) -> None:
+    clock = _Clock()
+    state = HostState("h", label="lab", clock=clock)
+    state.apply(HostInfo("h", "lab", missing=(("log", "no log"),), read_only=True))
+    recorder = Recorder(state, tmp_path, max_file_bytes=1, flush_every_s=0.0).start()
+    for i in range(3):
+        clock.t += 1
+        state.apply(_notice(state, i))
+    recorder.close()
+    assert len(recorder.paths) >= 3  # every flush passed the limit: a new part each time
+    for path in recorder.paths:
+        rec = read_recording(path)
+        first = rec.entries[0][1]
+        assert isinstance(first, StateSnapshot)  # each part alone knows the host and its panes
+        assert first.info.read_only and first.info.missing == (("log", "no log"),)
+
+
+def test_a_snapshot_is_written_every_few_minutes_and_replay_at_seeks_to_the_one_before(tmp_path: Path) -> None:
+    clock = _Clock()
+    state = HostState("h", clock=clock)
+    recorder = Recorder(state, tmp_path, snapshot_every_s=3600).start()
+    states_at: dict[int, StateSnapshot] = {}
+    for i in range(30):
+        clock.t += 10
+        state.apply(_notice(state, i))
+        state.apply(ReadingChanged("h", "log", Reading("log", None, clock.t)))
+        if i % 10 == 9:
+            recorder.write_snapshot()  # what snapshot_every_s does on its own, at a time the test knows
+        states_at[i] = state.snapshot()
+    recorder.close()
+    rec = read_recording(recorder.path)  # type: ignore[arg-type]
+    assert len(rec.snapshots) == 4  # the start, then 3
+    replayed = HostState("h")
+    applied: list[object] = []
+    replayed.subscribe(applied.append)
+    replayer = Replayer(rec, replayed)
+    at = 10 * 25 + 1  # just after event 24 (the 25th): the last snapshot before it is after event 19
+    replayer.apply_until(at)
+    assert isinstance(applied[0], StateSnapshot) and applied[0].notices[-1].message == "event 19"
+    assert len(applied) == 1 + 2 * 5  # the snapshot, then events 20..24: nothing before it replayed
+    assert replace(replayed.snapshot(), at_s=0) == replace(states_at[24], at_s=0)
+    assert replayed.now() == rec.started_at + at  # the recording's clock
+
+
+def test_the_usual_console_records_its_first_event(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`announce()` ran before `Recorder.start()`: the host's info (read-only, the missing panes)
+    was lost from every recording."""
+    from console.app import ConsoleApp
+    from console.config import HostProfile
+    from console.session import HostSession, make_transport
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    profile = HostProfile(name="p", host="10.1.230.174", read_only=True)
+    session = HostSession(profile, make_transport(profile))
+    app = ConsoleApp.for_session(session, record=True, record_dir=tmp_path / "rec")
+    app.recorder.close()
+    rec = read_recording(app.recorder.path)
+    infos = [e for _, e in rec.entries if isinstance(e, HostInfo)]
+    assert infos and infos[0].read_only and dict(infos[0].missing).keys() >= {"download", "service", "log"}
+
+
+# -- 4. replay is the same story, on the recording's clock ----------------------------------------
+async def test_a_replayed_demo_swap_shows_every_pane_as_the_live_run_did_before_during_and_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    recorders: list[Recorder] = []
+    moments: list[tuple[float, dict[str, str]]] = []
+    async for sim, state, _runner, _server, _sock in _demo_core(tmp_path, recorders):
+        for scenario_s in (story.T_OLD_STOP - 10, story.T_WEIGHTS_END, story.T_READY + 12):
+            await wait_for(lambda t=scenario_s, s=sim: s.elapsed_s() >= t, 90)
+            now = state.now()  # no await from here to the texts: the moment is exact
+            moments.append((now, pane_texts(state, now)))
+        recorders[0].close()
+    rec = read_recording(recorders[0].path)  # type: ignore[arg-type]
+    assert len(rec.snapshots) >= 3
+    marks = [texts["bench chart"] for _, texts in moments]
+    assert "old server stopped" not in marks[0] and "new server ready" in marks[2]  # before and after the swap
+    for now, live in moments:
+        replayed = HostState(rec.header["host"])
+        Replayer(rec, replayed).apply_until(now - rec.started_at)
+        assert replayed.now() == pytest.approx(now, abs=1e-5)  # staleness and ages on the recording's clock
+        assert replayed.bench.now() == replayed.now()  # the time chart too (it drew against the wall clock)
+        again = pane_texts(replayed, replayed.now())
+        for key in live:
+            assert again.get(key) == live[key], f"the {key} pane differs at {now - rec.started_at:.1f}s"
+        assert replayed.replay is not None and replayed.replay.describe(replayed.now()).startswith("REPLAY")
+    assert "no throughput yet" not in moments[2][1]["bench chart"]
+
+
+async def test_replay_says_its_position_speed_and_end(tmp_path: Path) -> None:
+    clock = _Clock()
+    state = HostState("h", clock=clock)
+    recorder = Recorder(state, tmp_path).start()
+    for i in range(3):
+        clock.t += 30
+        state.apply(_notice(state, i))
+    recorder.close()
+    rec = read_recording(recorder.path)  # type: ignore[arg-type]
+    replayed = HostState("h")
+    replayer = Replayer(rec, replayed, speed=1000.0, at_s=35)
+    replayer.seek(35)
+    assert replayed.replay is not None
+    assert replayed.replay.describe(rec.started_at + 35) == "REPLAY 35s / 1m30s ×1000"
+    assert [n.message for n in replayed.notices] == ["event 0"]  # nothing from after 35 s
+    await asyncio.wait_for(replayer.run(), 10)
+    assert replayed.replay.finished and replayed.replay.describe(replayed.now()) == "REPLAY ended at 1m30s"
+    assert replayed.notices[-1].title == "replay" and "end of the recording" in replayed.notices[-1].message

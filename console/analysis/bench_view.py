@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +79,13 @@ class BenchView:
         # Spans of wall time with no server (stopped at, ready at or None while none serves): the
         # server's series has a gap there, never a line joining the points either side.
         self.gaps: deque[tuple[float, float | None]] = deque(maxlen=16)
+        # The state's clock (HostState sets it): in a replay "now" is the recording's time, so the
+        # time chart's last 120 s are the recording's, not the wall clock's (issue 20).
+        self.clock: Callable[[], float] = time.time
         self.version = 0  # bumped on every change: the pane redraws only when it moved
+
+    def now(self) -> float:
+        return self.clock()
 
     def to_data(self) -> BenchData:
         live = self.live
@@ -152,7 +159,7 @@ class BenchView:
             self.mark(now_s, "new server ready")
 
     def start(self, label: str, total: int, now_s: float | None = None) -> None:
-        self.live = LiveRun(label, time.time() if now_s is None else now_s, total)
+        self.live = LiveRun(label, self.now() if now_s is None else now_s, total)
         self.error = None
         self.stopped_note = None
         self._touch()

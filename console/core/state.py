@@ -169,13 +169,26 @@ class StateSnapshot:
 @dataclass(frozen=True, slots=True)
 class ReplayInfo:
     """Where a replay stands, for the header (not an event: the replayer sets it on its state).
-    `position_s` and `end_s` are seconds into the recording."""
+    `start_s`: the recording's first time (its clock); `end_s`: its length in seconds."""
 
-    position_s: float
+    start_s: float
     end_s: float
     speed: float
     finished: bool = False
     path: str = ""
+
+    def position_s(self, now_s: float) -> float:
+        """Seconds into the recording at the state's `now()`."""
+        return min(self.end_s, max(0.0, now_s - self.start_s))
+
+    def describe(self, now_s: float) -> str:
+        """The header's words: "REPLAY 1m20s / 3m40s ×2", "REPLAY end 3m40s"."""
+        from console.units import duration
+
+        speed = f" ×{self.speed:g}" if self.speed != 1 else ""
+        if self.finished:
+            return f"REPLAY ended at {duration(self.end_s)}"
+        return f"REPLAY {duration(self.position_s(now_s))} / {duration(self.end_s)}{speed}"
 
 
 Event = (HostInfo | ReadingChanged | LogAppended | ConnectionChanged | Notice | VerifyChanged | BenchChanged
@@ -279,6 +292,7 @@ class HostState:
         self.notices: deque[Notice] = deque(maxlen=NOTICES)
         self.verify: Any = None
         self.bench = BenchView()
+        self.bench.clock = self.now  # the chart's "now" is the state's (a replay's clock)
         self.swap = SwapView()  # the swap plan, gate, approvals, audit log and downtime (issue 13)
         self.gpus = GpuTracker()
         self.version = 0

@@ -295,7 +295,7 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         chart_widget = self.query_one("#bench-chart", Static)
         size = chart_widget.content_size
         w, h = size.width or 60, size.height or 8
-        drawn = sweep_chart(self.view, w, h) if self.sweep_mode else chart(self.view, w, h, now)
+        drawn = sweep_chart(self.view, w, h) if self.sweep_mode else chart(self.view, w, h, self.view.now())
         key = (drawn.plain, tuple(drawn.spans)) if isinstance(drawn, Text) else None
         if key is not None and key == self._chart_key:
             return  # the same picture: no repaint, no layout (an idle chart every 5 s)

@@ -83,8 +83,9 @@ async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> 
     _logging()
     state = HostState(session.profile.host or "local", label=session.transport.label, demo=session.demo)
     runner = HostRunner(session, state)
-    runner.announce()
+    # The recorder first: the session's first event is in the recording (issue 20).
     recorder = Recorder(state, default_dir() / "demo" if session.demo else None).start() if record else None
+    runner.announce()
     server = ShareServer(state, runner)
     try:
         sock = _socket_path(args.socket, state.host)
