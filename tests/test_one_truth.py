@@ -294,3 +294,66 @@ async def test_replay_says_its_position_speed_and_end(tmp_path: Path) -> None:
     await asyncio.wait_for(replayer.run(), 10)
     assert replayed.replay.finished and replayed.replay.describe(replayed.now()) == "REPLAY ended at 1m30s"
     assert replayed.notices[-1].title == "replay" and "end of the recording" in replayed.notices[-1].message
+
+
+# -- 5. facts derived once, in the core ------------------------------------------------------------
+def _service(old: tuple[str, str], new: tuple[str, str]) -> Any:
+    from console.analysis.service_report import ServiceReport, ServiceSide
+
+    def side(name_state: tuple[str, str]) -> ServiceSide:
+        return ServiceSide(name_state[0], None, None, None, active_state=name_state[1])
+
+    return ServiceReport(side(old), side(new), (), (), (), (), None, (), (), "x", ())
+
+
+def _log_with(series: list[tuple[float, float]], ready: bool = False, launch_at: str = "08:00:00") -> Any:
+    from console.analysis.log_state import BootStep, LogSummary, ThroughputPoint
+
+    boot = (BootStep("launch", launch_at, 0.0, ""),) + ((BootStep("ready", "08:01:00", 60.0, ""),) if ready else ())
+    return LogSummary("log", "ready" if ready else "launch", boot, None, None, None, None, None, None, (), 0, None,
+                      tuple(ThroughputPoint(t, v, None, 1, 0) for t, v in series))
+
+
+def test_showing_the_other_side_as_old_marks_nothing_and_a_named_unit_stopping_does() -> None:
+    from console.swap.model import SwapSetup
+
+    clock = _Clock(100.0)
+    state = HostState("h", clock=clock)
+    state.apply(SwapSetup("h", "old.service", "new.service", None, None))
+    events: list[object] = []
+    state.subscribe(events.append)
+
+    def service(old: tuple[str, str], new: tuple[str, str]) -> None:
+        clock.t += 5
+        state.apply(ReadingChanged("h", "service", Reading("service", _service(old, new), clock.t)))
+
+    service(("old.service", "active"), ("new.service", "inactive"))
+    service(("new.service", "inactive"), ("old.service", "active"))  # `s`: the view's sides swapped
+    service(("old.service", "active"), ("new.service", "inactive"))  # and back
+    assert list(state.bench.marks) == []  # a view's choice is no host event
+    service(("new.service", "inactive"), ("old.service", "inactive"))  # the old unit really stopped
+    assert [label for _, label in state.bench.marks] == ["old server stopped"]
+
+
+def test_the_server_series_has_a_gap_where_no_server_existed() -> None:
+    from console.panes.bench import chart
+
+    clock = _Clock(1000.0)
+    state = HostState("h", clock=clock)
+    state.apply(ReadingChanged("h", "log", Reading("log", _log_with([(990.0 + i, 600.0) for i in range(10)]), 1000.0)))
+    state.apply(ReadingChanged("h", "service", Reading("service", _service(("a", "active"), ("b", "inactive")), 1001)))
+    state.apply(ReadingChanged("h", "service", Reading("service", _service(("a", "inactive"), ("b", "activating")),
+                                                       1002.0)))
+    # a new boot, ready 55 s later, then its first decode lines
+    state.apply(ReadingChanged("h", "log", Reading("log", _log_with([], launch_at="08:10:00"), 1010.0)))
+    state.apply(ReadingChanged("h", "log", Reading("log", _log_with([], True, "08:10:00"), 1057.0)))
+    clock.t = 1070.0
+    state.apply(ReadingChanged("h", "log", Reading("log", _log_with([(1058.0 + i, 100.0) for i in range(10)], True,
+                                                                    "08:10:00"), 1068.0)))
+    pieces = state.bench.server_segments(clock.t, 120)
+    assert len(pieces) == 2 and pieces[0][-1][0] == 999.0 - 1070.0 and pieces[1][0][0] == 1058.0 - 1070.0
+    assert [label for _, label in state.bench.marks] == ["old server stopped", "new server launching",
+                                                          "new server ready"]
+    # on the chart, no flat line at 600 tok/s across the 55 s without a server: the columns between
+    # the stop and the ready have no server point (the vertical marks aside)
+    assert "server gen tok/s" in chart(state.bench, 100, 16, clock.t).plain

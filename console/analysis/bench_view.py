@@ -128,7 +128,7 @@ class BenchView:
     def add_server_points(self, points: list[tuple[float, float | None, float | None]]) -> None:
         last = self.server_gen[-1][0] if self.server_gen else 0.0
         for t, gen, accept in points:
-            if t <= last:
+            if t <= last or self.in_gap(t):  # no server then: a point there is a late line of the old one
                 continue
             if gen is not None:
                 self.server_gen.append((t, gen))
@@ -140,6 +140,20 @@ class BenchView:
         """A vertical mark on the time chart (the swap: old server stopped, new one launching, ready)."""
         self.marks.append((t_s, label))
         self._touch()
+
+    def open_gap(self, t_s: float) -> None:
+        """No server from `t_s` (its unit stopped) until the next one is ready."""
+        if not self.gaps or self.gaps[-1][1] is not None:
+            self.gaps.append((t_s, None))
+            self._touch()
+
+    def close_gap(self, t_s: float) -> None:
+        if self.gaps and self.gaps[-1][1] is None:
+            self.gaps[-1] = (self.gaps[-1][0], t_s)
+            self._touch()
+
+    def in_gap(self, t_s: float) -> bool:
+        return any(lo <= t_s and (hi is None or t_s < hi) for lo, hi in self.gaps)
 
     def note_log(self, summary: Any, now_s: float) -> None:
         """Marks from the log summary's boot timeline, at the time they reached the console: a new
@@ -157,6 +171,7 @@ class BenchView:
             self.mark(now_s, "new server launching")
         if key[1] and (key[0] != seen[0] or not seen[1]):
             self.mark(now_s, "new server ready")
+            self.close_gap(now_s)
 
     def start(self, label: str, total: int, now_s: float | None = None) -> None:
         self.live = LiveRun(label, self.now() if now_s is None else now_s, total)
@@ -209,6 +224,22 @@ class BenchView:
             "server gen tok/s": [(t - now_s, v) for t, v in self.server_gen if t >= lo],
             "GPU util %": [(t - now_s, v) for t, v in self.gpu_util if t >= lo],
         }
+
+    def server_segments(self, now_s: float, span_s: int) -> list[list[tuple[float, float]]]:
+        """The server's series cut where no server existed (a gap): each piece is drawn alone, so
+        no line joins the last point before the old server stopped to the first after the new
+        one was ready (issue 20)."""
+        pieces: list[list[tuple[float, float]]] = [[]]
+        lo = now_s - span_s
+        prev: float | None = None
+        for t, v in self.server_gen:
+            if t < lo:
+                continue
+            if prev is not None and any(prev < g_lo and (g_hi is None or g_lo < t) for g_lo, g_hi in self.gaps):
+                pieces.append([])
+            pieces[-1].append((t - now_s, v))
+            prev = t
+        return [piece for piece in pieces if piece]
 
     def table_signature(self) -> tuple[object, ...]:
         """What the results table depends on (not the 1 Hz GPU and log samples)."""

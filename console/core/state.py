@@ -413,12 +413,26 @@ class HostState:
             # The swap on the time chart: a new boot launching, and its ready line.
             self.bench.note_log(reading.data, reading.ok_at_s or self.now())
         elif event.source == "service" and reading.data is not None and reading.error is None:
-            old = reading.data.old
-            before = self.data("service")
-            was = before.old.active_state if before is not None and before.old is not None else None
-            if old is not None and was == "active" and old.active_state not in ("active", None):
-                self.bench.mark(reading.ok_at_s or self.now(), "old server stopped")
+            self._unit_marks(reading)
         self.readings[event.source] = reading
+
+    def _unit_marks(self, reading: Reading[Any]) -> None:
+        """Swap marks from a NAMED unit's transitions (issue 20): which side a view shows as "old"
+        (the diff pane's `s`) changes the reading's sides, never a unit's state, so it marks nothing.
+        The old unit stopping opens a gap in the server's series; the new one's ready closes it."""
+        before = self.data("service")
+        was = {side.name: side.active_state for side in (before.old, before.new) if side is not None} \
+            if before is not None else {}
+        setup = self.swap.setup
+        old_unit = setup.old_unit if setup is not None else None
+        t = reading.ok_at_s or self.now()
+        for side in (reading.data.old, reading.data.new):
+            if side is None or was.get(side.name) != "active" or side.active_state in ("active", None):
+                continue
+            named_old = side.name == old_unit or (old_unit is None and before is not None and before.old is not None
+                                                  and before.old.name == side.name)
+            self.bench.mark(t, "old server stopped" if named_old else f"{side.name} stopped")
+            self.bench.open_gap(t)
 
     def _bench(self, event: BenchChanged) -> None:
         view = self.bench

@@ -96,11 +96,15 @@ def chart(view: BenchView, width: int, height: int, now_s: float, span_s: int = 
                     "a benchmark's output tokens/s beside it (b: quick run, B: sweep).", style=DIM)
     left: list[float] = []
     for name, points in drawn.items():
-        xs, ys = zip(*points, strict=True)
         side = "right" if name == "GPU util %" else "left"
-        plt.plot(list(xs), list(ys), label=name, color=colors[name], marker="braille", yside=side)
-        if side == "left":
-            left.extend(ys)
+        # The server's series in pieces: no line across a span where no server existed (issue 20).
+        pieces = view.server_segments(now_s, span_s) if name == "server gen tok/s" else [points]
+        for i, piece in enumerate(pieces):
+            xs, ys = zip(*piece, strict=True)
+            plt.plot(list(xs), list(ys), label=name if i == 0 else None, color=colors[name], marker="braille",
+                     yside=side)
+            if side == "left":
+                left.extend(ys)
     if left:
         _axis(plt, left, "left")
     if "GPU util %" in drawn:
