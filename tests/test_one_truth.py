@@ -18,7 +18,7 @@ from rich.console import Console
 from console.core import codec
 from console.core.recording import Recorder, Replayer, read_recording
 from console.core.runner import HostRunner
-from console.core.state import HostInfo, HostState, Notice, ReadingChanged, StateSnapshot
+from console.core.state import BenchChanged, HostInfo, HostState, Notice, ReadingChanged, StateSnapshot
 from console.hostsim import HostSimulator, story
 from console.hostsim.scenario import demo_profile, start_scenario
 from console.model import Reading
@@ -357,3 +357,43 @@ def test_the_server_series_has_a_gap_where_no_server_existed() -> None:
     # on the chart, no flat line at 600 tok/s across the 55 s without a server: the columns between
     # the stop and the ready have no server point (the vertical marks aside)
     assert "server gen tok/s" in chart(state.bench, 100, 16, clock.t).plain
+
+
+def _run(model: str, c: int, i: int, o: int, completed: int = 16, **extra: Any) -> dict[str, Any]:
+    return {"host": "lab", "model": model, "max_concurrency": c, "random_input_len": i, "random_output_len": o,
+            "dataset_name": "random", "completed": completed, "output_throughput": 100.0 * c, **extra}
+
+
+def test_before_after_pairs_only_like_workloads() -> None:
+    from console.analysis.bench_view import before_after
+    from console.panes.bench import results_table
+
+    old, new = "Qwen3.5-397B", "Qwen3.5-122B"
+    pair, why = before_after([_run(old, 64, 1024, 1024), _run(new, 4, 256, 256)], "lab")
+    assert pair is None and why == "not comparable: c=64 at 1024/1024 (random) vs c=4 at 256/256 (random)"
+    runs = [_run(old, 4, 256, 256), _run(old, 64, 1024, 1024), _run(new, 4, 256, 256)]
+    pair, why = before_after(runs, "lab")
+    assert pair == (runs[0], runs[2]) and why is None
+    state = HostState("h")
+    state.apply(HostInfo("h", "lab"))
+    state.apply(BenchChanged("h", "history", runs=(_run(old, 64, 1024, 1024), _run(new, 4, 256, 256))))
+    assert "before/after not comparable: c=64" in " ".join(_plain(results_table(state.bench, 120, 12)).split())
+
+
+def test_a_run_stopped_before_any_request_finished_is_not_a_result() -> None:
+    from console.panes.bench import results_table
+
+    old, new = "Qwen3.5-397B", "Qwen3.5-122B"
+    state = HostState("h")
+    state.apply(HostInfo("h", "lab"))
+    state.apply(BenchChanged("h", "history", runs=(_run(old, 4, 256, 256),)))
+    state.apply(BenchChanged("h", "start", label="c=4", total=16))
+    stopped = _run(old, 4, 256, 256, completed=0, stopped=True, request_throughput=0.0)
+    state.apply(BenchChanged("h", "result", record=stopped))
+    state.apply(BenchChanged("h", "done"))
+    assert state.bench.results == [] and len(state.bench.history) == 1
+    assert "before any request finished" in _plain(results_table(state.bench, 120, 12))
+    # a later run of the new model pairs with the old model's last real run, never the stopped one
+    state.apply(BenchChanged("h", "history", runs=(_run(old, 4, 256, 256, tag="real"), stopped, _run(new, 4, 256, 256))))
+    pair, _ = state.bench.comparison()
+    assert pair is not None and pair[0].get("tag") == "real"

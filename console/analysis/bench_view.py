@@ -28,6 +28,49 @@ class LiveRun:
     itl_ms: deque[float] = field(default_factory=lambda: deque(maxlen=20000))  # the latest gaps
 
 
+WORKLOAD_KEYS = ("max_concurrency", "random_input_len", "random_output_len", "dataset_name")
+
+
+def is_result(record: dict[str, Any]) -> bool:
+    """A run that finished at least one request; one stopped (x) before any did is not a result:
+    it is never saved, shown as a run, or taken as "the old model's last run" (issue 20)."""
+    completed = record.get("completed")
+    if completed is None:  # a record without the count (imported, older): taken as it is
+        return True
+    return isinstance(completed, int) and not isinstance(completed, bool) and completed > 0
+
+
+def workload(record: dict[str, Any]) -> tuple[object, ...]:
+    """What makes two runs comparable: concurrency, input/output lengths, dataset."""
+    return tuple(record.get(k) for k in WORKLOAD_KEYS)
+
+
+def describe_workload(record: dict[str, Any]) -> str:
+    c, i, o, d = workload(record)
+    return f"c={c or '∞'} at {i}/{o} ({d or 'random'})"
+
+
+def before_after(runs: list[dict[str, Any]], host: str | None = None
+                 ) -> tuple[tuple[dict[str, Any], dict[str, Any]] | None, str | None]:
+    """Before and after a swap on one host: its latest result and the latest earlier result of
+    another model there. The pair only when both ran the same workload; otherwise (None, why):
+    "not comparable: c=64 at 1024/1024 (random) vs c=4 at 256/256 (random)"."""
+    results = [r for r in runs if is_result(r)]
+    if host is None:
+        host = results[-1].get("host") if results else None
+    mine = [r for r in results if r.get("host") == host]
+    if not mine:
+        return None, None
+    latest = mine[-1]
+    others = [r for r in mine[:-1] if r.get("model") != latest.get("model")]
+    if not others:
+        return None, None
+    like = [r for r in others if workload(r) == workload(latest)]
+    if like:
+        return (like[-1], latest), None
+    return None, f"not comparable: {describe_workload(others[-1])} vs {describe_workload(latest)}"
+
+
 @dataclass(frozen=True, slots=True)
 class LiveRunData:
     """A live run as plain data (the state's snapshot)."""
@@ -196,6 +239,9 @@ class BenchView:
 
     def finish(self, metrics: dict[str, Any]) -> None:
         self.note_stop(metrics)
+        if not is_result(metrics):  # stopped before any request finished: said, never a result
+            self._touch()
+            return
         self.results.append(metrics)
         self.results = self.results[-16:]
         self._touch()
@@ -207,7 +253,10 @@ class BenchView:
 
     def note_stop(self, metrics: dict[str, Any]) -> None:
         """After `x`: no request was sent from then on and the ones in flight were cancelled."""
-        if metrics.get("stopped"):
+        if metrics.get("stopped") and not is_result(metrics):
+            self.stopped_note = "stopped (x) before any request finished: no result"
+            self._touch()
+        elif metrics.get("stopped"):
             self.stopped_note = (f"stopped (x): {metrics.get('not_sent_or_cancelled', 0)} requests not sent or "
                                  f"cancelled in flight; figures cover the {metrics.get('completed', 0)} finished")
             self._touch()
@@ -246,6 +295,10 @@ class BenchView:
         live = self.live
         live_sig = None if live is None else (live.label, live.done, live.failed, len(live.ttft_ms))
         return (live_sig, len(self.results), self.error, len(self.history), self.host, self.stopped_note)
+
+    def comparison(self) -> tuple[tuple[dict[str, Any], dict[str, Any]] | None, str | None]:
+        """The before/after pair of this host's saved runs, or why there is none (like workloads only)."""
+        return before_after(self.history, self.host)
 
     def sweep_points(self) -> list[tuple[int, float, float]]:
         """(concurrency, output tok/s, p99 TTFT ms) of this session's finished runs, by concurrency."""

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from console.analysis.bench_view import BenchData, BenchView
+from console.analysis.bench_view import BenchData, BenchView, is_result
 from console.model import GpuDevice, GpuStatus, Reading
 from console.parsers.sglang_log import LogEvent
 from console.transport.base import ConnectionState
@@ -447,7 +447,8 @@ class HostState:
         elif event.kind == "progress" and event.progress is not None:
             view.progress(event.progress)
         elif event.kind == "result" and event.record is not None:
-            view.history.append(event.record)
+            if is_result(event.record):  # a run with no finished request is no result (issue 20)
+                view.history.append(event.record)
             view.finish(event.record)
         elif event.kind == "done":
             view.end(event.error)

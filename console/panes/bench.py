@@ -16,8 +16,7 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import Static
 
-from console.analysis.bench_view import BenchView
-from console.bench.store import compare_pair
+from console.analysis.bench_view import BenchView, is_result
 from console.panes.base import PaneFrame
 
 DIM = "dim"
@@ -188,14 +187,16 @@ def results_table(view: BenchView, width: int, height: int = 8) -> RenderableTyp
     caption = None
     if not rows:
         # Nothing run this session: the host's last run beside its last run of another model (the swap).
-        pair = compare_pair(view.history, view.host)
+        pair, why_not = view.comparison()  # like workloads only, results only (issue 20)
         if pair:
             rows = list(pair)
             caption = f"before/after on {pair[1].get('host') or 'this host'}: {_when(pair[0])} → {_when(pair[1])}"
         else:
-            rows = [r for r in view.history if view.host is None or r.get("host") == view.host][-1:]
+            rows = [r for r in view.history if is_result(r) and (view.host is None or r.get("host") == view.host)][-1:]
             if rows:
                 caption = f"last run on {rows[0].get('host') or 'this host'}, {_when(rows[0])}"
+                if why_not:
+                    caption += f"; before/after {why_not}"
     if not rows:
         return Text("No runs yet.\nb: 16 prompts at concurrency 4 (256/256 tokens)\n"
                     "B: sweep 1, 4, 16, 64 at 1k/1k (the story's)\nruns are saved to bench.jsonl", style=DIM)
