@@ -397,3 +397,32 @@ def test_a_run_stopped_before_any_request_finished_is_not_a_result() -> None:
     state.apply(BenchChanged("h", "history", runs=(_run(old, 4, 256, 256, tag="real"), stopped, _run(new, 4, 256, 256))))
     pair, _ = state.bench.comparison()
     assert pair is not None and pair[0].get("tag") == "real"
+
+
+def test_one_freshness_rule_for_the_gpu_pane_the_fleet_row_and_the_header() -> None:
+    from console.core.freshness import is_stale
+    from console.fleet.rows import fleet_row
+    from console.model import GpuDevice, GpuStatus, HostSummary
+    from console.panes.gpu import GpuPane
+    from console.panes.header import format_header
+
+    state = HostState("h", clock=_Clock(1010.0))
+    gpu = GpuDevice(0, "x", "GPU-0", 1, 2, 5, 40, 100.0, 600.0)
+    state.apply(ReadingChanged("h", "gpu", Reading("gpu", GpuStatus("nvml", (gpu,), sampled_at_s=1000.0), 1000.0)))
+    reading = state.reading("gpu")
+    assert is_stale("gpu", reading, 1010.0)
+    assert reading.is_stale(GpuPane.STALE_AFTER_S, 1010.0)  # the pane: yellow
+    assert "gpu" in fleet_row(state, 1010.0).stale  # the fleet row: stale too (it said fresh)
+    host = Reading("host", HostSummary("h", None, 1.0, 0.1, 0.1, 0.1, 8, ()), 1000.0)
+    assert "stale" in format_header("h", False, None, host, 1010.0 + 6).plain  # 16 s: the header's rule, shared
+
+
+def test_a_fleet_row_shows_no_throughput_for_a_server_that_is_loading_weights() -> None:
+    from console.analysis.server_status import HttpFacts, ServerStatus
+    from console.fleet.rows import fleet_row
+
+    state = HostState("h", clock=_Clock(1000.0))
+    state.apply(ReadingChanged("h", "log", Reading("log", _log_with([(990.0, 116.0)]), 995.0)))
+    starting = ServerStatus("starting", "loading weights", "u", "active", 1, "weights loading", HttpFacts())
+    state.apply(ReadingChanged("h", "server", Reading("server", starting, 999.0)))
+    assert fleet_row(state, 1000.0).gen_tokens_per_s is None

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from console.core.freshness import is_stale
 from console.model import HostSummary, Reading
 from console.transport.base import ConnectionState
 from console.units import DASH, duration, gb
@@ -49,7 +50,7 @@ def format_header(label: str, demo: bool, state: ConnectionState | None,
     if summary is not None and summary.data is not None:
         s = summary.data
         age = summary.age_s(now)
-        if summary.error or (age is not None and age > 15):
+        if is_stale("host", summary, now):  # the one rule (console/core/freshness.py)
             text.append(f"  stale {duration(age)}", style="bold yellow")
         text.append("  up ", style="dim")
         text.append(duration(s.uptime_s))
@@ -138,7 +139,7 @@ class HostHeader(Static):
     def tick(self) -> None:
         """Once a second: only the ages change, and only stale or reconnecting states show them."""
         if (self.state and self.state.status != "connected") or (
-            self.summary and self.summary.is_stale(15, self.host.now())
+            self.summary and is_stale("host", self.summary, self.host.now())
         ) or getattr(self.host, "replay", None) is not None:
             self._redraw()
 
