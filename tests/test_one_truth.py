@@ -426,3 +426,19 @@ def test_a_fleet_row_shows_no_throughput_for_a_server_that_is_loading_weights() 
     starting = ServerStatus("starting", "loading weights", "u", "active", 1, "weights loading", HttpFacts())
     state.apply(ReadingChanged("h", "server", Reading("server", starting, 999.0)))
     assert fleet_row(state, 1000.0).gen_tokens_per_s is None
+
+
+def test_one_verification_state_whoever_ran_it() -> None:
+    from console.core.state import VerifyChanged
+    from console.sources.download import VerifyProgress
+
+    state = HostState("h")
+    assert state.verification.state == "not run"
+    state.apply(VerifyChanged("h", VerifyProgress(40, 4000, 10, 1000, 10, current="a")))
+    assert state.verification.state == "running"
+    state.apply(VerifyChanged("h", VerifyProgress(40, 4000, 40, 4000, 40, finished=True)))
+    assert state.verification.state == "passed" and state.verification.summary == "40/40 match"
+    state.apply(VerifyChanged("h", VerifyProgress(40, 4000, 40, 4000, 39, ("model-00007.safetensors",), finished=True)))
+    assert state.verification.state == "failed" and state.verification.summary == "39/40 match, 1 differ"
+    # and it is part of the state a late attacher or a replay gets
+    assert HostState.from_snapshot(state.snapshot()).verification == state.verification

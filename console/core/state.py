@@ -167,6 +167,33 @@ class StateSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class Verification:
+    """THE verification state (issue 20): what the Download pane, the swap plan's Verify step, the
+    gate's sha256 check and the report all read (`state.verification`), whoever started it (`v` in
+    the Download pane, the plan's step, an attached driver). `state`: "not run", "running",
+    "passed", "failed" (a file's sha256 differs) or "error" (the check could not finish)."""
+
+    state: str
+    matched: int = 0
+    total: int = 0
+    mismatched: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def summary(self) -> str:
+        if self.state == "not run":
+            return "not run"
+        text = f"{self.matched}/{self.total} match"
+        if self.mismatched:
+            text += f", {len(self.mismatched)} differ"
+        if self.state == "running":
+            text += " (running)"
+        if self.error:
+            text += f": {self.error}"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
 class ReplayInfo:
     """Where a replay stands, for the header (not an event: the replayer sets it on its state).
     `start_s`: the recording's first time (its clock); `end_s`: its length in seconds."""
@@ -357,6 +384,25 @@ class HostState:
     def driver(self) -> Client | None:
         """Who drives the shared session (None: not shared, or nobody attached)."""
         return next((c for c in self.presence.clients if c.role == "driver"), None)
+
+    @property
+    def verification(self) -> Verification:
+        """The one verification state, from the last VerifyChanged (see `Verification`)."""
+        v = self.verify
+        if v is None:
+            return Verification("not run")
+        mismatched = tuple(getattr(v, "mismatched", ()) or ())
+        error = getattr(v, "error", None)
+        total, matched = int(getattr(v, "total_files", 0) or 0), int(getattr(v, "matched", 0) or 0)
+        if not getattr(v, "finished", False):
+            state = "running" if error is None else "error"
+        elif mismatched:
+            state = "failed"
+        elif error is not None or matched < total:
+            state = "error"
+        else:
+            state = "passed"
+        return Verification(state, matched, total, mismatched, error)
 
     def missing(self, pane: str) -> str | None:
         return dict(self.info.missing).get(pane)
