@@ -87,3 +87,15 @@ async def test_a_serving_server_gets_no_generation_while_health_and_the_log_agre
     finally:
         await transport.close()
         await sim.stop()
+
+
+def test_the_status_line_takes_gen_and_running_from_the_newest_decode_line() -> None:
+    t = _tracker()
+    t.feed([parse_line("[2026-01-01 10:01:00 TP0] Decode batch, #running-req: 7, #token: 9000, token usage: 0.01, "
+                       "gen throughput (token/s): 812.50, #queue-req: 0, ")], now_s=500.0)
+    metrics = {"sglang:gen_throughput": 120.0, "sglang:num_running_reqs": 2.0}  # a scrape of earlier
+    st = combine("u.service", "active", 1, t.summary(), HttpFacts({"status": "ready"}, None, metrics, True), 505.0)
+    assert (st.gen_throughput, st.running_reqs) == (812.5, 7.0)
+    # a decode line of minutes ago says nothing of now: the gauge then
+    st = combine("u.service", "active", 1, t.summary(), HttpFacts({"status": "ready"}, None, metrics, True), 900.0)
+    assert (st.gen_throughput, st.running_reqs) == (120.0, 2.0)

@@ -14,6 +14,7 @@ PHASE_WORDS = {"launch": "launching", "weights loading": "loading weights", "wei
                "capacity": "sizing the pools", "http up": "warming up", "ready": "ready"}
 
 
+DECODE_FRESH_S = 15.0  # a decode line this recent gives the status line its figures
 WARMUP_GRACE_S = 180.0  # after the ready line, this long without a first /health_generate answer is the warm-up
 
 CAUSE_RANK = {"oom": 6, "exception": 5, "watchdog": 4, "nan": 3, "health": 2, "crash": 1}
@@ -64,7 +65,14 @@ def combine(unit: str | None, unit_state: str | None, main_pid: int | None, log:
     gen = metrics.get("sglang:gen_throughput", first.get("last_gen_throughput"))
     accept = metrics.get("sglang:spec_accept_length", first.get("avg_spec_accept_length"))
     running = metrics.get("sglang:num_running_reqs")
-    if log and log.last_decode:
+    newest = log.series[-1] if log is not None and log.series else None
+    if newest is not None and now_s - newest.t_s <= DECODE_FRESH_S:
+        # The newest decode line is the server's own word of a moment ago: it beats a gauge
+        # scraped some seconds earlier (and the status line agrees with the log beside it).
+        gen = newest.gen_tokens_per_s if newest.gen_tokens_per_s is not None else gen
+        running = float(newest.running) if newest.running is not None else running
+        accept = newest.accept_len if newest.accept_len is not None else accept
+    elif log and log.last_decode:
         gen = gen if gen is not None else log.last_decode.gen_tokens_per_s
         accept = accept if accept else log.last_decode.accept_len
 
