@@ -79,8 +79,10 @@ class ConsoleApp(App[int]):
 
         state = HostState(session.profile.host or "local", label=session.transport.label, demo=session.demo)
         runner = HostRunner(session, state)
-        runner.announce()
+        # The recorder first: the session's first event (the host, which panes have no source,
+        # read-only) is in the recording (issue 20).
         recorder = Recorder(state, record_dir).start() if record else None
+        runner.announce()
 
         async def close() -> None:
             await runner.close()

@@ -434,13 +434,16 @@ async def _replay(args: argparse.Namespace) -> int:
     state = HostState(str(header.get("host") or "?"), label=str(header.get("label") or header.get("host")),
                       demo=bool(header.get("demo")))
     replayer = Replayer(recording, state, speed=args.speed, at_s=args.at)
-    # The panes are built from the session's first event (which panes have a source).
+    # The state at --at (from the last snapshot before it) before the panes are built: they are
+    # built from the host's info (which panes have a source).
+    replayer.seek(replayer.at_s)
     from console.core.state import HostInfo
 
-    for _, event in recording.entries[:5]:
-        if isinstance(event, HostInfo):
-            state.apply(event)
-            break
+    if state.info == HostInfo(state.host, state.label, state.demo):  # --at 0: the host's info is next
+        for _, event in recording.entries[:5]:
+            if isinstance(event, HostInfo):
+                state.apply(event)
+                break
     app = ConsoleApp(state, None, start=replayer.run, mode="replay", screenshot=args.screenshot,
                      screenshot_after_s=args.screenshot_after if args.screenshot else None)
     if recording.damage:

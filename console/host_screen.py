@@ -45,6 +45,7 @@ from console.core.state import (
     Notice,
     Presence,
     ReadingChanged,
+    StateSnapshot,
     VerifyChanged,
 )
 from console.panes.base import PaneFrame, PlaceholderPane
@@ -305,6 +306,9 @@ class HostScreen(Screen[None]):
         flushes once per frame."""
         if isinstance(event, Notice):
             self._notices.append(event)
+        elif isinstance(event, StateSnapshot):  # the whole state replaced (a replay's seek): every view
+            self._dirty.update(source for spec in self.specs for source in spec.sources)
+            self._dirty.update((HEADER, SWAP, "presence"))
         else:
             self._dirty.add(event_source(event))
             if isinstance(event, ReadingChanged) and event.source == "host":

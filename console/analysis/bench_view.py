@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,49 @@ class LiveRun:
     bins: dict[int, int] = field(default_factory=dict)  # wall second -> tokens
     ttft_ms: deque[float] = field(default_factory=lambda: deque(maxlen=5000))
     itl_ms: deque[float] = field(default_factory=lambda: deque(maxlen=20000))  # the latest gaps
+
+
+WORKLOAD_KEYS = ("max_concurrency", "random_input_len", "random_output_len", "dataset_name")
+
+
+def is_result(record: dict[str, Any]) -> bool:
+    """A run that finished at least one request; one stopped (x) before any did is not a result:
+    it is never saved, shown as a run, or taken as "the old model's last run" (issue 20)."""
+    completed = record.get("completed")
+    if completed is None:  # a record without the count (imported, older): taken as it is
+        return True
+    return isinstance(completed, int) and not isinstance(completed, bool) and completed > 0
+
+
+def workload(record: dict[str, Any]) -> tuple[object, ...]:
+    """What makes two runs comparable: concurrency, input/output lengths, dataset."""
+    return tuple(record.get(k) for k in WORKLOAD_KEYS)
+
+
+def describe_workload(record: dict[str, Any]) -> str:
+    c, i, o, d = workload(record)
+    return f"c={c or '∞'} at {i}/{o} ({d or 'random'})"
+
+
+def before_after(runs: list[dict[str, Any]], host: str | None = None
+                 ) -> tuple[tuple[dict[str, Any], dict[str, Any]] | None, str | None]:
+    """Before and after a swap on one host: its latest result and the latest earlier result of
+    another model there. The pair only when both ran the same workload; otherwise (None, why):
+    "not comparable: c=64 at 1024/1024 (random) vs c=4 at 256/256 (random)"."""
+    results = [r for r in runs if is_result(r)]
+    if host is None:
+        host = results[-1].get("host") if results else None
+    mine = [r for r in results if r.get("host") == host]
+    if not mine:
+        return None, None
+    latest = mine[-1]
+    others = [r for r in mine[:-1] if r.get("model") != latest.get("model")]
+    if not others:
+        return None, None
+    like = [r for r in others if workload(r) == workload(latest)]
+    if like:
+        return (like[-1], latest), None
+    return None, f"not comparable: {describe_workload(others[-1])} vs {describe_workload(latest)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +122,13 @@ class BenchView:
         # Spans of wall time with no server (stopped at, ready at or None while none serves): the
         # server's series has a gap there, never a line joining the points either side.
         self.gaps: deque[tuple[float, float | None]] = deque(maxlen=16)
+        # The state's clock (HostState sets it): in a replay "now" is the recording's time, so the
+        # time chart's last 120 s are the recording's, not the wall clock's (issue 20).
+        self.clock: Callable[[], float] = time.time
         self.version = 0  # bumped on every change: the pane redraws only when it moved
+
+    def now(self) -> float:
+        return self.clock()
 
     def to_data(self) -> BenchData:
         live = self.live
@@ -121,7 +171,7 @@ class BenchView:
     def add_server_points(self, points: list[tuple[float, float | None, float | None]]) -> None:
         last = self.server_gen[-1][0] if self.server_gen else 0.0
         for t, gen, accept in points:
-            if t <= last:
+            if t <= last or self.in_gap(t):  # no server then: a point there is a late line of the old one
                 continue
             if gen is not None:
                 self.server_gen.append((t, gen))
@@ -133,6 +183,20 @@ class BenchView:
         """A vertical mark on the time chart (the swap: old server stopped, new one launching, ready)."""
         self.marks.append((t_s, label))
         self._touch()
+
+    def open_gap(self, t_s: float) -> None:
+        """No server from `t_s` (its unit stopped) until the next one is ready."""
+        if not self.gaps or self.gaps[-1][1] is not None:
+            self.gaps.append((t_s, None))
+            self._touch()
+
+    def close_gap(self, t_s: float) -> None:
+        if self.gaps and self.gaps[-1][1] is None:
+            self.gaps[-1] = (self.gaps[-1][0], t_s)
+            self._touch()
+
+    def in_gap(self, t_s: float) -> bool:
+        return any(lo <= t_s and (hi is None or t_s < hi) for lo, hi in self.gaps)
 
     def note_log(self, summary: Any, now_s: float) -> None:
         """Marks from the log summary's boot timeline, at the time they reached the console: a new
@@ -150,9 +214,10 @@ class BenchView:
             self.mark(now_s, "new server launching")
         if key[1] and (key[0] != seen[0] or not seen[1]):
             self.mark(now_s, "new server ready")
+            self.close_gap(now_s)
 
     def start(self, label: str, total: int, now_s: float | None = None) -> None:
-        self.live = LiveRun(label, time.time() if now_s is None else now_s, total)
+        self.live = LiveRun(label, self.now() if now_s is None else now_s, total)
         self.error = None
         self.stopped_note = None
         self._touch()
@@ -174,6 +239,9 @@ class BenchView:
 
     def finish(self, metrics: dict[str, Any]) -> None:
         self.note_stop(metrics)
+        if not is_result(metrics):  # stopped before any request finished: said, never a result
+            self._touch()
+            return
         self.results.append(metrics)
         self.results = self.results[-16:]
         self._touch()
@@ -185,7 +253,10 @@ class BenchView:
 
     def note_stop(self, metrics: dict[str, Any]) -> None:
         """After `x`: no request was sent from then on and the ones in flight were cancelled."""
-        if metrics.get("stopped"):
+        if metrics.get("stopped") and not is_result(metrics):
+            self.stopped_note = "stopped (x) before any request finished: no result"
+            self._touch()
+        elif metrics.get("stopped"):
             self.stopped_note = (f"stopped (x): {metrics.get('not_sent_or_cancelled', 0)} requests not sent or "
                                  f"cancelled in flight; figures cover the {metrics.get('completed', 0)} finished")
             self._touch()
@@ -203,11 +274,31 @@ class BenchView:
             "GPU util %": [(t - now_s, v) for t, v in self.gpu_util if t >= lo],
         }
 
+    def server_segments(self, now_s: float, span_s: int) -> list[list[tuple[float, float]]]:
+        """The server's series cut where no server existed (a gap): each piece is drawn alone, so
+        no line joins the last point before the old server stopped to the first after the new
+        one was ready (issue 20)."""
+        pieces: list[list[tuple[float, float]]] = [[]]
+        lo = now_s - span_s
+        prev: float | None = None
+        for t, v in self.server_gen:
+            if t < lo:
+                continue
+            if prev is not None and any(prev < g_lo and (g_hi is None or g_lo < t) for g_lo, g_hi in self.gaps):
+                pieces.append([])
+            pieces[-1].append((t - now_s, v))
+            prev = t
+        return [piece for piece in pieces if piece]
+
     def table_signature(self) -> tuple[object, ...]:
         """What the results table depends on (not the 1 Hz GPU and log samples)."""
         live = self.live
         live_sig = None if live is None else (live.label, live.done, live.failed, len(live.ttft_ms))
         return (live_sig, len(self.results), self.error, len(self.history), self.host, self.stopped_note)
+
+    def comparison(self) -> tuple[tuple[dict[str, Any], dict[str, Any]] | None, str | None]:
+        """The before/after pair of this host's saved runs, or why there is none (like workloads only)."""
+        return before_after(self.history, self.host)
 
     def sweep_points(self) -> list[tuple[int, float, float]]:
         """(concurrency, output tok/s, p99 TTFT ms) of this session's finished runs, by concurrency."""

@@ -130,6 +130,7 @@ class LogTracker:
     def __init__(self, source: str, series_len: int = 32) -> None:
         self.source = source
         self.boot: list[BootStep] = []
+        self._ranks_seen: set[tuple[str, str]] = set()  # (phase, ranks) lines of this boot
         self._launch: datetime | None = None
         self.phase: str | None = None
         self.last_prefill: dict[str, Any] | None = None
@@ -193,14 +194,19 @@ class LogTracker:
 
     def _boot(self, e: LogEvent) -> None:
         phase = e.phase or "?"
-        # A launch line, or a phase earlier than where we are, is a new boot (a restart).
-        going_back = (phase in BOOT_PHASES and self.phase in BOOT_PHASES
+        # A launch line, or a phase earlier than where we are, is a new boot (a restart), except
+        # another rank's line of a phase this boot already has (TP1's "weights loaded" after TP0
+        # is past it; ranks interleave): that is the same boot, never a step back (issue 20).
+        repeat_of_another_rank = any(s.phase == phase for s in self.boot) and (phase, e.ranks) not in self._ranks_seen
+        going_back = (not repeat_of_another_rank and phase in BOOT_PHASES and self.phase in BOOT_PHASES
                       and BOOT_PHASES.index(phase) < BOOT_PHASES.index(self.phase))
         if phase == "launch" or going_back:
             # A new server: the last one's batch statistics and pool sizes no longer describe it.
             self.boot, self._launch = [], None
+            self._ranks_seen = set()
             self.last_decode = self.last_prefill = None
             self.capacity = self.kv_cache = self.mamba_cache = self.weights = None
+        self._ranks_seen.add((phase, e.ranks))
         # Rank lines repeat each step (TP0..TPn): keep the first of each phase per boot.
         if any(s.phase == phase for s in self.boot):
             return

@@ -14,6 +14,9 @@ PHASE_WORDS = {"launch": "launching", "weights loading": "loading weights", "wei
                "capacity": "sizing the pools", "http up": "warming up", "ready": "ready"}
 
 
+DECODE_FRESH_S = 15.0  # a decode line this recent gives the status line its figures
+WARMUP_GRACE_S = 180.0  # after the ready line, this long without a first /health_generate answer is the warm-up
+
 CAUSE_RANK = {"oom": 6, "exception": 5, "watchdog": 4, "nan": 3, "health": 2, "crash": 1}
 
 
@@ -25,6 +28,11 @@ class HttpFacts:
     health_ok: bool | None = None  # /health_generate, probed at most every 25 s
     health_at_s: float | None = None
     health_error: str | None = None
+    # For this process: has /health_generate ever answered? (None: not known.) Since when has it
+    # failed? After the ready line, failures before a first answer are the warm-up (issue 20).
+    health_ever_ok: bool | None = None
+    health_failing_since_s: float | None = None
+    health_via: str = "/health_generate"  # or the cheaper signals that stood in for it (issue 22)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +65,14 @@ def combine(unit: str | None, unit_state: str | None, main_pid: int | None, log:
     gen = metrics.get("sglang:gen_throughput", first.get("last_gen_throughput"))
     accept = metrics.get("sglang:spec_accept_length", first.get("avg_spec_accept_length"))
     running = metrics.get("sglang:num_running_reqs")
-    if log and log.last_decode:
+    newest = log.series[-1] if log is not None and log.series else None
+    if newest is not None and now_s - newest.t_s <= DECODE_FRESH_S:
+        # The newest decode line is the server's own word of a moment ago: it beats a gauge
+        # scraped some seconds earlier (and the status line agrees with the log beside it).
+        gen = newest.gen_tokens_per_s if newest.gen_tokens_per_s is not None else gen
+        running = float(newest.running) if newest.running is not None else running
+        accept = newest.accept_len if newest.accept_len is not None else accept
+    elif log and log.last_decode:
         gen = gen if gen is not None else log.last_decode.gen_tokens_per_s
         accept = accept if accept else log.last_decode.accept_len
 
@@ -73,15 +88,25 @@ def combine(unit: str | None, unit_state: str | None, main_pid: int | None, log:
         return status("dead" if unit_state != "active" else "degraded", f"{fatal.kind}: {fatal.message[:120]}")
     if http.server_info is None:
         if unit_state == "active" or unit_state == "activating":
+            if phase == "ready":  # past the ready line: never an earlier boot phase
+                return status("starting", "warm-up: the ready line is in, HTTP not answering yet")
             return status("starting", PHASE_WORDS.get(phase or "", phase or "process up, no HTTP yet"))
         return status("unknown", http.server_info_error or "no answer from the server")
     if http.health_ok is False:
         if phase not in ("ready", None):
             return status("starting", PHASE_WORDS.get(phase or "", "warming up"))
+        failing_for = None if http.health_failing_since_s is None else now_s - http.health_failing_since_s
+        if phase == "ready" and http.health_ever_ok is False and (failing_for is None or failing_for < WARMUP_GRACE_S):
+            # The ready line, then a 503 while SGLang warms up: a boot step, not a fault.
+            return status("starting", f"warm-up: the ready line is in, /health_generate not answering yet "
+                                      f"({http.health_error or 'no token within 20 s'})")
         return status("degraded", f"/health_generate failed: {http.health_error or 'no token within 20 s'}")
     if http.health_ok is None and phase != "ready" and info.get("status") != "ready":
         return status("starting", PHASE_WORDS.get(phase or "", "warming up"))
-    return status("ready", "serving: /health_generate answered" if http.health_ok else "serving")
+    if http.health_ok:
+        return status("ready", "serving: /health_generate answered" if http.health_via == "/health_generate"
+                      else f"serving: {http.health_via}")
+    return status("ready", "serving")
 
 
 def parse_prometheus(text: str, wanted: tuple[str, ...]) -> dict[str, float]:

@@ -2,7 +2,9 @@
 
 A recording is gzip'd JSON lines under the XDG data dir (`recordings/`): a header line, then one
 line per state event, `{"t": wall time, "e": event}`, in the codec's encoding. The state is a
-reducer over events, so applying a recording's events reproduces what the panes showed.
+reducer over events, so applying a recording's events reproduces what the panes showed. The
+first event of every file is the whole state (`StateSnapshot`), written again every
+`SNAPSHOT_EVERY_S`: replay `--at T` starts from the last snapshot before T (issue 20).
 
 The gzip stream is flushed every few seconds, so a console that is killed leaves a file readable
 up to its last flush; replay stops at the damage with a notice. Files rotate at `max_file_bytes`
@@ -27,7 +29,7 @@ from typing import IO, Any
 
 from console import __version__
 from console.core import codec
-from console.core.state import Event, HostState, Notice
+from console.core.state import Event, HostState, Notice, ReplayInfo, StateSnapshot
 from console.sanitize import clean_json, json_may_hold_control
 
 log = logging.getLogger("gpuconsole.recording")
@@ -35,6 +37,7 @@ log = logging.getLogger("gpuconsole.recording")
 FORMAT = "gpuconsole-recording"
 VERSION = 1
 FLUSH_EVERY_S = 5.0
+SNAPSHOT_EVERY_S = 180.0  # a seek replays at most this much; each snapshot costs about one log tail
 MAX_FILE_BYTES = 64 << 20
 MAX_TOTAL_BYTES = 1 << 30
 # Reading limits (issue 21, item 9): a recording is a file anyone can hand over. A line longer
@@ -64,12 +67,15 @@ class Recorder:
 
     def __init__(self, state: HostState, directory: Path | None = None, *,
                  max_file_bytes: int = MAX_FILE_BYTES, max_total_bytes: int = MAX_TOTAL_BYTES,
-                 flush_every_s: float = FLUSH_EVERY_S) -> None:
+                 flush_every_s: float = FLUSH_EVERY_S, snapshot_every_s: float = SNAPSHOT_EVERY_S) -> None:
         self.state = state
         self.directory = directory or default_dir()
         self.max_file_bytes = max_file_bytes
         self.max_total_bytes = max_total_bytes
         self.flush_every_s = flush_every_s
+        self.snapshot_every_s = snapshot_every_s
+        self.snapshots_written = 0
+        self._last_snapshot = 0.0
         self.path: Path | None = None
         self.paths: list[Path] = []
         self.error: str | None = None
@@ -101,16 +107,29 @@ class Recorder:
                   "label": self.state.label, "demo": self.state.demo, "started_at": time.time(), "part": self._part}
         self._gz.write(json.dumps(header).encode() + b"\n")
         self.paths.append(self.path)
+        self.write_snapshot()  # every file starts with the whole state: each part replays alone
         self._prune()
+
+    def _line(self, event: Event) -> bytes:
+        return b'{"t":%.6f,"e":' % self.state.now() + codec.encode_event(event) + b"}\n"
+
+    def write_snapshot(self) -> None:
+        """The whole state, now (at start, at each rotation, every `snapshot_every_s`)."""
+        if self._gz is None:
+            return
+        self._gz.write(self._line(self.state.snapshot()))
+        self.snapshots_written += 1
+        self._last_snapshot = time.monotonic()
 
     def _on_event(self, event: Event) -> None:
         if self._gz is None:
             return
         try:
-            line = b'{"t":%.3f,"e":' % time.time() + codec.encode_event(event) + b"}\n"
-            self._gz.write(line)
+            self._gz.write(self._line(event))
             self.events_written += 1
             now = time.monotonic()
+            if now - self._last_snapshot >= self.snapshot_every_s:
+                self.write_snapshot()
             if now - self._last_flush >= self.flush_every_s:
                 self._last_flush = now
                 self._gz.flush(zlib.Z_SYNC_FLUSH)
@@ -182,6 +201,11 @@ class Recording:
     entries: list[tuple[float, Event]] = field(default_factory=list)
     skipped: int = 0  # lines that did not decode (counted, never fatal)
     damage: str | None = None  # where and why reading stopped early
+
+    @property
+    def snapshots(self) -> list[int]:
+        """Indices of the entries that are the whole state (a seek starts at one)."""
+        return [i for i, (_, event) in enumerate(self.entries) if isinstance(event, StateSnapshot)]
 
     @property
     def started_at(self) -> float:
@@ -304,39 +328,68 @@ def _no_constant(text: str) -> float:
 
 
 class Replayer:
-    """Plays a recording into a HostState: its clock follows the recording's time, `speed`
-    times as fast; `at_s` jumps there first (applying everything before it at once)."""
+    """Plays a recording into a HostState on the recording's clock: the state's `now()` is the
+    recording's time (`speed` times as fast), so ages and staleness are what they were then;
+    `at_s` seeks there first (from the last snapshot before it). `state.replay` says where it is."""
 
     def __init__(self, recording: Recording, state: HostState, *, speed: float = 1.0, at_s: float = 0.0) -> None:
         self.recording = recording
         self.state = state
         self.speed = speed
-        self.at_s = at_s
+        self.at_s = max(0.0, at_s)
         self.position_s = 0.0
         self.finished = False
         self._t0 = recording.started_at
         self._wall0 = time.monotonic()
+        self._next = 0  # the first entry not applied yet
         state.clock = self.now
+        self._publish()
 
     def now(self) -> float:
         if self.finished:
             return self._t0 + self.position_s
         return self._t0 + self.at_s + (time.monotonic() - self._wall0) * self.speed
 
-    async def run(self) -> None:
+    def _publish(self) -> None:
+        self.state.replay = ReplayInfo(self._t0, self.recording.duration_s, self.speed, self.finished,
+                                       str(self.recording.path))
+
+    def seek(self, at_s: float) -> None:
+        """The state as it was `at_s` seconds in (forward from where the replay is): the last
+        snapshot at or before it, then every event after that snapshot up to `at_s`, never an
+        event from after it."""
+        entries = self.recording.entries
+        start = self._next  # forward only: a state cannot be unapplied
+        for i in self.recording.snapshots:
+            if i >= self._next and entries[i][0] - self._t0 <= at_s:
+                start = i  # a snapshot on the way: what came before it is in it
+        i = start
+        while i < len(entries) and entries[i][0] - self._t0 <= at_s:
+            self.state.apply(entries[i][1])
+            i += 1
+        self._next = i
+        self.at_s = self.position_s = at_s
         self._wall0 = time.monotonic()
-        for t, event in self.recording.entries:
+
+    async def run(self) -> None:
+        if self._next == 0:
+            self.seek(self.at_s)
+        self._wall0 = time.monotonic()
+        entries = self.recording.entries
+        while self._next < len(entries):
+            t, event = entries[self._next]
             offset = t - self._t0
-            if offset > self.at_s:
-                wait = (offset - self.at_s) / self.speed - (time.monotonic() - self._wall0)
-                if wait > 0:
-                    await asyncio.sleep(wait)
+            wait = (offset - self.at_s) / self.speed - (time.monotonic() - self._wall0)
+            if wait > 0:
+                await asyncio.sleep(wait)
             self.position_s = offset
+            self._next += 1
             self.state.apply(event)
-        self.position_s = max(self.position_s, self.at_s)
+        self.position_s = max(self.position_s, self.at_s, self.recording.duration_s)
         self.finished = True
+        self._publish()
         rec = self.recording
-        message = f"replay finished: {len(rec.entries)} events over {rec.duration_s:.0f}s"
+        message = f"end of the recording: {len(rec.entries)} events over {rec.duration_s:.0f}s"
         if rec.skipped:
             message += f", {rec.skipped} lines that did not decode skipped"
         if rec.damage:
@@ -345,10 +398,7 @@ class Replayer:
                                 self.now()))
 
     def apply_until(self, at_s: float) -> None:
-        """Apply, at once, every event up to `at_s` seconds into the recording (tests, `--at`)."""
-        for t, event in self.recording.entries:
-            if t - self._t0 > at_s:
-                break
-            self.state.apply(event)
-        self.position_s = at_s
+        """The state at `at_s` seconds into the recording, at once, and stay there (tests, reports)."""
+        self.seek(at_s)
         self.finished = True
+        self._publish()

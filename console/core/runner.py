@@ -260,8 +260,12 @@ class HostRunner:
         def result(index: int, metrics: dict[str, Any]) -> None:
             report = self.state.data("service")
             flags = list(report.new.command.argv) if report is not None and report.new.command else None
+            from console.analysis.bench_view import is_result
+
             try:
-                record = save_run(metrics, self.bench_path(), host=self.state.label, flags=flags)
+                # A run stopped before any request finished is not a result: never saved (issue 20).
+                record = (save_run(metrics, self.bench_path(), host=self.state.label, flags=flags)
+                          if is_result(metrics) else dict(metrics))
             except OSError as exc:  # disk full on our own data dir: the result is still shown (issue 15)
                 record = dict(metrics)
                 loop.call_soon_threadsafe(self.notice, "benchmark result",

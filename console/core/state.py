@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from console.analysis.bench_view import BenchData, BenchView
+from console.analysis.bench_view import BenchData, BenchView, is_result
 from console.model import GpuDevice, GpuStatus, Reading
 from console.parsers.sglang_log import LogEvent
 from console.transport.base import ConnectionState
@@ -168,15 +168,55 @@ class StateSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class Verification:
+    """THE verification state (issue 20): what the Download pane, the swap plan's Verify step, the
+    gate's sha256 check and the report all read (`state.verification`), whoever started it (`v` in
+    the Download pane, the plan's step, an attached driver). `state`: "not run", "running",
+    "passed", "failed" (a file's sha256 differs) or "error" (the check could not finish)."""
+
+    state: str
+    matched: int = 0
+    total: int = 0
+    mismatched: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def summary(self) -> str:
+        if self.state == "not run":
+            return "not run"
+        text = f"{self.matched}/{self.total} match"
+        if self.mismatched:
+            text += f", {len(self.mismatched)} differ"
+        if self.state == "running":
+            text += " (running)"
+        if self.error:
+            text += f": {self.error}"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
 class ReplayInfo:
     """Where a replay stands, for the header (not an event: the replayer sets it on its state).
-    `position_s` and `end_s` are seconds into the recording."""
+    `start_s`: the recording's first time (its clock); `end_s`: its length in seconds."""
 
-    position_s: float
+    start_s: float
     end_s: float
     speed: float
     finished: bool = False
     path: str = ""
+
+    def position_s(self, now_s: float) -> float:
+        """Seconds into the recording at the state's `now()`."""
+        return min(self.end_s, max(0.0, now_s - self.start_s))
+
+    def describe(self, now_s: float) -> str:
+        """The header's words: "REPLAY 1m20s / 3m40s ×2", "REPLAY end 3m40s"."""
+        from console.units import duration
+
+        speed = f" ×{self.speed:g}" if self.speed != 1 else ""
+        if self.finished:
+            return f"REPLAY ended at {duration(self.end_s)}"
+        return f"REPLAY {duration(self.position_s(now_s))} / {duration(self.end_s)}{speed}"
 
 
 Event = (HostInfo | ReadingChanged | LogAppended | ConnectionChanged | Notice | VerifyChanged | BenchChanged
@@ -280,6 +320,7 @@ class HostState:
         self.notices: deque[Notice] = deque(maxlen=NOTICES)
         self.verify: Any = None
         self.bench = BenchView()
+        self.bench.clock = self.now  # the chart's "now" is the state's (a replay's clock)
         self.swap = SwapView()  # the swap plan, gate, approvals, audit log and downtime (issue 13)
         self.gpus = GpuTracker()
         self.version = 0
@@ -345,6 +386,25 @@ class HostState:
         """Who drives the shared session (None: not shared, or nobody attached)."""
         return next((c for c in self.presence.clients if c.role == "driver"), None)
 
+    @property
+    def verification(self) -> Verification:
+        """The one verification state, from the last VerifyChanged (see `Verification`)."""
+        v = self.verify
+        if v is None:
+            return Verification("not run")
+        mismatched = tuple(getattr(v, "mismatched", ()) or ())
+        error = getattr(v, "error", None)
+        total, matched = int(getattr(v, "total_files", 0) or 0), int(getattr(v, "matched", 0) or 0)
+        if not getattr(v, "finished", False):
+            state = "running" if error is None else "error"
+        elif mismatched:
+            state = "failed"
+        elif error is not None or matched < total:
+            state = "error"
+        else:
+            state = "passed"
+        return Verification(state, matched, total, mismatched, error)
+
     def missing(self, pane: str) -> str | None:
         return dict(self.info.missing).get(pane)
 
@@ -400,12 +460,26 @@ class HostState:
             # The swap on the time chart: a new boot launching, and its ready line.
             self.bench.note_log(reading.data, reading.ok_at_s or self.now())
         elif event.source == "service" and reading.data is not None and reading.error is None:
-            old = reading.data.old
-            before = self.data("service")
-            was = before.old.active_state if before is not None and before.old is not None else None
-            if old is not None and was == "active" and old.active_state not in ("active", None):
-                self.bench.mark(reading.ok_at_s or self.now(), "old server stopped")
+            self._unit_marks(reading)
         self.readings[event.source] = reading
+
+    def _unit_marks(self, reading: Reading[Any]) -> None:
+        """Swap marks from a NAMED unit's transitions (issue 20): which side a view shows as "old"
+        (the diff pane's `s`) changes the reading's sides, never a unit's state, so it marks nothing.
+        The old unit stopping opens a gap in the server's series; the new one's ready closes it."""
+        before = self.data("service")
+        was = {side.name: side.active_state for side in (before.old, before.new) if side is not None} \
+            if before is not None else {}
+        setup = self.swap.setup
+        old_unit = setup.old_unit if setup is not None else None
+        t = reading.ok_at_s or self.now()
+        for side in (reading.data.old, reading.data.new):
+            if side is None or was.get(side.name) != "active" or side.active_state in ("active", None):
+                continue
+            named_old = side.name == old_unit or (old_unit is None and before is not None and before.old is not None
+                                                  and before.old.name == side.name)
+            self.bench.mark(t, "old server stopped" if named_old else f"{side.name} stopped")
+            self.bench.open_gap(t)
 
     def _bench(self, event: BenchChanged) -> None:
         view = self.bench
@@ -420,7 +494,8 @@ class HostState:
         elif event.kind == "progress" and event.progress is not None:
             view.progress(event.progress)
         elif event.kind == "result" and event.record is not None:
-            view.history.append(event.record)
+            if is_result(event.record):  # a run with no finished request is no result (issue 20)
+                view.history.append(event.record)
             view.finish(event.record)
         elif event.kind == "done":
             view.end(event.error)

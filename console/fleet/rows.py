@@ -15,13 +15,13 @@ from typing import Any
 from rich.markup import escape
 from rich.text import Text
 
+from console.core.freshness import freshness
 from console.core.state import HostState
 from console.sanitize import clean_line
 
-# A reading older than this (seconds) is stale: the GPUs are sampled every second, the server
-# every few seconds; a Prometheus series every scrape interval (the Prometheus source sets its
-# own error when a series stops, which is stronger).
-STALE_AFTER_S = {"gpu": 15.0, "server": 30.0, "download": 30.0}
+# The sources a row checks for staleness; the limits are the one rule (console/core/freshness.py)
+# the panes and the header read too (issue 20).
+STALE_SOURCES = ("gpu", "server", "download")
 
 # Severity: 0 none, 1 note, 2 warning, 3 error.
 SEVERITY_WORDS = {0: "ok", 1: "note", 2: "warning", 3: "error"}
@@ -101,14 +101,13 @@ def fleet_row(state: HostState, now_s: float | None = None) -> FleetRow:
     elif conn is not None and conn.status == "reconnecting":
         problems.append((2, connection))
 
-    for source, limit in STALE_AFTER_S.items():
+    for source in STALE_SOURCES:
         reading = state.reading(source)
         if reading is None or reading.data is None:
             continue
-        failing = reading.error is not None and (
-            reading.ok_at_s is None or (reading.error_at_s or 0) >= reading.ok_at_s)
-        old = reading.ok_at_s is not None and now - reading.ok_at_s > limit
-        if failing or old:
+        fresh = freshness(source, reading, now)
+        failing = fresh.state == "error"
+        if fresh.stale:
             stale.append(source)
             age = f"{now - reading.ok_at_s:.0f}s old" if reading.ok_at_s is not None else "never read"
             problems.append((2, f"{source} stale ({age})" + (f": {reading.error}" if failing else "")))
@@ -155,8 +154,9 @@ def fleet_row(state: HostState, now_s: float | None = None) -> FleetRow:
         elif status == "unknown":
             problems.append((1, f"server unknown: {server.reason}"))
     log = state.data("log")
-    if status == "dead":
-        # A dead server generates nothing: its last decode line's throughput is history, not now.
+    if status in ("dead", "starting"):
+        # A dead or booting server generates nothing: the last decode line's throughput (the old
+        # server's, before this boot) is history, not now (issue 20).
         gen = running = queued = None
     elif log is not None and log.series:
         point = log.series[-1]

@@ -16,8 +16,7 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import Static
 
-from console.analysis.bench_view import BenchView
-from console.bench.store import compare_pair
+from console.analysis.bench_view import BenchView, is_result
 from console.panes.base import PaneFrame
 
 DIM = "dim"
@@ -96,11 +95,15 @@ def chart(view: BenchView, width: int, height: int, now_s: float, span_s: int = 
                     "a benchmark's output tokens/s beside it (b: quick run, B: sweep).", style=DIM)
     left: list[float] = []
     for name, points in drawn.items():
-        xs, ys = zip(*points, strict=True)
         side = "right" if name == "GPU util %" else "left"
-        plt.plot(list(xs), list(ys), label=name, color=colors[name], marker="braille", yside=side)
-        if side == "left":
-            left.extend(ys)
+        # The server's series in pieces: no line across a span where no server existed (issue 20).
+        pieces = view.server_segments(now_s, span_s) if name == "server gen tok/s" else [points]
+        for i, piece in enumerate(pieces):
+            xs, ys = zip(*piece, strict=True)
+            plt.plot(list(xs), list(ys), label=name if i == 0 else None, color=colors[name], marker="braille",
+                     yside=side)
+            if side == "left":
+                left.extend(ys)
     if left:
         _axis(plt, left, "left")
     if "GPU util %" in drawn:
@@ -184,14 +187,16 @@ def results_table(view: BenchView, width: int, height: int = 8) -> RenderableTyp
     caption = None
     if not rows:
         # Nothing run this session: the host's last run beside its last run of another model (the swap).
-        pair = compare_pair(view.history, view.host)
+        pair, why_not = view.comparison()  # like workloads only, results only (issue 20)
         if pair:
             rows = list(pair)
             caption = f"before/after on {pair[1].get('host') or 'this host'}: {_when(pair[0])} → {_when(pair[1])}"
         else:
-            rows = [r for r in view.history if view.host is None or r.get("host") == view.host][-1:]
+            rows = [r for r in view.history if is_result(r) and (view.host is None or r.get("host") == view.host)][-1:]
             if rows:
                 caption = f"last run on {rows[0].get('host') or 'this host'}, {_when(rows[0])}"
+                if why_not:
+                    caption += f"; before/after {why_not}"
     if not rows:
         return Text("No runs yet.\nb: 16 prompts at concurrency 4 (256/256 tokens)\n"
                     "B: sweep 1, 4, 16, 64 at 1k/1k (the story's)\nruns are saved to bench.jsonl", style=DIM)
@@ -295,7 +300,7 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         chart_widget = self.query_one("#bench-chart", Static)
         size = chart_widget.content_size
         w, h = size.width or 60, size.height or 8
-        drawn = sweep_chart(self.view, w, h) if self.sweep_mode else chart(self.view, w, h, now)
+        drawn = sweep_chart(self.view, w, h) if self.sweep_mode else chart(self.view, w, h, self.view.now())
         key = (drawn.plain, tuple(drawn.spans)) if isinstance(drawn, Text) else None
         if key is not None and key == self._chart_key:
             return  # the same picture: no repaint, no layout (an idle chart every 5 s)

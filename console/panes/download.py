@@ -13,6 +13,7 @@ from textual.message import Message
 from textual.reactive import reactive
 
 from console.analysis.download import DownloadProgress
+from console.core.freshness import STALE_AFTER_S
 from console.model import Reading
 from console.panes.base import ReadingPane
 from console.units import DASH, bar, duration, fit_name, gb, rate
@@ -136,7 +137,7 @@ def format_download(reading: Reading[DownloadProgress] | None, width: int = 56, 
 class DownloadPane(ReadingPane):
     PANE_TITLE: ClassVar[str] = "Download"
     PANE_KEY: ClassVar[str] = "2"
-    STALE_AFTER_S: ClassVar[float] = 10.0
+    STALE_AFTER_S: ClassVar[float] = STALE_AFTER_S["download"]  # the one rule (core/freshness.py)
     BINDINGS: ClassVar[list[BindingType]] = [Binding("v", "verify", "Verify sha256")]
 
     verify: reactive[Any] = reactive(None)

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from rich.console import RenderableType
 from rich.text import Text
 
+from console.core.freshness import STALE_AFTER_S
 from console.model import GpuDevice, GpuStatus, Reading
 from console.panes.base import ReadingPane
 from console.units import DASH, bar, duration, fit_name, sparkline
@@ -147,7 +148,7 @@ def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, heigh
 class GpuPane(ReadingPane):
     PANE_TITLE: ClassVar[str] = "GPUs"
     PANE_KEY: ClassVar[str] = "1"
-    STALE_AFTER_S: ClassVar[float] = 5.0
+    STALE_AFTER_S: ClassVar[float] = STALE_AFTER_S["gpu"]  # the one rule (core/freshness.py)
 
     def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
         size = self.content_size

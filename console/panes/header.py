@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from console.core.freshness import is_stale
 from console.model import HostSummary, Reading
 from console.transport.base import ConnectionState
 from console.units import DASH, duration, gb
@@ -26,10 +27,13 @@ def short_mount(path: str) -> str:
 
 
 def format_header(label: str, demo: bool, state: ConnectionState | None,
-                  summary: Reading[HostSummary] | None, now_s: float | None = None, mode: str | None = None) -> Text:
+                  summary: Reading[HostSummary] | None, now_s: float | None = None, mode: str | None = None,
+                  replay: Any = None) -> Text:
     now = time.time() if now_s is None else now_s
     text = Text(no_wrap=True, overflow="ellipsis")
-    if mode:  # "replay": nothing here is live
+    if replay is not None:  # a ReplayInfo (issue 20): the position, the speed, the end
+        text.append(f" {replay.describe(now)} ", style="bold white on magenta")
+    elif mode:  # "replay": nothing here is live
         text.append(f" {mode.upper()} ", style="bold white on magenta")
     if demo:
         text.append(" DEMO ", style="bold black on yellow")
@@ -46,7 +50,7 @@ def format_header(label: str, demo: bool, state: ConnectionState | None,
     if summary is not None and summary.data is not None:
         s = summary.data
         age = summary.age_s(now)
-        if summary.error or (age is not None and age > 15):
+        if is_stale("host", summary, now):  # the one rule (console/core/freshness.py)
             text.append(f"  stale {duration(age)}", style="bold yellow")
         text.append("  up ", style="dim")
         text.append(duration(s.uptime_s))
@@ -135,12 +139,13 @@ class HostHeader(Static):
     def tick(self) -> None:
         """Once a second: only the ages change, and only stale or reconnecting states show them."""
         if (self.state and self.state.status != "connected") or (
-            self.summary and self.summary.is_stale(15)
-        ):
+            self.summary and is_stale("host", self.summary, self.host.now())
+        ) or getattr(self.host, "replay", None) is not None:
             self._redraw()
 
     def _redraw(self) -> None:
-        text = format_header(self._label, self._demo, self.state, self.summary, self.host.now(), self.mode)
+        text = format_header(self._label, self._demo, self.state, self.summary, self.host.now(), self.mode,
+                             getattr(self.host, "replay", None))
         presence = getattr(self.host, "presence", None)
         if presence is not None and presence.clients:  # a shared session: a second line
             lines = [text, format_presence(presence, getattr(self.host, "note", None), self.me, self.host.now())]

@@ -13,6 +13,7 @@ from textual.reactive import reactive
 
 from console.analysis.service_diff import CATEGORY_ORDER, FlagChange
 from console.analysis.service_report import ServiceReport, ServiceSide
+from console.core.freshness import STALE_AFTER_S
 from console.model import Reading
 from console.panes.base import ReadingPane
 
@@ -191,7 +192,7 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
 class ServicePane(ReadingPane):
     PANE_TITLE: ClassVar[str] = "Service diff"
     PANE_KEY: ClassVar[str] = "3"
-    STALE_AFTER_S: ClassVar[float] = 60.0
+    STALE_AFTER_S: ClassVar[float] = STALE_AFTER_S["service"]  # the one rule (core/freshness.py)
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("d", "toggle_raw", "Raw diff"),
         Binding("s", "swap", "Swap old/new"),

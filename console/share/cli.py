@@ -88,8 +88,9 @@ async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> 
     _logging()
     state = HostState(session.profile.host or "local", label=session.transport.label, demo=session.demo)
     runner = HostRunner(session, state)
-    runner.announce()
+    # The recorder first: the session's first event is in the recording (issue 20).
     recorder = Recorder(state, default_dir() / "demo" if session.demo else None).start() if record else None
+    runner.announce()
     server = ShareServer(state, runner)
     invited = {clean_name(n): server.invite(n) for n in getattr(args, "invite", None) or []}
     try:

@@ -1,6 +1,12 @@
-"""The server source: the unit's state through the shell, /server_info and /metrics through the
-SSH port forward every few seconds, and /health_generate at most every 25 s (its own timeout is
-20 s: probing more often would stack probes on a struggling server)."""
+"""The server source: the unit's state through the shell, /server_info, /metrics and /health
+through the SSH port forward every few seconds, and /health_generate only when the cheap signals
+do not settle it (issue 22): until this process first answers it (the boot and warm-up), and
+after that only when /health fails, or requests run with no decode line in the log for a while;
+then at most every 25 s (its own timeout is 20 s: more often would stack probes).
+
+What the console costs the server (README): per poll (5 s) three small HTTP GETs (/server_info,
+/metrics, /health) and one `systemctl show`; a real generation (/health_generate, one token)
+only while the server boots or when /health or the log say something is wrong."""
 
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ from console.transport.base import Transport, quote
 METRICS = ("sglang:gen_throughput", "sglang:spec_accept_length", "sglang:num_running_reqs",
            "sglang:num_queue_reqs", "sglang:token_usage", "sglang:generation_tokens_total")
 HEALTH_EVERY_S = 25.0
+DECODE_QUIET_S = 60.0  # requests running and no decode line this long: ask /health_generate
 
 
 class ServerWatcher:
@@ -29,6 +36,9 @@ class ServerWatcher:
         self.log = log
         self._health_task: asyncio.Task[None] | None = None
         self._health: tuple[bool | None, float | None, str | None] = (None, None, None)
+        self._ever_ok = False  # /health_generate answered for this process
+        self._failing_since: float | None = None
+        self.generate_probes = 0  # real generations asked of the server (tests, the README's cost)
         self.metrics_enabled: bool | None = None
         self._pid: int | None = None
         self._client: httpx.AsyncClient | None = None
@@ -60,6 +70,21 @@ class ServerWatcher:
         except httpx.HTTPError as exc:
             self._health = (False, time.time(), None if isinstance(exc, httpx.TimeoutException)
                             else describe_error(exc))
+        ok = self._health[0]
+        self._ever_ok = self._ever_ok or bool(ok)
+        if ok:
+            self._failing_since = None
+        elif self._failing_since is None:
+            self._failing_since = self._health[1]
+
+    def _generate_needed(self, cheap_ok: bool | None, metrics: dict[str, float]) -> bool:
+        """Whether a real generation is worth asking for: not while /health and the log agree."""
+        if not self._ever_ok or self._health[0] is False or cheap_ok is False:
+            return True
+        running = metrics.get("sglang:num_running_reqs") or 0
+        summary = self.log.summary() if self.log else None
+        last_line = summary.last_line_at_s if summary else None
+        return bool(running) and (last_line is None or time.time() - last_line > DECODE_QUIET_S)
 
     async def snapshot_once(self) -> ServerStatus:
         """One status for `snapshot --json`, waiting (bounded) for the /health_generate probe."""
@@ -70,6 +95,8 @@ class ServerWatcher:
         if pid != self._pid:
             # Another process (a restart): what the old one answered says nothing about this one.
             self._pid, self._health, self.metrics_enabled = pid, (None, None, None), None
+            self._ever_ok, self._failing_since = False, None
+        cheap_ok: bool | None = None
         info = info_error = None
         metrics: dict[str, float] = {}
         try:
@@ -88,18 +115,26 @@ class ServerWatcher:
                 self.metrics_enabled = m.status_code == 200
                 if m.status_code == 200:
                     metrics = parse_prometheus(m.text, METRICS)
-            if info is not None and (self._health_task is None or self._health_task.done()):
+            if info is not None and self._ever_ok:
+                h = await client.get("/health")  # no generation: cheap enough for every poll
+                cheap_ok = h.status_code == 200
+            if info is not None and (self._health_task is None or self._health_task.done()) and \
+                    self._generate_needed(cheap_ok, metrics):
                 ok_before, last, _ = self._health
                 # 25 s after an answer or a timeout; a quick refusal (503 while warming up) sooner.
                 every = HEALTH_EVERY_S if ok_before is not False or self._health[2] is None else 5.0
                 if last is None or time.time() - last >= every:
+                    self.generate_probes += 1
                     self._health_task = asyncio.ensure_future(self._probe_health(base))
         except (httpx.HTTPError, ValueError) as exc:
             info_error = describe_error(exc)
         except Exception as exc:  # noqa: BLE001 - no forward (connection down): a state, not a crash
             info_error = describe_error(exc)
         ok, at, err = self._health
-        facts = HttpFacts(info, info_error, metrics, ok, at, err)
+        via = "/health_generate"
+        if ok and cheap_ok and at is not None and time.time() - at > HEALTH_EVERY_S:
+            via, at = "/health and the log agree", time.time()  # no generation asked: the cheap signals stood in
+        facts = HttpFacts(info, info_error, metrics, ok, at, err, self._ever_ok, self._failing_since, via)
         return combine(self.unit, unit_state, pid, self.log.summary() if self.log else None, facts, time.time())
 
 
