@@ -33,6 +33,7 @@ REFRESH_S = 2.0  # an overview: every other GPU sample is enough, and repaints a
 FULL_REFRESH_EVERY = 3  # ticks: ages and staleness move without events
 
 SEVERITY_STYLE = {3: "bold red", 2: "yellow", 1: "cyan", 0: ""}
+STATUS_STYLE = {"ready": "green", "starting": "cyan", "degraded": "yellow", "dead": "bold red", "unknown": "dim"}
 
 
 def fleet_summary(rows: Sequence[FleetRow], sort_by: str, filter_text: str) -> str:
@@ -169,8 +170,10 @@ class FleetScreen(Screen[None]):
             return Text(text, style=SEVERITY_STYLE[row.severity])
         if key == "conn" and not row.connection_ok:
             return Text(text, style="bold red" if "failed" in text else "yellow")
-        if key == "server" and row.server_status in ("dead", "degraded"):
-            return Text(text, style="bold red" if row.server_status == "dead" else "yellow")
+        if key == "server" and not text.startswith("~"):  # every row's status by colour, as the log badge
+            style = STATUS_STYLE.get(row.server_status or "")
+            if style:
+                return Text(text, style=style)
         if text.startswith("~"):
             return Text(text, style="dim yellow")
         return text

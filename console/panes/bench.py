@@ -89,7 +89,7 @@ def chart(view: BenchView, width: int, height: int, now_s: float, span_s: int = 
     plt.plotsize(max(20, width), max(5, height))
     plt.theme("clear")
     plt.frame(False)
-    colors = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": "magenta"}
+    colors = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": "blue"}  # series: never red
     drawn = {name: points for name, points in series.items() if len(points) >= 2}
     if not drawn:
         return Text("no throughput yet: the server's own gen throughput appears here from its log,\n"
@@ -158,7 +158,7 @@ def percentile_chart(pct: dict[str, tuple[float, float, float]], width: int, hei
     plt.frame(False)
     names = list(pct)
     plt.multiple_bar(names, [[pct[n][i] for n in names] for i in range(3)], labels=["p50", "p90", "p99"],
-                     color=["green", "yellow", "red"])
+                     color=["cyan", "blue", "white"])  # percentiles, not severities
     plt.ylabel("ms")
     return Text.from_ansi(plt.build())
 

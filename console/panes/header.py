@@ -30,7 +30,7 @@ def format_header(label: str, demo: bool, state: ConnectionState | None,
     now = time.time() if now_s is None else now_s
     text = Text(no_wrap=True, overflow="ellipsis")
     if mode:  # "replay": nothing here is live
-        text.append(f" {mode.upper()} ", style="bold white on magenta")
+        text.append(f" {mode.upper()} ", style="bold white on blue")  # a mode, not an error
     if demo:
         text.append(" DEMO ", style="bold black on yellow")
     text.append(" ")
