@@ -56,3 +56,18 @@ def test_fleet_rows_are_coloured_by_status() -> None:
     assert all(isinstance(cell, Text) for cell in styles.values())
     assert "green" in str(styles["ready"].style) and "red" in str(styles["dead"].style)
     assert "red" not in str(styles["starting"].style) and "red" not in str(styles["degraded"].style)
+
+
+def test_the_sweep_axis_says_seconds_and_a_few_runs_are_marked() -> None:
+    """Issue 22 item 17: "2.0 s", not "2kms"; a sweep of four points shows each point."""
+    from console.analysis.bench_view import BenchView
+    from console.panes.bench import sweep_chart
+
+    view = BenchView()
+    for c, tok, p99 in ((1, 100.0, 40.0), (4, 380.0, 300.0), (16, 1200.0, 900.0), (64, 2100.0, 2000.0)):
+        view.finish({"max_concurrency": c, "output_throughput": tok, "p99_ttft_ms": p99})
+    for width, height in ((76, 10), (116, 14)):
+        plain = sweep_chart(view, width, height).plain
+        assert "kms" not in plain and "2.0 s" in plain, plain
+        assert plain.count("●") >= 4, plain  # every run a point (the two series share cells at times)
+        assert "output tok/s (left)" in plain and "p99 TTFT (right)" in plain
