@@ -77,16 +77,26 @@ async def client_main(sock: str, seconds: float, out: str, name: str, from_wall:
 
     client.on_event_applied = landed
 
-    class Timed(SharedConsoleApp):
-        def on_state_changed(self, message: object) -> None:
-            event = message.event  # type: ignore[attr-defined]
-            if (isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.error is None
-                    and event.reading.ok_at_s >= from_wall):  # the window, not the attach and first draw
-                sampled = event.reading.ok_at_s
-                self.call_after_refresh(lambda: latencies.append(time.time() - sampled))
-
     control = RemoteControl(client)
-    app = Timed(client.state, control, seat=control, start=client.pump, close=client.close, mode="attach")
+    app = SharedConsoleApp(client.state, control, seat=control, start=client.pump, close=client.close, mode="attach")
+    screen = app.host_screen
+    pending: list[float] = []
+    flush = screen.flush
+
+    def timed_flush() -> None:  # the host screen's one refresh path: a reading is shown after its flush
+        flush()
+        for sampled in pending:
+            app.call_after_refresh(lambda sampled=sampled: latencies.append(time.time() - sampled))
+        pending.clear()
+
+    screen.flush = timed_flush  # type: ignore[method-assign]
+
+    def shown(event: object) -> None:
+        if (isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.error is None
+                and event.reading.ok_at_s >= from_wall):  # the window, not the attach and first draw
+            pending.append(event.reading.ok_at_s)
+
+    client.state.subscribe(shown)
 
     async def stop() -> None:
         await asyncio.sleep(seconds)

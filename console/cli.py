@@ -197,6 +197,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="play X times as fast (default 1)")
     replay.add_argument("--at", type=nonnegative_float, default=0.0, metavar="SECONDS",
                         help="start this many seconds into the recording")
+    # As the console takes them (issue 22 item 3); SUPPRESS: given before `replay`, they still count.
+    replay.add_argument("--screenshot", metavar="FILE.svg", default=argparse.SUPPRESS,
+                        help="save a screenshot after --screenshot-after s of playing, then exit")
+    replay.add_argument("--screenshot-after", type=positive_float, metavar="SECONDS", default=argparse.SUPPRESS,
+                        help="seconds to play before the --screenshot (default 3)")
+    replay.add_argument("--screenshot-size", type=screen_size, metavar="COLSxROWS", default=argparse.SUPPRESS,
+                        help="terminal size of the --screenshot (default 120x40)")
     snap = sub.add_parser("snapshot", parents=[everything], help="one poll of every source, as JSON")
     snap.add_argument("--json", action="store_true", help="print JSON (the only format today)")
     diff = sub.add_parser("diff", parents=[connection], help="SGLang-aware diff of two units or command lines")

@@ -189,3 +189,30 @@ async def test_ctrl_s_saves_a_screenshot_on_the_swap_plan_too(size: tuple[int, i
         await pilot.pause()
         shots = list(tmp_path.glob("*.svg"))
         assert len(shots) == 1 and "downtime" in shots[0].read_text()  # the plan is in the picture
+
+
+async def test_a_maximized_pane_lays_out_again_at_once() -> None:
+    """Issue 22 item 14: the chart was drawn for the grid's width until its next throttled redraw
+    (5 s idle); maximized, it is drawn for the whole width at once."""
+    from console.app import ConsoleApp
+
+    state = offline_state()
+    now = time.time()
+    for i in range(60):
+        state.bench.add_gpu(now - 60 + i, 40.0 + i % 20)
+    app = ConsoleApp(state, None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        chart = app.query_one("#bench-chart")
+
+        def drawn_rows() -> int:  # the pane spans the grid's width: maximized, it grows in height
+            return len(getattr(chart.render(), "plain", "").splitlines())
+
+        await pilot.pause(0.3)
+        narrow = drawn_rows()
+        app.pane("bench").focus()
+        await pilot.press("5")
+        await pilot.pause(0.3)
+        assert app.screen.maximized is app.pane("bench")
+        from tests.conftest import wait_for
+
+        await wait_for(lambda: drawn_rows() > narrow + 10, 2.0)

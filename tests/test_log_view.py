@@ -155,3 +155,38 @@ async def test_wrapped_rows_fit_the_pane_and_n_jumps_to_red_lines() -> None:
         target = view.error_rows()
         assert len(target) == 1 and int(view.scroll_y) == min(target[0], view.max_scroll_y)
         assert "red" in view.row(target[0])[1]
+
+
+def _boot_summary():  # type: ignore[no-untyped-def]
+    from console.analysis.log_state import BootStep, LogSummary
+
+    phases = ["launch", "weights loading", "weights loaded", "mamba cache", "kv cache", "cuda graphs",
+              "cuda graphs done", "capacity", "http up", "ready"]
+    boot = tuple(BootStep(p, None, float(i * 7), "") for i, p in enumerate(phases))
+    return LogSummary("s", "serving", boot, None, None, None, None, None, None, (), 0, None)
+
+
+def test_the_boot_timeline_takes_a_second_row_rather_than_being_cut() -> None:
+    from console.model import Reading
+    from console.panes.log import format_status
+
+    reading = Reading("log", _boot_summary(), 0.0)
+    narrow = format_status(None, reading, 60).plain.splitlines()
+    assert narrow[1].endswith("…")  # in the grid: one row, cut with an ellipsis
+    whole = format_status(None, reading, 66, boot_rows=2).plain.splitlines()
+    assert whole[1].rstrip().endswith("›") and whole[2].rstrip().endswith("ready 63s"), whole
+
+
+async def test_maximized_the_log_pane_shows_the_whole_boot_timeline_at_once() -> None:
+    from console.model import Reading
+
+    state = demo_state()
+    app = app_for(state)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(LogPane)
+        pane.summary = Reading("log", _boot_summary(), 0.0)
+        await pilot.pause()
+        status = pane.query_one("#log-status")
+        assert "ready 63s" not in str(status.render())
+        await pilot.press("4")
+        await wait_for(lambda: "ready 63s" in str(status.render()), 5)

@@ -33,6 +33,7 @@ REFRESH_S = 2.0  # an overview: every other GPU sample is enough, and repaints a
 FULL_REFRESH_EVERY = 3  # ticks: ages and staleness move without events
 
 SEVERITY_STYLE = {3: "bold red", 2: "yellow", 1: "cyan", 0: ""}
+STATUS_STYLE = {"ready": "green", "starting": "cyan", "degraded": "yellow", "dead": "bold red", "unknown": "dim"}
 
 
 def fleet_summary(rows: Sequence[FleetRow], sort_by: str, filter_text: str) -> str:
@@ -165,6 +166,10 @@ class FleetScreen(Screen[None]):
 
     @staticmethod
     def _cell(row: FleetRow, key: str, text: str) -> Text | str:
+        if key == "server" and not text.startswith("~"):  # every row's status by colour, as the log badge
+            style = STATUS_STYLE.get(row.server_status or "")
+            if style:
+                return Text(text, style=style)
         return cell_text(row, key, text)  # never markup: host strings (issue 21, item 4)
 
     def _sort(self) -> None:

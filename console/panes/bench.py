@@ -70,11 +70,16 @@ def _axis(plt: Any, values: list[float], side: str, unit: str = "", floor_zero: 
         hi = max(values) if values else 1.0
         ticks = nice_ticks(lo, hi, 4)
         lo, hi = ticks[0], ticks[-1]
-    width = max(len(tick_label(t, unit)) for t in ticks)
+    if unit == "ms" and max(abs(t) for t in ticks) >= 1000:  # "2.0 s", never "2kms"
+        def label(t: float) -> str:
+            return f"{t / 1000:.1f} s"
+    else:
+        def label(t: float) -> str:
+            return tick_label(t, unit)
+    width = max(len(label(t)) for t in ticks)
     # plotext 5 draws the right labels one column past the room it keeps for them (frame off): a
     # trailing space takes that cut.
-    labels = [tick_label(t, unit).rjust(width) if side == "left" else " " + tick_label(t, unit).ljust(width) + " "
-              for t in ticks]
+    labels = [label(t).rjust(width) if side == "left" else " " + label(t).ljust(width) + " " for t in ticks]
     plt.ylim(lo, hi, yside=side)
     plt.yticks(ticks, labels, yside=side)
 
@@ -88,7 +93,7 @@ def chart(view: BenchView, width: int, height: int, now_s: float, span_s: int = 
     plt.plotsize(max(20, width), max(5, height))
     plt.theme("clear")
     plt.frame(False)
-    colors = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": "magenta"}
+    colors = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": "blue"}  # series: never red
     drawn = {name: points for name, points in series.items() if len(points) >= 2}
     if not drawn:
         return Text("no throughput yet: the server's own gen throughput appears here from its log,\n"
@@ -122,6 +127,9 @@ def chart(view: BenchView, width: int, height: int, now_s: float, span_s: int = 
     return Text.from_ansi(plt.build())
 
 
+MARKED_POINTS = 8
+
+
 def sweep_chart(view: BenchView, width: int, height: int) -> Text:
     """Output tokens/s and p99 TTFT against concurrency, for a sweep."""
     import plotext as plt
@@ -138,8 +146,11 @@ def sweep_chart(view: BenchView, width: int, height: int) -> Text:
     plt.plotsize(max(20, width), max(5, height))
     plt.theme("clear")
     plt.frame(False)
-    plt.plot(xs, [p[1] for p in pts], label="output tok/s", color="green", marker="braille")
-    plt.plot(xs, [p[2] for p in pts], label="p99 TTFT ms", color="yellow", marker="braille", yside="right")
+    plt.plot(xs, [p[1] for p in pts], label="output tok/s (left)", color="green", marker="braille")
+    plt.plot(xs, [p[2] for p in pts], label="p99 TTFT (right)", color="yellow", marker="braille", yside="right")
+    if len(pts) <= MARKED_POINTS:  # a few runs: each one a visible point, not only a smooth curve
+        plt.scatter(xs, [p[1] for p in pts], color="green", marker="●")
+        plt.scatter(xs, [p[2] for p in pts], color="yellow", marker="●", yside="right")
     _axis(plt, [p[1] for p in pts], "left")
     _axis(plt, [p[2] for p in pts], "right", "ms")
     plt.xticks(xs, [str(p[0]) for p in pts])
@@ -161,7 +172,7 @@ def percentile_chart(pct: dict[str, tuple[float, float, float]], width: int, hei
     plt.frame(False)
     names = list(pct)
     plt.multiple_bar(names, [[pct[n][i] for n in names] for i in range(3)], labels=["p50", "p90", "p99"],
-                     color=["green", "yellow", "red"])
+                     color=["cyan", "blue", "white"])  # percentiles, not severities
     plt.ylabel("ms")
     return Text.from_ansi(plt.build())
 

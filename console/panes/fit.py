@@ -91,4 +91,12 @@ class FitScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static(self.text)
+            yield Static(self.text, id="fit-text")
+
+    def on_resize(self) -> None:
+        """Long warnings and assumptions wrap under their own text, not at column 0."""
+        from console.panes.wrap import hang
+
+        body = self.query_one("#fit-text", Static)
+        width = body.content_size.width or 80
+        body.update(hang(self.text, width))

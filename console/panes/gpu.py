@@ -102,7 +102,7 @@ def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, heigh
         text.append(f"{_num(gpu.utilization_pct, 'd', 4)}%")
         if wide:
             text.append(" " + sparkline(list(uhist.get(i, ())), util_spark_w, top=100.0).ljust(util_spark_w),
-                        style="magenta")
+                        style="blue")  # a series, not a problem: red and magenta mean errors
         if not compact:
             text.append(f"{_num(gpu.temperature_c, 'd', 4)}°", style=temp_style(gpu.temperature_c))
             text.append(f"{_num(None if gpu.power_w is None else round(gpu.power_w), 'd', 5)}W",

@@ -62,7 +62,9 @@ def format_subtitle(source_label: str, *, following: bool, new_lines: int, filte
 
 
 def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary] | None, width: int = 56,
-                  now_s: float | None = None) -> Text:
+                  now_s: float | None = None, boot_rows: int = 1) -> Text:
+    """`boot_rows`: rows the boot timeline may take (2 when the pane is maximized: the whole
+    timeline, broken at a step, rather than cut)."""
     t = Text(no_wrap=True, overflow="ellipsis")
     st = server.data if server else None
     if st is not None:
@@ -81,14 +83,24 @@ def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary]
     if s.boot:
         t.append("\n")
         line = Text()
+        rows_used = 1
+        row_start = 0
         for i, step in enumerate(s.boot):
-            if i:
-                line.append(" › ", style="dim")
-            line.append(SHORT.get(step.phase, step.phase), style="bold green" if step.phase == "ready" else "cyan")
+            piece = Text(SHORT.get(step.phase, step.phase), style="bold green" if step.phase == "ready" else "cyan")
             if step.seconds is not None and step.phase not in ("launch",):
-                line.append(f" {step.seconds:.0f}s", style="dim")
-        line.truncate(width, overflow="ellipsis")
-        t.append_text(line)
+                piece.append(f" {step.seconds:.0f}s", style="dim")
+            if i:
+                if rows_used < boot_rows and len(line) - row_start + 3 + len(piece) > width:
+                    line.append(" ›\n  ", style="dim")  # the next step on the next row, not cut
+                    rows_used += 1
+                    row_start = len(line) - 2
+                else:
+                    line.append(" › ", style="dim")
+            line.append_text(piece)
+        rows = line.split("\n")
+        for row in rows:
+            row.truncate(width, overflow="ellipsis")
+        t.append_text(Text("\n").join(rows))
     d = s.last_decode
     if d:
         t.append("\n")
@@ -247,7 +259,8 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
 
     def _redraw_status(self) -> None:
         width = self.content_size.width or 56
-        status = format_status(self.server, self.summary, width)
+        maximized = self.is_mounted and self.screen.maximized is self
+        status = format_status(self.server, self.summary, width, boot_rows=2 if maximized else 1)
         key = (status.plain, tuple(status.spans))
         if key != getattr(self, "_status_key", None):
             self._status_key = key

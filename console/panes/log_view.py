@@ -156,23 +156,30 @@ class LogLines(ScrollView, can_focus=True):
         return rows
 
     def _index(self, start: int, events: Sequence[LogEvent] | Any) -> int:
-        """Add the rows of `events` (absolute numbers from `start`); returns lines shown."""
+        """Add the rows of `events` (absolute numbers from `start`); returns lines shown. The hot
+        path of a flood: a few operations per line, no copy of its text."""
         shown = 0
         rows = self.rows
+        own = self._own
+        hide_own = not self.show_own
+        matches = self._matches
+        wrap = self.wrap
+        width = self._width
         for absolute, event in enumerate(events, start):
-            if not self.show_own and is_own_poll(event):
-                self._own.append(absolute)
+            if hide_own and event.kind == "access" and OWN_POLL.search(event.text) is not None:
+                own.append(absolute)
                 continue
-            if self._matches is not None and not self._matches(display_text(event.text)):
+            if matches is not None and not matches(display_text(event.text)):
                 continue
             shown += 1
-            n = len(self._row_texts(absolute, event)) if self.wrap else 1
-            if n == 1:
-                rows.append((absolute, 0))
+            if wrap:
+                rows.extend((absolute, k) for k in range(len(self._row_texts(absolute, event))))
             else:
-                rows.extend((absolute, k) for k in range(n))
-            if not self.wrap:
-                self._width = max(self._width, len(event.text))
+                rows.append((absolute, 0))
+                n = len(event.text)
+                if n > width:
+                    width = n
+        self._width = width
         return shown
 
     def sync(self, store: Sequence[LogEvent], total: int, store_total: Callable[[], int] | None = None) -> int:

@@ -18,7 +18,9 @@ from console.model import Reading
 from console.panes.base import ReadingPane
 
 DIM, OK, WARN, BAD = "dim", "green", "yellow", "bold red"
-MARK = {"added": ("+", "green"), "removed": ("−", "red"), "changed": ("~", "yellow")}
+# Red means an error and only that: what the new unit drops or replaces is shown grey, not red.
+OLD = "grey62"
+MARK = {"added": ("+", "green"), "removed": ("−", OLD), "changed": ("~", "yellow")}
 SEVERITY = {"error": ("✗", BAD), "warning": ("⚠", WARN), "info": ("ℹ", "cyan")}
 
 
@@ -114,7 +116,7 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
             text.append(f"   {c.flag}: running {_value(c.old, 24)}, unit {_value(c.new, 24)}\n", style=WARN)
     if raw:
         for line in r.raw_diff or ("(no differences)",):
-            style = ("green" if line.startswith("+") else "red" if line.startswith("-")
+            style = ("green" if line.startswith("+") else OLD if line.startswith("-")
                      else "cyan" if line.startswith("@@") else DIM)
             text.append(line + "\n", style=style)
         return text
@@ -146,7 +148,7 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
                     half = (width - 9) // 2
                     text.append("\n     ")
                     old_v, new_v = _value(c.old, half), _value(c.new, half)
-                text.append(old_v, style="red")
+                text.append(old_v, style=OLD)
                 text.append(" → ")
                 text.append(new_v, style="green")
             else:
