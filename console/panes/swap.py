@@ -440,7 +440,8 @@ DEMO_BENCH = [(4, 8, 256, 128)]
 FINISHED = ("done", "failed", "skipped", "refused")  # the old model's run and the new one's: like workloads, comparable
 
 
-async def drive_plan_as_operator(app: Any, *, read_s: float = 2.5, timeout_s: float = 900.0) -> str:
+async def drive_plan_as_operator(app: Any, *, read_s: float = 2.5, timeout_s: float = 900.0,
+                                 plan: tuple[str, ...] = DEMO_PLAN) -> str:
     """`gpuconsole --demo --demo-scenario operator`: an operator at the keys of the Swap plan. The
     old model is benchmarked first (the report's "before"); then each step's key is pressed on the
     plan screen, its confirmation (the exact commands) stays up `read_s` to be read, enter runs
@@ -465,7 +466,7 @@ async def drive_plan_as_operator(app: Any, *, read_s: float = 2.5, timeout_s: fl
     runner.swap.bench_plan = list(DEMO_BENCH)
     if runner.start_bench("sweep", list(DEMO_BENCH)) is None:  # the old model's run: the "before"
         await until(lambda: runner.bench is None or not runner.bench.running)
-    for key in DEMO_PLAN:
+    for key in plan:
         if state.swap.steps[key].state in ("done", "skipped"):
             continue
         if not isinstance(app.screen, (SwapScreen, ConfirmScreen)):
