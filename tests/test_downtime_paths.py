@@ -316,6 +316,8 @@ def test_prewarm_stops_when_memavailable_falls_below_the_margin(tmp_path: Path) 
     assert last.startswith("prewarm: stopped: MemAvailable 536870912 B is below the margin")
     p = prewarm.parse_progress("stopped\n" + last, 6 << 20)
     assert not p.finished and "MemAvailable" in (p.stopped_reason or "")
+    two = prewarm.parse_progress(f"stopped\nprewarm: {2 << 20}/{6 << 20} bytes\n{last}", 6 << 20)
+    assert two.done_bytes == 2 << 20 and "stopped at 0 GB (33 %)" in two.text()
 
 
 def test_fincore_command_is_bounded_and_says_when_missing() -> None:

@@ -200,6 +200,19 @@ class FastPaths:
             return pred.Residency(None, total, 0, f"fincore did not answer: {exc}")
         return pred.parse_fincore(r.text, total, r.exit_status or 0)
 
+    async def _cache_probe(self) -> float | None:
+        """The page cache's read rate on this host: dd over (up to 1 GiB of) a wholly cached shard."""
+        files = self.residency.cached_files if self.residency is not None else ()
+        if not files:
+            return None
+        shard = act.check_path(files[0], "shard")
+        cmd = act.bounded(["dd", f"if={shard}", "of=/dev/null", "bs=1M", "count=1024"], 60)
+        try:
+            r = await self.ctl.session.transport.run(cmd, timeout=70)
+        except TransportError:
+            return None
+        return pred.parse_dd_rate(r.text + "\n" + (r.error_text or ""))
+
     def _samples(self) -> tuple[list[pred.BootSample], list[str]]:
         from console.core.recording import default_dir
 
@@ -240,9 +253,10 @@ class FastPaths:
         total = sum(s for _, s in self.shards)
         self.residency = await self._residency(model_dir) if self.shards else pred.Residency(None, 0, 0, "no shards")
         samples, problems = self._samples()
+        cache_gbps = await self._cache_probe()
         gpu = ctl.state.data("gpu")
         self.old_unit_pids = [pr.pid for g in (gpu.gpus if gpu else ()) for pr in g.processes or ()]
-        pause, pause_text = pred.predict_in_place(samples, total, self.residency)
+        pause, pause_text = pred.predict_in_place(samples, total, self.residency, cache_gbps=cache_gbps)
         server = ctl.state.data("server")
         in_place = P.in_place_option(old_cfg, new_cfg, P.flag_changes(old_cmd, new_cmd), pause_s=pause,
                                      pause_detail=pause_text,
@@ -253,7 +267,7 @@ class FastPaths:
             fit_in = inputs_from_command(new_cmd, new_cfg, total or None, len(gpu.gpus), mem, model=model_dir)
         beside = P.beside_option(fit_in, gpu, old_pids=self.old_unit_pids, old_port=self.old_port,
                                  router=self.router_url)
-        self.restart = pred.predict_restart(samples, total, self.residency)
+        self.restart = pred.predict_restart(samples, total, self.residency, cache_gbps=cache_gbps)
         restart = P.restart_option(self.restart.total_s, self.restart.text)
         try:
             self.plan = P.choose(in_place, beside, restart, want=self.want)
