@@ -83,7 +83,7 @@ async def test_in_place_end_to_end_and_its_prediction(tmp_path: Path) -> None:
 
 async def test_in_place_reply_failed_leaves_the_old_weights_serving(tmp_path: Path) -> None:
     _, state = await run_path_demo(tmp_path / "out", "in-place", speed=SPEED, work=tmp_path / "w", quiet=True,
-                                   faults={"update_fail": True})
+                                   faults={"update_fail": True}, rollback=False)
     step = state.swap.steps["in_place"]
     assert step.state == "failed" and "the reply says it failed" in step.detail
     assert "old weights keep serving" in step.detail and "nothing after this step runs" in step.detail
@@ -98,6 +98,9 @@ async def test_in_place_server_dies_offers_rollback_by_restart(tmp_path: Path) -
     step = state.swap.steps["in_place"]
     assert step.state == "failed" and "the server died during the update" in step.detail
     assert "rollback by restart" in step.detail and _steps(state)["benchmark"] == "pending"
+    rb = state.swap.steps["rollback"]
+    assert rb.state == "done" and "the previous unit file, the old weights" in rb.detail
+    assert any(c.startswith("cp -p -- ") and ".bak-" in c for c in rb.commands)
 
 
 async def test_beside_end_to_end_downtime_zero(tmp_path: Path) -> None:
@@ -114,7 +117,7 @@ async def test_beside_end_to_end_downtime_zero(tmp_path: Path) -> None:
 
 async def test_beside_router_refusing_the_worker_stops_the_plan(tmp_path: Path) -> None:
     _, state = await run_path_demo(tmp_path / "out", "beside", speed=SPEED, work=tmp_path / "w", quiet=True,
-                                   faults={"router_refuse": True})
+                                   faults={"router_refuse": True}, rollback=False)
     step = state.swap.steps["switch_traffic"]
     assert step.state == "failed" and "the router refused the new worker" in step.detail
     assert state.data("gpu") is not None and any(g.processes for g in state.data("gpu").gpus if g.index < 4)
@@ -126,6 +129,8 @@ async def test_beside_server_oom_stops_the_plan_the_old_serves(tmp_path: Path) -
     step = state.swap.steps["beside"]
     assert step.state == "failed" and "beside the old server" in step.detail and "downtime 0" in step.detail
     assert _steps(state)["switch_traffic"] == "pending"
+    rb = state.swap.steps["rollback"]
+    assert rb.state == "done" and "kept serving throughout" in rb.detail
 
 
 async def test_restart_prediction_within_ten_percent_of_the_simulator(tmp_path: Path) -> None:

@@ -86,7 +86,7 @@ PATH_STEPS = {
 
 async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path | None = None,
                         faults: dict[str, Any] | None = None, quiet: bool = False,
-                        steps: tuple[str, ...] | None = None) -> tuple[Path, Any]:
+                        steps: tuple[str, ...] | None = None, rollback: bool = True) -> tuple[Path, Any]:
     """One of issue 24's paths on its simulated host, driven by the SwapController: the old server
     boots first (the host's recorded boot the prediction learns from), then the path's steps.
     Returns (the recording, the final HostState)."""
@@ -141,6 +141,11 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
             if not quiet:
                 print(f"{key}: {step.state} — {step.detail}", file=sys.stderr)
             if step.state == "failed":
+                if rollback and swap.request("rollback", "ana") is None:  # rollback is offered: the demo takes it
+                    await swap.wait_idle(900)
+                    if not quiet:
+                        rb = state.swap.steps["rollback"]
+                        print(f"rollback: {rb.state} — {rb.detail}", file=sys.stderr)
                 break
         await asyncio.sleep(1.0)
     finally:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shlex
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -91,8 +92,70 @@ class FastPaths:
         return self.plan.chosen if self.plan is not None else None
 
     def runners(self) -> dict[str, Callable[[str], Awaitable[str]]]:
-        return {"paths": self._paths, "prewarm": self._prewarm, "in_place": self._in_place, "beside": self._beside,
-                "switch_traffic": self._switch}
+        out = {"paths": self._paths, "prewarm": self._prewarm, "in_place": self._in_place, "beside": self._beside,
+               "switch_traffic": self._switch}
+        if self.chosen == "in-place":  # one unit: rolling back is the old unit file again, restarted
+            out["rollback"] = self._rollback_in_place
+        elif self._beside_old_serving():  # the old server never stopped: rolling back stops the new one
+            out["rollback"] = self._rollback_beside
+        return out
+
+    def _beside_old_serving(self) -> bool:
+        switch = self.ctl.state.swap.steps.get("switch_traffic")
+        return self.chosen == "beside" and (switch is None or switch.state != "done")
+
+    def rollback_actions(self) -> list[act.Action] | None:
+        """The faster paths' rollback (None: the controller's own, stop the new and start the old)."""
+        if self.chosen == "in-place":
+            unit = act.check_unit(self.ctl.old_unit)
+            backup = self._backup()
+            final = backup.rsplit(".bak-", 1)[0]
+            restore = "\n".join([f"cp -p -- {shlex.quote(backup)} {shlex.quote(final)} || exit 1",
+                                  act.bounded(["systemctl", "daemon-reload"], 60)])
+            return [act.Action("rollback", f"Roll back {unit}: its previous unit file, restarted", (
+                act.RemoteCommand(restore, 75, f"restore {final} from {backup}"),
+                act.RemoteCommand(act.bounded(["systemctl", "restart", "--", unit], 120), 130, f"restart {unit}")),
+                waits_for=f"{unit} ready again with the old weights")]
+        if self._beside_old_serving():
+            unit = act.check_unit(self.ctl.new_unit)
+            return [act.Action("rollback", f"Roll back: stop {unit} (the old server never stopped)", (
+                act.RemoteCommand(act.bounded(["systemctl", "stop", "--", unit], 120), 130, f"stop {unit}"),),
+                waits_for="the new server's GPUs released; the old one serves on")]
+        return None
+
+    def _backup(self) -> str:
+        install = self.ctl.state.swap.steps.get("install")
+        m = re.search(r"kept (/\S+\.bak-[0-9TZ-]+)", install.detail if install is not None else "")
+        if not m:
+            raise act.ActionError("the previous unit file is not known (the install step kept no backup)")
+        return act.check_path(m.group(1), "backup")
+
+    async def _rollback_in_place(self, who: str) -> str:
+        ctl = self.ctl
+        await ctl._approval("rollback", who)
+        (action,) = ctl.build("rollback")
+        restore, restart = action.commands
+        r = await ctl._run(who, "rollback", restore)
+        if not r.ok:
+            raise _fail(f"restoring the previous unit file failed (exit {r.exit_status}): {r.text.strip()[-200:]}")
+        started = ctl._clock()
+        await ctl._start_unit("rollback", who, act.check_unit(ctl.old_unit), restart)
+        said = await ctl._old_ready(act.check_unit(ctl.old_unit), started)
+        d = ctl.state.swap.downtime
+        if d is not None and d.ended_at_s is None:
+            from dataclasses import replace
+
+            ctl.state.apply(replace(d, ended_at_s=ctl._clock(), end_source=f"{ctl.old_unit} ready again (rollback)"))
+        return said + " (the previous unit file, the old weights)"
+
+    async def _rollback_beside(self, who: str) -> str:
+        ctl = self.ctl
+        await ctl._approval("rollback", who)
+        (action,) = ctl.build("rollback")
+        r = await ctl._run(who, "rollback", action.commands[0])
+        if not r.ok:
+            raise _fail(f"systemctl stop {ctl.new_unit} exited {r.exit_status}")
+        return f"{ctl.new_unit} stopped; {ctl.old_unit} kept serving throughout"
 
     def build(self, key: str) -> list[act.Action]:
         p = self.ctl.profile
