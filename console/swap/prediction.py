@@ -133,6 +133,8 @@ def samples_from_recordings(directory: Path, limit: int = MAX_RECORDINGS) -> tup
         files = sorted(directory.glob("*.jsonl.gz"), key=lambda p: p.stat().st_mtime)[-limit:]
     except OSError as exc:
         return [], [f"{directory}: {exc}"]
+    from console.swap.downtime_model import PathEvent
+
     samples: list[BootSample] = []
     for path in files:
         try:
@@ -140,8 +142,22 @@ def samples_from_recordings(directory: Path, limit: int = MAX_RECORDINGS) -> tup
         except (RecordingError, OSError) as exc:
             problems.append(str(exc))
             continue
-        events = (ev for _, entry in rec.entries if isinstance(entry, LogAppended) for ev in entry.events)
-        samples += boots_from_events(events)
+        # A boot launched after a path plan read fincore had that page-cache residency (the plan
+        # after a pre-warm is the one that counts): that makes warm boots samples of the warm rate.
+        events: list[Any] = []
+        cached: dict[str, float] = {}
+        fraction: float | None = None
+        for _, entry in rec.entries:
+            if isinstance(entry, PathEvent) and entry.kind == "plan":
+                fraction = ((entry.data().get("residency") or {}).get("fraction"))
+            elif isinstance(entry, LogAppended):
+                for ev in entry.events:
+                    if getattr(ev, "kind", None) == "boot" and ev.phase == "launch" and fraction is not None \
+                            and ev.ts:
+                        cached[ev.ts] = float(fraction)
+                        fraction = None  # the next boot only (a later one may be another model's)
+                    events.append(ev)
+        samples += boots_from_events(events, cached)
     return samples, problems
 
 
