@@ -52,6 +52,11 @@ def curl_json(url: str, body: dict[str, Any] | None, timeout_s: int) -> str:
     return act.bounded(argv, timeout_s + 5)
 
 
+def clean(text: object, limit: int = 240) -> str:
+    """A host's answer as one printable line (no control characters, bounded)."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f]+", " ", str(text))[:limit].strip()
+
+
 def split_reply(text: str) -> tuple[int | None, str]:
     head, _, code = text.rstrip("\n").rpartition("\n")
     return (int(code), head) if code.strip().isdigit() else (None, text)
@@ -414,13 +419,13 @@ class FastPaths:
                                  "the outcome is unknown; re-read /server_info")
         if reply.get("success") is not True:
             self._emit("outcome", outcome)
-            raise _fail(f"the reply says it failed (HTTP {code}): {str(reply.get('message'))[:240]} — the "
+            raise _fail(f"the reply says it failed (HTTP {code}): {clean(reply.get('message'))} — the "
                                  "old weights keep serving (SGLang rolled back); nothing after this step runs")
         ctl.state.apply(DowntimeChanged(ctl.host, start_at, f"in place: {source}", end_at,
                                         "in place: weights updated (requests resumed)"))
         self._emit("outcome", outcome)
         return (f"weights updated in place: paused {outcome['pause_s']:.1f}s, {paused} request(s) paused, "
-                f"{reply.get('message')}")
+                f"{clean(reply.get('message'))}")
 
     def _update_lines(self, since: int) -> tuple[float | None, float | None]:
         from console.swap.controller import _log_time
@@ -490,12 +495,12 @@ class FastPaths:
         r = await ctl._run(who, "switch_traffic", add)
         code, body = split_reply(r.text)
         if code != 200:
-            raise _fail(f"the router refused the new worker (HTTP {code}): {body.strip()[:200]} — the old "
+            raise _fail(f"the router refused the new worker (HTTP {code}): {clean(body, 200)} — the old "
                                  "server keeps serving through the router; nothing after this step runs")
         r = await ctl._run(who, "switch_traffic", remove)
         code, body = split_reply(r.text)
         if code != 200:
-            raise _fail(f"the router did not remove the old worker (HTTP {code}): {body.strip()[:200]}")
+            raise _fail(f"the router did not remove the old worker (HTTP {code}): {clean(body, 200)}")
         ctl._set("switch_traffic", detail="draining the old server (its running requests finish)")
         drained = await self._drain_old()
         result = await ctl._run(who, "switch_traffic", stop)
