@@ -9,6 +9,7 @@ A profile is picked by `--profile NAME`, or by `--host` naming a profile or its 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -103,6 +104,10 @@ def _check_value(source: Path, name: str, key: str, value: Any) -> None:
         raise ConfigError(f"{where} must be a number above 0, got {value!r}")
     if key in _TEXT and not isinstance(value, str):
         raise ConfigError(f"{where} must be a string, got {value!r}")
+    if key == "swap_path" and value not in ("in-place", "beside", "restart"):  # issue 24
+        raise ConfigError(f"{where} must be in-place, beside or restart, got {value!r}"[:300])
+    if key == "router_url" and not re.match(r"^https?://[A-Za-z0-9.\[\]:-]+(:\d+)?/?$", value):
+        raise ConfigError(f"{where} must be a URL like http://127.0.0.1:30080, got {value!r}"[:300])
 
 
 def _profile_from_table(name: str, table: Mapping[str, Any], source: Path) -> HostProfile:

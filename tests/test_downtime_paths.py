@@ -316,9 +316,45 @@ def test_prewarm_stops_when_memavailable_falls_below_the_margin(tmp_path: Path) 
     assert last.startswith("prewarm: stopped: MemAvailable 536870912 B is below the margin")
     p = prewarm.parse_progress("stopped\n" + last, 6 << 20)
     assert not p.finished and "MemAvailable" in (p.stopped_reason or "")
+    two = prewarm.parse_progress(f"stopped\nprewarm: {2 << 20}/{6 << 20} bytes\n{last}", 6 << 20)
+    assert two.done_bytes == 2 << 20 and "stopped at 0 GB (33 %)" in two.text()
 
 
 def test_fincore_command_is_bounded_and_says_when_missing() -> None:
     cmd = prewarm.fincore_command(["/m/a b.safetensors"])
     assert "NO_FINCORE" in cmd and "timeout -k 5 60 fincore --bytes --noheadings --output RES,SIZE,FILE -- " \
                                   "'/m/a b.safetensors'" in cmd
+
+
+def test_a_boot_after_a_plan_carries_its_page_cache_residency(tmp_path: Path) -> None:
+    from console.core.recording import Recorder
+    from console.core.state import HostState, LogAppended
+    from console.swap.downtime_model import PathEvent
+
+    state = HostState("h")
+    rec = Recorder(state, tmp_path).start()
+    state.apply(LogAppended("h", tuple(parse_line(ln) for ln in _boot_lines("2026-12-01 08:00:"))))
+    state.apply(PathEvent("h", "plan", json.dumps({"residency": {"fraction": 1.0}}), 1.0))
+    state.apply(LogAppended("h", tuple(parse_line(ln) for ln in _boot_lines("2026-12-01 09:00:", weights_s=10.0))))
+    state.apply(LogAppended("h", tuple(parse_line(ln) for ln in _boot_lines("2026-12-01 10:00:"))))
+    rec.close()
+    samples, _ = prediction.samples_from_recordings(tmp_path)
+    assert [s.cached_fraction for s in samples] == [None, 1.0, None]
+    warm = prediction.predict_restart(samples, 250e9, prediction.Residency(250 * 10**9, 250 * 10**9, 39))
+    rate = 58.21 * GIB * 4 / 1e9 / 10.0  # the warm boot's own rate
+    assert warm.phases["weights"] == pytest.approx(250 / rate)
+    assert not any("page-cache read rate" in a for a in warm.assumptions)
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("swap_path", "sideways", "must be in-place, beside or restart"),
+    ("router_url", "http://x:1/; rm -rf /", "must be a URL"),
+    ("router_url", 5, "must be a string"),
+])
+def test_the_profile_refuses_a_bad_path_or_router(tmp_path: Path, key: str, value: object, message: str) -> None:
+    from console.config import ConfigError, _profile_from_table
+
+    with pytest.raises(ConfigError, match=message):
+        _profile_from_table("p", {key: value}, tmp_path / "config.toml")
+    ok = _profile_from_table("p", {"swap_path": "beside", "router_url": "http://127.0.0.1:30080"}, tmp_path / "c")
+    assert ok.swap_path == "beside" and ok.router_url == "http://127.0.0.1:30080"

@@ -176,6 +176,11 @@ def dd_main(args: list[str]) -> int:
     time.sleep(new / (SIM_DISK_GBPS * GB) / speed + (end - start - new) / (SIM_PAGECACHE_GBPS * GB) / speed)
     if start <= have:
         set_resident(path, max(have, end))
+    if opts.get("status") != "none":  # dd's own summary, its rate the simulated one
+        took = new / (SIM_DISK_GBPS * GB) / speed + (end - start - new) / (SIM_PAGECACHE_GBPS * GB) / speed
+        n = end - start
+        print(f"{n} bytes ({n / 1e9:.1f} GB, {n / 2**30:.1f} GiB) copied, {took:.5f} s, "
+              f"{n / max(took, 1e-9) / 1e9:.1f} GB/s", file=sys.stderr)
     return 0
 
 

@@ -173,6 +173,8 @@ class SwapController:
             return [act.stop_service(act.check_unit(self.old_unit), approval=approval)]
         if key == "start_new":
             return [act.start_service(act.check_unit(self.new_unit), approval=approval)]
+        if key == "rollback" and (fast := self.fast.rollback_actions()) is not None:  # issue 24 hook
+            return fast
         if key == "rollback":
             return [act.rollback(act.check_unit(self.new_unit), act.check_unit(self.old_unit), approval=approval)]
         if key == "benchmark":

@@ -85,7 +85,8 @@ PATH_STEPS = {
 
 
 async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path | None = None,
-                        faults: dict[str, Any] | None = None, quiet: bool = False) -> tuple[Path, Any]:
+                        faults: dict[str, Any] | None = None, quiet: bool = False,
+                        steps: tuple[str, ...] | None = None, rollback: bool = True) -> tuple[Path, Any]:
     """One of issue 24's paths on its simulated host, driven by the SwapController: the old server
     boots first (the host's recorded boot the prediction learns from), then the path's steps.
     Returns (the recording, the final HostState)."""
@@ -105,7 +106,9 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
     write_hub_cache(work / "cache", DownloadPlan())
     sim = HostSimulator(work / "host", speed=speed, scenario="drive")
     await sim.start()
-    dt = await ds.start(sim, path, earlier_boot=True, **(faults or {}))
+    faults = dict(faults or {})
+    margin = faults.pop("prewarm_margin_gib", 64)
+    dt = await ds.start(sim, path, earlier_boot=True, **faults)
     profile = dt.profile.with_overrides({"router_url": dt.router_url})
     session = HostSession(profile, make_transport(profile), demo=True, bench_path=work / "bench.jsonl")
     gpus = 8 if path == "beside" else 4
@@ -118,7 +121,7 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
     swap.bench_plan = [(1, 4, 256, 128), (4, 8, 256, 128)]
     swap.fast.recordings_dir = work / "recordings"
     swap.fast.prewarm_rate_mbps = 1_000_000  # the simulated disk's rate bounds it (console/hostsim/pagecache.py)
-    swap.fast.prewarm_margin_gib = 64
+    swap.fast.prewarm_margin_gib = int(margin)
     recorder = Recorder(state, work / "recordings").start()
     runner.announce()
     await runner.start()
@@ -128,7 +131,7 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
         if path != "beside":
             runner.start_bench("sweep", [(4, 8, 256, 128)])
             await _until(lambda: runner.bench is None or not runner.bench.running, 600)
-        for key in PATH_STEPS[path]:
+        for key in steps or PATH_STEPS[path]:
             why = swap.request(key, "ana")
             if why:
                 raise SystemExit(f"{key}: {why}")
@@ -138,6 +141,11 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
             if not quiet:
                 print(f"{key}: {step.state} — {step.detail}", file=sys.stderr)
             if step.state == "failed":
+                if rollback and swap.request("rollback", "ana") is None:  # rollback is offered: the demo takes it
+                    await swap.wait_idle(900)
+                    if not quiet:
+                        rb = state.swap.steps["rollback"]
+                        print(f"rollback: {rb.state} — {rb.detail}", file=sys.stderr)
                 break
         await asyncio.sleep(1.0)
     finally:

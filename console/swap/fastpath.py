@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shlex
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,11 @@ def curl_json(url: str, body: dict[str, Any] | None, timeout_s: int) -> str:
         argv += ["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", json.dumps(body)]
     argv += ["--", url]
     return act.bounded(argv, timeout_s + 5)
+
+
+def clean(text: object, limit: int = 240) -> str:
+    """A host's answer as one printable line (no control characters, bounded)."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f]+", " ", str(text))[:limit].strip()
 
 
 def split_reply(text: str) -> tuple[int | None, str]:
@@ -91,8 +97,70 @@ class FastPaths:
         return self.plan.chosen if self.plan is not None else None
 
     def runners(self) -> dict[str, Callable[[str], Awaitable[str]]]:
-        return {"paths": self._paths, "prewarm": self._prewarm, "in_place": self._in_place, "beside": self._beside,
-                "switch_traffic": self._switch}
+        out = {"paths": self._paths, "prewarm": self._prewarm, "in_place": self._in_place, "beside": self._beside,
+               "switch_traffic": self._switch}
+        if self.chosen == "in-place":  # one unit: rolling back is the old unit file again, restarted
+            out["rollback"] = self._rollback_in_place
+        elif self._beside_old_serving():  # the old server never stopped: rolling back stops the new one
+            out["rollback"] = self._rollback_beside
+        return out
+
+    def _beside_old_serving(self) -> bool:
+        switch = self.ctl.state.swap.steps.get("switch_traffic")
+        return self.chosen == "beside" and (switch is None or switch.state != "done")
+
+    def rollback_actions(self) -> list[act.Action] | None:
+        """The faster paths' rollback (None: the controller's own, stop the new and start the old)."""
+        if self.chosen == "in-place":
+            unit = act.check_unit(self.ctl.old_unit)
+            backup = self._backup()
+            final = backup.rsplit(".bak-", 1)[0]
+            restore = "\n".join([f"cp -p -- {shlex.quote(backup)} {shlex.quote(final)} || exit 1",
+                                  act.bounded(["systemctl", "daemon-reload"], 60)])
+            return [act.Action("rollback", f"Roll back {unit}: its previous unit file, restarted", (
+                act.RemoteCommand(restore, 75, f"restore {final} from {backup}"),
+                act.RemoteCommand(act.bounded(["systemctl", "restart", "--", unit], 120), 130, f"restart {unit}")),
+                waits_for=f"{unit} ready again with the old weights")]
+        if self._beside_old_serving():
+            unit = act.check_unit(self.ctl.new_unit)
+            return [act.Action("rollback", f"Roll back: stop {unit} (the old server never stopped)", (
+                act.RemoteCommand(act.bounded(["systemctl", "stop", "--", unit], 120), 130, f"stop {unit}"),),
+                waits_for="the new server's GPUs released; the old one serves on")]
+        return None
+
+    def _backup(self) -> str:
+        install = self.ctl.state.swap.steps.get("install")
+        m = re.search(r"kept (/\S+\.bak-[0-9TZ-]+)", install.detail if install is not None else "")
+        if not m:
+            raise act.ActionError("the previous unit file is not known (the install step kept no backup)")
+        return act.check_path(m.group(1), "backup")
+
+    async def _rollback_in_place(self, who: str) -> str:
+        ctl = self.ctl
+        await ctl._approval("rollback", who)
+        (action,) = ctl.build("rollback")
+        restore, restart = action.commands
+        r = await ctl._run(who, "rollback", restore)
+        if not r.ok:
+            raise _fail(f"restoring the previous unit file failed (exit {r.exit_status}): {r.text.strip()[-200:]}")
+        started = ctl._clock()
+        await ctl._start_unit("rollback", who, act.check_unit(ctl.old_unit), restart)
+        said = await ctl._old_ready(act.check_unit(ctl.old_unit), started)
+        d = ctl.state.swap.downtime
+        if d is not None and d.ended_at_s is None:
+            from dataclasses import replace
+
+            ctl.state.apply(replace(d, ended_at_s=ctl._clock(), end_source=f"{ctl.old_unit} ready again (rollback)"))
+        return said + " (the previous unit file, the old weights)"
+
+    async def _rollback_beside(self, who: str) -> str:
+        ctl = self.ctl
+        await ctl._approval("rollback", who)
+        (action,) = ctl.build("rollback")
+        r = await ctl._run(who, "rollback", action.commands[0])
+        if not r.ok:
+            raise _fail(f"systemctl stop {ctl.new_unit} exited {r.exit_status}")
+        return f"{ctl.new_unit} stopped; {ctl.old_unit} kept serving throughout"
 
     def build(self, key: str) -> list[act.Action]:
         p = self.ctl.profile
@@ -200,6 +268,19 @@ class FastPaths:
             return pred.Residency(None, total, 0, f"fincore did not answer: {exc}")
         return pred.parse_fincore(r.text, total, r.exit_status or 0)
 
+    async def _cache_probe(self) -> float | None:
+        """The page cache's read rate on this host: dd over (up to 1 GiB of) a wholly cached shard."""
+        files = self.residency.cached_files if self.residency is not None else ()
+        if not files:
+            return None
+        shard = act.check_path(files[0], "shard")
+        cmd = act.bounded(["dd", f"if={shard}", "of=/dev/null", "bs=1M", "count=1024"], 60)
+        try:
+            r = await self.ctl.session.transport.run(cmd, timeout=70)
+        except TransportError:
+            return None
+        return pred.parse_dd_rate(r.text + "\n" + (r.error_text or ""))
+
     def _samples(self) -> tuple[list[pred.BootSample], list[str]]:
         from console.core.recording import default_dir
 
@@ -240,9 +321,10 @@ class FastPaths:
         total = sum(s for _, s in self.shards)
         self.residency = await self._residency(model_dir) if self.shards else pred.Residency(None, 0, 0, "no shards")
         samples, problems = self._samples()
+        cache_gbps = await self._cache_probe()
         gpu = ctl.state.data("gpu")
         self.old_unit_pids = [pr.pid for g in (gpu.gpus if gpu else ()) for pr in g.processes or ()]
-        pause, pause_text = pred.predict_in_place(samples, total, self.residency)
+        pause, pause_text = pred.predict_in_place(samples, total, self.residency, cache_gbps=cache_gbps)
         server = ctl.state.data("server")
         in_place = P.in_place_option(old_cfg, new_cfg, P.flag_changes(old_cmd, new_cmd), pause_s=pause,
                                      pause_detail=pause_text,
@@ -253,7 +335,7 @@ class FastPaths:
             fit_in = inputs_from_command(new_cmd, new_cfg, total or None, len(gpu.gpus), mem, model=model_dir)
         beside = P.beside_option(fit_in, gpu, old_pids=self.old_unit_pids, old_port=self.old_port,
                                  router=self.router_url)
-        self.restart = pred.predict_restart(samples, total, self.residency)
+        self.restart = pred.predict_restart(samples, total, self.residency, cache_gbps=cache_gbps)
         restart = P.restart_option(self.restart.total_s, self.restart.text)
         try:
             self.plan = P.choose(in_place, beside, restart, want=self.want)
@@ -337,13 +419,13 @@ class FastPaths:
                                  "the outcome is unknown; re-read /server_info")
         if reply.get("success") is not True:
             self._emit("outcome", outcome)
-            raise _fail(f"the reply says it failed (HTTP {code}): {str(reply.get('message'))[:240]} — the "
+            raise _fail(f"the reply says it failed (HTTP {code}): {clean(reply.get('message'))} — the "
                                  "old weights keep serving (SGLang rolled back); nothing after this step runs")
         ctl.state.apply(DowntimeChanged(ctl.host, start_at, f"in place: {source}", end_at,
                                         "in place: weights updated (requests resumed)"))
         self._emit("outcome", outcome)
         return (f"weights updated in place: paused {outcome['pause_s']:.1f}s, {paused} request(s) paused, "
-                f"{reply.get('message')}")
+                f"{clean(reply.get('message'))}")
 
     def _update_lines(self, since: int) -> tuple[float | None, float | None]:
         from console.swap.controller import _log_time
@@ -413,12 +495,12 @@ class FastPaths:
         r = await ctl._run(who, "switch_traffic", add)
         code, body = split_reply(r.text)
         if code != 200:
-            raise _fail(f"the router refused the new worker (HTTP {code}): {body.strip()[:200]} — the old "
+            raise _fail(f"the router refused the new worker (HTTP {code}): {clean(body, 200)} — the old "
                                  "server keeps serving through the router; nothing after this step runs")
         r = await ctl._run(who, "switch_traffic", remove)
         code, body = split_reply(r.text)
         if code != 200:
-            raise _fail(f"the router did not remove the old worker (HTTP {code}): {body.strip()[:200]}")
+            raise _fail(f"the router did not remove the old worker (HTTP {code}): {clean(body, 200)}")
         ctl._set("switch_traffic", detail="draining the old server (its running requests finish)")
         drained = await self._drain_old()
         result = await ctl._run(who, "switch_traffic", stop)

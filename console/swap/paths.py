@@ -16,6 +16,7 @@ is not possible, the exact reason; the plan names why every faster path was not 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -245,7 +246,9 @@ def beside_option(fit_inputs: FitInputs | None, gpu_status: Any, *, old_pids: It
 
 
 def restart_option(predicted_s: float | None, text: str) -> PathOption:
-    return PathOption("restart", True, predicted_s, text or "stop the old server, then start the new one")
+    # The prediction's text names the path and its downtime; the plan's line says those once.
+    reason = re.sub(r"^restart: predicted downtime (\S+|unknown): ", "", text or "")
+    return PathOption("restart", True, predicted_s, reason or "stop the old server, then start the new one")
 
 
 def choose(in_place: PathOption, beside: PathOption, restart: PathOption, *, want: str | None = None) -> PathPlan:

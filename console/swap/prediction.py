@@ -133,6 +133,8 @@ def samples_from_recordings(directory: Path, limit: int = MAX_RECORDINGS) -> tup
         files = sorted(directory.glob("*.jsonl.gz"), key=lambda p: p.stat().st_mtime)[-limit:]
     except OSError as exc:
         return [], [f"{directory}: {exc}"]
+    from console.swap.downtime_model import PathEvent
+
     samples: list[BootSample] = []
     for path in files:
         try:
@@ -140,8 +142,22 @@ def samples_from_recordings(directory: Path, limit: int = MAX_RECORDINGS) -> tup
         except (RecordingError, OSError) as exc:
             problems.append(str(exc))
             continue
-        events = (ev for _, entry in rec.entries if isinstance(entry, LogAppended) for ev in entry.events)
-        samples += boots_from_events(events)
+        # A boot launched after a path plan read fincore had that page-cache residency (the plan
+        # after a pre-warm is the one that counts): that makes warm boots samples of the warm rate.
+        events: list[Any] = []
+        cached: dict[str, float] = {}
+        fraction: float | None = None
+        for _, entry in rec.entries:
+            if isinstance(entry, PathEvent) and entry.kind == "plan":
+                fraction = ((entry.data().get("residency") or {}).get("fraction"))
+            elif isinstance(entry, LogAppended):
+                for ev in entry.events:
+                    if getattr(ev, "kind", None) == "boot" and ev.phase == "launch" and fraction is not None \
+                            and ev.ts:
+                        cached[ev.ts] = float(fraction)
+                        fraction = None  # the next boot only (a later one may be another model's)
+                    events.append(ev)
+        samples += boots_from_events(events, cached)
     return samples, problems
 
 
@@ -152,6 +168,7 @@ class Residency:
     total_bytes: int
     files: int
     why_unknown: str = ""
+    cached_files: tuple[str, ...] = ()  # shards wholly in the page cache (for the read-rate probe)
 
     @property
     def fraction(self) -> float | None:
@@ -175,14 +192,29 @@ def parse_fincore(text: str, total_bytes: int, status: int = 0) -> Residency:
     if status == 127 or "fincore: command not found" in text or "NO_FINCORE" in text:
         return Residency(None, total_bytes, 0, "the host has no fincore (util-linux)")
     resident, files = 0, 0
+    whole: list[str] = []
     for line in text.splitlines():
         m = FINCORE_ROW.match(line)
         if m:
             resident += int(m.group(1))
             files += 1
+            if int(m.group(1)) >= int(m.group(2)) > 0:
+                whole.append(m.group(3))
     if files == 0:
         return Residency(None, total_bytes, 0, f"fincore answered nothing (exit {status})")
-    return Residency(resident, total_bytes, files)
+    return Residency(resident, total_bytes, files, cached_files=tuple(whole))
+
+
+DD_RATE = re.compile(r"copied, ([\d.]+) s, ([\d.]+) ([kMGT]?B)/s")
+UNIT_BYTES = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+
+
+def parse_dd_rate(text: str) -> float | None:
+    """GB/s from dd's summary line ("… bytes (1.1 GB, 1.0 GiB) copied, 0.09 s, 11.9 GB/s")."""
+    m = DD_RATE.search(text)
+    if not m:
+        return None
+    return float(m.group(2)) * UNIT_BYTES.get(m.group(3), 1) / GB
 
 
 # -- the prediction ---------------------------------------------------------------------------------
@@ -213,7 +245,7 @@ def weights_seconds(weights_bytes: float, cached_fraction: float, disk_gbps: flo
 
 
 def predict_restart(samples: list[BootSample], weights_bytes: float, residency: Residency | None, *,
-                    stop_s: float | None = None) -> RestartPrediction:
+                    stop_s: float | None = None, cache_gbps: float | None = None) -> RestartPrediction:
     """Per phase, from the median of this host's boots: weights at the disk rate those boots read at
     (those known to be cold first; all of them otherwise, said so), the cached share at the warm rate."""
     assumptions: list[str] = []
@@ -228,9 +260,7 @@ def predict_restart(samples: list[BootSample], weights_bytes: float, residency: 
     if not cold:
         assumptions.append("the earlier boots are taken as reads from disk (their page cache was not measured)")
     disk = statistics.median(s.weights_gbps for s in rated) if rated else None  # type: ignore[misc]
-    cache = statistics.median(s.weights_gbps for s in warm) if warm else ASSUMED_CACHE_GBPS  # type: ignore[misc]
-    if not warm:
-        assumptions.append(f"page-cache read rate {ASSUMED_CACHE_GBPS:g} GB/s assumed (no warm boot recorded)")
+    cache = _cache_rate(warm, cache_gbps, disk, assumptions)
     frac = residency.fraction if residency is not None else None
     if frac is None:
         assumptions.append("page-cache residency unknown: predicted as a cold read"
@@ -258,8 +288,22 @@ def predict_restart(samples: list[BootSample], weights_bytes: float, residency: 
     return RestartPrediction(total, phases, weights_bytes, round(disk, 3), cache, frac, n, text, tuple(assumptions))
 
 
-def predict_in_place(samples: list[BootSample], weights_bytes: float, residency: Residency | None) -> tuple[
-        float | None, str]:
+def _cache_rate(warm: list[BootSample], measured: float | None, disk: float | None, notes: list[str]) -> float:
+    """The warm read rate: warm boots recorded on this host; else dd's rate on a cached shard (an
+    upper bound: the loader also parses and copies to the GPUs); else an assumption. Never below
+    the disk's rate (a cached read is not slower than a cold one)."""
+    if warm:
+        return statistics.median(s.weights_gbps for s in warm)  # type: ignore[misc]
+    if measured:
+        notes.append(f"page-cache read rate {measured:.1f} GB/s measured by dd on a cached shard (no warm boot "
+                     "recorded; the loader may be slower)")
+        return max(measured, disk or 0.0)
+    notes.append(f"page-cache read rate {ASSUMED_CACHE_GBPS:g} GB/s assumed (no warm boot recorded)")
+    return max(ASSUMED_CACHE_GBPS, disk or 0.0)
+
+
+def predict_in_place(samples: list[BootSample], weights_bytes: float, residency: Residency | None, *,
+                     cache_gbps: float | None = None) -> tuple[float | None, str]:
     """The in-place pause: the same loader reads the same bytes, so the weights phase of a boot
     (no KV allocation, no graph capture: SGLang keeps both)."""
     rated = [s for s in samples if s.weights_gbps and (s.cached_fraction is None or s.cached_fraction < 0.9)]
@@ -267,7 +311,7 @@ def predict_in_place(samples: list[BootSample], weights_bytes: float, residency:
         return None, "in-place pause unknown: no boot with a weights rate recorded on this host"
     warm = [s for s in samples if s.cached_fraction is not None and s.cached_fraction > 0.9 and s.weights_gbps]
     disk = statistics.median(s.weights_gbps for s in rated)  # type: ignore[misc]
-    cache = statistics.median(s.weights_gbps for s in warm) if warm else ASSUMED_CACHE_GBPS  # type: ignore[misc]
+    cache = _cache_rate(warm, cache_gbps, disk, [])
     frac = residency.fraction if residency is not None else None
     pause = weights_seconds(weights_bytes, frac or 0.0, disk, cache)
     cached = residency.text() if residency is not None else "page cache not measured"

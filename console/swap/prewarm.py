@@ -131,7 +131,7 @@ def progress_check(model_dir: str) -> str:
     _, log, pid = _work(act.check_path(model_dir, "model directory"))
     q = quote
     return (f"if [ -f {q(pid)} ] && kill -0 \"$(cat {q(pid)})\" 2>/dev/null; then echo running; else echo stopped; "
-            f"fi; {act.bounded(['tail', '-n', '1', '--', log], 10)} 2>/dev/null || true")
+            f"fi; {act.bounded(['tail', '-n', '2', '--', log], 10)} 2>/dev/null || true")
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,10 +156,11 @@ def parse_progress(text: str, total_bytes: int) -> PrewarmProgress:
     running = bool(lines) and lines[0] == "running"
     last = lines[-1] if len(lines) > 1 else ""
     done, finished, stopped = 0, False, None
+    for line in lines[1:]:  # the last progress line before a stop still says how far it got
+        if m := PROGRESS_RE.match(line):
+            done = int(m.group(1))
     if m := DONE_RE.match(last):
         done, finished = int(m.group(1)), True
-    elif m := PROGRESS_RE.match(last):
-        done = int(m.group(1))
     elif m := STOPPED_RE.match(last):
         stopped = m.group(1)[:200]
     if not running and not finished and stopped is None:

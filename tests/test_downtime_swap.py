@@ -1,0 +1,160 @@
+"""Issue 24 end to end: each path driven by the swap controller on its simulated host (real SSH,
+the simulated systemd, SGLang and router), each fault shown with nothing after it run, the
+prediction checked against the simulator's own timing (within 10 %), the report per path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from console.swap import fastpath, prediction
+from console.swap.actions import ActionError
+from console.swap.demo import render_all, run_path_demo
+from console.swap.report import SECTIONS, render_html, render_markdown
+
+SPEED = 16.0
+
+
+# -- pure pieces ------------------------------------------------------------------------------------
+def test_the_beside_unit_gets_its_gpus_and_port_and_nothing_else() -> None:
+    text = ('[Service]\nEnvironment="CUDA_VISIBLE_DEVICES=0,1,2,3" "NCCL_P2P_LEVEL=NVL"\n'
+            "ExecStart=/py -m sglang.launch_server --model-path /m --port 30000 --tp 4\n")
+    out = fastpath.beside_unit_text(text, (4, 5, 6, 7), 30001)
+    assert "CUDA_VISIBLE_DEVICES=4,5,6,7" in out and "--port 30001" in out and "NCCL_P2P_LEVEL=NVL" in out
+    assert out.replace("4,5,6,7", "0,1,2,3").replace("30001", "30000") == text
+    bare = fastpath.beside_unit_text("[Service]\nExecStart=/py -m sglang.launch_server --port=1\n", (2,), 9)
+    assert "Environment=CUDA_VISIBLE_DEVICES=2\n" in bare and "--port=9" in bare
+    with pytest.raises(ActionError, match="no --port"):
+        fastpath.beside_unit_text("[Service]\nExecStart=/py -m sglang.launch_server\n", (2,), 9)
+
+
+def test_curl_commands_are_bounded_and_the_reply_splits() -> None:
+    cmd = fastpath.curl_json("http://127.0.0.1:30000/update_weights_from_disk", {"model_path": "/m/x y"}, 60)
+    assert cmd.startswith("timeout -k 5 65 curl -sS --max-time 60 ") and "-- http://127.0.0.1:30000/" in cmd
+    assert "'{\"model_path\": \"/m/x y\"}'" in cmd
+    assert fastpath.split_reply('{"success": true}\n200') == (200, '{"success": true}')
+    assert fastpath.split_reply("curl: (7) Failed to connect") == (None, "curl: (7) Failed to connect")
+    assert fastpath.clean("Failed.\nRolling back\x1b[31m to original") == "Failed. Rolling back [31m to original"
+
+
+def test_dd_rate_and_a_cache_never_slower_than_the_disk() -> None:
+    assert prediction.parse_dd_rate("1073741824 bytes (1.1 GB, 1.0 GiB) copied, 0.0899 s, 11.9 GB/s") == 11.9
+    assert prediction.parse_dd_rate("134217728 bytes (134 MB, 128 MiB) copied, 0.1 s, 1.3 GB/s") == 1.3
+    assert prediction.parse_dd_rate("nothing") is None
+    fast = prediction.BootSample(100e9, 2.0, 1, 1, 1, 1, 4)  # 50 GB/s from "disk"
+    p = prediction.predict_restart([fast], 100e9, prediction.Residency(100 * 10**9, 100 * 10**9, 1))
+    assert p.phases["weights"] <= 2.0 + 1e-9
+
+
+# -- end to end on the simulator --------------------------------------------------------------------
+def _report(rec: Path, out: Path, path: str) -> dict:
+    written = render_all(rec, out, f"swap-report-{path}")
+    assert {p.name for p in written} >= {f"swap-report-{path}.{e}" for e in ("md", "html", "json")}
+    r = json.loads((out / f"swap-report-{path}.json").read_text())
+    md, page = render_markdown(r), render_html(r)
+    for section in SECTIONS:
+        assert f"## {section}" in md and f"<h2>{section}</h2>" in page
+    return r
+
+
+def _steps(state) -> dict[str, str]:  # noqa: ANN001
+    """Each step's state; a faster path's step that never ran is pending."""
+    from collections import defaultdict
+
+    return defaultdict(lambda: "pending", {k: s.state for k, s in state.swap.steps.items()})
+
+
+async def test_in_place_end_to_end_and_its_prediction(tmp_path: Path) -> None:
+    rec, state = await run_path_demo(tmp_path / "out", "in-place", speed=SPEED, work=tmp_path / "w", quiet=True)
+    assert _steps(state)["in_place"] == "done" and _steps(state)["stop_old"] == "pending"
+    r = _report(rec, tmp_path / "out", "in-place")
+    assert r["swap_path"] == "in-place"
+    d = r["downtime_paths"]
+    (pause,) = [x for x in d["phases"] if x["phase"] == "pause"]
+    # The prediction (from the host's recorded boot) against the simulator's own timing: within 10 %.
+    assert pause["measured_s"] == pytest.approx(pause["predicted_s"], rel=0.10)
+    assert r["downtime_s"] == pytest.approx(pause["measured_s"], rel=0.01)
+    assert r["predicted_downtime_s"] == pause["predicted_s"]
+    assert d["reply"]["success"] is True and d["paused_requests"] is not None
+    assert any("beside: no free GPUs" in x for x in d["not_taken"])
+    assert "Path and downtime" in (tmp_path / "out" / "swap-report-in-place.md").read_text()
+
+
+async def test_in_place_reply_failed_leaves_the_old_weights_serving(tmp_path: Path) -> None:
+    _, state = await run_path_demo(tmp_path / "out", "in-place", speed=SPEED, work=tmp_path / "w", quiet=True,
+                                   faults={"update_fail": True}, rollback=False)
+    step = state.swap.steps["in_place"]
+    assert step.state == "failed" and "the reply says it failed" in step.detail
+    assert "old weights keep serving" in step.detail and "nothing after this step runs" in step.detail
+    assert _steps(state)["benchmark"] == "pending"
+    server = state.data("server")
+    assert server.status == "ready"
+
+
+async def test_in_place_server_dies_offers_rollback_by_restart(tmp_path: Path) -> None:
+    _, state = await run_path_demo(tmp_path / "out", "in-place", speed=SPEED, work=tmp_path / "w", quiet=True,
+                                   faults={"update_die": True})
+    step = state.swap.steps["in_place"]
+    assert step.state == "failed" and "the server died during the update" in step.detail
+    assert "rollback by restart" in step.detail and _steps(state)["benchmark"] == "pending"
+    rb = state.swap.steps["rollback"]
+    assert rb.state == "done" and "the previous unit file, the old weights" in rb.detail
+    assert any(c.startswith("cp -p -- ") and ".bak-" in c for c in rb.commands)
+
+
+async def test_beside_end_to_end_downtime_zero(tmp_path: Path) -> None:
+    rec, state = await run_path_demo(tmp_path / "out", "beside", speed=SPEED, work=tmp_path / "w", quiet=True)
+    assert _steps(state)["beside"] == "done" and _steps(state)["switch_traffic"] == "done"
+    gpu = state.data("gpu")
+    assert len(gpu.gpus) == 8
+    assert {g.index for g in gpu.gpus if g.processes} == {4, 5, 6, 7}  # the old server's 0-3 are released
+    r = _report(rec, tmp_path / "out", "beside")
+    assert r["swap_path"] == "beside" and r["downtime_s"] == 0.0 and r["predicted_downtime_s"] == 0.0
+    audit = " ".join(a["command"] for a in r["audit"])
+    assert "/add_worker?url=http://127.0.0.1:" in audit and "/remove_worker?url=" in audit
+
+
+async def test_beside_router_refusing_the_worker_stops_the_plan(tmp_path: Path) -> None:
+    _, state = await run_path_demo(tmp_path / "out", "beside", speed=SPEED, work=tmp_path / "w", quiet=True,
+                                   faults={"router_refuse": True}, rollback=False)
+    step = state.swap.steps["switch_traffic"]
+    assert step.state == "failed" and "the router refused the new worker" in step.detail
+    assert state.data("gpu") is not None and any(g.processes for g in state.data("gpu").gpus if g.index < 4)
+
+
+async def test_beside_server_oom_stops_the_plan_the_old_serves(tmp_path: Path) -> None:
+    _, state = await run_path_demo(tmp_path / "out", "beside", speed=SPEED, work=tmp_path / "w", quiet=True,
+                                   faults={"beside_oom": True})
+    step = state.swap.steps["beside"]
+    assert step.state == "failed" and "beside the old server" in step.detail and "downtime 0" in step.detail
+    assert _steps(state)["switch_traffic"] == "pending"
+    rb = state.swap.steps["rollback"]
+    assert rb.state == "done" and "kept serving throughout" in rb.detail
+
+
+async def test_restart_prediction_within_ten_percent_of_the_simulator(tmp_path: Path) -> None:
+    rec, state = await run_path_demo(tmp_path / "out", "restart", speed=SPEED, work=tmp_path / "w", quiet=True,
+                                     steps=("download", "paths", "install", "preflight", "stop_old", "start_new"))
+    assert _steps(state)["start_new"] == "done"
+    r = _report(rec, tmp_path / "out", "restart")
+    d = r["downtime_paths"]
+    weights = next(x for x in d["phases"] if x["phase"] == "weights")
+    assert weights["measured_s"] == pytest.approx(weights["predicted_s"], rel=0.10)
+    boot = sum(x["measured_s"] for x in d["phases"] if x["phase"] != "stop" and x["measured_s"] is not None)
+    predicted = sum(x["predicted_s"] for x in d["phases"] if x["phase"] != "stop" and x["predicted_s"] is not None)
+    assert boot == pytest.approx(predicted, rel=0.10)
+    assert "from 1 earlier boot on this host" in (d["prediction_text"] or "")
+    assert "0 % in page cache" in d["prediction_text"]
+
+
+async def test_prewarm_filling_memory_stops_and_nothing_after_runs(tmp_path: Path) -> None:
+    _, state = await run_path_demo(tmp_path / "out", "restart", speed=SPEED, work=tmp_path / "w", quiet=True,
+                                   faults={"memory_pressure": 1.0, "prewarm_margin_gib": 1400},  # ~1486 GiB free at the start
+                                   steps=("download", "paths", "prewarm", "install", "stop_old"))
+    step = state.swap.steps["prewarm"]
+    assert step.state == "failed" and "MemAvailable" in step.detail and "nothing after it runs" in step.detail
+    assert _steps(state)["stop_old"] == "pending" and _steps(state)["install"] == "pending"
+    pw = state.swap.paths["prewarm"].data()
+    assert 0 < pw["done_bytes"] < pw["total_bytes"]
