@@ -22,7 +22,7 @@ CATEGORIES = {
 }
 CATEGORY_ORDER = ("model identity", "dtype/quantization", "kernel backends", "parallelism", "memory",
                   "speculative decoding", "API features", "observability", "other")
-SECRET_NAME = re.compile(r"(TOKEN|API_KEY|APIKEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY)", re.I)
+SECRET_NAME = re.compile(r"(TOKEN|API_KEY|APIKEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE_KEY)", re.I)
 SECRET_FLAG = re.compile(r"(api-key|token|secret|password)$", re.I)  # --api-key, --hf-token; not --max-total-tokens
 REDACTED = "‹redacted›"
 FP4_METHODS = {"modelopt_fp4", "nvfp4_online", "petit_nvfp4", "mxfp4", "quark_mxfp4", "w4afp8"}
