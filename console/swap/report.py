@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -309,14 +310,27 @@ def render_json(r: dict[str, Any]) -> str:
     return json.dumps(r, indent=2, default=str)
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#!|~])|^([-+])")
+
+
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Host data as Markdown text, never Markdown or HTML: `<script>`, `[x](javascript:…)`,
+    images and headings passed through before (issue 21, item 8). Redacted here, cell by cell:
+    a pass over the whole document read table pipes after `password:` as the value."""
+    text = redact_text(str(text)).replace("\r", " ").replace("\n", " ")
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
+
+
+def _h(text: Any) -> str:
+    """Host data as HTML text: redacted, then escaped (never the other way round)."""
+    return html.escape(redact_text(str(text)))
 
 
 def render_markdown(r: dict[str, Any]) -> str:
     on = r["old_new"]
-    lines = [f"# Swap report: {r['host']['label']}", "",
-             f"{_fmt(on['old_model'])} → {_fmt(on['new_model'])}", ""]
+    lines = [f"# Swap report: {_md_cell(str(r['host']['label']))}", "",
+             f"{_md_cell(_fmt(on['old_model']))} → {_md_cell(_fmt(on['new_model']))}", ""]
     for title, header, rows, notes in _tables(r):
         lines += [f"## {title}", ""]
         if rows:
@@ -329,7 +343,7 @@ def render_markdown(r: dict[str, Any]) -> str:
         lines += [f"- {_md_cell(n)}" for n in notes]
         if notes:
             lines.append("")
-    return redact_text("\n".join(lines))
+    return "\n".join(lines)
 
 
 def bench_chart_svg(r: dict[str, Any], width: int = 640, height: int = 220) -> str:
@@ -364,7 +378,7 @@ def bench_chart_svg(r: dict[str, Any], width: int = 640, height: int = 220) -> s
 
 def render_html(r: dict[str, Any]) -> str:
     on = r["old_new"]
-    e = html.escape
+    e = _h  # each piece redacted, then escaped: a pass over the document ate markup after `password:`
     body = [f"<h1>Swap report: {e(str(r['host']['label']))}</h1>",
             f"<p class=lead>{e(_fmt(on['old_model']))} → {e(_fmt(on['new_model']))}</p>"]
     for title, header, rows, notes in _tables(r):
@@ -393,7 +407,7 @@ def render_html(r: dict[str, Any]) -> str:
              "{color:#2f7d32}.lead{font-size:16px}td{word-break:break-word}")
     doc = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>Swap report: "
            f"{e(str(r['host']['label']))}</title><style>{style}</style></head><body>{''.join(body)}</body></html>")
-    return redact_text(doc)
+    return doc
 
 
 def render(r: dict[str, Any], fmt: str) -> str:
