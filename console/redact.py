@@ -29,19 +29,21 @@ REDACTED = "‹redacted›"
 
 # One search decides whether a line needs the patterns at all; decode lines (`#new-token: 12`,
 # `token usage: 0.01`) do not.
-_MAYBE = re.compile(r"key|secret|passw|passphrase|pwd|bearer|basic|hf_|sk-|auth|cred|--[\w-]*token"
+# Runs of name characters are bounded ({0,64}): unbounded, `--no-` repeated 4,000 times cost
+# seconds of backtracking (quadratic; issue 21, item 12).
+_MAYBE = re.compile(r"key|secret|passw|passphrase|pwd|bearer|basic|hf_|sk-|auth|cred|--[\w-]{0,64}token"
                     r"|token['\"]?\s*[=:](?!\s*['\"]?\d+(?:[\s,;)}\]'\"]|$))"
                     r"|://[^\s/@]*:[^\s@]*@|-u\s|--user|cookie|ghp_|gho_|ghs_|ghu_|ghr_|github_pat_|xox[abposr]-"
                     r"|AKIA|PRIVATE KEY", re.IGNORECASE)
 
 # A key name that holds a secret: *api_key, *api-key, apikey, *_token, *-token, token, *secret*,
 # *password, passwd, credentials, auth (as a whole word), authorization.
-_KEY_STRONG = (r"(?:[A-Za-z0-9_-]*?(?:api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key)"
-               r"|[A-Za-z0-9_-]*(?:secret|password|passwd|passphrase)"  # PGPASSWORD, ssl-keyfile-password
-               r"|(?:[A-Za-z0-9_]*[_-])?(?:pwd|credentials?)"
+_KEY_STRONG = (r"(?:[A-Za-z0-9_-]{0,64}?(?:api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key)"
+               r"|[A-Za-z0-9_-]{0,64}?(?:secret|password|passwd|passphrase)"  # PGPASSWORD, ssl-keyfile-password
+               r"|(?:[A-Za-z0-9_]{0,64}[_-])?(?:pwd|credentials?)"
                r"|auth)")
 # `token` keys: a value of digits only is a count (`#new-token: 412`), not a secret.
-_KEY_TOKEN = r"(?:[A-Za-z0-9_]*[_-])?token"
+_KEY_TOKEN = r"(?:[A-Za-z0-9_]{0,64}[_-])?token"
 _KEY = f"(?:{_KEY_STRONG}|{_KEY_TOKEN})"
 _VALUE_STOP = r"[^\s'\",;&)}\]]"
 _SKIP = r"(?!None\b|null\b|False\b|True\b|none\b|\*\*\*|‹redacted›|Bearer\s|Basic\s)"
