@@ -93,6 +93,7 @@ class ServiceReport:
     flags_source: str = "built-in flag table"
     model_config: dict[str, Any] | None = None  # the new unit's model's config.json, as read from the host
     flags_binary: str | None = None  # the host interpreter run to read SGLang's flags, if any (issue 15)
+    real_paths: dict[str, str] = field(default_factory=dict)  # the unit's paths by `realpath -m` on the host
 
 
 def _side_from_text(name: str, text: str, table: FlagTable | None = None) -> ServiceSide:
@@ -190,7 +191,7 @@ def build_report(old: ServiceSide | None, new: ServiceSide, facts: HostFacts, *,
     return ServiceReport(old, new, tuple(changes), tuple(env_changes), tuple(lints), tuple(drift_changes),
                          drift_of, tuple(raw), units_on_host, table.version, tuple(errors),
                          flags_source or f"built-in flag table of SGLang {table.version}", facts.model_config,
-                         flags_binary)
+                         flags_binary, dict(facts.real_paths))
 
 
 def report_json(report: ServiceReport) -> dict[str, object]:
