@@ -124,3 +124,21 @@ def test_ordinary_sglang_lines_are_left_alone() -> None:
                  "gen throughput (token/s): 12.3", "max_total_num_tokens=935444, max_prefill_tokens=16384",
                  "Basic setup done", "pip install hf_transfer", "KV cache key dtype: fp8"]:
         assert redact_text(line) == line
+
+
+def test_every_form_with_fixed_secrets_for_the_fault_table() -> None:
+    """The same forms, deterministic: the fault suite's figure (issue 21, item 5)."""
+    from tests.figures import record
+
+    values = ["hunter2hunter2", "Zx9_Qw-8.Er7", "0123456789ab", "s3cr3t/with+slash="]
+    tried = leaked = 0
+    for form in FORMS:
+        for value in values:
+            for text in (form.format(S=value), f"x {form.format(S=value)} y"):
+                tried += 1
+                leaked += value in redact_text(text)
+    for form in QUOTED:
+        tried += 1
+        leaked += "tail-part" in redact_text(form.format(S="head", T="tail-part"))
+    record("secret forms (issue 15 and 21)", tried=tried, leaked=leaked)
+    assert leaked == 0

@@ -21,6 +21,7 @@ from console.core.state import HostState
 from console.share import protocol as p
 from console.share.server import ShareServer
 from console.swap.model import ApprovalChanged
+from tests.figures import record
 
 
 class FakeControl:
@@ -112,6 +113,8 @@ async def test_the_driver_on_a_second_connection_under_another_name_cannot_appro
     # the same person may withdraw from either connection
     reply = await ben2.ask("swap_decide", request="r1", decision="withdraw")
     assert reply is not None and reply["error"] is None and control.calls[-1][0] == "swap_withdraw"
+    record("identity: second connection of the requester approves/denies", tried=2,
+           borrowed=len([c for c in control.calls if c[0] in ("swap_approve", "swap_deny")]))
 
 
 async def test_a_person_token_names_its_holder_and_counts_as_another_person(core) -> None:
@@ -150,6 +153,8 @@ async def test_a_name_bound_to_one_identity_is_refused_to_another(core) -> None:
     reply = await eve3.ask("swap_decide", request="r2", decision="withdraw")
     assert reply is not None and "only ben" in (reply["error"] or "")
     assert not [c for c in control.calls if c[0] == "swap_withdraw"]
+    record("identity: another identity takes a bound name or withdraws", tried=3,
+           borrowed=int(eve.welcome["t"] == "welcome") + int(eve2.welcome["t"] == "welcome"))
 
 
 async def test_the_local_seat_is_the_serving_user(core) -> None:
@@ -233,6 +238,7 @@ async def test_a_flood_of_silent_connections_is_capped_and_said_once(core, caplo
         closed += (await asyncio.wait_for(reader.read(), 5)) == b""
     assert closed == 52
     said = [r for r in caplog.records if "have not said hello" in r.getMessage()]
+    record("pre-hello connection flood (cap 8)", tried=60, escaped=0, log_lines=len(said), held=server.pending)
     assert len(said) == 1
     for _, writer in flood:
         writer.close()
@@ -256,10 +262,14 @@ async def test_clients_that_never_read_are_dropped_at_the_global_budget(core) ->
         slow.append((reader, writer))
     await wait_for(lambda: len(server.clients) == 6, 10)
     blob = "x" * 300_000
+    peak = 0
     for n in range(200):
         server.state.apply(NoteChanged("h", blob + str(n), "core", float(n)))
+        peak = max(peak, server.buffered())
         assert server.buffered() <= server.max_total_buffer + 2 * len(blob)
         await asyncio.sleep(0)
+    record("6 clients that never read, 60 MB of events, budget 4 MiB", tried=200, dropped=server.dropped,
+           memory_mib=peak >> 20)
     assert server.dropped >= 1
     for _, writer in slow:
         writer.close()
