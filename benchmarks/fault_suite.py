@@ -2,6 +2,7 @@
 
     python benchmarks/fault_suite.py            # runs the suite's tests, prints the table
     GPUCONSOLE_FAULT_DROPS=100 python benchmarks/fault_suite.py
+    python benchmarks/fault_suite.py tests/test_hostile_text.py ...   # only these tests
 
 Each test appends what it tried, what failed, what was lost or duplicated and what leaked to a
 JSONL file (tests/figures.py); this script runs them and sums per test.
@@ -21,14 +22,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ["tests/test_faults_sshd.py", "tests/test_host_keys.py", "tests/test_command_builders.py",
          "tests/test_secrets_everywhere.py", "tests/test_secrets_on_screen.py", "tests/test_cli_edges.py",
-         "tests/test_fuzz_parsers.py", "tests/test_redact.py", "tests/test_bad_host_data.py"]
+         "tests/test_fuzz_parsers.py", "tests/test_redact.py", "tests/test_bad_host_data.py",
+         # issue 21: hostile hosts, hostile peers
+         "tests/test_hostile_text.py", "tests/test_hostile_actions.py", "tests/test_share_identity.py",
+         "tests/test_hostile_recordings.py", "tests/test_hostile_inputs.py", "tests/test_fleet_hostile_labels.py",
+         "tests/test_report_escaping.py", "tests/test_paths_rule.py", "tests/test_share_secrets.py"]
+# The hostile surfaces' own figures (issue 21): a row has at least one of these.
+HOSTILE_KEYS = ("escapes", "payloads", "borrowed", "memory_mib", "escaped", "held")
 
 
 def main() -> int:
     with tempfile.TemporaryDirectory() as d:
         report = Path(d) / "figures.jsonl"
         started = time.monotonic()
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *TESTS], cwd=ROOT,
+        tests = sys.argv[1:] or TESTS
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=ROOT,
                            env={**os.environ, "GPUCONSOLE_FAULT_REPORT": str(report)}, capture_output=True, text=True)
         elapsed = time.monotonic() - started
         rows: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -40,12 +48,25 @@ def main() -> int:
                     rows[name][key] += value
     print("| fault or bad input | tried | failed | lost | leaked |")
     print("|---|---:|---:|---:|---:|")
+    hostile = {name: f for name, f in rows.items() if any(k in f for k in HOSTILE_KEYS)}
     for name, f in rows.items():
+        if name in hostile:
+            continue
         tried = f.get("tried", 0)
         lines = f" ({f['lines']:,} lines)" if f.get("lines") else ""
         lost = f.get("lost", 0) + f.get("duplicated", 0)
         print(f"| {name} | {tried:,}{lines} | {f.get('failed', 0)} | {lost if 'lost' in f else '–'} | "
               f"{f.get('leaked', f.get('accepted', f.get('accepted_wrongly', '–')))} |")
+    if hostile:
+        print("\n| hostile input (issue 21) | tried | escaped exceptions | payloads run | escape bytes "
+              "reaching the terminal | identities borrowed | memory at the cap |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for name, f in hostile.items():
+            def v(key: str, f: dict[str, int] = f) -> str:
+                return str(f[key]) if key in f else "–"
+            memory = f"{f['memory_mib']} MiB" if "memory_mib" in f else (f"{f['held']} held" if "held" in f else "–")
+            print(f"| {name} | {f.get('tried', 0):,} | {v('escaped')} | {v('payloads')} | {v('escapes')} | "
+                  f"{v('borrowed')} | {memory} |")
     print(f"\npytest: {r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-300:]} "
           f"({elapsed:.0f} s, GPUCONSOLE_FAULT_DROPS={os.environ.get('GPUCONSOLE_FAULT_DROPS', '50')})")
     return r.returncode

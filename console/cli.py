@@ -138,7 +138,12 @@ def _host_options(*, suppress: bool = False, model: bool = True, service: bool =
     g.add_argument("--demo", action="store_true", default=unset, help="run against the built-in simulated GPU host")
     if model and service and server:  # where the swap's actions exist
         g.add_argument("--read-only", action="store_true", default=unset,
-                       help="change nothing on the host: the core refuses every swap action and the palette hides them")
+                       help="change nothing on the host and load nothing: the core refuses every swap action "
+                            "(download, install, stop, start, rollback, override), every benchmark (unless "
+                            "--allow-load), and the palette hides them; it still reads (SSH, journal, "
+                            "nvidia-smi, /server_info, /metrics, /health_generate probes)")
+        g.add_argument("--allow-load", action="store_true", default=unset,
+                       help="with --read-only: still allow a benchmark against the server (load, asked explicitly)")
         g.add_argument("--require-approval", action="store_true", default=unset,
                        help="the two-person rule: stopping, starting and rolling back wait for another attached "
                             "person's approval (also with --demo)")
@@ -307,7 +312,7 @@ def resolve_profile(args: argparse.Namespace) -> HostProfile:
     overrides = {k: getattr(args, k, None) for k in (  # a subcommand may not offer every one
         "host", "port", "user", "identity", "known_hosts", "model_dir", "repo_id", "unit",
         "compare_unit", "log_file", "container", "compare_container", "server_port", "connect_timeout_s",
-        "read_only", "require_approval")}
+        "read_only", "require_approval", "allow_load")}
     if args.host and profile.host and args.host == profile.name:
         overrides["host"] = None  # --host named the profile: keep its address
     return profile.with_overrides(overrides)

@@ -55,6 +55,9 @@ class HostProfile:
     connect_timeout_s: float = 10.0
     # The swap from the console (issue 13)
     read_only: bool = False  # no action that changes the host (also --read-only)
+    # Under read_only the console also generates no load on the server: a benchmark runs only with
+    # allow_load (also --allow-load), asked explicitly (issue 21, item 13).
+    allow_load: bool = False
     require_approval: bool = False  # stop/start/rollback wait for another attached person's approval
     verify_sha: bool = False  # the preflight gate wants the sha256 of every file verified
     unit_draft: str | None = None  # the new unit as drafted on this machine, for "install the new unit"

@@ -135,6 +135,9 @@ async def run_fit(args: argparse.Namespace, session: Any) -> int:
     except ModelError as exc:
         print(f"gpuconsole: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # /proc/1/root/x: permission denied on the stat itself (issue 21, item 12)
+        print(f"gpuconsole: {args.model}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     gpus, mem = args.gpus, args.gpu_mem
     if (gpus is None or mem is None) and session is not None:
         reading = await session.gpu_source().first_reading(15)

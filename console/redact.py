@@ -9,7 +9,12 @@ only ever hold redacted text. Forms covered, each property-tested with generated
     "api_key": "…"  api_key: …  x-api-key: …  password: …       (JSON, YAML, HTTP headers)
     --api-key …  --api-key=…  --hf-token …  --api_key …         (command lines)
     Authorization: Bearer …  Bearer …  ?api-key=…&token=…       (headers, URLs)
-    hf_…  sk-…                                                  (bare tokens anywhere)
+    hf_…  sk-…  ghp_…  github_pat_…  xoxb-…  AKIA…               (bare tokens anywhere)
+    --ssl-keyfile-password …  PGPASSWORD=…  passphrase=…        (any *password*, *passphrase*)
+    https://u:pw@host  s3://k:pw@b  curl -u a:pw  --user a:pw    (credentials in URLs and -u)
+    api_key='a b c'  password="with spaces"                     (a quoted value, whole)
+    Cookie: …  Set-Cookie: …                                    (the whole header value)
+    -----BEGIN … PRIVATE KEY----- … -----END … PRIVATE KEY-----  (PEM private keys)
 
 A cheap substring check comes first, so a flood of ordinary lines costs almost nothing. Decode
 lines' `#new-token: 412` and `max_total_num_tokens=…` are not secrets and stay as they are.
@@ -24,21 +29,38 @@ REDACTED = "‹redacted›"
 
 # One search decides whether a line needs the patterns at all; decode lines (`#new-token: 12`,
 # `token usage: 0.01`) do not.
-_MAYBE = re.compile(r"key|secret|passw|pwd|bearer|basic|hf_|sk-|auth|cred|--[\w-]*token"
-                    r"|token['\"]?\s*[=:](?!\s*['\"]?\d+(?:[\s,;)}\]'\"]|$))", re.IGNORECASE)
+# Runs of name characters are bounded ({0,64}): unbounded, `--no-` repeated 4,000 times cost
+# seconds of backtracking (quadratic; issue 21, item 12).
+_MAYBE = re.compile(r"key|secret|passw|passphrase|pwd|bearer|basic|hf_|sk-|auth|cred|--[\w-]{0,64}token"
+                    r"|token['\"]?\s*[=:](?!\s*['\"]?\d+(?:[\s,;)}\]'\"]|$))"
+                    r"|://[^\s/@]*:[^\s@]*@|-u\s|--user|cookie|ghp_|gho_|ghs_|ghu_|ghr_|github_pat_|xox[abposr]-"
+                    r"|AKIA|PRIVATE KEY", re.IGNORECASE)
 
 # A key name that holds a secret: *api_key, *api-key, apikey, *_token, *-token, token, *secret*,
 # *password, passwd, credentials, auth (as a whole word), authorization.
-_KEY_STRONG = (r"(?:[A-Za-z0-9_-]*?(?:api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key)"
-               r"|(?:[A-Za-z0-9_]*[_-])?(?:secret|password|passwd|pwd|credentials?)"
+_KEY_STRONG = (r"(?:[A-Za-z0-9_-]{0,64}?(?:api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key)"
+               r"|[A-Za-z0-9_-]{0,64}?(?:secret|password|passwd|passphrase)"  # PGPASSWORD, ssl-keyfile-password
+               r"|(?:[A-Za-z0-9_]{0,64}[_-])?(?:pwd|credentials?)"
                r"|auth)")
 # `token` keys: a value of digits only is a count (`#new-token: 412`), not a secret.
-_KEY_TOKEN = r"(?:[A-Za-z0-9_]*[_-])?token"
+_KEY_TOKEN = r"(?:[A-Za-z0-9_]{0,64}[_-])?token"
 _KEY = f"(?:{_KEY_STRONG}|{_KEY_TOKEN})"
 _VALUE_STOP = r"[^\s'\",;&)}\]]"
 _SKIP = r"(?!None\b|null\b|False\b|True\b|none\b|\*\*\*|‹redacted›|Bearer\s|Basic\s)"
 
 _PATTERNS: tuple[re.Pattern[str], ...] = (
+    # PEM private keys: the body (to the END line, or to the end of the text when it is cut)
+    re.compile(r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----)(?!‹redacted›)([\s\S]*?(?=-----END [A-Z0-9 ]*PRIVATE KEY-----)"
+               r"|[\s\S]+$)"),
+    # a quoted value, whole (spaces and all): key='a b', --password "x y", "api_key": "a b"
+    re.compile(r"((?<![\w-])(?:--)?['\"]?" + _KEY_STRONG + r"['\"]?(?:\s*[=:]\s*|\s+)(['\"]))(?!‹redacted›)"
+               r"((?:(?!\2).)*?\s(?:(?!\2).)*)(?=\2)", re.IGNORECASE),
+    # Cookie: / Set-Cookie: the whole value
+    re.compile(r"(\b(?:set-)?cookie['\"]?\s*[:=]\s*)(?!\s*‹redacted›)(\S[^\n'\"]*)", re.IGNORECASE),
+    # credentials in URLs: scheme://user:PASSWORD@host
+    re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s/@:'\"]*:)(?!‹redacted›@)([^\s@'\"]+)(?=@)", re.IGNORECASE),
+    # curl -u user:PASSWORD, --user user:PASSWORD, --proxy-user
+    re.compile(r"((?:(?<![\w-])-u\s*|--(?:proxy-)?user(?:=|\s+))['\"]?[^\s:'\"]*:)(?!‹redacted›)([^\s'\"]+)"),
     # Authorization: Bearer X / Basic X / X, and a bare "Bearer X"
     re.compile(r"(\bauthorization['\"]?\s*[:=]\s*['\"]?(?:(?:Bearer|Basic|Digest|Token)\s+)?)"
                r"(?!‹redacted›|(?:Bearer|Basic|Digest|Token)\s)"
@@ -56,6 +78,9 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
     # Hugging Face and OpenAI-style tokens anywhere (hf_transfer is a package, not a token)
     re.compile(r"()(?<![A-Za-z0-9])hf_(?!transfer\b)[A-Za-z0-9]{6,}"),
     re.compile(r"()(?<![A-Za-z0-9])sk-[A-Za-z0-9_-]{6,}"),
+    # GitHub, Slack and AWS access tokens anywhere
+    re.compile(r"()(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{6,}|github_pat_[A-Za-z0-9_]{6,}"
+               r"|xox[abposr]-[A-Za-z0-9-]{6,}|AKIA[0-9A-Z]{12,})"),
 )
 
 
@@ -73,13 +98,18 @@ def redact_text(text: str) -> str:
 def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
     """An argv with secret values redacted: `--api-key VALUE` (two words) as well as one-word forms."""
     out: list[str] = []
-    secret_next = False
+    secret_next = user_next = False
     for word in argv:
         if secret_next and not word.startswith("--"):
             out.append(REDACTED)
             secret_next = False
             continue
+        if user_next and ":" in word:  # curl -u USER:PASSWORD as two words
+            out.append(word.split(":", 1)[0] + ":" + REDACTED)
+            user_next = False
+            continue
         secret_next = False
+        user_next = word in ("-u", "--user", "--proxy-user", "-U")
         if re.fullmatch(r"--" + _KEY, word, re.IGNORECASE):
             secret_next = True
             out.append(word)

@@ -68,3 +68,13 @@ async def test_enter_on_a_label_without_a_profile_opens_no_ssh_without_the_opera
     fleet.ssh_to_labels = True
     state, control, note = fleet.drill_down("-oProxyCommand=x")  # type: ignore[misc]
     assert control is None and "not a host name" in (note or "") and not fleet._ssh
+
+
+def test_model_and_uuid_labels_are_cleaned_of_escapes() -> None:
+    from console.fleet.prom import _Sample, group_samples
+
+    metric = _Labels(name="DCGM_FI_DEV_FB_USED", gpu="0", UUID="GPU-1\x1b]0;T\x07", modelName="H200\x1b]52;c;eA==\x07",
+                     Hostname="gpu-01")
+    grouped = group_samples([_Sample(metric, (1.0, "5"))], [])
+    slot = grouped["gpu-01"].gpus["0"]
+    assert slot["uuid"] == "GPU-1" and slot["model"] == "H200"

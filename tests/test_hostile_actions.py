@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from console.swap import actions as a
+from tests.figures import record
 
 HOSTILE = [
     "$(touch {M})", "`touch {M}`", '"; touch {M}; echo "', "'; touch {M}; echo '", "$(touch${{IFS}}{M})",
@@ -117,6 +118,7 @@ def test_the_download_action_runs_nothing_but_hf_whatever_the_model_dir(tmp_path
         _only(calls, allowed)
         assert any(c[0] in ("hf", "systemd-run") for c in calls), (value, calls)
         assert not marker.exists(), f"payload ran: {value!r}"
+    record(f"hostile model dirs, download action (systemd-run {systemd_run})", tried=tried, payloads=0)
     assert tried >= len(HOSTILE) // 2
 
 

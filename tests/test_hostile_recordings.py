@@ -16,6 +16,7 @@ from console.core import codec
 from console.core import recording as r
 from console.core.state import BenchChanged, Notice
 from console.swap.model import SwapSetup
+from tests.figures import record
 
 HEADER = json.dumps({"format": "gpuconsole-recording", "version": 1, "host": "h"}).encode() + b"\n"
 
@@ -87,6 +88,7 @@ def test_a_gzip_bomb_is_read_within_the_caps(tmp_path: Path) -> None:
     path = _bomb(tmp_path / "bomb.jsonl.gz", 1024)
     assert path.stat().st_size < 2 << 20
     rec, peak = _peak(path)
+    record("1 MB gzip bomb (1 GiB line) in read_recording", tried=1, escaped=0, memory_mib=peak >> 20)
     assert peak < 3 * r.MAX_LINE_BYTES, f"peak {peak >> 20} MiB"
     assert rec.damage is not None and "reading limit" in rec.damage
     assert [type(e).__name__ for _, e in rec.entries] == ["SwapSetup"]

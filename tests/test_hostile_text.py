@@ -25,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from console.sanitize import clean_block, clean_json, clean_line, has_control
+from tests.figures import record
 
 ROOT = Path(__file__).resolve().parent.parent
 TITLE = "\x1b]0;PWNED-TITLE\x07"
@@ -106,12 +107,9 @@ def test_unit_text_local_or_from_the_host_is_cleaned() -> None:
     assert side.text is None or not has_control(side.text)
 
 
-def test_listing_names_and_errors_are_cleaned() -> None:
-    from console.parsers.hf_listing import _parse_records
+def test_errors_are_cleaned() -> None:
     from console.sources.base import describe_error
 
-    files = _parse_records(f"f 12 1.0 model{TITLE}.safetensors\0")
-    assert [f.rel_path for f in files] == ["model.safetensors"]
     assert describe_error(RuntimeError(f"nvidia-smi: {CLIP}failed")) == "RuntimeError: nvidia-smi: failed"
 
 
@@ -202,9 +200,13 @@ def test_replay_report_and_diff_write_no_escape_sequence_to_the_terminal(tmp_pat
                    f"python -m sglang.launch_server --model-path /m{CLIP} --tp-size 8\n")
     diff = _pty_run([sys.executable, "-m", "console", "diff", str(old), str(new)], env)
     assert b"tp-size" in diff, diff[-2000:]
+    found_all = []
     for name, out in (("replay", replay), ("report", report), ("diff", diff)):
         found = [bad for bad in BAD_BYTES if bad in out]
+        found_all += found
         assert found == [], (name, found)
+    record("escape sequences in a crafted recording: replay, report md, diff (pty bytes)",
+           tried=len(HOSTILE) + 8, escapes=len(found_all), escaped=0)
     svg = shot.read_text()
     assert "\x1b" not in svg and "PWNED" not in svg and "boom" in svg
 
@@ -276,6 +278,8 @@ async def test_planted_escape_sequences_reach_no_pane_and_no_recording(planted: 
     assert names and all(n.startswith("evilTP") for n in names), names
     assert len(lines) == len(HOSTILE) and not any(has_control(t) for t in lines), lines
     blob = "\n".join(shots)
+    record("escape sequences planted on the host: every pane, the recording", tried=len(HOSTILE) + len(names) + 1,
+           escapes=blob.count("\x1b") + blob.count("\x07"), escaped=0)
     assert "\x1b" not in blob and "\x07" not in blob and "PWNED" not in blob
     assert "planted" in blob
     recordings = list((tmp_path / "rec").glob("*.jsonl.gz"))

@@ -21,6 +21,7 @@ from console.core.state import HostState
 from console.share import protocol as p
 from console.share.server import ShareServer
 from console.swap.model import ApprovalChanged
+from tests.figures import record
 
 
 class FakeControl:
@@ -112,6 +113,8 @@ async def test_the_driver_on_a_second_connection_under_another_name_cannot_appro
     # the same person may withdraw from either connection
     reply = await ben2.ask("swap_decide", request="r1", decision="withdraw")
     assert reply is not None and reply["error"] is None and control.calls[-1][0] == "swap_withdraw"
+    record("identity: second connection of the requester approves/denies", tried=2,
+           borrowed=len([c for c in control.calls if c[0] in ("swap_approve", "swap_deny")]))
 
 
 async def test_a_person_token_names_its_holder_and_counts_as_another_person(core) -> None:
@@ -150,6 +153,8 @@ async def test_a_name_bound_to_one_identity_is_refused_to_another(core) -> None:
     reply = await eve3.ask("swap_decide", request="r2", decision="withdraw")
     assert reply is not None and "only ben" in (reply["error"] or "")
     assert not [c for c in control.calls if c[0] == "swap_withdraw"]
+    record("identity: another identity takes a bound name or withdraws", tried=3,
+           borrowed=int(eve.welcome["t"] == "welcome") + int(eve2.welcome["t"] == "welcome"))
 
 
 async def test_the_local_seat_is_the_serving_user(core) -> None:
@@ -213,3 +218,58 @@ async def test_a_bad_value_in_a_known_request_gets_an_error_reply_not_a_drop(cor
     # and the connection is still good
     reply = await ana.ask("note", text="still here")
     assert reply is not None and reply["error"] is None
+
+
+# -- items 10 and 11: floods of connections, clients that never read ---------------------------------
+async def test_a_flood_of_silent_connections_is_capped_and_said_once(core, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    server, control, sock = core
+    server.max_pending = 8
+    caplog.set_level(logging.WARNING, logger="gpuconsole.share")
+    flood = [await asyncio.open_unix_connection(str(sock)) for _ in range(60)]
+    from tests.conftest import wait_for
+
+    await wait_for(lambda: server.turned_away >= 52, 10)
+    assert server.pending <= 8
+    # the ones turned away were closed by the core (EOF), not left holding an fd
+    closed = 0
+    for reader, _ in flood[8:]:
+        closed += (await asyncio.wait_for(reader.read(), 5)) == b""
+    assert closed == 52
+    said = [r for r in caplog.records if "have not said hello" in r.getMessage()]
+    record("pre-hello connection flood (cap 8)", tried=60, escaped=0, log_lines=len(said), held=server.pending)
+    assert len(said) == 1
+    for _, writer in flood:
+        writer.close()
+    await wait_for(lambda: server.pending == 0, 10)
+    good = await _unix(sock, "good")  # the core still welcomes a real client
+    assert good.welcome["t"] == "welcome"
+
+
+async def test_clients_that_never_read_are_dropped_at_the_global_budget(core) -> None:
+    from console.core.state import NoteChanged
+    from tests.conftest import wait_for
+
+    server, control, sock = core
+    server.max_total_buffer = 4 << 20
+    server.max_client_buffer = 64 << 20  # only the global budget applies here
+    slow = []
+    for i in range(6):
+        reader, writer = await asyncio.open_unix_connection(str(sock))
+        writer.transport.pause_reading()  # never reads: the core's buffer to it grows
+        writer.write(json.dumps({"t": "hello", "version": p.VERSION, "name": f"slow{i}"}).encode() + b"\n")
+        slow.append((reader, writer))
+    await wait_for(lambda: len(server.clients) == 6, 10)
+    blob = "x" * 300_000
+    peak = 0
+    for n in range(200):
+        server.state.apply(NoteChanged("h", blob + str(n), "core", float(n)))
+        peak = max(peak, server.buffered())
+        assert server.buffered() <= server.max_total_buffer + 2 * len(blob)
+        await asyncio.sleep(0)
+    record("6 clients that never read, 60 MB of events, budget 4 MiB", tried=200, dropped=server.dropped,
+           memory_mib=peak >> 20)
+    assert server.dropped >= 1
+    for _, writer in slow:
+        writer.close()

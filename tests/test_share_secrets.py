@@ -80,3 +80,21 @@ async def test_a_tab_over_the_cap_is_refused_with_a_line() -> None:
     finally:
         await web.close()
         shutil.rmtree(short, ignore_errors=True)
+
+
+async def test_a_tabs_attach_that_ignores_quit_is_killed() -> None:
+    """Item 11: a closed tab's attach process must end (textual-serve's stop waits forever)."""
+    import asyncio
+
+    from console.share.web import stop_tab
+
+    process = await asyncio.create_subprocess_exec("sleep", "600")
+
+    class Stuck:
+        _process = process
+
+        async def stop(self) -> None:
+            await asyncio.Event().wait()  # never answers the quit
+
+    await stop_tab(Stuck(), grace_s=0.5)
+    assert process.returncode is not None

@@ -23,7 +23,7 @@ CATEGORIES = {
 }
 CATEGORY_ORDER = ("model identity", "dtype/quantization", "kernel backends", "parallelism", "memory",
                   "speculative decoding", "API features", "observability", "container", "other")
-SECRET_NAME = re.compile(r"(TOKEN|API_KEY|APIKEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY)", re.I)
+SECRET_NAME = re.compile(r"(TOKEN|API_KEY|APIKEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE_KEY)", re.I)
 SECRET_FLAG = re.compile(r"(api-key|token|secret|password)$", re.I)  # --api-key, --hf-token; not --max-total-tokens
 REDACTED = "‹redacted›"
 FP4_METHODS = {"modelopt_fp4", "nvfp4_online", "petit_nvfp4", "mxfp4", "quark_mxfp4", "w4afp8"}
@@ -86,6 +86,7 @@ class HostFacts:
     paths_exist: dict[str, bool] = field(default_factory=dict)
     forbidden_prefixes: tuple[str, ...] = ()
     gpu_count: int | None = None
+    real_paths: dict[str, str] = field(default_factory=dict)  # `realpath -m` on the host (issue 21, item 14)
 
 
 def redact_value(flag: str, value: Any) -> Any:
@@ -421,12 +422,13 @@ def lint(new: SglangCommand, facts: HostFacts, table: FlagTable | None = None) -
         value = new.value(flag)
         if not isinstance(value, str) or not value.startswith("/"):
             continue
-        forbidden = False
-        for prefix in facts.forbidden_prefixes:
-            root = prefix.rstrip("/")
-            if value == root or value.startswith(root + "/"):
-                forbidden = True
-                lints.append(Lint("error", flag, f"{value} is under {prefix}, which this host's profile forbids"))
+        from console.paths import forbidden_prefix
+
+        # one rule with the gate's: normalised lexically and by the host's realpath (issue 21, item 14)
+        prefix = forbidden_prefix(value, facts.forbidden_prefixes, facts.real_paths.get(value))
+        forbidden = prefix is not None
+        if prefix is not None:
+            lints.append(Lint("error", flag, f"{value} is under {prefix}, which this host's profile forbids"))
         exists = facts.paths_exist.get(value)
         if exists is False:
             lints.append(Lint("error", flag, f"{value} does not exist on the host"))

@@ -110,6 +110,7 @@ class ServiceReport:
     flags_binary: str | None = None  # the host interpreter run to read SGLang's flags, if any (issue 15)
     # Every other directive of the two units: EnvironmentFile=, drop-ins, User=, Restart=, limits...
     unit_changes: tuple[UnitChange, ...] = ()
+    real_paths: dict[str, str] = field(default_factory=dict)  # the unit's paths by `realpath -m` on the host
 
     @property
     def change_count(self) -> int:
@@ -220,7 +221,7 @@ def build_report(old: ServiceSide | None, new: ServiceSide, facts: HostFacts, *,
     return ServiceReport(old, new, tuple(changes), tuple(env_changes), tuple(lints), tuple(drift_changes),
                          drift_of, tuple(raw), units_on_host, table.version, tuple(errors),
                          flags_source or f"built-in flag table of SGLang {table.version}", facts.model_config,
-                         flags_binary, tuple(unit_changes))
+                         flags_binary, tuple(unit_changes), dict(facts.real_paths))
 
 
 def report_json(report: ServiceReport) -> dict[str, object]:

@@ -120,7 +120,7 @@ class _Stream:
             return
         try:
             obj = _loads(data)
-        except (_JsonError, ValueError, TypeError):
+        except (_JsonError, ValueError, TypeError, RecursionError):  # deep nesting: json (no orjson) recursed out
             raise _Fail("malformed SSE", f"not JSON: {data[:60]!r}") from None
         if not isinstance(obj, dict):
             raise _Fail("malformed SSE", f"not an object: {data[:60]!r}")

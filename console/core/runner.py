@@ -242,6 +242,10 @@ class HostRunner:
         run or the story's sweep. Returns why not, or None when it started."""
         if self.bench is not None and self.bench.running:
             return "a benchmark is already running (x stops it)"
+        profile = self.session.profile
+        if getattr(profile, "read_only", False) and not getattr(profile, "allow_load", False):
+            return ("read-only: the console generates no load on the server; a benchmark needs --allow-load "
+                    "(or allow_load = true in the profile)")
         from console.bench.runner import BenchConfig, BenchThread
         from console.bench.store import save_run
         from console.bench.workload import random_prompts

@@ -153,6 +153,13 @@ def decode_answer(body: bytes) -> list[_Sample]:
     return answer.data.result
 
 
+def _clean(value: str | None) -> str | None:
+    """A label value without terminal escapes (issue 21, item 1: labels are the exporters' text)."""
+    from console.sanitize import clean_line
+
+    return clean_line(value) if value else value
+
+
 def host_of(labels: _Labels) -> str | None:
     from console.fleet.rows import host_label
 
@@ -214,10 +221,10 @@ def group_samples(dcgm: list[_Sample] | None, sglang: list[_Sample] | None) -> d
             continue
         slot = entry.gpus.get(gpu)
         if slot is None:
-            slot = entry.gpus[gpu] = {"uuid": labels.UUID, "model": labels.modelName}
+            slot = entry.gpus[gpu] = {"uuid": _clean(labels.UUID), "model": _clean(labels.modelName)}
         elif labels.UUID is not None and slot["uuid"] is None:
             # The identity field's labels, arrived after a field asked for without them.
-            slot["uuid"], slot["model"] = labels.UUID, labels.modelName
+            slot["uuid"], slot["model"] = _clean(labels.UUID), _clean(labels.modelName)
         text = sample.value[1]
         value = value_of(text)
         if value is None:
@@ -237,7 +244,7 @@ def group_samples(dcgm: list[_Sample] | None, sglang: list[_Sample] | None) -> d
         # Several ranks (tp_rank) export the same gauge: the first finite one stands for the server.
         if entry.server.get(name) is None:
             entry.server[name] = value
-        entry.model = entry.model or labels.model_name
+        entry.model = entry.model or _clean(labels.model_name)
     if unlabelled:
         hosts.setdefault(NO_HOST, HostSamples()).problems.append(
             f"{unlabelled} series without a host label ({', '.join(HOST_LABELS)} or instance)")

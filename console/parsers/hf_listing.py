@@ -16,7 +16,6 @@ import re
 from dataclasses import dataclass
 
 from console.parsers import ParseError, split_sections
-from console.sanitize import clean_line
 from console.transport.base import operand
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -69,8 +68,8 @@ def _parse_records(blob: str) -> tuple[ListedFile, ...]:
             continue
         kind, size, mtime, rel = parts
         try:
-            # A file name is the host's text: no terminal escape goes further (issue 21, item 1).
-            out.append(ListedFile(clean_line(rel), kind, int(size), float(mtime)))
+            # The real name (it addresses the file on the host); panes draw it through Rich Text.
+            out.append(ListedFile(rel, kind, int(size), float(mtime)))
         except ValueError:
             continue
     return tuple(out)

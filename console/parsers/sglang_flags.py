@@ -122,7 +122,9 @@ def table_from_help(help_text: str, version: str) -> FlagTable:
             continue
         takes_value = any(len(p.split()) > 1 or "=" in p for p in parts)
         negatable = any(o.startswith("--no-") for o in opts)
-        opts = [o for o in opts if not (negatable and o.startswith("--no-"))]
+        positive = [o for o in opts if not (negatable and o.startswith("--no-"))]
+        # `--no-foo` alone is a flag of that name, not the negation of one (IndexError before; #21 item 12)
+        opts, negatable = (positive, negatable) if positive else (opts, False)
         canonical = opts[-1] if len(opts) > 1 and opts[-1] in known.specs else opts[0]
         base = known.specs.get(canonical) or next((known.specs[o] for o in opts if o in known.specs), None)
         if base is not None:

@@ -40,6 +40,11 @@ from console.share import protocol as p
 log = logging.getLogger("gpuconsole.share")
 
 MAX_CLIENT_BUFFER = 32 << 20  # a client this far behind is dropped, not buffered without end
+# Connections that have not said hello yet: more are closed at once, so a flood never reaches the
+# fd limit (10,644 EMFILE tracebacks in 30 s before; issue 21, item 10). One line says so.
+MAX_PENDING = 64
+# All clients' unsent bytes together: 30 clients that never read held 896 MB (issue 21, item 11).
+MAX_TOTAL_BUFFER = 256 << 20
 _PANE = re.compile(r"^[a-z0-9_-]{1,32}$")
 
 
@@ -87,9 +92,15 @@ class ShareServer:
     """Shares one host's `HostState`; `control` (the HostRunner) carries out what the driver asks."""
 
     def __init__(self, state: HostState, control: Any, *, token: str | None = None,
-                 max_client_buffer: int = MAX_CLIENT_BUFFER) -> None:
+                 max_client_buffer: int = MAX_CLIENT_BUFFER, max_pending: int = MAX_PENDING,
+                 max_total_buffer: int = MAX_TOTAL_BUFFER) -> None:
         self.state = state
         self.max_client_buffer = max_client_buffer
+        self.max_pending = max_pending
+        self.max_total_buffer = max_total_buffer
+        self.pending = 0  # connections that have not said hello yet
+        self.turned_away = 0  # closed at once: over `max_pending`
+        self._flooded = False
         self.control = control
         self.token = token or secrets.token_urlsafe(24)
         self.people: dict[str, str] = {}  # per-person token -> the invited name (`serve --invite NAME`)
@@ -250,6 +261,7 @@ class ShareServer:
         line = p.event_line(codec.encode_event(event))
         for peer in remote:
             self._send(peer, line)
+        self._enforce_budget()
 
     def _send(self, peer: _Peer, data: bytes) -> None:
         writer = peer.writer
@@ -259,6 +271,23 @@ class ShareServer:
         self.bytes_sent += len(data)
         if writer.transport.get_write_buffer_size() > self.max_client_buffer:
             self._drop(peer, f"too slow: it fell more than {self.max_client_buffer >> 10} KiB behind")
+
+    def _enforce_budget(self) -> None:
+        """The global budget, once per event (not per client): while all clients together hold
+        more than `max_total_buffer` unsent, the one furthest behind goes (issue 21, item 11)."""
+        while self.buffered() > self.max_total_buffer:
+            worst = max((q for q in self._peers.values() if q.writer is not None and not q.writer.is_closing()),
+                        key=lambda q: q.writer.transport.get_write_buffer_size(),  # type: ignore[union-attr]
+                        default=None)
+            if worst is None:
+                return
+            self._drop(worst, f"too slow: all clients together fell more than "
+                              f"{self.max_total_buffer / (1 << 20):g} MiB behind, and it the most")
+
+    def buffered(self) -> int:
+        """Bytes written to clients and not yet sent, all clients together."""
+        return sum(q.writer.transport.get_write_buffer_size() for q in self._peers.values()
+                   if q.writer is not None and not q.writer.is_closing())
 
     def _drop(self, peer: _Peer, why: str) -> None:
         log.warning("dropped client %d (%s, %s): %s", peer.id, peer.name, peer.via, why)
@@ -281,6 +310,14 @@ class ShareServer:
 
     # -- one client ------------------------------------------------------------------------
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, via: str) -> None:
+        if self.pending >= self.max_pending:
+            self.turned_away += 1
+            if not self._flooded:  # one line per flood, not one per connection
+                self._flooded = True
+                log.warning("%d connections have not said hello: closing new ones until they do or time out",
+                            self.pending)
+            writer.transport.abort()
+            return
         task = asyncio.ensure_future(self._client(reader, writer, via))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -288,8 +325,15 @@ class ShareServer:
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, via: str) -> None:
         where = _peer_name(writer, via)
         peer: _Peer | None = None
+        self.pending += 1
         try:
-            hello = await self._hello(reader, writer, via, where)
+            try:
+                hello = await self._hello(reader, writer, via, where)
+            finally:
+                self.pending -= 1
+                if self._flooded and self.pending < self.max_pending // 2:
+                    self._flooded = False
+                    log.warning("the flood of connections is over (%d turned away)", self.turned_away)
             if hello is None:
                 return
             who = self._identify(hello, via, writer)

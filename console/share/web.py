@@ -12,6 +12,8 @@ goes to the tab's attach in a 0600 file, never on a command line).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import logging
 import re
@@ -140,7 +142,7 @@ class WebShare(Server):
         finally:
             self.tabs -= 1
             if service is not None:
-                await service.stop()
+                await stop_tab(service)
         return websocket
 
     async def start(self) -> WebShare:
@@ -153,6 +155,22 @@ class WebShare(Server):
     async def close(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+
+async def stop_tab(service: Any, grace_s: float = 5.0) -> None:
+    """A tab's attach process ends when its websocket does: asked to quit, then killed after
+    `grace_s` (textual-serve waits for it forever; a tab closed uncleanly left its attach running
+    at 60-80 % of a core and its name in the roster; issue 21, item 11)."""
+    try:
+        await asyncio.wait_for(asyncio.shield(service.stop()), grace_s)
+    except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - whatever went wrong, the process goes
+        process = getattr(service, "_process", None)
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(process.wait(), grace_s)
+        log.warning("web tab's attach did not quit in %.0f s: killed", grace_s)
 
 
 def _int(value: Any, default: int) -> int:

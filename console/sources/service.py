@@ -200,11 +200,12 @@ class ServiceWatcher:
         if new.unit is not None:  # the unit's own files: a required EnvironmentFile= that is missing stops the start
             paths += [p for p, _ in new.unit.environment_files if p.startswith("/") and p not in paths]
         exists: dict[str, bool] = {}
+        real: dict[str, str] = {}
         if paths:
-            checks = "; ".join(f"if [ -e {quote(p)} ]; then echo 1; else echo 0; fi" for p in paths)
-            r = await self.transport.run(checks, timeout=10)
-            answers = r.text.split()
-            exists = {p: a == "1" for p, a in zip(paths, answers, strict=False)}
+            from console.paths import exists_and_real_script, parse_exists_and_real
+
+            r = await self.transport.run(exists_and_real_script(paths), timeout=10)
+            exists, real = parse_exists_and_real(paths, clean_block(r.text))
         config: dict[str, Any] | None = None
         model = new.command.value("--model-path")
         if isinstance(model, str) and exists.get(model):
@@ -214,7 +215,8 @@ class ServiceWatcher:
                 config = loaded if isinstance(loaded, dict) else None
             except Exception:  # noqa: BLE001 - no config.json yet (download running): lints that need it wait
                 config = None
-        return HostFacts(model_config=config, paths_exist=exists, forbidden_prefixes=self.forbidden_prefixes)
+        return HostFacts(model_config=config, paths_exist=exists, forbidden_prefixes=self.forbidden_prefixes,
+                         real_paths=real)
 
 
 def service_source(watcher: ServiceWatcher, interval_s: float = 15.0) -> PolledSource[ServiceReport]:

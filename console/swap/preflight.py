@@ -15,9 +15,11 @@ from console.swap.observe import verification
 CHECKS = ("download", "sha256", "diff", "fit", "disk", "paths", "flags")
 
 
-def _under(path: str, prefix: str) -> bool:
-    p = prefix.rstrip("/")
-    return path == p or path.startswith(p + "/")
+def _under(path: str, prefix: str, real: str | None = None) -> bool:
+    """The one rule the lint uses too (console/paths.py): lexical and, where known, the host's realpath."""
+    from console.paths import forbidden_prefix
+
+    return forbidden_prefix(path, (prefix,), real) is not None
 
 
 def check_download(state: Any) -> GateCheck:
@@ -150,9 +152,10 @@ def check_paths(state: Any, forbidden: tuple[str, ...], model_dir: str | None) -
     if report is None or report.new.command is None:
         return GateCheck("paths", None, "no new unit command yet")
     paths = unit_paths(state) + ([("model_dir", model_dir)] if model_dir else [])
+    real = getattr(report, "real_paths", None) or {}
     for flag, path in paths:
         for prefix in forbidden:
-            if _under(path, prefix):
+            if _under(path, prefix, real.get(path)):
                 return GateCheck("paths", False, f"{flag} {path} is under {prefix}, which the profile forbids")
     return GateCheck("paths", True, f"{len(paths)} path(s), none under "
                                     f"{', '.join(forbidden) if forbidden else 'a forbidden prefix (none set)'}")

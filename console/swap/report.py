@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -417,12 +418,25 @@ def render_json(r: dict[str, Any]) -> str:
     return json.dumps(r, indent=2, default=str)
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#!|~])|^([-+])")
+
+
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Host data as Markdown text, never Markdown or HTML: `<script>`, `[x](javascript:…)`,
+    images and headings passed through before (issue 21, item 8). Redacted here, cell by cell:
+    a pass over the whole document read table pipes after `password:` as the value."""
+    text = redact_text(str(text)).replace("\r", " ").replace("\n", " ")
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
+
+
+def _h(text: Any) -> str:
+    """Host data as HTML text: redacted, then escaped (never the other way round)."""
+    return html.escape(redact_text(str(text)))
 
 
 def render_markdown(r: dict[str, Any]) -> str:
-    lines = [f"# {report_title(r)}", ""] + [f"- **{_md_cell(h)}**" for h in headline(r)] + [""]
+    lines = [f"# {_md_cell(report_title(r))}", ""] + [f"- **{_md_cell(h)}**" for h in headline(r)] + [""]
     for title, header, rows, notes in _tables(r):
         lines += [f"## {title}", ""]
         if rows:
@@ -435,7 +449,7 @@ def render_markdown(r: dict[str, Any]) -> str:
         lines += [f"- {_md_cell(n)}" for n in notes]
         if notes:
             lines.append("")
-    return redact_text("\n".join(lines))
+    return "\n".join(lines)
 
 
 def bench_chart_svg(r: dict[str, Any], width: int = 640, height: int = 220) -> str:
@@ -469,7 +483,7 @@ def bench_chart_svg(r: dict[str, Any], width: int = 640, height: int = 220) -> s
 
 
 def render_html(r: dict[str, Any]) -> str:
-    e = html.escape
+    e = _h  # each piece redacted, then escaped: a pass over the document ate markup after `password:`
     body = [f"<h1>{e(report_title(r))}</h1>",
             "<ul class=lead>" + "".join(f"<li>{e(h)}</li>" for h in headline(r)) + "</ul>"]
     for title, header, rows, notes in _tables(r):
@@ -498,7 +512,7 @@ def render_html(r: dict[str, Any]) -> str:
              "{color:#2f7d32}.lead{font-size:16px}td{word-break:break-word}")
     doc = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>"
            f"{e(report_title(r))}</title><style>{style}</style></head><body>{''.join(body)}</body></html>")
-    return redact_text(doc)
+    return doc
 
 
 def render(r: dict[str, Any], fmt: str) -> str:
