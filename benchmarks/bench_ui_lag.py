@@ -45,7 +45,13 @@ def headless(url: str, n: int, c: int, work: Path) -> dict[str, Any]:
     m = json.loads(out.stdout)
     t = truth(url)
     return {"req_s": m["request_throughput"], "ttft_overhead_mean_ms": m["mean_ttft_ms"] - t["mean_ms"],
-            "ttft_overhead_p99_ms": m["p99_ttft_ms"] - t["p99_ms"]}
+            "ttft_overhead_p99_ms": m["p99_ttft_ms"] - t["p99_ms"], **client(m)}
+
+
+def client(m: dict[str, Any]) -> dict[str, Any]:
+    """The run's own word on its client (issue 23 item 4): send lag, CPU, client-bound."""
+    return {"client_send_lag_p99_ms": m.get("client_send_lag_p99_ms"), "client_cpu_pct": m.get("client_cpu_pct"),
+            "client_bound": float(bool(m.get("client_bound")))}
 
 
 async def in_console(url: str, n: int, c: int) -> dict[str, Any]:
@@ -55,23 +61,25 @@ async def in_console(url: str, n: int, c: int) -> dict[str, Any]:
 
     port = int(url.rsplit(":", 1)[1])
     profile = HostProfile(name="local", server_port=port)
-    app = ConsoleApp(HostSession(profile, make_transport(profile)))
+    app = ConsoleApp.for_session(HostSession(profile, make_transport(profile)))
     lags: list[float] = []
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause(2.0)  # first polls done
         truth(url)
+        view = app.state.bench
         app.start_bench("quick", plan=[(c, n, 256, 128)])
-        await asyncio.sleep(0.2)
-        while app.bench is not None and app.bench.running:
+        deadline = time.monotonic() + 600
+        while not view.results and time.monotonic() < deadline:
             before = time.perf_counter()
             await asyncio.sleep(0.01)
             lags.append((time.perf_counter() - before - 0.01) * 1000)
         await pilot.pause(0.5)
         t = truth(url)
-        m = app.bench_view.results[-1]
+        m = view.results[-1]
     return {"req_s": m["request_throughput"], "ttft_overhead_mean_ms": m["mean_ttft_ms"] - t["mean_ms"],
             "ttft_overhead_p99_ms": m["p99_ttft_ms"] - t["p99_ms"],
-            "ui_lag_p50_ms": percentile(lags, 50), "ui_lag_p99_ms": percentile(lags, 99), "ui_lag_max_ms": max(lags)}
+            "ui_lag_p50_ms": percentile(lags, 50), "ui_lag_p99_ms": percentile(lags, 99), "ui_lag_max_ms": max(lags),
+            **client(m)}
 
 
 def main() -> int:
@@ -94,7 +102,9 @@ def main() -> int:
     finally:
         proc.terminate()
         proc.wait(5)
-    med = {k: {f: round(statistics.median(r[f] for r in v), 2) for f in v[0]} for k, v in rows.items()}
+    med = {k: {f: round(statistics.median(r[f] for r in v), 2) for f in v[0] if v[0][f] is not None}
+           for k, v in rows.items()}
+    med["load_average_1m"] = round(os.getloadavg()[0], 2)
     h, cns = med["headless"]["ttft_overhead_mean_ms"], med["console"]["ttft_overhead_mean_ms"]
     med["ttft_overhead_console_vs_headless_pct"] = round(100 * (cns - h) / h, 1) if h else None
     print(json.dumps(med, indent=2))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import os
 import statistics
@@ -248,6 +249,9 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, s
             "worst_host_p99_ms": _ms(max(x for x in per_host_p99 if x is not None)) if per_host_p99 else None,
             "fleet_refresh_ms": summary_ms(refresh), "event_loop_lag_ms": summary_ms(lag),
             "connected_at_end": connected_end,
+            "not_connected_why": dict(collections.Counter(
+                f"{s.connection.status}: {s.connection.detail}" if s.connection else "no connection yet"
+                for s in fleet.states if s.connection is None or s.connection.status != "connected")),
             "load_average_1m": [round(load0, 2), round(load1, 2)],
         }
         print(json.dumps(result), file=sys.stderr, flush=True)  # the figures, even if the exit hangs
