@@ -374,16 +374,14 @@ def test_peak_counts_tokens_not_chunks() -> None:
 async def test_stop_sends_nothing_more_and_cancels_the_requests_in_flight(loopback: object) -> None:
     """Issue 17: `x` stops now: no new request, the ones in flight cancelled, the run reports it."""
     import threading
-    import time
 
     stop = threading.Event()
     loop = asyncio.get_running_loop()
     loop.call_later(0.5, stop.set)
-    started = time.monotonic()
-    # 16 requests of 128 tokens at 50 ms each, 4 at a time: 26 s if it ran to the end.
+    # 16 requests of 128 tokens at 50 ms each, 4 at a time: 26 s if it ran to the end. That none
+    # completed, and only the first 4 were sent, says it stopped (no wall-clock bound; issue 27).
     m = await run_benchmark(BenchConfig(loopback.url, concurrency=4, warmup=0),  # type: ignore[attr-defined]
                             random_prompts(16, 8, 128), stop=stop)
-    assert time.monotonic() - started < 5
     assert m["stopped"] and m["completed"] == 0 and m["not_sent_or_cancelled"] == 16
     assert loopback.requests == 4  # type: ignore[attr-defined]
 
@@ -508,7 +506,6 @@ async def test_the_consoles_bench_runs_in_a_worker_process_and_stops_on_x(loopba
     result come back; `x` (stop) ends the run within seconds, the in-flight requests cancelled."""
     import contextlib
     import threading
-    import time
 
     from console.bench.runner import BenchThread
 
@@ -530,15 +527,15 @@ async def test_the_consoles_bench_runs_in_a_worker_process_and_stops_on_x(loopba
             threading.Timer(1.0, bench.stop.set).start()
 
     bench = BenchThread(runs, url, on_progress, on_result, lambda err: (got.update(done=err), finished.set()))
-    started = time.monotonic()
     bench.start()
     while not finished.is_set():
         await asyncio.sleep(0.05)
     assert got["done"] is None and got["progress"] == 2
     assert got["result0"]["completed"] == 2  # type: ignore[index]
     second = got["result1"]
+    # stopped, none of its 16 completed: 26 s if it had run to the end (no wall-clock bound; issue 27)
     assert second["stopped"] and second["not_sent_or_cancelled"] == 16  # type: ignore[index]
-    assert time.monotonic() - started < 10  # 26 s if it had run to the end
+    assert second["completed"] == 0  # type: ignore[index]
 
 
 def test_swap_marks_never_overwrite_the_legend_nor_each_other() -> None:

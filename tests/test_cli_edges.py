@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -111,12 +110,12 @@ def test_tp_size_zero_in_a_unit_is_a_lint_not_a_crash(files: dict[str, Path]) ->
     json.loads(r.stdout)
 
 
-def test_diff_of_a_one_word_megabyte_file_is_quick(files: dict[str, Path]) -> None:
+def test_diff_of_a_one_word_megabyte_file_answers(files: dict[str, Path]) -> None:
+    """How long it takes is benchmarks/clocks.py's (linear, not quadratic); here: it answers, in JSON."""
     d = files["dir"]
-    started = time.monotonic()
-    r = _run(["diff", str(d / "unit1.service"), str(d / "oneword"), "--json"], timeout=60)
-    assert "Traceback" not in r.stderr
-    assert time.monotonic() - started < 15, "linear, not quadratic"
+    r = _run(["diff", str(d / "unit1.service"), str(d / "oneword"), "--json"], timeout=120)
+    assert "Traceback" not in r.stderr and r.returncode in (0, 1, 3), r.stderr
+    assert isinstance(json.loads(r.stdout), dict)
 
 
 def test_a_huge_integer_in_bench_history_does_not_stop_the_app(tmp_path: Path) -> None:

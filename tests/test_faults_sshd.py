@@ -192,11 +192,20 @@ async def _follow_through_faults(fault_host: FaultHost, transport: SshTransport,
         total = counter[0]
         await file_f.wait(lambda s: len(s) >= total, 60)
         await journal_f.wait(lambda s: len(s) >= total, 60)
-        await asyncio.sleep(0.5)  # anything extra (a duplicate) would arrive now
+        # An end marker, not a sleep: the streams are ordered, so once the marker is there any
+        # extra line (a duplicate replayed by a resume) has arrived before it.
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write("[2026-01-01 10:00:00] file line end\n")
+        _journal_append(fault_host.sim_root, "seq.service", "journal line end")
+        await file_f.wait(lambda s: "[2026-01-01 10:00:00] file line end" in s, 60)
+        await journal_f.wait(lambda s: "journal line end" in s, 60)
     finally:
         stop.set()
         await file_f.stop()
         await journal_f.stop()
+    assert file_f.lines[-1:] == ["[2026-01-01 10:00:00] file line end"] and journal_f.lines[-1:] == ["journal line end"]
+    file_f.lines.pop()
+    journal_f.lines.pop()
     file_expected = [f"[2026-01-01 10:00:00] file line {i}" for i in range(total)]
     journal_expected = [f"journal line {i}" for i in range(total)]
     lost = len(set(file_expected) - set(file_f.lines)) + len(set(journal_expected) - set(journal_f.lines))
@@ -361,6 +370,8 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
     mount.mkdir()
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
     if r.returncode != 0:
+        if os.environ.get("CI") == "true":  # CI runs as root: the full-disk case must be tested there
+            pytest.fail(f"cannot mount a small tmpfs under CI: {r.stderr.decode(errors='replace').strip()}")
         pytest.skip("cannot mount a small tmpfs here")
     try:
         with open(mount / "filler", "wb") as fh:
@@ -401,28 +412,28 @@ async def test_a_full_disk_on_the_consoles_own_data_dir(full_disk: Path, fault_h
 
 async def test_log_lines_resume_as_soon_as_the_connection_is_back(fault_host: FaultHost,
                                                                    connected: SshTransport) -> None:
-    """The follower's backoff grew while the host was down; it must not outlast the outage."""
+    """The follower's backoff grew while the host was down; it must not outlast the outage. Its
+    waits are made an hour long here: only the wake-up on reconnection can bring the lines back
+    within the test's wait (a wall-clock bound said this before; issue 27)."""
+    from console.backoff import Backoff
+
     log = fault_host.sim_root / "sglang.log"
     log.write_text("[2026-01-01 10:00:00] before\n")
     follower = LogFollower(connected, log_file=str(log))
+    follower.backoff = Backoff(initial_s=3600.0, cap_s=3600.0, jitter=0.0)
     followed = Followed(follower)
-    back_at: list[float] = []
-    connected.on_state(lambda s: back_at.append(time.monotonic()) if s.status == "connected" else None)
     try:
         await followed.wait(lambda s: len(s) >= 1, 20)
         fault_host.drop()
-        fault_host.sshd.stop()  # the host is gone for a while: every attempt of the follower fails
+        fault_host.sshd.stop()  # the host is gone: the follower's next attempt fails, and it waits an hour
         deadline = time.monotonic() + 40
-        while follower.backoff.failures < 4:  # its waits have grown to 8 s and more (1, 2, 4, 8 s…)
+        while follower.backoff.failures < 1:
             assert time.monotonic() < deadline, follower.backoff.failures
             await asyncio.sleep(0.1)
         with open(log, "a") as fh:
             fh.write("[2026-01-01 10:00:01] after\n")
-        back_at.clear()
         fault_host.restart()
         await followed.wait(lambda s: any("after" in x for x in s), 60)
-        resumed = time.monotonic()
     finally:
         await followed.stop()
-    assert back_at, "the transport reconnected"
-    assert resumed - back_at[0] < 3.0, f"lines resumed {resumed - back_at[0]:.1f}s after the connection was back"
+    assert followed.lines == ["[2026-01-01 10:00:00] before", "[2026-01-01 10:00:01] after"]

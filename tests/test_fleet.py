@@ -186,12 +186,14 @@ async def test_a_hanging_host_and_a_changed_host_key_do_not_delay_the_others(
                           identity=str(two_sims[0].client_key_path), known_hosts=str(two_sims[0].known_hosts_path),
                           connect_timeout_s=3)
     fleet = Fleet([hung, changed, refused, *good])
-    started = time.monotonic()
     await fleet.start()
     try:
         await wait_for(lambda: all(fleet.hosts[p.name].state.connection is not None
-                                   and fleet.hosts[p.name].state.connection.status == "connected" for p in good), 10)
-        assert time.monotonic() - started < 10
+                                   and fleet.hosts[p.name].state.connection.status == "connected" for p in good), 25)
+        # The others connected while the hung host still holds its slot (its timeout is 30 s): they
+        # were not queued behind it. Said by the hung host's state, not by a wall clock (issue 27).
+        hung_state = fleet.hosts["hung"].state.connection
+        assert hung_state is None or hung_state.status == "connecting", hung_state
         await wait_for(lambda: fleet.hosts["changed"].state.connection.status == "failed", 10)
         changed_row = fleet_row(fleet.hosts["changed"].state)
         assert "HOST KEY CHANGED" in changed_row.connection and changed_row.severity == 3

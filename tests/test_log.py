@@ -23,6 +23,7 @@ from console.transport.ssh import SshTransport
 from tests.conftest import DATA, sim_options
 
 REAL = (DATA / "sglang_real_lines.txt").read_text().splitlines()
+HYBRID = (DATA / "sglang_hybrid_lines.txt").read_text().splitlines()
 
 
 def test_every_recorded_real_line_is_classified() -> None:
@@ -41,11 +42,19 @@ def test_batch_fields_across_versions() -> None:
     assert (mtp["accept len"], mtp["cuda graph"]) == (2.9, True)
     trailing = batch_fields(parse_line(REAL[21]))  # "…, #queue-req: 0, " with the trailing separator
     assert trailing["#queue-req"] == 0 and trailing["largest-len"] == 0
-    gdn = parse_line("[2026-04-08 14:05:21 TP0] Decode batch, #running-req: 48, #full token: 412000, full token "
-                     "usage: 0.11, mamba num: 96, mamba usage: 0.26, accept len: 3.12, accept rate: 0.71, "
-                     "cuda graph: True, gen throughput (token/s): 2210.55, #queue-req: 3")
-    assert (gdn.ts, gdn.ranks) == ("2026-04-08 14:05:21", "TP0")
-    assert batch_fields(gdn)["mamba usage"] == 0.26 and batch_fields(gdn)["#full token"] == 412000
+    # A hybrid (GDN) model's batch line, real: sgl-project/sglang PR #30047 (tests/data/sglang_hybrid_lines.txt)
+    gdn = parse_line(HYBRID[0])
+    assert (gdn.kind, gdn.ts, gdn.ranks) == ("prefill", "2026-07-04 04:31:24", "TP0")
+    fields = batch_fields(gdn)
+    assert (fields["mamba usage"], fields["full token usage"], fields["#new-token"]) == (0.20, 0.14, 43008)
+    assert (fields["npu graph"], fields["input throughput (token/s)"]) == (False, 15734.14)
+    # DP/TP/EP ranks and the trailing separator: PR #10622
+    ranked = parse_line(HYBRID[1])
+    assert (ranked.kind, ranked.ranks) == ("prefill", "DP1 TP1 EP1") and batch_fields(ranked)["#queue-req"] == 0
+    # The decode line whose timestamp the old hand-made line borrowed: PR #22331
+    decode = parse_line(HYBRID[2])
+    assert (decode.kind, decode.ts, decode.ranks) == ("decode", "2026-04-08 14:05:21", "TP0")
+    assert batch_fields(decode)["gen throughput (token/s)"] == 144.95 and batch_fields(decode)["#token"] == 20800
 
 
 BEFORE_RESTART = REAL[:24]  # the file joins several servers' lines; line 25 is another server's boot

@@ -148,3 +148,84 @@ def test_a_byte_array_message_reaches_the_log_as_clean_text() -> None:
     assert text is not None
     event = source_parse_line(text)
     assert "bot-sdkAppservice" in event.text
+
+
+# -- the gate, as a pure function over the host's state (benchmarks/mutation.py's gate-*) -------
+class _State:
+    """Only what the gate reads: `data(name)` and `verify`."""
+
+    def __init__(self, **data: object) -> None:
+        self._data = data
+        self.verify = None
+
+    def data(self, name: str) -> object:
+        return self._data.get(name)
+
+
+def _download(**changes: object) -> object:
+    from types import SimpleNamespace
+
+    values: dict[str, object] = dict(shards_done=2, shards_total=2, problems=(), partial_files=(), complete=True,
+                                     bytes_done=10, bytes_total=10, disk_free_bytes=500e9, fits_on_disk=True)
+    values.update(changes)
+    return SimpleNamespace(**values)
+
+
+def test_the_gate_refuses_a_download_with_wrong_sizes_or_partial_files() -> None:
+    from console.swap import preflight
+
+    assert preflight.check_download(_State(download=_download())).ok is True
+    wrong = preflight.check_download(_State(download=_download(problems=("wrong size: a is truncated",))))
+    assert wrong.ok is False and "truncated" in wrong.reason
+    assert preflight.check_download(_State(download=_download(partial_files=("x",)))).ok is False
+    assert preflight.check_download(_State(download=_download(complete=None))).ok is None
+    assert preflight.check_download(_State()).ok is None
+
+
+def test_the_gate_refuses_a_download_that_does_not_fit_on_the_disk() -> None:
+    from console.swap import preflight
+
+    assert preflight.check_disk(_State(download=_download())).ok is True
+    assert preflight.check_disk(_State(download=_download(fits_on_disk=False, disk_free_bytes=3e9))).ok is False
+    assert preflight.check_disk(_State(download=_download(fits_on_disk=None))).ok is True  # free space known
+    assert preflight.check_disk(_State(download=_download(disk_free_bytes=None))).ok is None
+
+
+def test_an_undecided_check_fails_the_gate_until_someone_overrides_it() -> None:
+    from console.swap import preflight
+    from console.swap.model import GateCheck
+
+    checks = (GateCheck("download", True, "ok"), GateCheck("fit", None, "no GPU data yet"),
+              GateCheck("paths", False, "under /data"))
+    assert [c.name for c in preflight.failing(checks)] == ["fit", "paths"]
+    overridden = (checks[0], GateCheck("fit", None, "no GPU data yet", overridden_by="ana"), checks[2])
+    assert [c.name for c in preflight.failing(overridden)] == ["paths"]
+
+
+# -- nvidia-smi (benchmarks/mutation.py's smi-*) ----------------------------------------------
+def test_nvidia_smi_na_fields_are_unknown_and_infinite_readings_are_none() -> None:
+    """Hand-made lines in nvidia-smi's documented shapes (tests/data/PROVENANCE.md: MIG mode's
+    `[N/A]`, a uuid of N/A): not a value; `inf`/`nan` are no readings either."""
+    from console.parsers.nvidia_smi import parse_gpu_line
+
+    gpu = parse_gpu_line("0, NVIDIA H200, N/A, 41579, 143771, 87, 54, inf, nan")
+    assert gpu is not None
+    assert (gpu.uuid, gpu.power_w, gpu.power_limit_w) == (None, None, None)
+    assert (gpu.memory_used_mib, gpu.memory_total_mib, gpu.utilization_pct) == (41579, 143771, 87)
+    real = parse_gpu_line("0, NVIDIA H200, GPU-3f1c, 41579, 143771, 87, 54, 512.33, 700.00")
+    assert real is not None and (real.uuid, real.power_w) == ("GPU-3f1c", 512.33)
+
+
+# -- download truth: a damaged file outside the index keeps the directory from "complete" -------
+async def test_a_truncated_safetensors_file_outside_the_index_keeps_the_download_incomplete(tmp_path: Path) -> None:
+    from tests.test_download_truth import model_dir
+
+    model, _ = model_dir(tmp_path)
+    good = await poll(model)
+    assert good.complete and good.expected_source == "index"
+    stray = model / "extra.safetensors"  # not in the index's weight map (a leftover, a second format)
+    write_safetensors(stray, {"x": 2048})
+    stray.write_bytes(stray.read_bytes()[:-10])
+    bad = await poll(model)
+    assert any("extra.safetensors" in x and "truncated" in x for x in bad.problems), bad.problems
+    assert not bad.complete

@@ -16,7 +16,7 @@ from console.analysis.service_diff import HostFacts
 from console.analysis.service_report import build_report, report_json, side_from_text
 from console.model import Reading
 from console.panes.service import format_service
-from console.redact import redact_json
+from console.redact import REDACTED, redact_json
 from console.snapshot import log_json
 from console.sources.log import LogFollower
 from console.transport import LocalTransport
@@ -61,6 +61,14 @@ def test_secrets_in_a_unit_reach_no_output(tmp_path: Path) -> None:
         cli = subprocess.run([sys.executable, "-m", "console", "diff", str(tmp_path / "old.service"),
                               str(tmp_path / "new.service"), *extra], capture_output=True, text=True, timeout=60)
         outputs += [cli.stdout, cli.stderr]
+        # A command that failed, or printed nothing, leaks nothing and proves nothing (issue 27).
+        assert cli.returncode == 0 and "Traceback" not in cli.stderr, cli.stderr
+        assert "old.service" in cli.stdout and "new.service" in cli.stdout, cli.stdout
+        if extra:
+            doc = json.loads(cli.stdout)
+            assert "--api-key" in doc["old"]["argv"] and REDACTED in doc["new"]["argv"], doc["new"]["argv"]
+    # The secrets were there to be found: the report carries the redaction where each one stood.
+    assert json.dumps(report_json(report), ensure_ascii=False).count(REDACTED) >= len(new_s)
     blob = "\n".join(outputs)
     leaked = [v for v in [*old_s.values(), *new_s.values()] if v in blob]
     record("secrets planted in units (pane, JSON, raw diff, CLI text and --json)",
@@ -107,6 +115,14 @@ async def test_secrets_in_log_lines_reach_no_event_error_or_json(tmp_path: Path)
                          capture_output=True, text=True, timeout=60)
     blob = "\n".join([repr(got), repr(summary), json.dumps(log_json(once)), out.stdout, out.stderr])
     assert len(summary.errors) >= 4
+    # Every line was read, by the follower and by the CLI, and the redaction stands where the secrets were.
+    assert len(got) >= len(lines)
+    assert all(REDACTED in event.text for form, event in zip(LOG_FORMS, got, strict=False) if "{S}" in form)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    snap = json.loads(out.stdout)
+    assert snap["log"]["lines_seen"] == len(lines) and len(snap["log"]["errors"]) >= 4
+    assert all(REDACTED in e["message"] for e in snap["log"]["errors"] if "password" in e["message"]
+               or "Bearer" in e["message"])
     leaked = [v for v in values if v in blob]
     record("secrets planted in log lines (events, errors, snapshot JSON)", tried=len(values), leaked=len(leaked))
     assert leaked == []

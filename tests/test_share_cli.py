@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +56,33 @@ def start_serve(tmp: Path, *extra: str) -> tuple[subprocess.Popen[str], list[str
     raise AssertionError(f"serve did not start: {lines} {serve.stderr.read() if serve.stderr else ''}")
 
 
+class Lines:
+    """A pipe's lines, read by a thread as they come: a test waits for a line, not for a time."""
+
+    def __init__(self, pipe: object) -> None:
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self._thread.start()
+
+    def _read(self, pipe: object) -> None:
+        for line in pipe:  # type: ignore[attr-defined]
+            with self._cond:
+                self.lines.append(line)
+                self._cond.notify_all()
+
+    def wait_for(self, needle: str, timeout: float = 60) -> None:
+        with self._cond:
+            found = self._cond.wait_for(lambda: any(needle in line for line in self.lines), timeout)
+        assert found, f"no line with {needle!r} in {timeout:g}s: {self.lines[-5:]}"
+
+    def text(self, timeout: float = 15) -> str:
+        """Everything, once the pipe is closed (the process has exited)."""
+        self._thread.join(timeout)
+        with self._cond:
+            return "".join(self.lines)
+
+
 def svg_text(path: Path) -> str:
     return html.unescape("".join(re.findall(r">([^<]*)</text>", path.read_text()))).replace("\xa0", " ")
 
@@ -72,6 +100,7 @@ def test_serve_rejects_a_bad_listen_address(tmp_path: Path) -> None:
 
 def test_serve_attach_wrong_token_and_the_core_killed_under_its_client(short_dir: Path) -> None:
     serve, lines = start_serve(short_dir, "--listen", "0")
+    core_log = Lines(serve.stderr)
     try:
         tcp = next(line for line in lines if line.startswith("  tcp:")).split()
         address, token_file = tcp[3], Path(tcp[5])
@@ -93,7 +122,7 @@ def test_serve_attach_wrong_token_and_the_core_killed_under_its_client(short_dir
         # the core is killed under an attached console: it says so and exits, one line, code 1
         client = popen("--screenshot", str(short_dir / "never.svg"), "--screenshot-after", "60", "attach",
                        str(short_dir / "core.sock"), "--name", "ben", tmp=short_dir)
-        time.sleep(5)
+        core_log.wait_for(": ben via unix")  # the core has ben attached (a sleep stood here; issue 27)
         serve.send_signal(signal.SIGKILL)
         serve.wait(10)
         _, err = client.communicate(timeout=30)
@@ -103,7 +132,7 @@ def test_serve_attach_wrong_token_and_the_core_killed_under_its_client(short_dir
     finally:
         serve.kill()
         serve.wait(10)
-    stderr = serve.stderr.read() if serve.stderr else ""
+    stderr = core_log.text()
     assert "refused 127.0.0.1" in stderr and token not in stderr
     # The killed core had no chance to remove its demo's Hub cache: the next demo sweeps it.
     from console.hostsim.sandbox import sweep_stale
@@ -114,15 +143,17 @@ def test_serve_attach_wrong_token_and_the_core_killed_under_its_client(short_dir
 def test_attach_wait_waits_for_the_core_and_a_killed_core_leaves_no_obstacle(short_dir: Path) -> None:
     waiting = popen("--screenshot", str(short_dir / "w.svg"), "--screenshot-after", "4", "attach",
                     str(short_dir / "core.sock"), "--wait", "--name", "cy", tmp=short_dir)
+    waiting_err, waiting_out = Lines(waiting.stderr), Lines(waiting.stdout)  # both drained: no full pipe
     try:
-        time.sleep(2)
+        waiting_err.wait_for("waiting for it (--wait)")
         assert waiting.poll() is None  # still waiting
         serve, _ = start_serve(short_dir)
         serve.send_signal(signal.SIGKILL)  # leaves its socket behind
         serve.wait(10)
         serve, _ = start_serve(short_dir)  # takes the stale socket over
         try:
-            _, err = waiting.communicate(timeout=60)
+            waiting.wait(60)
+            err, _ = waiting_err.text(), waiting_out.text()
             assert waiting.returncode == 0, err
             assert "waiting for it (--wait)" in err
             assert "1 attached: cy (driver, you)" in svg_text(short_dir / "w.svg")

@@ -539,9 +539,13 @@ async def test_two_person_rule_over_pairing_the_driver_asks_an_observer_approves
         await _until(lambda: ben.state.swap.pending_approvals, 20, "the request, in ben's mirror")
         (req,) = ben.state.swap.pending_approvals
         assert req.requested_by == "ana"
-        ana_c.swap_approve(req.request_id, "ben")  # ana claims to be ben: the core knows she is ana
-        await asyncio.sleep(0.5)
-        assert d.state.swap.pending_approvals, "the requester's own approval does not count"
+        # ana claims to be ben: the core knows she is ana, and its answer says no (the reply is the
+        # event to wait on; a sleep stood here, issue 27)
+        from console.share import protocol as p
+
+        reply = await ana.request(p.SwapDecide, request=req.request_id, decision="approve")
+        assert reply.error is not None and "another person" in reply.error, reply.error
+        assert d.state.swap.pending_approvals and d.state.swap.approvals[req.request_id].status == "pending"
         ben_c.swap_approve(req.request_id, "whoever")
         await d.runner.swap.wait_idle(60)
         assert _step(d, "stop_old")[0] == "done", _step(d, "stop_old")

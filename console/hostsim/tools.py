@@ -161,7 +161,9 @@ def _systemctl(args: list[str]) -> int:
             exists = _unit_file(n).exists() or n in units
             import datetime as dt
 
-            since = dt.datetime.fromtimestamp(float(u.get("since", 0) or 0)).strftime("%a %Y-%m-%d %H:%M:%S UTC")
+            # Local time, labelled with the local zone's name, as systemd prints it (not always "UTC").
+            since = dt.datetime.fromtimestamp(float(u.get("since", 0) or 0)).astimezone().strftime(
+                "%a %Y-%m-%d %H:%M:%S %Z")
             values = {
                 "Id": n, "LoadState": "loaded" if exists else "not-found",
                 "ActiveState": u.get("active", "inactive"), "SubState": u.get("sub", "dead"),
@@ -169,13 +171,22 @@ def _systemctl(args: list[str]) -> int:
                 "FragmentPath": str(_unit_file(n)) if exists else "",
             }
             for key in props or list(values):
-                if key in values:
-                    print(values[key] if "--value" in args else f"{key}={values[key]}")
+                # A property asked for by name is printed even when empty (`Prop=`), as systemctl does;
+                # one this simulation does not model is such an empty one.
+                value = values.get(key, "")
+                print(value if "--value" in args else f"{key}={value}")
         return 0
     if cmd == "is-active":
-        state = units.get(names[0], {}).get("active", "inactive") if names else "inactive"
-        print(state)
-        return 0 if state == "active" else 3
+        # One line per unit (none with -q/--quiet); 0 when at least one is active, else 3 (systemctl.c).
+        quiet = "-q" in args or "--quiet" in args
+        status = 3
+        for n in names or []:
+            state = units.get(n, {}).get("active", "inactive")
+            if not quiet:
+                print(state)
+            if state in ("active", "reloading"):
+                status = 0
+        return status
     if cmd in ("list-unit-files", "list-units"):
         import fnmatch
 

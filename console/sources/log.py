@@ -148,6 +148,8 @@ class LogFollower:
                 self._skip_partial = False
                 return None
             return raw.decode("utf-8", "replace")
+        if raw.strip() == b"-- No entries --":  # journalctl's word for an empty backlog, not a log line
+            return None
         try:
             entry = json.loads(raw)
         except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python recurses

@@ -87,13 +87,23 @@ class Server:
                               (8.0 + w + GRAPHS_S, "http"), (10.0 + w + GRAPHS_S, "ready")]
 
     # -- logging ------------------------------------------------------------------------
+    # Lines of SGLang's HTTP server process (uvicorn's and its access lines, the args dump, "fired
+    # up") carry no rank: only the scheduler processes' lines do (tests/data/sglang_real_lines.txt
+    # lines 10, 11, 19, 20; tests/test_fakes_real.py compares).
+    HTTP_PROCESS = ("INFO:", "server_args=", "The server is fired up")
+
     def log(self, message, rank=0, all_ranks=False):
         now = time.time()
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
         if os.environ.get("SGLANG_LOG_MS", "").lower() in ("1", "true"):  # SGLang's own switch
             stamp += f".{int(now * 1000) % 1000:03d}"
+        if message.startswith(self.HTTP_PROCESS):
+            sys.stdout.write(f"[{stamp}] {message}\n")
+            sys.stdout.flush()
+            return
         ranks = range(self.tp) if all_ranks else [rank]
         for r in ranks:
+            # " TP{r}" only when tp_size > 1, as the scheduler's prefix has it (research notes §1)
             prefix = f"[{stamp} TP{r}]" if self.tp > 1 else f"[{stamp}]"
             sys.stdout.write(f"{prefix} {message}\n")
         sys.stdout.flush()
