@@ -71,13 +71,15 @@ async def mirror_units_as_containers(sim: HostSimulator, mapping: dict[str, tupl
         for unit, (name, models) in mapping.items():
             if not sim.path(f"/etc/systemd/system/{unit}").exists():
                 continue
+            # The output first, then the state: a `docker logs -f` that sees the container stopped has
+            # its last lines already (Docker's follow ends after them).
+            _copy_journal(sim.root / ".sim" / "journal" / f"{unit}.jsonl", d / f"{name}.log", offsets, unit)
             obj = json.dumps(container_inspect(sim, unit, name, models, units.get(unit, {})), indent=4)
             if last.get(name) != obj:
                 tmp = d / f".{name}.tmp"
                 tmp.write_text(obj)
                 tmp.replace(d / f"{name}.json")
                 last[name] = obj
-            _copy_journal(sim.root / ".sim" / "journal" / f"{unit}.jsonl", d / f"{name}.log", offsets, unit)
         await asyncio.sleep(every_s)
 
 
