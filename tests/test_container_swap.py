@@ -251,3 +251,54 @@ async def test_read_only_refuses_every_container_action(driven_read_only: Driven
     assert swap.override("diff", "diff") == READ_ONLY
     assert not d.state.swap.audit
     assert await _running(d, OLD_CONTAINER) == "true" and await _running(d, NEW_CONTAINER) == "false"
+
+
+async def test_a_compose_service_is_pulled_created_and_swapped_in(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The new side as a compose service whose image is not on the host: install pulls it and
+    creates the container (`docker compose create`), named by the file's container_name."""
+    from console.hostsim import docker_drive
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
+    monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    sim = HostSimulator(tmp_path / "host", speed=SPEED, scenario="docker-drive")
+    await sim.start()
+    await docker_drive.start(sim, compose=True)
+    compose = sim.host_path(docker_drive.COMPOSE_FILE)
+    profile = replace(demo_profile(sim).with_overrides({"gpu_interval_s": 0.5}), container=None, compose=compose, compose_service=docker_drive.COMPOSE_SERVICE)
+    session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
+    state = HostState(sim.host_path("/"), label="sim")
+    runner = HostRunner(session, state)
+    runner.swap.poll_s = 0.2
+    runner.announce()
+    await runner.start()
+    d = Driven(sim, state, runner, Recorder(state, tmp_path / "recordings"))
+    try:
+        await _until(lambda: state.data("service") is not None and state.data("service").old is not None
+                     and state.data("service").new.error is None, 30, "the compose service read")
+        assert state.data("service").new.name == NEW_CONTAINER  # the file's container_name
+        assert await _running(d, NEW_CONTAINER) == ""  # no such container yet
+        why, preview = runner.swap.preview("install")
+        assert preview is not None, why
+        image = docker_drive.COMPOSE_IMAGE
+        assert f"timeout -k 5 1800 docker pull -- {image}" in preview.lines
+        assert (f"timeout -k 5 300 docker compose -f {compose} create --no-recreate -- "
+                f"{docker_drive.COMPOSE_SERVICE}") in preview.lines
+        await _ready_to_swap(d)
+        detail = _step(d, "install")[1]
+        assert f"pulled {image}" in detail and f"created {NEW_CONTAINER} from {compose}" in detail, detail
+        assert await _running(d, NEW_CONTAINER) == "false"  # created, not started
+        audit = [(e.command, e.exit_status) for e in state.swap.audit]
+        assert (f"timeout -k 5 30 docker image inspect --format '{{{{.Id}}}}' -- {image}", 1) in audit
+        assert (f"timeout -k 5 1800 docker pull -- {image}", 0) in audit
+        await _run(d, "stop_old", 60)
+        assert _step(d, "stop_old")[0] == "done", _step(d, "stop_old")
+        await _run(d, "start_new", 120)
+        assert _step(d, "start_new")[0] == "done", _step(d, "start_new")
+        assert await _running(d, NEW_CONTAINER) == "true"
+        assert state.swap.setup is not None and state.swap.setup.new_unit == NEW_CONTAINER
+    finally:
+        runner.swap.cancel()
+        await asyncio.wait_for(runner.close(), 60)
+        await asyncio.wait_for(sim.stop(), 60)

@@ -322,5 +322,9 @@ def main(args: list[str]) -> int:
         return _image_inspect(rest[1:])
     if cmd == "pull":
         return _pull(rest)
+    if cmd == "compose":
+        from console.hostsim import docker_drive
+
+        return docker_drive.compose(rest)
     print(f"docker: '{cmd}' is not a docker command.", file=sys.stderr)
     return 1
