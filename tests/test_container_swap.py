@@ -302,3 +302,59 @@ async def test_a_compose_service_is_pulled_created_and_swapped_in(tmp_path: Path
         runner.swap.cancel()
         await asyncio.wait_for(runner.close(), 60)
         await asyncio.wait_for(sim.stop(), 60)
+
+
+async def test_a_docker_daemon_down_at_the_start_is_one_line_and_the_rollback_works_once_it_is_back(
+        driven: Driven) -> None:
+    from console.hostsim.fake_docker import DAEMON_DOWN
+
+    d = driven
+    await _ready_to_swap(d)
+    await _run(d, "stop_old", 60)
+    assert _step(d, "stop_old")[0] == "done", _step(d, "stop_old")
+    down = d.sim.root / ".sim" / "docker-down"
+    down.write_text("")
+    await _run(d, "start_new", 60)
+    state, detail = _step(d, "start_new")
+    assert state == "failed" and detail == f"docker start {NEW_CONTAINER} exited 1: {DAEMON_DOWN}", detail
+    down.unlink()
+    await _run(d, "rollback", 120)
+    state, detail = _step(d, "rollback")
+    assert state == "done" and f"{OLD_CONTAINER} ready again" in detail, detail
+    assert await _running(d, OLD_CONTAINER) == "true"
+
+
+def test_a_container_that_exits_or_restarts_in_a_loop_is_named_with_its_exit_code() -> None:
+    from console.swap.container_plan import ContainerPlan
+
+    plan = ContainerPlan.__new__(ContainerPlan)  # _gone reads nothing of the controller
+    up = {"status": "running", "running": "true", "exit_code": "0", "restarts": "0", "oom_killed": "false"}
+    assert plan._gone("c", up, 0) is None
+    assert plan._gone("c", {**up, "status": "restarting", "running": "false"}, 0) is None  # may come up yet
+    looped = {**up, "status": "restarting", "running": "false", "exit_code": "137", "restarts": "3",
+              "oom_killed": "true"}
+    assert plan._gone("c", looped, 1) == "c is restarting in a loop: 2 restart(s) since the start, last exit " \
+                                         "code 137; OOM-killed"
+    assert plan._gone("c", {**up, "status": "exited", "running": "false", "exit_code": "1"}, 0) == \
+        "c exited (exit code 1)"
+    assert plan._gone("c", {}, 0) == "c is no longer on the host"
+
+
+async def test_a_connection_drop_during_docker_stop_is_re_read_from_the_host(driven: Driven) -> None:
+    d = driven
+    swap = d.runner.swap
+    await _ready_to_swap(d)
+    assert swap.request("stop_old") is None
+    await _until(lambda: any("docker stop" in line for line in d.state.swap.steps["stop_old"].commands), 10,
+                 "the stop step")
+    for conn in list(d.sim.open_connections):
+        conn.close()
+    await swap.wait_idle(90)
+    state, detail = _step(d, "stop_old")
+    host_says = await _running(d, OLD_CONTAINER)
+    assert any(e.note == "connection lost" for e in d.state.swap.audit), list(d.state.swap.audit)
+    # Whatever the drop did, the step says what `docker inspect` says, never an assumption.
+    if host_says == "true":
+        assert state == "failed" and "did not take effect" in detail, detail
+    else:
+        assert state == "done" and "drained" in detail, detail
