@@ -163,11 +163,12 @@ def _host_options(*, suppress: bool = False, model: bool = True, service: bool =
         if server:
             m.add_argument("--server-port", type=port_number, metavar="N", help="SGLang HTTP port on the host (30000)")
     # The demo whose swap the console drives itself (issue 13): nothing moves until you act.
-    g.add_argument("--demo-scenario", choices=["swap", "drive", "operator", "docker"],
+    g.add_argument("--demo-scenario", choices=["swap", "drive", "operator", "docker", "docker-drive"],
                    help=argparse.SUPPRESS if suppress else "with --demo: 'swap' (default) plays the story's swap by "
                    "itself, the plan following it; 'operator': an operator drives the swap through the Swap plan's "
                    "keys, on screen; 'drive': nothing moves until you drive the Swap plan (ctrl+p); "
-                   "'docker': the story's swap with both services as Docker containers",
+                   "'docker': the story's swap with both services as Docker containers; "
+                   "'docker-drive': the containers' swap, driven from the Swap plan",
                    **({} if suppress else {"default": "swap"}))
     return p
 

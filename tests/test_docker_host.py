@@ -209,7 +209,9 @@ async def test_the_docker_demo_scenario_shows_the_seeds_services_as_containers(t
         await start_scenario(sim)
         profile = demo_profile(sim)
         assert (profile.unit, profile.container, profile.compare_container) == (None, NEW_CONTAINER, OLD_CONTAINER)
-        await wait_for(lambda: (sim.root / ".sim" / "containers" / f"{OLD_CONTAINER}.json").exists(), 30)
+        old_json = sim.root / ".sim" / "containers" / f"{OLD_CONTAINER}.json"
+        # Running, not only mirrored: under load the file appears before the old service's process runs.
+        await wait_for(lambda: old_json.exists() and json.loads(old_json.read_text())["State"]["Running"], 30)
         await transport.connect()
         watcher = ContainerWatcher(transport, NEW_CONTAINER, OLD_CONTAINER,
                                    forbidden_prefixes=profile.forbidden_prefixes)

@@ -27,7 +27,7 @@ def _rfc3339(us: int) -> str:
 
 
 def container_inspect(sim: HostSimulator, unit: str, name: str, models_host: str,
-                      state: dict[str, Any]) -> dict[str, Any]:
+                      state: dict[str, Any], image: str = IMAGE) -> dict[str, Any]:
     """The container a unit would be: its ExecStart argv with the model path as seen inside."""
     text = sim.path(f"/etc/systemd/system/{unit}").read_text()
     main = parse_unit(text, unit).main_command
@@ -52,13 +52,13 @@ def container_inspect(sim: HostSimulator, unit: str, name: str, models_host: str
         "Mounts": [{"Type": "bind", "Source": str(host_models), "Destination": "/models", "Mode": "ro",
                     "RW": False, "Propagation": "rprivate"}],
         "Config": {"Hostname": name, "Env": ["NCCL_P2P_LEVEL=NVL", "PATH=/usr/local/bin:/usr/bin:/bin"],
-                   "Cmd": argv, "Image": IMAGE, "Entrypoint": ["/opt/nvidia/nvidia_entrypoint.sh"], "Labels": {}},
+                   "Cmd": argv, "Image": image, "Entrypoint": ["/opt/nvidia/nvidia_entrypoint.sh"], "Labels": {}},
     }
 
 
-async def mirror_units_as_containers(sim: HostSimulator, mapping: dict[str, tuple[str, str]],
+async def mirror_units_as_containers(sim: HostSimulator, mapping: dict[str, tuple[str, ...]],
                                      every_s: float = 0.25) -> None:
-    """`mapping`: unit → (container name, the host directory mounted at /models)."""
+    """`mapping`: unit → (container name, the host directory mounted at /models[, its image])."""
     d = sim.root / ".sim" / "containers"
     d.mkdir(parents=True, exist_ok=True)
     offsets: dict[str, int] = {}
@@ -68,16 +68,18 @@ async def mirror_units_as_containers(sim: HostSimulator, mapping: dict[str, tupl
             units = json.loads((sim.root / ".sim" / "units.json").read_text())
         except (OSError, ValueError):
             units = {}
-        for unit, (name, models) in mapping.items():
+        for unit, (name, models, *image) in mapping.items():
             if not sim.path(f"/etc/systemd/system/{unit}").exists():
                 continue
-            obj = json.dumps(container_inspect(sim, unit, name, models, units.get(unit, {})), indent=4)
+            # The output first, then the state: a `docker logs -f` that sees the container stopped has
+            # its last lines already (Docker's follow ends after them).
+            _copy_journal(sim.root / ".sim" / "journal" / f"{unit}.jsonl", d / f"{name}.log", offsets, unit)
+            obj = json.dumps(container_inspect(sim, unit, name, models, units.get(unit, {}), *image), indent=4)
             if last.get(name) != obj:
                 tmp = d / f".{name}.tmp"
                 tmp.write_text(obj)
                 tmp.replace(d / f"{name}.json")
                 last[name] = obj
-            _copy_journal(sim.root / ".sim" / "journal" / f"{unit}.jsonl", d / f"{name}.log", offsets, unit)
         await asyncio.sleep(every_s)
 
 

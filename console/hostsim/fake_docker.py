@@ -199,9 +199,10 @@ def _logs(args: list[str]) -> int:
     while True:
         time.sleep(0.2)
         current = _load(names[0])
-        if current is None or not current.get("State", {}).get("Running"):
-            return 0  # as Docker's: following a container's log ends when it stops
+        stopped = current is None or not current.get("State", {}).get("Running")
         if not path.exists():
+            if stopped:
+                return 0
             continue
         size = path.stat().st_size
         if size > offset:
@@ -211,15 +212,28 @@ def _logs(args: list[str]) -> int:
             offset = size
             for line in chunk.splitlines():
                 emit(line)
+        if stopped:
+            return 0  # as Docker's: following a container's log ends when it stops, after its last lines
 
 
 def _start_stop(cmd: str, args: list[str]) -> int:
+    from console.hostsim import docker_drive
+
     status = 0
     for name in _names(args):
         obj = _load(name)
         if obj is None:
             print(f"Error response from daemon: No such container: {name}", file=sys.stderr)
             status = 1
+            continue
+        unit = docker_drive.mapped(str(obj.get("Name", name)))
+        if unit is not None:  # --demo-scenario docker-drive: the container is a simulated service
+            from console.hostsim.tools import scenario_time
+
+            grace = _value(args, "--time", "-t")
+            status = docker_drive.start_stop(cmd, str(obj["Name"]).lstrip("/"), unit,
+                                             float(grace) if grace and grace.isdigit() else 10.0,
+                                             scenario_time()) or status
             continue
         state = obj.setdefault("State", {})
         if cmd == "start":
@@ -229,6 +243,59 @@ def _start_stop(cmd: str, args: list[str]) -> int:
         _save(obj)
         print(name)
     return status
+
+
+def _images() -> set[str]:
+    """The images on the simulated host: every container's, and those pulled (.sim/images.json)."""
+    d = _dir()
+    have = {str(json.loads(p.read_text()).get("Config", {}).get("Image", "")) for p in d.glob("*.json")} \
+        if d.is_dir() else set()
+    try:
+        have |= set(json.loads((_dir().parent / "images.json").read_text()))
+    except (OSError, ValueError):
+        pass
+    return {i for i in have if i}
+
+
+def _image_inspect(args: list[str]) -> int:
+    names = _names(args, inspect=True)
+    fmt = _value(args, "--format", "-f")
+    found = [n for n in names if n in _images()]
+    for n in found:
+        ident = "sha256:" + (n.encode().hex() * 4)[:64]
+        print(ident if fmt is not None else json.dumps([{"Id": ident, "RepoTags": [n]}], indent=4))
+    if fmt is None and not found:
+        print("[]")
+    missing = [n for n in names if n not in found]
+    for n in missing:
+        print(f"Error response from daemon: No such image: {n}", file=sys.stderr)
+    return 1 if missing or not names else 0
+
+
+def _pull(args: list[str]) -> int:
+    """`docker pull REF`: the simulated registry has lmsysorg/sglang's tags, nothing else."""
+    names = _names(args)
+    if len(names) != 1:
+        print('"docker pull" requires exactly 1 argument.', file=sys.stderr)
+        return 1
+    ref = names[0]
+    repo, _, tag = ref.partition(":")
+    if repo not in ("lmsysorg/sglang", "docker.io/lmsysorg/sglang"):
+        print(f"Error response from daemon: pull access denied for {repo}, repository does not exist or may "
+              "require 'docker login': denied: requested access to the resource is denied", file=sys.stderr)
+        return 1
+    tag = tag or "latest"
+    print(f"{tag}: Pulling from lmsysorg/sglang")
+    print("Digest: sha256:" + (ref.encode().hex() * 4)[:64])
+    print(f"Status: Downloaded newer image for lmsysorg/sglang:{tag}")
+    print(f"docker.io/lmsysorg/sglang:{tag}")
+    path = _dir().parent / "images.json"
+    try:
+        pulled = list(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        pulled = []
+    path.write_text(json.dumps(sorted({*pulled, ref})))
+    return 0
 
 
 def main(args: list[str]) -> int:
@@ -251,5 +318,13 @@ def main(args: list[str]) -> int:
         return _logs(rest)
     if cmd in ("start", "stop"):
         return _start_stop(cmd, rest)
+    if cmd == "image" and rest[:1] == ["inspect"]:
+        return _image_inspect(rest[1:])
+    if cmd == "pull":
+        return _pull(rest)
+    if cmd == "compose":
+        from console.hostsim import docker_drive
+
+        return docker_drive.compose(rest)
     print(f"docker: '{cmd}' is not a docker command.", file=sys.stderr)
     return 1

@@ -19,6 +19,8 @@ NEW_UNIT = "sglang-qwen122b.service"
 OLD_UNIT = "sglang-qwen397b.service"
 NEW_CONTAINER = "sglang-qwen122b"  # --demo-scenario docker: the same services as containers (issue 26)
 OLD_CONTAINER = "sglang-qwen397b"
+# "docker-drive": the containers' swap driven from the console (console/hostsim/docker_drive.py)
+DOCKER_SCENARIOS = ("docker", "docker-drive")
 
 
 def demo_profile(sim: HostSimulator) -> HostProfile:
@@ -31,10 +33,10 @@ def demo_profile(sim: HostSimulator) -> HostProfile:
         known_hosts=str(sim.known_hosts_path),
         model_dir=sim.host_path(MODEL_DIR),
         repo_id="Qwen/Qwen3.5-122B-A10B",
-        unit=None if sim.scenario == "docker" else NEW_UNIT,
-        compare_unit=None if sim.scenario == "docker" else OLD_UNIT,
-        container=NEW_CONTAINER if sim.scenario == "docker" else None,
-        compare_container=OLD_CONTAINER if sim.scenario == "docker" else None,
+        unit=None if sim.scenario in DOCKER_SCENARIOS else NEW_UNIT,
+        compare_unit=None if sim.scenario in DOCKER_SCENARIOS else OLD_UNIT,
+        container=NEW_CONTAINER if sim.scenario in DOCKER_SCENARIOS else None,
+        compare_container=OLD_CONTAINER if sim.scenario in DOCKER_SCENARIOS else None,
         forbidden_prefixes=(sim.host_path("/data"),),
         server_port=sim.server_port,
         disk_paths=(sim.host_path("/shared"), sim.host_path("/")),
@@ -62,6 +64,11 @@ async def start_scenario(sim: HostSimulator, plan: DownloadPlan | None = None, *
                          oom: bool = False, driven: bool | None = None) -> LocalDirDownloader | None:
     """Lay out the sandbox for the story and start its drivers. `driven` (default: the simulator's
     scenario is "drive"): nothing moves until the console's commands move it (console/hostsim/drive.py)."""
+    if sim.scenario == "docker-drive":
+        from console.hostsim import docker_drive
+
+        await docker_drive.start(sim, oom=oom)
+        return None
     if driven if driven is not None else sim.scenario == "drive":
         return await _start_driven(sim, oom=oom)
     sim.path(MODEL_DIR).mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 from console.redact import redact_text
 from console.swap import actions as act
-from console.swap import fastpath, preflight
+from console.swap import container_plan, fastpath, preflight
 from console.swap.model import (
     PLAN_STEPS,
     STEP_TITLES,
@@ -110,6 +110,7 @@ class SwapController:
         self.observer = SwapObserver(self.state, wake=getattr(runner, "repoll", None))
         self._unobserve = self.state.subscribe(self._observe)
         self.fast = fastpath.FastPaths(self)  # issue 24: path choice, prediction, pre-warm, in place, beside
+        self.containers = container_plan.ContainerPlan(self)  # issue 26: the swap on containers
 
     def _observe(self, event: object) -> None:
         derived = self.observer.see(event)
@@ -133,10 +134,14 @@ class SwapController:
 
     @property
     def old_unit(self) -> str | None:
+        if self.containers.active:  # issue 26 hook: the old service is a container
+            return self.containers.old_name
         return self.profile.compare_unit
 
     @property
     def new_unit(self) -> str | None:
+        if self.containers.active:  # issue 26 hook: the new service is a container
+            return self.containers.new_name
         return self.profile.unit
 
     def announce(self) -> None:
@@ -144,6 +149,8 @@ class SwapController:
                                    self.profile.model_dir, self.read_only,
                                    bool(getattr(self.profile, "require_approval", False)),
                                    bool(getattr(self.profile, "verify_sha", False)), self.busy))
+        if self.containers.active:  # issue 26 hook
+            self.containers.announce()
 
     def refusal(self, key: str) -> str | None:
         if self.read_only:
@@ -162,6 +169,8 @@ class SwapController:
         approval = bool(getattr(p, "require_approval", False))
         if key in fastpath.KEYS:  # issue 24 hook
             return self.fast.build(key)
+        if self.containers.active and key in container_plan.KEYS:  # issue 26 hook: docker, not systemctl
+            return self.containers.build(key)
         if key == "download":
             return [act.download(p.repo_id or "", p.model_dir or "")]
         if key == "stop_download":
@@ -399,7 +408,8 @@ class SwapController:
         runners: dict[str, Callable[[str], Awaitable[str]]] = {
             "download": self._download, "verify": self._verify, "install": self._install,
             "preflight": self._preflight, "stop_old": self._stop_old, "start_new": self._start_new,
-            "benchmark": self._benchmark, "rollback": self._rollback, **self.fast.runners()}  # issue 24 hook
+            "benchmark": self._benchmark, "rollback": self._rollback, **self.fast.runners(),  # issue 24 hook
+            **self.containers.runners()}  # issue 26 hook: {} unless the profile names containers
         try:
             commands = tuple(line for a in self.build(key) for line in a.display())
         except (act.ActionError, OSError) as exc:
