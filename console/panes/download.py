@@ -16,6 +16,7 @@ from console.analysis.download import DownloadProgress
 from console.core.freshness import STALE_AFTER_S
 from console.model import Reading
 from console.panes.base import ReadingPane
+from console.sanitize import clean_line
 from console.units import DASH, bar, duration, fit_name, gb, rate
 
 OK, WARN, BAD, DIM = "green", "yellow", "bold red", "dim"
@@ -40,7 +41,9 @@ def verdict(p: DownloadProgress, now_s: float) -> tuple[str, str]:
 
 
 def _name(path: str, width: int) -> str:
-    path = path.replace(".safetensors", "")
+    # A listing's file name addresses the real file, so it is kept raw in the reading; what is
+    # drawn is cleaned of escape sequences and control characters (issue 21, item 1).
+    path = clean_line(path).replace(".safetensors", "")
     return path if len(path) <= width else "…" + path[-(width - 1):]
 
 
@@ -55,7 +58,7 @@ def format_verify(v: Any, width: int) -> Text:
     t.append(bar(pct, max(6, width - len(label) - 16)), style="cyan")
     t.append(f" {pct * 100:5.1f}%\n")
     for m in v.mismatched[:3]:
-        t.append(f" ✗ {m}\n", style="bold red")
+        t.append(f" ✗ {clean_line(m)}\n", style="bold red")
     if v.error:
         t.append(f" ✗ {v.error}\n", style="bold red")
     return t
@@ -127,7 +130,7 @@ def format_download(reading: Reading[DownloadProgress] | None, width: int = 56, 
         text.append(f" … {hidden} more in flight\n", style=DIM)
     for problem in problems[:3]:
         bad = problem.startswith(("wrong size", "disk:", "download restarted"))
-        text.append((" ✗ " if bad else " ⚠ ") + problem[: width - 3] + "\n", style=BAD if bad else WARN)
+        text.append((" ✗ " if bad else " ⚠ ") + clean_line(problem)[: width - 3] + "\n", style=BAD if bad else WARN)
     if reading.error:
         text.append(f" ✗ {reading.error}"[:width] + "\n", style=BAD)
     text.rstrip()
