@@ -88,7 +88,7 @@ class FastPaths:
         self.prewarm_rate_mbps = pw.DEFAULT_RATE_MBPS
         self.prewarm_margin_gib = pw.DEFAULT_MARGIN_GIB
         self.old_model_path: str | None = None
-        self.old_port = int(ctl.profile.server_port)
+        self.old_port = int(getattr(ctl.profile, "server_port", 30000))
         self.old_unit_pids: list[int] = []
 
     # -- the controller's hooks ----------------------------------------------------------------
@@ -428,7 +428,7 @@ class FastPaths:
                 f"{clean(reply.get('message'))}")
 
     def _update_lines(self, since: int) -> tuple[float | None, float | None]:
-        from console.swap.controller import _log_time
+        from console.swap.observe import log_time as _log_time
 
         begin = end = None
         for e in list(self.ctl.state.log_lines)[max(0, since - 50):]:

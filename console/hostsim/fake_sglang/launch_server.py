@@ -68,7 +68,7 @@ class Server:
         self.last_gen_throughput = 0.0
         self.oom = os.environ.get("GPUSIM_OOM") == "1"
         self.model_path = args.model_path
-        self.weight_version = args.weight_version or "default"
+        self.weight_version = getattr(args, "weight_version", None) or "default"
         self.boot_plan = list(BOOT)
         self.weights_s = 9.87 * 1.0  # scenario seconds (the story's fixed boot)
         # /update_weights_from_disk: new requests wait while the weights load (SGLang's model
