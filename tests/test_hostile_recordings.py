@@ -15,7 +15,7 @@ import pytest
 from console.core import codec
 from console.core import recording as r
 from console.core.state import BenchChanged, Notice
-from console.swap.model import SwapSetup
+from console.swap.model import SwapSetup, SwapStep, SwapStepChanged
 from tests.figures import record
 
 HEADER = json.dumps({"format": "gpuconsole-recording", "version": 1, "host": "h"}).encode() + b"\n"
@@ -51,7 +51,8 @@ def test_a_throughput_that_is_not_finite_is_skipped_and_the_report_renders(tmp_p
     record = {"label": "x", "timestamp": 5.0, "output_throughput": 123.0, "concurrency": 4, "model": "m"}
     line = _entry(b"3.0", BenchChanged("h", "result", record=record)).replace(b"123.0", number)
     assert number in line
-    path = _write(tmp_path / "r.jsonl.gz", [HEADER, _entry(b"1.0", SETUP), line])
+    stopped = SwapStepChanged("h", SwapStep("stop_old", "Stop the old service", "done", 1.5, 2.0))  # a swap happened
+    path = _write(tmp_path / "r.jsonl.gz", [HEADER, _entry(b"1.0", SETUP), _entry(b"2.0", stopped), line])
     rec = r.read_recording(path)
     assert rec.skipped == 1
     for fmt in ("md", "html", "json"):

@@ -68,7 +68,9 @@ def test_a_demos_actions_go_to_the_demos_own_audit_file() -> None:
 
     def controller(demo: bool) -> SwapController:
         session = SimpleNamespace(demo=demo, profile=SimpleNamespace())
-        return SwapController(SimpleNamespace(state=None, host="h", session=session))
+        from console.core.state import HostState
+
+        return SwapController(SimpleNamespace(state=HostState("h"), host="h", session=session))
 
     assert controller(demo=True).audit_file == audit_path(demo=True)
     assert controller(demo=False).audit_file == audit_path()
