@@ -166,7 +166,8 @@ def _download(**changes: object) -> object:
     from types import SimpleNamespace
 
     values: dict[str, object] = dict(shards_done=2, shards_total=2, problems=(), partial_files=(), complete=True,
-                                     bytes_done=10, bytes_total=10, disk_free_bytes=500e9, fits_on_disk=True)
+                                     bytes_done=10, bytes_total=10, disk_free_bytes=500e9, fits_on_disk=True,
+                                     expected_source="the Hub's file list")
     values.update(changes)
     return SimpleNamespace(**values)
 

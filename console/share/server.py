@@ -150,11 +150,18 @@ class ShareServer:
         for peer in list(self._peers.values()):
             if peer.writer is not None:
                 peer.writer.close()
-        for task in list(self._tasks):
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if tasks:
+            # Bounded: a client task stuck in a write to a peer that never reads must not hold
+            # the core's exit (a test's teardown hung on it once under load).
+            _done, pending = await asyncio.wait(tasks, timeout=5)
+            for task in _done:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    task.result()
+            if pending:
+                log.warning("share: %d client task(s) did not end within 5 s of close", len(pending))
         if self.unix_path is not None:
             _remove_stale(self.unix_path)
 
