@@ -224,6 +224,9 @@ class SwapObserver:
     def _downtime(self, out: list[Any], d: DowntimeChanged) -> None:
         if self._downtime_sent == d or self.state.swap.downtime == d:
             return
+        moved = self.state.swap.steps.get("switch_traffic")
+        if moved is not None and moved.state in ("running", "done"):
+            return  # the beside path: traffic moved before the old server stopped, so no downtime (issue 24)
         self._downtime_sent = d
         out.append(d)
 
