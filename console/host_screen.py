@@ -405,9 +405,6 @@ class HostScreen(Screen[None]):
         if why:
             self.notify(why, title=title, severity="warning", markup=False)
 
-    def on_service_pane_swap_requested(self, _: Any) -> None:
-        self._said("service", self.control.swap_units())
-
     def on_download_pane_verify_requested(self, _: Any) -> None:
         self._said("verify", self.control.verify())
 

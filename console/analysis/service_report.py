@@ -111,11 +111,57 @@ class ServiceReport:
     # Every other directive of the two units: EnvironmentFile=, drop-ins, User=, Restart=, limits...
     unit_changes: tuple[UnitChange, ...] = ()
     real_paths: dict[str, str] = field(default_factory=dict)  # the unit's paths by `realpath -m` on the host
+    # The same two services compared the other way round, as the source read them (issue 20): what
+    # `s` in the diff pane shows. None with one side only.
+    other_way: OtherWay | None = None
 
     @property
     def change_count(self) -> int:
         """Flags, environment and unit directives: every difference in how the server runs."""
         return len(self.changes) + len(self.env_changes) + len(self.unit_changes)
+
+    def flipped(self) -> ServiceReport | None:
+        """This report with the sides exchanged (the old unit shown as the new), from the facts the
+        source read for that side; None when there is no other side. A view's choice only: the state,
+        the swap plan and every other reader keep the report's own orientation."""
+        w = self.other_way
+        if w is None or self.old is None:
+            return None
+        return replace(self, old=self.new, new=self.old, changes=w.changes, env_changes=w.env_changes,
+                       lints=w.lints, drift=w.drift, drift_of=w.drift_of, raw_diff=w.raw_diff,
+                       flags_version=w.flags_version, errors=w.errors, flags_source=w.flags_source,
+                       model_config=w.model_config, flags_binary=w.flags_binary, unit_changes=w.unit_changes,
+                       real_paths=dict(w.real_paths), other_way=None)
+
+
+@dataclass(frozen=True, slots=True)
+class OtherWay:
+    """What a report says when its two sides are exchanged: the derived half only (the sides are the
+    report's own, so a reading does not carry both units twice). Built by the source with the other
+    side's own host facts (its paths, its model's config.json, its interpreter's SGLang flags), so
+    which side a view shows as old is no question to the host and creates no event (issue 20)."""
+
+    changes: tuple[FlagChange, ...] = ()
+    env_changes: tuple[EnvChange, ...] = ()
+    lints: tuple[Lint, ...] = ()
+    drift: tuple[FlagChange, ...] = ()
+    drift_of: str | None = None
+    raw_diff: tuple[str, ...] = ()
+    flags_version: str = ""
+    errors: tuple[str, ...] = ()
+    flags_source: str = ""
+    model_config: dict[str, Any] | None = None
+    flags_binary: str | None = None
+    unit_changes: tuple[UnitChange, ...] = ()
+    real_paths: dict[str, str] = field(default_factory=dict)
+
+
+def with_other_way(report: ServiceReport, back: ServiceReport) -> ServiceReport:
+    """`report` carrying `back` (the same two services, compared the other way round) as its other way."""
+    return replace(report, other_way=OtherWay(
+        back.changes, back.env_changes, back.lints, back.drift, back.drift_of, back.raw_diff, back.flags_version,
+        back.errors, back.flags_source, back.model_config, back.flags_binary, back.unit_changes,
+        dict(back.real_paths)))
 
 
 def _side_from_text(name: str, text: str, table: FlagTable | None = None) -> ServiceSide:

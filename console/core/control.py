@@ -35,7 +35,6 @@ class HostControl(Protocol):
 
     # -- reading and acting on the host --------------------------------------------------
     def verify(self) -> str | None: ...
-    def swap_units(self) -> str | None: ...
     def pick_units(self, new: str, old: str | None) -> None: ...
     def start_bench(self, kind: str, plan: BenchPlan | None = None) -> str | None: ...
     def stop_bench(self) -> str | None: ...
@@ -76,9 +75,6 @@ class NoControl:
         return None
 
     def verify(self) -> str | None:
-        return self.why
-
-    def swap_units(self) -> str | None:
         return self.why
 
     def pick_units(self, new: str, old: str | None) -> None:

@@ -213,14 +213,6 @@ class HostRunner:
         self._spawn(run(), "verify")
         return None
 
-    def swap_units(self) -> str | None:
-        watcher = self.session.service_watcher()
-        if watcher is None or not watcher.old_unit:
-            return "No unit to swap with: pick one with u"
-        watcher.swap()
-        self.repoll("service")
-        return None
-
     def pick_units(self, new: str, old: str | None) -> None:
         watcher = self.session.service_watcher()
         if watcher is not None:

@@ -3,6 +3,7 @@ lints by severity, drift of the running process; `d` the raw diff, `s` swap, `u`
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from rich.console import RenderableType
@@ -191,6 +192,15 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
     return text
 
 
+def oriented(reading: Reading[ServiceReport] | None, flipped: bool) -> Reading[ServiceReport] | None:
+    """The reading as this view shows it: `flipped`, the report the other way round (the old unit as
+    the new), as the source delivered it; the state's reading is never changed."""
+    if not flipped or reading is None or reading.data is None:
+        return reading
+    other = reading.data.flipped()
+    return reading if other is None else replace(reading, data=other)
+
+
 class ServicePane(ReadingPane):
     PANE_TITLE: ClassVar[str] = "Service diff"
     PANE_KEY: ClassVar[str] = "3"
@@ -203,9 +213,9 @@ class ServicePane(ReadingPane):
     ]
 
     raw: reactive[bool] = reactive(False)
-
-    class SwapRequested(Message):
-        pass
+    # `s`: show the report the other way round. This view's choice alone: the source delivers both
+    # orientations, so nothing is asked of the host and no event is made (issue 20).
+    flipped: reactive[bool] = reactive(False)
 
     class PickRequested(Message):
         pass
@@ -214,18 +224,35 @@ class ServicePane(ReadingPane):
         pass
 
     def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
-        return format_service(reading, self.content_size.width or 56, raw=self.raw)
+        shown = oriented(reading, self.flipped)
+        text = format_service(shown, self.content_size.width or 56, raw=self.raw)
+        if shown is not reading and reading is not None and reading.data is not None:
+            # Said in the body too: the swap plan's new unit has not changed, only this view.
+            note = Text(f"flipped in this view (s): the swap's new unit is still {reading.data.new.name}\n",
+                        style=DIM)
+            text = note + text
+        return text
 
     def watch_raw(self) -> None:
-        self.show(self.render_reading(self.reading))
-        self.border_title = f"{self.PANE_KEY} {self.PANE_TITLE}" + (" (raw)" if self.raw else "")
+        self._view_changed()
 
+    def watch_flipped(self) -> None:
+        self._view_changed()
+
+    def _view_changed(self) -> None:
+        self.show(self.render_reading(self.reading))
+        self.border_title = (f"{self.PANE_KEY} {self.PANE_TITLE}" + (" (raw)" if self.raw else "")
+                             + (" (flipped)" if self.flipped else ""))
 
     def action_toggle_raw(self) -> None:
         self.raw = not self.raw
 
     def action_swap(self) -> None:
-        self.post_message(self.SwapRequested())
+        report = self.reading.data if self.reading is not None else None
+        if not self.flipped and (report is None or report.flipped() is None):
+            self.notify("No unit to swap with: pick one with u", title="service", severity="warning")
+            return
+        self.flipped = not self.flipped
 
     def action_pick_units(self) -> None:
         self.post_message(self.PickRequested())

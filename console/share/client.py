@@ -219,10 +219,6 @@ class RemoteControl:
         self._fire(p.Verify)
         return None
 
-    def swap_units(self) -> str | None:
-        self._fire(p.Swap)
-        return None
-
     def pick_units(self, new: str, old: str | None) -> None:
         self._fire(p.Pick, new=new, old=old)
 

@@ -484,7 +484,9 @@ class ShareServer:
         if isinstance(msg, p.Verify):
             return p.Reply(msg.id, error=control.verify())
         if isinstance(msg, p.Swap):
-            return p.Reply(msg.id, error=control.swap_units())
+            # Which side of the diff is old is each view's own choice (`s` in its pane): the core's
+            # sources are not flipped for a client, nor is any event made (issue 20).
+            return p.Reply(msg.id, error="the diff's sides are each view's own: s flips them in your pane")
         if isinstance(msg, p.Pick):
             control.pick_units(msg.new, msg.old)
             return p.Reply(msg.id)
@@ -563,9 +565,6 @@ class LocalSeat:
 
     def verify(self) -> str | None:
         return self._ask(p.Verify).error
-
-    def swap_units(self) -> str | None:
-        return self._ask(p.Swap).error
 
     def pick_units(self, new: str, old: str | None) -> None:
         self._ask(p.Pick, new=new, old=old)

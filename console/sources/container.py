@@ -16,7 +16,7 @@ from typing import Any
 
 from console.analysis.container_diff import _host_path, build_container_report, side_from_container
 from console.analysis.service_diff import HostFacts
-from console.analysis.service_report import ServiceReport, ServiceSide, build_report
+from console.analysis.service_report import ServiceReport, ServiceSide, build_report, with_other_way
 from console.parsers import ParseError, split_sections
 from console.parsers.docker import ContainerSpec, parse_compose, parse_inspect, parse_ps, runs_sglang
 from console.redact import redact_text
@@ -118,6 +118,14 @@ class ContainerWatcher(ServiceWatcher):
         if self.old_unit:
             old = specs[0] if self.compose_file is not None else specs[1] if len(specs) > 1 else None
         gpus = await self.gpu_count()
+        report = await self._compare(new, old, self.new_unit, self.old_unit, on_host, gpus)
+        if old is None:
+            return report
+        # And the other way round, from the same read: what `s` in the diff pane shows (issue 20).
+        return with_other_way(report, await self._compare(old, new, self.old_unit, self.new_unit, on_host, gpus))
+
+    async def _compare(self, new: ContainerSpec | str, old: ContainerSpec | str | None, new_name: str | None,
+                       old_name: str | None, on_host: tuple[str, ...], gpus: int | None) -> ServiceReport:
         if isinstance(new, str) or isinstance(old, str):
             def side(x: ContainerSpec | str | None, name: str | None) -> ServiceSide | None:
                 if x is None:
@@ -125,10 +133,10 @@ class ContainerWatcher(ServiceWatcher):
                 if isinstance(x, str):
                     return ServiceSide(name or "?", None, None, None, error=x)
                 return side_from_container(x, self.table)
-            new_side = side(new, self.new_unit)
+            new_side = side(new, new_name)
             assert new_side is not None
             facts = HostFacts(forbidden_prefixes=self.forbidden_prefixes, gpu_count=gpus)
-            return build_report(side(old, self.old_unit), new_side, facts,
+            return build_report(side(old, old_name), new_side, facts,
                                 table=self.table, units_on_host=on_host,
                                 flags_source=f"built-in flag table of SGLang {self.table.version}")
         facts = await self._container_facts(new, gpus)

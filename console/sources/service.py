@@ -11,7 +11,13 @@ from dataclasses import replace
 from typing import Any
 
 from console.analysis.service_diff import PATH_FLAGS, REDACTED, HostFacts, redact_env
-from console.analysis.service_report import ServiceReport, ServiceSide, build_report, side_from_text
+from console.analysis.service_report import (
+    ServiceReport,
+    ServiceSide,
+    build_report,
+    side_from_text,
+    with_other_way,
+)
 from console.parsers import split_sections
 from console.parsers.sglang_argv import NotSglang, normalize
 from console.parsers.sglang_flags import FlagTable, builtin_table, table_from_help
@@ -58,6 +64,8 @@ class ServiceWatcher:
         self._probes: dict[tuple[str, str], tuple[FlagTable, str | None, str | None]] = {}
 
     def swap(self) -> None:
+        """Watch the old unit as the new one (a tool's setup, like `pick`). No view calls it: `s` in
+        the diff pane shows the report's other way (`ServiceReport.flipped`) and asks nothing."""
         if self.old_unit:
             self.new_unit, self.old_unit = self.old_unit, self.new_unit
 
@@ -186,12 +194,25 @@ class ServiceWatcher:
         return new, replace(facts, gpu_count=gpu_count)
 
     async def poll(self) -> ServiceReport:
+        """Both units in one read, compared both ways: the report, and the other way round (the old
+        unit as the new, with its own paths, model config and SGLang flags) that `s` in the diff pane
+        shows. Which side a view shows as old is the view's choice: it never asks the host (issue 20)."""
         units = [self.new_unit] + ([self.old_unit] if self.old_unit else [])
         sides, units_on_host, gpus = await self.read_sides(units)
         new, facts = await self.facts_for(sides[0], gpus)
         old = sides[1] if len(sides) > 1 else None
-        return build_report(old, new, facts, table=self.table, units_on_host=units_on_host,
-                            flags_source=self.flags_note, flags_binary=self.flags_binary)
+        table, note, binary = self.table, self.flags_note, self.flags_binary
+        report = build_report(old, new, facts, table=table, units_on_host=units_on_host,
+                              flags_source=note, flags_binary=binary)
+        if old is None:
+            return report
+        try:
+            other, other_facts = await self.facts_for(old, gpus)
+            back = build_report(new, other, other_facts, table=self.table, units_on_host=units_on_host,
+                                flags_source=self.flags_note, flags_binary=self.flags_binary)
+        finally:  # the new unit's table stays the watcher's: the next read parses with it
+            self.table, self.flags_note, self.flags_binary = table, note, binary
+        return with_other_way(report, back)
 
     async def _facts(self, new: ServiceSide) -> HostFacts:
         if new.command is None:

@@ -1,0 +1,164 @@
+"""Issue 20, the rest of "one truth for every view": a view's choice creates no event (`s` in the diff
+pane shows the report the other way round, delivered by the source, and asks nothing of the host),
+the log's throughput series belongs to one boot, and every pane's ages read the state's one clock
+(the recording's in a replay)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from console.analysis.service_diff import HostFacts
+from console.analysis.service_report import build_report, side_from_text, with_other_way
+from console.core.control import NoControl
+from console.core.recording import Recorder, read_recording
+from console.core.state import HostInfo, HostState, ReadingChanged
+from console.hostsim import HostSimulator
+from console.hostsim.scenario import NEW_UNIT, OLD_UNIT, demo_profile, start_scenario
+from console.model import Reading
+from console.session import HostSession, make_transport
+from console.transport.ssh import SshTransport
+from tests.conftest import sim_options, wait_for
+
+UNITS = Path(__file__).resolve().parent.parent / "console" / "hostsim" / "units"
+
+
+class _Clock:
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _seeds_report() -> Any:
+    """The seeds' two units as the service source delivers them: compared both ways."""
+    old = side_from_text(OLD_UNIT, (UNITS / OLD_UNIT).read_text())
+    new = side_from_text(NEW_UNIT, (UNITS / NEW_UNIT).read_text())
+    return with_other_way(build_report(old, new, HostFacts()), build_report(new, old, HostFacts()))
+
+
+class _Watching(NoControl):
+    """A control that says what a view asked of it (nothing may be asked for `s`)."""
+
+    def __init__(self) -> None:
+        super().__init__("test")
+        self.asked: list[str] = []
+
+    def __getattribute__(self, name: str) -> Any:
+        value = object.__getattribute__(self, name)
+        if callable(value) and not name.startswith("_") and name not in ("asked",):
+            object.__getattribute__(self, "asked").append(name)
+        return value
+
+
+def _pane_text(app: Any) -> str:
+    return app.host_screen.query_one("#service-pane").render().plain  # type: ignore[no-any-return]
+
+
+# -- 1. `s` is the view's choice: no event, nothing asked -----------------------------------------
+async def test_s_in_the_diff_pane_flips_the_view_and_creates_no_event(tmp_path: Path) -> None:
+    from console.app import ConsoleApp
+
+    state = HostState("h", label="h", clock=_Clock())
+    state.apply(HostInfo("h", "h"))
+    state.apply(ReadingChanged("h", "service", Reading("service", _seeds_report(), 1000.0)))
+    recorder = Recorder(state, tmp_path / "rec", flush_every_s=0.0).start()
+    control = _Watching()
+    app = ConsoleApp(state, control)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await pilot.pause()
+        pane = app.host_screen.query_one("#service-pane")
+        before = _pane_text(app)
+        assert f"old {OLD_UNIT}" in before and f"new {NEW_UNIT}" in before
+        version, events = state.version, []
+        state.subscribe(events.append)
+        control.asked.clear()
+        pane.focus()
+        await pilot.press("s")
+        await pilot.pause()
+        flipped = _pane_text(app)
+        assert f"old {NEW_UNIT}" in flipped and f"new {OLD_UNIT}" in flipped  # the other way round, at once
+        assert f"the swap's new unit is still {NEW_UNIT}" in flipped
+        assert "(flipped)" in str(pane.border_title)
+        # the diff itself is the other way: what the new unit added, the flipped view says it removes
+        changes = {c.flag: c.change for c in state.data("service").changes}
+        back = {c.flag: c.change for c in state.data("service").flipped().changes}
+        assert changes["--speculative-algorithm"] == "added" and back["--speculative-algorithm"] == "removed"
+        # ... and nothing else moved: no event in the state, nothing asked of the host
+        assert state.version == version and events == []
+        assert [a for a in control.asked if a not in ("client_id", "who")] == []
+        assert state.data("service").new.name == NEW_UNIT  # the state's orientation is the host's
+        await pilot.press("s")
+        await pilot.pause()
+        assert _pane_text(app) == before and state.version == version
+    recorder.close()
+    rec = read_recording(recorder.path)  # type: ignore[arg-type]
+    readings = [e for _, e in rec.entries if isinstance(e, ReadingChanged)]
+    assert readings == []  # the recording holds the state it started with, and no reading of `s`
+
+
+async def test_the_service_source_delivers_the_other_way_as_a_flipped_watcher_read_it(sim: HostSimulator) -> None:
+    """The other way round is what watching the old unit as the new gave (its own paths, model
+    config, SGLang flags), read in the same poll."""
+    from console.sources.service import ServiceWatcher
+
+    await start_scenario(sim, driven=False)
+    transport = SshTransport(sim_options(sim))
+    await transport.connect()
+    try:
+        watcher = ServiceWatcher(transport, NEW_UNIT, OLD_UNIT, forbidden_prefixes=(sim.host_path("/data"),))
+        report = await watcher.poll()
+        assert (watcher.new_unit, watcher.old_unit) == (NEW_UNIT, OLD_UNIT)
+        assert report.flags_source == "checked against the host's SGLang 0.5.23"  # the new unit's, kept
+        watcher.swap()
+        swapped = await watcher.poll()
+    finally:
+        await transport.close()
+    flipped = report.flipped()
+    assert flipped is not None and flipped.new.name == OLD_UNIT and flipped.old is not None
+    assert flipped.old.name == NEW_UNIT
+    assert flipped.changes == swapped.changes and flipped.unit_changes == swapped.unit_changes
+    assert flipped.env_changes == swapped.env_changes and flipped.raw_diff == swapped.raw_diff
+    assert [x.message for x in flipped.lints] == [x.message for x in swapped.lints]
+    # the old unit's model is under the forbidden prefix: said only when it is shown as the new
+    assert any("is under" in x.message for x in flipped.lints)
+    assert not any("is under" in x.message for x in report.lints)
+    assert flipped.model_config == swapped.model_config and flipped.real_paths == swapped.real_paths
+    assert flipped.flipped() is None  # one level: the report's other way is the way back
+
+
+async def test_s_on_the_live_console_asks_the_host_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a real runner: the watcher keeps its units and no service reading follows the key
+    (it re-read the units flipped, and the new reading went to every client and the recording)."""
+    from console.app import ConsoleApp
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    sim = HostSimulator(tmp_path / "host", speed=1.0)
+    await sim.start()
+    try:
+        await start_scenario(sim, driven=False)
+        profile = demo_profile(sim)
+        session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
+        app = ConsoleApp.for_session(session, record=True, record_dir=tmp_path / "rec")
+        async with app.run_test(size=(140, 50)) as pilot:
+            state = app.state
+            await wait_for(lambda: state.data("service") is not None
+                           and state.data("service").flipped() is not None, 60)
+            await pilot.pause()
+            service_readings: list[object] = []
+            state.subscribe(lambda e: service_readings.append(e)
+                            if isinstance(e, ReadingChanged) and e.source == "service" else None)
+            app.host_screen.query_one("#service-pane").focus()
+            await pilot.press("s")
+            await pilot.pause()
+            text = _pane_text(app)
+            assert f"old {NEW_UNIT}" in text and f"new {OLD_UNIT}" in text  # flipped before any poll
+            assert service_readings == []
+            watcher = session.service_watcher()
+            assert watcher is not None and (watcher.new_unit, watcher.old_unit) == (NEW_UNIT, OLD_UNIT)
+            assert state.data("service").new.name == NEW_UNIT
+    finally:
+        await sim.stop()
