@@ -418,11 +418,19 @@ def test_one_freshness_rule_for_the_gpu_pane_the_fleet_row_and_the_header() -> N
 
 
 def test_a_fleet_row_shows_no_throughput_for_a_server_that_is_loading_weights() -> None:
+    from console.analysis.log_state import LogTracker
     from console.analysis.server_status import HttpFacts, ServerStatus
     from console.fleet.rows import fleet_row
+    from console.parsers.sglang_log import parse_line
 
+    # The log as the tracker sums it: the old server's decode line at 990, then this boot's launch
+    # (the summary starts each boot afresh: the row needs no rule of its own for a booting server).
+    tracker = LogTracker("log")
+    tracker.feed([parse_line("[2026-01-01 10:00:00 TP0] Decode batch, #running-req: 4, "
+                             "gen throughput (token/s): 116.00, #queue-req: 0,")], 990.0)
+    tracker.feed([parse_line('[2026-01-01 10:05:00] server_args=ServerArgs(model_path="/m")')], 994.0)
     state = HostState("h", clock=_Clock(1000.0))
-    state.apply(ReadingChanged("h", "log", Reading("log", _log_with([(990.0, 116.0)]), 995.0)))
+    state.apply(ReadingChanged("h", "log", Reading("log", tracker.summary(), 995.0)))
     starting = ServerStatus("starting", "loading weights", "u", "active", 1, "weights loading", HttpFacts())
     state.apply(ReadingChanged("h", "server", Reading("server", starting, 999.0)))
     assert fleet_row(state, 1000.0).gen_tokens_per_s is None

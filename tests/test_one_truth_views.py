@@ -162,3 +162,54 @@ async def test_s_on_the_live_console_asks_the_host_nothing(tmp_path: Path, monke
             assert state.data("service").new.name == NEW_UNIT
     finally:
         await sim.stop()
+
+
+# -- 2. the log's throughput series belongs to one boot -----------------------------------------
+DECODE = ("[2026-01-01 10:00:{s:02d} TP0] Decode batch, #running-req: 48, #token: 4100, token usage: 0.40, "
+          "cuda graph: True, gen throughput (token/s): 116.20, #queue-req: 0,")
+LAUNCH = '[2026-01-01 10:05:00] server_args=ServerArgs(model_path="/models/new")'
+
+
+def _tracker_after_a_restart() -> Any:
+    from console.analysis.log_state import LogTracker
+    from console.parsers.sglang_log import parse_line
+
+    tracker = LogTracker("journal: sglang.service")
+    for i in range(5):
+        tracker.feed([parse_line(DECODE.format(s=i))], 990.0 + i)
+    assert len(tracker.summary().series) == 5
+    tracker.feed([parse_line(LAUNCH)], 996.0)  # a new server launching
+    return tracker
+
+
+def test_a_new_boot_starts_the_logs_throughput_series_afresh() -> None:
+    from console.analysis.log_state import LogTracker
+    from console.parsers.sglang_log import parse_line
+
+    summary = _tracker_after_a_restart().summary()
+    assert summary.phase == "launch" and summary.series == () and summary.last_decode is None
+    # a phase earlier than where the log stands is a new boot too (a restart without a launch line seen)
+    tracker = LogTracker("log")
+    tracker.feed([parse_line("[2026-01-01 10:00:00 TP0] Load weight begin. avail mem=94.21 GB"),
+                  parse_line("[2026-01-01 10:00:09 TP0] Capture cuda graph begin. This can take up to several "
+                             "minutes. avail mem=20.00 GB")], 900.0)
+    tracker.feed([parse_line(DECODE.format(s=30))], 950.0)
+    assert len(tracker.summary().series) == 1
+    tracker.feed([parse_line("[2026-01-01 10:09:00 TP0] Load weight begin. avail mem=94.21 GB")], 960.0)
+    assert tracker.summary().series == ()
+
+
+def test_the_status_line_and_the_fleet_row_say_nothing_of_the_last_boots_throughput() -> None:
+    """The status's gen tok/s and the fleet row read the summary: during the new boot (5 s after the
+    old server's last decode line) neither shows the old server's 116 tok/s."""
+    from console.analysis.server_status import HttpFacts, combine
+    from console.fleet.rows import fleet_row
+
+    summary = _tracker_after_a_restart().summary()
+    status = combine("new.service", "active", 42, summary, HttpFacts(), 999.0)
+    assert status.status == "starting" and status.gen_throughput is None and status.running_reqs is None
+    state = HostState("h", clock=_Clock(999.0))
+    state.apply(ReadingChanged("h", "log", Reading("log", summary, 999.0)))
+    state.apply(ReadingChanged("h", "server", Reading("server", status, 999.0)))
+    row = fleet_row(state, 999.0)
+    assert row.server_status == "starting" and row.gen_tokens_per_s is None and row.running_reqs is None

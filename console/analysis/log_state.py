@@ -201,10 +201,14 @@ class LogTracker:
         going_back = (not repeat_of_another_rank and phase in BOOT_PHASES and self.phase in BOOT_PHASES
                       and BOOT_PHASES.index(phase) < BOOT_PHASES.index(self.phase))
         if phase == "launch" or going_back:
-            # A new server: the last one's batch statistics and pool sizes no longer describe it.
+            # A new server: the last one's batch statistics, throughput and pool sizes no longer
+            # describe it. Its series starts empty (the state's benchmark view keeps the history,
+            # with the gap where no server existed); every reader of the summary (the status line,
+            # the fleet row) then says what this boot did, and no view needs to know (issue 20).
             self.boot, self._launch = [], None
             self._ranks_seen = set()
             self.last_decode = self.last_prefill = None
+            self.series.clear()
             self.capacity = self.kv_cache = self.mamba_cache = self.weights = None
         self._ranks_seen.add((phase, e.ranks))
         # Rank lines repeat each step (TP0..TPn): keep the first of each phase per boot.

@@ -154,9 +154,9 @@ def fleet_row(state: HostState, now_s: float | None = None) -> FleetRow:
         elif status == "unknown":
             problems.append((1, f"server unknown: {server.reason}"))
     log = state.data("log")
-    if status in ("dead", "starting"):
-        # A dead or booting server generates nothing: the last decode line's throughput (the old
-        # server's, before this boot) is history, not now (issue 20).
+    if status == "dead":
+        # A dead server generates nothing: its last decode line's throughput is history, not now.
+        # (A booting one's series is empty: the log's summary starts each boot afresh.)
         gen = running = queued = None
     elif log is not None and log.series:
         point = log.series[-1]
