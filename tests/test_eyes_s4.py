@@ -1,0 +1,93 @@
+"""Issue 22, the rest of "the operator's eyes" (session 4): charts that name their axes and keep
+their labels apart, ticks where their values are, the GPU history filling its width, the log view
+without a dead row, the help that says where the main acts are, a notice when a peer asks to
+drive, the report's audit table, colours by meaning, the attached plan's first line."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from console.analysis.bench_view import BenchView
+
+
+def _swap_view(now: float) -> BenchView:
+    view = BenchView()
+    for i in range(120):
+        view.add_gpu(now - 120 + i, 20.0 + (i % 30))
+    view.add_server_points([(now - 120 + i, 400.0 + 10 * (i % 20), None) for i in range(120)])
+    view.mark(now - 118, "old server stopped")  # at the left edge: its label must not cover "600"
+    view.mark(now - 62, "old server stopped")
+    view.mark(now - 58, "new server launching")
+    view.mark(now - 2, "new server ready")  # at the right edge: nor the right axis' "100%"
+    return view
+
+
+SIZES = [(46, 6), (46, 7), (60, 8), (76, 10), (110, 14), (116, 17)]  # 80x24 … 200x60 panes
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES)
+def test_the_time_chart_names_each_axis_by_its_series(width: int, height: int) -> None:
+    """Item 17: no plotext "L"/"⅃" side glyphs; a legend row says which series reads on which axis."""
+    from console.panes.bench import chart
+
+    now = 10_000.0
+    text = chart(_swap_view(now), width, height, now).plain
+    lines = text.split("\n")
+    assert "⅃" not in text and not any(re.match(r"\s*(\d\S*\s+)?L\s", line) for line in lines), text
+    assert lines[0].startswith("← ⣿ server gen tok/s") and lines[0].rstrip().endswith("⣿ GPU util % →"), text
+    assert len(lines) == height and all(len(line) <= width for line in lines), text
+
+
+def _axis_labels(lines: list[str]) -> tuple[dict[int, str], dict[int, str]]:
+    """Row -> left label, row -> right label, of the plot rows (no legend, no x ticks)."""
+    left, right = {}, {}
+    for r, line in enumerate(lines):
+        m = re.match(r"\s*(\d[\d.]*k?)(?=\s|[\u2800-\u28ff│])", line)
+        if m:
+            left[r] = m.group(1)
+        m = re.search(r"\s(\d+)%\s*$", line)
+        if m:
+            right[r] = m.group(1)
+    return left, right
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES)
+def test_mark_labels_stay_inside_the_plot_and_ticks_sit_where_their_values_are(width: int, height: int) -> None:
+    """Item 17: mark labels never overwrite the y-axis labels ("400r stopped", "GPU utilold server
+    stopped"), and each tick label is on the row of its value (the 80x24 chart put 100/50/25/0 %
+    on evenly spaced rows)."""
+    from console.panes.bench import chart
+
+    now = 10_000.0
+    view = _swap_view(now)
+    marked = chart(view, width, height, now).plain.split("\n")[1:-1]
+    view.marks.clear()
+    bare = chart(view, width, height, now).plain.split("\n")[1:-1]
+    assert _axis_labels(marked) == _axis_labels(bare), "\n".join(marked)  # labels untouched by the marks
+    left, right = _axis_labels(bare)
+    plot_rows = [r for r, line in enumerate(bare) if line.strip()]
+    first, last = min(plot_rows), max(plot_rows)
+    assert right and right[first] == "100" and right[last] == "0", "\n".join(bare)
+    for r, label in right.items():  # each label where its value is, on a linear 0-100 % axis
+        assert abs((100 - int(label)) / 100 * (last - first) + first - r) < 0.01, ("\n".join(bare), r, label)
+    values = {r: float(v[:-1]) * 1000 if v.endswith("k") else float(v) for r, v in left.items()}
+    top = values[first]
+    assert values[last] == 0 and top >= 590, "\n".join(bare)  # the data's peak is under the top tick
+    for r, v in values.items():
+        assert abs((top - v) / top * (last - first) + first - r) < 0.01, ("\n".join(bare), r, v)
+    for words in ("old server", "new server"):  # every label there, whole or cut with "…"
+        assert any(words in line for line in marked), "\n".join(marked)
+
+
+def test_the_sweep_chart_names_its_axes_too() -> None:
+    from console.panes.bench import sweep_chart
+
+    view = BenchView()
+    for c, tok, p99 in ((1, 100.0, 40.0), (4, 380.0, 55.0), (16, 1200.0, 90.0), (64, 2100.0, 400.0)):
+        view.finish({"max_concurrency": c, "output_throughput": tok, "p99_ttft_ms": p99})
+    for width, height in ((46, 6), (76, 10)):
+        text = sweep_chart(view, width, height).plain
+        assert "⅃" not in text and "(left)" not in text, text
+        assert text.startswith("← ⣿ output tok/s") and "⣿ p99 TTFT →" in text.split("\n")[0], text
