@@ -91,3 +91,32 @@ def test_the_sweep_chart_names_its_axes_too() -> None:
         text = sweep_chart(view, width, height).plain
         assert "⅃" not in text and "(left)" not in text, text
         assert text.startswith("← ⣿ output tok/s") and "⣿ p99 TTFT →" in text.split("\n")[0], text
+
+
+async def test_the_chart_draws_its_first_points_at_once_not_five_seconds_later() -> None:
+    """A fresh console at 80x24 said "no throughput yet" beside the log's 232 tok/s: the pane drew
+    the empty chart at mount and its 5-s throttle held the first points back."""
+    from textual.app import App, ComposeResult
+    from textual.widgets import Static
+
+    from console.panes.bench import BenchPane
+
+    view = BenchView()
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield BenchPane(view, id="bench")
+
+    app = One()
+    async with app.run_test(size=(80, 12)) as pilot:
+        pane = app.query_one(BenchPane)
+        chart_widget = pane.query_one("#bench-chart", Static)
+        assert "no throughput yet" in str(chart_widget.render())
+        now = view.now()
+        for i in range(10):
+            view.add_gpu(now - 10 + i, 40.0)
+        view.add_server_points([(now - 10 + i, 232.0, None) for i in range(10)])
+        pane.redraw()  # what the pane's 0.5-s tick does
+        await pilot.pause()
+        drawn = str(chart_widget.render())
+        assert "no throughput yet" not in drawn and "server gen tok/s" in drawn, drawn

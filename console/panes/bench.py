@@ -414,6 +414,7 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         self._table_drawn_at = 0.0
         self.sweep_mode = False
         self._chart_key: tuple[object, ...] | None = None
+        self._chart_empty = True
 
     def compose(self) -> Any:
         yield Static(id="bench-chart")
@@ -443,7 +444,10 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
             table.update(results_table(self.view, size.width or 40, size.height or 8))
         every = 0.5 if self.view.live is not None else 5.0
         moved = self.view.version != self._drawn_version
-        if not force and (not moved or now - self._drawn_at < every) and now - self._drawn_at < 5.0:
+        # A chart still saying "no throughput yet" is drawn again as soon as its first points are
+        # there, not up to 5 s later (a fresh 80x24 console showed it beside the log's 232 tok/s).
+        waiting = self._chart_empty and moved
+        if not force and not waiting and (not moved or now - self._drawn_at < every) and now - self._drawn_at < 5.0:
             return
         if not force and not self.display:
             return
@@ -452,6 +456,7 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         size = chart_widget.content_size
         w, h = size.width or 60, size.height or 8
         drawn = sweep_chart(self.view, w, h) if self.sweep_mode else chart(self.view, w, h, self.view.now())
+        self._chart_empty = drawn.plain.startswith(("no throughput yet", "the sweep chart needs"))
         key = (drawn.plain, tuple(drawn.spans)) if isinstance(drawn, Text) else None
         if key is not None and key == self._chart_key:
             return  # the same picture: no repaint, no layout (an idle chart every 5 s)
