@@ -120,3 +120,31 @@ async def test_the_chart_draws_its_first_points_at_once_not_five_seconds_later()
         await pilot.pause()
         drawn = str(chart_widget.render())
         assert "no throughput yet" not in drawn and "server gen tok/s" in drawn, drawn
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_the_log_view_has_no_dead_row_under_its_last_line(size: tuple[int, int]) -> None:
+    """The virtual log view drew an empty dark row and a scrollbar stub under the last line (its
+    horizontal scrollbar, for lines wider than the pane): every row of the view shows a line, and
+    a line cut at the edge says so with "…"."""
+    from console.app import ConsoleApp
+    from console.core.state import HostInfo, HostState, LogAppended
+    from console.panes.log import LogPane
+    from console.parsers.sglang_log import parse_line
+    from tests.conftest import wait_for
+
+    state = HostState("gpu-01", label="gpu-01")
+    state.apply(HostInfo("gpu-01", "gpu-01", log_label="journal: sglang.service"))
+    long = ("[2026-04-08 14:05:{s:02d} TP0] Decode batch, #running-req: 48, #full token: 412000, full token "
+            "usage: 0.11, gen throughput (token/s): {n}.00, #queue-req: 3, line {n}")
+    app = ConsoleApp(state, None)
+    async with app.run_test(size=size) as pilot:
+        pane = app.query_one(LogPane)
+        view = pane.log_widget
+        state.apply(LogAppended(state.host, tuple(parse_line(long.format(s=i % 60, n=i)) for i in range(200))))
+        await wait_for(lambda: view.line_count == 200, 10)
+        await pilot.pause(0.3)
+        assert view.scrollable_content_region.height == view.size.height, "a row taken by a scrollbar"
+        visible = [view.render_line(y).text for y in range(view.size.height)]
+        assert all(row.strip() for row in visible), visible  # no blank row under the last line
+        assert visible[-1].rstrip().endswith("…") and "Decode batch" in visible[-1], visible
