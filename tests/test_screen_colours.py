@@ -70,4 +70,4 @@ def test_the_sweep_axis_says_seconds_and_a_few_runs_are_marked() -> None:
         plain = sweep_chart(view, width, height).plain
         assert "kms" not in plain and "2.0 s" in plain, plain
         assert plain.count("●") >= 4, plain  # every run a point (the two series share cells at times)
-        assert "output tok/s (left)" in plain and "p99 TTFT (right)" in plain
+        assert "← ⣿ output tok/s" in plain and "⣿ p99 TTFT →" in plain  # each axis named by its series

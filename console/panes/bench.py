@@ -59,16 +59,56 @@ def tick_label(v: float, unit: str = "") -> str:
     return text + unit
 
 
+def _is_nice(step: float) -> bool:
+    import math
+
+    if step <= 0:
+        return False
+    mag = 10 ** math.floor(math.log10(step))
+    return any(abs(step / mag - m) < 1e-9 for m in (1, 2, 2.5, 5, 10))
+
+
+def _nice_ceil(raw: float) -> float:
+    """The smallest 1, 2, 2.5, 5 x 10^k step at least `raw`."""
+    import math
+
+    raw = max(raw, 1e-9)
+    mag = 10 ** math.floor(math.log10(raw))
+    return next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw * (1 - 1e-9))
+
+
+def row_ticks(lo: float, hi: float, rows: int, fixed: bool) -> list[float]:
+    """Tick values that each land exactly on a row of a `rows`-row plot: `k` intervals where k
+    divides rows - 1, so a label sits where its value is (plotext otherwise rounds 25 % and 50 %
+    onto neighbouring rows, or drops one: "100/50/25/0 %" on evenly spaced rows at 80x24).
+    A fixed axis keeps [lo, hi] and only takes a nice step; a data axis raises hi to k nice steps."""
+    intervals = max(1, rows - 1)
+    valid = [k for k in range(1, min(intervals, 8) + 1) if intervals % k == 0]
+    if fixed:
+        nice = [k for k in valid if _is_nice((hi - lo) / k)]
+        small = [k for k in nice if 2 <= k <= 5]
+        k = max(small) if small else min((k for k in nice if k > 5), default=1)
+        step = (hi - lo) / k
+    else:
+        span = max(hi - lo, 1e-9)
+        choices = [k for k in valid if 2 <= k <= 6] or ([intervals] if intervals <= 8 else [1])
+        # the tightest top (the data fills the plot), then the count closest to four labels
+        k = min(choices, key=lambda k: (k * _nice_ceil(span / k), abs(k - 4)))
+        step = _nice_ceil(span / k)
+    return [round(lo + i * step, 10) for i in range(k + 1)]
+
+
 def _axis(plt: Any, values: list[float], side: str, unit: str = "", floor_zero: bool = True,
-          fixed: tuple[float, float] | None = None) -> None:
-    """Explicit ticks and limits for one y axis, so plotext never invents or truncates labels."""
+          fixed: tuple[float, float] | None = None, rows: int | None = None) -> int:
+    """Explicit ticks and limits for one y axis, so plotext never invents or truncates labels;
+    with `rows` (the plot's rows) every tick lands on a row. Returns the labels' width in cells."""
     if fixed is not None:
         lo, hi = fixed
-        ticks = nice_ticks(lo, hi, 4)
+        ticks = row_ticks(lo, hi, rows, True) if rows else nice_ticks(lo, hi, 4)
     else:
         lo = 0.0 if floor_zero else min(values)
         hi = max(values) if values else 1.0
-        ticks = nice_ticks(lo, hi, 4)
+        ticks = row_ticks(lo, hi, rows, False) if rows else nice_ticks(lo, hi, 4)
         lo, hi = ticks[0], ticks[-1]
     if unit == "ms" and max(abs(t) for t in ticks) >= 1000:  # "2.0 s", never "2kms"
         def label(t: float) -> str:
@@ -82,49 +122,144 @@ def _axis(plt: Any, values: list[float], side: str, unit: str = "", floor_zero: 
     labels = [label(t).rjust(width) if side == "left" else " " + label(t).ljust(width) + " " for t in ticks]
     plt.ylim(lo, hi, yside=side)
     plt.yticks(ticks, labels, yside=side)
+    return len(labels[0])
+
+
+COLORS = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": "blue"}  # series: never red
+LEGEND_DOT = "⣿"
+
+
+def legend(left: list[tuple[str, str]], right: list[tuple[str, str]], width: int) -> Text:
+    """One row naming each axis by its series: `← ⣿ server gen tok/s ⣿ client tok/s` at the left
+    axis, `⣿ GPU util % →` at the right one (plotext's own legend marks the side with "L" and "⅃")."""
+    line = Text(no_wrap=True, overflow="ellipsis")
+    if left:
+        line.append("← ", style="bold")
+        for i, (name, color) in enumerate(left):
+            line.append(("  " if i else "") + LEGEND_DOT + " ", style=color)
+            line.append(name)
+    if right:
+        tail = Text()
+        for name, color in right:
+            tail.append(LEGEND_DOT + " ", style=color)
+            tail.append(name)
+        tail.append(" →", style="bold")
+        gap = width - line.cell_len - tail.cell_len
+        line.append(" " * max(2 if left else 0, gap))
+        line.append_text(tail)
+    line.truncate(width, overflow="ellipsis")
+    return line
+
+
+def overlay_marks(body: Text, marks: list[tuple[int, str]], plot_lo: int, plot_hi: int, rows: int) -> Text:
+    """Each mark's label written into the plot area, beside its line (left of it when it fits,
+    else right of it, else cut with "…"), on the first of the top rows where it overlaps no other
+    label: never over the y-axis labels, the legend or another label. `marks` is (column, label)."""
+    lines = body.split("\n", allow_blank=True)
+    taken: dict[int, list[tuple[int, int]]] = {}
+    for i, (col, label) in enumerate(marks):
+        room_left, room_right = col - plot_lo, plot_hi - col  # cells free on each side of the line
+        if len(label) <= room_left:
+            a, text = col - len(label), label
+        elif len(label) <= room_right:
+            a, text = col + 1, label
+        elif room_left >= room_right:
+            text = label[: max(0, room_left - 1)] + "…"
+            a = col - len(text)
+        else:
+            text = label[: max(0, room_right - 1)] + "…"
+            a = col + 1
+        if not text.strip("…") or a < plot_lo:
+            continue
+        b = a + len(text)
+        for r in [(i + k) % max(1, rows) for k in range(max(1, rows))]:
+            if r < len(lines) and all(b <= x or a >= y for x, y in taken.get(r, [])):
+                break
+        else:
+            continue
+        taken.setdefault(r, []).append((a, b))
+        line = lines[r]
+        if line.cell_len < b:
+            line.pad_right(b - line.cell_len)
+        lines[r] = Text.assemble(line[:a], (text, "yellow"), line[b:], no_wrap=True)
+    return Text("\n", no_wrap=True).join(lines)
+
+
+def plot_columns(body: Text, lo: int, hi: int) -> tuple[int, int]:
+    """The plot's first and last columns, from the x ticks' row: plotext centres the first tick's
+    label on the first column and "now" on the last (its left margin is not always the labels'
+    width: "1k" gets a space more)."""
+    ticks = body.plain.rstrip("\n").rsplit("\n", 1)[-1]
+    words = ticks.split()
+    if len(words) >= 2:
+        first = ticks.index(words[0])
+        last = ticks.rindex(words[-1])
+        return first + len(words[0]) // 2, last + len(words[-1]) // 2
+    return lo, hi
+
+
+def _snap(body: Text, col: int, rows: int) -> int:
+    """`col` moved to the nearest column (within 2) where plotext drew a mark's line ("│")."""
+    lines = body.plain.rstrip("\n").split("\n")[:rows]
+    for d in (0, -1, 1, -2, 2):
+        c = col + d
+        if c >= 0 and sum(1 for line in lines if c < len(line) and line[c] == "│") * 2 >= len(lines):
+            return c
+    return col
 
 
 def chart(view: BenchView, width: int, height: int, now_s: float, span_s: int = 120) -> Text:
-    """A plotext line chart as Rich text (plotext keeps global state: call from the UI thread only)."""
+    """A plotext line chart as Rich text (plotext keeps global state: call from the UI thread only):
+    a legend row naming each axis, then the plot, the swap's marks labelled inside it."""
     import plotext as plt
 
     series = view.series(now_s, span_s)
-    plt.clf()
-    plt.plotsize(max(20, width), max(5, height))
-    plt.theme("clear")
-    plt.frame(False)
-    colors = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": "blue"}  # series: never red
     drawn = {name: points for name, points in series.items() if len(points) >= 2}
     if not drawn:
         return Text("no throughput yet: the server's own gen throughput appears here from its log,\n"
                     "a benchmark's output tokens/s beside it (b: quick run, B: sweep).", style=DIM)
+    width, height = max(20, width), max(6, height)
+    plot_h = height - 1  # the legend's row
+    rows = plot_h - 1  # the x ticks' row
+    spare = 0
+    if not any((rows - 1) % k == 0 for k in range(2, 7)) and rows > 2:
+        spare, rows, plot_h = 1, rows - 1, plot_h - 1  # 8 or 12 rows: one left blank, so ticks land on rows
+    plt.clf()
+    plt.limitsize(False, False)  # the pane's size, not the terminal's plotext guesses (80 in tests)
+    plt.plotsize(width, plot_h)
+    plt.theme("clear")
+    plt.frame(False)
     left: list[float] = []
     for name, points in drawn.items():
         side = "right" if name == "GPU util %" else "left"
         # The server's series in pieces: no line across a span where no server existed (issue 20).
         pieces = view.server_segments(now_s, span_s) if name == "server gen tok/s" else [points]
-        for i, piece in enumerate(pieces):
+        for piece in pieces:
             xs, ys = zip(*piece, strict=True)
-            plt.plot(list(xs), list(ys), label=name if i == 0 else None, color=colors[name], marker="braille",
-                     yside=side)
+            plt.plot(list(xs), list(ys), color=COLORS[name], marker="braille", yside=side)
             if side == "left":
                 left.extend(ys)
-    if left:
-        _axis(plt, left, "left")
-    if "GPU util %" in drawn:
-        _axis(plt, [], "right", "%", fixed=(0.0, 100.0))  # utilization is 0-100 %, whatever the samples
-    now_x = 0.0
-    top = max(left) if left else 100.0  # the left axis runs from 0
-    shown = [(t - now_s, label) for t, label in view.marks if -span_s <= t - now_s <= now_x]
-    for i, (x, label) in enumerate(shown):
+    left_w = _axis(plt, left, "left", rows=rows) if left else 0
+    right_w = 0
+    if "GPU util %" in drawn:  # utilization is 0-100 %, whatever the samples
+        right_w = _axis(plt, [], "right", "%", fixed=(0.0, 100.0), rows=rows)
+    shown = [(t - now_s, label) for t, label in view.marks if -span_s <= t - now_s <= 0.0]
+    for x, _label in shown:
         plt.vline(x, "yellow")
-        # Below the legend's rows (the top quarter), each mark's label on its own row: they never
-        # overwrite the legend or each other (two marks seconds apart are common in a swap).
-        plt.text(label, x, top * (0.62 - 0.18 * (i % 3)), color="yellow", alignment="right")
     plt.xlim(-span_s, 0)
     plt.xticks([-span_s, -span_s * 3 // 4, -span_s // 2, -span_s // 4, 0],
                [f"-{span_s}s", f"-{span_s * 3 // 4}s", f"-{span_s // 2}s", f"-{span_s // 4}s", "now"])
-    return Text.from_ansi(plt.build())
+    body = Text.from_ansi(plt.build().rstrip("\n"), no_wrap=True)
+    plot_lo, plot_hi = plot_columns(body, left_w, width - right_w - 1)
+    cols = [_snap(body, plot_lo + round((x + span_s) / span_s * (plot_hi - plot_lo)), rows) for x, _ in shown]
+    body = overlay_marks(body, [(c, label) for c, (_, label) in zip(cols, shown, strict=True)],
+                         plot_lo + 1, plot_hi, rows)  # a cell's gap after the axis' labels
+    if spare:
+        body = Text("\n", no_wrap=True).join([Text(""), body])
+    names = [n for n in ("server gen tok/s", "client tok/s") if n in drawn]
+    top = legend([(n, COLORS[n]) for n in names],
+                 [("GPU util %", COLORS["GPU util %"])] if "GPU util %" in drawn else [], width)
+    return Text("\n", no_wrap=True).join([top, body])
 
 
 MARKED_POINTS = 8
@@ -142,20 +277,25 @@ def sweep_chart(view: BenchView, width: int, height: int) -> Text:
 
     # Concurrency doubles or quadruples from run to run: a log axis spaces 1, 4, 16, 64 evenly.
     xs = [math.log2(p[0]) for p in pts]
+    width, height = max(20, width), max(7, height)
+    plot_h = height - 1  # the legend's row
+    rows = plot_h - 2  # the x ticks' and the x label's rows
     plt.clf()
-    plt.plotsize(max(20, width), max(5, height))
+    plt.limitsize(False, False)
+    plt.plotsize(width, plot_h)
     plt.theme("clear")
     plt.frame(False)
-    plt.plot(xs, [p[1] for p in pts], label="output tok/s (left)", color="green", marker="braille")
-    plt.plot(xs, [p[2] for p in pts], label="p99 TTFT (right)", color="yellow", marker="braille", yside="right")
+    plt.plot(xs, [p[1] for p in pts], color="green", marker="braille")
+    plt.plot(xs, [p[2] for p in pts], color="yellow", marker="braille", yside="right")
     if len(pts) <= MARKED_POINTS:  # a few runs: each one a visible point, not only a smooth curve
         plt.scatter(xs, [p[1] for p in pts], color="green", marker="●")
         plt.scatter(xs, [p[2] for p in pts], color="yellow", marker="●", yside="right")
-    _axis(plt, [p[1] for p in pts], "left")
-    _axis(plt, [p[2] for p in pts], "right", "ms")
+    _axis(plt, [p[1] for p in pts], "left", rows=rows)
+    _axis(plt, [p[2] for p in pts], "right", "ms", rows=rows)
     plt.xticks(xs, [str(p[0]) for p in pts])
     plt.xlabel("concurrency (log scale)")
-    return Text.from_ansi(plt.build())
+    top = legend([("output tok/s", "green")], [("p99 TTFT", "yellow")], width)
+    return Text("\n", no_wrap=True).join([top, Text.from_ansi(plt.build().rstrip("\n"), no_wrap=True)])
 
 
 def _fmt(v: Any, spec: str = ".1f") -> str:
@@ -274,6 +414,7 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         self._table_drawn_at = 0.0
         self.sweep_mode = False
         self._chart_key: tuple[object, ...] | None = None
+        self._chart_empty = True
 
     def compose(self) -> Any:
         yield Static(id="bench-chart")
@@ -303,7 +444,10 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
             table.update(results_table(self.view, size.width or 40, size.height or 8))
         every = 0.5 if self.view.live is not None else 5.0
         moved = self.view.version != self._drawn_version
-        if not force and (not moved or now - self._drawn_at < every) and now - self._drawn_at < 5.0:
+        # A chart still saying "no throughput yet" is drawn again as soon as its first points are
+        # there, not up to 5 s later (a fresh 80x24 console showed it beside the log's 232 tok/s).
+        waiting = self._chart_empty and moved
+        if not force and not waiting and (not moved or now - self._drawn_at < every) and now - self._drawn_at < 5.0:
             return
         if not force and not self.display:
             return
@@ -312,6 +456,7 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         size = chart_widget.content_size
         w, h = size.width or 60, size.height or 8
         drawn = sweep_chart(self.view, w, h) if self.sweep_mode else chart(self.view, w, h, self.view.now())
+        self._chart_empty = drawn.plain.startswith(("no throughput yet", "the sweep chart needs"))
         key = (drawn.plain, tuple(drawn.spans)) if isinstance(drawn, Text) else None
         if key is not None and key == self._chart_key:
             return  # the same picture: no repaint, no layout (an idle chart every 5 s)

@@ -139,7 +139,8 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
     LogPane.-stale { border: round $warning 60%; }
     LogPane.-error { border: round $error 70%; }
     LogPane #log-status { height: auto; max-height: 5; text-wrap: nowrap; text-overflow: ellipsis; }
-    LogPane #log-lines { height: 1fr; border: none; padding: 0; background: $surface 0%; scrollbar-size: 1 1; }
+    LogPane #log-lines { height: 1fr; border: none; padding: 0; background: $surface 0%;
+        scrollbar-size-horizontal: 0; scrollbar-size-vertical: 1; }
     LogPane #log-filter { display: none; height: 1; border: none; padding: 0; }
     LogPane.-filtering #log-filter { display: block; }
     """

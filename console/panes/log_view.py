@@ -301,9 +301,16 @@ class LogLines(ScrollView, can_focus=True):
         text, style = self.row(index)
         if not text:
             return Strip.blank(width, base_style)
+        # No horizontal scrollbar (it cost a dark row and a stub under the last line): a row cut at
+        # the right edge ends in "…" instead; ←/→ still scroll, `w` wraps.
+        cut = not self.wrap and len(text) - scroll_x > width > 1
+        if cut:
+            text = text[: scroll_x + width - 1]
         strip = Strip([Segment(text, base_style + _style(style))])
         if scroll_x and not self.wrap:
             strip = strip.crop(scroll_x, scroll_x + width)
+        if cut:
+            strip = Strip([*strip, Segment("…", base_style + Style(dim=True))])
         return strip.crop_extend(0, width, base_style)
 
     # -- follow by intent ----------------------------------------------------------------------

@@ -1,0 +1,150 @@
+"""Issue 22, the rest of "the operator's eyes" (session 4): charts that name their axes and keep
+their labels apart, ticks where their values are, the GPU history filling its width, the log view
+without a dead row, the help that says where the main acts are, a notice when a peer asks to
+drive, the report's audit table, colours by meaning, the attached plan's first line."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from console.analysis.bench_view import BenchView
+
+
+def _swap_view(now: float) -> BenchView:
+    view = BenchView()
+    for i in range(120):
+        view.add_gpu(now - 120 + i, 20.0 + (i % 30))
+    view.add_server_points([(now - 120 + i, 400.0 + 10 * (i % 20), None) for i in range(120)])
+    view.mark(now - 118, "old server stopped")  # at the left edge: its label must not cover "600"
+    view.mark(now - 62, "old server stopped")
+    view.mark(now - 58, "new server launching")
+    view.mark(now - 2, "new server ready")  # at the right edge: nor the right axis' "100%"
+    return view
+
+
+SIZES = [(46, 6), (46, 7), (60, 8), (76, 10), (110, 14), (116, 17)]  # 80x24 … 200x60 panes
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES)
+def test_the_time_chart_names_each_axis_by_its_series(width: int, height: int) -> None:
+    """Item 17: no plotext "L"/"⅃" side glyphs; a legend row says which series reads on which axis."""
+    from console.panes.bench import chart
+
+    now = 10_000.0
+    text = chart(_swap_view(now), width, height, now).plain
+    lines = text.split("\n")
+    assert "⅃" not in text and not any(re.match(r"\s*(\d\S*\s+)?L\s", line) for line in lines), text
+    assert lines[0].startswith("← ⣿ server gen tok/s") and lines[0].rstrip().endswith("⣿ GPU util % →"), text
+    assert len(lines) == height and all(len(line) <= width for line in lines), text
+
+
+def _axis_labels(lines: list[str]) -> tuple[dict[int, str], dict[int, str]]:
+    """Row -> left label, row -> right label, of the plot rows (no legend, no x ticks)."""
+    left, right = {}, {}
+    for r, line in enumerate(lines):
+        m = re.match(r"\s*(\d[\d.]*k?)(?=\s|[\u2800-\u28ff│])", line)
+        if m:
+            left[r] = m.group(1)
+        m = re.search(r"\s(\d+)%\s*$", line)
+        if m:
+            right[r] = m.group(1)
+    return left, right
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES)
+def test_mark_labels_stay_inside_the_plot_and_ticks_sit_where_their_values_are(width: int, height: int) -> None:
+    """Item 17: mark labels never overwrite the y-axis labels ("400r stopped", "GPU utilold server
+    stopped"), and each tick label is on the row of its value (the 80x24 chart put 100/50/25/0 %
+    on evenly spaced rows)."""
+    from console.panes.bench import chart
+
+    now = 10_000.0
+    view = _swap_view(now)
+    marked = chart(view, width, height, now).plain.split("\n")[1:-1]
+    view.marks.clear()
+    bare = chart(view, width, height, now).plain.split("\n")[1:-1]
+    assert _axis_labels(marked) == _axis_labels(bare), "\n".join(marked)  # labels untouched by the marks
+    left, right = _axis_labels(bare)
+    plot_rows = [r for r, line in enumerate(bare) if line.strip()]
+    first, last = min(plot_rows), max(plot_rows)
+    assert right and right[first] == "100" and right[last] == "0", "\n".join(bare)
+    for r, label in right.items():  # each label where its value is, on a linear 0-100 % axis
+        assert abs((100 - int(label)) / 100 * (last - first) + first - r) < 0.01, ("\n".join(bare), r, label)
+    values = {r: float(v[:-1]) * 1000 if v.endswith("k") else float(v) for r, v in left.items()}
+    top = values[first]
+    assert values[last] == 0 and top >= 590, "\n".join(bare)  # the data's peak is under the top tick
+    for r, v in values.items():
+        assert abs((top - v) / top * (last - first) + first - r) < 0.01, ("\n".join(bare), r, v)
+    for words in ("old server", "new server"):  # every label there, whole or cut with "…"
+        assert any(words in line for line in marked), "\n".join(marked)
+
+
+def test_the_sweep_chart_names_its_axes_too() -> None:
+    from console.panes.bench import sweep_chart
+
+    view = BenchView()
+    for c, tok, p99 in ((1, 100.0, 40.0), (4, 380.0, 55.0), (16, 1200.0, 90.0), (64, 2100.0, 400.0)):
+        view.finish({"max_concurrency": c, "output_throughput": tok, "p99_ttft_ms": p99})
+    for width, height in ((46, 6), (76, 10)):
+        text = sweep_chart(view, width, height).plain
+        assert "⅃" not in text and "(left)" not in text, text
+        assert text.startswith("← ⣿ output tok/s") and "⣿ p99 TTFT →" in text.split("\n")[0], text
+
+
+async def test_the_chart_draws_its_first_points_at_once_not_five_seconds_later() -> None:
+    """A fresh console at 80x24 said "no throughput yet" beside the log's 232 tok/s: the pane drew
+    the empty chart at mount and its 5-s throttle held the first points back."""
+    from textual.app import App, ComposeResult
+    from textual.widgets import Static
+
+    from console.panes.bench import BenchPane
+
+    view = BenchView()
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield BenchPane(view, id="bench")
+
+    app = One()
+    async with app.run_test(size=(80, 12)) as pilot:
+        pane = app.query_one(BenchPane)
+        chart_widget = pane.query_one("#bench-chart", Static)
+        assert "no throughput yet" in str(chart_widget.render())
+        now = view.now()
+        for i in range(10):
+            view.add_gpu(now - 10 + i, 40.0)
+        view.add_server_points([(now - 10 + i, 232.0, None) for i in range(10)])
+        pane.redraw()  # what the pane's 0.5-s tick does
+        await pilot.pause()
+        drawn = str(chart_widget.render())
+        assert "no throughput yet" not in drawn and "server gen tok/s" in drawn, drawn
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_the_log_view_has_no_dead_row_under_its_last_line(size: tuple[int, int]) -> None:
+    """The virtual log view drew an empty dark row and a scrollbar stub under the last line (its
+    horizontal scrollbar, for lines wider than the pane): every row of the view shows a line, and
+    a line cut at the edge says so with "…"."""
+    from console.app import ConsoleApp
+    from console.core.state import HostInfo, HostState, LogAppended
+    from console.panes.log import LogPane
+    from console.parsers.sglang_log import parse_line
+    from tests.conftest import wait_for
+
+    state = HostState("gpu-01", label="gpu-01")
+    state.apply(HostInfo("gpu-01", "gpu-01", log_label="journal: sglang.service"))
+    long = ("[2026-04-08 14:05:{s:02d} TP0] Decode batch, #running-req: 48, #full token: 412000, full token "
+            "usage: 0.11, gen throughput (token/s): {n}.00, #queue-req: 3, line {n}")
+    app = ConsoleApp(state, None)
+    async with app.run_test(size=size) as pilot:
+        pane = app.query_one(LogPane)
+        view = pane.log_widget
+        state.apply(LogAppended(state.host, tuple(parse_line(long.format(s=i % 60, n=i)) for i in range(200))))
+        await wait_for(lambda: view.line_count == 200, 10)
+        await pilot.pause(0.3)
+        assert view.scrollable_content_region.height == view.size.height, "a row taken by a scrollbar"
+        visible = [view.render_line(y).text for y in range(view.size.height)]
+        assert all(row.strip() for row in visible), visible  # no blank row under the last line
+        assert visible[-1].rstrip().endswith("…") and "Decode batch" in visible[-1], visible
