@@ -43,7 +43,7 @@ from console.transport.errors import CommandTimeout, TransportError
 
 log = logging.getLogger("gpuconsole.swap")
 
-APPROVAL_ACTIONS = ("stop_old", "start_new", "rollback")
+APPROVAL_ACTIONS = ("stop_old", "start_new", "rollback", *fastpath.APPROVAL_KEYS)  # issue 24: its host changes
 ACTIONS = ("download", "stop_download", "verify", "install", "preflight", "stop_old", "start_new", "benchmark",
            "rollback", "swap", *fastpath.KEYS)  # fastpath.KEYS: issue 24's faster paths
 TAIL_CHARS = 600
@@ -659,6 +659,8 @@ class SwapController:
         if not getattr(self.profile, "require_approval", False) or key not in APPROVAL_ACTIONS:
             return
         (action,) = self.build(key)
+        if not action.commands:  # issue 24: an action with no command (the operator's switch) changes nothing
+            return
         rid = secrets.token_hex(4)
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._approvals[rid] = future

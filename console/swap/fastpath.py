@@ -23,6 +23,7 @@ import re
 import shlex
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from console.swap import actions as act
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
     from console.swap.controller import SwapController
 
 KEYS = ("paths", "prewarm", "in_place", "beside", "switch_traffic")
+# The steps that change the host: under the two-person rule (--require-approval) each waits for
+# another person's approval, exactly like the stop (`paths` only reads).
+APPROVAL_KEYS = ("prewarm", "in_place", "beside", "switch_traffic")
 PORT_RE = re.compile(r"(--port[ =])(\d+)")
 CVD_RE = re.compile(r"CUDA_VISIBLE_DEVICES=[0-9,]*")
 UPDATE_BEGIN = "Update engine weights online from disk begin"
@@ -111,6 +115,12 @@ class FastPaths:
 
     def rollback_actions(self) -> list[act.Action] | None:
         """The faster paths' rollback (None: the controller's own, stop the new and start the old)."""
+        actions = self._rollback_actions()
+        if actions is not None and getattr(self.ctl.profile, "require_approval", False):
+            actions = [replace(a, needs_approval=True) for a in actions]
+        return actions
+
+    def _rollback_actions(self) -> list[act.Action] | None:
         if self.chosen == "in-place":
             unit = act.check_unit(self.ctl.old_unit)
             backup = self._backup()
@@ -163,6 +173,13 @@ class FastPaths:
         return f"{ctl.new_unit} stopped; {ctl.old_unit} kept serving throughout"
 
     def build(self, key: str) -> list[act.Action]:
+        actions = self._build(key)
+        if key in APPROVAL_KEYS and getattr(self.ctl.profile, "require_approval", False):
+            # An action with no command (the operator switches the traffic) changes nothing from here.
+            actions = [replace(a, needs_approval=bool(a.commands)) for a in actions]
+        return actions
+
+    def _build(self, key: str) -> list[act.Action]:
         p = self.ctl.profile
         if key == "paths":
             return [act.Action("paths", "Choose the path", (), waits_for=(
@@ -355,6 +372,7 @@ class FastPaths:
     # -- pre-warm -----------------------------------------------------------------------------------
     async def _prewarm(self, who: str) -> str:
         ctl = self.ctl
+        await ctl._approval("prewarm", who)
         (action,) = self.build("prewarm")
         total = sum(s for _, s in self.shards)
         result = await ctl._run(who, "prewarm", action.commands[0])
@@ -382,6 +400,7 @@ class FastPaths:
     # -- in place -----------------------------------------------------------------------------------
     async def _in_place(self, who: str) -> str:
         ctl = self.ctl
+        await ctl._approval("in_place", who)
         (action,) = self.build("in_place")
         seen = len(ctl.state.log_lines)
         issued = ctl._clock()
@@ -457,6 +476,7 @@ class FastPaths:
         ctl = self.ctl
         opt = self._need("beside")
         unit = act.check_unit(ctl.new_unit)
+        await ctl._approval("beside", who)
         (action,) = self.build("beside")
         issued = ctl._clock()
         await ctl._start_unit("beside", who, unit, action.commands[0])
@@ -491,6 +511,7 @@ class FastPaths:
         if not action.commands:  # no router: what the operator must switch, said exactly
             return f"no router in the profile: switch your clients from port {self.old_port} to {opt.port}, " \
                    f"then stop {ctl.old_unit} (the stop action)"
+        await ctl._approval("switch_traffic", who)
         add, remove, stop = action.commands
         r = await ctl._run(who, "switch_traffic", add)
         code, body = split_reply(r.text)
