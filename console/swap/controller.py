@@ -43,7 +43,7 @@ from console.transport.errors import CommandTimeout, TransportError
 
 log = logging.getLogger("gpuconsole.swap")
 
-APPROVAL_ACTIONS = ("stop_old", "start_new", "rollback")
+APPROVAL_ACTIONS = ("stop_old", "start_new", "rollback", *fastpath.APPROVAL_KEYS)  # issue 24: its host changes
 ACTIONS = ("download", "stop_download", "verify", "install", "preflight", "stop_old", "start_new", "benchmark",
            "rollback", "swap", *fastpath.KEYS)  # fastpath.KEYS: issue 24's faster paths
 TAIL_CHARS = 600
@@ -257,7 +257,10 @@ class SwapController:
                                              "installed", "new", lineterm="", n=1))
             return out + (diff or ["  (the same text as the installed file)"])
         if action.key == "preflight":
-            return ["# the checks, as they stand now:"] + [
+            planned = [] if self.fast.plan is not None or not self.fast.can_plan() else [
+                "# first the path is planned from the host's read-only facts (both config.json, the shards, "
+                "fincore, this host's recorded boots): the gate then shows it with its predicted downtime"]
+            return planned + ["# the checks, as they stand now:"] + [
                 f"  {c.name}: {c.verdict} — {c.reason}" for c in self.evaluate_gate()]
         return []
 
@@ -356,7 +359,10 @@ class SwapController:
     async def _run_key(self, key: str, who: str) -> None:
         try:
             if key == "swap":
-                for step in self._remaining():
+                ran: set[str] = set()
+                # The remaining steps again after each: the preflight may plan a faster path (issue 24).
+                while (step := next((k for k in self._remaining() if k not in ran), None)) is not None:
+                    ran.add(step)
                     if step == "download" and self._download_followed():
                         await asyncio.shield(self._download_task)  # type: ignore[arg-type]
                         if self.state.swap.steps["download"].state != "done":
@@ -410,6 +416,8 @@ class SwapController:
             "preflight": self._preflight, "stop_old": self._stop_old, "start_new": self._start_new,
             "benchmark": self._benchmark, "rollback": self._rollback, **self.fast.runners(),  # issue 24 hook
             **self.containers.runners()}  # issue 26 hook: {} unless the profile names containers
+        if key in fastpath.PLAN_BEFORE:  # issue 24 hook: the path and its prediction, before anything ran
+            await self.fast.ensure_plan()
         try:
             commands = tuple(line for a in self.build(key) for line in a.display())
         except (act.ActionError, OSError) as exc:
@@ -659,6 +667,8 @@ class SwapController:
         if not getattr(self.profile, "require_approval", False) or key not in APPROVAL_ACTIONS:
             return
         (action,) = self.build(key)
+        if not action.commands:  # issue 24: an action with no command (the operator's switch) changes nothing
+            return
         rid = secrets.token_hex(4)
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._approvals[rid] = future

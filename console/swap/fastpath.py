@@ -23,6 +23,7 @@ import re
 import shlex
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from console.swap import actions as act
@@ -37,6 +38,13 @@ if TYPE_CHECKING:
     from console.swap.controller import SwapController
 
 KEYS = ("paths", "prewarm", "in_place", "beside", "switch_traffic")
+# The steps that change the host: under the two-person rule (--require-approval) each waits for
+# another person's approval, exactly like the stop (`paths` only reads).
+APPROVAL_KEYS = ("prewarm", "in_place", "beside", "switch_traffic")
+# The steps before which the plan is made from the host's read-only facts when nobody ran `paths`:
+# the gate shows the path and its predicted downtime before anything changed (not at install: the
+# download may still be running, and a partial shard list predicts nothing).
+PLAN_BEFORE = ("preflight", "stop_old")
 PORT_RE = re.compile(r"(--port[ =])(\d+)")
 CVD_RE = re.compile(r"CUDA_VISIBLE_DEVICES=[0-9,]*")
 UPDATE_BEGIN = "Update engine weights online from disk begin"
@@ -90,6 +98,9 @@ class FastPaths:
         self.old_model_path: str | None = None
         self.old_port = int(getattr(ctl.profile, "server_port", 30000))
         self.old_unit_pids: list[int] = []
+        self.plan_error: str | None = None  # why the preflight could not plan (shown in the gate)
+        self.planned_by: str | None = None  # "paths" (the step) or "preflight" (on its own)
+        self.drafted_for: str | None = None  # the path the installed unit was drafted for (None: no plan yet)
 
     # -- the controller's hooks ----------------------------------------------------------------
     @property
@@ -111,6 +122,12 @@ class FastPaths:
 
     def rollback_actions(self) -> list[act.Action] | None:
         """The faster paths' rollback (None: the controller's own, stop the new and start the old)."""
+        actions = self._rollback_actions()
+        if actions is not None and getattr(self.ctl.profile, "require_approval", False):
+            actions = [replace(a, needs_approval=True) for a in actions]
+        return actions
+
+    def _rollback_actions(self) -> list[act.Action] | None:
         if self.chosen == "in-place":
             unit = act.check_unit(self.ctl.old_unit)
             backup = self._backup()
@@ -163,6 +180,13 @@ class FastPaths:
         return f"{ctl.new_unit} stopped; {ctl.old_unit} kept serving throughout"
 
     def build(self, key: str) -> list[act.Action]:
+        actions = self._build(key)
+        if key in APPROVAL_KEYS and getattr(self.ctl.profile, "require_approval", False):
+            # An action with no command (the operator switches the traffic) changes nothing from here.
+            actions = [replace(a, needs_approval=bool(a.commands)) for a in actions]
+        return actions
+
+    def _build(self, key: str) -> list[act.Action]:
         p = self.ctl.profile
         if key == "paths":
             return [act.Action("paths", "Choose the path", (), waits_for=(
@@ -215,6 +239,7 @@ class FastPaths:
         return [k for k in keys if k not in steps or steps[k].state not in ("done", "skipped")]
 
     def draft_text(self, text: str) -> str:
+        self.drafted_for = self.chosen
         if self.chosen == "beside":
             opt = self.plan.chosen_option  # type: ignore[union-attr]
             return beside_unit_text(text, opt.gpus, int(opt.port or 0))
@@ -222,9 +247,37 @@ class FastPaths:
 
     def gate_checks(self) -> tuple[GateCheck, ...]:
         if self.plan is None:
-            return ()
+            if self.plan_error is None:
+                return ()
+            return (GateCheck("swap path", None, f"not planned: {self.plan_error}", required=False),)
         lines = self.plan.lines()
+        if self.plan_error is not None:  # the profile's path is not possible: the gate says so and blocks
+            return (GateCheck("swap path", False, f"{self.plan_error} | " + " | ".join(lines)),)
         return (GateCheck("swap path", True, " | ".join(lines)),)
+
+    def can_plan(self) -> bool:
+        containers = getattr(self.ctl, "containers", None)
+        return bool(getattr(self.ctl.profile, "model_dir", None) and self.ctl.old_unit) and not (
+            containers is not None and containers.active)
+
+    async def ensure_plan(self) -> None:
+        """Plan from the host's read-only facts when nobody ran the `paths` step: the preflight
+        (and the stop) then show the path and its predicted downtime before anything ran. Never
+        fatal here: what kept it from planning is shown in the gate."""
+        if self.plan is not None or not self.can_plan():
+            return
+        try:
+            await self.plan_paths()
+            self.planned_by = "preflight"
+        except (act.ActionError, TransportError, OSError, ValueError, asyncio.TimeoutError) as exc:
+            self.plan_error = clean(exc)
+        except Exception as exc:  # the StepFailed of a path the profile asks for and cannot have
+            from console.swap.controller import StepFailed
+
+            if not isinstance(exc, StepFailed):
+                raise
+            self.plan_error = clean(exc)
+        self.ctl.state.apply(_gate(self.ctl))
 
     def _need(self, path: str) -> P.PathOption:
         if self.plan is None:
@@ -307,6 +360,13 @@ class FastPaths:
         return old, new
 
     async def _paths(self, who: str) -> str:
+        said = await self.plan_paths()
+        self.planned_by = "paths"
+        return said
+
+    async def plan_paths(self) -> str:
+        """Read the host's facts (nothing changes there) and choose the path: the PathPlan, the
+        restart's prediction, a PathEvent for the report, the gate re-evaluated."""
         from console.analysis.fit import inputs_from_command
 
         ctl = self.ctl
@@ -335,11 +395,18 @@ class FastPaths:
             fit_in = inputs_from_command(new_cmd, new_cfg, total or None, len(gpu.gpus), mem, model=model_dir)
         beside = P.beside_option(fit_in, gpu, old_pids=self.old_unit_pids, old_port=self.old_port,
                                  router=self.router_url)
+        install = ctl.state.swap.steps.get("install")
+        if beside.possible and install is not None and install.state == "done" and self.drafted_for != "beside":
+            # The unit on the host was drafted without the beside GPUs and port: it would boot on the old ones.
+            beside = P.PathOption("beside", False, None, "the new unit was installed before the path was planned "
+                                  "(plan the paths, then install again for the beside GPUs and port)")
         self.restart = pred.predict_restart(samples, total, self.residency, cache_gbps=cache_gbps)
         restart = P.restart_option(self.restart.total_s, self.restart.text)
+        self.plan_error = None
         try:
             self.plan = P.choose(in_place, beside, restart, want=self.want)
         except ValueError as exc:
+            self.plan_error = f"{exc}; the plan would choose {P.choose(in_place, beside, restart).chosen}"
             self.plan = P.choose(in_place, beside, restart)
             raise _fail(f"{exc}; the plan would choose {self.plan.chosen}") from None
         finally:
@@ -355,6 +422,7 @@ class FastPaths:
     # -- pre-warm -----------------------------------------------------------------------------------
     async def _prewarm(self, who: str) -> str:
         ctl = self.ctl
+        await ctl._approval("prewarm", who)
         (action,) = self.build("prewarm")
         total = sum(s for _, s in self.shards)
         result = await ctl._run(who, "prewarm", action.commands[0])
@@ -382,6 +450,7 @@ class FastPaths:
     # -- in place -----------------------------------------------------------------------------------
     async def _in_place(self, who: str) -> str:
         ctl = self.ctl
+        await ctl._approval("in_place", who)
         (action,) = self.build("in_place")
         seen = len(ctl.state.log_lines)
         issued = ctl._clock()
@@ -457,6 +526,7 @@ class FastPaths:
         ctl = self.ctl
         opt = self._need("beside")
         unit = act.check_unit(ctl.new_unit)
+        await ctl._approval("beside", who)
         (action,) = self.build("beside")
         issued = ctl._clock()
         await ctl._start_unit("beside", who, unit, action.commands[0])
@@ -491,6 +561,7 @@ class FastPaths:
         if not action.commands:  # no router: what the operator must switch, said exactly
             return f"no router in the profile: switch your clients from port {self.old_port} to {opt.port}, " \
                    f"then stop {ctl.old_unit} (the stop action)"
+        await ctl._approval("switch_traffic", who)
         add, remove, stop = action.commands
         r = await ctl._run(who, "switch_traffic", add)
         code, body = split_reply(r.text)
