@@ -85,12 +85,20 @@ class HostSession:
             elif self.profile.container:
                 self._log = LogFollower(self.transport, container=self.profile.container,
                                         compare_container=self.profile.compare_container)
+            elif self.profile.compose:  # issue 26: the container Compose names, found by the service reading
+                from console.sources.container import ComposeLogFollower, ContainerWatcher
+
+                watcher = self.service_watcher()
+                assert isinstance(watcher, ContainerWatcher)
+                self._log = ComposeLogFollower(self.transport, watcher,
+                                               compare_container=self.profile.compare_container)
             elif units:
                 self._log = LogFollower(self.transport, units=units)
         return self._log
 
     def server_watcher(self) -> ServerWatcher | None:
-        if not self.profile.unit and not self.profile.host and not self.profile.container:
+        if not self.profile.unit and not self.profile.host and not self.profile.container \
+                and not self.profile.compose:
             return None
         follower = self.log_follower()
         return ServerWatcher(self.transport, self.profile.unit, self.profile.server_port,

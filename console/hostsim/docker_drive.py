@@ -162,6 +162,15 @@ def start_stop(cmd: str, name: str, unit: str, grace_s: float, t: float) -> int:
     return 0
 
 
+def compose_mapped(path: str) -> bool:
+    """Whether the driven scenario stages this compose file's service (else the plain simulated compose)."""
+    try:
+        services = json.loads((_root() / ".sim" / MAP_FILE).read_text()).get("compose", {})
+    except (OSError, ValueError):
+        return False
+    return any(isinstance(e, list) and e and e[0] == path for e in services.values())
+
+
 def compose(args: list[str]) -> int:
     """`docker compose -f FILE create [--no-recreate] [--] SERVICE` for the driven scenario: the
     service's container appears (created, not started); an existing one is kept (--no-recreate)."""

@@ -110,6 +110,20 @@ class ContainerRow:
     command: str
     status: str
     state: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()  # `Labels`: "k=v,k=v" in the JSON line
+
+    def label(self, key: str) -> str | None:
+        return dict(self.labels).get(key)
+
+
+def parse_labels(text: str) -> tuple[tuple[str, str], ...]:
+    """`docker ps`'s Labels column: "k=v,k=v" (the CLI joins the map with commas)."""
+    out = []
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if sep and key:
+            out.append((key.strip(), value))
+    return tuple(sorted(out))
 
 
 _VERSION_TAG = re.compile(r"^v?(\d+\.\d+\.\d+(?:\.post\d+)?)")
@@ -263,7 +277,8 @@ def parse_ps(text: str) -> list[ContainerRow]:
             continue
         rows.append(ContainerRow(str(obj.get("ID", "")), str(obj.get("Names", "")), str(obj.get("Image", "")),
                                  str(obj.get("Command", "")).strip('"'), str(obj.get("Status", "")),
-                                 obj.get("State") if isinstance(obj.get("State"), str) else None))
+                                 obj.get("State") if isinstance(obj.get("State"), str) else None,
+                                 parse_labels(obj["Labels"]) if isinstance(obj.get("Labels"), str) else ()))
     return rows
 
 
@@ -335,8 +350,41 @@ def _compose_gpus(service: dict[str, Any]) -> GpuRequest | None:
     return None
 
 
-def parse_compose(text: str, service: str | None = None) -> ContainerSpec:
-    """One service of a compose file. With no name, the one service whose command runs SGLang."""
+COMPOSE_PROJECT = "com.docker.compose.project"
+COMPOSE_SERVICE = "com.docker.compose.service"
+
+
+def compose_project_name(top_name: Any, compose_path: str | None) -> str | None:
+    """The project Compose names (compose-go's NormalizeProjectName): the file's top-level `name:`,
+    else the directory holding the file; lowercased, only [a-z0-9_-] kept, starting with a letter or
+    digit. None: not known (no path given, or nothing left after normalising)."""
+    raw = top_name if isinstance(top_name, str) and top_name else None
+    if raw is None and compose_path:
+        parent = compose_path.rstrip("/").rsplit("/", 1)[0] if "/" in compose_path.rstrip("/") else ""
+        raw = parent.rsplit("/", 1)[-1] if parent else None
+    if not raw:
+        return None
+    name = re.sub(r"[^a-z0-9_-]", "", raw.lower()).lstrip("_-")
+    return name or None
+
+
+def compose_container_name(project: str, service: str, number: int = 1) -> str:
+    """The name Compose v2 gives a service's container without `container_name`: PROJECT-SERVICE-N."""
+    return f"{project}-{service}-{number}"
+
+
+def compose_container_on_host(rows: list[ContainerRow], project: str | None, service: str) -> str | None:
+    """The container of a compose service among `docker ps -a` rows, by Compose's labels
+    (com.docker.compose.service and .project); the lowest-numbered when it has replicas."""
+    found = sorted((r.label("com.docker.compose.container-number") or "9999", r.name) for r in rows
+                   if r.label(COMPOSE_SERVICE) == service and (project is None or r.label(COMPOSE_PROJECT) == project))
+    return found[0][1] if found else None
+
+
+def parse_compose(text: str, service: str | None = None, path: str | None = None) -> ContainerSpec:
+    """One service of a compose file. With no name, the one service whose command runs SGLang.
+    `path`: where the file is on the host; then a service without `container_name` is named as
+    Compose names its container (PROJECT-SERVICE-1) and the project is among its labels."""
     try:
         import yaml
     except ImportError:  # pragma: no cover - pyyaml is a dependency
@@ -367,14 +415,16 @@ def parse_compose(text: str, service: str | None = None) -> ContainerSpec:
     ports = tuple(str(p) for p in s.get("ports") or [] if isinstance(p, (str, int)))
     env_files = _strs(s.get("env_file"), f"{service}.env_file") if not isinstance(s.get("env_file"), list) or all(
         isinstance(x, str) for x in s.get("env_file")) else ()
+    project = compose_project_name(data.get("name"), path) if path is not None else None
+    name = str(s.get("container_name") or (compose_container_name(project, service) if project else service))
     return ContainerSpec(
-        name=str(s.get("container_name") or service), image=str(s.get("image") or ""), argv=argv,
+        name=name, image=str(s.get("image") or ""), argv=argv,
         env=_env_pairs(s.get("environment") or {}, f"{service}.environment"), mounts=mounts,
         gpus=_compose_gpus(s), shm_size_bytes=parse_size(s.get("shm_size")),
         ipc_mode=str(s["ipc"]) if s.get("ipc") else None,
         network_mode=str(s["network_mode"]) if s.get("network_mode") else None, ports=ports,
         restart_policy=str(s["restart"]) if s.get("restart") else None, env_files=env_files,
-        labels=(("com.docker.compose.service", service),), source="compose")
+        labels=((COMPOSE_SERVICE, service),) + (((COMPOSE_PROJECT, project),) if project else ()), source="compose")
 
 
 # -- which container holds a GPU process -------------------------------------------------------

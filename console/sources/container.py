@@ -18,12 +18,24 @@ from console.analysis.container_diff import _host_path, build_container_report, 
 from console.analysis.service_diff import HostFacts
 from console.analysis.service_report import ServiceReport, ServiceSide, build_report, with_other_way
 from console.parsers import ParseError, split_sections
-from console.parsers.docker import ContainerSpec, parse_compose, parse_inspect, parse_ps, runs_sglang
+from console.parsers.docker import (
+    COMPOSE_PROJECT,
+    COMPOSE_SERVICE,
+    ContainerRow,
+    ContainerSpec,
+    compose_container_on_host,
+    parse_compose,
+    parse_inspect,
+    parse_ps,
+    runs_sglang,
+)
 from console.redact import redact_text
+from console.sources.log import LogFollower
 from console.sources.service import ServiceWatcher
 from console.transport.base import Transport, quote
 
 INSPECT_TIMEOUT_S = 20.0
+CONTAINER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # Docker's validContainerNamePattern
 _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -51,6 +63,10 @@ class ContainerWatcher(ServiceWatcher):
         self.compose_file = compose_file
         self.compose_service = compose_service
         self.containers_on_host: tuple[str, ...] = ()
+        self.rows: list[ContainerRow] = []  # the last `docker ps -a` (a compose service's container is among them)
+        # The compose service's container as Compose names it (container_name, or found on the host by
+        # its labels, or PROJECT-SERVICE-1 before it is created); None until the file is read.
+        self.compose_container: str | None = None
 
     async def read_specs(self, names: list[str]) -> tuple[list[ContainerSpec | str], tuple[str, ...]]:
         """Each container's spec, or the one line that says why there is none."""
@@ -69,8 +85,8 @@ class ContainerWatcher(ServiceWatcher):
                 specs.append(clean(f"{name}: {exc}"))
                 continue
             specs.append(found[0] if found else f"{name}: no such container")
-        ps = s.get("ps", "")
-        names_on_host = tuple(sorted(r.name for r in parse_ps(ps) if runs_sglang(r.command)))
+        self.rows = parse_ps(s.get("ps", ""))
+        names_on_host = tuple(sorted(r.name for r in self.rows if runs_sglang(r.command)))
         return specs, names_on_host
 
     async def _compose_spec(self) -> ContainerSpec | str:
@@ -80,9 +96,15 @@ class ContainerWatcher(ServiceWatcher):
         except Exception as exc:  # noqa: BLE001 - one line in the pane
             return f"{self.compose_file}: cannot read it ({clean(str(exc)) or type(exc).__name__})"
         try:
-            return parse_compose(raw.decode("utf-8", "replace"), self.compose_service)
+            spec = parse_compose(raw.decode("utf-8", "replace"), self.compose_service, path=self.compose_file)
         except ParseError as exc:
             return clean(f"{self.compose_file}: {exc}")
+        labels = dict(spec.labels)
+        on_host = compose_container_on_host(self.rows, labels.get(COMPOSE_PROJECT), labels[COMPOSE_SERVICE])
+        if on_host and CONTAINER_NAME.match(on_host):  # a hostile name from the host is not taken
+            spec = replace(spec, name=on_host)
+        self.compose_container = spec.name if CONTAINER_NAME.match(spec.name) else None
+        return spec
 
     async def _container_facts(self, spec: ContainerSpec, gpus: int | None) -> HostFacts:
         side = side_from_container(spec, self.table)
@@ -142,3 +164,32 @@ class ContainerWatcher(ServiceWatcher):
         facts = await self._container_facts(new, gpus)
         report = build_container_report(old, new, facts, table=self.table)
         return replace(report, units_on_host=on_host)
+
+
+class ComposeLogFollower(LogFollower):
+    """A compose-only profile's log (issue 26): `docker logs --follow` of the container Compose
+    made for the service, named by the service reading (its `container_name`, the container found
+    by Compose's labels, or PROJECT-SERVICE-1), else of the old container while the new one is not
+    running. Until the compose file is read, the stream waits (one line, then the backoff)."""
+
+    def __init__(self, transport: Transport, watcher: ContainerWatcher, *, compare_container: str | None = None,
+                 backlog: int | None = None) -> None:
+        super().__init__(transport, container=watcher.compose_service or "compose",
+                         compare_container=compare_container,
+                         **({"backlog": backlog} if backlog is not None else {}))  # type: ignore[arg-type]
+        self.watcher = watcher
+        self.label = f"docker logs of compose service {watcher.compose_service or '?'} ({watcher.compose_file})" + (
+            f" (or {compare_container})" if compare_container else "")
+        self.tracker.source = self.label
+        self._resolved: str | None = None
+
+    async def _command(self) -> tuple[str, str | None]:
+        name = self.watcher.compose_container
+        if name is None:
+            raise RuntimeError(f"waiting for {self.watcher.compose_file} to be read: the container of "
+                               f"{self.watcher.compose_service or 'its SGLang service'} is not named yet")
+        if name != self._resolved:
+            if self._resolved is not None:
+                self.since = None  # another container: its own backlog, not the last one's time
+            self._resolved = self.container = name
+        return await super()._command()

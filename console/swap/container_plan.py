@@ -202,19 +202,8 @@ class ContainerPlan:
         return "; ".join(said)
 
     async def _stop_old(self, who: str) -> str:
-        from console.swap import preflight
-        from console.swap.controller import StepRefused
-        from console.swap.model import GateChanged
-
         ctl = self.ctl
-        await ctl._fresh_service()
-        checks = ctl.evaluate_gate()
-        ctl.state.apply(GateChanged(ctl.host, checks, ctl._clock()))
-        bad = preflight.failing(checks)
-        if bad:
-            raise StepRefused("the preflight gate refuses: " + "; ".join(f"{c.name}: {c.reason}" for c in bad)
-                              + f"; nothing ran, {self.old_name} still serves")
-        await ctl._approval("stop_old", who)
+        await ctl.gate_then_approval(who, self.old_name)  # the controller's, as for a unit
         name = ca.check_container(self.old_name)
         (action,) = self.build("stop_old")
         issued = ctl._clock()

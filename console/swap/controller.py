@@ -694,15 +694,20 @@ class SwapController:
             raise StepRefused(f"{decided.decided_by} {verb} the request: nothing ran")
         self._set(key, detail=f"approved by {decided.decided_by}")
 
-    async def _stop_old(self, who: str) -> str:
+    async def gate_then_approval(self, who: str, serving: str | None) -> None:
+        """Before the old service stops (unit or container, issue 26): the gate judged on a fresh
+        reading, refused with what still serves, then the approval. One function both use."""
         await self._fresh_service()
         checks = self.evaluate_gate()
         self.state.apply(GateChanged(self.host, checks, self._clock()))
         bad = preflight.failing(checks)
         if bad:
             raise StepRefused("the preflight gate refuses: " + "; ".join(f"{c.name}: {c.reason}" for c in bad)
-                              + f"; nothing ran, {self.old_unit} still serves")
+                              + f"; nothing ran, {serving} still serves")
         await self._approval("stop_old", who)
+
+    async def _stop_old(self, who: str) -> str:
+        await self.gate_then_approval(who, self.old_unit)
         unit = act.check_unit(self.old_unit)
         (action,) = self.build("stop_old")
         issued = self._clock()
