@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import secrets
 import shlex
@@ -124,6 +125,7 @@ _IN_SHELL_WORDS = frozenset({":", "true", "false", "printf", "echo", "test", "["
 _IN_SHELL_REJECT = frozenset("`$(){}<>&|\\*?~#=")
 
 
+@functools.lru_cache(maxsize=512)  # pollers repeat the same few scripts
 def runs_in_shell(script: str) -> bool:
     """True when `script` is only `;`/newline-separated simple commands of `_IN_SHELL_WORDS`,
     with quoted or plain literal words: safe to run in the shared shell itself (no fork)."""
