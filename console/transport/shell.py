@@ -22,12 +22,19 @@ then KILL. The poll itself forks once (the subshell), as before the guarantee ex
 earlier way, coreutils' `timeout` in a new process group per command, forked and exec'd twice
 per poll and tripled its round trip. A host without bash, or whose shell does not lead its own
 process group, gets that wrapper per command instead.
+
+A script made only of builtins that keep no state (`runs_in_shell`: `true`, `printf`, `echo`,
+`test` and the like, no expansion, no redirection) runs in the shell itself, in a `{ …; }` group
+with stdin from /dev/null and the watchdog's fd closed: no fork at all on the host, still under
+the watchdog (a `printf` blocked on a full channel dies with the group). The subshell cost a
+fork per poll: ~0.9 ms of the 1.2 ms a `true` took through sshd on the 2-core VM.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import secrets
 import shlex
@@ -110,6 +117,41 @@ def setup_script(token: str) -> bytes:
     return script.encode()
 
 
+# Builtins of every POSIX sh that change nothing the next command sees (no `cd`, `exit`, `read`,
+# `set`, `export`, `eval`, `exec`, `trap`, `.`): a script of these alone can run without a subshell.
+_IN_SHELL_WORDS = frozenset({":", "true", "false", "printf", "echo", "test", "["})
+# Anything that expands, substitutes, redirects, groups, backgrounds or pipes (each could fork,
+# assign, or touch the watchdog's fd) sends the script to a subshell as before.
+_IN_SHELL_REJECT = frozenset("`$(){}<>&|\\*?~#=")
+
+
+@functools.lru_cache(maxsize=512)  # pollers repeat the same few scripts
+def runs_in_shell(script: str) -> bool:
+    """True when `script` is only `;`/newline-separated simple commands of `_IN_SHELL_WORDS`,
+    with quoted or plain literal words: safe to run in the shared shell itself (no fork)."""
+    if not script.strip() or any(c in _IN_SHELL_REJECT for c in script):
+        return False
+    lexer = shlex.shlex(script, posix=True, punctuation_chars=";\n")
+    lexer.whitespace = " \t"
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:  # an unterminated quote
+        return False
+    first = True
+    for token in tokens:
+        if token and set(token) <= {";", "\n"}:
+            first = True
+            continue
+        if first:
+            if token not in _IN_SHELL_WORDS:
+                return False
+            first = False
+        elif token.startswith("-v"):  # bash's `printf -v VAR` assigns in the shell
+            return False
+    return True
+
+
 def frame(script: str, token: str, timeout: float | None = None, mode: ShellMode = "wrapper") -> bytes:
     """The framed command. With `timeout`: in "watchdog" mode the shell's watchdog kills the
     shell's process group if the command is not done within the host's limit; in "wrapper" mode
@@ -120,7 +162,9 @@ def frame(script: str, token: str, timeout: float | None = None, mode: ShellMode
         body = f"( {script}\n) </dev/null; __gc_rc=$?"
     elif mode == "watchdog":
         fd = WATCHDOG_FD
-        body = (f"printf 'S %d\\n' {host_time_limit(timeout)} >&{fd}; ( {script}\n) </dev/null {fd}>&-; "
+        # A brace group does not fork; a subshell does (and keeps `cd`/`exit` away from the shell).
+        group = f"{{ {script}\n}}" if runs_in_shell(script) else f"( {script}\n)"
+        body = (f"printf 'S %d\\n' {host_time_limit(timeout)} >&{fd}; {group} </dev/null {fd}>&-; "
                 f"__gc_rc=$?; printf 'E\\n' >&{fd}")
     else:
         limit = host_time_limit(timeout)

@@ -37,6 +37,45 @@ from console.transport.streams import ProcessLineStream, stream_wrapper
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 
+# AES-GCM before ChaCha20-Poly1305 in asyncssh's default cipher order (the same set, reordered;
+# `Ciphers` in ssh_config still wins): asyncssh's ChaCha20 builds three cipher contexts per packet
+# in Python, AES-GCM one call (AES-NI on both ends). Measured through sshd on loopback: the
+# client's CPU per poll 0.58-0.75 ms -> 0.42-0.46 ms.
+_AEAD_FIRST = (b"aes128-gcm@openssh.com", b"aes256-gcm@openssh.com")
+_AEAD_CIPHERS = frozenset({b"chacha20-poly1305@openssh.com", *_AEAD_FIRST, "chacha20-poly1305@openssh.com",
+                           *(c.decode() for c in _AEAD_FIRST)})
+
+
+def _prefer_aes_gcm() -> None:
+    from asyncssh.encryption import get_default_encryption_algs
+
+    algs = get_default_encryption_algs()  # asyncssh's own list: reordered in place, nothing added
+    first = [a for a in _AEAD_FIRST if a in algs]
+    algs[:] = first + [a for a in algs if a not in first]
+
+
+_prefer_aes_gcm()
+
+
+def _skip_ignore_packets(conn: Any) -> None:
+    """asyncssh sends an empty SSH_MSG_IGNORE before every packet, a countermeasure for CBC
+    ciphers (chosen-plaintext on the IV) that an AEAD cipher does not need: it doubled every
+    poll's packets, encryptions and socket writes (and woke sshd twice). Skipped while the
+    connection's cipher is an AEAD one; anything else keeps it. The peer discards MSG_IGNORE
+    unread, so not sending it changes nothing it sees but the sequence of packets."""
+    from asyncssh.constants import MSG_IGNORE
+    from asyncssh.packet import String
+
+    send_packet = conn.send_packet
+    empty = String(b"")
+
+    def send(pkttype: int, *args: bytes, handler: Any = None) -> None:
+        if pkttype == MSG_IGNORE and args == (empty,) and conn.get_extra_info("send_cipher") in _AEAD_CIPHERS:
+            return
+        send_packet(pkttype, *args, handler=handler)
+
+    conn.send_packet = send  # the instance's attribute: asyncssh calls self.send_packet
+
 
 @dataclass(frozen=True, slots=True)
 class SshOptions:
@@ -302,6 +341,7 @@ class SshTransport:
         self._supervisor = asyncio.ensure_future(self._supervise())
 
     def _attach(self, conn: asyncssh.SSHClientConnection) -> None:
+        _skip_ignore_packets(conn)
         self._conn = conn
         self._pool = ShellPool(self._open_shell, self._max_shells)
         self._sftp = None
