@@ -21,6 +21,7 @@ import pytest
 
 from console.hostsim import HostSimulator
 from console.testing import Sshd
+from console.transport import LocalTransport, Transport
 from console.transport.ssh import SshOptions, SshTransport
 from tests.isolation import XDG_DEFAULTS, describe_changes, leftovers, snapshot_user_dirs, user_dirs
 
@@ -116,6 +117,24 @@ async def sim_transport(sim: HostSimulator) -> AsyncIterator[SshTransport]:
         yield transport
     finally:
         await transport.close()
+
+
+@pytest.fixture(params=["sim", "sshd", "local"])
+async def transport(request: pytest.FixtureRequest, sim: HostSimulator) -> AsyncIterator[Transport]:
+    """One transport of each kind (the simulator's SSH, OpenSSH's sshd, a local shell), connected:
+    the transport tests (test_transport.py, test_poll_watchdog.py) hold for all three."""
+    if request.param == "local":
+        t: Transport = LocalTransport()
+    elif request.param == "sim":
+        t = SshTransport(sim_options(sim))
+    else:
+        server: Sshd = request.getfixturevalue("sshd")
+        t = SshTransport(server.options())
+    await t.connect()
+    try:
+        yield t
+    finally:
+        await t.close()
 
 
 @pytest.fixture(scope="session")

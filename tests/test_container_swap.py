@@ -4,106 +4,49 @@ simulator's `--demo-scenario docker-drive`: real SSH, a real shell, the simulate
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from console.core.recording import Recorder
-from console.core.runner import HostRunner
-from console.core.state import HostState
+from console.config import HostProfile
 from console.hostsim import HostSimulator
-from console.hostsim.downloader import DownloadPlan
-from console.hostsim.scenario import NEW_CONTAINER, OLD_CONTAINER, demo_profile, start_scenario, write_hub_cache
-from console.session import HostSession, make_transport
+from console.hostsim.scenario import NEW_CONTAINER, OLD_CONTAINER
 from console.swap.report import report_from_recording
+from tests.swapkit import Driven, driven_host
+from tests.swapkit import run_step as _run
+from tests.swapkit import step as _step
+from tests.swapkit import until as _until
 
 SPEED = 8.0
 READ_ONLY = "read-only: this session changes nothing on the host"
 
 
-@dataclass
-class Driven:
-    sim: HostSimulator
-    state: HostState
-    runner: HostRunner
-    recorder: Recorder
-
-
-async def _until(predicate: object, timeout: float, what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-async def _driven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, oom: bool = False,
-                  **profile_changes: object) -> AsyncIterator[Driven]:
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
-    monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    write_hub_cache(tmp_path / "cache", DownloadPlan())
-    sim = HostSimulator(tmp_path / "host", speed=SPEED, scenario="docker-drive")
-    await sim.start()
-    await start_scenario(sim, oom=oom)
-    profile = demo_profile(sim).with_overrides({"gpu_interval_s": 0.5, **profile_changes})
+def _containers(_sim: HostSimulator, profile: HostProfile) -> HostProfile:
     assert (profile.unit, profile.container, profile.compare_container) == (None, NEW_CONTAINER, OLD_CONTAINER)
-    session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
-    state = HostState(sim.host_path("/"), label="sim")
-    runner = HostRunner(session, state)
-    runner.swap.poll_s = 0.2
-    runner.swap.bench_plan = [(2, 4, 64, 32)]
-    recorder = Recorder(state, tmp_path / "recordings").start()
-    runner.announce()
-    await runner.start()
-    try:
-        yield Driven(sim, state, runner, recorder)
-    finally:
-        recorder.close()
-        runner.swap.cancel()
-        hung = []
-        for what, close in (("runner.close", runner.close), ("sim.stop", sim.stop)):
-            try:
-                await asyncio.wait_for(close(), 60)
-            except asyncio.TimeoutError:
-                hung.append(what)
-        if hung:
-            raise AssertionError(f"teardown hung in {', '.join(hung)}")
+    return profile
 
 
 @pytest.fixture
 async def driven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Driven]:
-    async for d in _driven(tmp_path, monkeypatch):
+    async with driven_host(tmp_path, monkeypatch, scenario="docker-drive", speed=SPEED, profile=_containers) as d:
         yield d
 
 
 @pytest.fixture
 async def driven_oom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Driven]:
-    async for d in _driven(tmp_path, monkeypatch, oom=True):
+    async with driven_host(tmp_path, monkeypatch, scenario="docker-drive", speed=SPEED, oom=True,
+                           profile=_containers) as d:
         yield d
 
 
 @pytest.fixture
 async def driven_read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Driven]:
-    async for d in _driven(tmp_path, monkeypatch, read_only=True):
+    async with driven_host(tmp_path, monkeypatch, scenario="docker-drive", speed=SPEED, read_only=True,
+                           profile=_containers) as d:
         yield d
-
-
-async def _run(d: Driven, key: str, timeout: float = 90) -> None:
-    why = d.runner.swap.request(key)
-    assert why is None, why
-    await d.runner.swap.wait_idle(timeout)
-
-
-def _step(d: Driven, key: str) -> tuple[str, str]:
-    s = d.state.swap.steps[key]
-    return s.state, s.detail
 
 
 async def _running(d: Driven, name: str) -> str:
@@ -259,22 +202,14 @@ async def test_a_compose_service_is_pulled_created_and_swapped_in(tmp_path: Path
     creates the container (`docker compose create`), named by the file's container_name."""
     from console.hostsim import docker_drive
 
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
-    monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    sim = HostSimulator(tmp_path / "host", speed=SPEED, scenario="docker-drive")
-    await sim.start()
-    await docker_drive.start(sim, compose=True)
-    compose = sim.host_path(docker_drive.COMPOSE_FILE)
-    profile = replace(demo_profile(sim).with_overrides({"gpu_interval_s": 0.5}), container=None, compose=compose, compose_service=docker_drive.COMPOSE_SERVICE)
-    session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
-    state = HostState(sim.host_path("/"), label="sim")
-    runner = HostRunner(session, state)
-    runner.swap.poll_s = 0.2
-    runner.announce()
-    await runner.start()
-    d = Driven(sim, state, runner, Recorder(state, tmp_path / "recordings"))
-    try:
+    def compose_service(sim: HostSimulator, profile: HostProfile) -> HostProfile:
+        return replace(profile, container=None, compose=sim.host_path(docker_drive.COMPOSE_FILE),
+                       compose_service=docker_drive.COMPOSE_SERVICE)
+
+    async with driven_host(tmp_path, monkeypatch, scenario="docker-drive", speed=SPEED, profile=compose_service,
+                           start=lambda sim: docker_drive.start(sim, compose=True), bench_plan=None) as d:
+        state, runner = d.state, d.runner
+        compose = d.sim.host_path(docker_drive.COMPOSE_FILE)
         await _until(lambda: state.data("service") is not None and state.data("service").old is not None
                      and state.data("service").new.error is None, 30, "the compose service read")
         assert state.data("service").new.name == NEW_CONTAINER  # the file's container_name
@@ -298,10 +233,6 @@ async def test_a_compose_service_is_pulled_created_and_swapped_in(tmp_path: Path
         assert _step(d, "start_new")[0] == "done", _step(d, "start_new")
         assert await _running(d, NEW_CONTAINER) == "true"
         assert state.swap.setup is not None and state.swap.setup.new_unit == NEW_CONTAINER
-    finally:
-        runner.swap.cancel()
-        await asyncio.wait_for(runner.close(), 60)
-        await asyncio.wait_for(sim.stop(), 60)
 
 
 async def test_a_docker_daemon_down_at_the_start_is_one_line_and_the_rollback_works_once_it_is_back(

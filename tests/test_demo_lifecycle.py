@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import pty
-import select
 import signal
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import time
 from pathlib import Path
 
 from console.hostsim.sandbox import PREFIXES, sweep_stale
+from tests.ptykit import read_pty
 
 
 def leftovers(tmp: Path) -> list[str]:
@@ -30,37 +30,11 @@ def start_demo(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
 
 
 def read_until(fd: int, needle: bytes, timeout: float) -> bytes:
-    out = b""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and needle not in out:
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if ready:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            out += chunk
-    return out
+    return read_pty(fd, timeout, until=needle)
 
 
 def drain(fd: int, proc: subprocess.Popen[bytes], timeout: float) -> bytes:
-    out = b""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if ready:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            out += chunk
-        elif proc.poll() is not None:
-            break
-    return out
+    return read_pty(fd, timeout, proc=proc)
 
 
 def test_sigterm_restores_the_terminal_and_removes_the_sandbox(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ import gzip
 import json
 import os
 import pty
-import select
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from hypothesis import strategies as st
 
 from console.sanitize import clean_block, clean_json, clean_line, has_control
 from tests.figures import record
+from tests.ptykit import read_pty
 
 ROOT = Path(__file__).resolve().parent.parent
 TITLE = "\x1b]0;PWNED-TITLE\x07"
@@ -157,25 +157,12 @@ def _pty_run(argv: list[str], env: dict[str, str], timeout_s: float = 90) -> byt
     master, slave = pty.openpty()
     proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT, close_fds=True)
     os.close(slave)
-    out = bytearray()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([master], [], [], 0.5)
-        if ready:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            out += chunk
-        elif proc.poll() is not None:
-            break
+    out = read_pty(master, timeout_s, proc=proc)
     if proc.poll() is None:
         proc.kill()
     proc.wait(10)
     os.close(master)
-    return bytes(out)
+    return out
 
 
 def _env(tmp_path: Path) -> dict[str, str]:

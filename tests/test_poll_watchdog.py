@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,26 +19,7 @@ import console.transport.shell as shell_module
 from console.transport import CommandError, CommandTimeout, LocalTransport, Transport
 from console.transport.shell import KILL_GRACE_S, host_time_limit
 from console.transport.ssh import SshTransport
-from tests.conftest import Sshd, sim_options
-
-
-@pytest.fixture(params=["sim", "sshd", "local"])
-async def transport(request: pytest.FixtureRequest, sim: object) -> AsyncIterator[Transport]:
-    from console.hostsim import HostSimulator
-
-    assert isinstance(sim, HostSimulator)
-    if request.param == "local":
-        t: Transport = LocalTransport()
-    elif request.param == "sim":
-        t = SshTransport(sim_options(sim))
-    else:
-        sshd: Sshd = request.getfixturevalue("sshd")
-        t = SshTransport(sshd.options())
-    await t.connect()
-    try:
-        yield t
-    finally:
-        await t.close()
+from tests.conftest import sim_options
 
 
 def _hang_tool(tmp_path: Path) -> Path:

@@ -8,150 +8,33 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from console.core.recording import Recorder
-from console.core.runner import HostRunner
-from console.core.state import HostState
-from console.hostsim import HostSimulator
-from console.hostsim.downloader import DownloadPlan
-from console.hostsim.scenario import NEW_UNIT, OLD_UNIT, demo_profile, start_scenario, write_hub_cache
-from console.session import HostSession, make_transport
+from console.hostsim.scenario import NEW_UNIT, OLD_UNIT
 from console.swap.report import report_from_recording
+from tests.swapkit import Driven, demo_app, demo_env, driven_host, story_host
+from tests.swapkit import run_step as _run
+from tests.swapkit import step as _step
+from tests.swapkit import until as _until
 
 SPEED = 8.0
-
-
-@dataclass
-class Driven:
-    sim: HostSimulator
-    state: HostState
-    runner: HostRunner
-    audit: Path
-    recorder: Recorder
-    sshd: object = None
-
-    def drop_connections(self) -> None:
-        """Cut the console's SSH connections from the server side (sim: close them; OpenSSH: kill
-        the per-connection sshd processes, children of the sshd this test started)."""
-        import os
-        import signal
-
-        if self.sshd is None:
-            for conn in list(self.sim.open_connections):
-                conn.close()
-            return
-        parent = self.sshd.process.pid  # type: ignore[attr-defined]
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(entry), signal.SIGKILL)
-
-
-async def _until(predicate: object, timeout: float, what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _sshd_for(sim: HostSimulator, directory: Path) -> object:
-    """OpenSSH's sshd whose sessions see the simulated host's fake tools (systemctl, systemd-run,
-    hf, nvidia-smi, journalctl) first on their PATH, and its sandbox."""
-    import os
-
-    from console.testing import SshdError, find_sshd, start_sshd
-
-    if find_sshd() is None or os.geteuid() != 0:
-        if os.environ.get("CI") == "true":
-            pytest.fail("sshd tests must run in CI (as root, with openssh-server)")
-        pytest.skip("needs OpenSSH's sshd, as root")
-    env = " ".join(f"{k}={v}" for k, v in sim.env().items() if k in ("PATH", "GPUSIM_ROOT", "PYTHONPATH", "HOME",
-                                                                   "PYTHONDONTWRITEBYTECODE"))
-    try:
-        return start_sshd(directory, extra_config=f"SetEnv {env}\n")
-    except SshdError as exc:
-        pytest.fail(str(exc))
-
-
-async def _driven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, oom: bool = False, via: str = "sim",
-                  **profile_changes: object) -> AsyncIterator[Driven]:
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
-    monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    write_hub_cache(tmp_path / "cache", DownloadPlan())
-    sim = HostSimulator(tmp_path / "host", speed=SPEED, scenario="drive")
-    await sim.start()
-    await start_scenario(sim, oom=oom)
-    profile = demo_profile(sim).with_overrides({"gpu_interval_s": 0.5, **profile_changes})
-    sshd: object = None
-    if via == "sshd":
-        sshd = _sshd_for(sim, tmp_path / "sshd")
-        profile = profile.with_overrides({"port": sshd.port, "user": sshd.user,  # type: ignore[attr-defined]
-                                          "identity": str(sshd.client_key),  # type: ignore[attr-defined]
-                                          "known_hosts": str(sshd.known_hosts)})  # type: ignore[attr-defined]
-    session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
-    state = HostState(sim.host_path("/"), label="sim")
-    runner = HostRunner(session, state)
-    runner.swap.poll_s = 0.2
-    runner.swap.bench_plan = [(2, 4, 64, 32)]
-    recorder = Recorder(state, tmp_path / "recordings").start()
-    runner.announce()
-    await runner.start()
-    try:
-        yield Driven(sim, state, runner, tmp_path / "data" / "gpuconsole" / "demo-audit.jsonl", recorder, sshd)
-    finally:
-        recorder.close()
-        runner.swap.cancel()
-        # Bounded: a teardown that hangs is reported as such (and the simulator still stops).
-        hung = []
-        for what, close in (("runner.close", runner.close), ("sim.stop", sim.stop)):
-            try:
-                await asyncio.wait_for(close(), 60)
-            except asyncio.TimeoutError:
-                hung.append(what)
-        if sshd is not None:
-            sshd.stop()  # type: ignore[attr-defined]
-        if hung:
-            raise AssertionError(f"teardown hung in {', '.join(hung)}")
 
 
 @pytest.fixture(params=["sim", "sshd"])
 async def driven(request: pytest.FixtureRequest, tmp_path: Path,
                  monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Driven]:
     """The driven host through the in-process simulator's SSH server, and through OpenSSH's sshd."""
-    async for d in _driven(tmp_path, monkeypatch, via=request.param):
+    async with driven_host(tmp_path, monkeypatch, speed=SPEED, via=request.param) as d:
         yield d
 
 
 @pytest.fixture(params=["sim", "sshd"])
 async def driven_oom(request: pytest.FixtureRequest, tmp_path: Path,
                      monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Driven]:
-    async for d in _driven(tmp_path, monkeypatch, oom=True, via=request.param):
+    async with driven_host(tmp_path, monkeypatch, speed=SPEED, oom=True, via=request.param) as d:
         yield d
-
-
-async def _run(d: Driven, key: str, timeout: float = 90) -> None:
-    why = d.runner.swap.request(key)
-    assert why is None, why
-    await d.runner.swap.wait_idle(timeout)
-
-
-def _step(d: Driven, key: str) -> tuple[str, str]:
-    s = d.state.swap.steps[key]
-    return s.state, s.detail
 
 
 async def test_the_seeds_swap_end_to_end_from_the_consoles_actions(driven: Driven) -> None:
@@ -271,13 +154,13 @@ async def test_a_new_server_that_ooms_fails_the_step_and_rolls_back_to_the_old_m
 
 @pytest.fixture
 async def driven_paired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Driven]:
-    async for d in _driven(tmp_path, monkeypatch, require_approval=True):
+    async with driven_host(tmp_path, monkeypatch, speed=SPEED, require_approval=True) as d:
         yield d
 
 
 @pytest.fixture
 async def driven_read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Driven]:
-    async for d in _driven(tmp_path, monkeypatch, read_only=True):
+    async with driven_host(tmp_path, monkeypatch, speed=SPEED, read_only=True) as d:
         yield d
 
 
@@ -372,7 +255,10 @@ async def test_read_only_refuses_every_action_in_the_core(driven_read_only: Driv
     assert not d.state.swap.audit
 
 
-async def test_confirming_twice_runs_once(driven: Driven) -> None:
+async def test_confirming_twice_runs_once_and_a_failed_unit_write_leaves_the_old_file(driven: Driven) -> None:
+    """One host for both facts of the install (a host each cost a minute of CI): a preview
+    confirmed twice runs once; then a second install whose temp file cannot be written fails and
+    leaves the installed unit as it was."""
     d = driven
     swap = d.runner.swap
     await _until(lambda: d.state.data("service") is not None, 20, "the service reading")
@@ -385,12 +271,8 @@ async def test_confirming_twice_runs_once(driven: Driven) -> None:
     await swap.wait_idle(30)
     puts = [e for e in d.state.swap.audit if e.command.startswith("sftp put")]
     assert len(puts) == 1
+    assert _step(d, "install")[0] == "done", _step(d, "install")
 
-
-async def test_a_failed_unit_write_leaves_the_old_file(driven: Driven) -> None:
-    d = driven
-    await _until(lambda: d.state.data("service") is not None, 20, "the service reading")
-    await _run(d, "install")
     target = d.sim.path(f"/etc/systemd/system/{NEW_UNIT}")
     before = target.read_text()
     Path(d.runner.session.profile.unit_draft).write_text(before.replace("--tp 4", "--tp 2"))
@@ -426,23 +308,9 @@ async def test_a_connection_drop_during_the_stop_is_re_read_from_the_host(driven
 # -- the screen -------------------------------------------------------------------------------------
 @contextlib.asynccontextmanager
 async def _driven_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **changes: object) -> AsyncIterator[object]:
-    from console.app import ConsoleApp
-
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
-    monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    write_hub_cache(tmp_path / "cache", DownloadPlan())
-    sim = HostSimulator(tmp_path / "host", speed=SPEED, scenario="drive")
-    await sim.start()
-    await start_scenario(sim)
-    profile = demo_profile(sim).with_overrides(changes)
-    app = ConsoleApp.for_session(HostSession(profile, make_transport(profile), demo=True,
-                                             bench_path=tmp_path / "bench.jsonl"),
-                                 record=True, record_dir=tmp_path / "rec")
-    try:
-        yield app
-    finally:
-        await sim.stop()
+    demo_env(tmp_path, monkeypatch)
+    async with story_host(tmp_path, speed=SPEED) as sim:
+        yield demo_app(sim, tmp_path, **changes)
 
 
 def _palette_titles(app: object) -> list[str]:

@@ -5,68 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from console.core.recording import Recorder
-from console.core.runner import HostRunner
-from console.core.state import HostState
-from console.hostsim import HostSimulator
-from console.hostsim.downloader import DownloadPlan
-from console.hostsim.scenario import NEW_UNIT, OLD_UNIT, demo_profile, draft_unit_path, start_scenario, write_hub_cache
-from console.session import HostSession, make_transport
+from console.hostsim.scenario import NEW_UNIT, OLD_UNIT, draft_unit_path
+from console.session import make_transport
 from console.swap.report import SECTIONS, render_html, render_markdown, report_from_recording
+from tests.swapkit import Driven as Host
+from tests.swapkit import demo_app, demo_env, story_host
+from tests.swapkit import driven_host as _driven_host
+from tests.swapkit import step as _step
+from tests.swapkit import until as _until
 
 
-@dataclass
-class Host:
-    sim: HostSimulator
-    state: HostState
-    runner: HostRunner
-    recorder: Recorder
-
-
-async def _until(predicate: object, timeout: float, what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-@contextlib.asynccontextmanager
-async def _host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str, speed: float) -> AsyncIterator[Host]:
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
-    monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    write_hub_cache(tmp_path / "cache", DownloadPlan())
-    sim = HostSimulator(tmp_path / "host", speed=speed, scenario=scenario)
-    await sim.start()
-    await start_scenario(sim, DownloadPlan(tree_listing=True) if scenario == "swap" else None)
-    profile = demo_profile(sim).with_overrides({"gpu_interval_s": 0.5})
-    session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
-    state = HostState(sim.host_path("/"), label="sim")
-    runner = HostRunner(session, state)
-    recorder = Recorder(state, tmp_path / "recordings").start()
-    runner.announce()
-    await runner.start()
-    try:
-        yield Host(sim, state, runner, recorder)
-    finally:
-        recorder.close()
-        runner.swap.cancel()
-        await asyncio.wait_for(runner.close(), 60)
-        await asyncio.wait_for(sim.stop(), 60)
-
-
-def _step(h: Host, key: str) -> tuple[str, str]:
-    s = h.state.swap.steps[key]
-    return s.state, s.detail
+def _host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str,
+          speed: float) -> contextlib.AbstractAsyncContextManager[Host]:
+    """The story's host as the console watches it (the controller's own poll and benchmark plan)."""
+    return _driven_host(tmp_path, monkeypatch, scenario=scenario, speed=speed, swap_poll_s=None, bench_plan=None)
 
 
 async def _bench(h: Host, plan: list[tuple[int, int, int, int]]) -> None:
@@ -174,21 +130,11 @@ async def test_a_swap_done_entirely_outside_the_console_over_plain_ssh_is_observ
 
 async def test_the_palettes_report_and_gpuconsole_report_agree_on_the_story_swaps_downtime(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from console.app import ConsoleApp
     from console.cli import main
 
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
-    monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    write_hub_cache(tmp_path / "cache", DownloadPlan())
-    sim = HostSimulator(tmp_path / "host", speed=4.0, scenario="swap")
-    await sim.start()
-    await start_scenario(sim, DownloadPlan(tree_listing=True))
-    profile = demo_profile(sim).with_overrides({"gpu_interval_s": 0.5})
-    app = ConsoleApp.for_session(HostSession(profile, make_transport(profile), demo=True,
-                                             bench_path=tmp_path / "bench.jsonl"), record=True,
-                                 record_dir=tmp_path / "rec")
-    try:
+    demo_env(tmp_path, monkeypatch)
+    async with story_host(tmp_path, scenario="swap", speed=4.0) as sim:
+        app = demo_app(sim, tmp_path, gpu_interval_s=0.5)
         async with app.run_test(size=(120, 40)) as pilot:
             state = app.state
             await _until(lambda: state.swap.steps["start_new"].state == "done", 120, "the story's swap, observed")
@@ -202,8 +148,6 @@ async def test_the_palettes_report_and_gpuconsole_report_agree_on_the_story_swap
             await _until(lambda: list((tmp_path / "rec").glob("*.report.md")), 30, "the palette's report")
             palette = next((tmp_path / "rec").glob("*.report.md")).read_text()
             recording = next((tmp_path / "rec").glob("*.jsonl.gz"))
-    finally:
-        await sim.stop()
     assert await asyncio.to_thread(main, ["report", str(recording)]) == 0
     cli = capsys.readouterr().out
 
@@ -218,22 +162,12 @@ async def test_the_demos_operator_drives_the_swap_through_the_plan_screens_keys(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`./scripts/demo.sh` (--demo-scenario operator): the swap is the console's own plan, driven at
     its keys with each confirmation on screen; the old model's run is the report's "before"."""
-    from console.app import ConsoleApp
     from console.panes.swap import ConfirmScreen, drive_plan_as_operator
 
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
-    monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    write_hub_cache(tmp_path / "cache", DownloadPlan())
-    sim = HostSimulator(tmp_path / "host", speed=8.0, scenario="drive")
-    await sim.start()
-    await start_scenario(sim)
-    profile = demo_profile(sim).with_overrides({"gpu_interval_s": 0.5})
-    app = ConsoleApp.for_session(HostSession(profile, make_transport(profile), demo=True,
-                                             bench_path=tmp_path / "bench.jsonl"), record=True,
-                                 record_dir=tmp_path / "rec")
+    demo_env(tmp_path, monkeypatch)
     confirmations: list[str] = []
-    try:
+    async with story_host(tmp_path, scenario="drive", speed=8.0) as sim:
+        app = demo_app(sim, tmp_path, gpu_interval_s=0.5)
         async with app.run_test(size=(130, 45)) as pilot:
             state = app.state
 
@@ -263,8 +197,6 @@ async def test_the_demos_operator_drives_the_swap_through_the_plan_screens_keys(
             # app tears down otherwise: noted for the screen's owner).
             await app.runner.close()
             await pilot.pause(0.5)
-    finally:
-        await sim.stop()
     b = r["bench"]
     assert b["before"]["model"] == "qwen3.5-397b" and b["after"][-1]["model"] == "qwen3.5-122b", b
     assert b["note"] is None and b["before"]["concurrency"] == b["after"][-1]["concurrency"]

@@ -6,7 +6,6 @@ import asyncio
 import http.server
 import threading
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -40,25 +39,6 @@ NASTY = [
     "unicode ✓ é",
     "$HOME ${PATH}",
 ]
-
-
-@pytest.fixture(params=["sim", "sshd", "local"])
-async def transport(request: pytest.FixtureRequest, sim: object) -> AsyncIterator[Transport]:
-    from console.hostsim import HostSimulator
-
-    assert isinstance(sim, HostSimulator)
-    if request.param == "local":
-        t: Transport = LocalTransport()
-    elif request.param == "sim":
-        t = SshTransport(sim_options(sim))
-    else:
-        sshd: Sshd = request.getfixturevalue("sshd")
-        t = SshTransport(sshd.options())
-    await t.connect()
-    try:
-        yield t
-    finally:
-        await t.close()
 
 
 async def test_values_with_shell_metacharacters_arrive_literally(transport: Transport, tmp_path: Path) -> None:

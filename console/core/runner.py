@@ -354,11 +354,18 @@ class HostRunner:
     async def close(self) -> None:
         if self.bench is not None:
             self.bench.stop.set()
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # Cancelled again until they end: on Python 3.11 `asyncio.wait_for` swallows a cancel that
+        # lands as its inner await completes, and a source's loop then runs on (a test's teardown
+        # waited 60 s for the GPU source's stream, whose lines come every 0.5 s). Bounded.
+        pending = set(self._tasks)
+        for _ in range(20):
+            if not pending:
+                break
+            for task in pending:
+                task.cancel()
+            _done, pending = await asyncio.wait(pending, timeout=0.5)
+        if pending:
+            log.warning("runner: %s did not end when cancelled", ", ".join(t.get_name() for t in pending))
         with contextlib.suppress(asyncio.TimeoutError, TransportError, OSError):
             await asyncio.wait_for(self.session.close(), 3)
 
