@@ -257,6 +257,7 @@ class HostScreen(Screen[None]):
             pane.add_class("-wide")
         if isinstance(pane, PaneFrame):
             pane.set_title(spec.number, spec.title)
+            pane.use_clock(self.state.now)  # every pane's ages on the state's clock (a replay's)
         return pane
 
     def pane(self, key: str) -> Widget:

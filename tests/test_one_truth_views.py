@@ -213,3 +213,76 @@ def test_the_status_line_and_the_fleet_row_say_nothing_of_the_last_boots_through
     state.apply(ReadingChanged("h", "server", Reading("server", status, 999.0)))
     row = fleet_row(state, 999.0)
     assert row.server_status == "starting" and row.gen_tokens_per_s is None and row.running_reqs is None
+
+
+# -- 3. one clock for every pane: the state's (the recording's in a replay) -------------------------
+def _age(state: HostState) -> HostState:
+    """Readings old by known amounts at the state's clock: a GPU lost 12 s ago (in the sample 20 s
+    ago, missing from the one 12 s ago, the last), so the GPU reading is stale by 12 s; a download
+    stalled for 30 s; a log quiet for 90 s."""
+    from console.analysis.download import DownloadProgress
+    from console.analysis.log_state import LogSummary
+    from console.model import GpuDevice, GpuStatus
+
+    t = state.now()
+    state.apply(HostInfo("h", "h", log_label="journal: sglang.service"))
+    gpu0, gpu1 = (GpuDevice(i, "x", f"GPU-{i}", 1, 2, 5, 40, 100.0, 600.0) for i in (0, 1))
+    state.apply(ReadingChanged("h", "gpu", Reading("gpu", GpuStatus("nvml", (gpu0, gpu1), sampled_at_s=t - 20.0),
+                                                   t - 20.0)))
+    state.apply(ReadingChanged("h", "gpu", Reading("gpu", GpuStatus("nvml", (gpu0,), sampled_at_s=t - 12.0), t - 12.0)))
+    stalled = DownloadProgress("/models/m", "org/m", "hub", 10 << 30, 20 << 30, 2, 4, 2, 4, (), 0.0, None,
+                               t - 30.0, 100 << 30, True, False, (), t - 1.0)
+    state.apply(ReadingChanged("h", "download", Reading("download", stalled, t - 1.0)))
+    summary = LogSummary("log", "serving", (), None, None, None, None, None, None, (), 10, t - 90.0)
+    state.apply(ReadingChanged("h", "log", Reading("log", summary, t - 90.0)))
+    return state
+
+
+def _ages(app: Any) -> dict[str, str]:
+    screen = app.host_screen
+    gpu, download, log = (screen.query_one(f"#{k}-pane") for k in ("gpu", "download", "log"))
+    return {"gpu": gpu.render().plain, "gpu subtitle": str(gpu.border_subtitle),
+            "download": download.render().plain, "log subtitle": str(log.border_subtitle)}
+
+
+async def test_the_panes_draw_their_ages_on_the_states_clock() -> None:
+    """The GPU and download panes drew "LOST … ago", "stale …" and "STALLED for …" against the wall
+    clock: 56 years for a state whose clock says 12 s."""
+    from console.app import ConsoleApp
+
+    clock = _Clock(1_000_000.0)
+    app = ConsoleApp(_age(HostState("h", label="h", clock=clock)), None)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await pilot.pause()
+        ages = _ages(app)
+    assert "LOST 12s ago" in ages["gpu"]
+    assert ages["gpu subtitle"] == "stale 12s"
+    assert "STALLED for 30s" in ages["download"]
+    assert "quiet 1m30s" in ages["log subtitle"]
+
+
+async def test_a_replay_seeked_to_t_draws_the_ages_the_live_screen_drew_at_t(tmp_path: Path) -> None:
+    from console.app import ConsoleApp
+    from console.core.recording import Replayer
+
+    clock = _Clock(1_000_000.0)
+    state = HostState("h", label="h", clock=clock)
+    recorder = Recorder(state, tmp_path / "rec", flush_every_s=0.0).start()
+    _age(state)  # recorded as they come
+    clock.t += 4.0  # the moment T: 4 s after the last reading
+    live = ConsoleApp(state, None)
+    async with live.run_test(size=(140, 50)) as pilot:
+        await pilot.pause()
+        live_ages = _ages(live)
+    recorder.close()
+    rec = read_recording(recorder.path)  # type: ignore[arg-type]
+    replayed = HostState("h")
+    # a replay barely moving (its clock is the recording's: 1/1000 of the wall clock's pace here)
+    Replayer(rec, replayed, speed=0.001).seek(clock.t - rec.started_at)
+    assert replayed.now() == pytest.approx(clock.t, abs=0.01)
+    app = ConsoleApp(replayed, None, mode="replay")
+    async with app.run_test(size=(140, 50)) as pilot:
+        await pilot.pause()
+        replay_ages = _ages(app)
+    assert "LOST 16s ago" in live_ages["gpu"] and live_ages["gpu subtitle"] == "stale 16s"
+    assert replay_ages == live_ages

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rich.console import RenderableType
@@ -27,6 +28,18 @@ class PaneFrame:
     border_title: Any
     border_subtitle: Any
     render_error: str | None = None
+    _clock: Callable[[], float] | None = None
+
+    # -- the one clock of every pane (issue 20) -------------------------------------------------
+    def use_clock(self, clock: Callable[[], float]) -> None:
+        """Measure ages against `clock`: the host screen gives every pane its state's `now`."""
+        self._clock = clock
+
+    def now(self) -> float:
+        """The pane's "now" for every age it draws ("12s ago", "stale 16s", "STALLED for 1m"): the
+        state's clock (the wall clock live, the recording's in a replay), so a replay seeked to T
+        draws what the live screen drew at T. A pane on its own, with no state, uses the wall clock."""
+        return self._clock() if self._clock is not None else time.time()
 
     # The host screen's one refresh path calls these on every pane (console/host_screen.py);
     # a pane overrides what it needs. No probing: every pane has all three.
@@ -90,7 +103,8 @@ class ReadingPane(PaneFrame, Static, can_focus=True):
         self._render_now()
 
     def state_changed(self, state: Any, source: str) -> None:
-        """The host's state changed `source`: show its latest reading."""
+        """The host's state changed `source`: show its latest reading (and read the state's clock)."""
+        self.use_clock(state.now)
         self.reading = state.reading(source)
 
     def watch_reading(self, reading: Reading[Any] | None) -> None:
@@ -125,7 +139,7 @@ class ReadingPane(PaneFrame, Static, can_focus=True):
     def update_age(self, now_s: float | None = None) -> None:
         """Called once a second: the subtitle says how fresh the data is, without a repaint of the body."""
         reading = self.reading
-        now = time.time() if now_s is None else now_s
+        now = self.now() if now_s is None else now_s
         stale = reading is not None and reading.data is not None and reading.is_stale(self.STALE_AFTER_S, now)
         subtitle = ""
         if reading is not None:

@@ -150,10 +150,11 @@ class DownloadPane(ReadingPane):
 
     def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
         size = self.content_size
-        return format_download(reading, size.width or 56, size.height or 12, verify=self.verify)
+        return format_download(reading, size.width or 56, size.height or 12, self.now(), verify=self.verify)
 
     def state_changed(self, state: Any, source: str) -> None:
         if source == "verify":
+            self.use_clock(state.now)
             self.verify = state.verify
         else:
             self.reading = state.reading(source)

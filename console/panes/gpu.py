@@ -152,4 +152,4 @@ class GpuPane(ReadingPane):
 
     def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
         size = self.content_size
-        return format_gpu_status(reading, size.width or 56, size.height or 12)
+        return format_gpu_status(reading, size.width or 56, size.height or 12, self.now())

@@ -168,6 +168,7 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
         self.source_label = source_label
         # The one line store is the state's; a pane on its own (a test, a tool) gets a state of its own.
         self.state = state if state is not None else HostState("local")
+        self.use_clock(self.state.now)  # ages on the state's clock (a replay's): PaneFrame.now
         self.new_lines = 0  # shown lines that arrived while not following
         self._quiet_s: float | None = None
 
@@ -223,6 +224,7 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
         """The host's state changed: its lines, its log summary or the server status."""
         if state is not self.state:
             self.state = state
+            self.use_clock(state.now)
         if source == "log_lines":
             self._sync()
         elif source == "log":
@@ -254,6 +256,7 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
     # -- status and subtitle ---------------------------------------------------------------
     def watch_summary(self) -> None:
         self._redraw_status()
+        self.update_age()  # "quiet 1m30s" from the new summary at once, not at the next tick
 
     def watch_server(self) -> None:
         self._redraw_status()
@@ -290,7 +293,7 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
     def update_age(self, now_s: float | None = None) -> None:
         """Once a second, like the other panes: a quiet log while serving is worth a word."""
         s = self.summary.data if self.summary else None
-        now = now_s if now_s is not None else self.state.now()
+        now = now_s if now_s is not None else self.now()
         self._quiet_s = None if s is None or s.last_line_at_s is None else now - s.last_line_at_s
         self._update_subtitle()
 
