@@ -148,3 +148,31 @@ async def test_the_log_view_has_no_dead_row_under_its_last_line(size: tuple[int,
         visible = [view.render_line(y).text for y in range(view.size.height)]
         assert all(row.strip() for row in visible), visible  # no blank row under the last line
         assert visible[-1].rstrip().endswith("…") and "Decode batch" in visible[-1], visible
+
+
+@pytest.mark.parametrize("width", [96, 116, 196])
+def test_the_gpu_history_fills_its_width(width: int) -> None:
+    """Item 19: the history kept 60 samples and drew 15-20 even at 200 columns, the memory bar
+    taking half the row: the tracker keeps 300 (bounded) and the pane draws as many as fit."""
+    from dataclasses import replace
+
+    from console.core.state import GpuTracker
+    from console.model import GpuStatus, Reading
+    from console.panes.gpu import format_gpu_status
+    from console.parsers.nvidia_smi import parse_gpu_csv
+
+    tracker = GpuTracker()
+    base = GpuStatus("nvml", tuple(parse_gpu_csv("\n".join(
+        f"{i}, NVIDIA H200, GPU-{i}, 40000, 143771, 50, 40, 300.00, 700.00" for i in range(4))).gpus))
+    reading = None
+    for t in range(400):
+        gpus = tuple(replace(g, utilization_pct=(t * 7 + g.index) % 100) for g in base.gpus)
+        reading = tracker.track(Reading("gpu", replace(base, gpus=gpus, sampled_at_s=float(t)), float(t)))
+    assert reading is not None and reading.data is not None
+    assert len(reading.data.util_history[0]) == 300  # bounded, and more than a wide pane draws
+    lines = format_gpu_status(reading, width, 14).plain.splitlines()
+    row = lines[1]
+    assert len(row) <= width
+    sparks = [run for run in re.findall(r"[▁▂▃▄▅▆▇█ ]{8,}", row[3:]) if run.strip()]
+    drawn = sum(len(run.strip()) for run in sparks)
+    assert drawn >= (width - 40) * 0.7, (drawn, row)  # the row's room goes to the histories

@@ -62,7 +62,10 @@ def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, heigh
     if compact:
         spark_w, util_spark_w, bar_w = 0, 0, max(4, room)
     elif wide:
-        spark_w = util_spark_w = max(6, room // 4)
+        # The memory bar says one fraction (and its % is beside it): a few cells are enough; the
+        # histories take the rest, as many samples as fit (the core keeps 300).
+        bar_w = max(10, min(20, room // 4))
+        spark_w = util_spark_w = (room - bar_w - 1) // 2
         bar_w = room - 2 * spark_w - 1
     else:
         spark_w, util_spark_w = max(6, room // 2 - 1), 0
