@@ -176,3 +176,64 @@ def test_the_gpu_history_fills_its_width(width: int) -> None:
     sparks = [run for run in re.findall(r"[▁▂▃▄▅▆▇█ ]{8,}", row[3:]) if run.strip()]
     drawn = sum(len(run.strip()) for run in sparks)
     assert drawn >= (width - 40) * 0.7, (drawn, row)  # the row's room goes to the histories
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_help_says_where_the_swap_plan_the_report_and_pairing_are(size: tuple[int, int]) -> None:
+    """Item 8: `?` mentions the Swap plan (and its keys), the report and pairing, with the keys
+    that open them."""
+    from console.app import ConsoleApp
+    from console.core.state import HostState
+    from console.host_screen import HelpScreen, help_text
+
+    text = " ".join(help_text().split())
+    for words in ("**The swap plan** (`p`)", "`s` stop the old server", "`a` approves",
+                  "**The swap report** (`ctrl+p`, \"Swap report\")", "**Pairing**", "`gpuconsole attach`",
+                  "ask to drive", "hand over"):
+        assert words in text, words
+    app = ConsoleApp(HostState("gpu-01"), None)
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, HelpScreen)
+
+
+class _Shared:
+    """A control with a participant id (a shared session); asks nothing of a host."""
+
+    client_id = 1
+    who = "ana"
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return lambda *a, **k: None
+
+
+async def test_asks_to_drive_is_a_notice_to_the_driver() -> None:
+    """Item 8: a peer asking to drive rings the driver's bell, puts up a toast and a header notice
+    (before: only the words "(asks to drive)" in the header's second line); once per request."""
+    from console.app import ConsoleApp
+    from console.core.state import Client, HostState, Presence
+    from console.panes.header import format_presence
+    from tests.test_host_screen import screen_text
+
+    state = HostState("gpu-01")
+    app = ConsoleApp(state, _Shared())  # type: ignore[arg-type]
+    bells: list[int] = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.bell = lambda: bells.append(1)  # type: ignore[method-assign]
+        state.apply(Presence("gpu-01", (Client(1, "ana", "driver"), Client(2, "ben"))))
+        await pilot.pause(0.3)
+        assert not bells and not app._notifications
+        state.apply(Presence("gpu-01", (Client(1, "ana", "driver"), Client(2, "ben")), asking=(2,)))
+        await pilot.pause(0.3)
+        assert bells == [1]
+        toasts = [n.message for n in app._notifications]
+        assert any("ben asks to drive" in m for m in toasts), toasts
+        assert "asks to drive: ctrl+p" in screen_text(app)
+        state.apply(Presence("gpu-01", (Client(1, "ana", "driver"), Client(2, "ben", view="gpu")), asking=(2,)))
+        await pilot.pause(0.3)
+        assert bells == [1]  # the same request: said once
+    line = format_presence(Presence("h", (Client(1, "ana", "driver"), Client(2, "ben")), asking=(2,)), me=1)
+    assert any("on yellow" in str(span.style) for span in line.spans), line.spans  # a notice, not a dim tag
+    observer = format_presence(Presence("h", (Client(1, "ana", "driver"), Client(2, "ben")), asking=(2,)), me=2)
+    assert "(you, asks to drive)" in observer.plain  # to the others it is a tag
