@@ -237,3 +237,22 @@ async def test_asks_to_drive_is_a_notice_to_the_driver() -> None:
     assert any("on yellow" in str(span.style) for span in line.spans), line.spans  # a notice, not a dim tag
     observer = format_presence(Presence("h", (Client(1, "ana", "driver"), Client(2, "ben")), asking=(2,)), me=2)
     assert "(you, asks to drive)" in observer.plain  # to the others it is a tag
+
+
+def test_the_fit_views_memory_parts_are_coloured_by_meaning() -> None:
+    """Item 16 (the rest): the GDN bar was magenta and the speculative state's yellow; a memory
+    part is no error and no warning: red, magenta and yellow stay for verdicts."""
+    from console.analysis.fit import FitInputs, plan_fit
+    from console.hostsim.downloader import qwen122b_config
+    from console.panes.fit import format_fit
+
+    r = plan_fit(FitInputs(qwen122b_config(), 248_837_128_000, 8, 139.8, tp=4, speculative_algorithm="NEXTN"))
+    assert r.fits and r.mamba_state_gib > 0 and r.spec_state_gib > 0
+    text = format_fit(r)
+    lines = text.plain.split("\n")
+    starts = [sum(len(line) + 1 for line in lines[:i]) for i in range(len(lines))]
+    for label in ("GDN state (mamba pool)", "speculative verification state", "weights", "KV cache"):
+        i = next(i for i, line in enumerate(lines) if line.strip().startswith(label))
+        lo, hi = starts[i], starts[i] + len(lines[i])
+        styles = [str(s.style) for s in text.spans if s.start < hi and s.end > lo]
+        assert styles and not any(c in st for st in styles for c in ("red", "magenta", "yellow")), (label, styles)
