@@ -256,3 +256,39 @@ def test_the_fit_views_memory_parts_are_coloured_by_meaning() -> None:
         lo, hi = starts[i], starts[i] + len(lines[i])
         styles = [str(s.style) for s in text.spans if s.start < hi and s.end > lo]
         assert styles and not any(c in st for st in styles for c in ("red", "magenta", "yellow")), (label, styles)
+
+
+def test_the_reports_audit_table_has_one_line_per_action_a_final_status_and_scripts_in_an_appendix(
+        tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Item 11: the report put whole 20-line scripts in one cell and left the benchmark's row
+    "started": one line per action with a final status; every script whole, in an appendix."""
+    from console.core.recording import Recorder
+    from console.core.state import HostState
+    from console.swap.model import AuditAppended, AuditEntry
+    from console.swap.report import render, report_from_recording
+    from tests.test_swap_core import EVENTS
+
+    script = "\n".join(f"echo step {i} of the install && true  # line {i}" for i in range(1, 21))
+    extra = [AuditAppended("gpu-01", AuditEntry("ana", 5.0, "install", script, 0, "installed", 1.0)),
+             AuditAppended("gpu-01", AuditEntry("ana", 6.0, "benchmark", "bench quick c=4 16 prompts", None, "",
+                                                note="started"))]
+    state = HostState("gpu-01", label="gpu-01")
+    rec = Recorder(state, tmp_path).start()
+    for e in [EVENTS[-1], EVENTS[0], EVENTS[2], EVENTS[4], EVENTS[1], *extra]:
+        state.apply(e)
+    rec.close()
+    report = report_from_recording(rec.path)
+    md = render(report, "md")
+    table = md.split("## Audit log", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert rows and "status" in table.splitlines()[2]
+    assert all("line 20" not in row for row in rows), table  # one line per action in the table
+    install = next(row for row in rows if "install" in row)
+    assert "echo step 1 of the install" in install and "+19 lines" in install and "A" in install.split("|")[-2]
+    bench = next(row for row in rows if "benchmark" in row)
+    cells = [c.strip() for c in bench.strip("|").split("|")]
+    assert cells[4] not in ("", "–", "started"), cells  # a final status for every row
+    appendix = md.split("## Appendix: audited scripts", 1)[1]
+    assert script in appendix  # the whole script, once, in the appendix
+    html = render(report, "html")
+    assert "Appendix: audited scripts" in html and "# line 20</pre>" in html
