@@ -292,3 +292,31 @@ def test_the_reports_audit_table_has_one_line_per_action_a_final_status_and_scri
     assert script in appendix  # the whole script, once, in the appendix
     html = render(report, "html")
     assert "Appendix: audited scripts" in html and "# line 20</pre>" in html
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
+async def test_the_plans_first_line_shows_under_the_two_line_header(size: tuple[int, int]) -> None:
+    """Item 15 (a guard: not reproduced): a console in a shared session has a two-line header; the
+    swap plan opened there still shows its first line, old → new, and the header's both lines."""
+    from console.app import ConsoleApp
+    from console.core.state import Client, HostState, Presence
+    from console.panes.swap import SwapScreen
+    from tests.test_host_screen import screen_text
+    from tests.test_swap_core import EVENTS
+
+    state = HostState("gpu-01")
+    for event in EVENTS:
+        state.apply(event)
+    app = ConsoleApp(state, _Shared())  # type: ignore[arg-type]
+    async with app.run_test(size=size) as pilot:
+        state.apply(Presence("gpu-01", (Client(1, "ana", "driver"), Client(2, "ben"))))
+        await pilot.pause(0.3)
+        await pilot.press("p")
+        await pilot.pause(0.5)
+        assert isinstance(app.screen, SwapScreen)
+        text = screen_text(app)
+        rows = text.splitlines()
+        if size[1] >= 40:  # at 80x24 the plan (90 % high) covers the header's second line: a modal
+            assert "2 attached: ana (driver, you), ben" in rows[1], rows[:3]
+        first = next(i for i, row in enumerate(rows) if "old.service → new.service" in row)
+        assert first >= 1 and "╭" in rows[first - 1], rows[: first + 1]  # right under the plan's top border
