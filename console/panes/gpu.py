@@ -105,7 +105,8 @@ def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, heigh
         text.append(f"{_num(gpu.utilization_pct, 'd', 4)}%")
         if wide:
             text.append(" " + sparkline(list(uhist.get(i, ())), util_spark_w, top=100.0).ljust(util_spark_w),
-                        style="blue")  # a series, not a problem: red and magenta mean errors
+                        style="dodger_blue2")  # a series, not a problem: red and magenta mean errors
+                                                # (256-colour: a theme's ANSI "blue" is violet)
         if not compact:
             text.append(f"{_num(gpu.temperature_c, 'd', 4)}°", style=temp_style(gpu.temperature_c))
             text.append(f"{_num(None if gpu.power_w is None else round(gpu.power_w), 'd', 5)}W",
