@@ -100,9 +100,22 @@ One screen for an SGLang model swap on one GPU host, fed over one SSH connection
 |---|---|
 {rows}
 
+**The swap plan** (`p`): the swap's steps in order, each one key, each showing its exact
+commands and asking before it runs: `d` download, `v` verify, `i` install the unit, `g` the gate,
+`s` stop the old server, `n` start the new one, `b` benchmark, `r` roll back, `p` run the rest.
+`a` approves a request (two-person rule), `o` overrides a gate check, `A` shows every audited
+script whole. The plan's first line says old → new; the downtime clock runs from the last request
+the old server served.
+
+**The swap report** (`ctrl+p`, "Swap report"): Markdown and HTML from this session's recording:
+old → new, downtime, time to ready, before/after benchmarks, the audit with every script.
+
+**Pairing**: `gpuconsole --share` or `gpuconsole serve` lets others attach (`gpuconsole attach`;
+a browser with `serve --web`). Everyone sees the same state; one person drives. From the palette (`ctrl+p`):
+set the shared note, ask to drive, accept a request, hand over, follow the driver's view. A
+request to drive rings the driver's bell and is shown in the header until answered.
+
 `escape`, `q` or `?` closes this help; the keys panel (`ctrl+p`, "Keys") closes with `escape` too.
-In a shared session (`--share`, `gpuconsole attach`) the palette sets the shared note, asks to
-drive, hands over, and follows the driver's view.
 
 **Colours.** Green is healthy, yellow is a warning or stale data, red is an error (and only
 that). A pane border turns yellow when its data is older than it should be and red when its
@@ -212,6 +225,7 @@ class HostScreen(Screen[None]):
         self._notices: list[Notice] = []
         self._unsubscribe: Callable[[], None] | None = None
         self._view_sent: str | None = None
+        self._drive_asked: set[int] = set()  # peers asking to drive, already announced
         self.flushes = 0  # how many flushes ran (tests and benchmarks read it)
         for spec in self.specs:
             self._bindings.bind(spec.number, f"toggle_max('{spec.key}')", description=spec.title, show=False)
@@ -356,8 +370,23 @@ class HostScreen(Screen[None]):
             if isinstance(pane, PaneFrame):
                 for source in wanted:
                     pane.state_changed(self.state, source)
+        if "presence" in dirty:
+            self._drive_requests()
         if "presence" in dirty and self.follow:
             self._follow_driver()
+
+    def _drive_requests(self) -> None:
+        """A peer asking to drive is news to the driver: a bell and a toast, once per request (the
+        header shows it until answered). Issue 22 item 8."""
+        presence = self.state.presence
+        asking = set(presence.asking)
+        new, self._drive_asked = asking - self._drive_asked, asking  # answered, it may come again
+        if not new or not self.shared or not self.driving:
+            return
+        names = ", ".join(c.name for c in presence.clients if c.id in new) or "someone"
+        self.app.bell()
+        self.notify(f"{names} asks to drive: ctrl+p, then \"Accept: … drives\" (or hand over)",
+                    title="pairing: asks to drive", severity="warning", timeout=15, markup=False)
 
     def _tick(self) -> None:
         now = self.state.now()

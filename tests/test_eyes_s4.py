@@ -148,3 +148,175 @@ async def test_the_log_view_has_no_dead_row_under_its_last_line(size: tuple[int,
         visible = [view.render_line(y).text for y in range(view.size.height)]
         assert all(row.strip() for row in visible), visible  # no blank row under the last line
         assert visible[-1].rstrip().endswith("…") and "Decode batch" in visible[-1], visible
+
+
+@pytest.mark.parametrize("width", [96, 116, 196])
+def test_the_gpu_history_fills_its_width(width: int) -> None:
+    """Item 19: the history kept 60 samples and drew 15-20 even at 200 columns, the memory bar
+    taking half the row: the tracker keeps 300 (bounded) and the pane draws as many as fit."""
+    from dataclasses import replace
+
+    from console.core.state import GpuTracker
+    from console.model import GpuStatus, Reading
+    from console.panes.gpu import format_gpu_status
+    from console.parsers.nvidia_smi import parse_gpu_csv
+
+    tracker = GpuTracker()
+    base = GpuStatus("nvml", tuple(parse_gpu_csv("\n".join(
+        f"{i}, NVIDIA H200, GPU-{i}, 40000, 143771, 50, 40, 300.00, 700.00" for i in range(4))).gpus))
+    reading = None
+    for t in range(400):
+        gpus = tuple(replace(g, utilization_pct=(t * 7 + g.index) % 100) for g in base.gpus)
+        reading = tracker.track(Reading("gpu", replace(base, gpus=gpus, sampled_at_s=float(t)), float(t)))
+    assert reading is not None and reading.data is not None
+    assert len(reading.data.util_history[0]) == 300  # bounded, and more than a wide pane draws
+    lines = format_gpu_status(reading, width, 14).plain.splitlines()
+    row = lines[1]
+    assert len(row) <= width
+    sparks = [run for run in re.findall(r"[▁▂▃▄▅▆▇█ ]{8,}", row[3:]) if run.strip()]
+    drawn = sum(len(run.strip()) for run in sparks)
+    assert drawn >= (width - 40) * 0.7, (drawn, row)  # the row's room goes to the histories
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_help_says_where_the_swap_plan_the_report_and_pairing_are(size: tuple[int, int]) -> None:
+    """Item 8: `?` mentions the Swap plan (and its keys), the report and pairing, with the keys
+    that open them."""
+    from console.app import ConsoleApp
+    from console.core.state import HostState
+    from console.host_screen import HelpScreen, help_text
+
+    text = " ".join(help_text().split())
+    for words in ("**The swap plan** (`p`)", "`s` stop the old server", "`a` approves",
+                  "**The swap report** (`ctrl+p`, \"Swap report\")", "**Pairing**", "`gpuconsole attach`",
+                  "ask to drive", "hand over"):
+        assert words in text, words
+    app = ConsoleApp(HostState("gpu-01"), None)
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, HelpScreen)
+
+
+class _Shared:
+    """A control with a participant id (a shared session); asks nothing of a host."""
+
+    client_id = 1
+    who = "ana"
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return lambda *a, **k: None
+
+
+async def test_asks_to_drive_is_a_notice_to_the_driver() -> None:
+    """Item 8: a peer asking to drive rings the driver's bell, puts up a toast and a header notice
+    (before: only the words "(asks to drive)" in the header's second line); once per request."""
+    from console.app import ConsoleApp
+    from console.core.state import Client, HostState, Presence
+    from console.panes.header import format_presence
+    from tests.test_host_screen import screen_text
+
+    state = HostState("gpu-01")
+    app = ConsoleApp(state, _Shared())  # type: ignore[arg-type]
+    bells: list[int] = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.bell = lambda: bells.append(1)  # type: ignore[method-assign]
+        state.apply(Presence("gpu-01", (Client(1, "ana", "driver"), Client(2, "ben"))))
+        await pilot.pause(0.3)
+        assert not bells and not app._notifications
+        state.apply(Presence("gpu-01", (Client(1, "ana", "driver"), Client(2, "ben")), asking=(2,)))
+        await pilot.pause(0.3)
+        assert bells == [1]
+        toasts = [n.message for n in app._notifications]
+        assert any("ben asks to drive" in m for m in toasts), toasts
+        assert "asks to drive: ctrl+p" in screen_text(app)
+        state.apply(Presence("gpu-01", (Client(1, "ana", "driver"), Client(2, "ben", view="gpu")), asking=(2,)))
+        await pilot.pause(0.3)
+        assert bells == [1]  # the same request: said once
+    line = format_presence(Presence("h", (Client(1, "ana", "driver"), Client(2, "ben")), asking=(2,)), me=1)
+    assert any("on yellow" in str(span.style) for span in line.spans), line.spans  # a notice, not a dim tag
+    observer = format_presence(Presence("h", (Client(1, "ana", "driver"), Client(2, "ben")), asking=(2,)), me=2)
+    assert "(you, asks to drive)" in observer.plain  # to the others it is a tag
+
+
+def test_the_fit_views_memory_parts_are_coloured_by_meaning() -> None:
+    """Item 16 (the rest): the GDN bar was magenta and the speculative state's yellow; a memory
+    part is no error and no warning: red, magenta and yellow stay for verdicts."""
+    from console.analysis.fit import FitInputs, plan_fit
+    from console.hostsim.downloader import qwen122b_config
+    from console.panes.fit import format_fit
+
+    r = plan_fit(FitInputs(qwen122b_config(), 248_837_128_000, 8, 139.8, tp=4, speculative_algorithm="NEXTN"))
+    assert r.fits and r.mamba_state_gib > 0 and r.spec_state_gib > 0
+    text = format_fit(r)
+    lines = text.plain.split("\n")
+    starts = [sum(len(line) + 1 for line in lines[:i]) for i in range(len(lines))]
+    for label in ("GDN state (mamba pool)", "speculative verification state", "weights", "KV cache"):
+        i = next(i for i, line in enumerate(lines) if line.strip().startswith(label))
+        lo, hi = starts[i], starts[i] + len(lines[i])
+        styles = [str(s.style) for s in text.spans if s.start < hi and s.end > lo]
+        assert styles and not any(c in st for st in styles for c in ("red", "magenta", "yellow")), (label, styles)
+
+
+def test_the_reports_audit_table_has_one_line_per_action_a_final_status_and_scripts_in_an_appendix(
+        tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Item 11: the report put whole 20-line scripts in one cell and left the benchmark's row
+    "started": one line per action with a final status; every script whole, in an appendix."""
+    from console.core.recording import Recorder
+    from console.core.state import HostState
+    from console.swap.model import AuditAppended, AuditEntry
+    from console.swap.report import render, report_from_recording
+    from tests.test_swap_core import EVENTS
+
+    script = "\n".join(f"echo step {i} of the install && true  # line {i}" for i in range(1, 21))
+    extra = [AuditAppended("gpu-01", AuditEntry("ana", 5.0, "install", script, 0, "installed", 1.0)),
+             AuditAppended("gpu-01", AuditEntry("ana", 6.0, "benchmark", "bench quick c=4 16 prompts", None, "",
+                                                note="started"))]
+    state = HostState("gpu-01", label="gpu-01")
+    rec = Recorder(state, tmp_path).start()
+    for e in [EVENTS[-1], EVENTS[0], EVENTS[2], EVENTS[4], EVENTS[1], *extra]:
+        state.apply(e)
+    rec.close()
+    report = report_from_recording(rec.path)
+    md = render(report, "md")
+    table = md.split("## Audit log", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert rows and "status" in table.splitlines()[2]
+    assert all("line 20" not in row for row in rows), table  # one line per action in the table
+    install = next(row for row in rows if "install" in row)
+    assert "echo step 1 of the install" in install and "+19 lines" in install and "A" in install.split("|")[-2]
+    bench = next(row for row in rows if "benchmark" in row)
+    cells = [c.strip() for c in bench.strip("|").split("|")]
+    assert cells[4] not in ("", "–", "started"), cells  # a final status for every row
+    appendix = md.split("## Appendix: audited scripts", 1)[1]
+    assert script in appendix  # the whole script, once, in the appendix
+    html = render(report, "html")
+    assert "Appendix: audited scripts" in html and "# line 20</pre>" in html
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
+async def test_the_plans_first_line_shows_under_the_two_line_header(size: tuple[int, int]) -> None:
+    """Item 15 (a guard: not reproduced): a console in a shared session has a two-line header; the
+    swap plan opened there still shows its first line, old → new, and the header's both lines."""
+    from console.app import ConsoleApp
+    from console.core.state import Client, HostState, Presence
+    from console.panes.swap import SwapScreen
+    from tests.test_host_screen import screen_text
+    from tests.test_swap_core import EVENTS
+
+    state = HostState("gpu-01")
+    for event in EVENTS:
+        state.apply(event)
+    app = ConsoleApp(state, _Shared())  # type: ignore[arg-type]
+    async with app.run_test(size=size) as pilot:
+        state.apply(Presence("gpu-01", (Client(1, "ana", "driver"), Client(2, "ben"))))
+        await pilot.pause(0.3)
+        await pilot.press("p")
+        await pilot.pause(0.5)
+        assert isinstance(app.screen, SwapScreen)
+        text = screen_text(app)
+        rows = text.splitlines()
+        if size[1] >= 40:  # at 80x24 the plan (90 % high) covers the header's second line: a modal
+            assert "2 attached: ana (driver, you), ben" in rows[1], rows[:3]
+        first = next(i for i, row in enumerate(rows) if "old.service → new.service" in row)
+        assert first >= 1 and "╭" in rows[first - 1], rows[: first + 1]  # right under the plan's top border

@@ -23,7 +23,7 @@ from console.transport.base import ConnectionState
 log = logging.getLogger("gpuconsole.state")
 
 LOG_LINES = 5000
-GPU_HISTORY = 60
+GPU_HISTORY = 300  # 5 min at 1 Hz: a maximized pane at 200 columns fills its history (issue 22 item 19)
 NOTICES = 50
 
 

@@ -125,7 +125,9 @@ def _axis(plt: Any, values: list[float], side: str, unit: str = "", floor_zero: 
     return len(labels[0])
 
 
-COLORS = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": "blue"}  # series: never red
+# Series: never red. GPU util is 256-colour 33 (dodger blue): a theme's ANSI "blue" is violet.
+COLORS: dict[str, Any] = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": 33}
+LEGEND_COLORS = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": "color(33)"}
 LEGEND_DOT = "⣿"
 
 
@@ -257,8 +259,8 @@ def chart(view: BenchView, width: int, height: int, now_s: float, span_s: int = 
     if spare:
         body = Text("\n", no_wrap=True).join([Text(""), body])
     names = [n for n in ("server gen tok/s", "client tok/s") if n in drawn]
-    top = legend([(n, COLORS[n]) for n in names],
-                 [("GPU util %", COLORS["GPU util %"])] if "GPU util %" in drawn else [], width)
+    top = legend([(n, LEGEND_COLORS[n]) for n in names],
+                 [("GPU util %", LEGEND_COLORS["GPU util %"])] if "GPU util %" in drawn else [], width)
     return Text("\n", no_wrap=True).join([top, body])
 
 

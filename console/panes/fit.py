@@ -41,8 +41,10 @@ def format_fit(r: FitResult, calibration: list[tuple[str, str, str]] | None = No
     else:
         t.append(f"  ({parts:.1f} GiB)\n")
     rows = [("weights", r.weights_gib, "cyan"), ("held back: activations, CUDA graphs", r.reserved_gib, "grey50"),
-            ("GDN state (mamba pool)", r.mamba_state_gib, "magenta"),
-            ("speculative verification state", r.spec_state_gib, "yellow"), ("KV cache", r.kv_cache_gib, "green"),
+            # Memory parts, not verdicts: blues (red and magenta say error, yellow a warning); 256-colour
+            # blues, since a theme's ANSI "blue" is violet, next to magenta.
+            ("GDN state (mamba pool)", r.mamba_state_gib, "dodger_blue2"),
+            ("speculative verification state", r.spec_state_gib, "steel_blue"), ("KV cache", r.kv_cache_gib, "green"),
             ("unused", r.free_gib, "dim")]
     bar_w = max(10, width - 50)
     for label, gib, style in rows:

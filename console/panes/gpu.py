@@ -62,7 +62,10 @@ def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, heigh
     if compact:
         spark_w, util_spark_w, bar_w = 0, 0, max(4, room)
     elif wide:
-        spark_w = util_spark_w = max(6, room // 4)
+        # The memory bar says one fraction (and its % is beside it): a few cells are enough; the
+        # histories take the rest, as many samples as fit (the core keeps 300).
+        bar_w = max(10, min(20, room // 4))
+        spark_w = util_spark_w = (room - bar_w - 1) // 2
         bar_w = room - 2 * spark_w - 1
     else:
         spark_w, util_spark_w = max(6, room // 2 - 1), 0
@@ -102,7 +105,8 @@ def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, heigh
         text.append(f"{_num(gpu.utilization_pct, 'd', 4)}%")
         if wide:
             text.append(" " + sparkline(list(uhist.get(i, ())), util_spark_w, top=100.0).ljust(util_spark_w),
-                        style="blue")  # a series, not a problem: red and magenta mean errors
+                        style="dodger_blue2")  # a series, not a problem: red and magenta mean errors
+                                                # (256-colour: a theme's ANSI "blue" is violet)
         if not compact:
             text.append(f"{_num(gpu.temperature_c, 'd', 4)}°", style=temp_style(gpu.temperature_c))
             text.append(f"{_num(None if gpu.power_w is None else round(gpu.power_w), 'd', 5)}W",

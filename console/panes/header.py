@@ -82,15 +82,19 @@ def format_presence(presence: Any, note: Any = None, me: int | None = None, now_
     text = Text(no_wrap=True, overflow="ellipsis")
     clients = tuple(getattr(presence, "clients", ()) or ())
     asking = set(getattr(presence, "asking", ()) or ())
+    i_drive = me is not None and any(c.id == me and c.role == "driver" for c in clients)
     text.append(f" {len(clients)} attached: ", style="dim")
     for i, client in enumerate(clients):
         if i:
             text.append(", ")
         text.append(client.name, style="bold" if client.role == "driver" else "")
         tags = [t for t in ("driver" if client.role == "driver" else "", "you" if client.id == me else "",
-                            "asks to drive" if client.id in asking else "") if t]
+                            "asks to drive" if client.id in asking and not i_drive else "") if t]
         if tags:
             text.append(f" ({', '.join(tags)})", style="bold cyan" if client.role == "driver" else "dim")
+        if client.id in asking and i_drive:  # to the driver it is a notice to answer, not a tag
+            text.append(" ")
+            text.append(" asks to drive: ctrl+p ", style="bold black on yellow")
     if note is not None and note.text:
         text.append("  note: ", style="dim")
         text.append(note.text, style="bold")

@@ -401,13 +401,41 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
     rows += [bench_row("after", x) for x in b["after"]]
     sections.append(("Benchmark", ["", "model", "concurrency", "input tokens", "output tokens", "prompts", "dataset",
                                    *[c for _, c, _ in BENCH_COLUMNS]], rows, [b["note"]] if b["note"] else []))
-    sections.append(("Audit log", ["when", "who", "action", "command", "exit", "output"],
-                     [[_fmt(a["at"]), a["who"], a["action"], a["command"], _fmt(a["exit_status"]),
-                       (a["output_tail"] or a["note"] or "")[-160:]] for a in r["audit"]],
+    states = {st.get("key"): st.get("state") for st in r["steps"]}
+    sections.append(("Audit log", ["when", "who", "action", "what it did", "status", "output", "script"],
+                     [[_fmt(a["at"]), a["who"], a["action"], _audit_line(a), _audit_status(a, states),
+                       (a["output_tail"] or "")[-160:], f"A{i}" if "\n" in (a["command"] or "") else ""]
+                      for i, a in enumerate(r["audit"], 1)],
                      [f"approval: {a['action']} asked by {a['requested_by']} at {a['requested_at']}: {a['status']}"
                       + (f" by {a['decided_by']} at {a['decided_at']}" if a["decided_by"] else "")
                       for a in r["approvals"]]))
     return sections
+
+
+def _audit_line(a: dict[str, Any]) -> str:
+    """One line per audited action (the plan's own summary); the whole script is in the appendix."""
+    from types import SimpleNamespace
+
+    from console.panes.swap import audit_summary  # the plan's audit view says it the same way
+
+    return audit_summary(SimpleNamespace(command=a["command"] or "", note=a["note"]))
+
+
+def _audit_status(a: dict[str, Any], states: dict[Any, Any]) -> str:
+    """A final status for every row: the exit status, or for what ran on (the benchmark, a
+    verification) its step's state at the end of the recording."""
+    if a["exit_status"] is not None:
+        return "ok" if a["exit_status"] == 0 else f"exit {a['exit_status']}"
+    if a["note"] == "started":
+        return {"done": "done", "failed": "failed", "running": "still running at the end"}.get(
+            states.get(a["action"]) or "", "started, no end recorded")
+    return a["note"] or "noted"
+
+
+def _scripts(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, whole script) for each audited action of more than one line: the appendix."""
+    return [(f"A{i} · {a['at']} · {a['who']} · {a['action']}", a["command"])
+            for i, a in enumerate(r["audit"], 1) if "\n" in (a["command"] or "")]
 
 
 def _num(v: Any, fmt: str) -> str:
@@ -449,6 +477,13 @@ def render_markdown(r: dict[str, Any]) -> str:
         lines += [f"- {_md_cell(n)}" for n in notes]
         if notes:
             lines.append("")
+    scripts = _scripts(r)
+    if scripts:
+        lines += ["## Appendix: audited scripts", ""]
+        for label, script in scripts:
+            text = redact_text(script)
+            fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+            lines += [f"### {_md_cell(label)}", "", fence + "sh", text, fence, ""]
     return "\n".join(lines)
 
 
@@ -505,11 +540,18 @@ def render_html(r: dict[str, Any]) -> str:
             if chart:
                 body.append(f'<figure class="chart">{chart}</figure>')
         body.append("</section>")
+    scripts = _scripts(r)
+    if scripts:
+        body.append('<section id="appendix"><h2>Appendix: audited scripts</h2>')
+        for label, script in scripts:
+            body.append(f"<h3>{e(label)}</h3><pre>{e(script)}</pre>")
+        body.append("</section>")
     style = ("body{font:14px/1.4 sans-serif;margin:24px;color:#1d1f23}h1{font-size:22px}h2{font-size:16px;"
              "border-bottom:1px solid #ccd;padding-bottom:2px;margin-top:22px}table{border-collapse:collapse;"
              "width:100%}td,th{border:1px solid #dde;padding:3px 6px;text-align:left;vertical-align:top;"
              "font-size:12px}th{background:#f2f3f7}tr.failed td{background:#fde8e8}tr.done td:nth-child(2)"
-             "{color:#2f7d32}.lead{font-size:16px}td{word-break:break-word}")
+             "{color:#2f7d32}.lead{font-size:16px}td{word-break:break-word}h3{font-size:13px}"
+             "pre{background:#f5f6f8;padding:6px;font-size:12px;white-space:pre-wrap}")
     doc = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>"
            f"{e(report_title(r))}</title><style>{style}</style></head><body>{''.join(body)}</body></html>")
     return doc
