@@ -45,6 +45,8 @@ class HostSession:
     _service: ServiceWatcher | None = None
     _log: LogFollower | None = None
     _download: DownloadWatcher | None = None
+    _server: ServerWatcher | None = None  # the polled server source's watcher (move_server moves it)
+    bench_port: int | None = None  # issue 24: benchmark a server on another port (beside, before traffic moves)
 
     def polled_sources(self, *, one_shot: bool = False) -> Sequence[PolledSource[Any]]:
         sources: list[PolledSource[Any]] = [host_summary_source(self.transport, self.profile.watched_paths())]
@@ -56,6 +58,7 @@ class HostSession:
             sources.append(service_source(service))
         server = self.server_watcher()
         if server is not None and not one_shot:
+            self._server = server
             sources.append(server_source(server))
         return sources
 
@@ -117,7 +120,7 @@ class HostSession:
     async def bench_url(self) -> AsyncIterator[str]:
         """A base URL for the bench thread's own loop: over SSH, a second connection of its own
         (its forward's bytes must not cross the UI loop), closed when the bench ends."""
-        port = self.profile.server_port
+        port = self.bench_port or self.profile.server_port
         if not self.profile.host:
             yield f"http://127.0.0.1:{int(port)}"
             return
@@ -127,6 +130,13 @@ class HostSession:
             yield await transport.http_base_url(port)
         finally:
             await transport.close()
+
+    def move_server(self, port: int) -> None:
+        """Issue 24: the server now answers on `port` (the beside path moved the traffic there): the
+        profile's port, the polled server source and later benchmarks follow it."""
+        self.profile = self.profile.with_overrides({"server_port": int(port)})
+        if self._server is not None:
+            self._server.move_to(int(port))
 
     def gpu_source(self) -> GpuSource:
         return GpuSource(self.transport, local=not self.profile.host, interval_s=self.profile.gpu_interval_s)

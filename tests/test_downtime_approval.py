@@ -39,6 +39,7 @@ class Scripted:
 
 
 ANSWERS = [
+    ("curl_exit", "curl_exit=7\n"),  # the beside port: nothing listens there
     ("update_weights_from_disk", '{"success": true, "message": "Succeeded to update model weights.", '
                                  '"num_paused_requests": 2}\n200'),
     ("add_worker", '{"status": "ok"}\n200'),
@@ -47,7 +48,6 @@ ANSWERS = [
     ("/health", "200"),
     ("systemctl show", "ActiveState=active\nSubState=running\nMainPID=42\n"),
     ("prewarm.log", "stopped\nprewarm: done 100 bytes\n"),
-    ("ss -H", ""),  # the beside port: nothing listens there
 ]
 
 

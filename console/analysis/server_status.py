@@ -47,6 +47,8 @@ class ServerStatus:
     gen_throughput: float | None = None
     accept_length: float | None = None
     running_reqs: float | None = None
+    port: int | None = None  # where it was asked (the host's loopback port)
+    moved_from_port: int | None = None  # issue 24: the beside path moved the traffic here from this port
 
 
 def combine(unit: str | None, unit_state: str | None, main_pid: int | None, log: LogSummary | None,

@@ -54,6 +54,7 @@ class FleetRow:
     stale: tuple[str, ...]  # the sources whose data is old or whose series stopped
     problem: str | None
     severity: int
+    server_port: int | None = None  # issue 24: set when the beside path moved the server to this port
 
     @property
     def download_fraction(self) -> float | None:
@@ -194,6 +195,7 @@ def fleet_row(state: HostState, now_s: float | None = None) -> FleetRow:
         gen_tokens_per_s=gen, running_reqs=running, queued_reqs=queued, download_done_bytes=done,
         download_total_bytes=dl_total, download_rate_bytes_per_s=rate, download_complete=complete,
         stale=tuple(stale), problem=worst[1], severity=worst[0],
+        server_port=getattr(server, "port", None) if getattr(server, "moved_from_port", None) else None,
     )
 
 
@@ -239,7 +241,7 @@ def format_cells(row: FleetRow) -> dict[str, str]:
         "gpus": mark("gpu", gpus),
         "util": mark("gpu", _num(row.util_mean_pct, "{:.0f}%")),
         "server": mark("server", row.server_status or "?"),
-        "model": row.model or "?",
+        "model": (row.model or "?") + (f" :{row.server_port} (moved)" if row.server_port else ""),
         "gen": mark("server", _num(row.gen_tokens_per_s)),
         "reqs": mark("server", reqs),
         "download": mark("download", download),

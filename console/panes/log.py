@@ -69,7 +69,9 @@ def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary]
     st = server.data if server else None
     if st is not None:
         t.append(f" {st.status.upper()} ", style=STATUS_STYLE.get(st.status, "bold"))
-        t.append(f" {st.reason}"[: max(0, width - len(st.status) - 3)])
+        # issue 24: the beside path moved the server: which port the console asks now, before the reason
+        moved = f" port {st.port} (moved from {st.moved_from_port}) ·" if getattr(st, "moved_from_port", None) else ""
+        t.append(f"{moved} {st.reason}"[: max(0, width - len(st.status) - 3)])
     elif server is not None and server.error:
         t.append(" UNKNOWN ", style=STATUS_STYLE["unknown"])
         t.append(f" {server.error}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 import httpx
 
@@ -33,6 +34,7 @@ class ServerWatcher:
         self.transport = transport
         self.unit = unit
         self.port = port
+        self.moved_from_port: int | None = None  # issue 24: the beside path moved the server (move_to)
         self.log = log
         self._health_task: asyncio.Task[None] | None = None
         self._health: tuple[bool | None, float | None, str | None] = (None, None, None)
@@ -135,7 +137,16 @@ class ServerWatcher:
         if ok and cheap_ok and at is not None and time.time() - at > HEALTH_EVERY_S:
             via, at = "/health and the log agree", time.time()  # no generation asked: the cheap signals stood in
         facts = HttpFacts(info, info_error, metrics, ok, at, err, self._ever_ok, self._failing_since, via)
-        return combine(self.unit, unit_state, pid, self.log.summary() if self.log else None, facts, time.time())
+        status = combine(self.unit, unit_state, pid, self.log.summary() if self.log else None, facts, time.time())
+        return replace(status, port=self.port, moved_from_port=self.moved_from_port)
+
+    def move_to(self, port: int) -> None:
+        """The server now answers on another port (issue 24: traffic moved to the beside server):
+        every later poll asks there; what this process's /health_generate said is not the new one's."""
+        if int(port) == self.port:
+            return
+        self.moved_from_port, self.port = self.port, int(port)
+        self._health, self._ever_ok, self._failing_since, self._pid = (None, None, None), False, None, None
 
 
 async def _settle(watcher: ServerWatcher, rounds: int = 3) -> ServerStatus:

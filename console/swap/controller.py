@@ -187,7 +187,8 @@ class SwapController:
         if key == "rollback":
             return [act.rollback(act.check_unit(self.new_unit), act.check_unit(self.old_unit), approval=approval)]
         if key == "benchmark":
-            return [act.benchmark(self._bench_label())]
+            port = self.fast.bench_port()  # issue 24: beside, the new server on its own port
+            return [act.benchmark(self._bench_label() + (f" on port {port}, before traffic moves" if port else ""))]
         if key == "verify":
             commands, why = self._verify_commands()
             return [act.Action(key, STEP_TITLES[key], commands, waits_for=why or (
@@ -853,15 +854,22 @@ class SwapController:
             await asyncio.sleep(self.poll_s)
 
     async def _benchmark(self, who: str) -> str:
-        why = self.runner.start_bench("sweep", self.bench_plan)
-        if why:
-            raise StepFailed(why)
-        self._audit(who, "benchmark", self._bench_label(), None, "", note="started")
-        before = len(self.state.bench.history)
-        while True:
-            await asyncio.sleep(self.poll_s)
-            if self.runner.bench is None or not self.runner.bench.running:
-                break
+        # issue 24 hook: beside, the new server on its own port before traffic moves, the old run's workload
+        plan, port = self.fast.bench_plan() or self.bench_plan, self.fast.bench_port()
+        self.session.bench_port = port
+        try:
+            why = self.runner.start_bench("sweep", plan)
+            if why:
+                raise StepFailed(why)
+            self._audit(who, "benchmark", self._bench_label(plan) + (f" on port {port}" if port else ""), None, "",
+                        note="started")
+            before = len(self.state.bench.history)
+            while True:
+                await asyncio.sleep(self.poll_s)
+                if self.runner.bench is None or not self.runner.bench.running:
+                    break
+        finally:
+            self.session.bench_port = None
         runs = self.state.bench.history[before:]
         if not runs:
             raise StepFailed("the benchmark produced no result")
@@ -881,8 +889,9 @@ class SwapController:
                 return run
         return None
 
-    def _bench_label(self) -> str:
-        plan = self.bench_plan or [(c, max(8, 2 * c), 1024, 1024) for c in (1, 4, 16, 64)]
+    def _bench_label(self, plan: list[tuple[int, int, int, int]] | None = None) -> str:
+        plan = plan or self.fast.bench_plan() or self.bench_plan or [
+            (c, max(8, 2 * c), 1024, 1024) for c in (1, 4, 16, 64)]
         return "concurrency " + ", ".join(str(c) for c, *_ in plan) + f" ({plan[0][2]}/{plan[0][3]} tokens)"
 
     async def _rollback(self, who: str) -> str:

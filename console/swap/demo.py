@@ -21,22 +21,32 @@ from pathlib import Path
 from typing import Any
 
 
-async def run_demo(out: Path, *, speed: float = 8.0, oom: bool = False) -> Path:
-    from console.core.recording import Recorder
-    from console.core.runner import HostRunner
-    from console.core.state import HostState
+async def simulated_host(work: Path, speed: float) -> Any:
+    """The one set-up every demo shares: offline Hugging Face (the hub cache written here), the
+    console's cache and data dirs under `work` (a demo never writes the user's), the driven
+    simulator started. Returns the HostSimulator (its scenario is the caller's)."""
     from console.hostsim import HostSimulator
     from console.hostsim.downloader import DownloadPlan
-    from console.hostsim.scenario import demo_profile, start_scenario, write_hub_cache
-    from console.session import HostSession, make_transport
+    from console.hostsim.scenario import write_hub_cache
 
-    work = Path(tempfile.mkdtemp(prefix="gpuconsole-swap-demo-"))
     os.environ["HF_ENDPOINT"] = "http://127.0.0.1:1"
     os.environ["GPUCONSOLE_CACHE_DIR"] = str(work / "cache")
     os.environ["XDG_DATA_HOME"] = str(work / "data")
     write_hub_cache(work / "cache", DownloadPlan())
     sim = HostSimulator(work / "host", speed=speed, scenario="drive")
     await sim.start()
+    return sim
+
+
+async def run_demo(out: Path, *, speed: float = 8.0, oom: bool = False) -> Path:
+    from console.core.recording import Recorder
+    from console.core.runner import HostRunner
+    from console.core.state import HostState
+    from console.hostsim.scenario import demo_profile, start_scenario
+    from console.session import HostSession, make_transport
+
+    work = Path(tempfile.mkdtemp(prefix="gpuconsole-swap-demo-"))
+    sim = await simulated_host(work, speed)
     await start_scenario(sim, oom=oom)
     profile = demo_profile(sim).with_overrides({"gpu_interval_s": 0.5})
     session = HostSession(profile, make_transport(profile), demo=True, bench_path=work / "bench.jsonl")
@@ -53,21 +63,7 @@ async def run_demo(out: Path, *, speed: float = 8.0, oom: bool = False) -> Path:
         # The old model's run on this host, for the comparison.
         runner.start_bench("sweep", [(4, 8, 256, 128)])
         await _until(lambda: runner.bench is None or not runner.bench.running)
-        for key in ("download", "verify", "install", "preflight", "stop_old", "start_new", "benchmark"):
-            why = swap.request(key, "ana")
-            if why:
-                raise SystemExit(f"{key}: {why}")
-            await swap.wait_idle(600)
-            await swap.wait_download(600)
-            step = state.swap.steps[key]
-            print(f"{key}: {step.state} — {step.detail}", file=sys.stderr)
-            if step.state == "failed":
-                why = swap.request("rollback", "ana")
-                if why is None:
-                    await swap.wait_idle(600)
-                    rb = state.swap.steps["rollback"]
-                    print(f"rollback: {rb.state} — {rb.detail}", file=sys.stderr)
-                break
+        await play(swap, state, ("download", "verify", "install", "preflight", "stop_old", "start_new", "benchmark"))
         await asyncio.sleep(1.0)
     finally:
         recorder.close()
@@ -79,37 +75,32 @@ async def run_demo(out: Path, *, speed: float = 8.0, oom: bool = False) -> Path:
 
 PATH_STEPS = {
     "in-place": ("download", "paths", "install", "preflight", "in_place", "benchmark"),
-    "beside": ("download", "paths", "install", "preflight", "beside", "switch_traffic"),
+    "beside": ("download", "paths", "install", "preflight", "beside", "benchmark", "switch_traffic"),
     "restart": ("download", "paths", "prewarm", "paths", "install", "preflight", "stop_old", "start_new", "benchmark"),
 }
 
 
 async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path | None = None,
                         faults: dict[str, Any] | None = None, quiet: bool = False,
-                        steps: tuple[str, ...] | None = None, rollback: bool = True) -> tuple[Path, Any]:
+                        steps: tuple[str, ...] | None = None, rollback: bool = True,
+                        connect: Any = None) -> tuple[Path, Any]:
     """One of issue 24's paths on its simulated host, driven by the SwapController: the old server
     boots first (the host's recorded boot the prediction learns from), then the path's steps.
     Returns (the recording, the final HostState)."""
     from console.core.recording import Recorder
     from console.core.runner import HostRunner
     from console.core.state import HostState
-    from console.hostsim import HostSimulator
     from console.hostsim import downtime_scenario as ds
-    from console.hostsim.downloader import DownloadPlan
-    from console.hostsim.scenario import write_hub_cache
     from console.session import HostSession, make_transport
 
     work = work or Path(tempfile.mkdtemp(prefix=f"gpuconsole-{path}-demo-"))
-    os.environ["HF_ENDPOINT"] = "http://127.0.0.1:1"
-    os.environ["GPUCONSOLE_CACHE_DIR"] = str(work / "cache")
-    os.environ["XDG_DATA_HOME"] = str(work / "data")
-    write_hub_cache(work / "cache", DownloadPlan())
-    sim = HostSimulator(work / "host", speed=speed, scenario="drive")
-    await sim.start()
+    sim = await simulated_host(work, speed)
     faults = dict(faults or {})
     margin = faults.pop("prewarm_margin_gib", 64)
     dt = await ds.start(sim, path, earlier_boot=True, **faults)
     profile = dt.profile.with_overrides({"router_url": dt.router_url})
+    if connect is not None:  # another SSH server in front of the same simulated host (tests: OpenSSH's sshd)
+        profile = profile.with_overrides(connect(sim))
     session = HostSession(profile, make_transport(profile), demo=True, bench_path=work / "bench.jsonl")
     gpus = 8 if path == "beside" else 4
     state = HostState("gpu-sim-01", label=f"gpu-sim-01 (simulated {gpus} × RTX PRO 6000, {path}, speed {speed:g})",
@@ -128,25 +119,10 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
     try:
         await _until(lambda: state.data("service") is not None and state.data("gpu") is not None)
         await _until(lambda: state.data("server") is not None and state.data("server").status == "ready", 600)
-        if path != "beside":
-            runner.start_bench("sweep", [(4, 8, 256, 128)])
-            await _until(lambda: runner.bench is None or not runner.bench.running, 600)
-        for key in steps or PATH_STEPS[path]:
-            why = swap.request(key, "ana")
-            if why:
-                raise SystemExit(f"{key}: {why}")
-            await swap.wait_idle(900)
-            await swap.wait_download(900)
-            step = state.swap.steps[key]
-            if not quiet:
-                print(f"{key}: {step.state} — {step.detail}", file=sys.stderr)
-            if step.state == "failed":
-                if rollback and swap.request("rollback", "ana") is None:  # rollback is offered: the demo takes it
-                    await swap.wait_idle(900)
-                    if not quiet:
-                        rb = state.swap.steps["rollback"]
-                        print(f"rollback: {rb.state} — {rb.detail}", file=sys.stderr)
-                break
+        # The old model's run on this host: the workload the new server is benchmarked with (before/after).
+        runner.start_bench("sweep", [(4, 8, 256, 128)])
+        await _until(lambda: runner.bench is None or not runner.bench.running, 600)
+        await play(swap, state, steps or PATH_STEPS[path], quiet=quiet, rollback=rollback)
         await asyncio.sleep(1.0)
     finally:
         recorder.close()
@@ -155,6 +131,28 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
         await sim.stop()
     assert recorder.path is not None
     return recorder.path, state
+
+
+async def play(swap: Any, state: Any, keys: tuple[str, ...], *, quiet: bool = False, rollback: bool = True,
+               timeout_s: float = 900) -> None:
+    """The steps one by one from the SwapController, as an operator confirms them; a failed step
+    stops the plan and its offered rollback is taken (unless `rollback` is False)."""
+    for key in keys:
+        why = swap.request(key, "ana")
+        if why:
+            raise SystemExit(f"{key}: {why}")
+        await swap.wait_idle(timeout_s)
+        await swap.wait_download(timeout_s)
+        step = state.swap.steps[key]
+        if not quiet:
+            print(f"{key}: {step.state} — {step.detail}", file=sys.stderr)
+        if step.state in ("failed", "refused"):
+            if rollback and step.state == "failed" and swap.request("rollback", "ana") is None:
+                await swap.wait_idle(timeout_s)
+                if not quiet:
+                    rb = state.swap.steps["rollback"]
+                    print(f"rollback: {rb.state} — {rb.detail}", file=sys.stderr)
+            break
 
 
 async def _until(ready: Any, timeout_s: float = 300) -> None:
@@ -169,19 +167,12 @@ async def run_tui_demo(out: Path, *, speed: float = 8.0) -> Path:
     """The same swap driven through the console's own screens (headless Textual pilot): the plan
     screen's keys, each confirmation's enter; SVG screenshots of the plan at its moments."""
     from console.app import ConsoleApp
-    from console.hostsim import HostSimulator
-    from console.hostsim.downloader import DownloadPlan
-    from console.hostsim.scenario import demo_profile, start_scenario, write_hub_cache
+    from console.hostsim.scenario import demo_profile, start_scenario
     from console.panes.swap import ConfirmScreen
     from console.session import HostSession, make_transport
 
     work = Path(tempfile.mkdtemp(prefix="gpuconsole-swap-tui-"))
-    os.environ["HF_ENDPOINT"] = "http://127.0.0.1:1"
-    os.environ["GPUCONSOLE_CACHE_DIR"] = str(work / "cache")
-    os.environ["XDG_DATA_HOME"] = str(work / "data")
-    write_hub_cache(work / "cache", DownloadPlan())
-    sim = HostSimulator(work / "host", speed=speed, scenario="drive")
-    await sim.start()
+    sim = await simulated_host(work, speed)
     await start_scenario(sim)
     profile = demo_profile(sim).with_overrides({"gpu_interval_s": 0.5})
     app = ConsoleApp.for_session(HostSession(profile, make_transport(profile), demo=True,

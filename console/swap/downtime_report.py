@@ -34,6 +34,7 @@ def section(state: Any, downtime_s: float | None) -> dict[str, Any]:
     restart = (plan_ev.data() if plan_ev else {}).get("restart") or {}
     outcome = events["outcome"].data() if "outcome" in events else {}
     prewarm = events["prewarm"].data() if "prewarm" in events else None
+    endpoint = events["endpoint"].data() if "endpoint" in events else None
     steps = state.swap.steps
     if plan is not None:
         path = plan.get("chosen")
@@ -75,7 +76,7 @@ def section(state: Any, downtime_s: float | None) -> dict[str, Any]:
             "prediction_text": restart.get("text"), "assumptions": restart.get("assumptions") or [],
             "residency": (plan_ev.data() if plan_ev else {}).get("residency"),
             "paused_requests": outcome.get("num_paused_requests"), "reply": outcome.get("reply"),
-            "pause_source": outcome.get("pause_source"), "prewarm": prewarm,
+            "pause_source": outcome.get("pause_source"), "prewarm": prewarm, "endpoint": endpoint,
         },
     }
 
@@ -106,6 +107,10 @@ def tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], lis
         notes.append(f"paused requests during the update: {d['paused_requests']} ({d['pause_source']})")
     if d["reply"]:
         notes.append(f"the server's reply: {d['reply']}")
+    ep = d.get("endpoint")
+    if ep:
+        notes.append(f"the server now answers on port {ep.get('to_port')} (was {ep.get('from_port')}): the console "
+                     "polls the new port")
     pw = d.get("prewarm")
     notes.append(f"pre-warm: {pw.get('text')}" if pw else "pre-warm: not run")
     return [("Path and downtime", ["phase", "predicted", "measured", "error"], rows, notes)]

@@ -70,6 +70,27 @@ def split_reply(text: str) -> tuple[int | None, str]:
     return (int(code), head) if code.strip().isdigit() else (None, text)
 
 
+def port_check(port: int) -> str:
+    """Is anything listening on the host's loopback `port`? curl's exit status says it (7: nothing
+    there, the port is free; anything else: something accepted the connection, or no answer),
+    bounded by `timeout -k` like every remote command."""
+    url = f"http://127.0.0.1:{int(port)}/"
+    return act.bounded(["curl", "-s", "-o", "/dev/null", "--max-time", "3", "--", url], 8) + '; echo "curl_exit=$?"'
+
+
+def port_verdict(port: int, text: str) -> str | None:
+    """None when the port is free; else why the beside server cannot have it (one line)."""
+    m = re.search(r"curl_exit=(\d+)", text)
+    if m is None:
+        return f"port {port} could not be checked on the host (no answer from the check)"
+    code = int(m.group(1))
+    if code == 7:
+        return None
+    if code in (124, 137):
+        return f"port {port} could not be checked on the host (the check timed out)"
+    return f"port {port} is taken on the host (something accepted a connection there: curl exit {code})"
+
+
 def beside_unit_text(text: str, gpus: tuple[int, ...], port: int) -> str:
     """The drafted unit for the beside path: its CUDA_VISIBLE_DEVICES and port replaced (added when
     absent), nothing else changed."""
@@ -208,6 +229,7 @@ class FastPaths:
             opt = self._need("beside")
             unit = act.check_unit(self.ctl.new_unit)
             return [act.Action("beside", f"Start {unit} beside the old server", (
+                act.RemoteCommand(port_check(int(opt.port or 0)), 15, f"port {opt.port} free on the host"),
                 act.RemoteCommand(act.bounded(["systemctl", "start", "--", unit], 90), 100, f"start {unit}"),),
                 waits_for=f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}), the old server serving")]
         if key == "switch_traffic":
@@ -231,8 +253,8 @@ class FastPaths:
         head = ["download", "verify", "install", "preflight"]
         if self.chosen == "in-place":
             keys = [*head, "in_place", "benchmark"]
-        elif self.chosen == "beside":
-            keys = [*head, "beside", "switch_traffic", "benchmark"]
+        elif self.chosen == "beside":  # the new server is benchmarked before any traffic moves to it
+            keys = [*head, "beside", "benchmark", "switch_traffic"]
         else:
             return plan_keys
         steps = self.ctl.state.swap.steps
@@ -528,8 +550,17 @@ class FastPaths:
         unit = act.check_unit(ctl.new_unit)
         await ctl._approval("beside", who)
         (action,) = self.build("beside")
+        check, start = action.commands
+        try:
+            r = await ctl._run(who, "beside", check)
+        except Exception as exc:  # the controller's _Dropped: nothing was started
+            raise _refused(f"port {opt.port} could not be checked ({exc}): nothing ran") from None
+        taken = port_verdict(int(opt.port or 0), r.text)
+        if taken:
+            raise _refused(f"{taken}: the beside path is refused, nothing was started; {ctl.old_unit} serves on "
+                           "(restart, or free the port and plan again)")
         issued = ctl._clock()
-        await ctl._start_unit("beside", who, unit, action.commands[0])
+        await ctl._start_unit("beside", who, unit, start)
         health = act.bounded(["curl", "-s", "-o", "/dev/null", "--max-time", "3", "-w", "%{http_code}", "--",
                               f"http://127.0.0.1:{opt.port}/health"], 8)
         deadline = time.monotonic() + float(getattr(ctl.profile, "ready_timeout_s", 600.0))
@@ -559,8 +590,9 @@ class FastPaths:
         opt = self._need("beside")
         (action,) = self.build("switch_traffic")
         if not action.commands:  # no router: what the operator must switch, said exactly
+            self._move_endpoint(int(opt.port or 0))
             return f"no router in the profile: switch your clients from port {self.old_port} to {opt.port}, " \
-                   f"then stop {ctl.old_unit} (the stop action)"
+                   f"then stop {ctl.old_unit} (the stop action); the console now polls port {opt.port}"
         await ctl._approval("switch_traffic", who)
         add, remove, stop = action.commands
         r = await ctl._run(who, "switch_traffic", add)
@@ -577,6 +609,7 @@ class FastPaths:
         result = await ctl._run(who, "switch_traffic", stop)
         if not result.ok:
             raise _fail(f"systemctl stop {ctl.old_unit} exited {result.exit_status}")
+        self._move_endpoint(int(opt.port or 0))
         now = ctl._clock()
         ctl.state.apply(DowntimeChanged(ctl.host, now, "beside: the router moved traffic before the old server "
                                                        "stopped", now, "beside: no request was refused"))
@@ -584,6 +617,36 @@ class FastPaths:
                                "gpus": list(opt.gpus), "predicted_s": 0.0})
         return f"the router sends traffic to port {opt.port}; the old worker removed, {drained}, {ctl.old_unit} " \
                "stopped: downtime 0"
+
+    def _move_endpoint(self, port: int) -> None:
+        """The server the console follows answers on the beside port now: the state says so (the
+        report, the panes and the fleet row read it) and the server source polls there."""
+        session = self.ctl.session
+        if hasattr(session, "move_server"):
+            session.move_server(port)
+        self._emit("endpoint", {"from_port": self.old_port, "to_port": port, "unit": self.ctl.new_unit})
+        self.ctl.runner.repoll("server")
+
+    def bench_port(self) -> int | None:
+        """Beside, before the traffic moves: the benchmark asks the new server on its own port."""
+        switch = self.ctl.state.swap.steps.get("switch_traffic")
+        if self.chosen == "beside" and (switch is None or switch.state != "done"):
+            return int(self.plan.chosen_option.port or 0) or None  # type: ignore[union-attr]
+        return None
+
+    def bench_plan(self) -> list[tuple[int, int, int, int]] | None:
+        """Beside: the before-benchmark's own workload (the old model's last result here), so the
+        report compares like with like; None: the controller's plan."""
+        if self.chosen != "beside":
+            return None
+        from console.analysis.bench_view import is_result
+
+        for run in reversed(self.ctl.state.bench.history):
+            values = [run.get(k) for k in ("max_concurrency", "num_prompts", "random_input_len",
+                                           "random_output_len")]
+            if is_result(run) and all(isinstance(v, int) and v > 0 for v in values):
+                return [tuple(values)]  # type: ignore[list-item]
+        return None
 
     async def _drain_old(self, timeout_s: float = 120.0) -> str:
         metrics = act.bounded(["curl", "-s", "--max-time", "3", "--", f"http://127.0.0.1:{self.old_port}/metrics"],
@@ -607,6 +670,12 @@ def _fail(message: str) -> Exception:
     from console.swap.controller import StepFailed
 
     return StepFailed(message)
+
+
+def _refused(message: str) -> Exception:
+    from console.swap.controller import StepRefused
+
+    return StepRefused(message)
 
 
 def _gauge(text: str, name: str) -> float | None:
