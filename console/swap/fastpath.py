@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from console.swap import actions as act
+from console.swap import container_fastpath as cfp
 from console.swap import paths as P
 from console.swap import prediction as pred
 from console.swap import prewarm as pw
@@ -174,7 +175,7 @@ class FastPaths:
                                rate_mbps=self.prewarm_rate_mbps, margin_gib=self.prewarm_margin_gib)]
         if key == "in_place":
             self._need("in-place")
-            model = act.check_path(p.model_dir, "model directory")
+            model = cfp.served_model_path(self.ctl, act.check_path(p.model_dir, "model directory"))  # issue 26
             url = f"http://127.0.0.1:{self.old_port}/update_weights_from_disk"
             return [act.Action("in_place", "Update the weights in place", (
                 act.RemoteCommand(curl_json(url, {"model_path": model, "weight_version": _version(model)}, 1800),
@@ -314,7 +315,7 @@ class FastPaths:
         model_dir = act.check_path(p.model_dir, "model directory")
         old_cmd, new_cmd = self._commands()
         old_path = old_cmd.value("--model-path") if old_cmd is not None else None
-        self.old_model_path = old_path if isinstance(old_path, str) else None
+        self.old_model_path = cfp.host_model_path(ctl, old_path if isinstance(old_path, str) else None)  # issue 26
         old_cfg = await self._read_config(self.old_model_path)
         new_cfg = await self._read_config(model_dir)
         self.shards = await self._list_shards(model_dir)
@@ -335,6 +336,7 @@ class FastPaths:
             fit_in = inputs_from_command(new_cmd, new_cfg, total or None, len(gpu.gpus), mem, model=model_dir)
         beside = P.beside_option(fit_in, gpu, old_pids=self.old_unit_pids, old_port=self.old_port,
                                  router=self.router_url)
+        in_place, beside = cfp.adjust_options(ctl, in_place, beside, model_dir)  # issue 26 hook: containers
         self.restart = pred.predict_restart(samples, total, self.residency, cache_gbps=cache_gbps)
         restart = P.restart_option(self.restart.total_s, self.restart.text)
         try:
@@ -441,6 +443,8 @@ class FastPaths:
         return begin, end
 
     async def _server_dead(self) -> bool:
+        if cfp.active(self.ctl):  # issue 26 hook: the container's state, not a unit's
+            return await cfp.server_dead(self.ctl)
         unit = act.check_unit(self.ctl.old_unit)
         for _ in range(10):
             try:
