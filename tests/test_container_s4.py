@@ -64,6 +64,7 @@ class _FastCtl:
         self.containers = ContainerPlan(self)  # type: ignore[arg-type]
         self.old_unit, self.new_unit = old.name, new.name
         self.poll_s = 0.0
+        self.state = SimpleNamespace(swap=SimpleNamespace(steps={}))
         self.fast = FastPaths(self)  # type: ignore[arg-type]
 
 
@@ -140,3 +141,23 @@ async def test_the_server_died_during_an_in_place_update_reads_the_containers_st
 
     ctl.containers.state_of = exited  # type: ignore[method-assign]
     assert await ctl.fast._server_dead() is True
+
+
+def test_beside_on_containers_starts_the_new_container_and_stops_the_old_with_docker() -> None:
+    ctl = _FastCtl(_spec("sglang-old", "/shared/models"),
+                   _spec("sglang-new", "/shared/models", gpus=("4", "5", "6", "7"), port=30001), "/shared/models/N")
+    ctl.fast.plan = _plan("beside", port=30001, gpus=(4, 5, 6, 7))
+    ctl.fast.router_url = "http://127.0.0.1:8000"
+    (beside,) = ctl.fast.build("beside")
+    assert [c.script for c in beside.commands] == ["timeout -k 5 60 docker start -- sglang-new"]
+    (switch,) = ctl.fast.build("switch_traffic")
+    assert switch.commands[-1].script == "timeout -k 5 90 docker stop --time 60 -- sglang-old"
+    assert not any("systemctl" in c.script for c in (*beside.commands, *switch.commands))
+    (rollback,) = ctl.containers.build("rollback")  # the old one never stopped: stop the new one only
+    assert [c.script for c in rollback.commands] == ["timeout -k 5 90 docker stop --time 60 -- sglang-new"]
+    assert set(ctl.containers.runners()) >= {"beside", "rollback"}
+    # A new container created for other GPUs is refused with what to create it with.
+    wrong = _FastCtl(_spec("sglang-old", "/shared/models"), _spec("sglang-new", "/shared/models"), "/shared/models/N")
+    wrong.fast.plan = ctl.fast.plan
+    with pytest.raises(Exception, match="device=4,5,6,7"):
+        wrong.fast.build("beside")

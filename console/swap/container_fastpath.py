@@ -191,10 +191,100 @@ async def run_in_place(ctl: SwapController, who: str) -> str:
     return said + later_restart(ctl)
 
 
+# -- beside --------------------------------------------------------------------------------------------
+def beside_action(ctl: SwapController, opt: PathOption) -> act.Action:
+    new = ca.check_container(ctl.new_unit)
+    why = beside_misfit(ctl, opt)
+    if why is not None:
+        raise act.ActionError(why)
+    return act.Action("beside", f"Start {new} beside the old server", (
+        act.RemoteCommand(act.bounded(["docker", "start", "--", new], 60), 70, f"start {new}"),),
+        waits_for=f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}), the old server serving")
+
+
+def stop_old_command(ctl: SwapController) -> act.RemoteCommand | None:
+    """switch_traffic's last command on containers: `docker stop` of the old one (None: a unit)."""
+    if not active(ctl):
+        return None
+    old = ca.check_container(ctl.old_unit)
+    return act.RemoteCommand(act.bounded(["docker", "stop", "--time", "60", "--", old], 90), 100, f"stop {old}")
+
+
+async def run_beside(ctl: SwapController, who: str) -> str:
+    """`docker start` of the new container, followed to /health on its port while `docker inspect`
+    says it runs; an exit fails the step with its code (the old server serves on: downtime 0)."""
+    import asyncio
+    import time
+
+    from console.swap.controller import StepFailed
+    from console.transport.errors import TransportError
+
+    opt = ctl.fast._need("beside")
+    new = ca.check_container(ctl.new_unit)
+    (action,) = ctl.build("beside")
+    issued = ctl._clock()
+    await ctl.containers._docker("beside", who, new, action.commands[0], running_after=True)
+    health = act.bounded(["curl", "-s", "-o", "/dev/null", "--max-time", "3", "-w", "%{http_code}", "--",
+                          f"http://127.0.0.1:{opt.port}/health"], 8)
+    first = await ctl.containers.state_of(new)
+    restarts_before = int(first["restarts"]) if first else None
+    deadline = time.monotonic() + float(getattr(ctl.profile, "ready_timeout_s", 600.0))
+    while True:
+        await asyncio.sleep(ctl.poll_s)
+        gone = ctl.containers._gone(new, await ctl.containers.state_of(new), restarts_before)
+        if gone is not None:
+            cause = await ctl._death_cause(gone)
+            raise StepFailed(f"{cause} — the old server keeps serving (downtime 0); nothing after this step runs; "
+                             "rollback (stop the new container) is offered")
+        try:
+            r = await ctl.session.transport.run(health, timeout=15)
+            if r.text.strip() == "200":
+                break
+        except TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise StepFailed(f"not ready within the ready timeout on port {opt.port}")
+    return (f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}) after {ctl._clock() - issued:.0f}s; "
+            "the old server still serving")
+
+
+def rollback_beside(ctl: SwapController, *, approval: bool = False) -> act.Action:
+    new = ca.check_container(ctl.new_unit)
+    return act.Action("rollback", f"Roll back: stop {new} (the old server never stopped)", (
+        act.RemoteCommand(act.bounded(["docker", "stop", "--time", "60", "--", new], 90), 100, f"stop {new}"),),
+        waits_for="the new server's GPUs released; the old one serves on", needs_approval=approval)
+
+
+async def run_rollback_beside(ctl: SwapController, who: str) -> str:
+    from console.swap.controller import StepFailed
+
+    await ctl._approval("rollback", who)
+    (action,) = ctl.build("rollback")
+    r = await ctl._run(who, "rollback", action.commands[0])
+    if not r.ok:
+        raise StepFailed(f"docker stop {ctl.new_unit} exited {r.exit_status}: "
+                         f"{(r.error_text or r.text).strip()[-200:]}")
+    return f"{ctl.new_unit} stopped; {ctl.old_unit} kept serving throughout"
+
+
+def rollback_action(ctl: SwapController, *, approval: bool = False) -> act.Action | None:
+    """The faster paths' rollback on containers (None: the restart path's own)."""
+    if ctl.fast.chosen == "in-place":
+        return rollback_in_place(ctl, approval=approval)
+    if ctl.fast._beside_old_serving():
+        return rollback_beside(ctl, approval=approval)
+    return None
+
+
 def runners(ctl: SwapController) -> dict[str, Any]:
     """The container plan's runners for the faster paths (merged after fastpath's)."""
     if ctl.fast.chosen == "in-place":
         return {"in_place": lambda who: run_in_place(ctl, who), "rollback": lambda who: run_rollback_in_place(ctl, who)}
+    if ctl.fast.chosen == "beside":
+        out = {"beside": lambda who: run_beside(ctl, who)}
+        if ctl.fast._beside_old_serving():
+            out["rollback"] = lambda who: run_rollback_beside(ctl, who)
+        return out
     return {}
 
 

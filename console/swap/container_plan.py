@@ -116,8 +116,8 @@ class ContainerPlan:
             return [ca.stop_container(ca.check_container(self.old_name), approval=approval)]
         if key == "start_new":
             return [ca.start_container(ca.check_container(self.new_name), approval=approval)]
-        if key == "rollback" and self.ctl.fast.chosen == "in-place":  # the old container never stopped
-            return [container_fastpath.rollback_in_place(self.ctl, approval=approval)]
+        if key == "rollback" and (fast := container_fastpath.rollback_action(self.ctl, approval=approval)):
+            return [fast]  # in place or beside: the old container never stopped
         if key == "rollback":
             return [ca.rollback(ca.check_container(self.new_name), ca.check_container(self.old_name),
                                 approval=approval)]

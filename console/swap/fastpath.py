@@ -183,14 +183,17 @@ class FastPaths:
                 waits_for="the reply (success, message, num_paused_requests); the old weights serve if it fails")]
         if key == "beside":
             opt = self._need("beside")
+            if cfp.active(self.ctl):  # issue 26 hook: `docker start` of the new container
+                return [cfp.beside_action(self.ctl, opt)]
             unit = act.check_unit(self.ctl.new_unit)
             return [act.Action("beside", f"Start {unit} beside the old server", (
                 act.RemoteCommand(act.bounded(["systemctl", "start", "--", unit], 90), 100, f"start {unit}"),),
                 waits_for=f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}), the old server serving")]
         if key == "switch_traffic":
             opt = self._need("beside")
-            old = act.check_unit(self.ctl.old_unit)
-            stop = act.RemoteCommand(act.bounded(["systemctl", "stop", "--", old], 120), 130, f"stop {old}")
+            old = self.ctl.old_unit if cfp.active(self.ctl) else act.check_unit(self.ctl.old_unit)
+            stop = cfp.stop_old_command(self.ctl) or act.RemoteCommand(  # issue 26 hook: `docker stop`
+                act.bounded(["systemctl", "stop", "--", old], 120), 130, f"stop {old}")
             if not self.router_url:
                 return [act.Action("switch_traffic", "Switch traffic (by the operator)", (),
                                    waits_for=f"no router in the profile: switch your clients from port "
