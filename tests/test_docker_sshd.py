@@ -411,3 +411,21 @@ async def test_a_failed_start_over_sshd_is_rolled_back(driven_oom: Driven) -> No
     state, detail = await _run(d, "rollback", 120)
     assert state == "done" and f"{OLD_CONTAINER} ready again" in detail, detail
     assert await _running(d, OLD_CONTAINER) == "true" and await _running(d, NEW_CONTAINER) == "false"
+
+
+async def test_a_hostile_name_on_composes_labels_is_not_taken(bare: Bare) -> None:
+    """Item 7: a container on the host that carries the service's Compose labels under a name Docker
+    would never give (a leading dash, a metacharacter) is not what the console names, follows or
+    acts on: it keeps Compose's own PROJECT-SERVICE-1."""
+    from console.sources.container import ContainerWatcher
+
+    root = bare.root
+    (root / "shared" / "models").mkdir(parents=True)
+    compose = _compose_file(root, container_names=False)
+    obj = _inspect(root, "x", "shared/models", running=True, model="M", extra=[])
+    obj["Name"] = "/--rm;touch pwned"
+    obj["Config"]["Labels"] = {"com.docker.compose.project": "sglang", "com.docker.compose.service": "qwen122b"}
+    add_container(root, obj)
+    cw = ContainerWatcher(bare.transport, "qwen122b", None, compose_file=str(compose), compose_service="qwen122b")
+    report = await cw.poll()
+    assert cw.compose_container == "sglang-qwen122b-1" and report.new.name == "sglang-qwen122b-1"
