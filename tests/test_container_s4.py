@@ -161,3 +161,64 @@ def test_beside_on_containers_starts_the_new_container_and_stops_the_old_with_do
     wrong.fast.plan = ctl.fast.plan
     with pytest.raises(Exception, match="device=4,5,6,7"):
         wrong.fast.build("beside")
+
+
+async def test_the_path_step_on_containers_reads_the_old_config_through_its_mount(tmp_path) -> None:  # noqa: ANN001
+    """The paths step itself (fastpath._paths) on a real shell: the old server's `--model-path` is
+    /models/OLD inside its container; its config.json is read at the mount's host path; in place is
+    chosen when the running container sees the new model's directory, refused (with the mounts) when not."""
+    import json
+
+    from console.analysis.container_diff import side_from_container
+    from console.transport.local import LocalTransport
+
+    cfg = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_hidden_layers": 48,
+           "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 151936}
+    for d in ("shared/models/OLD", "shared/models/NEW"):
+        (tmp_path / d).mkdir(parents=True)
+        (tmp_path / d / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "shared/models/NEW/model-00001-of-00001.safetensors").write_bytes(b"\0" * 1024)
+
+    def run(old_mount: str) -> Any:
+        old = _spec("sglang-old", old_mount)
+        old = replace_argv(old, "/models/OLD")
+        new = replace_argv(_spec("sglang-new", str(tmp_path / "shared/models")), "/models/NEW")
+        ctl = _FastCtl(old, new, str(tmp_path / "shared/models/NEW"))
+        report = SimpleNamespace(old=side_from_container(old), new=side_from_container(new))
+        data = {"service": report, "gpu": None, "server": SimpleNamespace(status="ready")}
+        ctl.state = SimpleNamespace(swap=SimpleNamespace(steps={}), data=data.get, log_lines=[],
+                                    apply=lambda event: None)
+        ctl.session.transport = LocalTransport()
+        ctl.host, ctl.evaluate_gate, ctl._clock = "h", lambda: (), lambda: 0.0
+
+        def no_draft() -> str:
+            from console.swap.actions import ActionError
+
+            raise ActionError("no drafted unit")
+
+        ctl._draft_text_raw = no_draft
+        ctl.fast.recordings_dir = tmp_path / "recordings"
+        return ctl
+
+    import asyncio
+
+    ctl = run(str(tmp_path / "shared/models"))
+    await ctl.fast._paths("alice")
+    assert ctl.fast.old_model_path == str(tmp_path / "shared/models/OLD")
+    assert ctl.fast.chosen == "in-place", ctl.fast.plan.lines()
+    (action,) = ctl.fast.build("in_place")
+    assert '"model_path": "/models/NEW"' in action.commands[0].script
+    ctl = run(str(tmp_path / "data/models"))  # the old container sees only /data/models
+    (tmp_path / "data/models/OLD").mkdir(parents=True)
+    (tmp_path / "data/models/OLD/config.json").write_text(json.dumps(cfg))
+    await asyncio.wait_for(ctl.fast._paths("alice"), 60)
+    assert ctl.fast.chosen == "restart"
+    assert "is not mounted into sglang-old" in ctl.fast.plan.option("in-place").reason
+
+
+def replace_argv(spec: Any, model: str) -> Any:
+    from dataclasses import replace
+
+    argv = list(spec.argv)
+    argv[argv.index("--model-path") + 1] = model
+    return replace(spec, argv=tuple(argv))
