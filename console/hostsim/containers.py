@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,12 @@ def container_inspect(sim: HostSimulator, unit: str, name: str, models_host: str
     inside = str(host_models) if inside == "=" else inside
     argv = [a.replace(str(host_models), inside) for a in (main.argv if main else ())]
     argv = ["python3", *argv[1:]] if argv else []
+    # A unit that pins its GPUs (Environment=CUDA_VISIBLE_DEVICES=4,5,6,7) is a container run with
+    # --gpus '"device=4,5,6,7"'; else --gpus all.
+    pinned = re.search(r"CUDA_VISIBLE_DEVICES=([0-9,]+)", text)
+    request = ({"Driver": "", "Count": 0, "DeviceIDs": pinned.group(1).split(","), "Capabilities": [["gpu"]],
+                "Options": {}} if pinned else
+               {"Driver": "", "Count": -1, "DeviceIDs": None, "Capabilities": [["gpu"]], "Options": {}})
     running = state.get("active") == "active"
     failed = state.get("active") == "failed"
     return {
@@ -49,8 +56,7 @@ def container_inspect(sim: HostSimulator, unit: str, name: str, models_host: str
         "HostConfig": {"Binds": [f"{host_models}:{inside}:ro"], "NetworkMode": "host",
                        "PortBindings": {}, "RestartPolicy": {"Name": "no", "MaximumRetryCount": 0},
                        "IpcMode": "host", "ShmSize": 67108864,
-                       "DeviceRequests": [{"Driver": "", "Count": -1, "DeviceIDs": None,
-                                           "Capabilities": [["gpu"]], "Options": {}}]},
+                       "DeviceRequests": [request]},
         "Mounts": [{"Type": "bind", "Source": str(host_models), "Destination": inside, "Mode": "ro",
                     "RW": False, "Propagation": "rprivate"}],
         "Config": {"Hostname": name, "Env": ["NCCL_P2P_LEVEL=NVL", "PATH=/usr/local/bin:/usr/bin:/bin"],
