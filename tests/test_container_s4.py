@@ -39,3 +39,186 @@ async def test_the_container_stop_runs_the_controllers_one_gate_and_approval() -
         await plan._stop_old("alice")
     assert ctl.calls == [("alice", "sglang-old")]
 
+
+
+# -- item 5: the faster paths on containers ---------------------------------------------------------
+def _spec(name: str, source: str, *, gpus: tuple[str, ...] = ("0", "1", "2", "3"), port: int = 30000) -> Any:
+    from console.parsers.docker import ContainerSpec, GpuRequest, Mount
+
+    return ContainerSpec(name, "lmsysorg/sglang:v0.5.23-cu129",
+                         ("python3", "-m", "sglang.launch_server", "--model-path", "/models/M", "--port", str(port)),
+                         mounts=(Mount(source, "/models", "bind", True),), gpus=GpuRequest(None, gpus))
+
+
+class _FastCtl:
+    """A controller as the faster paths see it, on containers."""
+
+    def __init__(self, old: Any, new: Any, model_dir: str) -> None:
+        from console.swap.fastpath import FastPaths
+
+        watcher = SimpleNamespace(specs={"old": old, "new": new})
+        self.session = SimpleNamespace(service_watcher=lambda: watcher)
+        self.profile = SimpleNamespace(model_dir=model_dir, server_port=30000, swap_path=None, router_url=None,
+                                       require_approval=False, container=new.name, compare_container=old.name,
+                                       compose=None)
+        self.containers = ContainerPlan(self)  # type: ignore[arg-type]
+        self.old_unit, self.new_unit = old.name, new.name
+        self.poll_s = 0.0
+        self.state = SimpleNamespace(swap=SimpleNamespace(steps={}))
+        self.fast = FastPaths(self)  # type: ignore[arg-type]
+
+
+def _plan(chosen: str, port: int | None = None, gpus: tuple[int, ...] = ()) -> Any:
+    from console.swap import paths as P
+
+    ip = P.PathOption("in-place", chosen == "in-place", 5.0, "same architecture")
+    bs = P.PathOption("beside", chosen == "beside", 0.0, "free GPUs", gpus=gpus, port=port)
+    return P.choose(ip, bs, P.restart_option(60.0, ""))
+
+
+def test_in_place_posts_the_new_models_path_as_the_running_container_sees_it() -> None:
+    ctl = _FastCtl(_spec("sglang-old", "/shared/models"), _spec("sglang-new", "/shared/models"),
+                   "/shared/models/Qwen3.5-122B-A10B")
+    ctl.fast.plan = _plan("in-place")
+    (action,) = ctl.fast.build("in_place")
+    script = action.commands[0].script
+    assert '"model_path": "/models/Qwen3.5-122B-A10B"' in script, script
+    assert "/shared/models/Qwen3.5-122B-A10B" not in script  # the host path means nothing inside
+
+
+def test_in_place_is_not_possible_when_the_running_container_cannot_see_the_new_model() -> None:
+    from console.swap import container_fastpath as cfp
+
+    ctl = _FastCtl(_spec("sglang-old", "/data/models"), _spec("sglang-new", "/shared/models"),
+                   "/shared/models/Qwen3.5-122B-A10B")
+    plan = _plan("in-place", port=30001, gpus=(4, 5, 6, 7))
+    ip, bs = cfp.adjust_options(ctl, plan.option("in-place"), plan.option("beside"),  # type: ignore[arg-type]
+                                "/shared/models/Qwen3.5-122B-A10B")
+    assert not ip.possible
+    assert ip.reason == ("/shared/models/Qwen3.5-122B-A10B is not mounted into sglang-old (its bind mounts: "
+                         "/data/models:/models): the running server cannot read the new weights in place")
+
+
+def test_the_old_models_config_is_read_through_the_old_containers_mount() -> None:
+    from console.swap import container_fastpath as cfp
+
+    ctl = _FastCtl(_spec("sglang-old", "/data/models"), _spec("sglang-new", "/shared/models"), "/shared/models/N")
+    assert cfp.host_model_path(ctl, "/models/Qwen3.5-397B-A17B-NVFP4") == "/data/models/Qwen3.5-397B-A17B-NVFP4"
+    assert cfp.host_model_path(ctl, "/opt/elsewhere") is None  # under no mount: not a host path to read
+
+
+def test_in_place_on_a_container_rolls_back_by_restarting_the_old_container() -> None:
+    ctl = _FastCtl(_spec("sglang-old", "/shared/models"), _spec("sglang-new", "/shared/models"), "/shared/models/N")
+    ctl.fast.plan = _plan("in-place")
+    (action,) = ctl.containers.build("rollback")
+    assert [c.script for c in action.commands] == ["timeout -k 5 120 docker restart --time 60 -- sglang-old"]
+    assert set(ctl.containers.runners()) >= {"in_place", "rollback"}
+    ctl.fast.plan = _plan("restart")
+    (action,) = ctl.containers.build("rollback")
+    assert "docker stop --time 60 -- sglang-new" in action.commands[0].script  # the restart path's own
+
+
+def test_beside_needs_the_new_container_on_the_chosen_gpus_and_port() -> None:
+    from console.swap import container_fastpath as cfp
+
+    plan = _plan("beside", port=30001, gpus=(4, 5, 6, 7))
+    ctl = _FastCtl(_spec("sglang-old", "/shared/models"), _spec("sglang-new", "/shared/models"), "/shared/models/N")
+    why = cfp.beside_misfit(ctl, plan.option("beside"))  # type: ignore[arg-type]
+    assert why is not None and "its GPUs are device=0,1,2,3, not 4,5,6,7 (--gpus '\"device=4,5,6,7\"')" in why
+    assert "not 30001 (--port 30001" in why
+    fits = _FastCtl(_spec("sglang-old", "/shared/models"),
+                    _spec("sglang-new", "/shared/models", gpus=("4", "5", "6", "7"), port=30001), "/shared/models/N")
+    assert cfp.beside_misfit(fits, plan.option("beside")) is None  # type: ignore[arg-type]
+
+
+async def test_the_server_died_during_an_in_place_update_reads_the_containers_state() -> None:
+
+    ctl = _FastCtl(_spec("sglang-old", "/shared/models"), _spec("sglang-new", "/shared/models"), "/shared/models/N")
+
+    async def exited(name: str) -> dict[str, str]:
+        assert name == "sglang-old"
+        return {"status": "exited", "running": "false", "exit_code": "137", "restarts": "0", "oom_killed": "true"}
+
+    ctl.containers.state_of = exited  # type: ignore[method-assign]
+    assert await ctl.fast._server_dead() is True
+
+
+def test_beside_on_containers_starts_the_new_container_and_stops_the_old_with_docker() -> None:
+    ctl = _FastCtl(_spec("sglang-old", "/shared/models"),
+                   _spec("sglang-new", "/shared/models", gpus=("4", "5", "6", "7"), port=30001), "/shared/models/N")
+    ctl.fast.plan = _plan("beside", port=30001, gpus=(4, 5, 6, 7))
+    ctl.fast.router_url = "http://127.0.0.1:8000"
+    (beside,) = ctl.fast.build("beside")
+    assert [c.script for c in beside.commands] == ["timeout -k 5 60 docker start -- sglang-new"]
+    (switch,) = ctl.fast.build("switch_traffic")
+    assert switch.commands[-1].script == "timeout -k 5 90 docker stop --time 60 -- sglang-old"
+    assert not any("systemctl" in c.script for c in (*beside.commands, *switch.commands))
+    (rollback,) = ctl.containers.build("rollback")  # the old one never stopped: stop the new one only
+    assert [c.script for c in rollback.commands] == ["timeout -k 5 90 docker stop --time 60 -- sglang-new"]
+    assert set(ctl.containers.runners()) >= {"beside", "rollback"}
+    # A new container created for other GPUs is refused with what to create it with.
+    wrong = _FastCtl(_spec("sglang-old", "/shared/models"), _spec("sglang-new", "/shared/models"), "/shared/models/N")
+    wrong.fast.plan = ctl.fast.plan
+    with pytest.raises(Exception, match="device=4,5,6,7"):
+        wrong.fast.build("beside")
+
+
+async def test_the_path_step_on_containers_reads_the_old_config_through_its_mount(tmp_path) -> None:  # noqa: ANN001
+    """The paths step itself (fastpath._paths) on a real shell: the old server's `--model-path` is
+    /models/OLD inside its container; its config.json is read at the mount's host path; in place is
+    chosen when the running container sees the new model's directory, refused (with the mounts) when not."""
+    import json
+
+    from console.analysis.container_diff import side_from_container
+    from console.transport.local import LocalTransport
+
+    cfg = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_hidden_layers": 48,
+           "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 151936}
+    for d in ("shared/models/OLD", "shared/models/NEW"):
+        (tmp_path / d).mkdir(parents=True)
+        (tmp_path / d / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "shared/models/NEW/model-00001-of-00001.safetensors").write_bytes(b"\0" * 1024)
+
+    def run(old_mount: str) -> Any:
+        old = _spec("sglang-old", old_mount)
+        old = replace_argv(old, "/models/OLD")
+        new = replace_argv(_spec("sglang-new", str(tmp_path / "shared/models")), "/models/NEW")
+        ctl = _FastCtl(old, new, str(tmp_path / "shared/models/NEW"))
+        report = SimpleNamespace(old=side_from_container(old), new=side_from_container(new))
+        data = {"service": report, "gpu": None, "server": SimpleNamespace(status="ready")}
+        ctl.state = SimpleNamespace(swap=SimpleNamespace(steps={}), data=data.get, log_lines=[],
+                                    apply=lambda event: None)
+        ctl.session.transport = LocalTransport()
+        ctl.host, ctl.evaluate_gate, ctl._clock = "h", lambda: (), lambda: 0.0
+
+        def no_draft() -> str:
+            from console.swap.actions import ActionError
+
+            raise ActionError("no drafted unit")
+
+        ctl._draft_text_raw = no_draft
+        ctl.fast.recordings_dir = tmp_path / "recordings"
+        return ctl
+
+    import asyncio
+
+    ctl = run(str(tmp_path / "shared/models"))
+    await ctl.fast._paths("alice")
+    assert ctl.fast.old_model_path == str(tmp_path / "shared/models/OLD")
+    assert ctl.fast.chosen == "in-place", ctl.fast.plan.lines()
+    (action,) = ctl.fast.build("in_place")
+    assert '"model_path": "/models/NEW"' in action.commands[0].script
+    ctl = run(str(tmp_path / "data/models"))  # the old container sees only /data/models
+    (tmp_path / "data/models/OLD").mkdir(parents=True)
+    (tmp_path / "data/models/OLD/config.json").write_text(json.dumps(cfg))
+    await asyncio.wait_for(ctl.fast._paths("alice"), 60)
+    assert ctl.fast.chosen == "restart"
+    assert "is not mounted into sglang-old" in ctl.fast.plan.option("in-place").reason
+
+
+def replace_argv(spec: Any, model: str) -> Any:
+    from dataclasses import replace
+
+    argv = list(spec.argv)
+    argv[argv.index("--model-path") + 1] = model
+    return replace(spec, argv=tuple(argv))

@@ -411,3 +411,171 @@ async def test_a_failed_start_over_sshd_is_rolled_back(driven_oom: Driven) -> No
     state, detail = await _run(d, "rollback", 120)
     assert state == "done" and f"{OLD_CONTAINER} ready again" in detail, detail
     assert await _running(d, OLD_CONTAINER) == "true" and await _running(d, NEW_CONTAINER) == "false"
+
+
+async def test_a_hostile_name_on_composes_labels_is_not_taken(bare: Bare) -> None:
+    """Item 7: a container on the host that carries the service's Compose labels under a name Docker
+    would never give (a leading dash, a metacharacter) is not what the console names, follows or
+    acts on: it keeps Compose's own PROJECT-SERVICE-1."""
+    from console.sources.container import ContainerWatcher
+
+    root = bare.root
+    (root / "shared" / "models").mkdir(parents=True)
+    compose = _compose_file(root, container_names=False)
+    obj = _inspect(root, "x", "shared/models", running=True, model="M", extra=[])
+    obj["Name"] = "/--rm;touch pwned"
+    obj["Config"]["Labels"] = {"com.docker.compose.project": "sglang", "com.docker.compose.service": "qwen122b"}
+    add_container(root, obj)
+    cw = ContainerWatcher(bare.transport, "qwen122b", None, compose_file=str(compose), compose_service="qwen122b")
+    report = await cw.poll()
+    assert cw.compose_container == "sglang-qwen122b-1" and report.new.name == "sglang-qwen122b-1"
+
+
+# -- item 5 end to end: in place on a container, over sshd -------------------------------------------
+async def test_in_place_on_a_container_end_to_end_over_sshd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24's in-place scenario with the serving unit mirrored as a container (its models'
+    directory bound at its own path) and the new container created beside it, not started: the
+    paths step reads both config.json through the mounts and chooses in place; the update goes to
+    the containerised server (the fake SGLang) and succeeds; the step names the launch of a later
+    restart; rolling back restarts the old container."""
+    from console.hostsim import downtime_scenario as ds
+    from console.hostsim.containers import container_inspect, mirror_units_as_containers
+    from console.hostsim.docker_drive import MAP_FILE
+    from console.hostsim.downloader import qwen122b_config, qwen122b_files
+    from console.hostsim.scenario import NEW_UNIT
+
+    _need_sshd()
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
+    monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    write_hub_cache(tmp_path / "cache", DownloadPlan())
+    sim = HostSimulator(tmp_path / "host", speed=4 * SPEED, scenario="drive")  # the update and the reboot: seconds
+    await sim.start()
+    dt = await ds.start(sim, "in-place")
+    sizes = [f.size for f in qwen122b_files() if f.path.endswith(".safetensors")]
+    ds.write_model(sim.path(ds.FT_MODEL_DIR), qwen122b_config(), sizes)  # downloaded beside (the download step's)
+    old, new = "sglang-qwen122b", "sglang-qwen122b-ft"
+    (sim.root / ".sim" / MAP_FILE).write_text(json.dumps({"containers": {old: NEW_UNIT}}))
+    sim.add_task(mirror_units_as_containers(sim, {NEW_UNIT: (old, "/shared/models", "lmsysorg/sglang:v0.5.23-cu129",
+                                                             "=")}, every_s=0.1))
+    created = container_inspect(sim, NEW_UNIT, new, "/shared/models", {"active": "inactive"}, inside="=")
+    created["Args"] = [a.replace("Qwen3.5-122B-A10B", "Qwen3.5-122B-A10B-ft") for a in created["Args"]]
+    created["State"].update(Status="created")
+    add_container(sim.root, created)
+    sshd = _sshd_for(tmp_path / "sshd", sim.env())
+    profile = dt.profile.with_overrides({"gpu_interval_s": 0.5})
+    profile = replace(profile, unit=None, compare_unit=None, unit_draft=None, container=new, compare_container=old,
+                      port=sshd.port, identity=str(sshd.client_key), known_hosts=str(sshd.known_hosts), user=sshd.user)
+    session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
+    state = HostState(sim.host_path("/"), label="sshd")
+    runner = HostRunner(session, state)
+    swap = runner.swap
+    swap.poll_s = 0.2
+    swap.fast.recordings_dir = tmp_path / "recordings"
+    runner.announce()
+    await runner.start()
+    d = Driven(sim, sshd, state, runner)
+    try:
+        await _until(lambda: state.data("server") is not None and state.data("server").status == "ready", 120,
+                     "the containerised server ready")
+        await _until(lambda: state.data("service") is not None and state.data("service").old is not None
+                     and state.data("gpu") is not None, 30, "service and GPU readings")
+        st, detail = await _run(d, "paths", 120)
+        assert st == "done", detail
+        assert swap.fast.chosen == "in-place", swap.fast.plan.lines()
+        assert swap.fast.old_model_path == sim.host_path("/shared/models/Qwen3.5-122B-A10B")
+        st, detail = await _run(d, "install", 60)
+        assert st == "done" and f"{new} exists (created)" in detail, detail
+        (action,) = swap.build("in_place")
+        assert f'"model_path": "{sim.host_path(ds.FT_MODEL_DIR)}"' in action.commands[0].script
+        st, detail = await _run(d, "in_place", 300)
+        assert st == "done" and "weights updated in place" in detail, detail
+        assert f"a later restart is `docker start {new}`" in detail, detail
+        assert await _running(d, old) == "true" and await _running(d, new) == "false"
+        why, preview = swap.preview("rollback")
+        assert preview is not None, why
+        assert f"timeout -k 5 120 docker restart --time 60 -- {old}" in preview.lines
+        st, detail = await _run(d, "rollback", 300)
+        assert st == "done" and f"{old} ready again" in detail and "the old weights" in detail, detail
+    finally:
+        swap.cancel()
+        try:
+            await asyncio.wait_for(runner.close(), 60)
+        finally:
+            sshd.stop()
+            await dt.close()
+            await asyncio.wait_for(sim.stop(), 60)
+
+
+async def test_beside_on_containers_end_to_end_over_sshd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24's beside host (8 GPUs, the 397B on 0-3, a router) with both services as containers:
+    the new one created with `--gpus '"device=4,5,6,7"'` and the next port; paths chooses beside, the
+    new container starts and gets ready while the old serves, the router moves the traffic and the
+    old container stops with `docker stop`: downtime 0."""
+    from console.hostsim import downtime_scenario as ds
+    from console.hostsim.containers import mirror_units_as_containers
+    from console.hostsim.docker_drive import MAP_FILE
+    from console.hostsim.scenario import NEW_UNIT, OLD_UNIT
+    from console.hostsim.services import UNITS_DIR
+    from console.swap.fastpath import beside_unit_text
+
+    _need_sshd()
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
+    monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    write_hub_cache(tmp_path / "cache", DownloadPlan())
+    sim = HostSimulator(tmp_path / "host", speed=4 * SPEED, scenario="drive")
+    await sim.start()
+    dt = await ds.start(sim, "beside")
+    from console.hostsim.downloader import qwen122b_config, qwen122b_files
+
+    sizes = [f.size for f in qwen122b_files() if f.path.endswith(".safetensors")]
+    ds.write_model(sim.path("/shared/models/Qwen3.5-122B-A10B"), qwen122b_config(), sizes)
+    port = sim.server_port + 1
+    draft = Path(dt.profile.unit_draft or "").read_text()
+    sim.path(f"{UNITS_DIR}/{NEW_UNIT}").write_text(beside_unit_text(draft, (4, 5, 6, 7), port))  # docker create …
+    old, new = "sglang-qwen397b", "sglang-qwen122b"
+    (sim.root / ".sim" / MAP_FILE).write_text(json.dumps({"containers": {old: OLD_UNIT, new: NEW_UNIT}}))
+    image = "lmsysorg/sglang:v0.5.23-cu129"
+    sim.add_task(mirror_units_as_containers(sim, {OLD_UNIT: (old, "/data/models", image, "="),
+                                                  NEW_UNIT: (new, "/shared/models", image, "=")}, every_s=0.1))
+    sshd = _sshd_for(tmp_path / "sshd", sim.env())
+    profile = dt.profile.with_overrides({"gpu_interval_s": 0.5, "router_url": dt.router_url})
+    profile = replace(profile, unit=None, compare_unit=None, unit_draft=None, container=new, compare_container=old,
+                      port=sshd.port, identity=str(sshd.client_key), known_hosts=str(sshd.known_hosts), user=sshd.user)
+    session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
+    state = HostState(sim.host_path("/"), label="sshd")
+    runner = HostRunner(session, state)
+    swap = runner.swap
+    swap.poll_s = 0.2
+    swap.fast.recordings_dir = tmp_path / "recordings"
+    runner.announce()
+    await runner.start()
+    d = Driven(sim, sshd, state, runner)
+    try:
+        await _until(lambda: state.data("server") is not None and state.data("server").status == "ready", 120,
+                     "the old server ready")
+        await _until(lambda: state.data("service") is not None and state.data("service").old is not None
+                     and state.data("gpu") is not None and len(state.data("gpu").gpus) == 8
+                     and any(g.processes for g in state.data("gpu").gpus), 60, "service and GPU readings")
+        st, detail = await _run(d, "paths", 120)
+        assert st == "done" and swap.fast.chosen == "beside", (detail, swap.fast.plan and swap.fast.plan.lines())
+        (action,) = swap.build("beside")
+        assert [c.script for c in action.commands] == [f"timeout -k 5 60 docker start -- {new}"]
+        st, detail = await _run(d, "beside", 300)
+        assert st == "done" and f"ready on port {port} (GPUs 4,5,6,7)" in detail, detail
+        assert await _running(d, old) == "true"
+        st, detail = await _run(d, "switch_traffic", 300)
+        assert st == "done" and "downtime 0" in detail, detail
+        assert await _running(d, old) == "false" and await _running(d, new) == "true"
+        audit = [e.command for e in state.swap.audit]
+        assert f"timeout -k 5 90 docker stop --time 60 -- {old}" in audit
+        assert not any("systemctl" in c for c in audit)
+    finally:
+        swap.cancel()
+        try:
+            await asyncio.wait_for(runner.close(), 60)
+        finally:
+            sshd.stop()
+            await dt.close()
+            await asyncio.wait_for(sim.stop(), 60)

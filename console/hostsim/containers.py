@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,13 +28,21 @@ def _rfc3339(us: int) -> str:
 
 
 def container_inspect(sim: HostSimulator, unit: str, name: str, models_host: str,
-                      state: dict[str, Any], image: str = IMAGE) -> dict[str, Any]:
-    """The container a unit would be: its ExecStart argv with the model path as seen inside."""
+                      state: dict[str, Any], image: str = IMAGE, inside: str = "/models") -> dict[str, Any]:
+    """The container a unit would be: its ExecStart argv with the model path as seen inside
+    (`inside`: where the models' directory is mounted; the host's own path is a bind of itself)."""
     text = sim.path(f"/etc/systemd/system/{unit}").read_text()
     main = parse_unit(text, unit).main_command
     host_models = sim.path(models_host)
-    argv = [a.replace(str(host_models), "/models") for a in (main.argv if main else ())]
+    inside = str(host_models) if inside == "=" else inside
+    argv = [a.replace(str(host_models), inside) for a in (main.argv if main else ())]
     argv = ["python3", *argv[1:]] if argv else []
+    # A unit that pins its GPUs (Environment=CUDA_VISIBLE_DEVICES=4,5,6,7) is a container run with
+    # --gpus '"device=4,5,6,7"'; else --gpus all.
+    pinned = re.search(r"CUDA_VISIBLE_DEVICES=([0-9,]+)", text)
+    request = ({"Driver": "", "Count": 0, "DeviceIDs": pinned.group(1).split(","), "Capabilities": [["gpu"]],
+                "Options": {}} if pinned else
+               {"Driver": "", "Count": -1, "DeviceIDs": None, "Capabilities": [["gpu"]], "Options": {}})
     running = state.get("active") == "active"
     failed = state.get("active") == "failed"
     return {
@@ -44,12 +53,11 @@ def container_inspect(sim: HostSimulator, unit: str, name: str, models_host: str
                   "ExitCode": 1 if failed else 0, "Error": "", "StartedAt": "2026-11-28T07:41:13.002117455Z",
                   "FinishedAt": "0001-01-01T00:00:00Z"},
         "Image": "sha256:" + "9b1f0c3d" * 8, "Name": "/" + name, "RestartCount": 0,
-        "HostConfig": {"Binds": [f"{host_models}:/models:ro"], "NetworkMode": "host",
+        "HostConfig": {"Binds": [f"{host_models}:{inside}:ro"], "NetworkMode": "host",
                        "PortBindings": {}, "RestartPolicy": {"Name": "no", "MaximumRetryCount": 0},
                        "IpcMode": "host", "ShmSize": 67108864,
-                       "DeviceRequests": [{"Driver": "", "Count": -1, "DeviceIDs": None,
-                                           "Capabilities": [["gpu"]], "Options": {}}]},
-        "Mounts": [{"Type": "bind", "Source": str(host_models), "Destination": "/models", "Mode": "ro",
+                       "DeviceRequests": [request]},
+        "Mounts": [{"Type": "bind", "Source": str(host_models), "Destination": inside, "Mode": "ro",
                     "RW": False, "Propagation": "rprivate"}],
         "Config": {"Hostname": name, "Env": ["NCCL_P2P_LEVEL=NVL", "PATH=/usr/local/bin:/usr/bin:/bin"],
                    "Cmd": argv, "Image": image, "Entrypoint": ["/opt/nvidia/nvidia_entrypoint.sh"], "Labels": {}},
@@ -58,7 +66,8 @@ def container_inspect(sim: HostSimulator, unit: str, name: str, models_host: str
 
 async def mirror_units_as_containers(sim: HostSimulator, mapping: dict[str, tuple[str, ...]],
                                      every_s: float = 0.25) -> None:
-    """`mapping`: unit → (container name, the host directory mounted at /models[, its image])."""
+    """`mapping`: unit → (container name, the host directory mounted at /models[, its image[, the
+    mount's path inside, "=" for the host's own]])."""
     d = sim.root / ".sim" / "containers"
     d.mkdir(parents=True, exist_ok=True)
     offsets: dict[str, int] = {}

@@ -391,6 +391,10 @@ def main(args: list[str]) -> int:
         return _logs(rest)
     if cmd in ("start", "stop"):
         return _start_stop(cmd, rest)
+    if cmd == "restart":  # Docker: stop (SIGTERM, SIGKILL after --time), then start; prints the name
+        names = _names(rest)
+        status = _start_stop("stop", [*rest], quiet=True)
+        return status or _start_stop("start", ["--", *names])
     if cmd == "image" and rest[:1] == ["inspect"]:
         return _image_inspect(rest[1:])
     if cmd == "pull":

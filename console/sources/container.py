@@ -67,6 +67,8 @@ class ContainerWatcher(ServiceWatcher):
         # The compose service's container as Compose names it (container_name, or found on the host by
         # its labels, or PROJECT-SERVICE-1 before it is created); None until the file is read.
         self.compose_container: str | None = None
+        # The last specs read ("new", "old"): the swap's faster paths map paths through their mounts.
+        self.specs: dict[str, ContainerSpec] = {}
 
     async def read_specs(self, names: list[str]) -> tuple[list[ContainerSpec | str], tuple[str, ...]]:
         """Each container's spec, or the one line that says why there is none."""
@@ -139,6 +141,7 @@ class ContainerWatcher(ServiceWatcher):
         old = None
         if self.old_unit:
             old = specs[0] if self.compose_file is not None else specs[1] if len(specs) > 1 else None
+        self.specs = {k: v for k, v in (("new", new), ("old", old)) if isinstance(v, ContainerSpec)}
         gpus = await self.gpu_count()
         report = await self._compare(new, old, self.new_unit, self.old_unit, on_host, gpus)
         if old is None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from console.swap import actions as act
 from console.swap import container_actions as ca
+from console.swap import container_fastpath
 from console.swap.model import format_duration
 from console.transport.errors import TransportError
 
@@ -115,6 +116,8 @@ class ContainerPlan:
             return [ca.stop_container(ca.check_container(self.old_name), approval=approval)]
         if key == "start_new":
             return [ca.start_container(ca.check_container(self.new_name), approval=approval)]
+        if key == "rollback" and (fast := container_fastpath.rollback_action(self.ctl, approval=approval)):
+            return [fast]  # in place or beside: the old container never stopped
         if key == "rollback":
             return [ca.rollback(ca.check_container(self.new_name), ca.check_container(self.old_name),
                                 approval=approval)]
@@ -124,7 +127,7 @@ class ContainerPlan:
         if not self.active:
             return {}
         return {"install": self._install, "stop_old": self._stop_old, "start_new": self._start_new,
-                "rollback": self._rollback}
+                "rollback": self._rollback, **container_fastpath.runners(self.ctl)}  # in place on a container
 
     # -- reading a container ----------------------------------------------------------------
     async def state_of(self, name: str) -> dict[str, str]:

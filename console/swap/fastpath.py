@@ -27,6 +27,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from console.swap import actions as act
+from console.swap import container_fastpath as cfp
 from console.swap import paths as P
 from console.swap import prediction as pred
 from console.swap import prewarm as pw
@@ -219,7 +220,7 @@ class FastPaths:
                                rate_mbps=self.prewarm_rate_mbps, margin_gib=self.prewarm_margin_gib)]
         if key == "in_place":
             self._need("in-place")
-            model = act.check_path(p.model_dir, "model directory")
+            model = cfp.served_model_path(self.ctl, act.check_path(p.model_dir, "model directory"))  # issue 26
             url = f"http://127.0.0.1:{self.old_port}/update_weights_from_disk"
             return [act.Action("in_place", "Update the weights in place", (
                 act.RemoteCommand(curl_json(url, {"model_path": model, "weight_version": _version(model)}, 1800),
@@ -227,6 +228,8 @@ class FastPaths:
                 waits_for="the reply (success, message, num_paused_requests); the old weights serve if it fails")]
         if key == "beside":
             opt = self._need("beside")
+            if cfp.active(self.ctl):  # issue 26 hook: `docker start` of the new container
+                return [cfp.beside_action(self.ctl, opt)]
             unit = act.check_unit(self.ctl.new_unit)
             return [act.Action("beside", f"Start {unit} beside the old server", (
                 act.RemoteCommand(port_check(int(opt.port or 0)), 15, f"port {opt.port} free on the host"),
@@ -234,8 +237,9 @@ class FastPaths:
                 waits_for=f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}), the old server serving")]
         if key == "switch_traffic":
             opt = self._need("beside")
-            old = act.check_unit(self.ctl.old_unit)
-            stop = act.RemoteCommand(act.bounded(["systemctl", "stop", "--", old], 120), 130, f"stop {old}")
+            old = self.ctl.old_unit if cfp.active(self.ctl) else act.check_unit(self.ctl.old_unit)
+            stop = cfp.stop_old_command(self.ctl) or act.RemoteCommand(  # issue 26 hook: `docker stop`
+                act.bounded(["systemctl", "stop", "--", old], 120), 130, f"stop {old}")
             if not self.router_url:
                 return [act.Action("switch_traffic", "Switch traffic (by the operator)", (),
                                    waits_for=f"no router in the profile: switch your clients from port "
@@ -396,7 +400,7 @@ class FastPaths:
         model_dir = act.check_path(p.model_dir, "model directory")
         old_cmd, new_cmd = self._commands()
         old_path = old_cmd.value("--model-path") if old_cmd is not None else None
-        self.old_model_path = old_path if isinstance(old_path, str) else None
+        self.old_model_path = cfp.host_model_path(ctl, old_path if isinstance(old_path, str) else None)  # issue 26
         old_cfg = await self._read_config(self.old_model_path)
         new_cfg = await self._read_config(model_dir)
         self.shards = await self._list_shards(model_dir)
@@ -417,8 +421,10 @@ class FastPaths:
             fit_in = inputs_from_command(new_cmd, new_cfg, total or None, len(gpu.gpus), mem, model=model_dir)
         beside = P.beside_option(fit_in, gpu, old_pids=self.old_unit_pids, old_port=self.old_port,
                                  router=self.router_url)
+        in_place, beside = cfp.adjust_options(ctl, in_place, beside, model_dir)  # issue 26 hook: containers
         install = ctl.state.swap.steps.get("install")
-        if beside.possible and install is not None and install.state == "done" and self.drafted_for != "beside":
+        if (not cfp.active(ctl) and beside.possible and install is not None and install.state == "done"
+                and self.drafted_for != "beside"):
             # The unit on the host was drafted without the beside GPUs and port: it would boot on the old ones.
             beside = P.PathOption("beside", False, None, "the new unit was installed before the path was planned "
                                   "(plan the paths, then install again for the beside GPUs and port)")
@@ -532,6 +538,8 @@ class FastPaths:
         return begin, end
 
     async def _server_dead(self) -> bool:
+        if cfp.active(self.ctl):  # issue 26 hook: the container's state, not a unit's
+            return await cfp.server_dead(self.ctl)
         unit = act.check_unit(self.ctl.old_unit)
         for _ in range(10):
             try:
