@@ -93,7 +93,18 @@ async def flood(rate: int, seconds: float) -> dict[str, object]:
     rss: list[float] = []
     try:
         async with app.run_test(size=(120, 40)) as pilot:
-            await pilot.pause(1.0)
+            # Start the flood once the console follows the log (a line written now has reached its
+            # state), not after a fixed pause: else the flood raced the connect and the stream's
+            # start; and never wait for ever (one line, exit 2).
+            await pilot.pause(0.5)
+            ready_by = time.monotonic() + 60
+            with open(log, "a") as fh:
+                fh.write(mix(1)[0] + "\n")
+            while app.state.log_lines_total < 1:
+                if time.monotonic() > ready_by:
+                    raise SystemExit("log_flood: the console did not follow the log within 60 s "
+                                     f"(connection: {app.state.connection})")
+                await asyncio.sleep(0.1)
             root = str(Path(__file__).resolve().parent.parent)
             writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(rate), str(seconds), root],
                                       stdout=subprocess.PIPE, text=True)
