@@ -104,14 +104,17 @@ def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary]
     d = s.last_decode
     if d:
         t.append("\n")
-        gen = d.gen_tokens_per_s
+        # The server status's figures when there is one (the newest decode line while it is fresh,
+        # else the server's own gauges): derived once, in the core; the fleet row shows the same. A
+        # decode line a minute old is no "now" (issue 20).
+        gen, run, q, accept = ((st.gen_throughput, st.running_reqs, st.queue_reqs, st.accept_length) if st is not None
+                               else (d.gen_tokens_per_s, d.running_reqs, d.queue_reqs, d.accept_len))
         t.append("gen ", style="dim")
         t.append(f"{gen:,.0f} tok/s" if gen is not None else DASH, style="bold")
         t.append("  run ", style="dim")
-        t.append(str(d.running_reqs if d.running_reqs is not None else DASH))
+        t.append(f"{run:.0f}" if run is not None else DASH)
         t.append("  queue ", style="dim")
-        q = d.queue_reqs
-        t.append(str(q if q is not None else DASH), style="yellow" if q else "")
+        t.append(f"{q:.0f}" if q is not None else DASH, style="yellow" if q else "")
         usage = d.kv_usage
         if usage is not None:
             t.append("  kv ", style="dim")
@@ -119,9 +122,9 @@ def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary]
         if d.mamba_usage is not None:
             t.append("  mamba ", style="dim")
             t.append(f"{d.mamba_usage:.0%}", style="yellow" if d.mamba_usage > 0.9 else "")
-        if d.accept_len is not None:
+        if accept is not None:
             t.append("  accept ", style="dim")
-            t.append(f"{d.accept_len:.2f}")
+            t.append(f"{accept:.2f}")
     if s.errors:
         t.append("\n")
         last = s.errors[-1]
