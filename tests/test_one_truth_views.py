@@ -320,3 +320,28 @@ def test_the_log_status_line_and_the_fleet_row_give_the_same_throughput() -> Non
     line = format_status(state.reading("server"), state.reading("log"), 100, 1000.0).plain
     assert (row.gen_tokens_per_s, row.running_reqs, row.queued_reqs) == (116.2, 48.0, 3.0)
     assert "gen 116 tok/s  run 48  queue 3" in line
+
+
+async def test_the_log_pane_says_a_stale_server_status_as_the_fleet_row_does() -> None:
+    """The server was last read 45 s ago (its limit is 30 s): the fleet row and the header's rule
+    call it stale; the log pane's status line said "READY serving" as if it were now."""
+    from console.analysis.server_status import HttpFacts, ServerStatus
+    from console.app import ConsoleApp
+    from console.fleet.rows import fleet_row
+    from console.panes.log import format_status
+
+    clock = _Clock(1000.0)
+    state = HostState("h", label="h", clock=clock)
+    state.apply(HostInfo("h", "h", log_label="journal: u.service"))
+    ready = ServerStatus("ready", "serving: /health_generate answered", "u.service", "active", 1, "ready",
+                         HttpFacts(health_ok=True))
+    state.apply(ReadingChanged("h", "server", Reading("server", ready, 955.0)))
+    assert "server" in fleet_row(state, 1000.0).stale
+    line = format_status(state.reading("server"), None, 100, 1000.0).plain
+    assert line.startswith(" READY  stale 45s serving")
+    assert "stale" not in format_status(state.reading("server"), None, 100, 970.0).plain  # 15 s: fresh
+    app = ConsoleApp(state, None)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await pilot.pause()
+        shown = app.host_screen.query_one("#log-status").render().plain
+    assert "stale 45s" in shown  # the pane draws it on the state's clock

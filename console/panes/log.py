@@ -20,6 +20,7 @@ from textual.widgets import Input, Static
 
 from console.analysis.log_state import LogSummary
 from console.analysis.server_status import ServerStatus
+from console.core.freshness import freshness
 from console.core.state import HostState, LogAppended
 from console.model import Reading
 from console.panes.base import PaneFrame
@@ -69,7 +70,15 @@ def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary]
     st = server.data if server else None
     if st is not None:
         t.append(f" {st.status.upper()} ", style=STATUS_STYLE.get(st.status, "bold"))
-        t.append(f" {st.reason}"[: max(0, width - len(st.status) - 3)])
+        fresh = freshness("server", server, now_s) if now_s is not None else None
+        mark = ""
+        if fresh is not None and fresh.stale:
+            # The one freshness rule (core/freshness.py): the fleet row and the header say it too.
+            # Said before the reason, which a narrow pane cuts.
+            mark = (f" stale {duration(fresh.age_s)}" if fresh.age_s is not None else " stale") + (
+                ", last poll failed" if fresh.state == "error" else "")
+            t.append(mark, style="yellow")
+        t.append(f" {st.reason}"[: max(0, width - len(st.status) - 3 - len(mark))])
     elif server is not None and server.error:
         t.append(" UNKNOWN ", style=STATUS_STYLE["unknown"])
         t.append(f" {server.error}")
@@ -266,7 +275,7 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
     def _redraw_status(self) -> None:
         width = self.content_size.width or 56
         maximized = self.is_mounted and self.screen.maximized is self
-        status = format_status(self.server, self.summary, width, boot_rows=2 if maximized else 1)
+        status = format_status(self.server, self.summary, width, self.now(), boot_rows=2 if maximized else 1)
         key = (status.plain, tuple(status.spans))
         if key != getattr(self, "_status_key", None):
             self._status_key = key
@@ -298,6 +307,8 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
         now = now_s if now_s is not None else self.now()
         self._quiet_s = None if s is None or s.last_line_at_s is None else now - s.last_line_at_s
         self._update_subtitle()
+        if self.is_mounted:
+            self._redraw_status()  # the server status's staleness moves with the clock (drawn only if changed)
 
     # -- follow ------------------------------------------------------------------------------
     def watch_following(self, following: bool) -> None:
