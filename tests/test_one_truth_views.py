@@ -286,3 +286,62 @@ async def test_a_replay_seeked_to_t_draws_the_ages_the_live_screen_drew_at_t(tmp
         replay_ages = _ages(app)
     assert "LOST 16s ago" in live_ages["gpu"] and live_ages["gpu subtitle"] == "stale 16s"
     assert replay_ages == live_ages
+
+
+# -- 4. the readers agree: facts derived once, not in a view -----------------------------------------
+def test_the_log_status_line_and_the_fleet_row_give_the_same_throughput() -> None:
+    """An idle server: its last decode line (116 tok/s, 48 running, 3 queued) is a minute old and
+    its gauges say 0. The fleet row said 0 tok/s; the log pane's status line, computing its own,
+    said "gen 116 tok/s run 48 queue 3" for the same state."""
+    from console.analysis.log_state import LogTracker
+    from console.analysis.server_status import HttpFacts, combine
+    from console.fleet.rows import fleet_row
+    from console.panes.log import format_status
+    from console.parsers.sglang_log import parse_line
+
+    tracker = LogTracker("log")
+    tracker.feed([parse_line(DECODE.replace("#queue-req: 0", "#queue-req: 3").format(s=0))], 940.0)
+    metrics = {"sglang:gen_throughput": 0.0, "sglang:num_running_reqs": 0.0, "sglang:num_queue_reqs": 0.0}
+    http = HttpFacts(server_info={"status": "ready"}, metrics=metrics, health_ok=True, health_ever_ok=True)
+    state = HostState("h", clock=_Clock(1000.0))
+    state.apply(ReadingChanged("h", "log", Reading("log", tracker.summary(), 1000.0)))
+    status = combine("u.service", "active", 1, tracker.summary(), http, 1000.0)
+    state.apply(ReadingChanged("h", "server", Reading("server", status, 1000.0)))
+    row = fleet_row(state, 1000.0)
+    line = format_status(state.reading("server"), state.reading("log"), 100, 1000.0).plain
+    assert (row.gen_tokens_per_s, row.running_reqs, row.queued_reqs) == (0.0, 0.0, 0.0)
+    assert "gen 0 tok/s  run 0  queue 0" in line
+    # and while the decode line is fresh, both say what it says (the newest line beats the gauges)
+    tracker.feed([parse_line(DECODE.replace("#queue-req: 0", "#queue-req: 3").format(s=1))], 995.0)
+    status = combine("u.service", "active", 1, tracker.summary(), http, 1000.0)
+    state.apply(ReadingChanged("h", "log", Reading("log", tracker.summary(), 1000.0)))
+    state.apply(ReadingChanged("h", "server", Reading("server", status, 1000.0)))
+    row = fleet_row(state, 1000.0)
+    line = format_status(state.reading("server"), state.reading("log"), 100, 1000.0).plain
+    assert (row.gen_tokens_per_s, row.running_reqs, row.queued_reqs) == (116.2, 48.0, 3.0)
+    assert "gen 116 tok/s  run 48  queue 3" in line
+
+
+async def test_the_log_pane_says_a_stale_server_status_as_the_fleet_row_does() -> None:
+    """The server was last read 45 s ago (its limit is 30 s): the fleet row and the header's rule
+    call it stale; the log pane's status line said "READY serving" as if it were now."""
+    from console.analysis.server_status import HttpFacts, ServerStatus
+    from console.app import ConsoleApp
+    from console.fleet.rows import fleet_row
+    from console.panes.log import format_status
+
+    clock = _Clock(1000.0)
+    state = HostState("h", label="h", clock=clock)
+    state.apply(HostInfo("h", "h", log_label="journal: u.service"))
+    ready = ServerStatus("ready", "serving: /health_generate answered", "u.service", "active", 1, "ready",
+                         HttpFacts(health_ok=True))
+    state.apply(ReadingChanged("h", "server", Reading("server", ready, 955.0)))
+    assert "server" in fleet_row(state, 1000.0).stale
+    line = format_status(state.reading("server"), None, 100, 1000.0).plain
+    assert line.startswith(" READY  stale 45s serving")
+    assert "stale" not in format_status(state.reading("server"), None, 100, 970.0).plain  # 15 s: fresh
+    app = ConsoleApp(state, None)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await pilot.pause()
+        shown = app.host_screen.query_one("#log-status").render().plain
+    assert "stale 45s" in shown  # the pane draws it on the state's clock

@@ -49,6 +49,9 @@ class ServerStatus:
     running_reqs: float | None = None
     port: int | None = None  # where it was asked (the host's loopback port)
     moved_from_port: int | None = None  # issue 24: the beside path moved the traffic here from this port
+    # The queue, by the same rule as the running count (the newest decode line, else the gauge): the
+    # status line and the fleet row read these figures, never their own (issue 20).
+    queue_reqs: float | None = None
 
 
 def combine(unit: str | None, unit_state: str | None, main_pid: int | None, log: LogSummary | None,
@@ -67,19 +70,21 @@ def combine(unit: str | None, unit_state: str | None, main_pid: int | None, log:
     gen = metrics.get("sglang:gen_throughput", first.get("last_gen_throughput"))
     accept = metrics.get("sglang:spec_accept_length", first.get("avg_spec_accept_length"))
     running = metrics.get("sglang:num_running_reqs")
+    queue = metrics.get("sglang:num_queue_reqs")
     newest = log.series[-1] if log is not None and log.series else None
     if newest is not None and now_s - newest.t_s <= DECODE_FRESH_S:
         # The newest decode line is the server's own word of a moment ago: it beats a gauge
         # scraped some seconds earlier (and the status line agrees with the log beside it).
         gen = newest.gen_tokens_per_s if newest.gen_tokens_per_s is not None else gen
         running = float(newest.running) if newest.running is not None else running
+        queue = float(newest.queue) if newest.queue is not None else queue
         accept = newest.accept_len if newest.accept_len is not None else accept
     elif log and log.last_decode:
         gen = gen if gen is not None else log.last_decode.gen_tokens_per_s
         accept = accept if accept else log.last_decode.accept_len
 
     def status(s: str, reason: str) -> ServerStatus:
-        return ServerStatus(s, reason, unit, unit_state, main_pid, phase, http, gen, accept or None, running)
+        return ServerStatus(s, reason, unit, unit_state, main_pid, phase, http, gen, accept or None, running, queue)
 
     if unit_state in ("failed", "inactive", "deactivating") and not http.server_info:
         why = f"unit {unit_state}"

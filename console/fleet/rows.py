@@ -145,7 +145,9 @@ def fleet_row(state: HostState, now_s: float | None = None) -> FleetRow:
         status = server.status
         gen = _finite(server.gen_throughput)
         running = _finite(server.running_reqs)
-        queued = _finite(server.http.metrics.get("sglang:num_queue_reqs")) if server.http else None
+        queued = _finite(server.queue_reqs)
+        if queued is None and server.http:  # a status built without the figure (a Prometheus row)
+            queued = _finite(server.http.metrics.get("sglang:num_queue_reqs"))
         if status == "dead":
             problems.append((3, f"server dead: {server.reason}"))
         elif status == "degraded":
@@ -159,7 +161,9 @@ def fleet_row(state: HostState, now_s: float | None = None) -> FleetRow:
         # A dead server generates nothing: its last decode line's throughput is history, not now.
         # (A booting one's series is empty: the log's summary starts each boot afresh.)
         gen = running = queued = None
-    elif log is not None and log.series:
+    elif server is None and log is not None and log.series:
+        # No server source, only the log: its newest decode line. With one, the server status's
+        # figures are the one derived truth the status line shows too (issue 20).
         point = log.series[-1]
         gen = gen if gen is not None else _finite(point.gen_tokens_per_s)
         running = running if running is not None else _finite(point.running)

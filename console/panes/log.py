@@ -20,6 +20,7 @@ from textual.widgets import Input, Static
 
 from console.analysis.log_state import LogSummary
 from console.analysis.server_status import ServerStatus
+from console.core.freshness import freshness
 from console.core.state import HostState, LogAppended
 from console.model import Reading
 from console.panes.base import PaneFrame
@@ -69,9 +70,17 @@ def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary]
     st = server.data if server else None
     if st is not None:
         t.append(f" {st.status.upper()} ", style=STATUS_STYLE.get(st.status, "bold"))
+        fresh = freshness("server", server, now_s) if now_s is not None else None
+        mark = ""
+        if fresh is not None and fresh.stale:
+            # The one freshness rule (core/freshness.py): the fleet row and the header say it too.
+            # Said before the reason, which a narrow pane cuts.
+            mark = (f" stale {duration(fresh.age_s)}" if fresh.age_s is not None else " stale") + (
+                ", last poll failed" if fresh.state == "error" else "")
+            t.append(mark, style="yellow")
         # issue 24: the beside path moved the server: which port the console asks now, before the reason
         moved = f" port {st.port} (moved from {st.moved_from_port}) ·" if getattr(st, "moved_from_port", None) else ""
-        t.append(f"{moved} {st.reason}"[: max(0, width - len(st.status) - 3)])
+        t.append(f"{moved} {st.reason}"[: max(0, width - len(st.status) - 3 - len(mark))])
     elif server is not None and server.error:
         t.append(" UNKNOWN ", style=STATUS_STYLE["unknown"])
         t.append(f" {server.error}")
@@ -106,14 +115,17 @@ def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary]
     d = s.last_decode
     if d:
         t.append("\n")
-        gen = d.gen_tokens_per_s
+        # The server status's figures when there is one (the newest decode line while it is fresh,
+        # else the server's own gauges): derived once, in the core; the fleet row shows the same. A
+        # decode line a minute old is no "now" (issue 20).
+        gen, run, q, accept = ((st.gen_throughput, st.running_reqs, st.queue_reqs, st.accept_length) if st is not None
+                               else (d.gen_tokens_per_s, d.running_reqs, d.queue_reqs, d.accept_len))
         t.append("gen ", style="dim")
         t.append(f"{gen:,.0f} tok/s" if gen is not None else DASH, style="bold")
         t.append("  run ", style="dim")
-        t.append(str(d.running_reqs if d.running_reqs is not None else DASH))
+        t.append(f"{run:.0f}" if run is not None else DASH)
         t.append("  queue ", style="dim")
-        q = d.queue_reqs
-        t.append(str(q if q is not None else DASH), style="yellow" if q else "")
+        t.append(f"{q:.0f}" if q is not None else DASH, style="yellow" if q else "")
         usage = d.kv_usage
         if usage is not None:
             t.append("  kv ", style="dim")
@@ -121,9 +133,9 @@ def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary]
         if d.mamba_usage is not None:
             t.append("  mamba ", style="dim")
             t.append(f"{d.mamba_usage:.0%}", style="yellow" if d.mamba_usage > 0.9 else "")
-        if d.accept_len is not None:
+        if accept is not None:
             t.append("  accept ", style="dim")
-            t.append(f"{d.accept_len:.2f}")
+            t.append(f"{accept:.2f}")
     if s.errors:
         t.append("\n")
         last = s.errors[-1]
@@ -266,7 +278,7 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
     def _redraw_status(self) -> None:
         width = self.content_size.width or 56
         maximized = self.is_mounted and self.screen.maximized is self
-        status = format_status(self.server, self.summary, width, boot_rows=2 if maximized else 1)
+        status = format_status(self.server, self.summary, width, self.now(), boot_rows=2 if maximized else 1)
         key = (status.plain, tuple(status.spans))
         if key != getattr(self, "_status_key", None):
             self._status_key = key
@@ -298,6 +310,8 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
         now = now_s if now_s is not None else self.now()
         self._quiet_s = None if s is None or s.last_line_at_s is None else now - s.last_line_at_s
         self._update_subtitle()
+        if self.is_mounted:
+            self._redraw_status()  # the server status's staleness moves with the clock (drawn only if changed)
 
     # -- follow ------------------------------------------------------------------------------
     def watch_following(self, following: bool) -> None:
