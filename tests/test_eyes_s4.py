@@ -320,3 +320,13 @@ async def test_the_plans_first_line_shows_under_the_two_line_header(size: tuple[
             assert "2 attached: ana (driver, you), ben" in rows[1], rows[:3]
         first = next(i for i, row in enumerate(rows) if "old.service → new.service" in row)
         assert first >= 1 and "╭" in rows[first - 1], rows[: first + 1]  # right under the plan's top border
+
+
+def test_mode_badges_and_series_blues_are_not_the_themes_violet_ansi_blue() -> None:
+    """Seen in the walk's PNGs: the ATTACH badge, the GPU utilization series and the fit view's GDN
+    bar in ANSI "blue", which the theme draws violet, next to magenta (the error colour)."""
+    from console.panes.header import format_header
+
+    for mode in ("attach", "replay"):
+        styles = [str(s.style) for s in format_header("gpu-01", False, None, None, mode=mode).spans]
+        assert styles and not any(st.split()[-1] in ("blue", "magenta") for st in styles), styles
