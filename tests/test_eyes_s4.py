@@ -24,7 +24,7 @@ def _swap_view(now: float) -> BenchView:
     return view
 
 
-SIZES = [(46, 6), (46, 7), (60, 8), (76, 10), (110, 14), (116, 17)]  # 80x24 … 200x60 panes
+SIZES = [(46, 5), (46, 6), (46, 7), (60, 8), (76, 10), (110, 14), (116, 17)]  # 80x24 … 200x60 panes
 
 
 @pytest.mark.parametrize(("width", "height"), SIZES)

@@ -220,7 +220,7 @@ def chart(view: BenchView, width: int, height: int, now_s: float, span_s: int = 
     if not drawn:
         return Text("no throughput yet: the server's own gen throughput appears here from its log,\n"
                     "a benchmark's output tokens/s beside it (b: quick run, B: sweep).", style=DIM)
-    width, height = max(20, width), max(6, height)
+    width, height = max(20, width), max(4, height)  # legend, two plot rows, the x ticks: all shown
     plot_h = height - 1  # the legend's row
     rows = plot_h - 1  # the x ticks' row
     spare = 0
