@@ -91,7 +91,7 @@ def row_ticks(lo: float, hi: float, rows: int, fixed: bool) -> list[float]:
         step = (hi - lo) / k
     else:
         span = max(hi - lo, 1e-9)
-        choices = [k for k in valid if 2 <= k <= 6] or ([intervals] if intervals <= 8 else [1])
+        choices = [k for k in valid if 2 <= k <= 8] or ([intervals] if intervals <= 8 else [1])
         # the tightest top (the data fills the plot), then the count closest to four labels
         k = min(choices, key=lambda k: (k * _nice_ceil(span / k), abs(k - 4)))
         step = _nice_ceil(span / k)
