@@ -148,6 +148,8 @@ async def test_the_log_view_has_no_dead_row_under_its_last_line(size: tuple[int,
         visible = [view.render_line(y).text for y in range(view.size.height)]
         assert all(row.strip() for row in visible), visible  # no blank row under the last line
         assert visible[-1].rstrip().endswith("…") and "Decode batch" in visible[-1], visible
+        # the "…" in the last column left of the scrollbar, not under it
+        assert len(visible[-1]) == view.scrollable_content_region.width, (len(visible[-1]), view.size)
 
 
 @pytest.mark.parametrize("width", [96, 116, 196])
