@@ -332,3 +332,18 @@ def test_mode_badges_and_series_blues_are_not_the_themes_violet_ansi_blue() -> N
     for mode in ("attach", "replay"):
         styles = [str(s.style) for s in format_header("gpu-01", False, None, None, mode=mode).spans]
         assert styles and not any(st.split()[-1] in ("blue", "magenta") for st in styles), styles
+
+
+def test_a_short_gpu_history_ends_at_now_on_the_right() -> None:
+    """Seen at 200x60 maximized: a history still filling up hung at the left of its column with the
+    newest sample mid-row and blanks before the utilization figure; it ends at the right, at now."""
+    from console.model import GpuStatus, Reading
+    from console.panes.gpu import format_gpu_status
+    from console.parsers.nvidia_smi import parse_gpu_csv
+
+    gpus = tuple(parse_gpu_csv("0, NVIDIA H200, GPU-0, 40000, 143771, 50, 40, 300.00, 700.00").gpus)
+    reading = Reading("gpu", GpuStatus("nvml", gpus, memory_history=((0.3,) * 10,),
+                                       util_history=((50.0,) * 10,)), 1.0)
+    row = format_gpu_status(reading, 196, 10).plain.splitlines()[1]
+    assert re.search(r"[▁▂▃▄▅▆▇█] {0,4}\d+%", row), row  # the memory history right before the util figure
+    assert re.search(r"[▁▂▃▄▅▆▇█] {0,4}\d+°", row), row  # the util history right before the temperature
