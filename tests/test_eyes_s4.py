@@ -24,7 +24,7 @@ def _swap_view(now: float) -> BenchView:
     return view
 
 
-SIZES = [(46, 6), (46, 7), (60, 8), (76, 10), (110, 14), (116, 17)]  # 80x24 … 200x60 panes
+SIZES = [(46, 5), (46, 6), (46, 7), (60, 8), (76, 10), (110, 14), (116, 17)]  # 80x24 … 200x60 panes
 
 
 @pytest.mark.parametrize(("width", "height"), SIZES)
@@ -148,6 +148,8 @@ async def test_the_log_view_has_no_dead_row_under_its_last_line(size: tuple[int,
         visible = [view.render_line(y).text for y in range(view.size.height)]
         assert all(row.strip() for row in visible), visible  # no blank row under the last line
         assert visible[-1].rstrip().endswith("…") and "Decode batch" in visible[-1], visible
+        # the "…" in the last column left of the scrollbar, not under it
+        assert len(visible[-1]) == view.scrollable_content_region.width, (len(visible[-1]), view.size)
 
 
 @pytest.mark.parametrize("width", [96, 116, 196])
@@ -320,3 +322,28 @@ async def test_the_plans_first_line_shows_under_the_two_line_header(size: tuple[
             assert "2 attached: ana (driver, you), ben" in rows[1], rows[:3]
         first = next(i for i, row in enumerate(rows) if "old.service → new.service" in row)
         assert first >= 1 and "╭" in rows[first - 1], rows[: first + 1]  # right under the plan's top border
+
+
+def test_mode_badges_and_series_blues_are_not_the_themes_violet_ansi_blue() -> None:
+    """Seen in the walk's PNGs: the ATTACH badge, the GPU utilization series and the fit view's GDN
+    bar in ANSI "blue", which the theme draws violet, next to magenta (the error colour)."""
+    from console.panes.header import format_header
+
+    for mode in ("attach", "replay"):
+        styles = [str(s.style) for s in format_header("gpu-01", False, None, None, mode=mode).spans]
+        assert styles and not any(st.split()[-1] in ("blue", "magenta") for st in styles), styles
+
+
+def test_a_short_gpu_history_ends_at_now_on_the_right() -> None:
+    """Seen at 200x60 maximized: a history still filling up hung at the left of its column with the
+    newest sample mid-row and blanks before the utilization figure; it ends at the right, at now."""
+    from console.model import GpuStatus, Reading
+    from console.panes.gpu import format_gpu_status
+    from console.parsers.nvidia_smi import parse_gpu_csv
+
+    gpus = tuple(parse_gpu_csv("0, NVIDIA H200, GPU-0, 40000, 143771, 50, 40, 300.00, 700.00").gpus)
+    reading = Reading("gpu", GpuStatus("nvml", gpus, memory_history=((0.3,) * 10,),
+                                       util_history=((50.0,) * 10,)), 1.0)
+    row = format_gpu_status(reading, 196, 10).plain.splitlines()[1]
+    assert re.search(r"[▁▂▃▄▅▆▇█] {0,4}\d+%", row), row  # the memory history right before the util figure
+    assert re.search(r"[▁▂▃▄▅▆▇█] {0,4}\d+°", row), row  # the util history right before the temperature

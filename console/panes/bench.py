@@ -91,7 +91,7 @@ def row_ticks(lo: float, hi: float, rows: int, fixed: bool) -> list[float]:
         step = (hi - lo) / k
     else:
         span = max(hi - lo, 1e-9)
-        choices = [k for k in valid if 2 <= k <= 6] or ([intervals] if intervals <= 8 else [1])
+        choices = [k for k in valid if 2 <= k <= 8] or ([intervals] if intervals <= 8 else [1])
         # the tightest top (the data fills the plot), then the count closest to four labels
         k = min(choices, key=lambda k: (k * _nice_ceil(span / k), abs(k - 4)))
         step = _nice_ceil(span / k)
@@ -220,7 +220,7 @@ def chart(view: BenchView, width: int, height: int, now_s: float, span_s: int = 
     if not drawn:
         return Text("no throughput yet: the server's own gen throughput appears here from its log,\n"
                     "a benchmark's output tokens/s beside it (b: quick run, B: sweep).", style=DIM)
-    width, height = max(20, width), max(6, height)
+    width, height = max(20, width), max(4, height)  # legend, two plot rows, the x ticks: all shown
     plot_h = height - 1  # the legend's row
     rows = plot_h - 1  # the x ticks' row
     spare = 0

@@ -100,11 +100,11 @@ def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, heigh
         total = None if gpu.memory_total_mib is None else gpu.memory_total_mib / 1024
         text.append(f" {_num(used, '.1f', 5)}/{_num(total, '.1f', 5)}")
         text.append(f"{_num(None if frac is None else round(frac * 100), 'd', 3)}%", style=memory_style(frac))
-        if not compact:
-            text.append(" " + sparkline(list(hist.get(i, ())), spark_w, top=1.0).ljust(spark_w), style="cyan")
+        if not compact:  # histories end at the right, at "now", while they fill up from the left
+            text.append(" " + sparkline(list(hist.get(i, ())), spark_w, top=1.0).rjust(spark_w), style="cyan")
         text.append(f"{_num(gpu.utilization_pct, 'd', 4)}%")
         if wide:
-            text.append(" " + sparkline(list(uhist.get(i, ())), util_spark_w, top=100.0).ljust(util_spark_w),
+            text.append(" " + sparkline(list(uhist.get(i, ())), util_spark_w, top=100.0).rjust(util_spark_w),
                         style="dodger_blue2")  # a series, not a problem: red and magenta mean errors
                                                 # (256-colour: a theme's ANSI "blue" is violet)
         if not compact:

@@ -32,9 +32,10 @@ def format_header(label: str, demo: bool, state: ConnectionState | None,
     now = time.time() if now_s is None else now_s
     text = Text(no_wrap=True, overflow="ellipsis")
     if replay is not None:  # a ReplayInfo (issue 20): the position, the speed, the end
-        text.append(f" {replay.describe(now)} ", style="bold white on blue")  # a mode, not an error
+        # a mode, not an error; 256-colour blue: a theme's ANSI blue is violet, next to magenta
+        text.append(f" {replay.describe(now)} ", style="bold white on color(25)")
     elif mode:  # "replay": nothing here is live
-        text.append(f" {mode.upper()} ", style="bold white on blue")
+        text.append(f" {mode.upper()} ", style="bold white on color(25)")
     if demo:
         text.append(" DEMO ", style="bold black on yellow")
     text.append(" ")

@@ -296,7 +296,7 @@ class LogLines(ScrollView, can_focus=True):
 
     def row_strip(self, index: int, scroll_x: int = 0) -> Strip:
         """Row `index` of the view as drawn (only visible rows are ever asked for)."""
-        width = self.size.width
+        width = self.scrollable_content_region.width or self.size.width  # not under the scrollbar
         base_style = self.rich_style
         text, style = self.row(index)
         if not text:
