@@ -294,6 +294,19 @@ def _unit_memory(role: str, start: float, stop: float | None, t: float, booted: 
     return int(story._ramp(s, story.T_GRAPH_BEGIN, story.T_GRAPH_END, story.AFTER_KV_MIB, story.AFTER_GRAPHS_MIB))
 
 
+def _lived_memory(life: dict[str, Any], role: str, start: float, stop: float | None, t: float) -> int:
+    """MiB from the server's own lifecycle (fake_sglang/lifecycle.py); after the console's stop the
+    memory drains as the processes exit (DRAIN_S), as `_unit_memory` does."""
+    from console.hostsim.fake_sglang import lifecycle
+
+    if t < start:
+        return 0
+    if stop is not None and t >= stop:
+        at_stop = lifecycle.memory_mib({**life, "ended_at_t": None}, role, stop)
+        return int(at_stop * max(0.0, 1 - (t - stop) / DRAIN_S))
+    return lifecycle.memory_mib(life, role, t)
+
+
 def gpu_states(t: float) -> tuple[story.SimGpu, ...]:
     """As `story.gpu_states`, but from the windows the console's commands opened and closed, and
     from the failures the unit runner saw (an OOM'd server releases its memory)."""
@@ -304,20 +317,30 @@ def gpu_states(t: float) -> tuple[story.SimGpu, ...]:
     held: list[tuple[int, int, str]] = []  # (MiB, pid base, role)
     # issue 24 hook: how many GPUs, and which ones each unit's server uses (console/hostsim/placement.py)
     from console.hostsim import placement
+    from console.hostsim.fake_sglang import lifecycle
 
     count = placement.gpu_count(_root(), story.GPU_COUNT)
     on: list[tuple[int, ...]] = []
     for unit, windows_ in ws.items():
         role, pid_base = roles.get(unit, ("new", story.NEW_PID_BASE))
         failed_at = units.get(unit, {}).get("failed_at_t")
+        life = lifecycle.read(_root(), unit)
         for start, stop in windows_:
             start = float(start)
             if stop is None and failed_at is not None and float(failed_at) >= start:
                 stop = float(failed_at)
-            mib = _unit_memory(role, start, None if stop is None else float(stop), t, booted=start < -1e8)
+            gpus_of = placement.unit_gpus(_root(), unit)
+            born = float(life.get("started_at_t") or -1e18) if life is not None else None
+            if life is not None and born is not None and born >= start - 1.0 and (stop is None or born <= stop) \
+                    and bool(life.get("booted")) == (start < -1e8):
+                # issue 24: this window's server wrote its own lifecycle: its GPUs, its phases, its end
+                mib = _lived_memory(life, role, start, None if stop is None else float(stop), t)
+                gpus_of = tuple(int(g) for g in life.get("gpus") or gpus_of)
+            else:
+                mib = _unit_memory(role, start, None if stop is None else float(stop), t, booted=start < -1e8)
             if mib > 0:
                 held.append((mib, pid_base, role))
-                on.append(placement.unit_gpus(_root(), unit))
+                on.append(gpus_of)
     gpus = []
     for i in range(count):
         jitter = (i * 37) % 11

@@ -88,7 +88,8 @@ class UnitRunner:
         if main is None:
             return
         env = {**self.sim.env(), **dict(unit.environment), "PYTHONUNBUFFERED": "1",
-               "GPUSIM_SPEED": str(self.sim.speed), "GPUSIM_START": str(self.sim.start_s)}
+               "GPUSIM_SPEED": str(self.sim.speed), "GPUSIM_START": str(self.sim.start_s),
+               "GPUSIM_UNIT": name}  # issue 24: the server's lifecycle, by unit (fake_sglang/lifecycle.py)
         env.update(self.extra_env.get(name, {}))
         if self.driven:  # serving for hours at the start; started again (a rollback), it boots
             self.extra_env.get(name, {}).pop("GPUSIM_BOOTED", None)

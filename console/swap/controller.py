@@ -540,8 +540,15 @@ class SwapController:
                 try:
                     r = await self.session.transport.run(check.script, timeout=check.timeout_s)
                     if r.text.strip() == "stopped":
-                        self.runner.repoll("download")
-                        await asyncio.sleep(2 * self.poll_s)
+                        # hf exits when its last file is in place: a reading taken after that says
+                        # whether they are complete (under load the next poll may take seconds).
+                        asked = time.time()
+                        for _ in range(int(15 / max(self.poll_s, 0.05))):
+                            self.runner.repoll("download")
+                            await asyncio.sleep(self.poll_s)
+                            reading = self.state.reading("download")
+                            if reading is not None and (reading.ok_at_s or 0) > asked:
+                                break
                         d = self.state.data("download")
                         if d is not None and d.complete is True:
                             continue

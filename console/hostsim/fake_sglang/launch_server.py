@@ -85,6 +85,20 @@ class Server:
             self.boot_plan = [(0.3, "launch"), (4.0, "weights loading"), (4.0 + w, "weights loaded"),
                               (6.0 + w, "caches"), (7.0 + w, "graphs"), (7.0 + w + GRAPHS_S, "graphs done"),
                               (8.0 + w + GRAPHS_S, "http"), (10.0 + w + GRAPHS_S, "ready")]
+        self.lifecycle = None  # issue 24: set by main() (the simulated GPUs read it)
+
+    def start_lifecycle(self, booted):
+        from console.hostsim.fake_sglang.lifecycle import Lifecycle
+
+        plan = dict((s, at) for at, s in self.boot_plan)
+        weights = plan.get("weights loaded", 14.0) - plan.get("weights loading", 4.0)
+        graphs = plan.get("graphs done", 22.0) - plan.get("graphs", 17.0)
+        self.lifecycle = Lifecycle(dict(os.environ), self.tp, weights_s=weights, graphs_s=graphs, booted=booted)
+
+    def end(self, why, code):
+        if self.lifecycle is not None:
+            self.lifecycle.ended(why)
+        os._exit(code)
 
     # -- logging ------------------------------------------------------------------------
     # Lines of SGLang's HTTP server process (uvicorn's and its access lines, the args dump, "fired
@@ -129,6 +143,8 @@ class Server:
             delay = self.started + at / SPEED - time.time()
             if delay > 0:
                 time.sleep(delay)
+            if self.lifecycle is not None:  # issue 24: the simulated GPUs fill as this phase begins
+                self.lifecycle.phase(step)
             steps[step]()
 
     def weights_loaded(self):
@@ -185,7 +201,7 @@ class Server:
                 sys.stdout.write("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a "
                                  "total capacity of 95.59 GiB of which 0.98 GiB is free.\n")
                 sys.stdout.flush()
-                os._exit(1)
+                self.end("died during the update", 1)
             if fail:
                 msg = ("Failed to update weights: Unexpected key(s) in the checkpoint: "
                        "'model.language_model.layers.48.mlp.gate.weight'.\nRolling back to original weights.")
@@ -233,7 +249,7 @@ class Server:
             stamp = time.strftime("%Y-%m-%d %H:%M:%S")
             sys.stdout.write(f"[{stamp}] Received sigquit from a child process. It usually means the child failed.\n")
             sys.stdout.flush()
-            os._exit(1)
+            self.end("out of memory", 1)
         self.log("Capture target decode CUDA graph end. bs=[1, 2, 4, 8, 16, 24, 32, 40, 48], elapsed=4.92 s, "
                  "mem usage=1.58 GB, avail mem=4.26 GB.", all_ranks=True)
         self.log("max_total_num_tokens=893440, chunked_prefill_size=8192, max_prefill_tokens=16384, "
@@ -492,6 +508,7 @@ def main(argv):
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     die_with_parent()
     server = Server(args, [sys.executable, "-m", "sglang.launch_server", *argv])
+    signal.signal(signal.SIGTERM, lambda *_: server.end("stopped", 0))  # its GPUs are free again
     class Httpd(ThreadingHTTPServer):
         # uvicorn's backlog is 2048; Python's default of 5 drops SYNs under a burst, and the
         # client's SYN retries (1, 3, 7, 15 s) look like a stalled server.
@@ -503,7 +520,9 @@ def main(argv):
         # A service that has been up for hours: ready now, its boot long scrolled away.
         server.boot_plan = [(0.0, "http"), (0.0, "ready")]
         server.ready = True
+        server.start_lifecycle(booted=True)
     else:
+        server.start_lifecycle(booted=False)
         threading.Thread(target=server.boot, daemon=True).start()
     threading.Thread(target=server.stats_loop, daemon=True).start()
 
