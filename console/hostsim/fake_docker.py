@@ -1,5 +1,8 @@
-"""The simulated host's `docker` CLI (issue 26): `ps`, `inspect`, `logs`, `start`, `stop`, as the
-real CLI prints them, over containers kept in the sandbox.
+"""The simulated host's `docker` CLI (issue 26): `ps` (the table, `{{json .}}`, templates, filters),
+`inspect`, `logs`, `start`, `stop`, `restart`, `image inspect`, `pull` and `compose` (create/up/ps/
+start/stop with Compose's names and labels), as the real CLI prints them, over containers kept in
+the sandbox. The layouts come from Docker's documentation and source (tests/data/PROVENANCE.md); no
+real Docker was captured.
 
 A container is `$GPUSIM_ROOT/.sim/containers/NAME.json` (its `docker inspect` object, the layout of
 tests/data/docker/inspect_qwen397b.json) and `NAME.log` (its output, one `RFC3339NANO-TIMESTAMP line`

@@ -65,9 +65,9 @@ class ContainerPlan:
 
     @property
     def new_name(self) -> str | None:
-        """The new container: the profile's `container`; from a compose file, its service's
-        `container_name` as the service reading parsed it (compose names a container without one
-        PROJECT-SERVICE-1: then set `container` in the profile)."""
+        """The new container: the profile's `container`; from a compose file, the one the service
+        reading found (its `container_name`, the container Compose's labels name, or
+        PROJECT-SERVICE-1 as Compose will name it)."""
         p = self.ctl.profile
         if getattr(p, "container", None):
             return str(p.container)
