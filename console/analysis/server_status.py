@@ -47,11 +47,11 @@ class ServerStatus:
     gen_throughput: float | None = None
     accept_length: float | None = None
     running_reqs: float | None = None
-    port: int | None = None  # where it was asked (the host's loopback port)
-    moved_from_port: int | None = None  # issue 24: the beside path moved the traffic here from this port
     # The queue, by the same rule as the running count (the newest decode line, else the gauge): the
     # status line and the fleet row read these figures, never their own (issue 20).
     queue_reqs: float | None = None
+    port: int | None = None  # where it was asked (the host's loopback port)
+    moved_from_port: int | None = None  # issue 24: the beside path moved the traffic here from this port
 
 
 def combine(unit: str | None, unit_state: str | None, main_pid: int | None, log: LogSummary | None,
@@ -84,7 +84,8 @@ def combine(unit: str | None, unit_state: str | None, main_pid: int | None, log:
         accept = accept if accept else log.last_decode.accept_len
 
     def status(s: str, reason: str) -> ServerStatus:
-        return ServerStatus(s, reason, unit, unit_state, main_pid, phase, http, gen, accept or None, running, queue)
+        return ServerStatus(s, reason, unit, unit_state, main_pid, phase, http, gen, accept or None, running,
+                            queue_reqs=queue)
 
     if unit_state in ("failed", "inactive", "deactivating") and not http.server_info:
         why = f"unit {unit_state}"
