@@ -62,7 +62,8 @@ PANES: list[PaneSpec] = [
     PaneSpec("download", "2", "Download", ("download", "verify"), _download,
              "`v` verify the sha256 of finished files against the Hub, on the host"),
     PaneSpec("service", "3", "Service diff", ("service",), _service,
-             "`d` raw unified diff · `s` swap old and new · `u` pick units found on the host · `f` fit view"),
+             "`d` raw unified diff · `s` the diff the other way (this view) · `u` pick units found on the host · "
+             "`f` fit view"),
     PaneSpec("log", "4", "SGLang log", ("log", "server", "log_lines"), _log,
              "`/` filter (smart case; `escape` clears, then leaves) · `n` / `N` next / previous error · "
              "`space` pause · `End` (or `G`) follow · `w` wrap · `a` show the console's own polls"),

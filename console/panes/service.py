@@ -207,7 +207,7 @@ class ServicePane(ReadingPane):
     STALE_AFTER_S: ClassVar[float] = STALE_AFTER_S["service"]  # the one rule (core/freshness.py)
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("d", "toggle_raw", "Raw diff"),
-        Binding("s", "swap", "Swap old/new"),
+        Binding("s", "swap", "Flip old/new"),
         Binding("u", "pick_units", "Units"),
         Binding("f", "fit", "Fit"),
     ]
