@@ -67,7 +67,8 @@ async def test_the_seeds_swap_end_to_end_from_the_consoles_actions(driven: Drive
 
     await _run(d, "preflight", 60)
     assert _step(d, "preflight")[0] == "done", [(c.name, c.ok, c.reason) for c in d.state.swap.gate]
-    assert {c.name for c in d.state.swap.gate} == {"download", "sha256", "diff", "fit", "disk", "paths", "flags"}
+    assert {c.name for c in d.state.swap.gate} == {"download", "sha256", "diff", "fit", "disk", "paths", "flags",
+                                                   "swap path"}  # issue 24: the path and its predicted downtime
 
     await _run(d, "stop_old", 60)
     assert _step(d, "stop_old")[0] == "done", _step(d, "stop_old")
