@@ -347,3 +347,19 @@ def test_a_short_gpu_history_ends_at_now_on_the_right() -> None:
     row = format_gpu_status(reading, 196, 10).plain.splitlines()[1]
     assert re.search(r"[▁▂▃▄▅▆▇█] {0,4}\d+%", row), row  # the memory history right before the util figure
     assert re.search(r"[▁▂▃▄▅▆▇█] {0,4}\d+°", row), row  # the util history right before the temperature
+
+
+@pytest.mark.parametrize("width", [34, 36, 38, 56])
+def test_the_download_panes_counts_stay_on_one_row(width: int) -> None:
+    """Seen at 80x24: "shards 12/39  files 17/45  in flight" and its "3" wrapped onto a row of its
+    own; the row narrows its gaps, then drops the files count, and never runs past the pane."""
+    from console.analysis.download import DownloadProgress
+    from console.model import Reading
+    from console.panes.download import format_download
+
+    p = DownloadProgress("/m", "Qwen/Qwen3.5-122B-A10B", "hub", 95_600_000_000, 248_900_000_000, 12, 39, 17, 45,
+                         (), None, None, None, 801_600_000_000, True, False, (), 0.0)
+    lines = format_download(Reading("download", p, 0.0), width, 12, now_s=1.0).plain.splitlines()
+    row = next(line for line in lines if line.startswith("shards"))
+    assert len(row) <= width and row.endswith("in flight 0"), (row, width)
+    assert ("files 17/45" in row) == (width >= 36), row  # 38 with two-space gaps, 36 with one

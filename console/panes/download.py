@@ -92,13 +92,23 @@ def format_download(reading: Reading[DownloadProgress] | None, width: int = 56, 
     text.append(figures + "\n")
     # Shards and files.
     shards = f"{p.shards_done}/{p.shards_total}" if p.shards_total is not None else f"{p.shards_done}/?"
+    files = f"{p.files_done}/{p.files_total}" if p.files_total is not None else None
+    flying = str(len(p.partial_files))
+    # One row at any width: the gaps narrow first, then the files count goes (at 80x24 the
+    # pane wrapped "in flight" and its number onto a row of its own, at column 0).
+    gap = "  "
+    full = len(f"shards {shards}") + (len(f"  files {files}") if files else 0) + len(f"  in flight {flying}")
+    if full > width:
+        gap = " "
+        if full - (2 if files else 1) > width:
+            files = None
     text.append("shards ", style=DIM)
     text.append(shards, style="bold")
-    if p.files_total is not None:
-        text.append("  files ", style=DIM)
-        text.append(f"{p.files_done}/{p.files_total}")
-    text.append("  in flight ", style=DIM)
-    text.append(f"{len(p.partial_files)}\n")
+    if files:
+        text.append(f"{gap}files ", style=DIM)
+        text.append(files)
+    text.append(f"{gap}in flight ", style=DIM)
+    text.append(f"{flying}\n")
     # Rate, ETA, disk.
     text.append("rate ", style=DIM)
     text.append(rate(p.rate_bytes_per_s), style=WARN if p.stalled_since else "")
