@@ -90,14 +90,18 @@ async def test_a_hung_command_times_out_and_the_next_one_still_runs(transport: T
     assert r.text == "alive\n"
 
 
-async def test_a_slow_command_does_not_hold_up_a_fast_poll(transport: Transport) -> None:
-    slow = asyncio.ensure_future(transport.run("sleep 1.5; echo slow", timeout=5))
+async def test_a_slow_command_does_not_hold_up_a_fast_poll(transport: Transport, tmp_path: Path) -> None:
+    """The slow command runs until the test lets it end, after the fast one has answered: a fast
+    poll queued behind it would never answer (it once read the wall clock: < 1 s, which a loaded
+    CI machine missed with 1.19 s)."""
+    release = tmp_path / "release"
+    slow = asyncio.ensure_future(transport.run(
+        f"while [ ! -e {quote(str(release))} ]; do sleep 0.05; done; echo slow", timeout=60))
     await asyncio.sleep(0.1)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    fast = await transport.run("echo fast", timeout=5)
+    fast = await asyncio.wait_for(transport.run("echo fast", timeout=30), 40)
     assert fast.text == "fast\n"
-    assert loop.time() - started < 1.0
+    assert not slow.done(), "the slow command ended before it was let go"
+    release.touch()
     assert (await slow).text == "slow\n"
 
 
