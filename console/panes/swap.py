@@ -15,7 +15,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 
-from console.swap.model import PLAN_STEPS, SwapView, format_duration
+from console.swap.model import PLAN_STEPS, SwapView, audit_summary, format_duration
 
 STATE_STYLE = {"pending": "dim", "running": "bold yellow", "done": "green", "failed": "bold red", "skipped": "dim",
                "refused": "bold yellow"}
@@ -35,25 +35,6 @@ def _dur(s: float | None) -> str:
 
 def _clock(at: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(at)) if at else "?"
-
-
-def audit_summary(e: Any) -> str:
-    """One line for one audited action: what it did, not the first 100 characters of its script."""
-    cmd = e.command or ""
-    words = cmd.split()
-    for verb in ("stop", "start", "daemon-reload", "restart"):
-        if "systemctl" in words and verb in words:
-            unit = words[-1] if verb != "daemon-reload" else ""
-            return f"systemctl {verb} {unit}".strip() + (f" ({e.note})" if e.note else "")
-    if cmd.startswith("sftp put"):
-        return cmd.split("  (")[0]
-    if "sha256sum" in cmd:
-        return f"sha256 of {max(1, cmd.count(chr(39)) // 2)} file(s)" + (f" ({e.note})" if e.note else "")
-    if "hf download" in cmd or " hf " in cmd:
-        return "hf download (detached)" + (f" ({e.note})" if e.note else "")
-    first = cmd.splitlines()[0] if cmd else ""
-    lines = cmd.count("\n") + 1
-    return first + (f"  (+{lines - 1} lines)" if lines > 1 else "") + (f" ({e.note})" if e.note else "")
 
 
 def audit_status(e: Any, view: SwapView) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from console.swap.downtime_model import FAST_STEPS, PathEvent
 
@@ -267,3 +268,22 @@ def format_duration(seconds: float | None) -> str:
     total = int(round(max(0.0, seconds)))
     m, sec = divmod(total, 60)
     return f"{m}m{sec:02d}s" if m else f"{sec}s"
+
+
+def audit_summary(e: Any) -> str:
+    """One line for one audited action: what it did, not the first 100 characters of its script."""
+    cmd = e.command or ""
+    words = cmd.split()
+    for verb in ("stop", "start", "daemon-reload", "restart"):
+        if "systemctl" in words and verb in words:
+            unit = words[-1] if verb != "daemon-reload" else ""
+            return f"systemctl {verb} {unit}".strip() + (f" ({e.note})" if e.note else "")
+    if cmd.startswith("sftp put"):
+        return cmd.split("  (")[0]
+    if "sha256sum" in cmd:
+        return f"sha256 of {max(1, cmd.count(chr(39)) // 2)} file(s)" + (f" ({e.note})" if e.note else "")
+    if "hf download" in cmd or " hf " in cmd:
+        return "hf download (detached)" + (f" ({e.note})" if e.note else "")
+    first = cmd.splitlines()[0] if cmd else ""
+    lines = cmd.count("\n") + 1
+    return first + (f"  (+{lines - 1} lines)" if lines > 1 else "") + (f" ({e.note})" if e.note else "")

@@ -416,7 +416,7 @@ def _audit_line(a: dict[str, Any]) -> str:
     """One line per audited action (the plan's own summary); the whole script is in the appendix."""
     from types import SimpleNamespace
 
-    from console.panes.swap import audit_summary  # the plan's audit view says it the same way
+    from console.swap.model import audit_summary  # the plan's audit view says it the same way
 
     return audit_summary(SimpleNamespace(command=a["command"] or "", note=a["note"]))
 
