@@ -113,3 +113,55 @@ def test_two_servers_on_the_same_port_and_gpus_are_not_beside() -> None:
     h.service(T0, old_on, _side("new.service", "inactive"))
     h.service(T0 + 15, old_on, _side("new.service", "active"))
     assert "beside" not in h.state.swap.steps
+
+
+def test_the_fleet_cell_names_the_path_and_its_downtime() -> None:
+    from console.fleet.rows import fleet_row, format_cells
+
+    h = Host()
+    h.log(T0 + 10, "Update engine weights online from disk begin. avail mem=4.26 GB")
+    h.log(T0 + 25, "Update weights end.")
+    assert format_cells(fleet_row(h.state, T0 + 30))["swap"] == "in place 15s"
+    assert format_cells(fleet_row(Host().state, T0))["swap"] == "–"
+
+
+# -- the fleet demo, end to end (the simulator's speed factor) --------------------------------------
+async def test_the_fleet_demos_hosts_swap_by_more_than_one_path_and_their_rows_say_which(
+        monkeypatch: Any) -> None:
+    import asyncio
+
+    from console.fleet.demo import FleetSimulator
+    from console.fleet.hosts import Fleet
+    from console.fleet.rows import fleet_row, format_cells
+    from console.hostsim.fleet_paths import fleet_path
+
+    # gpu-sim-01 restarts (its old unit stops 45 scenario seconds in), gpu-sim-02 updates in place
+    # (at 45 s, 25 s in), gpu-sim-04 swaps beside (at once); gpu-sim-03 restarted before the console looked
+    sim = FleetSimulator(4, speed=4.0, exporters=False)
+    assert [fleet_path(i) for i in range(4)] == ["restart", "in-place", "restart", "beside"]
+    profiles = await asyncio.to_thread(sim.start)
+    fleet = Fleet(profiles, demo=True)
+    try:
+        await fleet.start()
+        want = {"gpu-sim-04": "beside 0s", "gpu-sim-02": "in place ", "gpu-sim-01": "restart "}
+
+        def cells() -> dict[str, str]:
+            return {s.host: format_cells(fleet_row(s))["swap"] for s in fleet.states}
+
+        def seen(now: dict[str, str]) -> bool:
+            return all(now.get(h, "").startswith(w) for h, w in want.items()) and not now["gpu-sim-02"].endswith("…")
+
+        for _ in range(1200):  # generous: a condition, not a timing
+            if seen(cells()):
+                break
+            await asyncio.sleep(0.1)
+        now = cells()
+        assert seen(now), now
+        assert now["gpu-sim-04"] == "beside 0s", now
+        assert now["gpu-sim-03"] == "–", now  # its old unit stopped before the console looked: not invented
+        assert len({c.split(" ")[0] for c in now.values() if c != "–"}) == 3
+        beside = next(s for s in fleet.states if s.host == "gpu-sim-04")
+        assert beside.swap.paths["endpoint"].data()["to_port"] != profiles[0].server_port
+    finally:
+        await fleet.close()
+        await asyncio.to_thread(sim.stop)

@@ -388,6 +388,9 @@ class SwapObserver:
                 and total < self._last_gpu_mib * 0.97 and self._gpu_drop_at is None:
             self._gpu_drop_at = sampled
             self.wake("service")  # memory is going: is the old unit still running?
+        if self._last_gpu_mib is not None and self._old_active and self.stopped_at is None \
+                and self._beside_at is None and total > self._last_gpu_mib + DRAINED_MIB:
+            self.wake("service")  # memory is filling while the old one serves: a server starting beside it?
         self._last_gpu_mib = total
         drained = all((g.memory_used_mib or 0) <= DRAINED_MIB for g in gpus)
         if drained and self._gpu_drop_at is not None and self._drained_seen_at is None:
@@ -495,4 +498,37 @@ class SwapObserver:
                            + (f"{tput:.0f} output tok/s" if isinstance(tput, (int, float)) else "no throughput"))
 
 
-__all__ = ["SwapObserver", "path_summary", "verification", "last_served_at", "downtime_from", "log_time", "OUTSIDE"]
+def observe(state: Any, *, wake: Callable[[str], None] | None = None,
+            move_server: Callable[[int], None] | None = None) -> SwapObserver:
+    """A host's observer without a swap controller (the fleet's hosts): its derived events are
+    applied after the event that implied them, as the controller does; a beside swap seen on the
+    host points the server poll at the new server's port (`move_server`, the session's)."""
+    import asyncio
+
+    observer = SwapObserver(state, wake=wake)
+
+    def on_event(event: object) -> None:
+        derived = observer.see(event)
+        if not derived:
+            return
+
+        def apply() -> None:
+            for e in derived:
+                if observer.still_valid(e):
+                    state.apply(e)
+                    if move_server is not None and isinstance(e, PathEvent) and e.kind == "endpoint":
+                        port = e.data().get("to_port")
+                        if isinstance(port, int):
+                            move_server(port)
+
+        try:
+            asyncio.get_running_loop().call_soon(apply)
+        except RuntimeError:
+            apply()
+
+    state.subscribe(on_event)
+    return observer
+
+
+__all__ = ["SwapObserver", "observe", "path_summary",
+           "verification", "last_served_at", "downtime_from", "log_time", "OUTSIDE"]
