@@ -57,6 +57,7 @@ def test_an_in_place_update_is_named_from_the_servers_log_lines_and_its_pause_is
     for _rank in range(4):  # every TP rank writes the line (fake_sglang, as SGLang does)
         h.log(T0 + 10, "Update engine weights online from disk begin. avail mem=4.26 GB")
     assert h.state.swap.steps["in_place"].state == "running"
+    assert path_summary(h.state) == ("in-place", None, False)
     for rank in range(4):
         h.log(T0 + 24 + rank * 0.5, "Update weights end.")
     step = h.state.swap.steps["in_place"]
@@ -85,6 +86,7 @@ def test_a_beside_start_then_the_old_stop_is_the_beside_path_with_no_downtime() 
     h.service(T0 + 15, old_on, _side("new.service", "active", port=30001, gpus="4,5,6,7"))
     assert h.state.swap.steps["beside"].state == "running"
     assert "GPUs 4,5,6,7" in h.state.swap.steps["beside"].detail
+    assert path_summary(h.state) == ("beside", None, False)
     h.service(T0 + 90, replace(old_on, active_state="inactive"),
               _side("new.service", "active", port=30001, gpus="4,5,6,7"))
     assert h.state.swap.steps["switch_traffic"].state == "done"
@@ -123,6 +125,10 @@ def test_the_fleet_cell_names_the_path_and_its_downtime() -> None:
     h.log(T0 + 25, "Update weights end.")
     assert format_cells(fleet_row(h.state, T0 + 30))["swap"] == "in place 15s"
     assert format_cells(fleet_row(Host().state, T0))["swap"] == "–"
+    h.log(T0 + 40, "Update engine weights online from disk begin. avail mem=4.26 GB")  # a second update
+    assert format_cells(fleet_row(h.state, T0 + 41))["swap"] == "in place…"
+    h.log(T0 + 49, "Update weights end.")
+    assert format_cells(fleet_row(h.state, T0 + 50))["swap"] == "in place 9s"
 
 
 # -- the fleet demo, end to end (the simulator's speed factor) --------------------------------------

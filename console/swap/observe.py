@@ -119,6 +119,10 @@ def path_summary(state: Any, now_s: float | None = None) -> tuple[str, float | N
     plan = swap.paths.get("plan")
     path = ((plan.data().get("plan") or {}).get("chosen") if plan is not None else None)
     stop = swap.steps.get("stop_old")
+    for key, name in (("in_place", "in-place"), ("beside", "beside")):
+        step = swap.steps.get(key)
+        if step is not None and step.state == "running":
+            return name, None, False  # under way (again): its downtime is known once it is over
     if path is None and stop is not None and stop.state not in ("pending", "skipped"):
         path = "restart"
     if path is None:
