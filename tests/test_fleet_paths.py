@@ -171,3 +171,21 @@ async def test_the_fleet_demos_hosts_swap_by_more_than_one_path_and_their_rows_s
     finally:
         await fleet.close()
         await asyncio.to_thread(sim.stop)
+
+
+def test_the_one_host_console_follows_a_beside_swap_seen_on_the_host_to_the_new_port() -> None:
+    from console.swap.controller import SwapController
+
+    moved: list[int] = []
+    polled: list[str] = []
+    session = SimpleNamespace(demo=True, profile=SimpleNamespace(), move_server=moved.append)
+    runner = SimpleNamespace(state=HostState("h"), host="h", session=session, repoll=polled.append)
+    ctl = SwapController(runner)
+    old_on = _side("old.service", "active")
+    new_on = _side("new.service", "active", port=30001, gpus="4,5,6,7")
+    for at, old, new in ((T0, old_on, _side("new.service", "inactive", port=30001, gpus="4,5,6,7")),
+                         (T0 + 15, old_on, new_on), (T0 + 90, replace(old_on, active_state="inactive"), new_on)):
+        ctl.state.apply(ReadingChanged("h", "service", Reading("service", SimpleNamespace(old=old, new=new),
+                                                               ok_at_s=at)))
+    assert moved == [30001] and "server" in polled
+    assert path_summary(ctl.state) == ("beside", 0.0, True)
