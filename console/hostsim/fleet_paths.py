@@ -40,8 +40,8 @@ OLD_HOLD_S = 30.0  # scenario seconds both servers serve before the old one stop
 
 def fleet_path(index: int) -> str:
     """Which path host `index` of the fleet demo takes: two of every ten in place, one beside,
-    the rest restart."""
-    return {1: "in-place", 3: "beside", 5: "in-place"}.get(index % 10, "restart")
+    the rest restart (the first two restart: a two-host demo still shows the old model serving)."""
+    return {2: "in-place", 3: "beside", 5: "in-place"}.get(index % 10, "restart")
 
 
 def _start_downloader(sim: HostSimulator) -> None:
