@@ -1,6 +1,7 @@
 """`--demo-hosts N`: N simulated GPU hosts on loopback, on one thread of their own (so they never
-compete with the UI loop), each at a different point of the swap story, each with a
-dcgm-exporter-format `/metrics` beside its simulated SGLang's own `/metrics`."""
+compete with the UI loop), each at a different point of the swap story, by more than one path
+(console/hostsim/fleet_paths.py), each with a dcgm-exporter-format `/metrics` beside its simulated
+SGLang's own `/metrics`."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ class FleetSimulator:
     async def _start_one(self, index: int) -> HostProfile:
         from console.hostsim import HostSimulator
         from console.hostsim.dcgm_exporter import DcgmExporter
-        from console.hostsim.scenario import demo_profile, start_scenario
+        from console.hostsim.fleet_paths import fleet_path, start_path_host
         from console.hostsim.server import HostIdentity
 
         name = demo_hostname(index)
@@ -78,13 +79,15 @@ class FleetSimulator:
         if offset:
             sim.start_s -= offset / self.speed
             sim._write_state()  # the simulated tools read the story clock from there
-        await start_scenario(sim, oom=bool(self.oom_every) and (index + 1) % self.oom_every == 0)
+        # issue 24: the hosts swap by more than one path (in place, beside, restart), host-side
+        profile = await start_path_host(sim, fleet_path(index),
+                                        oom=bool(self.oom_every) and (index + 1) % self.oom_every == 0)
         if self.exporters:
             exporter = DcgmExporter.for_simulator(sim)
             await exporter.start()
             self.dcgm.append(exporter)
             sim.dcgm_exporter = exporter
-        return replace(demo_profile(sim), name=name)
+        return replace(profile, name=name)
 
     def stop(self) -> None:
         async def stop_all() -> None:

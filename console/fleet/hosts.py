@@ -16,6 +16,7 @@ from console.config import HostProfile
 from console.core.runner import HostRunner
 from console.core.state import HostState
 from console.session import HostSession, make_transport
+from console.swap.observe import observe
 
 log = logging.getLogger("gpuconsole.fleet")
 
@@ -77,6 +78,8 @@ class Fleet:
             state = HostState(key, label=key, demo=demo)
             runner = BoundedRunner(session, state, self.gate)
             runner.announce()
+            # issue 24: the swap as each host lives it, and its path (the row's path cell)
+            observe(state, wake=getattr(runner, "repoll", None), move_server=session.move_server)
             self.hosts[key] = FleetHost(key, profile, state, runner)
 
     @property

@@ -18,6 +18,7 @@ from rich.text import Text
 from console.core.freshness import freshness
 from console.core.state import HostState
 from console.sanitize import clean_line
+from console.swap.observe import path_summary
 
 # The sources a row checks for staleness; the limits are the one rule (console/core/freshness.py)
 # the panes and the header read too (issue 20).
@@ -55,6 +56,11 @@ class FleetRow:
     problem: str | None
     severity: int
     server_port: int | None = None  # issue 24: set when the beside path moved the server to this port
+    # issue 24: the path of the host's swap (console-driven or observed: state.swap), its downtime
+    # so far or in all (None: unknown), and whether it is over
+    swap_path: str | None = None
+    swap_downtime_s: float | None = None
+    swap_done: bool = False
 
     @property
     def download_fraction(self) -> float | None:
@@ -191,6 +197,7 @@ def fleet_row(state: HostState, now_s: float | None = None) -> FleetRow:
                                                       or (reading.error_at_s or 0) >= reading.ok_at_s):
             problems.append((2, f"{source}: {reading.error}"))
 
+    swap = path_summary(state, now)
     worst = max(problems, key=lambda p: p[0]) if problems else (0, None)
     return FleetRow(
         host=state.host, label=state.label, connection=connection, connection_ok=connection_ok, via=via,
@@ -200,13 +207,16 @@ def fleet_row(state: HostState, now_s: float | None = None) -> FleetRow:
         download_total_bytes=dl_total, download_rate_bytes_per_s=rate, download_complete=complete,
         stale=tuple(stale), problem=worst[1], severity=worst[0],
         server_port=getattr(server, "port", None) if getattr(server, "moved_from_port", None) else None,
+        swap_path=swap[0] if swap else None, swap_downtime_s=swap[1] if swap else None,
+        swap_done=bool(swap and swap[2]),
     )
 
 
 # -- cells -----------------------------------------------------------------------------------
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("host", "Host"), ("conn", "Conn"), ("gpus", "GPU mem"), ("util", "Util"), ("server", "Server"),
-    ("model", "Model"), ("gen", "tok/s"), ("reqs", "Run/Q"), ("download", "Download"), ("problem", "Problem"),
+    ("swap", "Swap"), ("model", "Model"), ("gen", "tok/s"), ("reqs", "Run/Q"), ("download", "Download"),
+    ("problem", "Problem"),
 )
 SORT_KEYS = ("problem", "host", "util", "gpus", "gen", "server", "download")
 
@@ -219,6 +229,30 @@ def _conn_cell(row: FleetRow) -> str:
     if row.connection_ok:
         return "prom" if row.via and "Prometheus" in row.via else "ok"
     return row.connection.split(":", 1)[0][:16]
+
+
+PATH_WORDS = {"in-place": "in place", "beside": "beside", "restart": "restart"}
+
+
+def _span(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s}s" if s < 60 else f"{s // 60}m{s % 60:02d}s"
+
+
+def swap_cell(row: FleetRow) -> str:
+    """The path of the host's swap and its downtime: "in place 15s", "beside 0s", "restart
+    1m50s"; "…" while the clock still runs; "–" when no swap was seen."""
+    if row.swap_path is None:
+        return "–"
+    word = PATH_WORDS.get(row.swap_path, row.swap_path)
+    if row.swap_downtime_s is None:
+        return f"{word} ?" if row.swap_done else f"{word}…"
+    return f"{word} {_span(row.swap_downtime_s)}" + ("" if row.swap_done else "…")
+
+
+# By meaning: no downtime green, a pause (in place) cyan, a restart's downtime yellow, a clock
+# still running bold yellow.
+SWAP_STYLE = {"beside": "green", "in-place": "cyan", "restart": "yellow"}
 
 
 def format_cells(row: FleetRow) -> dict[str, str]:
@@ -245,6 +279,7 @@ def format_cells(row: FleetRow) -> dict[str, str]:
         "gpus": mark("gpu", gpus),
         "util": mark("gpu", _num(row.util_mean_pct, "{:.0f}%")),
         "server": mark("server", row.server_status or "?"),
+        "swap": swap_cell(row),
         "model": (row.model or "?") + (f" :{row.server_port} (moved)" if row.server_port else ""),
         "gen": mark("server", _num(row.gen_tokens_per_s)),
         "reqs": mark("server", reqs),
@@ -267,6 +302,8 @@ def cell_text(row: FleetRow, key: str, text: str) -> Text | str:
         return Text(text, style="bold red" if "failed" in text else "yellow")
     if key == "server" and row.server_status in ("dead", "degraded"):
         return Text(text, style="bold red" if row.server_status == "dead" else "yellow")
+    if key == "swap" and row.swap_path is not None:
+        return Text(text, style=SWAP_STYLE.get(row.swap_path, "") if row.swap_done else "bold yellow")
     if text.startswith("~"):
         return Text(text, style="dim yellow")
     if key == "host":  # the sort reads the host back from its cell (str(Text) is the plain text)
@@ -316,6 +353,6 @@ def sort_key(row: FleetRow, key: str) -> tuple[Any, ...]:
 
 def matches(row: FleetRow, text: str) -> bool:
     """The filter: every word must appear in the host, label, status, model or problem."""
-    haystack = " ".join(x for x in (row.host, row.label, row.server_status, row.model, row.problem,
+    haystack = " ".join(x for x in (row.host, row.label, row.server_status, row.model, row.problem, row.swap_path,
                                     row.connection, SEVERITY_WORDS[row.severity]) if x).lower()
     return all(word in haystack for word in text.lower().split())

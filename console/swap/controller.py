@@ -26,6 +26,7 @@ from typing import Any
 from console.redact import redact_text
 from console.swap import actions as act
 from console.swap import container_plan, fastpath, preflight
+from console.swap.downtime_model import PathEvent
 from console.swap.model import (
     PLAN_STEPS,
     STEP_TITLES,
@@ -121,6 +122,11 @@ class SwapController:
             for e in derived:
                 if self.observer.still_valid(e):
                     self.state.apply(e)
+                    if isinstance(e, PathEvent) and e.kind == "endpoint":  # a beside swap seen on the host
+                        port = e.data().get("to_port")
+                        if isinstance(port, int) and hasattr(self.session, "move_server"):
+                            self.session.move_server(port)
+                            self.runner.repoll("server")
 
         try:  # after the event that implied them, not inside its delivery (recordings keep the order)
             asyncio.get_running_loop().call_soon(apply)

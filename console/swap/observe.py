@@ -18,12 +18,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from console.swap.downtime_model import PathEvent
 from console.swap.model import STEP_TITLES, DowntimeChanged, SwapStep, SwapStepChanged
 
 OUTSIDE = "outside the console"
 DRAINED_MIB = 1024  # a GPU holding less than this (the CUDA context of nothing) counts as drained
 SERVED_PATHS = ("/v1/", "/generate")
 ACTIVE = ("active", "activating", "reloading")
+# The lines real SGLang writes around /update_weights_from_disk (console/swap/fastpath.py reads the same).
+UPDATE_BEGIN = "Update engine weights online from disk begin"
+UPDATE_END = "Update weights end."
+UPDATE_FAILED = "Failed to update weights"
 READ_SLACK_S = 20.0  # the service script's own timeout: how long before its time a reading may have been taken
 # A step the console runs or has run is the console's; the observer writes only into these.
 TOUCHABLE = ("pending", "skipped", "failed", "refused")
@@ -88,6 +93,53 @@ def _side(report: Any, unit: str | None) -> Any:
     return None
 
 
+def _port(side: Any) -> int | None:
+    value = side.command.value("--port") if side is not None and side.command is not None else None
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def _gpus(side: Any) -> str | None:
+    from console.analysis.service_report import effective_environment
+
+    return effective_environment(side).get("CUDA_VISIBLE_DEVICES") if side is not None else None
+
+
+def _beside(old: Any, new: Any) -> bool:
+    """Two servers at once: only beside one another (another port, or other GPUs); the same port
+    and GPUs cannot both serve, so that is not a beside start (it is about to fail or replace)."""
+    po, pn, go, gn = _port(old), _port(new), _gpus(old), _gpus(new)
+    other_gpus = go is not None and gn is not None and not set(go.split(",")) & set(gn.split(","))
+    return (po is not None and pn is not None and po != pn) or other_gpus
+
+
+def path_summary(state: Any, now_s: float | None = None) -> tuple[str, float | None, bool] | None:
+    """(path, downtime seconds or None when unknown, finished) of the host's swap, from the one
+    state the console-driven paths and the observer both write (state.swap); None: no swap seen."""
+    swap = state.swap
+    plan = swap.paths.get("plan")
+    path = ((plan.data().get("plan") or {}).get("chosen") if plan is not None else None)
+    stop = swap.steps.get("stop_old")
+    for key, name in (("in_place", "in-place"), ("beside", "beside")):
+        step = swap.steps.get(key)
+        if step is not None and step.state == "running":
+            return name, None, False  # under way (again): its downtime is known once it is over
+    if path is None and stop is not None and stop.state not in ("pending", "skipped"):
+        path = "restart"
+    if path is None:
+        return None
+    d = swap.downtime
+    if path == "beside":
+        outcome = swap.paths.get("outcome")
+        done = outcome is not None or any(s.state == "done" for k, s in swap.steps.items() if k == "switch_traffic")
+        return path, 0.0 if done else None, done
+    if d is None or d.started_at_s is None:
+        return path, None, False
+    if d.ended_at_s is not None:
+        return path, max(0.0, d.ended_at_s - d.started_at_s), True
+    now = state.now() if now_s is None else now_s
+    return path, max(0.0, now - d.started_at_s), False
+
+
 class SwapObserver:
     """Derives the plan's observed steps and the downtime clock from the host's facts."""
 
@@ -109,6 +161,14 @@ class SwapObserver:
         self._sent: dict[str, SwapStep] = {}
         self._downtime_sent: DowntimeChanged | None = None
         self._ready_ended_downtime = False
+        # issue 24: the path the host took, from its facts alone (the update's log lines; a new
+        # server started while the old one served)
+        self._update_begin_at: float | None = None
+        self.path: str | None = None
+        self._beside_at: float | None = None  # the new unit seen active while the old one served
+        self._beside_port: int | None = None
+        self._old_port: int | None = None
+        self._beside_done_at: float | None = None
 
     # -- what the swap is -----------------------------------------------------------------------
     def units(self) -> tuple[str | None, str | None]:
@@ -150,7 +210,13 @@ class SwapObserver:
         if isinstance(event, SwapStepChanged):
             now = self.state.swap.steps.get(event.step.key)
             return now is None or now.observed or now.state in TOUCHABLE
+        if isinstance(event, PathEvent):  # the console's own plan is the console's
+            plan = self.state.swap.paths.get("plan")
+            return plan is None or bool(plan.data().get("observed"))
         if isinstance(event, DowntimeChanged):
+            if event.start_source.startswith("in place"):
+                now = self.state.swap.steps.get("in_place")
+                return now is None or now.observed or now.state in TOUCHABLE
             owner = "start_new" if event.ended_at_s is not None else "stop_old"
             now = self.state.swap.steps.get(owner)
             return now is None or now.observed or now.state in TOUCHABLE
@@ -159,9 +225,12 @@ class SwapObserver:
     # -- events -----------------------------------------------------------------------------------
     def see(self, event: Any) -> list[Any]:
         """The swap events this host event implies (empty for most)."""
-        from console.core.state import BenchChanged, ReadingChanged, VerifyChanged
+        from console.core.state import BenchChanged, LogAppended, ReadingChanged, VerifyChanged
 
         out: list[Any] = []
+        if isinstance(event, LogAppended):
+            self._update_lines(out, event.events)
+            return out
         if isinstance(event, ReadingChanged) and event.reading.data is not None and event.reading.error is None:
             at = event.reading.ok_at_s
             if at is None:
@@ -195,16 +264,99 @@ class SwapObserver:
                 if self._gpu_drop_at is not None and self._gpu_drop_at < at - READ_SLACK_S:
                     self._gpu_drop_at = None  # memory fell long before a reading that still saw it serving
                 self._old_active_at = at
-            elif self._old_active and self.stopped_at is None:
+            elif self._old_active and self.stopped_at is None and self._beside_at is not None \
+                    and self._touchable("beside"):
+                self._beside_done(out, at)
+            elif self._old_active and self.stopped_at is None and not self._beside_done_at:
                 # The GPUs' memory falling since the last reading that saw it serving dates the stop
                 # better than this reading (the service is read every 15 s, and a reading's time is
                 # when its script ended, up to READ_SLACK_S after `systemctl show` ran).
                 drop = self._gpu_drop_at
                 since = (self._old_active_at or 0) - READ_SLACK_S
                 self._stopped(out, drop if drop is not None and since < drop <= at else at)
+            if active and new is not None and new is not old and new.active_state in ACTIVE \
+                    and self._beside_at is None and self.stopped_at is None and _beside(old, new):
+                self._beside_started(out, old, new, at)
             self._old_active = active
         if new is not None and new.active_state in ACTIVE and self.stopped_at is not None:
             self._new_started(out, at)
+
+    # -- issue 24: the faster paths as the host lived them ------------------------------------------
+    def _path(self, out: list[Any], path: str, reason: str, at: float, outcome: dict[str, Any] | None = None) -> None:
+        """The path into the same field the console-driven paths set (state.swap.paths): the
+        report's "Path and downtime" and its JSON `swap_path` read it. Never over the console's plan."""
+        import json
+
+        self.path = path
+        plan = self.state.swap.paths.get("plan")
+        if plan is not None and not plan.data().get("observed"):
+            return
+        option = {"path": path, "possible": True, "reason": reason, "predicted_downtime_s": None, "details": []}
+        data = {"observed": True, "plan": {"chosen": path, "forced": False, "observed": True, "options": [option]}}
+        if plan is None or plan.data() != data:
+            out.append(PathEvent(self.host, "plan", json.dumps(data), at))
+        if outcome is not None:
+            out.append(PathEvent(self.host, "outcome", json.dumps({"path": path, "observed": True, **outcome}), at))
+
+    def _update_lines(self, out: list[Any], events: Iterable[Any]) -> None:
+        """SGLang's own lines around /update_weights_from_disk (every TP rank writes them): the
+        pause is from the first "begin" to the last "end" of one update."""
+        for e in events:
+            text = e.text or ""
+            if UPDATE_BEGIN in text:
+                at = log_time(e.ts)
+                # the other ranks' lines of the same begin are not a new update
+                if at is not None and (self._update_begin_at is None or self._step("in_place").state != "running"
+                                       and at > (self._step("in_place").ended_at_s or 0)):
+                    self._update_begin_at = at
+                    if self._touchable("in_place"):
+                        self._write(out, "in_place", state="running", started_at_s=at, ended_at_s=None,
+                                    detail=f"weights updating in place since {clock(at)} ({OUTSIDE}): "
+                                           "requests paused")
+            elif UPDATE_FAILED in text and self._update_begin_at is not None and self._touchable("in_place"):
+                self._write(out, "in_place", state="failed", ended_at_s=log_time(e.ts),
+                            detail=f"the update failed ({OUTSIDE}): the server's log says {text[:160]!r}")
+            elif UPDATE_END in text and self._update_begin_at is not None and self._touchable("in_place"):
+                begin, end = self._update_begin_at, log_time(e.ts)
+                if end is None or end < begin:
+                    continue
+                pause = end - begin
+                self._write(out, "in_place", state="done", started_at_s=begin, ended_at_s=end,
+                            detail=f"weights updated in place {clock(begin)}–{clock(end)} ({OUTSIDE}): "
+                                   f"paused {pause:.1f}s (the server's log)")
+                source = "the server's log (Update engine weights … begin → Update weights end.)"
+                d = DowntimeChanged(self.host, begin, f"in place: {source}", end,
+                                    "in place: weights updated (requests resumed)")
+                if self._downtime_sent != d and self.state.swap.downtime != d:
+                    self._downtime_sent = d
+                    out.append(d)
+                self._path(out, "in-place", "seen on the host: the server updated its weights in place "
+                           "(/update_weights_from_disk), no restart", end,
+                           {"pause_s": round(pause, 3), "pause_source": source, "num_paused_requests": None})
+
+    def _beside_started(self, out: list[Any], old: Any, new: Any, at: float) -> None:
+        self._beside_at, self._beside_port, self._old_port = at, _port(new), _port(old)
+        where = ", ".join(x for x in (f"GPUs {_gpus(new)}" if _gpus(new) else "",
+                                      f"port {_port(new)}" if _port(new) else "") if x)
+        self._write(out, "beside", state="running", started_at_s=at, ended_at_s=None,
+                    detail=f"{new.name} started {clock(at)} beside {old.name} ({where}) while it serves ({OUTSIDE})")
+        self.wake("gpu")
+
+    def _beside_done(self, out: list[Any], at: float) -> None:
+        import json
+
+        self._beside_done_at = at
+        old_unit, new_unit = self.units()
+        self._write(out, "beside", state="done", ended_at_s=at,
+                    detail=f"{new_unit} started {clock(self._beside_at)} beside the old one ({OUTSIDE})")
+        self._write(out, "switch_traffic", state="done", started_at_s=at, ended_at_s=at,
+                    detail=f"{old_unit} stopped {clock(at)} after {new_unit} started beside it ({OUTSIDE}): "
+                           "no downtime")
+        self._path(out, "beside", "seen on the host: a new server started beside the old one (other GPUs or "
+                   "port), then the old one stopped", at, {"downtime_s": 0.0})
+        if self._beside_port is not None and self._old_port is not None and self._beside_port != self._old_port:
+            out.append(PathEvent(self.host, "endpoint", json.dumps(
+                {"from_port": self._old_port, "to_port": self._beside_port, "unit": new_unit, "observed": True}), at))
 
     def _stopped(self, out: list[Any], at: float) -> None:
         self.stopped_at = at
@@ -240,6 +392,9 @@ class SwapObserver:
                 and total < self._last_gpu_mib * 0.97 and self._gpu_drop_at is None:
             self._gpu_drop_at = sampled
             self.wake("service")  # memory is going: is the old unit still running?
+        if self._last_gpu_mib is not None and self._old_active and self.stopped_at is None \
+                and self._beside_at is None and total > self._last_gpu_mib + DRAINED_MIB:
+            self.wake("service")  # memory is filling while the old one serves: a server starting beside it?
         self._last_gpu_mib = total
         drained = all((g.memory_used_mib or 0) <= DRAINED_MIB for g in gpus)
         if drained and self._gpu_drop_at is not None and self._drained_seen_at is None:
@@ -347,4 +502,37 @@ class SwapObserver:
                            + (f"{tput:.0f} output tok/s" if isinstance(tput, (int, float)) else "no throughput"))
 
 
-__all__ = ["SwapObserver", "verification", "last_served_at", "downtime_from", "log_time", "OUTSIDE"]
+def observe(state: Any, *, wake: Callable[[str], None] | None = None,
+            move_server: Callable[[int], None] | None = None) -> SwapObserver:
+    """A host's observer without a swap controller (the fleet's hosts): its derived events are
+    applied after the event that implied them, as the controller does; a beside swap seen on the
+    host points the server poll at the new server's port (`move_server`, the session's)."""
+    import asyncio
+
+    observer = SwapObserver(state, wake=wake)
+
+    def on_event(event: object) -> None:
+        derived = observer.see(event)
+        if not derived:
+            return
+
+        def apply() -> None:
+            for e in derived:
+                if observer.still_valid(e):
+                    state.apply(e)
+                    if move_server is not None and isinstance(e, PathEvent) and e.kind == "endpoint":
+                        port = e.data().get("to_port")
+                        if isinstance(port, int):
+                            move_server(port)
+
+        try:
+            asyncio.get_running_loop().call_soon(apply)
+        except RuntimeError:
+            apply()
+
+    state.subscribe(on_event)
+    return observer
+
+
+__all__ = ["SwapObserver", "observe", "path_summary",
+           "verification", "last_served_at", "downtime_from", "log_time", "OUTSIDE"]
