@@ -50,6 +50,10 @@ def audit_status(e: Any, view: SwapView) -> str:
     return "noted"
 
 
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
 def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width: int = 100) -> Text:
     t = Text()
     setup = view.setup
@@ -66,9 +70,14 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
         running = d.ended_at_s is None
         t.append("downtime ", style="bold")
         t.append(_dur(secs), style="bold red" if running else "bold green")
-        t.append(" (running)" if running else f" (ended {_clock(d.ended_at_s)}: {d.end_source})",
-                 style="yellow" if running else "dim")
-        t.append(f"  from {_clock(d.started_at_s)}: {d.start_source}\n", style="dim")
+        ended = " (running)" if running else f" (ended {_clock(d.ended_at_s)}: {d.end_source})"
+        since = f"from {_clock(d.started_at_s)}: {d.start_source}"
+        head = len("downtime ") + len(_dur(secs))
+        # A narrow plan puts "from …" on its own indented line and cuts with …, never wraps at column 0.
+        fits = head + len(ended) + 2 + len(since) <= width
+        t.append(ended if fits else _cut(ended, width - head), style="yellow" if running else "dim")
+        t.append(("  " + since) if fits else ("\n   " + _cut(since, width - 3)), style="dim")
+        t.append("\n")
         parts = view.downtime_parts()
         if parts:
             t.append("   " + " + ".join(f"{name} {_dur(sec)}" for name, sec in parts) + "\n", style="dim")
@@ -84,14 +93,15 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
         style = STATE_STYLE.get(step.state, "")
         took = step.duration_s if step.ended_at_s is not None else (
             now_s - step.started_at_s if step.started_at_s is not None and step.state == "running" else None)
+        who = f"  {step.who}" if step.who else ("  seen on the host" if step.observed else "")
+        # The title gives way in a narrow plan (80x24), so a step stays one line (never wrapped at column 0).
+        title_w = max(16, min(44, width - 3 - 9 - 7 - len(who)))
         t.append(f" {STATE_MARK.get(step.state, '?')} ", style=style)
-        t.append(f"{step.title:<44.44}", style=style)
+        t.append(f"{step.title:<{title_w}.{title_w}}", style=style)
         t.append(f" {step.state:<8}", style=style)
         t.append(f" {_dur(took):>6}", style="dim")
-        if step.who:
-            t.append(f"  {step.who}", style="dim")
-        elif step.observed:
-            t.append("  seen on the host", style="dim")
+        if who:
+            t.append(who[: max(0, width - 3 - title_w - 9 - 7)], style="dim")
         t.append("\n")
         detail = step.detail
         if not detail and step.key == "install" and step.state == "pending":
