@@ -56,6 +56,7 @@ from console.sources.base import describe_error
 FRAME_S = 1 / 60  # one flush per frame at most: a flood of events costs one repaint per frame
 HEADER = "header"  # the dirty key of the header (connection, host summary, presence, note)
 SWAP = "swap"
+AGES = "ages"  # every pane's ages again (the state replaced: its clock may have jumped)
 
 
 class Wake(Message, bubble=False):
@@ -227,6 +228,8 @@ class HostScreen(Screen[None]):
         self._view_sent: str | None = None
         self._drive_asked: set[int] = set()  # peers asking to drive, already announced
         self.flushes = 0  # how many flushes ran (tests and benchmarks read it)
+        self.age_updates = 0  # how many times the age timer asked a pane (tests read it)
+        self._ages_at = 0.0  # the state's clock at the last age update
         for spec in self.specs:
             self._bindings.bind(spec.number, f"toggle_max('{spec.key}')", description=spec.title, show=False)
 
@@ -323,7 +326,7 @@ class HostScreen(Screen[None]):
             self._notices.append(event)
         elif isinstance(event, StateSnapshot):  # the whole state replaced (a replay's seek): every view
             self._dirty.update(source for spec in self.specs for source in spec.sources)
-            self._dirty.update((HEADER, SWAP, "presence"))
+            self._dirty.update((HEADER, SWAP, AGES, "presence"))
         else:
             self._dirty.add(event_source(event))
             if isinstance(event, ReadingChanged) and event.source == "host":
@@ -370,6 +373,8 @@ class HostScreen(Screen[None]):
             if isinstance(pane, PaneFrame):
                 for source in wanted:
                     pane.state_changed(self.state, source)
+        if AGES in dirty:  # the clock may have jumped (a seek back): every pane's ages now, due or not
+            self._update_ages(force=True)
         if "presence" in dirty:
             self._drive_requests()
         if "presence" in dirty and self.follow:
@@ -389,12 +394,27 @@ class HostScreen(Screen[None]):
                     title="pairing: asks to drive", severity="warning", timeout=15, markup=False)
 
     def _tick(self) -> None:
-        now = self.state.now()
+        """The one age timer of every pane (once a second): a pane is asked only once what it
+        draws could read differently (its `age_due_s`: "12s" the next second, "live" at the
+        moment it goes stale), and not while another pane is maximized over it (it is asked at
+        the restore). A quiet screen does nothing here."""
         header = self._header()
         if header is not None:
             header.tick()
+        self._update_ages()
+
+    def _update_ages(self, force: bool = False) -> None:
+        now = self.state.now()
+        # A clock that went back (a replay seeked to an earlier time) makes every due time wrong.
+        force = force or now < self._ages_at
+        self._ages_at = now
+        maximized = self.maximized
         for pane in self.query(".pane"):
-            if isinstance(pane, PaneFrame):
+            if not isinstance(pane, PaneFrame) or (maximized is not None and pane is not maximized):
+                continue
+            due = pane.age_due_s
+            if force or (due is not None and due <= now):
+                self.age_updates += 1
                 pane.update_age(now)
 
     # -- panes ---------------------------------------------------------------------------
@@ -415,9 +435,11 @@ class HostScreen(Screen[None]):
         self._send_view()
 
     def _relayout(self) -> None:
+        now = self.state.now()
         for pane in self.query(".pane"):
             if isinstance(pane, PaneFrame):
                 pane.relayout()
+                pane.update_age(now)  # not asked while hidden behind a maximized pane
 
     def action_restore(self) -> None:
         if self.query("HelpPanel"):  # escape closes the keys panel first

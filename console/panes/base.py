@@ -4,6 +4,7 @@ a focusable Static that renders the latest Reading of its source through a pure 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -19,6 +20,20 @@ from console.units import duration
 log = logging.getLogger("gpuconsole.panes")
 
 
+def label_due_s(since_s: float, now_s: float) -> float:
+    """When `duration(now - since_s)` next reads differently, on the same clock: the next second
+    while it shows seconds (under an hour), the next minute under a day, else the next hour. The
+    screen's one age timer asks a pane again only then (issue 23: nothing done while nothing changes)."""
+    age = max(0.0, now_s - since_s)
+    step = 1.0 if age < 3600 else 60.0 if age < 86400 else 3600.0
+    return since_s + (math.floor(age / step) + 1) * step
+
+
+def limit_due_s(since_s: float, limit_s: float) -> float:
+    """The first moment an age measured from `since_s` is past `limit_s` (ages compare with `>`)."""
+    return since_s + limit_s + 1e-3
+
+
 class PaneFrame:
     """What every pane's frame means, whatever the pane: `N Title` on the border, `-stale`
     (yellow) when its data is older than it should be, `-error` (red) when its last poll or its
@@ -29,6 +44,10 @@ class PaneFrame:
     border_subtitle: Any
     render_error: str | None = None
     _clock: Callable[[], float] | None = None
+    # When (on the pane's clock) what `update_age` draws may next change: the host screen's one
+    # age timer calls `update_age` only once that time has come; None: only an event changes it.
+    # 0.0 (a pane that does not say): every tick, as before.
+    age_due_s: float | None = 0.0
 
     # -- the one clock of every pane (issue 20) -------------------------------------------------
     def use_clock(self, clock: Callable[[], float]) -> None:
@@ -47,7 +66,8 @@ class PaneFrame:
         """The host's state changed `source` (one of the pane's registry `sources`)."""
 
     def update_age(self, now_s: float | None = None) -> None:
-        """Once a second: ages and staleness move without events."""
+        """Ages and staleness move without events: called by the screen's age timer once
+        `age_due_s` has come (every second for a pane that leaves it at 0)."""
 
     def relayout(self) -> None:
         """The pane's size changed (maximized, restored): lay its text out again now."""
@@ -137,18 +157,23 @@ class ReadingPane(PaneFrame, Static, can_focus=True):
         self.update(renderable, layout=layout)
 
     def update_age(self, now_s: float | None = None) -> None:
-        """Called once a second: the subtitle says how fresh the data is, without a repaint of the body."""
+        """The subtitle says how fresh the data is, without a repaint of the body; `age_due_s`
+        says when it would next read differently (going stale, or the next second of "stale 12s")."""
         reading = self.reading
         now = self.now() if now_s is None else now_s
         stale = reading is not None and reading.data is not None and reading.is_stale(self.STALE_AFTER_S, now)
         subtitle = ""
+        due: float | None = None  # an error, no data, nothing yet: only the next reading changes it
         if reading is not None:
             if reading.error is not None:
                 subtitle = "error"
             elif stale:
                 subtitle = f"stale {duration(reading.age_s(now))}"
+                due = label_due_s(reading.ok_at_s, now) if reading.ok_at_s is not None else None
             elif reading.data is not None:
                 subtitle = "live"
+                due = limit_due_s(reading.ok_at_s, self.STALE_AFTER_S) if reading.ok_at_s is not None else None
+        self.age_due_s = due
         self.set_health(stale=bool(stale), error=reading is not None and reading.error is not None,
                         subtitle=subtitle)
 

@@ -20,10 +20,10 @@ from textual.widgets import Input, Static
 
 from console.analysis.log_state import LogSummary
 from console.analysis.server_status import ServerStatus
-from console.core.freshness import freshness
+from console.core.freshness import freshness, stale_after_s
 from console.core.state import HostState, LogAppended
 from console.model import Reading
-from console.panes.base import PaneFrame
+from console.panes.base import PaneFrame, label_due_s, limit_due_s
 from console.panes.log_view import (  # noqa: F401  (imported from here by tests and tools)
     LogLines,
     display_text,
@@ -36,6 +36,7 @@ from console.units import DASH, duration
 
 STATUS_STYLE = {"ready": "bold black on green", "starting": "bold black on cyan", "degraded": "bold black on yellow",
                 "dead": "bold white on red", "unknown": "bold black on grey50"}
+QUIET_SHOWN_AFTER_S = 30.0  # a log quiet this long while serving is said in the subtitle
 SHORT = {"launch": "launch", "weights loading": "weights…", "weights loaded": "weights", "mamba cache": "mamba",
          "kv cache": "kv", "cuda graphs": "graphs…", "cuda graphs done": "graphs", "capacity": "pools",
          "http up": "http", "ready": "ready"}
@@ -56,7 +57,7 @@ def format_subtitle(source_label: str, *, following: bool, new_lines: int, filte
         parts.append("wrap")
     if own_hidden:
         parts.append(f"{own_hidden} own poll{'s' if own_hidden != 1 else ''} hidden (a shows)")
-    if quiet_s is not None and quiet_s > 30:
+    if quiet_s is not None and quiet_s > QUIET_SHOWN_AFTER_S:
         parts.append(f"quiet {duration(quiet_s)}")
     parts.append(source_label)
     return " · ".join(parts)
@@ -273,7 +274,7 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
         self.update_age()  # "quiet 1m30s" from the new summary at once, not at the next tick
 
     def watch_server(self) -> None:
-        self._redraw_status()
+        self.update_age()  # redraws the status line, and says when its staleness next moves
 
     def _redraw_status(self) -> None:
         width = self.content_size.width or 56
@@ -305,13 +306,28 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
             self.border_subtitle = label
 
     def update_age(self, now_s: float | None = None) -> None:
-        """Once a second, like the other panes: a quiet log while serving is worth a word."""
+        """A quiet log while serving is worth a word ("quiet 1m30s" past 30 s), and the server
+        status's staleness moves with the clock: `age_due_s` says when either next reads differently."""
         s = self.summary.data if self.summary else None
         now = now_s if now_s is not None else self.now()
         self._quiet_s = None if s is None or s.last_line_at_s is None else now - s.last_line_at_s
         self._update_subtitle()
         if self.is_mounted:
-            self._redraw_status()  # the server status's staleness moves with the clock (drawn only if changed)
+            self._redraw_status()  # drawn only if changed
+        dues = []
+        if s is not None and s.last_line_at_s is not None:
+            quiet = self._quiet_s or 0.0
+            dues.append(label_due_s(s.last_line_at_s, now) if quiet > QUIET_SHOWN_AFTER_S
+                        else limit_due_s(s.last_line_at_s, QUIET_SHOWN_AFTER_S))
+        server = self.server
+        if server is not None and server.data is not None and server.ok_at_s is not None:
+            fresh = freshness("server", server, now)
+            limit = stale_after_s("server")
+            if fresh.stale:
+                dues.append(label_due_s(server.ok_at_s, now))
+            elif limit is not None:
+                dues.append(limit_due_s(server.ok_at_s, limit))
+        self.age_due_s = min(dues) if dues else None
 
     # -- follow ------------------------------------------------------------------------------
     def watch_following(self, following: bool) -> None:
