@@ -6,6 +6,7 @@ Keys: `b` quick run, `B` the story's sweep (1, 4, 16, 64 at 1k/1k), `x` stop."""
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from typing import Any, ClassVar
 
 from rich.console import Group, RenderableType
@@ -210,7 +211,7 @@ def _snap(body: Text, col: int, rows: int) -> int:
     return col
 
 
-def chart(view: BenchView, width: int, height: int, now_s: float, span_s: int = 120) -> Text:
+def chart(view: BenchView | ChartInputs, width: int, height: int, now_s: float, span_s: int = 120) -> Text:
     """A plotext line chart as Rich text (plotext keeps global state: call from the UI thread only):
     a legend row naming each axis, then the plot, the swap's marks labelled inside it."""
     import plotext as plt
@@ -262,6 +263,44 @@ def chart(view: BenchView, width: int, height: int, now_s: float, span_s: int = 
     top = legend([(n, LEGEND_COLORS[n]) for n in names],
                  [("GPU util %", LEGEND_COLORS["GPU util %"])] if "GPU util %" in drawn else [], width)
     return Text("\n", no_wrap=True).join([top, body])
+
+
+def _at_resolution(points: list[tuple[float, float]], dot_s: float) -> tuple[tuple[float, float], ...]:
+    """A series at the chart's resolution: each x on its braille dot (the newest point of a dot
+    wins), and a run of equal values kept by its two ends (a line through the points between
+    them is the same line)."""
+    by_dot: dict[int, float] = {}
+    for x, v in points:
+        by_dot[round(x / dot_s)] = v
+    dots = sorted(by_dot.items())
+    kept = [(d, v) for i, (d, v) in enumerate(dots)
+            if i == 0 or i == len(dots) - 1 or not (dots[i - 1][1] == v == dots[i + 1][1])]
+    return tuple((d * dot_s, v) for d, v in kept)
+
+
+class ChartInputs:
+    """What the time chart draws, at its own resolution (issue 23: a chart is not rebuilt when
+    only time passed within it): "now" moves in braille dots (two per column), each series'
+    points sit on their dot. `key` is all a drawing depends on, so equal keys draw the same
+    picture and the pane keeps the pictures it drew by key. Passed to `chart` as its view."""
+
+    def __init__(self, view: BenchView, width: int, now_s: float, span_s: int = 120) -> None:
+        import math
+
+        self.dot_s = dot = span_s / max(2, 2 * width)  # finer than the plot's own dots: never coarser
+        self.now_s = now = math.ceil(now_s / dot) * dot  # "now" at most one dot ahead
+        self._series = {name: list(_at_resolution(points, dot)) for name, points in view.series(now, span_s).items()}
+        self._segments = [list(_at_resolution(piece, dot)) for piece in view.server_segments(now, span_s)]
+        self.marks = [(now + round((t - now) / dot) * dot, label) for t, label in view.marks]
+        self.key = (span_s, tuple((name, tuple(points)) for name, points in self._series.items()),
+                    tuple(tuple(piece) for piece in self._segments),
+                    tuple((round((t - now) / dot), label) for t, label in self.marks))
+
+    def series(self, now_s: float, span_s: int) -> dict[str, list[tuple[float, float]]]:
+        return self._series
+
+    def server_segments(self, now_s: float, span_s: int) -> list[list[tuple[float, float]]]:
+        return self._segments
 
 
 MARKED_POINTS = 8
@@ -417,6 +456,8 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         self.sweep_mode = False
         self._chart_key: tuple[object, ...] | None = None
         self._chart_empty = True
+        self._pictures: OrderedDict[tuple[object, ...], Text] = OrderedDict()  # drawn charts by their inputs
+        self.chart_builds = 0  # plotext rebuilds (tests read it)
 
     def compose(self) -> Any:
         yield Static(id="bench-chart")
@@ -457,13 +498,33 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         chart_widget = self.query_one("#bench-chart", Static)
         size = chart_widget.content_size
         w, h = size.width or 60, size.height or 8
-        drawn = sweep_chart(self.view, w, h) if self.sweep_mode else chart(self.view, w, h, self.view.now())
+        drawn = self._picture(w, h)
         self._chart_empty = drawn.plain.startswith(("no throughput yet", "the sweep chart needs"))
         key = (drawn.plain, tuple(drawn.spans)) if isinstance(drawn, Text) else None
         if key is not None and key == self._chart_key:
             return  # the same picture: no repaint, no layout (an idle chart every 5 s)
         self._chart_key = key
         chart_widget.update(drawn, layout=False)  # the chart's size is the pane's, not its text's
+
+    def _picture(self, w: int, h: int) -> Text:
+        """The chart for this size, from the pictures already drawn when its inputs at the chart's
+        resolution are the same (a flat series scrolling draws the same picture: no plotext)."""
+        if self.sweep_mode:
+            inputs: Any = None
+            key: tuple[object, ...] = ("sweep", w, h, tuple(self.view.sweep_points()))
+        else:
+            inputs = ChartInputs(self.view, w, self.view.now())
+            key = ("time", w, h, inputs.key)
+        picture = self._pictures.get(key)
+        if picture is not None:
+            self._pictures.move_to_end(key)
+            return picture
+        self.chart_builds += 1
+        picture = sweep_chart(self.view, w, h) if inputs is None else chart(inputs, w, h, inputs.now_s)
+        self._pictures[key] = picture
+        while len(self._pictures) > 8:
+            self._pictures.popitem(last=False)
+        return picture
 
     def state_changed(self, state: Any, source: str) -> None:
         """The benchmark's state moved (the pane was built with it: `state.bench`)."""
