@@ -6,6 +6,7 @@ host's workers and saves screenshots."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -38,6 +39,24 @@ def stylesheet_path() -> Path:
         if candidate.exists():
             return candidate
     raise FileNotFoundError("console.tcss not found next to the package or at the repository root")
+
+
+_heap_settled = False
+
+
+def settle_heap() -> bool:
+    """Once per process, when the console has started: collect, then freeze what is alive (the
+    interpreter, Textual, Rich, the screen: a million objects) out of the collector's sight. A
+    full collection walked all of them, 70-120 ms with the UI's loop held: the log flood's
+    worst lags (issue 23). Later collections see only what was made since. Returns whether
+    it froze (a second app in the same process, a test's, does not)."""
+    global _heap_settled
+    if _heap_settled:
+        return False
+    _heap_settled = True
+    gc.collect()
+    gc.freeze()
+    return True
 
 
 class ConsoleApp(App[int]):
@@ -129,6 +148,7 @@ class ConsoleApp(App[int]):
 
     # -- lifecycle -----------------------------------------------------------------------
     def on_mount(self) -> None:
+        self.call_after_refresh(settle_heap)  # after the first frame: the screen's objects frozen too
         if self._start is not None:
             self.run_worker(self._start(), group="host", exit_on_error=False)
         if self._screenshot and self._screenshot_after_s is not None:
