@@ -230,6 +230,7 @@ class HostScreen(Screen[None]):
         self.flushes = 0  # how many flushes ran (tests and benchmarks read it)
         self.age_updates = 0  # how many times the age timer asked a pane (tests read it)
         self._ages_at = 0.0  # the state's clock at the last age update
+        self._frame_list: list[Any] | None = None
         for spec in self.specs:
             self._bindings.bind(spec.number, f"toggle_max('{spec.key}')", description=spec.title, show=False)
 
@@ -403,14 +404,21 @@ class HostScreen(Screen[None]):
             header.tick()
         self._update_ages()
 
+    def _frames(self) -> list[Any]:
+        """The panes with a frame, found once (a CSS query every second cost more than the ages)."""
+        frames = self._frame_list
+        if not frames or any(not pane.is_attached for pane in frames):
+            frames = self._frame_list = [pane for pane in self.query(".pane") if isinstance(pane, PaneFrame)]
+        return frames
+
     def _update_ages(self, force: bool = False) -> None:
         now = self.state.now()
         # A clock that went back (a replay seeked to an earlier time) makes every due time wrong.
         force = force or now < self._ages_at
         self._ages_at = now
         maximized = self.maximized
-        for pane in self.query(".pane"):
-            if not isinstance(pane, PaneFrame) or (maximized is not None and pane is not maximized):
+        for pane in self._frames():
+            if maximized is not None and pane is not maximized:
                 continue
             due = pane.age_due_s
             if force or (due is not None and due <= now):
