@@ -282,8 +282,12 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
         status = format_status(self.server, self.summary, width, self.now(), boot_rows=2 if maximized else 1)
         key = (status.plain, tuple(status.spans))
         if key != getattr(self, "_status_key", None):
-            self._status_key = key
-            self.query_one("#log-status", Static).update(status)
+            # A layout only when its height may change (its row count): new figures in the same
+            # rows repaint the status alone, not the whole screen (a layout per summary, issue 23).
+            rows = status.plain.count("\n") + 1
+            layout = rows != getattr(self, "_status_rows", None)
+            self._status_key, self._status_rows = key, rows
+            self.query_one("#log-status", Static).update(status, layout=layout)
             if self.following and self.is_mounted:  # the status block may have grown: keep the tail in view
                 self.call_after_refresh(self._keep_following)
         state = self.server.data.status if self.server and self.server.data else None

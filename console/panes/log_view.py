@@ -124,6 +124,7 @@ class LogLines(ScrollView, can_focus=True):
         self._width = 0
         self._wrapped: dict[int, list[str]] = {}  # absolute line → its rows (wrap only; bounded by the store)
         self.syncs = 0
+        self.layouts_saved = 0  # rows added without a layout of the screen (tests read it)
 
     # -- the index -------------------------------------------------------------------------
     @property
@@ -235,12 +236,30 @@ class LogLines(ScrollView, can_focus=True):
 
     def _resized(self, dropped: int, *, rebuilt: bool = False) -> None:
         width = self.wrap_width if self.wrap else self._width
-        self.virtual_size = Size(width, len(self.rows))
+        self._set_virtual_size(Size(width, len(self.rows)))
         if self.following:
             self.scroll_to_end()
         elif dropped and not rebuilt:
             self.scroll_to(y=max(0, self.scroll_y - dropped), animate=False, immediate=True, force=True)
         self.refresh()
+
+    def _set_virtual_size(self, size: Size) -> None:
+        """The view's size comes from the grid, never from its rows: a new row needs no layout of
+        the whole screen (Textual's `virtual_size` asks for one; in the demo it was every line,
+        33 layouts in 20 s) unless a scrollbar appears or goes, which changes the view's room.
+        Otherwise the scrollbars are updated in place, as Textual does for a scroll-only change."""
+        old = self.virtual_size
+        if size == old:
+            return
+        room = self.container_size
+        same_bars = bool(room) and (size.height > room.height) == (old.height > room.height) and (
+            size.width > room.width) == (old.width > room.width)
+        if not same_bars or not self.is_mounted:
+            self.virtual_size = size
+            return
+        self.layouts_saved += 1
+        self.set_reactive(LogLines.virtual_size, size)
+        self._scroll_update(size)
 
     # -- settings ----------------------------------------------------------------------------
     def set_filter(self, text: str) -> None:
