@@ -496,9 +496,12 @@ class BenchThread:
         error: str | None = None
         try:
             async for line in proc.stdout:
-                msg = json.loads(line)
-                if msg["kind"] == "progress":
-                    self.on_progress(i, Progress(**msg["progress"]))
+                # Progress (msgspec-written, most of the lines) decoded by msgspec, ~8x faster; the
+                # result by json, which reads the NaN json.dumps may have written.
+                msg = _decode(line) if line.startswith(b'{"kind":"progress"') else json.loads(line)
+                if msg["kind"] == "progress":  # a batch: every request finished since the last one
+                    for item in msg["items"]:
+                        self.on_progress(i, Progress(**item))
                 elif msg["kind"] == "result":
                     result = msg["metrics"]
                 else:
@@ -521,6 +524,12 @@ class BenchThread:
             self.on_done(f"{type(exc).__name__}: {exc}"[:300])
             return
         self.on_done(None)
+
+
+def _decode(line: bytes) -> Any:
+    import msgspec
+
+    return msgspec.json.decode(line)
 
 
 def run_loop(coro: Any) -> Any:

@@ -32,6 +32,7 @@ from console.transport.errors import (
     HostKeyUnknown,
     TransportError,
 )
+from console.transport.hosttime import wait_for_host
 from console.transport.shell import PersistentShell, ShellPool
 from console.transport.streams import ProcessLineStream, stream_wrapper
 
@@ -242,7 +243,9 @@ class SshTransport:
         o = self.options
         kwargs: dict[str, Any] = {
             "known_hosts": self._trusted_keys(),
-            "connect_timeout": o.connect_timeout_s,
+            # asyncssh's own (wall-clock) connect timeout is off: `_open_connection` keeps it, in the
+            # host's time (console.transport.hosttime), so this loop's lateness is not the host's silence.
+            "connect_timeout": None,
             "keepalive_interval": o.keepalive_interval_s,
             "keepalive_count_max": 3,
         }
@@ -267,9 +270,7 @@ class SshTransport:
     async def _open_connection(self, *, may_accept_new: bool) -> asyncssh.SSHClientConnection:
         o = self.options
         try:
-            return await asyncio.wait_for(
-                asyncssh.connect(o.host, **self._connect_kwargs()), o.connect_timeout_s + 1
-            )
+            return await wait_for_host(asyncssh.connect(o.host, **self._connect_kwargs()), o.connect_timeout_s)
         except asyncssh.HostKeyNotVerifiable:
             await self._classify_host_key(may_accept_new)
             # The key was recorded: connect again, now verified against known_hosts.
@@ -290,7 +291,7 @@ class SshTransport:
         kwargs = {k: v for k, v in self._connect_kwargs().items()
                   if k in ("port", "config")}
         try:
-            key = await asyncio.wait_for(asyncssh.get_server_host_key(o.host, **kwargs), o.connect_timeout_s)
+            key = await wait_for_host(asyncssh.get_server_host_key(o.host, **kwargs), o.connect_timeout_s)
         except (asyncssh.Error, OSError, asyncio.TimeoutError) as exc:
             raise ConnectError(f"{self.label}: could not read the host key: {exc}") from None
         if key is None:
