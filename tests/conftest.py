@@ -23,6 +23,7 @@ from console.hostsim import HostSimulator
 from console.testing import Sshd
 from console.transport import LocalTransport, Transport
 from console.transport.ssh import SshOptions, SshTransport
+from tests import netguard
 from tests.isolation import XDG_DEFAULTS, describe_changes, leftovers, snapshot_user_dirs, user_dirs
 
 DATA = Path(__file__).parent / "data"
@@ -31,6 +32,27 @@ DATA = Path(__file__).parent / "data"
 REAL_HOME = Path(os.path.expanduser("~"))
 REAL_DIRS = user_dirs(os.environ, REAL_HOME)
 REAL_BEFORE = snapshot_user_dirs(REAL_DIRS)
+
+# Loopback only: a test (or a fixture, a thread, a demo it started in this process) that resolves
+# or connects anywhere else is refused at the call and fails at teardown (tests/netguard.py).
+netguard.install()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    netguard.begin(item.nodeid)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    try:
+        return (yield)  # every fixture's teardown first: a violation there counts too
+    finally:
+        netguard.begin(None)
+        found = netguard.take(item.nodeid) + netguard.take(None)
+        if found:
+            pytest.fail("the test reached beyond loopback (tests may talk to 127.0.0.0/8 and ::1 only): "
+                        + netguard.describe(found), pytrace=False)
 
 
 def _isolate(mp: pytest.MonkeyPatch, base: Path) -> None:
