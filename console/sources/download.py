@@ -303,7 +303,7 @@ def download_source(watcher: DownloadWatcher, interval_s: float = 2.0) -> Polled
 
 @dataclass(frozen=True, slots=True)
 class VerifyProgress:
-    """sha256 of the finished LFS files, computed on the host, against the Hub's values."""
+    """sha256 of the finished LFS files, computed on the host, against the expected values."""
 
     total_files: int
     total_bytes: int
@@ -314,14 +314,21 @@ class VerifyProgress:
     current: str | None = None
     finished: bool = False
     error: str | None = None
+    # where the expected sha256 values came from ("the listing hf download kept", "the Hub"); None:
+    # not said (a recording made before this field)
+    reference: str | None = None
+
+    def reference_text(self) -> str:
+        return self.reference or "the expected sha256"
 
 
-async def verify_sha256(transport: Transport, model_dir: str, files: list[tuple[str, int, str]]
-                        ) -> AsyncIterator[VerifyProgress]:
-    """`files`: (relative path, size, expected sha256). One stream, one file at a time, so each
-    result arrives as soon as its file is hashed; never raises."""
+async def verify_sha256(transport: Transport, model_dir: str, files: list[tuple[str, int, str]],
+                        reference: str | None = None) -> AsyncIterator[VerifyProgress]:
+    """`files`: (relative path, size, expected sha256), the values from `reference` (see
+    `verify_reference`). One stream, one file at a time, so each result arrives as soon as its
+    file is hashed; never raises."""
     total_bytes = sum(size for _, size, _ in files)
-    state = VerifyProgress(len(files), total_bytes, current=files[0][0] if files else None)
+    state = VerifyProgress(len(files), total_bytes, current=files[0][0] if files else None, reference=reference)
     yield state
     if not files:
         yield replace(state, finished=True)
@@ -357,6 +364,19 @@ async def verify_sha256(transport: Transport, model_dir: str, files: list[tuple[
         await stream.close()
     error = None if state.done_files == len(files) else (stream.stderr_tail or "verification stopped early")
     yield replace(state, finished=True, error=error)
+
+
+def verify_reference(watcher: DownloadWatcher) -> str | None:
+    """Where `verifiable_files` takes its sha256 values from, as the pane says it."""
+    s = watcher.state
+    if s.tree_expected is not None:
+        return "the listing hf download kept"
+    if s.hub_expected is not None:
+        hub = watcher.hub
+        if hub is not None and hub.label:
+            return hub.label
+        return f"the Hub at {hub.endpoint}" if hub is not None and hub.endpoint else "the Hub"
+    return None
 
 
 def verifiable_files(watcher: DownloadWatcher) -> list[tuple[str, int, str]]:

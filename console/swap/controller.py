@@ -588,8 +588,9 @@ class SwapController:
                 if v.error:
                     raise StepFailed(v.error)
                 if v.mismatched:
-                    raise StepFailed(f"{len(v.mismatched)} file(s) differ from the Hub: {', '.join(v.mismatched[:3])}")
-                return f"{v.matched}/{v.total_files} files match the Hub's sha256"
+                    raise StepFailed(f"{len(v.mismatched)} file(s) differ from {v.reference_text()}: "
+                                     f"{', '.join(v.mismatched[:3])}")
+                return f"{v.matched}/{v.total_files} files match {v.reference_text()}"
             await asyncio.sleep(self.poll_s)
 
     def _units_dir(self) -> str:
