@@ -4,31 +4,23 @@ padding and scrollbar), so nothing wraps at column 0 (the pattern of tests/test_
 
 from __future__ import annotations
 
-from typing import Any
-
-from textual.app import App
 from textual.widgets import Static
 
 from console.core.state import HostState
 from console.panes.swap import SwapScreen, format_plan
-from console.swap.model import DowntimeChanged, GateCheck, SwapSetup, SwapStep, SwapStepChanged
+from console.swap.model import GateChanged, GateCheck, SwapStep, SwapStepChanged
+from tests.test_plan_narrow import _state as narrow_state
+from tests.test_swap_flows import Host
 
 READY = ("sglang-qwen122b-bf16.service started 13:22:00 (outside the console); ready 13:22:11, "
          "11s after the start: serving")
 
 
 def _state() -> HostState:
-    state = HostState("h", label="h")
-    state.apply(SwapSetup("h", "sglang-qwen397b-nvfp4.service", "sglang-qwen122b-bf16.service",
-                          "Qwen/Qwen3.5-122B-A10B", "/shared/models/m"))
-    state.apply(SwapStepChanged("h", SwapStep("stop_old", "Stop the old service and wait for its memory",
-                                              "done", 100.0, 104.0, "drained", observed=True)))
+    """test_plan_narrow's swap, its new server seen ready on the host (the long detail) and a gate."""
+    state = narrow_state()
     state.apply(SwapStepChanged("h", SwapStep("start_new", "Start the new service and follow it to ready",
                                               "done", 104.5, 166.4, READY, observed=True)))
-    state.apply(DowntimeChanged("h", 99.6, "the old server's last served request, in its log", 166.4,
-                                "the new server's first answered /health_generate"))
-    from console.swap.model import GateChanged
-
     state.apply(GateChanged("h", tuple(GateCheck(f"check{i}", True, "fine " * 8) for i in range(12))))
     return state
 
@@ -44,15 +36,6 @@ def test_a_steps_long_detail_wraps_under_its_step_whole() -> None:
                 break
             detail.append(ln.strip())
         assert " ".join(detail) == READY, (width, detail)  # every word, under the step
-
-
-class Host(App[None]):
-    def __init__(self, screen: Any) -> None:
-        super().__init__()
-        self._first = screen
-
-    def on_mount(self) -> None:
-        self.push_screen(self._first)
 
 
 async def test_at_80x24_the_plan_is_drawn_at_the_width_it_has() -> None:
