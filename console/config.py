@@ -65,6 +65,9 @@ class HostProfile:
     drain_timeout_s: float = 120.0  # the old server's GPU memory must be released within this long
     router_url: str | None = None  # issue 24: an SGLang router / model gateway in front of the server (beside path)
     swap_path: str | None = None  # issue 24: "in-place", "beside" or "restart" (default: the least downtime)
+    # The Hub (or a mirror) asked for the repo's file list; None: $HF_ENDPOINT, else huggingface.co.
+    # The demo's is its simulated host's own, on loopback (console/hostsim/fake_hub.py).
+    hub_endpoint: str | None = None
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> HostProfile:
         """Flags on top of the profile: only values that were given (not None) win."""
@@ -95,7 +98,8 @@ def config_search_paths() -> list[Path]:
 _PORTS = ("port", "server_port")
 _POSITIVE = ("stall_after_s", "gpu_interval_s", "connect_timeout_s")
 _TEXT = ("host", "user", "identity", "known_hosts", "model_dir", "repo_id", "unit", "compare_unit", "log_file",
-         "container", "compare_container", "compose", "compose_service", "router_url", "swap_path")
+         "container", "compare_container", "compose", "compose_service", "router_url", "swap_path",
+         "hub_endpoint")
 
 
 def _check_value(source: Path, name: str, key: str, value: Any) -> None:
@@ -109,6 +113,8 @@ def _check_value(source: Path, name: str, key: str, value: Any) -> None:
         raise ConfigError(f"{where} must be a string, got {value!r}")
     if key == "swap_path" and value not in ("in-place", "beside", "restart"):  # issue 24
         raise ConfigError(f"{where} must be in-place, beside or restart, got {value!r}"[:300])
+    if key == "hub_endpoint" and not re.match(r"^https?://[A-Za-z0-9.\[\]:-]+(:\d+)?(/[A-Za-z0-9._~/-]*)?$", value):
+        raise ConfigError(f"{where} must be an http(s) URL (a Hub mirror), got {value!r}"[:300])
     if key == "router_url" and not re.match(r"^https?://[A-Za-z0-9.\[\]:-]+(:\d+)?/?$", value):
         raise ConfigError(f"{where} must be a URL like http://127.0.0.1:30080, got {value!r}"[:300])
 

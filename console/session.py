@@ -110,8 +110,16 @@ class HostSession:
     def download_watcher(self, *, one_shot: bool = False) -> DownloadWatcher | None:
         if not self.profile.model_dir:
             return None
+        from console.hub import HubAccess
+
+        endpoint = self.profile.hub_endpoint
+        # A demo asks only its simulated host's Hub (loopback), never huggingface.co: the real Hub
+        # knows nothing of the simulated files. Without one it asks no Hub at all.
+        hub = HubAccess(endpoint) if not self.demo else (
+            HubAccess(endpoint, "the simulated host's Hub", send_token=False, use_cache=False) if endpoint else None)
         watcher = DownloadWatcher(self.transport, self.profile.model_dir, self.profile.repo_id,
-                                  stall_after_s=self.profile.stall_after_s, wait_for_hub_s=20.0 if one_shot else 0.0)
+                                  stall_after_s=self.profile.stall_after_s, wait_for_hub_s=20.0 if one_shot else 0.0,
+                                  hub=hub)
         if not one_shot:
             self._download = watcher  # the app's: the verify action asks it what is finished
         return watcher
@@ -179,20 +187,16 @@ class SimulatorThread:
         import sys
         import time
 
-        from console.hostsim.downloader import DownloadPlan
         from console.hostsim.process import profile_from_json
         from console.hostsim.sandbox import mark_owner, sweep_stale
-        from console.hostsim.scenario import write_hub_cache
 
         sweep_stale()  # what a killed demo left behind
-        # The demo has no network: its Hub answers come from a cache the console reads.
+        # The demo has no network: its Hub is the simulated host's own, on loopback (the profile's
+        # hub_endpoint, console/hostsim/fake_hub.py). Whatever it caches stays in its own dir.
         cache_root = Path(tempfile.mkdtemp(prefix="gpuconsole-demo-cache-"))
         mark_owner(cache_root)
         self.cache_root = cache_root
-        mark_owner(cache_root)
-        self.cache_root = cache_root
         os.environ["GPUCONSOLE_CACHE_DIR"] = str(cache_root)
-        write_hub_cache(cache_root, DownloadPlan())
 
         package_parent = str(Path(__file__).resolve().parent.parent)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(

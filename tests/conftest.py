@@ -23,6 +23,7 @@ from console.hostsim import HostSimulator
 from console.testing import Sshd
 from console.transport import LocalTransport, Transport
 from console.transport.ssh import SshOptions, SshTransport
+from tests import netguard
 from tests.isolation import XDG_DEFAULTS, describe_changes, leftovers, snapshot_user_dirs, user_dirs
 
 DATA = Path(__file__).parent / "data"
@@ -31,6 +32,27 @@ DATA = Path(__file__).parent / "data"
 REAL_HOME = Path(os.path.expanduser("~"))
 REAL_DIRS = user_dirs(os.environ, REAL_HOME)
 REAL_BEFORE = snapshot_user_dirs(REAL_DIRS)
+
+# Loopback only: a test (or a fixture, a thread, a demo it started in this process) that resolves
+# or connects anywhere else is refused at the call and fails at teardown (tests/netguard.py).
+netguard.install()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    netguard.begin(item.nodeid)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    try:
+        return (yield)  # every fixture's teardown first: a violation there counts too
+    finally:
+        netguard.begin(None)
+        found = netguard.take(item.nodeid) + netguard.take(None)
+        if found:
+            pytest.fail("the test reached beyond loopback (tests may talk to 127.0.0.0/8 and ::1 only): "
+                        + netguard.describe(found), pytrace=False)
 
 
 def _isolate(mp: pytest.MonkeyPatch, base: Path) -> None:
@@ -137,10 +159,9 @@ async def transport(request: pytest.FixtureRequest, sim: HostSimulator) -> Async
         await t.close()
 
 
-@pytest.fixture(scope="session")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    """OpenSSH's sshd on 127.0.0.1 with temporary keys, for this test session only."""
-    from console.testing import SshdError, find_sshd, start_sshd
+def require_sshd() -> None:
+    """OpenSSH's sshd can run here, else skip (fail in CI: the CI must test against OpenSSH)."""
+    from console.testing import find_sshd
 
     if find_sshd() is None:
         if os.environ.get("CI") == "true":
@@ -148,6 +169,14 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
         pytest.skip("OpenSSH sshd is not installed")
     if os.geteuid() != 0 and os.environ.get("CI") != "true":
         pytest.skip("sshd tests run as root (CI does)")
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    """OpenSSH's sshd on 127.0.0.1 with temporary keys, for this test session only."""
+    from console.testing import SshdError, start_sshd
+
+    require_sshd()
     try:
         server = start_sshd(tmp_path_factory.mktemp("sshd"))
     except SshdError as exc:

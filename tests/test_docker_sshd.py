@@ -10,13 +10,15 @@ side is OpenSSH's instead of the simulator's own."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,22 +29,15 @@ from console.hostsim.downloader import DownloadPlan
 from console.hostsim.fake_docker import add_container, append_log
 from console.hostsim.scenario import NEW_CONTAINER, OLD_CONTAINER, demo_profile, start_scenario, write_hub_cache
 from console.session import HostSession, make_transport
-from console.testing import Sshd, find_sshd, start_sshd
+from console.testing import Sshd, start_sshd
 from console.transport.ssh import SshTransport
+from tests.conftest import require_sshd
+from tests.test_docker_host import _inspect
 
 pytestmark = pytest.mark.sshd
 SPEED = 16.0
 DATA = Path(__file__).parent / "data" / "docker"
 ENV_KEYS = ("PATH", "GPUSIM_ROOT", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE")
-
-
-def _need_sshd() -> None:
-    if find_sshd() is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("sshd is missing: CI must test against OpenSSH")
-        pytest.skip("OpenSSH sshd is not installed")
-    if os.geteuid() != 0 and os.environ.get("CI") != "true":
-        pytest.skip("sshd tests run as root (CI does)")
 
 
 def _sshd_for(directory: Path, env: dict[str, str]) -> Sshd:
@@ -76,7 +71,7 @@ class Bare:
 
 @pytest.fixture
 async def bare(tmp_path: Path) -> AsyncIterator[Bare]:
-    _need_sshd()
+    require_sshd()
     root = tmp_path / "host"
     bin_dir = root / ".sim" / "bin"
     bin_dir.mkdir(parents=True)
@@ -93,18 +88,6 @@ async def bare(tmp_path: Path) -> AsyncIterator[Bare]:
     finally:
         await transport.close()
         sshd.stop()
-
-
-def _inspect(root: Path, name: str, models: str, *, running: bool, model: str, extra: list[str]) -> dict:
-    [obj] = json.loads((DATA / "inspect_qwen397b.json").read_text())
-    obj["Name"] = "/" + name
-    obj["Id"] = (name.encode().hex() * 8)[:64]
-    obj["Mounts"][0]["Source"] = str(root / models)
-    obj["HostConfig"]["Binds"] = [f"{root / models}:/models:ro"]
-    obj["Args"] = ["python3", "-m", "sglang.launch_server", "--model-path", f"/models/{model}", "--tp-size", "4",
-                   *extra]
-    obj["State"].update(Running=running, Status="running" if running else "exited", Pid=48213 if running else 0)
-    return obj
 
 
 def _compose_file(root: Path, *, container_names: bool) -> Path:
@@ -310,24 +293,30 @@ class Driven:
     runner: HostRunner
 
 
-async def _driven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, oom: bool = False) -> AsyncIterator[Driven]:
-    _need_sshd()
+def _offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sshd or a skip; no Hub on the network, the console's cache and data dirs under the test's."""
+    require_sshd()
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
     monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     write_hub_cache(tmp_path / "cache", DownloadPlan())
-    sim = HostSimulator(tmp_path / "host", speed=SPEED, scenario="docker-drive")
-    await sim.start()
-    await start_scenario(sim, oom=oom)
+
+
+@contextlib.asynccontextmanager
+async def _over_sshd(tmp_path: Path, sim: HostSimulator, profile: Any,
+                     setup: Callable[[Any], None] | None = None) -> AsyncIterator[Driven]:
+    """A console's core on `sim` through OpenSSH's sshd (the simulator's environment passed on),
+    its swap controller polling every 0.2 s (`setup` changes it further before the start); closed
+    after, the simulator left to the caller."""
     sshd = _sshd_for(tmp_path / "sshd", sim.env())
-    profile = demo_profile(sim).with_overrides({"gpu_interval_s": 0.5})
     profile = replace(profile, port=sshd.port, identity=str(sshd.client_key), known_hosts=str(sshd.known_hosts),
                       user=sshd.user)
     session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
     state = HostState(sim.host_path("/"), label="sshd")
     runner = HostRunner(session, state)
     runner.swap.poll_s = 0.2
-    runner.swap.bench_plan = [(1, 2, 32, 16)]
+    if setup is not None:
+        setup(runner.swap)
     runner.announce()
     await runner.start()
     try:
@@ -338,7 +327,23 @@ async def _driven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, oom: bool 
             await asyncio.wait_for(runner.close(), 60)
         finally:
             sshd.stop()
-            await asyncio.wait_for(sim.stop(), 60)
+
+
+async def _driven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, oom: bool = False) -> AsyncIterator[Driven]:
+    _offline(tmp_path, monkeypatch)
+    sim = HostSimulator(tmp_path / "host", speed=SPEED, scenario="docker-drive")
+    await sim.start()
+    try:
+        await start_scenario(sim, oom=oom)
+
+        def small_bench(swap: Any) -> None:
+            swap.bench_plan = [(1, 2, 32, 16)]
+
+        async with _over_sshd(tmp_path, sim, demo_profile(sim).with_overrides({"gpu_interval_s": 0.5}),
+                              small_bench) as d:
+            yield d
+    finally:
+        await asyncio.wait_for(sim.stop(), 60)
 
 
 @pytest.fixture
@@ -439,19 +444,25 @@ async def test_in_place_on_a_container_end_to_end_over_sshd(tmp_path: Path, monk
     the containerised server (the fake SGLang) and succeeds; the step names the launch of a later
     restart; rolling back restarts the old container."""
     from console.hostsim import downtime_scenario as ds
+
+    _offline(tmp_path, monkeypatch)
+    sim = HostSimulator(tmp_path / "host", speed=4 * SPEED, scenario="drive")  # the update and the reboot: seconds
+    await sim.start()
+    dt = await ds.start(sim, "in-place")
+    try:
+        await _in_place_on_containers(tmp_path, sim, dt)
+    finally:
+        await dt.close()
+        await asyncio.wait_for(sim.stop(), 60)
+
+
+async def _in_place_on_containers(tmp_path: Path, sim: HostSimulator, dt: Any) -> None:
+    from console.hostsim import downtime_scenario as ds
     from console.hostsim.containers import container_inspect, mirror_units_as_containers
     from console.hostsim.docker_drive import MAP_FILE
     from console.hostsim.downloader import qwen122b_config, qwen122b_files
     from console.hostsim.scenario import NEW_UNIT
 
-    _need_sshd()
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
-    monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    write_hub_cache(tmp_path / "cache", DownloadPlan())
-    sim = HostSimulator(tmp_path / "host", speed=4 * SPEED, scenario="drive")  # the update and the reboot: seconds
-    await sim.start()
-    dt = await ds.start(sim, "in-place")
     sizes = [f.size for f in qwen122b_files() if f.path.endswith(".safetensors")]
     ds.write_model(sim.path(ds.FT_MODEL_DIR), qwen122b_config(), sizes)  # downloaded beside (the download step's)
     old, new = "sglang-qwen122b", "sglang-qwen122b-ft"
@@ -462,20 +473,10 @@ async def test_in_place_on_a_container_end_to_end_over_sshd(tmp_path: Path, monk
     created["Args"] = [a.replace("Qwen3.5-122B-A10B", "Qwen3.5-122B-A10B-ft") for a in created["Args"]]
     created["State"].update(Status="created")
     add_container(sim.root, created)
-    sshd = _sshd_for(tmp_path / "sshd", sim.env())
-    profile = dt.profile.with_overrides({"gpu_interval_s": 0.5})
-    profile = replace(profile, unit=None, compare_unit=None, unit_draft=None, container=new, compare_container=old,
-                      port=sshd.port, identity=str(sshd.client_key), known_hosts=str(sshd.known_hosts), user=sshd.user)
-    session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
-    state = HostState(sim.host_path("/"), label="sshd")
-    runner = HostRunner(session, state)
-    swap = runner.swap
-    swap.poll_s = 0.2
-    swap.fast.recordings_dir = tmp_path / "recordings"
-    runner.announce()
-    await runner.start()
-    d = Driven(sim, sshd, state, runner)
-    try:
+    profile = replace(dt.profile.with_overrides({"gpu_interval_s": 0.5}), unit=None, compare_unit=None,
+                      unit_draft=None, container=new, compare_container=old)
+    async with _over_sshd(tmp_path, sim, profile, _recordings_in(tmp_path)) as d:
+        state, swap = d.state, d.runner.swap
         await _until(lambda: state.data("server") is not None and state.data("server").status == "ready", 120,
                      "the containerised server ready")
         await _until(lambda: state.data("service") is not None and state.data("service").old is not None
@@ -497,14 +498,13 @@ async def test_in_place_on_a_container_end_to_end_over_sshd(tmp_path: Path, monk
         assert f"timeout -k 5 120 docker restart --time 60 -- {old}" in preview.lines
         st, detail = await _run(d, "rollback", 300)
         assert st == "done" and f"{old} ready again" in detail and "the old weights" in detail, detail
-    finally:
-        swap.cancel()
-        try:
-            await asyncio.wait_for(runner.close(), 60)
-        finally:
-            sshd.stop()
-            await dt.close()
-            await asyncio.wait_for(sim.stop(), 60)
+
+
+def _recordings_in(tmp_path: Path) -> Callable[[Any], None]:
+    def setup(swap: Any) -> None:
+        swap.fast.recordings_dir = tmp_path / "recordings"
+
+    return setup
 
 
 async def test_beside_on_containers_end_to_end_over_sshd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -513,21 +513,26 @@ async def test_beside_on_containers_end_to_end_over_sshd(tmp_path: Path, monkeyp
     new container starts and gets ready while the old serves, the router moves the traffic and the
     old container stops with `docker stop`: downtime 0."""
     from console.hostsim import downtime_scenario as ds
-    from console.hostsim.containers import mirror_units_as_containers
-    from console.hostsim.docker_drive import MAP_FILE
-    from console.hostsim.scenario import NEW_UNIT, OLD_UNIT
-    from console.hostsim.services import UNITS_DIR
-    from console.swap.fastpath import beside_unit_text
 
-    _need_sshd()
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:1")
-    monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    write_hub_cache(tmp_path / "cache", DownloadPlan())
+    _offline(tmp_path, monkeypatch)
     sim = HostSimulator(tmp_path / "host", speed=4 * SPEED, scenario="drive")
     await sim.start()
     dt = await ds.start(sim, "beside")
+    try:
+        await _beside_on_containers(tmp_path, sim, dt)
+    finally:
+        await dt.close()
+        await asyncio.wait_for(sim.stop(), 60)
+
+
+async def _beside_on_containers(tmp_path: Path, sim: HostSimulator, dt: Any) -> None:
+    from console.hostsim import downtime_scenario as ds
+    from console.hostsim.containers import mirror_units_as_containers
+    from console.hostsim.docker_drive import MAP_FILE
     from console.hostsim.downloader import qwen122b_config, qwen122b_files
+    from console.hostsim.scenario import NEW_UNIT, OLD_UNIT
+    from console.hostsim.services import UNITS_DIR
+    from console.swap.fastpath import beside_unit_text
 
     sizes = [f.size for f in qwen122b_files() if f.path.endswith(".safetensors")]
     ds.write_model(sim.path("/shared/models/Qwen3.5-122B-A10B"), qwen122b_config(), sizes)
@@ -539,20 +544,10 @@ async def test_beside_on_containers_end_to_end_over_sshd(tmp_path: Path, monkeyp
     image = "lmsysorg/sglang:v0.5.23-cu129"
     sim.add_task(mirror_units_as_containers(sim, {OLD_UNIT: (old, "/data/models", image, "="),
                                                   NEW_UNIT: (new, "/shared/models", image, "=")}, every_s=0.1))
-    sshd = _sshd_for(tmp_path / "sshd", sim.env())
-    profile = dt.profile.with_overrides({"gpu_interval_s": 0.5, "router_url": dt.router_url})
-    profile = replace(profile, unit=None, compare_unit=None, unit_draft=None, container=new, compare_container=old,
-                      port=sshd.port, identity=str(sshd.client_key), known_hosts=str(sshd.known_hosts), user=sshd.user)
-    session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
-    state = HostState(sim.host_path("/"), label="sshd")
-    runner = HostRunner(session, state)
-    swap = runner.swap
-    swap.poll_s = 0.2
-    swap.fast.recordings_dir = tmp_path / "recordings"
-    runner.announce()
-    await runner.start()
-    d = Driven(sim, sshd, state, runner)
-    try:
+    profile = replace(dt.profile.with_overrides({"gpu_interval_s": 0.5, "router_url": dt.router_url}), unit=None,
+                      compare_unit=None, unit_draft=None, container=new, compare_container=old)
+    async with _over_sshd(tmp_path, sim, profile, _recordings_in(tmp_path)) as d:
+        state, swap = d.state, d.runner.swap
         await _until(lambda: state.data("server") is not None and state.data("server").status == "ready", 120,
                      "the old server ready")
         await _until(lambda: state.data("service") is not None and state.data("service").old is not None
@@ -571,11 +566,3 @@ async def test_beside_on_containers_end_to_end_over_sshd(tmp_path: Path, monkeyp
         audit = [e.command for e in state.swap.audit]
         assert f"timeout -k 5 90 docker stop --time 60 -- {old}" in audit
         assert not any("systemctl" in c for c in audit)
-    finally:
-        swap.cancel()
-        try:
-            await asyncio.wait_for(runner.close(), 60)
-        finally:
-            sshd.stop()
-            await dt.close()
-            await asyncio.wait_for(sim.stop(), 60)

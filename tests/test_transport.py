@@ -244,21 +244,35 @@ async def test_wrong_key_is_an_auth_error(sshd: Sshd, tmp_path: Path) -> None:
         await t.connect()
 
 
-async def test_closed_port_fails_fast_with_a_connect_error() -> None:
+async def test_closed_port_fails_fast_with_a_connect_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refused connection is its own error, at the first attempt: one try, no retry loop, no wait
+    for the connect timeout (a long one here: a timeout would say "no answer within 60s")."""
     import socket
+
+    import console.transport.ssh as ssh_module
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     from console.transport.ssh import SshOptions
 
-    t = SshTransport(SshOptions("127.0.0.1", port=port, ssh_config=(), connect_timeout_s=3))
-    loop = asyncio.get_running_loop()
-    started = loop.time()
+    attempts: list[str] = []
+    real_connect = ssh_module.asyncssh.connect
+
+    def counting_connect(host: str, **kwargs: object) -> object:
+        attempts.append(host)
+        return real_connect(host, **kwargs)
+
+    monkeypatch.setattr(ssh_module.asyncssh, "connect", counting_connect)
+    t = SshTransport(SshOptions("127.0.0.1", port=port, ssh_config=(), connect_timeout_s=60))
+    states: list[str] = []
+    t.on_state(lambda st: states.append(st.status))
     with pytest.raises(ConnectError) as info:
         await t.connect()
-    assert loop.time() - started < 3
-    assert "127.0.0.1" in str(info.value)
+    assert "127.0.0.1" in str(info.value) and "connection refused" in str(info.value)
+    assert attempts == ["127.0.0.1"] and states[-1] == "failed"
+    assert t._supervisor is None  # nothing keeps trying behind the caller's back
+    await t.close()
 
 
 async def test_reconnects_after_the_connection_drops(sim: object) -> None:

@@ -195,7 +195,7 @@ class HostRunner:
     # -- requests from views ---------------------------------------------------------------
     def verify(self) -> str | None:
         """Start the sha256 verification; returns why not, or None when it started."""
-        from console.sources.download import verifiable_files, verify_sha256
+        from console.sources.download import verifiable_files, verify_reference, verify_sha256
 
         watcher = self.session._download
         if watcher is None:
@@ -207,7 +207,8 @@ class HostRunner:
                     else "sha256 values come from the listing hf download keeps, or the Hub's file list (--repo)")
 
         async def run() -> None:
-            async for progress in verify_sha256(self.session.transport, watcher.model_dir, files):
+            async for progress in verify_sha256(self.session.transport, watcher.model_dir, files,
+                                                reference=verify_reference(watcher)):
                 self.state.apply(VerifyChanged(self.host, progress))
 
         self._spawn(run(), "verify")

@@ -455,8 +455,9 @@ class HostState:
                     self.bench.add_gpu(data.sampled_at_s or reading.ok_at_s or self.now(), sum(utils) / len(utils))
         elif event.source == "log" and reading.data is not None:
             if reading.data.series:
+                # every point the reading brings (a backlog's too); the ones drawn already are skipped
                 self.bench.add_server_points([(p.t_s, p.gen_tokens_per_s, p.accept_len)
-                                              for p in reading.data.series[-20:]])
+                                              for p in reading.data.series])
             # The swap on the time chart: a new boot launching, and its ready line.
             self.bench.note_log(reading.data, reading.ok_at_s or self.now())
         elif event.source == "service" and reading.data is not None and reading.error is None:

@@ -45,15 +45,12 @@ class FleetSimulator:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     def start(self) -> list[HostProfile]:
-        from console.hostsim.downloader import DownloadPlan
-        from console.hostsim.scenario import write_hub_cache
-
         self._thread.start()
-        # The demo has no network: the Hub's answer comes from a cache the simulator writes.
+        # The demo has no network: each simulated host serves its own Hub on loopback (the profile's
+        # hub_endpoint, console/hostsim/fake_hub.py). Whatever it caches stays in its own dir.
         cache_root = Path(tempfile.mkdtemp(prefix="gpuconsole-demo-cache-"))
         self.cache_root = cache_root  # removed by stop(): a fleet demo once left one per run in /tmp
         os.environ["GPUCONSOLE_CACHE_DIR"] = str(cache_root)
-        write_hub_cache(cache_root, DownloadPlan())
         return list(self.run(self._start_all(), timeout=60 + 5 * self.count))
 
     async def _start_all(self) -> list[HostProfile]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from console.parsers.hf_listing import short_hash
 
 COMMIT = "7d1a5a4b0c7f3e9e1d2b4a6c8e0f1a3b5c7d9e1f"
+REPO_ID = "Qwen/Qwen3.5-122B-A10B"  # the repo the story downloads (the simulated Hub serves its file list)
 SHARDS = 39
 GB = 10**9
 

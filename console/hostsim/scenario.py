@@ -41,12 +41,13 @@ def demo_profile(sim: HostSimulator) -> HostProfile:
         server_port=sim.server_port,
         disk_paths=(sim.host_path("/shared"), sim.host_path("/")),
         unit_draft=str(draft_unit_path(sim)) if sim.scenario == "drive" else None,
+        hub_endpoint=sim.hub.url,  # the simulated Hub on loopback: the demo never asks huggingface.co
     )
 
 
 def write_hub_cache(cache_root: Path, plan: DownloadPlan, repo_id: str = "Qwen/Qwen3.5-122B-A10B") -> None:
     """What `HfApi.model_info(files_metadata=True)` answered for the simulated repo, in the
-    console's Hub cache: the demo has no network, so it reads the file list from there."""
+    console's Hub cache (tests of the cached path; the demo asks its simulated Hub, `sim.hub`)."""
     import json
     import time
 

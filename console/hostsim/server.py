@@ -87,6 +87,10 @@ class HostSimulator:
         self.client_key_path = self.root / ".sim" / "client_key"
         self.known_hosts_path = self.root / ".sim" / "known_hosts"
         self.host_key = asyncssh.generate_private_key("ssh-ed25519")
+        from console.hostsim.fake_hub import FakeHub
+
+        # The simulated host's Hub on loopback: the demo's download total never asks huggingface.co
+        self.hub = FakeHub()
 
     # -- sandbox -------------------------------------------------------------------------
     @property
@@ -147,7 +151,11 @@ class HostSimulator:
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
+        from console.hostsim.downloader import REPO_ID, DownloadPlan
+
         self.start_s = time.time()
+        self.hub.repos[REPO_ID] = DownloadPlan().hub_siblings()  # the story's files (every plan has the same)
+        await self.hub.start()
         sim_dir = self.root / ".sim"
         sim_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         for mount in self.identity.disks:
@@ -246,6 +254,7 @@ class HostSimulator:
                 child.stdin.close()
 
     async def stop(self) -> None:
+        await self.hub.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

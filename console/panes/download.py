@@ -51,7 +51,8 @@ def format_verify(v: Any, width: int) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
     pct = v.done_bytes / v.total_bytes if v.total_bytes else 1.0
     if v.finished and not v.mismatched and not v.error:
-        t.append(f" sha256 ✓ {v.matched}/{v.total_files} files match the Hub\n", style="bold green")
+        t.append(f" sha256 ✓ {v.matched}/{v.total_files} files match {v.reference_text()}\n",
+                 style="bold green")
         return t
     label = "sha256 " + (f"{v.done_files}/{v.total_files}" if not v.finished else "done")
     t.append(f" {label} ", style="bold")

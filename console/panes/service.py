@@ -3,6 +3,7 @@ lints by severity, drift of the running process; `d` the raw diff, `s` swap, `u`
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -39,7 +40,9 @@ def _value(value: Any, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _side(side: ServiceSide | None) -> Text:
+def _side(side: ServiceSide | None, read_at_s: float | None = None) -> Text:
+    """A unit and its state, with when that state was read: it is polled every 15 s, and a unit
+    started since (the log beside it already serving) must not read as "inactive" now."""
     t = Text()
     if side is None:
         return t.append("–", style=DIM)
@@ -52,6 +55,8 @@ def _side(side: ServiceSide | None) -> Text:
     t.append(f" {state}", style=OK if state == "active" else DIM)
     if side.main_pid:
         t.append(f" pid {side.main_pid}", style=DIM)
+    if read_at_s is not None:
+        t.append(f" (as of {time.strftime('%H:%M:%S', time.localtime(read_at_s))})", style=DIM)
     return t
 
 
@@ -85,10 +90,10 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
     width = max(width, 30)
     wide = width >= 100
     text.append("old ", style=DIM)
-    text.append_text(_side(r.old))
+    text.append_text(_side(r.old, reading.ok_at_s))
     text.append("\n" if not wide else "   ")
     text.append("new ", style=DIM)
-    text.append_text(_side(r.new))
+    text.append_text(_side(r.new, reading.ok_at_s))
     text.append("\n")
     errors = [x for x in r.lints if x.severity == "error"]
     warnings = [x for x in r.lints if x.severity == "warning"]

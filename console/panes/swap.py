@@ -5,6 +5,7 @@ an override needs the check's name typed. `format_plan` is pure and tested witho
 
 from __future__ import annotations
 
+import textwrap
 import time
 from typing import Any, ClassVar
 
@@ -107,7 +108,9 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
         if not detail and step.key == "install" and step.state == "pending":
             detail = "not installed yet"
         if detail:
-            t.append(f"     {detail[: max(20, width - 6)]}\n", style="red" if step.state == "failed" else "dim")
+            # wrapped under the step (indented, at most 3 lines), never cut mid-word nor at column 0
+            rows = textwrap.wrap(detail, max(20, width - 5), max_lines=3, placeholder=" …") or [""]
+            t.append("".join(f"     {row}\n" for row in rows), style="red" if step.state == "failed" else "dim")
     failed = [s for s in view.ordered_steps() if s.state == "failed"]
     if failed and failed[-1].key in ("start_new", "stop_old"):
         t.append("\n the plan stopped there: r rolls back to the old service\n", style="bold red")
@@ -141,8 +144,15 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
     if read_only:
         t.append("read-only: no action can be run from this session", style="bold yellow")
     else:
-        t.append("  ".join(f"{k} {label}" for k, _, label in KEYS)
-                 + "  o override  a approve  c withdraw  A audit  esc close", style="dim")
+        groups = [f"{k} {label}" for k, _, label in KEYS] + ["o override", "a approve", "c withdraw", "A audit",
+                                                              "esc close"]
+        rows: list[str] = []
+        for g in groups:  # broken between keys, never inside one (a narrow plan: 80x24)
+            if rows and len(rows[-1]) + 2 + len(g) <= width:
+                rows[-1] += "  " + g
+            else:
+                rows.append(g)
+        t.append("\n".join(rows), style="dim")
     return t
 
 
@@ -326,13 +336,21 @@ class SwapScreen(ModalScreen[None]):
             self.action_act(key)
         clock_running = view.downtime is not None and view.downtime.ended_at_s is None
         running = any(s.state == "running" for s in view.steps.values())
-        key = (view.version, int(self.state.now()) if clock_running or running else 0)
+        width = self._plan_width()
+        key = (view.version, int(self.state.now()) if clock_running or running else 0, width)
         if key == self._shown:
             return
         self._shown = key
-        width = max(40, self.size.width - 4)
         self.query_one("#swap-plan", Static).update(format_plan(view, self.state.now(), read_only=self.read_only,
                                                                 width=width))
+
+    def _plan_width(self) -> int:
+        """The plan's own width: inside the border, the padding and the scrollbar (at 80x24 the
+        screen's width less 4 was 4 columns too wide, and a step's detail wrapped at column 0)."""
+        width = self.query_one("#swap-plan", Static).content_region.width
+        if width <= 0:  # before the first layout: the frame's 98 % less border, padding, scrollbar
+            width = int(self.size.width * 0.98) - 6
+        return max(40, width)
 
     def _say(self, why: str | None) -> None:
         if why:

@@ -20,6 +20,7 @@ from console.analysis.download import (
     finals_stats,
     summarize,
 )
+from console.hub import HubAccess
 from console.parsers import ParseError
 from console.parsers.hf_listing import (
     INDEX_NAME,
@@ -40,6 +41,7 @@ from console.transport.base import Transport, operand, quote
 from console.transport.errors import TransportError
 
 HUB_RETRY_S = 600.0
+DEFAULT_HUB = HubAccess()  # $HF_ENDPOINT, else huggingface.co
 # Below this many entries a whole listing is cheaper for the host than the change-listing pipeline;
 # above, a poll brings only what changed (measured: benchmarks/download_poll.py --files 100000).
 CHANGES_FROM_ENTRIES = 2000
@@ -78,10 +80,14 @@ def _host_now(text: str) -> float | None:
 
 class DownloadWatcher:
     def __init__(self, transport: Transport, model_dir: str, repo_id: str | None, *,
-                 stall_after_s: float = 60.0, revision: str = "main", wait_for_hub_s: float = 0.0) -> None:
+                 stall_after_s: float = 60.0, revision: str = "main", wait_for_hub_s: float = 0.0,
+                 hub: HubAccess | None = DEFAULT_HUB) -> None:
         self.transport = transport
         self.model_dir = model_dir
         self.repo_id = repo_id
+        # Which Hub to ask for the file list; None: none (a demo without its simulated Hub never
+        # asks the real one: console/hostsim/fake_hub.py)
+        self.hub = hub
         self.revision = revision
         self.state = DownloadState()
         self.tracker = ProgressTracker(stall_after_s=stall_after_s)
@@ -107,24 +113,34 @@ class DownloadWatcher:
     def _hub_expected(self) -> ExpectedFiles | None:
         """Start (or collect) the Hub lookup without ever blocking a poll on it."""
         s = self.state
-        if not self.repo_id:
+        if not self.repo_id or self.hub is None:
             return None
-        task = s.hub_task
-        if task is not None and task.done():
-            s.hub_task = None
-            exc = task.exception()
-            if exc is None:
-                s.hub_expected, s.hub_problem = task.result(), None
-            else:
-                from console.hub import HubError
-
-                s.hub_problem = str(exc) if isinstance(exc, HubError) else describe_error(exc)
         if s.hub_expected is None and s.hub_task is None and time.monotonic() - s.hub_tried_at > HUB_RETRY_S:
             from console.hub import fetch_expected
 
             s.hub_tried_at = time.monotonic()
-            s.hub_task = asyncio.ensure_future(asyncio.to_thread(fetch_expected, self.repo_id, self.revision))
+            task = asyncio.ensure_future(asyncio.to_thread(fetch_expected, self.repo_id, self.revision,
+                                                           access=self.hub))
+            # Collected when it ends, not at the next poll: a watcher dropped meanwhile (the console
+            # quit, a host removed) leaves no "Task exception was never retrieved" behind.
+            task.add_done_callback(self._hub_done)
+            s.hub_task = task
         return s.hub_expected
+
+    def _hub_done(self, task: asyncio.Future[ExpectedFiles]) -> None:
+        s = self.state
+        if s.hub_task is task:
+            s.hub_task = None
+        if task.cancelled():
+            s.hub_problem = "Hub lookup cancelled"
+            return
+        exc = task.exception()  # retrieved here, whatever happens to the watcher
+        if exc is None:
+            s.hub_expected, s.hub_problem = task.result(), None
+        else:
+            from console.hub import HubError
+
+            s.hub_problem = str(exc) if isinstance(exc, HubError) else describe_error(exc)
 
     # -- the directory, incrementally ---------------------------------------------------------
     @property
@@ -287,7 +303,7 @@ def download_source(watcher: DownloadWatcher, interval_s: float = 2.0) -> Polled
 
 @dataclass(frozen=True, slots=True)
 class VerifyProgress:
-    """sha256 of the finished LFS files, computed on the host, against the Hub's values."""
+    """sha256 of the finished LFS files, computed on the host, against the expected values."""
 
     total_files: int
     total_bytes: int
@@ -298,14 +314,21 @@ class VerifyProgress:
     current: str | None = None
     finished: bool = False
     error: str | None = None
+    # where the expected sha256 values came from ("the listing hf download kept", "the Hub"); None:
+    # not said (a recording made before this field)
+    reference: str | None = None
+
+    def reference_text(self) -> str:
+        return self.reference or "the expected sha256"
 
 
-async def verify_sha256(transport: Transport, model_dir: str, files: list[tuple[str, int, str]]
-                        ) -> AsyncIterator[VerifyProgress]:
-    """`files`: (relative path, size, expected sha256). One stream, one file at a time, so each
-    result arrives as soon as its file is hashed; never raises."""
+async def verify_sha256(transport: Transport, model_dir: str, files: list[tuple[str, int, str]],
+                        reference: str | None = None) -> AsyncIterator[VerifyProgress]:
+    """`files`: (relative path, size, expected sha256), the values from `reference` (see
+    `verify_reference`). One stream, one file at a time, so each result arrives as soon as its
+    file is hashed; never raises."""
     total_bytes = sum(size for _, size, _ in files)
-    state = VerifyProgress(len(files), total_bytes, current=files[0][0] if files else None)
+    state = VerifyProgress(len(files), total_bytes, current=files[0][0] if files else None, reference=reference)
     yield state
     if not files:
         yield replace(state, finished=True)
@@ -341,6 +364,19 @@ async def verify_sha256(transport: Transport, model_dir: str, files: list[tuple[
         await stream.close()
     error = None if state.done_files == len(files) else (stream.stderr_tail or "verification stopped early")
     yield replace(state, finished=True, error=error)
+
+
+def verify_reference(watcher: DownloadWatcher) -> str | None:
+    """Where `verifiable_files` takes its sha256 values from, as the pane says it."""
+    s = watcher.state
+    if s.tree_expected is not None:
+        return "the listing hf download kept"
+    if s.hub_expected is not None:
+        hub = watcher.hub
+        if hub is not None and hub.label:
+            return hub.label
+        return f"the Hub at {hub.endpoint}" if hub is not None and hub.endpoint else "the Hub"
+    return None
 
 
 def verifiable_files(watcher: DownloadWatcher) -> list[tuple[str, int, str]]:

@@ -213,37 +213,20 @@ def stop_old_command(ctl: SwapController) -> act.RemoteCommand | None:
 async def run_beside(ctl: SwapController, who: str) -> str:
     """`docker start` of the new container, followed to /health on its port while `docker inspect`
     says it runs; an exit fails the step with its code (the old server serves on: downtime 0)."""
-    import asyncio
-    import time
-
-    from console.swap.controller import StepFailed
-    from console.transport.errors import TransportError
+    from console.swap.ready_wait import wait_beside_ready
 
     opt = ctl.fast._need("beside")
     new = ca.check_container(ctl.new_unit)
     (action,) = ctl.build("beside")
     issued = ctl._clock()
     await ctl.containers._docker("beside", who, new, action.commands[0], running_after=True)
-    health = act.bounded(["curl", "-s", "-o", "/dev/null", "--max-time", "3", "-w", "%{http_code}", "--",
-                          f"http://127.0.0.1:{opt.port}/health"], 8)
     first = await ctl.containers.state_of(new)
     restarts_before = int(first["restarts"]) if first else None
-    deadline = time.monotonic() + float(getattr(ctl.profile, "ready_timeout_s", 600.0))
-    while True:
-        await asyncio.sleep(ctl.poll_s)
-        gone = ctl.containers._gone(new, await ctl.containers.state_of(new), restarts_before)
-        if gone is not None:
-            cause = await ctl._death_cause(gone)
-            raise StepFailed(f"{cause} — the old server keeps serving (downtime 0); nothing after this step runs; "
-                             "rollback (stop the new container) is offered")
-        try:
-            r = await ctl.session.transport.run(health, timeout=15)
-            if r.text.strip() == "200":
-                break
-        except TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise StepFailed(f"not ready within the ready timeout on port {opt.port}")
+
+    async def died() -> str | None:
+        return ctl.containers._gone(new, await ctl.containers.state_of(new), restarts_before)
+
+    await wait_beside_ready(ctl, int(opt.port or 0), stops="the new container", died=died)
     return (f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}) after {ctl._clock() - issued:.0f}s; "
             "the old server still serving")
 

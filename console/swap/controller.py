@@ -47,6 +47,8 @@ log = logging.getLogger("gpuconsole.swap")
 APPROVAL_ACTIONS = ("stop_old", "start_new", "rollback", *fastpath.APPROVAL_KEYS)  # issue 24: its host changes
 ACTIONS = ("download", "stop_download", "verify", "install", "preflight", "stop_old", "start_new", "benchmark",
            "rollback", "swap", *fastpath.KEYS)  # fastpath.KEYS: issue 24's faster paths
+# Commands that start, stop or replace a unit (or a container): the service source re-reads at once
+UNIT_ACTIONS = ("install", "stop_old", "start_new", "rollback", "in_place", "beside", "switch_traffic")
 TAIL_CHARS = 600
 DRAINED_MIB = 1024  # a GPU holding less than this (the CUDA context of nothing) counts as drained
 
@@ -490,6 +492,8 @@ class SwapController:
             raise _Dropped(f"{kind}: {exc}") from None
         output = (result.text + ("\n" + result.error_text if result.error_text else "")).strip()
         self._audit(who, action, cmd.script, result.exit_status, output, time.monotonic() - started)
+        if action in UNIT_ACTIONS:  # a unit started, stopped or replaced: the diff pane reads it now
+            self.runner.repoll("service")
         return result
 
     async def _reconnected(self, key: str, why: str, timeout_s: float = 600) -> None:
@@ -588,8 +592,9 @@ class SwapController:
                 if v.error:
                     raise StepFailed(v.error)
                 if v.mismatched:
-                    raise StepFailed(f"{len(v.mismatched)} file(s) differ from the Hub: {', '.join(v.mismatched[:3])}")
-                return f"{v.matched}/{v.total_files} files match the Hub's sha256"
+                    raise StepFailed(f"{len(v.mismatched)} file(s) differ from {v.reference_text()}: "
+                                     f"{', '.join(v.mismatched[:3])}")
+                return f"{v.matched}/{v.total_files} files match {v.reference_text()}"
             await asyncio.sleep(self.poll_s)
 
     def _units_dir(self) -> str:

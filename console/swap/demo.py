@@ -22,17 +22,14 @@ from typing import Any
 
 
 async def simulated_host(work: Path, speed: float) -> Any:
-    """The one set-up every demo shares: offline Hugging Face (the hub cache written here), the
+    """The one set-up every demo shares: offline Hugging Face (the simulated host's Hub answers), the
     console's cache and data dirs under `work` (a demo never writes the user's), the driven
     simulator started. Returns the HostSimulator (its scenario is the caller's)."""
     from console.hostsim import HostSimulator
-    from console.hostsim.downloader import DownloadPlan
-    from console.hostsim.scenario import write_hub_cache
 
     os.environ["HF_ENDPOINT"] = "http://127.0.0.1:1"
     os.environ["GPUCONSOLE_CACHE_DIR"] = str(work / "cache")
     os.environ["XDG_DATA_HOME"] = str(work / "data")
-    write_hub_cache(work / "cache", DownloadPlan())
     sim = HostSimulator(work / "host", speed=speed, scenario="drive")
     await sim.start()
     return sim

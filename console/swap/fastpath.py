@@ -33,6 +33,7 @@ from console.swap import prediction as pred
 from console.swap import prewarm as pw
 from console.swap.downtime_model import PathEvent
 from console.swap.model import DowntimeChanged, GateCheck
+from console.swap.ready_wait import wait_beside_ready
 from console.transport.errors import TransportError
 
 if TYPE_CHECKING:
@@ -569,27 +570,17 @@ class FastPaths:
                            "(restart, or free the port and plan again)")
         issued = ctl._clock()
         await ctl._start_unit("beside", who, unit, start)
-        health = act.bounded(["curl", "-s", "-o", "/dev/null", "--max-time", "3", "-w", "%{http_code}", "--",
-                              f"http://127.0.0.1:{opt.port}/health"], 8)
-        deadline = time.monotonic() + float(getattr(ctl.profile, "ready_timeout_s", 600.0))
-        while True:
-            await asyncio.sleep(ctl.poll_s)
-            state = await ctl._unit_state(unit)
-            if state.get("ActiveState") == "failed":
-                cause = await ctl._death_cause(f"{unit} failed while booting beside the old server")
-                raise _fail(f"{cause} — the old server keeps serving (downtime 0); nothing after this "
-                                     "step runs; rollback (stop the new unit) is offered")
-            try:
-                r = await ctl.session.transport.run(health, timeout=15)
-                if r.text.strip() == "200":
-                    break
-            except TransportError:
-                pass
+
+        async def died() -> str | None:
+            failed = (await ctl._unit_state(unit)).get("ActiveState") == "failed"
+            return f"{unit} failed while booting beside the old server" if failed else None
+
+        def booting() -> None:
             log = ctl.state.data("log")
             if log is not None and log.phase:
                 ctl._set("beside", detail=f"booting on GPUs {opt.cuda_visible_devices}: {log.phase}")
-            if time.monotonic() > deadline:
-                raise _fail(f"not ready within the ready timeout on port {opt.port}")
+
+        await wait_beside_ready(ctl, int(opt.port or 0), stops="the new unit", died=died, on_tick=booting)
         return f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}) after {ctl._clock() - issued:.0f}s; " \
                "the old server still serving"
 

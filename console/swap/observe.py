@@ -169,6 +169,7 @@ class SwapObserver:
         self._beside_port: int | None = None
         self._old_port: int | None = None
         self._beside_done_at: float | None = None
+        self._boot_seen: tuple[Any, ...] | None = None  # the log's boot as last seen (its start, ready)
 
     # -- what the swap is -----------------------------------------------------------------------
     def units(self) -> tuple[str | None, str | None]:
@@ -431,6 +432,14 @@ class SwapObserver:
         return None
 
     def _log(self, summary: Any) -> None:
+        # A new boot or its ready line in the log: the units' state is read now, not at its next
+        # 15 s poll (the diff pane said "inactive" while the log beside it showed the server serving).
+        boot = summary.boot
+        seen = (boot[0].at, boot[0].phase, any(b.phase == "ready" for b in boot)) if boot else None
+        if seen != self._boot_seen:
+            if seen is not None:
+                self.wake("service")
+            self._boot_seen = seen
         # The ready line in the log: read the server now rather than at its next 5 s poll.
         if self.started_at is not None and self.ready_at is None and summary.boot \
                 and summary.boot[-1].phase == "ready":

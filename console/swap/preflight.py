@@ -66,8 +66,9 @@ def check_sha(state: Any, wanted: bool) -> GateCheck:
     if not v.finished:
         return GateCheck("sha256", False, f"verification running: {v.done_files}/{v.total_files} files")
     if v.mismatched:
-        return GateCheck("sha256", False, f"{len(v.mismatched)} file(s) differ from the Hub: {v.mismatched[0]}")
-    return GateCheck("sha256", True, f"{v.matched}/{v.total_files} files match the Hub's sha256")
+        return GateCheck("sha256", False, f"{len(v.mismatched)} file(s) differ from {v.reference_text()}: "
+                                           f"{v.mismatched[0]}")
+    return GateCheck("sha256", True, f"{v.matched}/{v.total_files} files match {v.reference_text()}")
 
 
 def _report(state: Any) -> Any:

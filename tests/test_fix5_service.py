@@ -1,0 +1,73 @@
+"""The diff pane never claims a unit state it has not read lately: a new boot or ready line in the
+log, or a unit the console started or stopped, re-reads the units at once; and the state says
+when it was read."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from console.analysis.log_state import LogTracker
+from console.analysis.service_report import ServiceReport, ServiceSide
+from console.core.state import HostState, ReadingChanged
+from console.model import Reading
+from console.panes.service import format_service
+from console.parsers.sglang_log import parse_line
+from console.swap.actions import RemoteCommand
+from console.swap.controller import SwapController
+from console.swap.observe import SwapObserver
+
+
+def _log(tracker: LogTracker, *lines: str) -> Reading[Any]:
+    tracker.feed([parse_line(ln) for ln in lines], time.time())
+    return Reading("log", tracker.summary(), time.time())
+
+
+def test_a_new_boot_and_its_ready_line_wake_the_service_source() -> None:
+    state = HostState("h")
+    woken: list[str] = []
+    observer = SwapObserver(state, wake=woken.append)
+    tracker = LogTracker("journal")
+    decode = ("[2026-12-01 15:04:{s:02d} TP0] Decode batch. #running-req: 8, #token: 1, token usage: 0.12, "
+              "gen throughput (token/s): 186.64, #queue-req: 0")
+    observer.see(ReadingChanged("h", "log", _log(tracker, decode.format(s=1))))
+    assert "service" not in woken  # decode lines alone: nothing changed in what runs
+    observer.see(ReadingChanged("h", "log", _log(tracker, "[2026-12-01 15:04:05] server_args=ServerArgs(x=1)")))
+    assert woken.count("service") == 1  # a new server launching
+    observer.see(ReadingChanged("h", "log", _log(tracker, decode.format(s=6))))
+    assert woken.count("service") == 1
+    observer.see(ReadingChanged("h", "log", _log(
+        tracker, '[2026-12-01 15:04:16] INFO:     127.0.0.1:1 - "GET /get_model_info HTTP/1.1" 200 OK',
+        "[2026-12-01 15:04:16] The server is fired up and ready to roll!")))
+    assert woken.count("service") == 2  # ready: the unit is active now, whatever the last poll said
+
+
+async def test_a_unit_the_console_starts_or_stops_is_re_read_at_once() -> None:
+    repolled: list[str] = []
+
+    async def run(script: str, *, timeout: float) -> Any:
+        return SimpleNamespace(text="", error_text="", exit_status=0, ok=True)
+
+    ctl: Any = SimpleNamespace(session=SimpleNamespace(transport=SimpleNamespace(run=run)),
+                               runner=SimpleNamespace(repoll=repolled.append), _audit=lambda *a, **k: None)
+    cmd = RemoteCommand("systemctl start -- x.service", 10, "start")
+    for action in ("start_new", "stop_old", "rollback", "install"):
+        await SwapController._run(ctl, "ana", action, cmd)
+    assert repolled == ["service"] * 4
+    await SwapController._run(ctl, "ana", "download", cmd)
+    await asyncio.sleep(0)
+    assert repolled == ["service"] * 4  # a download changes no unit
+
+
+def test_the_unit_state_says_when_it_was_read() -> None:
+    at = time.mktime((2026, 12, 1, 13, 22, 5, 0, 0, -1))
+
+    def side(name: str, active: str) -> ServiceSide:
+        return ServiceSide(name, None, None, None, active_state=active)
+
+    report = ServiceReport(side("old.service", "active"), side("new.service", "inactive"), (), (), (), (), None,
+                           (), (), "x", ())
+    text = format_service(Reading("service", report, at), 80).plain
+    assert "new.service inactive (as of 13:22:05)" in text and "old.service active (as of 13:22:05)" in text
