@@ -133,7 +133,28 @@ async def run_app(app: Any) -> asyncio.Task[Any]:
     return task
 
 
-async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, sim: str = "quiet") -> dict[str, Any]:
+async def handshake_cost(profiles: list[Any], sim_pids: list[int], count: int) -> dict[str, Any]:
+    """Is the key exchange what limits connecting (issue 23 item 5)? `count` hosts connected one
+    after another before the fleet starts: wall, this process's CPU and the simulator's, per host."""
+    from console.session import make_transport
+
+    done = []
+    c0, s0, w0 = cpu_s(), sum(pid_cpu_s(p) for p in sim_pids), time.perf_counter()
+    for profile in profiles[:count]:
+        t = make_transport(profile)
+        await t.connect()
+        done.append(t)
+    c1, s1, w1 = cpu_s(), sum(pid_cpu_s(p) for p in sim_pids), time.perf_counter()
+    for t in done:
+        await t.close()
+    n = max(1, len(done))
+    return {"hosts": len(done), "wall_ms_per_host": round(1000 * (w1 - w0) / n, 1),
+            "console_cpu_ms_per_host": round(1000 * (c1 - c0) / n, 1),
+            "simulator_cpu_ms_per_host": round(1000 * (s1 - s0) / n, 1)}
+
+
+async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, sim: str = "quiet",
+                    max_connecting: int | None = None, handshakes: int = 0) -> dict[str, Any]:
     from console.config import HostProfile
     from console.fleet.hosts import Fleet
     from console.fleet.screen import FleetApp
@@ -178,8 +199,11 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, s
                 if measuring:
                     latencies.setdefault(self.label, []).append(time.perf_counter() - started)
 
+        handshake = await handshake_cost(profiles, [p.pid for p in sims], handshakes) if handshakes else None
         SshTransport.run = timed_run  # type: ignore[method-assign]
-        fleet = Fleet(profiles, demo=sim != "quiet")
+        from console.fleet.hosts import MAX_CONNECTING
+
+        fleet = Fleet(profiles, demo=sim != "quiet", max_connecting=max_connecting or MAX_CONNECTING)
         app = FleetApp(fleet.states, start=fleet.start, close=fleet.close, title="bench")
         cpu_start, rss_start = cpu_s(), rss_mib()[0]
         started = time.monotonic()
@@ -192,12 +216,15 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, s
             return sum(1 for s in fleet.states if s.data("gpu") is not None)
 
         all_connected_s = all_gpus_s = None
+        warm_lag: list[float] = []  # the loop's lateness while the hosts connect
+        warm_lag_task = asyncio.ensure_future(loop_lag(warm_lag))
         while time.monotonic() - started < warmup:
             if all_connected_s is None and connected_count() == hosts:
                 all_connected_s = time.monotonic() - started
             if all_gpus_s is None and gpu_read_count() == hosts:
                 all_gpus_s = time.monotonic() - started
             await asyncio.sleep(0.1)
+        warm_lag_task.cancel()
         cpu_warmup = cpu_s() - cpu_start
         connected = connected_count()
         screen = app.fleet_screen
@@ -218,6 +245,8 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, s
         ages: list[float] = []
         while time.monotonic() - t0 < seconds:
             await asyncio.sleep(1.0)
+            if all_connected_s is None and connected_count() == hosts:
+                all_connected_s = time.monotonic() - started  # after the warm-up, still said
             now = time.time()
             for state in fleet.states:
                 reading = state.reading("gpu")
@@ -241,6 +270,8 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, s
             "all_connected_s": None if all_connected_s is None else round(all_connected_s, 2),
             "all_gpus_read_s": None if all_gpus_s is None else round(all_gpus_s, 2),
             "warmup_cpu_s": round(cpu_warmup, 2), "rss_mib_before_fleet": round(rss_start, 1),
+            "max_connecting": fleet.max_connecting, "handshake": handshake,
+            "warmup_event_loop_lag_ms": summary_ms(warm_lag),
             "cpu_pct_of_one_core": round(100 * (cpu1 - cpu0) / (t1 - t0), 1),
             "simulator_cpu_pct_of_one_core": round(100 * (sim1 - sim0) / (t1 - t0), 1),
             "rss_mib": round(rss, 1), "peak_rss_mib": round(hwm, 1),
@@ -409,6 +440,9 @@ def main() -> None:
     ssh.add_argument("--seconds", type=float, default=60.0)
     ssh.add_argument("--sim-procs", type=int, default=max(1, (os.cpu_count() or 2) // 2),
                      help="processes the story's hosts run in (--sim story; default: half the cores)")
+    ssh.add_argument("--max-connecting", type=int, default=None, help="SSH handshakes in flight at once (the fleet's)")
+    ssh.add_argument("--handshakes", type=int, default=10,
+                     help="hosts connected one after another before the fleet: each handshake's CPU (0: none)")
     ssh.add_argument("--sim", choices=("quiet", "story"), default="quiet",
                      help="quiet: every host in one process (console.hostsim.multihost, cheap sh tools); "
                           "story: the demo's story hosts (a Python process per tool call)")
@@ -422,7 +456,8 @@ def main() -> None:
                            "(main's regex queries at d2e6719); e.g. now,main,now,main for a before/after")
     args = parser.parse_args()
     if args.mode == "ssh":
-        result = asyncio.run(bench_ssh(args.hosts, args.warmup, args.seconds, args.sim_procs, args.sim))
+        result = asyncio.run(bench_ssh(args.hosts, args.warmup, args.seconds, args.sim_procs, args.sim,
+                                     args.max_connecting, args.handshakes))
     else:
         result = asyncio.run(bench_prometheus(args.hosts, args.gpus, args.cycles, args.interval,
                                               args.variants.split(",")))

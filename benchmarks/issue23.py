@@ -92,8 +92,12 @@ ROWS = (
         ("benchmarks/demo_idle_cpu.py", "--runs", "1", "--from", "80", "--to", "100"), 170, _demo),
     Row("quiet", "console on a quiet host (sshd, 2 GPUs, still log)", "<= 0.5 %",
         ("benchmarks/quiet_host.py", "--runs", "1", "--warmup", "10", "--window", "20"), 150, _quiet),
-    Row("ttft", "TTFT read by a benchmark inside the console vs headless", "<= +5 %",
-        ("benchmarks/bench_ui_lag.py", "--reps", "1", "--requests", "320"), 150, _ttft),
+    Row("ttft", "TTFT read by a benchmark inside the console vs headless, 32 concurrent (median of 3 reps)",
+        "<= +5 %", ("benchmarks/bench_ui_lag.py", "--reps", "3", "--requests", "320"), 400, _ttft),
+    # One stream at a time: the rate at which this VM's client is not itself the bottleneck (the
+    # client-bound warning is off there), so the console's own cost is what the figure shows.
+    Row("ttft1", "the same, one request at a time (client not the bottleneck)", "<= +5 %",
+        ("benchmarks/bench_ui_lag.py", "--reps", "3", "--concurrency", "1", "--requests", "40"), 300, _ttft),
     Row("ssh50", "fleet over SSH, 50 hosts (one simulator process)", "all, <= 25 %, <= 400 MiB",
         ("benchmarks/fleet.py", "ssh", "--hosts", "50", "--warmup", "30", "--seconds", "15"), 200, _ssh),
     Row("ssh100", "fleet over SSH, 100 hosts", "all, <= 25 %, <= 400 MiB",

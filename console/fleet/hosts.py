@@ -21,7 +21,13 @@ from console.swap.observe import observe
 log = logging.getLogger("gpuconsole.fleet")
 
 CLOSE_TIMEOUT_S = 5.0
-MAX_CONNECTING = 8  # SSH handshakes in flight at once (each costs a key exchange on this machine)
+# SSH handshakes in flight at once. A key exchange costs ~9 ms of the console's CPU and ~6 ms of
+# the host's (benchmarks/fleet.py --handshakes, on this 2-core VM), so CPU is not what bounds a
+# fleet's connecting: round trips are, and on a loaded machine each waits for the console's late
+# loop. With 8 in flight, 100 hosts were 73-84 connected after 45 s (the rest queued or timed
+# out); with 32, all 100 by 27 s at load 19-40 (issue 23 item 5). Still a bound: a hanging host
+# holds one slot for its connect timeout, and 100 key exchanges never start in one burst.
+MAX_CONNECTING = 32
 
 
 class BoundedRunner(HostRunner):
@@ -70,7 +76,8 @@ class Fleet:
     def __init__(self, profiles: Iterable[HostProfile], *, accept_new_host_key: bool = False,
                  demo: bool = False, max_connecting: int = MAX_CONNECTING) -> None:
         profiles = list(profiles)
-        self.gate = asyncio.Semaphore(max(1, max_connecting))
+        self.max_connecting = max(1, max_connecting)
+        self.gate = asyncio.Semaphore(self.max_connecting)
         self.hosts: dict[str, FleetHost] = {}
         for key, profile in zip(host_keys(profiles), profiles, strict=False):
             transport = make_transport(profile, accept_new_host_key=accept_new_host_key)

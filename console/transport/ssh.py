@@ -37,6 +37,9 @@ from console.transport.shell import PersistentShell, ShellPool
 from console.transport.streams import ProcessLineStream, stream_wrapper
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+# One SFTP read request asks for this much; a server that caps reads lower answers short and the
+# loop asks again (OpenSSH's sftp-server caps at about 255 KiB).
+SFTP_READ_CHUNK = 64 * 1024
 
 # AES-GCM before ChaCha20-Poly1305 in asyncssh's default cipher order (the same set, reordered;
 # `Ciphers` in ssh_config still wins): asyncssh's ChaCha20 builds three cipher contexts per packet
@@ -450,9 +453,21 @@ class SshTransport:
     async def read_file(self, path: str, *, max_bytes: int = 1 << 20, timeout: float = 10.0) -> bytes:
         async def _read() -> bytes:
             sftp = await self._sftp_client()
-            async with sftp.open(path, "rb") as fh:
-                data = await fh.read(max_bytes)
-                return data if isinstance(data, bytes) else data.encode()
+            # block_size=0: one plain read request at a time, awaited here. asyncssh's default
+            # reader starts a task per 16 KiB block up to `max_bytes` (64 requests for a 2 KB unit
+            # file at 1 MiB), and a read cancelled by its timeout left those tasks behind to fail
+            # later ("Task exception was never retrieved ... SFTPEOFError", seen under load).
+            chunks: list[bytes] = []
+            left = max_bytes
+            async with sftp.open(path, "rb", block_size=0) as fh:
+                while left > 0:
+                    data = await fh.read(min(left, SFTP_READ_CHUNK))
+                    if not data:
+                        break
+                    chunk = data if isinstance(data, bytes) else data.encode()
+                    chunks.append(chunk)
+                    left -= len(chunk)
+            return b"".join(chunks)[:max_bytes]
 
         with self._sftp_errors("reading", path, timeout):
             return await asyncio.wait_for(_read(), timeout)
