@@ -60,7 +60,9 @@ def _refuse(host: object, call: str) -> None:
 
 
 def _getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
-    if not is_local(host):
+    flags = kwargs.get("flags", args[4] if len(args) > 4 else 0)
+    numeric = isinstance(flags, int) and bool(flags & socket.AI_NUMERICHOST)  # parses only: no lookup
+    if not numeric and not is_local(host):
         _refuse(host, "getaddrinfo")
         raise socket.gaierror(socket.EAI_NONAME, f"tests may reach loopback only (tests/netguard.py): {host}")
     return _originals["getaddrinfo"](host, *args, **kwargs)

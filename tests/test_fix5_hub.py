@@ -154,6 +154,10 @@ def test_the_guard_refuses_other_addresses_and_names_them() -> None:
         assert netguard.is_local(host), host
     for host in ("huggingface.co", "10.1.230.174", "::ffff:10.0.0.1", "fe80::1", "example.invalid"):
         assert not netguard.is_local(host), host
+    # AI_NUMERICHOST only parses (asyncssh normalizes known_hosts patterns so, "*" included)
+    with pytest.raises(socket.gaierror):
+        socket.getaddrinfo("*", None, flags=socket.AI_NUMERICHOST)
+    assert socket.getaddrinfo("10.1.230.174", None, flags=socket.AI_NUMERICHOST)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()

@@ -41,7 +41,8 @@ def demo_profile(sim: HostSimulator) -> HostProfile:
         server_port=sim.server_port,
         disk_paths=(sim.host_path("/shared"), sim.host_path("/")),
         unit_draft=str(draft_unit_path(sim)) if sim.scenario == "drive" else None,
-        hub_endpoint=sim.hub.url,  # the simulated Hub on loopback: the demo never asks huggingface.co
+        # the simulated Hub on loopback: the demo never asks huggingface.co (a stand-in simulator may have none)
+        hub_endpoint=hub.url if (hub := getattr(sim, "hub", None)) is not None else None,
     )
 
 
