@@ -115,6 +115,35 @@ async def test_the_log_pane_is_asked_when_quiet_is_said_and_every_second_after()
         assert asked["log"] == 2 and "quiet 32s" in str(pane.border_subtitle)
 
 
+async def test_past_a_minute_the_quiet_label_moves_in_10_s_steps() -> None:
+    """A quiet host's log pane repainted its subtitle every second ("quiet 5m12s", "5m13s" …), the
+    screen's last 1 Hz repaint there: past a minute it counts in 10 s steps (rounded down)."""
+    from console.app import ConsoleApp
+
+    clock = _Clock()
+    state = HostState("h", label="h", clock=clock)
+    t0 = clock.t
+    summary = LogSummary("log", "serving", (), None, None, None, None, None, None, (), 10, t0 - 60.0)
+    state.apply(ReadingChanged("h", "log", Reading("log", summary, t0)))
+    app = ConsoleApp(state, None)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await pilot.pause()
+        screen = app.host_screen
+        pane = screen.pane("log")
+        assert "quiet 1m00s" in str(pane.border_subtitle)
+        asked, repaints = _spy(screen, ("log",))
+        for dt in range(1, 10):  # quiet 1m01s … 1m09s: still "1m00s"
+            clock.t = t0 + dt
+            screen._tick()
+        assert asked["log"] == 0 and repaints["log"] == 0
+        clock.t = t0 + 10.2
+        screen._tick()
+        assert asked["log"] == 1 and "quiet 1m10s" in str(pane.border_subtitle)
+        clock.t = t0 + 35.0
+        screen._tick()
+        assert "quiet 1m30s" in str(pane.border_subtitle)  # never more than it is
+
+
 async def test_a_pane_behind_a_maximized_one_is_not_asked_and_is_right_after_the_restore() -> None:
     from console.app import ConsoleApp
 
