@@ -89,6 +89,20 @@ async def flood(rate: int, seconds: float) -> dict[str, object]:
     profile = HostProfile(name="flood", host="127.0.0.1", port=sshd.port, user=sshd.user,
                           identity=str(sshd.client_key), known_hosts=str(sshd.known_hosts), log_file=str(log))
     app = ConsoleApp.for_session(HostSession(profile, make_transport(profile)))
+    # The collector's full (generation 2) passes during the flood, in CPU time: each holds the loop.
+    import gc
+
+    full_gc_ms: list[float] = []
+    gc_started = [0.0]
+    counting_gc = [False]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            gc_started[0] = time.process_time()
+        elif counting_gc[0] and info.get("generation") == 2:
+            full_gc_ms.append((time.process_time() - gc_started[0]) * 1000)
+
+    gc.callbacks.append(on_gc)
     lags: list[float] = []
     rss: list[float] = []
     try:
@@ -111,12 +125,14 @@ async def flood(rate: int, seconds: float) -> dict[str, object]:
             start = time.perf_counter()
             cpu0 = time.process_time()
             before_flood = app.state.log_lines_total
+            counting_gc[0] = True
             while writer.poll() is None:
                 before = time.perf_counter()
                 await asyncio.sleep(0.01)
                 lags.append((time.perf_counter() - before - 0.01) * 1000)
                 if int(time.perf_counter() - start) > len(rss):
                     rss.append(rss_mib())
+            counting_gc[0] = False
             written = int(writer.stdout.read().strip()) if writer.stdout else 0
             cpu_s = time.process_time() - cpu0
             flood_s = time.perf_counter() - start
@@ -130,15 +146,20 @@ async def flood(rate: int, seconds: float) -> dict[str, object]:
             kept = len(pane.lines)
             shown = pane.log_widget.line_count
     finally:
+        gc.callbacks.remove(on_gc)
         sshd.stop()
     steady = rss[len(rss) // 4:] or rss
+    full_gc = sorted(full_gc_ms)
     return {"rate_lines_per_s": rate, "seconds": seconds, "lines_written": written, "lines_seen": seen,
             "lag_ms": {"p50": round(percentile(lags, 50), 2), "p99": round(percentile(lags, 99), 2),
                        "max": round(max(lags), 1)},
             "rss_mib": {"start": round(rss[0], 1), "end": round(rss[-1], 1),
                         "growth_after_first_quarter": round(steady[-1] - steady[0], 1)},
             "pane_lines_kept": kept, "log_widget_lines": shown,
-            "console_cpu_pct_during_flood": round(100 * cpu_s / flood_s, 1)}
+            "console_cpu_pct_during_flood": round(100 * cpu_s / flood_s, 1),
+            "full_gc_during_flood": {"count": len(full_gc), "cpu_ms_total": round(sum(full_gc), 1),
+                                     "cpu_ms_median": round(full_gc[len(full_gc) // 2], 1) if full_gc else None,
+                                     "cpu_ms_max": round(full_gc[-1], 1) if full_gc else None}}
 
 
 if __name__ == "__main__":

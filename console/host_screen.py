@@ -231,6 +231,7 @@ class HostScreen(Screen[None]):
         self.age_updates = 0  # how many times the age timer asked a pane (tests read it)
         self._ages_at = 0.0  # the state's clock at the last age update
         self._frame_list: list[Any] | None = None
+        self._hidden_dirty: set[str] = set()  # sources changed while their pane was hidden (maximized)
         for spec in self.specs:
             self._bindings.bind(spec.number, f"toggle_max('{spec.key}')", description=spec.title, show=False)
 
@@ -366,11 +367,17 @@ class HostScreen(Screen[None]):
             header = self._header()
             if header is not None:
                 header.refresh_state()
+        maximized = self.maximized
         for spec in self.specs:
             wanted = [source for source in spec.sources if source in dirty]
             if not wanted:
                 continue
             pane = self._mounted_pane(spec.key)
+            if maximized is not None and pane is not maximized and isinstance(pane, PaneFrame):
+                # Hidden behind the maximized pane: nothing it draws is seen. Its news waits for
+                # the restore (then one call per source, with the state as it is by then).
+                self._hidden_dirty.update(wanted)
+                continue
             if isinstance(pane, PaneFrame):
                 for source in wanted:
                     pane.state_changed(self.state, source)
@@ -443,6 +450,10 @@ class HostScreen(Screen[None]):
         self._send_view()
 
     def _relayout(self) -> None:
+        if self._hidden_dirty:  # restored, or another pane maximized: what it missed (still hidden: kept)
+            self._dirty.update(self._hidden_dirty)
+            self._hidden_dirty.clear()
+            self.flush()
         now = self.state.now()
         for pane in self.query(".pane"):
             if isinstance(pane, PaneFrame):

@@ -115,6 +115,35 @@ async def test_the_log_pane_is_asked_when_quiet_is_said_and_every_second_after()
         assert asked["log"] == 2 and "quiet 32s" in str(pane.border_subtitle)
 
 
+async def test_past_a_minute_the_quiet_label_moves_in_10_s_steps() -> None:
+    """A quiet host's log pane repainted its subtitle every second ("quiet 5m12s", "5m13s" …), the
+    screen's last 1 Hz repaint there: past a minute it counts in 10 s steps (rounded down)."""
+    from console.app import ConsoleApp
+
+    clock = _Clock()
+    state = HostState("h", label="h", clock=clock)
+    t0 = clock.t
+    summary = LogSummary("log", "serving", (), None, None, None, None, None, None, (), 10, t0 - 60.0)
+    state.apply(ReadingChanged("h", "log", Reading("log", summary, t0)))
+    app = ConsoleApp(state, None)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await pilot.pause()
+        screen = app.host_screen
+        pane = screen.pane("log")
+        assert "quiet 1m00s" in str(pane.border_subtitle)
+        asked, repaints = _spy(screen, ("log",))
+        for dt in range(1, 10):  # quiet 1m01s … 1m09s: still "1m00s"
+            clock.t = t0 + dt
+            screen._tick()
+        assert asked["log"] == 0 and repaints["log"] == 0
+        clock.t = t0 + 10.2
+        screen._tick()
+        assert asked["log"] == 1 and "quiet 1m10s" in str(pane.border_subtitle)
+        clock.t = t0 + 35.0
+        screen._tick()
+        assert "quiet 1m30s" in str(pane.border_subtitle)  # never more than it is
+
+
 async def test_a_pane_behind_a_maximized_one_is_not_asked_and_is_right_after_the_restore() -> None:
     from console.app import ConsoleApp
 
@@ -147,3 +176,34 @@ def test_a_finished_download_polled_every_10_s_is_not_stale_between_polls() -> N
     for late_s in (10.2, 10.5, 12.0):  # a poll on time, and one a little late
         assert not is_stale("download", reading, 1000.0 + late_s)
     assert is_stale("download", reading, 1000.0 + 60.0)  # polls that stopped still show
+
+
+async def test_a_pane_hidden_behind_a_maximized_one_renders_no_data_and_shows_the_latest_after() -> None:
+    """Before: every GPU reading (1 Hz) re-rendered the GPU pane behind a maximized log pane."""
+    from console.app import ConsoleApp
+
+    clock = _Clock()
+    state = HostState("h", label="h", clock=clock)
+    _gpu(state, clock.t)
+    app = ConsoleApp(state, None)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await pilot.pause()
+        screen = app.host_screen
+        pane = screen.pane("gpu")
+        calls: list[str] = []
+        real = pane.state_changed
+        pane.state_changed = lambda s, source: (calls.append(source), real(s, source))  # type: ignore[method-assign]
+        screen.action_toggle_max("log")
+        await pilot.pause()
+        for i in range(5):
+            clock.t += 1.0
+            gpu = GpuDevice(0, "x", "GPU-0", 1, 2, 10 + i, 40, 100.0, 600.0)
+            state.apply(ReadingChanged("h", "gpu", Reading("gpu", GpuStatus("nvml", (gpu,), sampled_at_s=clock.t),
+                                                           clock.t)))
+            await pilot.pause()
+        assert calls == []
+        screen.action_toggle_max("log")  # restored: once, with the newest reading
+        await pilot.pause()
+        await pilot.pause()
+        assert calls == ["gpu"]
+        assert pane.reading.data.gpus[0].utilization_pct == 14
