@@ -61,13 +61,39 @@ async def test_a_unit_the_console_starts_or_stops_is_re_read_at_once() -> None:
     assert repolled == ["service"] * 4  # a download changes no unit
 
 
-def test_the_unit_state_says_when_it_was_read() -> None:
+async def test_the_unit_state_says_when_it_was_read_once_on_the_border_never_wrapping_the_body() -> None:
+    """At 80x24 "(as of 17:42:00)" after each unit wrapped onto its own line at column 0 (seen in
+    the screenshots): the read time is said once, on the pane's border, beside live/stale."""
+    from textual.app import App, ComposeResult
+
+    from console.panes.service import ServicePane
+
     at = time.mktime((2026, 12, 1, 13, 22, 5, 0, 0, -1))
 
     def side(name: str, active: str) -> ServiceSide:
-        return ServiceSide(name, None, None, None, active_state=active)
+        return ServiceSide(name, "/opt/sglang/bin/python", None, None, active_state=active, main_pid=6948)
 
-    report = ServiceReport(side("old.service", "active"), side("new.service", "inactive"), (), (), (), (), None,
-                           (), (), "x", ())
-    text = format_service(Reading("service", report, at), 80).plain
-    assert "new.service inactive (as of 13:22:05)" in text and "old.service active (as of 13:22:05)" in text
+    report = ServiceReport(side("sglang-qwen397b.service", "inactive"), side("sglang-qwen122b.service", "active"),
+                           (), (), (), (), None, (), (), "x", ())
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield ServicePane(id="service")
+
+    app = One()
+    async with app.run_test(size=(40, 12)) as pilot:
+        pane = app.query_one(ServicePane)
+        pane.use_clock(lambda: at + 3)
+        pane.reading = Reading("service", report, at)
+        await pilot.pause()
+        pane.update_age(at + 3)
+        await pilot.pause()
+        assert str(pane.border_subtitle) == "units read 13:22:05 · live"
+        body = format_service(pane.reading, 38).plain
+        assert "as of" not in body
+        for line in body.splitlines():  # every line starts a unit, a figure or an indented detail
+            assert not line[:1].isdigit(), line
+        pane.reading = Reading("service", None, at, "systemctl: timed out", at)
+        await pilot.pause()
+        pane.update_age(at + 4)
+        assert str(pane.border_subtitle) == "error"

@@ -40,9 +40,9 @@ def _value(value: Any, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _side(side: ServiceSide | None, read_at_s: float | None = None) -> Text:
-    """A unit and its state, with when that state was read: it is polled every 15 s, and a unit
-    started since (the log beside it already serving) must not read as "inactive" now."""
+def _side(side: ServiceSide | None) -> Text:
+    """A unit and its state. When that state was read is on the pane's border (`ServicePane`):
+    it is polled every 15 s, and a unit started since must not read as "inactive" now."""
     t = Text()
     if side is None:
         return t.append("–", style=DIM)
@@ -55,9 +55,12 @@ def _side(side: ServiceSide | None, read_at_s: float | None = None) -> Text:
     t.append(f" {state}", style=OK if state == "active" else DIM)
     if side.main_pid:
         t.append(f" pid {side.main_pid}", style=DIM)
-    if read_at_s is not None:
-        t.append(f" (as of {time.strftime('%H:%M:%S', time.localtime(read_at_s))})", style=DIM)
     return t
+
+
+def units_read_at(at_s: float) -> str:
+    """The clock time a service reading was taken (the recording's time in a replay)."""
+    return time.strftime("%H:%M:%S", time.localtime(at_s))
 
 
 def plural(n: int, word: str) -> str:
@@ -90,10 +93,10 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
     width = max(width, 30)
     wide = width >= 100
     text.append("old ", style=DIM)
-    text.append_text(_side(r.old, reading.ok_at_s))
+    text.append_text(_side(r.old))
     text.append("\n" if not wide else "   ")
     text.append("new ", style=DIM)
-    text.append_text(_side(r.new, reading.ok_at_s))
+    text.append_text(_side(r.new))
     text.append("\n")
     errors = [x for x in r.lints if x.severity == "error"]
     warnings = [x for x in r.lints if x.severity == "warning"]
@@ -227,6 +230,14 @@ class ServicePane(ReadingPane):
 
     class FitRequested(Message):
         pass
+
+    def set_health(self, *, stale: bool, error: bool, subtitle: str) -> None:
+        """The border says when the units were read ("units read 17:41:22 · live"): once, where it
+        never wraps the body (at 80x24 an "(as of …)" after each unit went onto its own line)."""
+        reading = self.reading
+        if subtitle and not error and reading is not None and reading.ok_at_s is not None:
+            subtitle = f"units read {units_read_at(reading.ok_at_s)} · {subtitle}"
+        super().set_health(stale=stale, error=error, subtitle=subtitle)
 
     def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
         shown = oriented(reading, self.flipped)
