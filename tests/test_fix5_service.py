@@ -89,11 +89,31 @@ async def test_the_unit_state_says_when_it_was_read_once_on_the_border_never_wra
         pane.update_age(at + 3)
         await pilot.pause()
         assert str(pane.border_subtitle) == "units read 13:22:05 · live"
-        body = format_service(pane.reading, 38).plain
+        body = format_service(pane.reading, 36).plain
         assert "as of" not in body
-        for line in body.splitlines():  # every line starts a unit, a figure or an indented detail
-            assert not line[:1].isdigit(), line
+        head = body.splitlines()[:4]
+        # each line fits (Rich would fold it at column 0), a unit's pid under the unit, indented
+        assert head == ["old sglang-qwen397b.service inactive", "    pid 6948",
+                        "new sglang-qwen122b.service active", "    pid 6948"], head
         pane.reading = Reading("service", None, at, "systemctl: timed out", at)
         await pilot.pause()
         pane.update_age(at + 4)
         assert str(pane.border_subtitle) == "error"
+
+
+def test_no_head_line_of_the_diff_is_folded_at_column_0() -> None:
+    """The summary and a category's shared reason break at spaces under their first character
+    (the maximized pane at 120x40 folded "…the checkpoint / has 1 MTP layer(s)" at column 0)."""
+    from console.analysis.service_diff import FlagChange
+    from console.panes.service import CATEGORY_ORDER
+
+    def side(name: str) -> ServiceSide:
+        return ServiceSide(name, "/opt/sglang/bin/python", None, None, active_state="active", main_pid=1)
+
+    cat = CATEGORY_ORDER[0]
+    reason = "speculative decoding added together: NEXTN, 3 steps, 1 topk, 4 draft tokens; the checkpoint has 1 MTP layer"
+    changes = tuple(FlagChange(f"--flag-{i}", "added", None, str(i), cat, reason) for i in range(2))
+    report = ServiceReport(side("a.service"), side("b.service"), changes, (), (), (), None, (), (), "x", ())
+    for width in (38, 60, 110):
+        for line in format_service(Reading("service", report, 0.0), width).plain.splitlines():
+            assert len(line) <= width, (width, line)

@@ -58,6 +58,26 @@ def _side(side: ServiceSide | None) -> Text:
     return t
 
 
+def hang(line: Text, width: int, indent: int) -> Text:
+    """`line` broken at spaces to `width`, continuation lines indented by `indent` (Rich would fold
+    it at column 0, mid-word: "…active / pid 13995" at 80x24), its styles kept."""
+    plain = line.plain
+    if len(plain) <= width:
+        return line
+    out = Text()
+    start, room = 0, width
+    while len(plain) - start > room:
+        cut = plain.rfind(" ", start, start + room + 1)
+        if cut <= start:  # one word longer than the room: cut it
+            cut = start + room
+        out.append_text(line[start:cut])
+        out.append("\n" + " " * indent)
+        start = cut + 1 if cut < len(plain) and plain[cut] == " " else cut
+        room = max(8, width - indent)
+    out.append_text(line[start:])
+    return out
+
+
 def units_read_at(at_s: float) -> str:
     """The clock time a service reading was taken (the recording's time in a replay)."""
     return time.strftime("%H:%M:%S", time.localtime(at_s))
@@ -92,11 +112,14 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
         return Text(reading.error or "no data yet", style=BAD if reading.error else DIM)
     width = max(width, 30)
     wide = width >= 100
-    text.append("old ", style=DIM)
-    text.append_text(_side(r.old))
-    text.append("\n" if not wide else "   ")
-    text.append("new ", style=DIM)
-    text.append_text(_side(r.new))
+    old_side = Text("old ", style=DIM) + _side(r.old)
+    new_side = Text("new ", style=DIM) + _side(r.new)
+    if wide and len(old_side) + 3 + len(new_side) <= width:
+        text.append_text(old_side + Text("   ") + new_side)
+    else:
+        text.append_text(hang(old_side, width, 4))
+        text.append("\n")
+        text.append_text(hang(new_side, width, 4))
     text.append("\n")
     errors = [x for x in r.lints if x.severity == "error"]
     warnings = [x for x in r.lints if x.severity == "warning"]
@@ -114,7 +137,7 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
     summary.append(f" · {plural(len(notes), 'note')}", style=DIM)
     if r.drift:
         summary.append(" · DRIFT", style="bold black on yellow")
-    text.append_text(summary)
+    text.append_text(hang(summary, width, 2))
     text.append("\n")
     for error in side_errors:
         text.append(f" ✗ {hanging(error, 3, width)}\n", style=BAD)
@@ -143,8 +166,9 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
         reasons = {c.reason for c in items}
         shared = reasons.pop() if len(reasons) == 1 and len(items) > 1 else None
         text.append(cat, style="bold underline")
-        if shared:
-            text.append(("  " if wide else "\n  ") + hanging(shared, 2, width), style="italic dim")
+        if shared:  # beside the category when it fits there, else under it
+            inline = wide and len(cat) + 2 + len(shared) <= width
+            text.append(("  " + shared) if inline else ("\n  " + hanging(shared, 2, width)), style="italic dim")
         text.append("\n")
         for c in items:
             mark, style = MARK[c.change]
