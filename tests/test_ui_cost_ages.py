@@ -87,16 +87,22 @@ async def test_a_live_pane_is_not_asked_until_its_label_would_change() -> None:
         assert asked["gpu"] == 0
 
 
+def _quiet_log_state(quiet_s: float) -> tuple[_Clock, HostState, float]:
+    """A state on a test clock whose log's last line was `quiet_s` ago."""
+    clock = _Clock()
+    state = HostState("h", label="h", clock=clock)
+    t0 = clock.t
+    summary = LogSummary("log", "serving", (), None, None, None, None, None, None, (), 10, t0 - quiet_s)
+    state.apply(ReadingChanged("h", "log", Reading("log", summary, t0)))
+    return clock, state, t0
+
+
 async def test_the_log_pane_is_asked_when_quiet_is_said_and_every_second_after() -> None:
     """A log whose last line was 10 s ago says nothing of it until 30 s ("quiet 31s"): before,
     its subtitle and status line were worked out every second."""
     from console.app import ConsoleApp
 
-    clock = _Clock()
-    state = HostState("h", label="h", clock=clock)
-    t0 = clock.t
-    summary = LogSummary("log", "serving", (), None, None, None, None, None, None, (), 10, t0 - 10.0)
-    state.apply(ReadingChanged("h", "log", Reading("log", summary, t0)))
+    clock, state, t0 = _quiet_log_state(10.0)
     app = ConsoleApp(state, None)
     async with app.run_test(size=(140, 50)) as pilot:
         await pilot.pause()
@@ -120,11 +126,7 @@ async def test_past_a_minute_the_quiet_label_moves_in_10_s_steps() -> None:
     screen's last 1 Hz repaint there: past a minute it counts in 10 s steps (rounded down)."""
     from console.app import ConsoleApp
 
-    clock = _Clock()
-    state = HostState("h", label="h", clock=clock)
-    t0 = clock.t
-    summary = LogSummary("log", "serving", (), None, None, None, None, None, None, (), 10, t0 - 60.0)
-    state.apply(ReadingChanged("h", "log", Reading("log", summary, t0)))
+    clock, state, t0 = _quiet_log_state(60.0)
     app = ConsoleApp(state, None)
     async with app.run_test(size=(140, 50)) as pilot:
         await pilot.pause()
