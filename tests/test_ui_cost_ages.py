@@ -52,10 +52,7 @@ async def test_a_live_pane_is_not_asked_until_its_label_would_change() -> None:
     saying "live" was asked 4 times in 4 s; its label could only change at 5 s)."""
     from console.app import ConsoleApp
 
-    clock = _Clock()
-    state = HostState("h", label="h", clock=clock)
-    t0 = clock.t
-    _gpu(state, t0)
+    clock, state, t0 = _gpu_state()
     app = ConsoleApp(state, None)
     async with app.run_test(size=(140, 50)) as pilot:
         await pilot.pause()
@@ -87,11 +84,21 @@ async def test_a_live_pane_is_not_asked_until_its_label_would_change() -> None:
         assert asked["gpu"] == 0
 
 
+def _clocked_state() -> tuple[_Clock, HostState, float]:
+    clock = _Clock()
+    return clock, HostState("h", label="h", clock=clock), clock.t
+
+
+def _gpu_state() -> tuple[_Clock, HostState, float]:
+    """A state on a test clock with a GPU reading taken now."""
+    clock, state, t0 = _clocked_state()
+    _gpu(state, t0)
+    return clock, state, t0
+
+
 def _quiet_log_state(quiet_s: float) -> tuple[_Clock, HostState, float]:
     """A state on a test clock whose log's last line was `quiet_s` ago."""
-    clock = _Clock()
-    state = HostState("h", label="h", clock=clock)
-    t0 = clock.t
+    clock, state, t0 = _clocked_state()
     summary = LogSummary("log", "serving", (), None, None, None, None, None, None, (), 10, t0 - quiet_s)
     state.apply(ReadingChanged("h", "log", Reading("log", summary, t0)))
     return clock, state, t0
@@ -149,10 +156,7 @@ async def test_past_a_minute_the_quiet_label_moves_in_10_s_steps() -> None:
 async def test_a_pane_behind_a_maximized_one_is_not_asked_and_is_right_after_the_restore() -> None:
     from console.app import ConsoleApp
 
-    clock = _Clock()
-    state = HostState("h", label="h", clock=clock)
-    t0 = clock.t
-    _gpu(state, t0)
+    clock, state, t0 = _gpu_state()
     app = ConsoleApp(state, None)
     async with app.run_test(size=(140, 50)) as pilot:
         await pilot.pause()
@@ -184,9 +188,7 @@ async def test_a_pane_hidden_behind_a_maximized_one_renders_no_data_and_shows_th
     """Before: every GPU reading (1 Hz) re-rendered the GPU pane behind a maximized log pane."""
     from console.app import ConsoleApp
 
-    clock = _Clock()
-    state = HostState("h", label="h", clock=clock)
-    _gpu(state, clock.t)
+    clock, state, _ = _gpu_state()
     app = ConsoleApp(state, None)
     async with app.run_test(size=(140, 50)) as pilot:
         await pilot.pause()
