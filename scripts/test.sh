@@ -7,10 +7,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if { ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; } || ! command -v prometheus >/dev/null 2>&1; then
+#   - Debian's docker.io (dockerd 20.10; the real-daemon tests start their own, tests/real/daemons.py)
+#     and debootstrap (the root filesystem of the test image: systemd, journald, sshd, python3)
+if { ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; } || ! command -v prometheus >/dev/null 2>&1 \
+        || [ ! -x /usr/sbin/dockerd ] || [ ! -x /usr/bin/docker ] || ! command -v debootstrap >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openssh-server openssh-client procps prometheus >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openssh-server openssh-client procps prometheus \
+        docker.io debootstrap iproute2 >/dev/null
 fi
 
 # The pairing browser test drives Debian's Chromium through Playwright (its own browser download
