@@ -2,7 +2,7 @@
 
 With CI=true a missing sshd fails the run instead of skipping (the CI must test real OpenSSH).
 
-Every test has its own HOME, XDG dirs and TMPDIR (tests/isolation.py): nothing reaches the real
+Every test has its own HOME, XDG dirs and TMPDIR (tests/kit/isolation.py): nothing reaches the real
 user's data, and the run fails when the real user's gpuconsole dirs change while it runs.
 """
 
@@ -23,8 +23,8 @@ from console.hostsim import HostSimulator
 from console.testing import Sshd
 from console.transport import LocalTransport, Transport
 from console.transport.ssh import SshOptions, SshTransport
-from tests import netguard
-from tests.isolation import XDG_DEFAULTS, describe_changes, leftovers, snapshot_user_dirs, user_dirs
+from tests.kit import netguard
+from tests.kit.isolation import XDG_DEFAULTS, describe_changes, leftovers, snapshot_user_dirs, user_dirs
 
 DATA = Path(__file__).parent / "data"
 
@@ -34,7 +34,7 @@ REAL_DIRS = user_dirs(os.environ, REAL_HOME)
 REAL_BEFORE = snapshot_user_dirs(REAL_DIRS)
 
 # Loopback only: a test (or a fixture, a thread, a demo it started in this process) that resolves
-# or connects anywhere else is refused at the call and fails at teardown (tests/netguard.py).
+# or connects anywhere else is refused at the call and fails at teardown (tests/kit/netguard.py).
 netguard.install()
 
 

@@ -1,0 +1,192 @@
+"""SGLang in a container (issue 26): the launch as SGLang reads it, from `docker inspect`, a
+compose file and `docker ps`; the diff of two containers; which container holds a GPU process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from console.analysis.container_diff import build_container_report, side_from_container
+from console.analysis.service_diff import HostFacts
+from console.analysis.service_report import report_json
+from console.parsers import ParseError
+from console.parsers.docker import (
+    ContainerState,
+    GpuRequest,
+    container_id_from_cgroup,
+    parse_compose,
+    parse_inspect,
+    parse_ps,
+    parse_size,
+    runs_sglang,
+    sglang_version_of_image,
+)
+
+DATA = Path(__file__).parent.parent / "data" / "docker"
+SECRET = "hf_sImUlAtEdToKeNnOtReAl0123456789"
+FACTS = HostFacts(forbidden_prefixes=("/data",), gpu_count=4)
+
+
+def compose(service: str | None = None):
+    return parse_compose((DATA / "compose.yaml").read_text(), service)
+
+
+def test_inspect_reads_the_launch_gpus_mounts_shm_and_state():
+    [spec] = parse_inspect((DATA / "inspect_qwen397b.json").read_text())
+    assert spec.name == "sglang-qwen397b" and spec.image == "lmsysorg/sglang:v0.5.23-cu129"
+    assert spec.argv[0] == "/opt/nvidia/nvidia_entrypoint.sh" and "--quantization" in spec.argv
+    assert spec.gpus == GpuRequest(-1, ()) and spec.gpus.visible(4) == 4
+    assert spec.shm_size_bytes == 64 * 1024**2 and spec.ipc_mode == "host"
+    assert [(m.source, m.destination, m.read_only) for m in spec.mounts][0] == ("/data/models", "/models", True)
+    assert spec.ports == ("0.0.0.0:30000->30000/tcp",) and spec.restart_policy == "unless-stopped"
+    assert spec.state is not None and spec.state.running and spec.state.pid == 48213
+    assert sglang_version_of_image(spec.image) == "0.5.23"
+    side = side_from_container(spec)
+    # the entrypoint wrapper in front of `python3 -m sglang.launch_server` is a launcher, not an argument
+    assert side.command is not None and side.command.value("--tp-size") == "4"
+    assert SECRET not in (side.text or "") and SECRET not in json.dumps(side.environment)
+
+
+def test_compose_services_diff_as_the_seeds_units_do():
+    old, new = compose("qwen397b"), compose("qwen122b")
+    report = build_container_report(old, new, FACTS)
+    flags = {c.flag: c for c in report.changes}
+    assert flags["--quantization"].change == "removed" and flags["--speculative-algorithm"].change == "added"
+    assert "--tp-size" not in flags  # --tp 4 is --tp-size 4
+    # what only a container has: the model's host directory moved off /data
+    assert flags["mount /models"].old == "bind /data/models (ro)"
+    assert flags["mount /models"].new == "bind /shared/models (ro)"
+    # the old service's env_file is gone: a blind spot made visible
+    gone = flags["env-file /etc/sglang/qwen397b.env"]
+    assert gone.change == "removed" and "gone" in (gone.reason or "")
+    assert not [x for x in report.lints if x.severity == "error"], report.lints
+    text = json.dumps(report_json(report))
+    assert SECRET not in text and "container" in text
+
+
+def test_a_model_path_that_is_not_mounted_is_an_error():
+    new = compose("qwen122b")
+    unmounted = replace(new, mounts=tuple(m for m in new.mounts if m.destination != "/models"))
+    lints = build_container_report(compose("qwen397b"), unmounted, FACTS).lints
+    assert any(x.severity == "error" and "not mounted into the container" in x.message for x in lints)
+
+
+def test_forbidden_prefix_applies_to_host_paths_not_container_paths():
+    old = compose("qwen397b")  # mounts /data/models on the host: forbidden
+    lints = build_container_report(None, old, FACTS).lints
+    assert any(x.severity == "error" and "/data/models is under /data" in x.message for x in lints)
+    # a container path under /data whose host path is /shared is fine
+    new = compose("qwen122b")
+    moved = replace(new, mounts=tuple(replace(m, destination="/data") if m.destination == "/models" else m
+                                      for m in new.mounts),
+                    argv=tuple(a.replace("/models/", "/data/") for a in new.argv))
+    lints = build_container_report(None, moved, FACTS).lints
+    assert not [x for x in lints if x.severity == "error"], lints
+
+
+def test_tp_larger_than_the_gpus_the_container_sees():
+    new = compose("qwen122b")
+    two = replace(new, gpus=GpuRequest(None, ("0", "1")))
+    lints = build_container_report(None, two, FACTS).lints
+    assert any(x.flag == "--tp-size" and "sees 2" in x.message for x in lints)
+    env_limited = replace(new, gpus=GpuRequest(-1), env=new.env + (("CUDA_VISIBLE_DEVICES", "0,1,2"),))
+    lints = build_container_report(None, env_limited, FACTS).lints
+    assert any(x.flag == "--tp-size" and "sees 3" in x.message for x in lints)
+    none = replace(new, gpus=None)
+    assert any(x.flag == "gpus" for x in build_container_report(None, none, FACTS).lints)
+
+
+def test_tp_without_shared_memory_is_a_warning():
+    new = replace(compose("qwen122b"), ipc_mode=None, shm_size_bytes=None)
+    lints = build_container_report(None, new, FACTS).lints
+    assert any(x.flag == "shm-size" and x.severity == "warning" for x in lints)
+    ok = replace(new, shm_size_bytes=parse_size("32g"))
+    assert not any(x.flag == "shm-size" for x in build_container_report(None, ok, FACTS).lints)
+
+
+def test_a_container_restarting_in_a_loop_says_so_with_its_exit_code():
+    [spec] = parse_inspect((DATA / "inspect_qwen397b.json").read_text())
+    looping = replace(spec, state=ContainerState("restarting", restarting=True, exit_code=137, oom_killed=True,
+                                                 restart_count=7))
+    lints = build_container_report(None, looping, FACTS).lints
+    [loop] = [x for x in lints if x.flag == "restart"]
+    assert "7 restarts" in loop.message and "137" in loop.message and "OOM" in loop.message
+
+
+def test_an_image_with_no_sglang_is_one_clear_error():
+    spec = replace(compose("qwen122b"), argv=("nginx", "-g", "daemon off;"), image="nginx:1.27")
+    side = side_from_container(spec)
+    assert side.command is None and "does not run SGLang" in (side.error or "")
+    report = build_container_report(None, spec, FACTS)
+    assert report.errors and "nginx:1.27" in report.errors[0]
+
+
+def test_an_image_version_other_than_the_flag_table_is_said():
+    new = replace(compose("qwen122b"), image="lmsysorg/sglang:v0.5.5-cu126")
+    lints = build_container_report(compose("qwen397b"), new, FACTS)
+    image = [c for c in lints.changes if c.flag == "image"][0]
+    assert "0.5.23 → 0.5.5" in (image.reason or "")
+    assert any(x.flag == "image" and "SGLang 0.5.5" in x.message for x in lints.lints)
+    assert sglang_version_of_image("lmsysorg/sglang:latest") is None
+
+
+@pytest.mark.parametrize("text, why", [
+    ("services: [unclosed", "does not parse"),
+    ("version: '3'\n", "no services"),
+    ("services:\n  web:\n    image: nginx\n", "0 of its services run SGLang"),
+])
+def test_a_compose_file_that_does_not_parse_or_has_no_sglang(text, why):
+    with pytest.raises(ParseError, match=why):
+        parse_compose(text)
+
+
+def test_compose_finds_the_sglang_service_or_asks_for_a_name():
+    with pytest.raises(ParseError, match="2 of its services run SGLang"):
+        compose()
+    with pytest.raises(ParseError, match="no service 'nope'"):
+        compose("nope")
+
+
+@pytest.mark.parametrize("text", ["[", "{}", "[1]", '[{"Config": 3, "HostConfig": {}}]', "[" * 100000])
+def test_bad_inspect_is_a_parse_error(text):
+    with pytest.raises(ParseError):
+        parse_inspect(text)
+
+
+def test_ps_lists_containers_and_which_run_sglang():
+    rows = parse_ps((DATA / "ps.jsonl").read_text() + "not json\n{\n")
+    assert [r.name for r in rows] == ["sglang-qwen397b", "prometheus"]
+    assert [runs_sglang(r.command) for r in rows] == [True, False]
+
+
+def test_gpu_processes_map_to_their_container_through_the_cgroup():
+    cid = "3f1c9e2a7b6d4c5e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9012a3b4c5d6e7"
+    assert container_id_from_cgroup((DATA / "cgroup_v2_docker.txt").read_text()) == cid
+    assert container_id_from_cgroup((DATA / "cgroup_v1_docker.txt").read_text()) == cid
+    assert container_id_from_cgroup((DATA / "cgroup_host.txt").read_text()) is None
+
+
+def test_gpuconsole_diff_takes_compose_services_and_inspect_files(tmp_path):
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_DATA_HOME": str(tmp_path / "d"),
+           "PATH": "/usr/bin:/bin"}
+    old, new = f"{DATA / 'compose.yaml'}:qwen397b", f"{DATA / 'compose.yaml'}:qwen122b"
+    out = subprocess.run([sys.executable, "-m", "console", "diff", old, new, "--json"], capture_output=True,
+                         text=True, timeout=60, env=env, cwd=Path(__file__).parent.parent.parent)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert any(c["flag"] == "mount /models" for c in data["changes"]) and SECRET not in out.stdout
+    inspect = str(DATA / "inspect_qwen397b.json")
+    out = subprocess.run([sys.executable, "-m", "console", "diff", inspect, new, "--json"], capture_output=True,
+                         text=True, timeout=60, env=env, cwd=Path(__file__).parent.parent.parent)
+    assert out.returncode == 0, out.stderr
+    assert any(c["flag"] == "--quantization" for c in json.loads(out.stdout)["changes"])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("services: [unclosed")
+    out = subprocess.run([sys.executable, "-m", "console", "diff", f"{bad}:x", new], capture_output=True,
+                         text=True, timeout=60, env=env, cwd=Path(__file__).parent.parent.parent)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr

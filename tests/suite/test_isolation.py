@@ -1,0 +1,92 @@
+"""Issue 22 items 21-22: tests never write into the real user's data, and leave no demo caches.
+
+The conftest fixtures give every test its own HOME, XDG dirs and TMPDIR; these tests check that
+the product's default paths land there, that the checks the conftest makes at teardown see what
+they are meant to see, and that a demo keeps its actions and caches to itself."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+from tests.conftest import REAL_DIRS, REAL_HOME
+from tests.kit.isolation import describe_changes, leftovers, snapshot_user_dirs, user_dirs
+
+
+def test_each_test_has_its_own_home_and_xdg_dirs(_test_home: Path) -> None:
+    home = Path(os.environ["HOME"])
+    assert home != REAL_HOME and home.is_relative_to(_test_home)
+    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR"):
+        assert Path(os.environ[var]).is_dir() and Path(os.environ[var]).is_relative_to(_test_home), var
+    assert Path(tempfile.gettempdir()).is_relative_to(_test_home)
+    assert Path(os.path.expanduser("~")) == home
+    # No dir of the real user's is among this test's.
+    assert not any(d.is_relative_to(_test_home) for d in REAL_DIRS)
+
+
+def test_the_products_default_paths_are_the_tests_own(_test_home: Path) -> None:
+    from console.bench.store import default_path
+    from console.config import config_search_paths
+    from console.core.recording import default_dir
+    from console.hub import cache_dir
+    from console.share.server import runtime_dir
+    from console.swap.controller import audit_path
+
+    paths = [audit_path(), audit_path(demo=True), default_dir(), default_path(), default_path(demo=True),
+             cache_dir(), runtime_dir(), *config_search_paths()]
+    for path in paths:
+        assert path.is_relative_to(_test_home), path
+
+
+def test_the_session_check_sees_a_file_written_into_the_user_dirs(tmp_path: Path) -> None:
+    """What the conftest compares at the end of the run: an added or rewritten file is named."""
+    home = tmp_path / "someone"
+    dirs = user_dirs({}, home)
+    data = home / ".local/share/gpuconsole"
+    (data / "recordings").mkdir(parents=True)
+    (data / "audit.jsonl").write_text("{}\n")
+    before = snapshot_user_dirs(dirs)
+    assert before == snapshot_user_dirs(dirs)
+    assert describe_changes(before, snapshot_user_dirs(dirs)) == []
+    (data / "bench.jsonl").write_text('{"mock": 1}\n')
+    (data / "audit.jsonl").write_text("{}\n{}\n")
+    changes = describe_changes(before, snapshot_user_dirs(dirs))
+    assert changes == [f"added: {data / 'bench.jsonl'}", f"changed: {data / 'audit.jsonl'}"]
+
+
+def test_the_leftover_check_names_a_demo_cache_and_a_sandbox(tmp_path: Path) -> None:
+    (tmp_path / "gpuconsole-demo-cache-abc").mkdir()
+    (tmp_path / "gpusim-xyz").mkdir()
+    (tmp_path / "unrelated").mkdir()
+    assert [p.name for p in leftovers(tmp_path)] == ["gpuconsole-demo-cache-abc", "gpusim-xyz"]
+
+
+def test_a_demos_actions_go_to_the_demos_own_audit_file() -> None:
+    from console.swap.controller import SwapController, audit_path
+
+    def controller(demo: bool) -> SwapController:
+        session = SimpleNamespace(demo=demo, profile=SimpleNamespace())
+        from console.core.state import HostState
+
+        return SwapController(SimpleNamespace(state=HostState("h"), host="h", session=session))
+
+    assert controller(demo=True).audit_file == audit_path(demo=True)
+    assert controller(demo=False).audit_file == audit_path()
+    assert audit_path(demo=True) != audit_path()
+    assert audit_path(demo=True).parent == audit_path().parent
+
+
+def test_the_fleet_demo_removes_its_hub_cache() -> None:
+    """A fleet demo once left one /tmp/gpuconsole-demo-cache-* per run (issue 22 item 22)."""
+    from console.fleet.demo import FleetSimulator
+
+    tmp = Path(tempfile.gettempdir())
+    sim = FleetSimulator(1, speed=0.2, exporters=False)
+    try:
+        sim.start()
+        assert [p.name.startswith("gpuconsole-demo-cache-") for p in tmp.iterdir()].count(True) == 1
+    finally:
+        sim.stop()
+    assert not [p for p in leftovers(tmp) if p.name.startswith("gpuconsole-demo-cache-")]
