@@ -31,6 +31,13 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --force-reinstall --no-deps . 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -m pip install -q ".[test]" 2>&1 | grep -v "^WARNING: Location" || true
 
+# The real-daemon tests' image (tests/real/daemons.py): its root filesystem is built once by debootstrap
+# (about a minute on a quiet machine, cached under /var/tmp/gpuconsole-test-cache), here rather than
+# inside the suite where three workers would wait on it. Without docker.io those tests skip (fail in CI).
+if [ -x /usr/sbin/dockerd ] && [ "$(id -u)" = 0 ]; then
+    .venv/bin/python -m tests.real.daemons >/dev/null
+fi
+
 # Three workers, each test file on one worker (--dist loadfile: a file's module fixtures and its
 # order stay as they are). The suite mostly waits on simulated hosts (40 % of one core, one
 # process), so three workers on two cores cut the wall time. PYTEST_WORKERS=0: one process.

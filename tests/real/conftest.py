@@ -1,7 +1,8 @@
 """Fixtures of the real-daemon tests (`pytest -m real_docker`, `pytest -m real_systemd`).
 
-Each xdist worker that runs such a test starts one dockerd of its own for the session
-(tests/real/daemons.py); the root filesystem its image comes from is built once and cached.
+Each xdist worker that runs such a test starts one dockerd of its own for the session, in a root of
+the cache's pool (tests/real/daemons.py: the image imported there once stays for the next run); the
+root filesystem the image comes from is built once (scripts/test.sh does it before the suite).
 """
 
 from __future__ import annotations
@@ -10,22 +11,23 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.real.daemons import DaemonUnavailable, Dockerd, require_dockerd, start_dockerd
+from tests.real.daemons import DaemonUnavailable, Dockerd, pooled_root, require_dockerd, start_dockerd
 
 
 @pytest.fixture(scope="session")
 def dockerd() -> Iterator[Dockerd]:
     """A real dockerd of this test session's own, with the test image imported."""
     require_dockerd()
-    try:
-        daemon = start_dockerd()
-    except DaemonUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
+    with pooled_root() as root:
         try:
-            daemon.ensure_image()
+            daemon = start_dockerd(root)
         except DaemonUnavailable as exc:
             pytest.fail(str(exc), pytrace=False)
-        yield daemon
-    finally:
-        daemon.stop()
+        try:
+            try:
+                daemon.ensure_image()
+            except DaemonUnavailable as exc:
+                pytest.fail(str(exc), pytrace=False)
+            yield daemon
+        finally:
+            daemon.stop(keep_data=True)

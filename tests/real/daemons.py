@@ -194,7 +194,8 @@ class Dockerd:
         if ids:
             self.docker("rm", "-f", *ids, check=False, timeout_s=120)
 
-    def stop(self) -> None:
+    def stop(self, *, keep_data: bool = False) -> None:
+        """Stop the daemon; `keep_data` keeps its data root (a pooled root keeps the imported image)."""
         with contextlib.suppress(Exception):
             self.remove_all_containers()
         if self.process.poll() is None:
@@ -204,9 +205,40 @@ class Dockerd:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
+        if keep_data:
+            return
         # Overlay mounts of containers that were still up are gone with the daemon; the data root
         # can then be removed (--one-file-system: never follow into a mount that survived).
         subprocess.run(["rm", "-rf", "--one-file-system", str(self.root)], timeout=300, check=False)
+
+
+@contextlib.contextmanager
+def pooled_root(slots: int = 8) -> Iterator[Path]:
+    """A daemon root of the cache's pool, held (flock) for as long as the caller runs a dockerd in it:
+    the image imported there once is found again by the next run, and two runs at the same time
+    (xdist workers, two checkouts) never share one root."""
+    pool = CACHE / "daemons"
+    pool.mkdir(parents=True, exist_ok=True)
+    for slot in range(slots):
+        fh = open(pool / f"{slot}.lock", "a+")  # noqa: SIM115 - held until the caller is done
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            continue
+        try:
+            root = pool / str(slot)
+            root.mkdir(exist_ok=True)
+            # A run that was killed leaves its pid file and sockets: the daemon of that run is gone.
+            for stale in ("dockerd.pid", "docker.sock"):
+                with contextlib.suppress(FileNotFoundError):
+                    (root / stale).unlink()
+            yield root
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            fh.close()
+        return
+    raise DaemonUnavailable(f"all {slots} dockerd roots under {pool} are in use")
 
 
 def start_dockerd(root: Path | None = None, timeout_s: float = 60) -> Dockerd:
@@ -245,3 +277,13 @@ def start_dockerd(root: Path | None = None, timeout_s: float = 60) -> Dockerd:
         time.sleep(0.2)
     daemon.stop()
     raise DaemonUnavailable(f"dockerd did not answer within {timeout_s:.0f} s (log: {log_path})")
+
+
+if __name__ == "__main__":  # scripts/test.sh: build the root filesystem before the suite, once
+    import sys
+
+    try:
+        print(rootfs_tarball())
+    except DaemonUnavailable as exc:
+        print(f"real-daemon image: {exc}", file=sys.stderr)
+        sys.exit(1)
