@@ -8,11 +8,9 @@ user's data, and the run fails when the real user's gpuconsole dirs change while
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -22,11 +20,10 @@ import pytest
 from console.hostsim import HostSimulator
 from console.testing import Sshd
 from console.transport import LocalTransport, Transport
-from console.transport.ssh import SshOptions, SshTransport
+from console.transport.ssh import SshTransport
 from tests.kit import netguard
+from tests.kit.hosts import DATA, require_sshd, sim_options, wait_for  # noqa: F401 - also for older imports
 from tests.kit.isolation import XDG_DEFAULTS, describe_changes, leftovers, snapshot_user_dirs, user_dirs
-
-DATA = Path(__file__).parent / "data"
 
 # The real user's dirs, read when the suite is imported: before any test changes the environment.
 REAL_HOME = Path(os.path.expanduser("~"))
@@ -122,15 +119,6 @@ async def sim(tmp_path: Path) -> AsyncIterator[HostSimulator]:
         await simulator.stop()
 
 
-def sim_options(sim: HostSimulator, **overrides: object) -> SshOptions:
-    values: dict[str, object] = dict(
-        host="127.0.0.1", port=sim.port, user="root", identity=str(sim.client_key_path),
-        known_hosts=str(sim.known_hosts_path), ssh_config=(), connect_timeout_s=5,
-    )
-    values.update(overrides)
-    return SshOptions(**values)  # type: ignore[arg-type]
-
-
 @pytest.fixture
 async def sim_transport(sim: HostSimulator) -> AsyncIterator[SshTransport]:
     transport = SshTransport(sim_options(sim))
@@ -159,18 +147,6 @@ async def transport(request: pytest.FixtureRequest, sim: HostSimulator) -> Async
         await t.close()
 
 
-def require_sshd() -> None:
-    """OpenSSH's sshd can run here, else skip (fail in CI: the CI must test against OpenSSH)."""
-    from console.testing import find_sshd
-
-    if find_sshd() is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("sshd is missing: CI must test against OpenSSH (apt-get install openssh-server)")
-        pytest.skip("OpenSSH sshd is not installed")
-    if os.geteuid() != 0 and os.environ.get("CI") != "true":
-        pytest.skip("sshd tests run as root (CI does)")
-
-
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     """OpenSSH's sshd on 127.0.0.1 with temporary keys, for this test session only."""
@@ -187,10 +163,3 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
         server.stop()
 
 
-async def wait_for(predicate: object, timeout: float = 5.0, interval: float = 0.02) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        await asyncio.sleep(interval)
-    raise AssertionError("condition not met in time")

@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from console import __version__
-from tests.conftest import Sshd
-
-
-def gpuconsole(*args: str, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "GPUCONSOLE_CONFIG": "", "XDG_CONFIG_HOME": "/nonexistent", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True, text=True,
-                          timeout=timeout, env=full_env)
+from console.testing import Sshd
+from tests.kit.cli import gpuconsole
 
 
 def test_version() -> None:

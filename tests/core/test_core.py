@@ -33,21 +33,13 @@ from console.core.state import (
 from console.hostsim import HostSimulator
 from console.hostsim.scenario import demo_profile, start_scenario
 from console.hostsim.story import T_GRAPH_BEGIN, T_WEIGHTS_BEGIN
-from console.model import GpuDevice, GpuStatus, Reading
+from console.model import GpuStatus, Reading
 from console.session import HostSession
 from console.snapshot import snapshot_json
 from console.transport.base import ConnectionState
 from console.transport.ssh import SshTransport
-from tests.conftest import DATA, sim_options, wait_for
-
-
-def gpu(index: int, used: int, uuid: str | None = None, util: int = 50) -> GpuDevice:
-    return GpuDevice(index, "NVIDIA H200", uuid or f"GPU-{index}", used, 143771, util, 40, 100.0, 700.0)
-
-
-def gpu_reading(*gpus: GpuDevice, at: float = 100.0) -> Reading[GpuStatus]:
-    return Reading("gpu", GpuStatus("nvml", tuple(gpus), sampled_at_s=at), at)
-
+from tests.kit.hosts import DATA, sim_options, wait_for
+from tests.kit.readings import gpu, gpu_reading
 
 # -- the codec: every event and reading type, both ways -------------------------------------
 LIVE_KINDS = ("HostInfo:", "ConnectionChanged:", "LogAppended:", "BenchChanged:", "ReadingChanged:host",

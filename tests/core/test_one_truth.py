@@ -26,7 +26,7 @@ from console.session import HostSession, make_transport
 from console.share.client import attach
 from console.share.server import ShareServer
 from console.swap.model import ApprovalChanged, SwapStep, SwapStepChanged
-from tests.conftest import wait_for
+from tests.kit.hosts import wait_for
 
 SPEED = 4.0  # the story at 4 scenario seconds a second: the old server stops 11 s in, the new is ready at 19 s
 

@@ -20,7 +20,7 @@ from console.hostsim.scenario import NEW_UNIT, OLD_UNIT, demo_profile, start_sce
 from console.model import Reading
 from console.session import HostSession, make_transport
 from console.transport.ssh import SshTransport
-from tests.conftest import sim_options, wait_for
+from tests.kit.hosts import sim_options, wait_for
 
 UNITS = Path(__file__).resolve().parent.parent.parent / "console" / "hostsim" / "units"
 

@@ -20,7 +20,7 @@ from console.session import HostSession, make_transport
 from console.sources.download import DownloadWatcher
 from console.transport import LocalTransport
 from tests.kit import netguard
-from tests.conftest import wait_for
+from tests.kit.hosts import wait_for
 
 
 async def test_the_demo_reads_its_file_list_from_the_simulated_hub_on_loopback(sim: HostSimulator) -> None:

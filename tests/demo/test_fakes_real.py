@@ -24,7 +24,7 @@ from console.parsers.sglang_log import parse_line
 from console.sources.log import LogFollower
 from console.sources.server import METRICS
 from console.transport import LocalTransport
-from tests.conftest import DATA
+from tests.kit.hosts import DATA
 
 JOURNAL = json.loads((DATA / "journalctl_real.json").read_text())
 SYSTEMCTL = json.loads((DATA / "systemctl_real.json").read_text())

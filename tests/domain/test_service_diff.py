@@ -23,7 +23,7 @@ from console.parsers.sglang_flags import builtin_table, table_from_help
 from console.parsers.systemd import parse_unit, split_systemd_words
 from console.sources.service import ServiceWatcher
 from console.transport.ssh import SshTransport
-from tests.conftest import sim_options
+from tests.kit.hosts import sim_options
 
 UNITS = Path(__file__).parent.parent.parent / "console" / "hostsim" / "units"
 

@@ -114,7 +114,7 @@ async def test_over_ssh_the_variables_of_the_lost_env_file_are_named_and_their_s
     from console.hostsim.scenario import NEW_UNIT, OLD_UNIT, start_scenario
     from console.sources.service import ServiceWatcher
     from console.transport.ssh import SshTransport
-    from tests.conftest import sim_options
+    from tests.kit.hosts import sim_options
 
     await start_scenario(sim)
     env = sim.path("/etc/sglang/qwen397b.env")

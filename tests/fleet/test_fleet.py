@@ -21,7 +21,7 @@ from console.hostsim import HostSimulator
 from console.hostsim.server import HostIdentity
 from console.model import GpuDevice, GpuStatus, Reading
 from console.transport.base import ConnectionState
-from tests.conftest import wait_for
+from tests.kit.hosts import wait_for
 
 
 def sim_profile(sim: HostSimulator, name: str) -> HostProfile:

@@ -12,7 +12,7 @@ from console.hostsim.multihost import MultiHostServer, main
 from console.parsers.nvidia_smi import parse_gpu_csv
 from console.transport import HostKeyUnknown
 from console.transport.ssh import SshOptions, SshTransport
-from tests.conftest import wait_for
+from tests.kit.hosts import wait_for
 
 
 def _options(profile: object, **overrides: object) -> SshOptions:

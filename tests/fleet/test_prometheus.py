@@ -30,7 +30,7 @@ from console.fleet.prom import (
 from console.fleet.promserver import PrometheusServer, ScrapeTarget, find_prometheus, start_prometheus
 from console.fleet.rows import fleet_row
 from console.hostsim import story
-from tests.conftest import wait_for
+from tests.kit.hosts import wait_for
 
 
 @pytest.fixture(scope="module")

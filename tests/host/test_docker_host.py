@@ -11,22 +11,11 @@ from pathlib import Path
 from console.hostsim.fake_docker import DAEMON_DOWN, add_container, append_log
 from console.sources.container import ContainerWatcher
 from console.sources.log import LogFollower
+from tests.kit.docker import inspect as _inspect
 
 DATA = Path(__file__).parent.parent / "data" / "docker"
 REAL_DECODE = ("[2025-03-05 07:34:52 TP0] Decode batch. #running-req: 1, #token: 1024, token usage: 0.00, "
                "gen throughput (token/s): 54.09, #queue-req: 0")  # sglang_real_lines.txt's shape
-
-
-def _inspect(root: Path, name: str, models: str, *, running: bool, model: str, extra: list[str]) -> dict:
-    [obj] = json.loads((DATA / "inspect_qwen397b.json").read_text())
-    obj["Name"] = "/" + name
-    obj["Id"] = (name.encode().hex() * 8)[:64]
-    obj["Mounts"][0]["Source"] = str(root / models)
-    obj["HostConfig"]["Binds"] = [f"{root / models}:/models:ro"]
-    obj["Args"] = ["python3", "-m", "sglang.launch_server", "--model-path", f"/models/{model}", "--tp-size", "4",
-                   *extra]
-    obj["State"].update(Running=running, Status="running" if running else "exited", Pid=48213 if running else 0)
-    return obj
 
 
 async def test_the_service_source_reads_two_containers_through_the_hosts_docker(sim, sim_transport):
@@ -200,7 +189,7 @@ async def test_the_docker_demo_scenario_shows_the_seeds_services_as_containers(t
     from console.hostsim import HostSimulator
     from console.hostsim.scenario import NEW_CONTAINER, OLD_CONTAINER, demo_profile, start_scenario
     from console.transport.ssh import SshTransport
-    from tests.conftest import sim_options, wait_for
+    from tests.kit.hosts import sim_options, wait_for
 
     sim = HostSimulator(tmp_path / "host", scenario="docker")
     await sim.start()

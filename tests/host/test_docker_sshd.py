@@ -31,8 +31,8 @@ from console.hostsim.scenario import NEW_CONTAINER, OLD_CONTAINER, demo_profile,
 from console.session import HostSession, make_transport
 from console.testing import Sshd, start_sshd
 from console.transport.ssh import SshTransport
-from tests.conftest import require_sshd
-from tests.host.test_docker_host import _inspect
+from tests.kit.docker import inspect as _inspect
+from tests.kit.hosts import require_sshd
 
 pytestmark = pytest.mark.sshd
 SPEED = 16.0

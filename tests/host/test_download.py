@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import http.server
-import json
 import os
 import threading
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from huggingface_hub._local_folder import _short_hash as hub_short_hash
 
 from console.analysis.download import ExpectedFile, ExpectedFiles, ProgressTracker, summarize
 from console.hostsim import HostSimulator
-from console.hostsim.downloader import GB, DownloadPlan, LocalDirDownloader, RepoFile
+from console.hostsim.downloader import GB, DownloadPlan, LocalDirDownloader
 from console.model import Reading
 from console.panes.download import format_download
 from console.parsers import ParseError
@@ -23,23 +22,13 @@ from console.parsers.hf_listing import listing_script, parse_index, parse_listin
 from console.sources.download import DirectoryProblem, DownloadWatcher
 from console.transport import LocalTransport
 from console.transport.ssh import SshTransport
-from tests.conftest import sim_options
+from tests.kit.download import FakeHub, small_plan
+from tests.kit.hosts import sim_options
 
 
 def test_partial_names_use_huggingface_hubs_own_short_hash() -> None:
     for name in ("model-00007-of-00039.safetensors", "tokenizer.json", "weird name ✓.bin"):
         assert short_hash(name) == hub_short_hash(f"{name}.metadata")
-
-
-def small_plan(**kw: object) -> DownloadPlan:
-    files = [RepoFile(f"model-{i:05d}-of-00004.safetensors", 1_000_000, f"{i:064x}") for i in range(1, 5)]
-    files.append(RepoFile("config.json", 2, None, b"{}"))
-    index = {"metadata": {"total_size": 3_999_000}, "weight_map": {f"w{i}": f.path for i, f in enumerate(files[:4])}}
-    files.append(RepoFile("model.safetensors.index.json", 0, None, json.dumps(index).encode()))
-    files[-1].size = len(files[-1].content or b"")
-    values: dict[str, object] = dict(files=files, start_bytes=0, rate_bytes_per_s=1_000_000.0, workers=2)
-    values.update(kw)
-    return DownloadPlan(**values)  # type: ignore[arg-type]
 
 
 def expected_for(plan: DownloadPlan) -> ExpectedFiles:
@@ -213,28 +202,6 @@ async def test_a_missing_directory_is_a_clear_state(sim: HostSimulator) -> None:
     finally:
         await transport.close()
     assert parse_listing("@@denied\n").error == "permission denied"
-
-
-class FakeHub(http.server.BaseHTTPRequestHandler):
-    """The Hub's model_info endpoint on loopback: one repo, everything else 404 RepoNotFound."""
-
-    siblings: list[dict[str, object]] = []
-
-    def do_GET(self) -> None:  # noqa: N802
-        if self.path.startswith("/api/models/Qwen/Tiny"):
-            body = json.dumps({"id": "Qwen/Tiny", "sha": "abc", "siblings": self.siblings}).encode()
-            self.send_response(200)
-        else:
-            body = b'{"error": "Repository not found"}'
-            self.send_response(404)
-            self.send_header("X-Error-Code", "RepoNotFound")
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 @pytest.fixture

@@ -3,27 +3,15 @@ file's own safetensors header; rate and ETA end with the download."""
 
 from __future__ import annotations
 
-import ctypes
-import json
 from pathlib import Path
 
 from console.analysis.download import DownloadProgress, ProgressTracker
 from console.panes.download import verdict
 from console.sources.download import DownloadWatcher
 from console.transport import LocalTransport
+from tests.kit.download import model_dir, poll
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
-
-
-def write_safetensors(path: Path, tensors: dict[str, int]) -> int:
-    """A real file written by the safetensors library (name -> byte count of a uint8 tensor)."""
-    from safetensors import TensorSpec, serialize_file
-
-    buffers = {name: ctypes.create_string_buffer(n) for name, n in tensors.items()}
-    specs = {name: TensorSpec(dtype="uint8", shape=[n], data_ptr=ctypes.addressof(buffers[name]), data_len=n)
-             for name, n in tensors.items()}
-    serialize_file(specs, str(path), {"format": "pt"})
-    return path.stat().st_size
 
 
 def write_tree_listing(model: Path, sizes: dict[str, int]) -> None:
@@ -34,32 +22,6 @@ def write_tree_listing(model: Path, sizes: dict[str, int]) -> None:
         ".safetensors") else None, lfs_size=size if name.endswith(".safetensors") else None)
                for name, size in sizes.items()}
     write_tree_cache(tree_cache_folder_for_local_dir(str(model)), COMMIT, entries)
-
-
-def model_dir(tmp_path: Path) -> tuple[Path, dict[str, int]]:
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "config.json").write_text("{}")
-    sizes = {"config.json": 2}
-    weight_map = {}
-    for i in (1, 2):
-        name = f"model-0000{i}-of-00002.safetensors"
-        sizes[name] = write_safetensors(model / name, {f"layer{i}.a": 4096, f"layer{i}.b": 1000 + i})
-        weight_map[f"layer{i}.a"] = weight_map[f"layer{i}.b"] = name
-    index = json.dumps({"metadata": {"total_size": 4096 * 2 + 2003}, "weight_map": weight_map})
-    (model / "model.safetensors.index.json").write_text(index)
-    sizes["model.safetensors.index.json"] = len(index)
-    return model, sizes
-
-
-async def poll(model: Path) -> DownloadProgress:
-    transport = LocalTransport()
-    try:
-        watcher = DownloadWatcher(transport, str(model), None)
-        await watcher.poll()  # the first poll finds the shards; their headers ride along with the next
-        return await watcher.poll()
-    finally:
-        await transport.close()
 
 
 async def test_the_kept_listing_catches_a_shard_one_byte_short(tmp_path: Path) -> None:
@@ -124,7 +86,7 @@ async def test_a_poll_that_brings_only_changes_tells_the_same_truth_as_a_full_li
     """Issue 16: a 100k-file directory polled by changes (host-side sums); the picture must equal a
     whole listing's at every step, through partial files, renames, a deletion and a file moved in."""
     from console.hostsim.downloader import LocalDirDownloader
-    from tests.host.test_download import small_plan
+    from tests.kit.download import small_plan
 
     model = tmp_path / "m"
     model.mkdir()

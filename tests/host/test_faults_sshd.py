@@ -385,7 +385,7 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 async def test_a_full_disk_on_the_consoles_own_data_dir(full_disk: Path, fault_host: FaultHost) -> None:
-    from tests.domain.test_bench import FaultyServer
+    from tests.kit.bench import FaultyServer
 
     server = await asyncio.start_server(FaultyServer().handle, "127.0.0.1", 0)
     url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"

@@ -13,7 +13,7 @@ from console.parsers.nvidia_smi import parse_compute_apps, parse_gpu_csv
 from console.parsers.nvml import gpus_from_sample, parse_sampler_line
 from console.sources.gpu import PATHS, GpuSource
 from console.transport.ssh import SshTransport
-from tests.conftest import DATA, sim_options
+from tests.kit.hosts import DATA, sim_options
 
 H200 = DATA / "h200"
 

@@ -20,7 +20,8 @@ from console.sources.log import LogFollower, read_log_file
 from console.sources.server import ServerWatcher
 from console.transport import LocalTransport
 from console.transport.ssh import SshTransport
-from tests.conftest import DATA, sim_options
+from tests.kit.hosts import DATA, sim_options
+from tests.kit.log import collect as _collect
 
 REAL = (DATA / "sglang_real_lines.txt").read_text().splitlines()
 HYBRID = (DATA / "sglang_hybrid_lines.txt").read_text().splitlines()
@@ -147,19 +148,6 @@ def test_prometheus_text() -> None:
             'sglang:num_running_reqs{model_name="m"} 48.0\nbad line\n')
     assert parse_prometheus(text, ("sglang:gen_throughput", "sglang:num_running_reqs")) == {
         "sglang:gen_throughput": 2210.5, "sglang:num_running_reqs": 48.0}
-
-
-async def _collect(follower: LogFollower, until: object, timeout: float = 15.0) -> list[str]:
-    seen: list[str] = []
-
-    async def run() -> None:
-        async for batch in follower.batches():
-            seen.extend(e.text for e in batch.events)
-            if until(seen):  # type: ignore[operator]
-                return
-
-    await asyncio.wait_for(run(), timeout)
-    return seen
 
 
 async def test_journal_follow_resumes_after_a_drop_without_duplicates_or_losses(sim: HostSimulator) -> None:

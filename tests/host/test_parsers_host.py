@@ -4,7 +4,7 @@ import pytest
 
 from console.parsers import ParseError
 from console.parsers.host import parse_df, parse_host_summary
-from tests.conftest import DATA
+from tests.kit.hosts import DATA
 
 
 def test_recorded_host_summary_parses() -> None:

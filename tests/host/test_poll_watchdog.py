@@ -19,7 +19,7 @@ import console.transport.shell as shell_module
 from console.transport import CommandError, CommandTimeout, LocalTransport, Transport
 from console.transport.shell import KILL_GRACE_S, host_time_limit
 from console.transport.ssh import SshTransport
-from tests.conftest import sim_options
+from tests.kit.hosts import sim_options
 
 
 def _hang_tool(tmp_path: Path) -> Path:

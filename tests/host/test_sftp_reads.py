@@ -12,7 +12,7 @@ import pytest
 
 from console.hostsim import HostSimulator
 from console.transport.ssh import SshTransport
-from tests.conftest import sim_options
+from tests.kit.hosts import sim_options
 
 
 @pytest.fixture(params=["sim", "sshd"])

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from console.testing import Sshd
 from console.transport import (
     AuthError,
     CommandTimeout,
@@ -23,7 +24,7 @@ from console.transport import (
     quote,
 )
 from console.transport.ssh import SshTransport
-from tests.conftest import Sshd, sim_options, wait_for
+from tests.kit.hosts import sim_options, wait_for
 
 NASTY = [
     "plain",

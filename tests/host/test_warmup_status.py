@@ -63,7 +63,7 @@ async def test_a_serving_server_gets_no_generation_while_health_and_the_log_agre
     from console.hostsim.scenario import OLD_UNIT, start_scenario
     from console.sources import server as server_source
     from console.transport.ssh import SshTransport
-    from tests.conftest import sim_options, wait_for
+    from tests.kit.hosts import sim_options, wait_for
 
     monkeypatch.setattr(server_source, "HEALTH_EVERY_S", 0.3)  # the 25 s, shortened
     sim = HostSimulator(tmp_path / "h", speed=0.2)  # the old server serves for the whole test

@@ -11,7 +11,7 @@ from pathlib import Path
 from console.parsers.sglang_log import parse_line
 from console.sources.log import LogFollower, read_log_file
 from console.transport import LocalTransport
-from tests.host.test_log import _collect
+from tests.kit.log import collect as _collect
 
 BAD_BOOT_LINES = [
     "[2026-01-01 10:00:00 TP0] Load weight begin. avail mem=1.2.3 GB",
@@ -67,7 +67,7 @@ def test_a_corrupt_hub_cache_is_rebuilt_not_fatal(tmp_path: Path, monkeypatch) -
     import pytest
 
     from console.hub import HubError, _cache_path, fetch_expected
-    from tests.host.test_download import FakeHub, small_plan
+    from tests.kit.download import FakeHub, small_plan
 
     monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")

@@ -241,7 +241,7 @@ async def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
 
 async def test_planted_escape_sequences_reach_no_pane_and_no_recording(planted: object, tmp_path: Path) -> None:
     from console.app import ConsoleApp
-    from tests.conftest import wait_for
+    from tests.kit.hosts import wait_for
 
     app = planted
     assert isinstance(app, ConsoleApp)

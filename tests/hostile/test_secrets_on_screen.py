@@ -13,8 +13,8 @@ import pytest
 
 from console.app import ConsoleApp
 from console.session import HostSession
-from tests.conftest import wait_for
 from tests.kit.figures import record
+from tests.kit.hosts import wait_for
 
 UNIT = "/etc/systemd/system/sglang-qwen397b.service"
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.app import App
 
 from console.config import HostProfile
 from console.core.recording import Recorder
@@ -25,6 +26,17 @@ from console.hostsim import HostSimulator
 from console.hostsim.downloader import DownloadPlan
 from console.hostsim.scenario import demo_profile, start_scenario, write_hub_cache
 from console.session import HostSession, make_transport
+from console.swap.model import (
+    ApprovalChanged,
+    AuditAppended,
+    AuditEntry,
+    DowntimeChanged,
+    GateChanged,
+    GateCheck,
+    SwapSetup,
+    SwapStep,
+    SwapStepChanged,
+)
 
 BENCH_PLAN = [(2, 4, 64, 32)]  # one short sweep point: the swap's benchmark step, in seconds
 
@@ -182,3 +194,36 @@ def demo_app(sim: HostSimulator, tmp_path: Path, **profile_changes: object) -> A
     return ConsoleApp.for_session(HostSession(prof, make_transport(prof), demo=True,
                                               bench_path=tmp_path / "bench.jsonl"),
                                   record=True, record_dir=tmp_path / "rec")
+
+
+EVENTS = [
+    SwapStepChanged("h", SwapStep("stop_old", "Stop", "done", 1.0, 2.5, "drained", ("systemctl stop -- x",), "ana")),
+    GateChanged("h", (GateCheck("download", False, "partial"), GateCheck("fit", None, "no GPU", "ben")), 3.0),
+    DowntimeChanged("h", 10.0, "the old server's last served request (its log)", 171.0, "new ready"),
+    ApprovalChanged("h", "r1", "stop_old", ("timeout -k 5 120 systemctl stop -- a.service",), "ana", 1.0,
+                    "granted", "ben", 2.0),
+    AuditAppended("h", AuditEntry("ana", 1.0, "stop_old", "systemctl stop", 0, "ok", 0.5, "")),
+    SwapSetup("h", "old.service", "new.service", "Qwen/X", "/shared/m", True, True, False, "stop_old"),
+]
+
+
+class PlanHost(App[None]):
+    def __init__(self, screen: Any) -> None:
+        super().__init__()
+        self._first = screen
+
+    def on_mount(self) -> None:
+        self.push_screen(self._first)
+
+
+def narrow_plan_state() -> HostState:
+    state = HostState("h", label="h")
+    state.apply(SwapSetup("h", "sglang-qwen397b-nvfp4.service", "sglang-qwen122b-bf16.service",
+                          "Qwen/Qwen3.5-122B-A10B", "/shared/models/m"))
+    state.apply(SwapStepChanged("h", SwapStep("stop_old", "Stop the old service and wait for its memory",
+                                              "done", 100.0, 104.0, "drained", observed=True)))
+    state.apply(SwapStepChanged("h", SwapStep("start_new", "Start the new service and follow it to ready",
+                                              "done", 104.5, 166.4, "ready", who="ana")))
+    state.apply(DowntimeChanged("h", 99.6, "the old server's last served request, in its log", 166.4,
+                                "the new server's first answered /health_generate"))
+    return state

@@ -6,14 +6,12 @@ import asyncio
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from console.core import codec
-from console.core.runner import HostRunner
 from console.core.state import Client, HostState, NoteChanged, Presence
 from console.hostsim import HostSimulator
 from console.hostsim.scenario import demo_profile
@@ -21,47 +19,12 @@ from console.session import HostSession, make_transport
 from console.share import protocol as p
 from console.share.client import AttachError, ShareClient, attach
 from console.share.server import ShareServer
-from tests.conftest import wait_for
-
-
-@dataclass
-class Core:
-    sim: HostSimulator
-    state: HostState
-    runner: HostRunner
-    server: ShareServer
-    sock: Path
-
-    @property
-    def tcp(self) -> str:
-        assert self.server.tcp_address is not None
-        host, port = self.server.tcp_address
-        return f"{host}:{port}"
-
-
-async def _core(sim: HostSimulator, tmp_path: Path) -> AsyncIterator[Core]:
-    profile = demo_profile(sim)
-    session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
-    state = HostState("127.0.0.1", label="sim", demo=True)
-    runner = HostRunner(session, state)
-    runner.announce()
-    short = Path(tempfile.mkdtemp(prefix="gc-"))  # AF_UNIX paths are short
-    server = await ShareServer(state, runner).start(unix_path=short / "core.sock", tcp=("127.0.0.1", 0))
-    await runner.start()
-    try:
-        yield Core(sim, state, runner, server, short / "core.sock")
-    finally:
-        await server.close()
-        await runner.close()
-        shutil.rmtree(short, ignore_errors=True)
-
-
-@pytest.fixture
-async def core(sim: HostSimulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Core]:
-    """A core on the bare simulated host (no story running)."""
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    async for c in _core(sim, tmp_path):
-        yield c
+from tests.kit.hosts import wait_for
+from tests.kit.share import (
+    Core,
+    attached,
+    running_core,
+)
 
 
 @pytest.fixture
@@ -75,15 +38,10 @@ async def demo_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIte
     await simulator.start()
     try:
         await start_scenario(simulator)
-        async for c in _core(simulator, tmp_path):
+        async for c in running_core(simulator, tmp_path):
             yield c
     finally:
         await simulator.stop()
-
-
-async def attached(address: str | Path, name: str, token: str = "") -> tuple[ShareClient, asyncio.Task[None]]:
-    client = await attach(address, name=name, token=token)
-    return client, asyncio.ensure_future(client.pump())
 
 
 def names(state: HostState) -> list[tuple[str, str]]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import gpuconsole
+from tests.kit.cli import gpuconsole
 
 
 def popen(*args: str, tmp: Path) -> subprocess.Popen[str]:

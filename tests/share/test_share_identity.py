@@ -228,7 +228,7 @@ async def test_a_flood_of_silent_connections_is_capped_and_said_once(core, caplo
     server.max_pending = 8
     caplog.set_level(logging.WARNING, logger="gpuconsole.share")
     flood = [await asyncio.open_unix_connection(str(sock)) for _ in range(60)]
-    from tests.conftest import wait_for
+    from tests.kit.hosts import wait_for
 
     await wait_for(lambda: server.turned_away >= 52, 10)
     assert server.pending <= 8
@@ -249,7 +249,7 @@ async def test_a_flood_of_silent_connections_is_capped_and_said_once(core, caplo
 
 async def test_clients_that_never_read_are_dropped_at_the_global_budget(core) -> None:
     from console.core.state import NoteChanged
-    from tests.conftest import wait_for
+    from tests.kit.hosts import wait_for
 
     server, control, sock = core
     server.max_total_buffer = 4 << 20

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
-from tests.conftest import REAL_DIRS, REAL_HOME
+from tests.conftest import REAL_DIRS, REAL_HOME  # the real user's dirs as the suite found them at its start
 from tests.kit.isolation import describe_changes, leftovers, snapshot_user_dirs, user_dirs
 
 

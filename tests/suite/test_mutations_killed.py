@@ -12,9 +12,12 @@ import pytest
 
 from console.parsers.sglang_log import batch_fields, parse_line
 from console.share import protocol as p
-from tests.conftest import DATA
-from tests.host.test_download_truth import poll, write_safetensors
-from tests.share.test_share import Core, attached, core  # noqa: F401 - `core` is the fixture
+from tests.kit.download import poll, write_safetensors
+from tests.kit.hosts import DATA
+from tests.kit.share import (  # noqa: F401 - `core` is the fixture
+    Core,
+    attached,
+)
 
 REAL_LINES = (DATA / "sglang_real_lines.txt").read_text().splitlines()
 OTHER_FORMATS = (DATA / "sglang_other_formats.txt").read_text().splitlines()
@@ -219,7 +222,7 @@ def test_nvidia_smi_na_fields_are_unknown_and_infinite_readings_are_none() -> No
 
 # -- download truth: a damaged file outside the index keeps the directory from "complete" -------
 async def test_a_truncated_safetensors_file_outside_the_index_keeps_the_download_incomplete(tmp_path: Path) -> None:
-    from tests.host.test_download_truth import model_dir
+    from tests.kit.download import model_dir
 
     model, _ = model_dir(tmp_path)
     good = await poll(model)

@@ -40,7 +40,6 @@ async def test_the_container_stop_runs_the_controllers_one_gate_and_approval() -
     assert ctl.calls == [("alice", "sglang-old")]
 
 
-
 # -- item 5: the faster paths on containers ---------------------------------------------------------
 def _spec(name: str, source: str, *, gpus: tuple[str, ...] = ("0", "1", "2", "3"), port: int = 30000) -> Any:
     from console.parsers.docker import ContainerSpec, GpuRequest, Mount

@@ -8,73 +8,14 @@ under a second."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from console.core.state import HostState
-from console.swap import paths as P
 from console.swap.controller import SwapController
-from console.transport.base import CommandResult
-
-ROUTER = "http://127.0.0.1:30100"
-
-
-@dataclass
-class Scripted:
-    """Answers each command by the first pattern it contains; records every command run."""
-
-    answers: list[tuple[str, str]]
-    ran: list[str] = field(default_factory=list)
-    label: str = "h"
-
-    async def run(self, script: str, timeout: float = 30) -> CommandResult:
-        self.ran.append(script)
-        for pattern, out in self.answers:
-            if pattern in script:
-                return CommandResult(0, out.encode(), b"", 0.01)
-        return CommandResult(0, b"", b"", 0.01)
-
-
-ANSWERS = [
-    ("curl_exit", "curl_exit=7\n"),  # the beside port: nothing listens there
-    ("update_weights_from_disk", '{"success": true, "message": "Succeeded to update model weights.", '
-                                 '"num_paused_requests": 2}\n200'),
-    ("add_worker", '{"status": "ok"}\n200'),
-    ("remove_worker", '{"status": "ok"}\n200'),
-    ("/metrics", "sglang:num_running_reqs 0\n"),
-    ("/health", "200"),
-    ("systemctl show", "ActiveState=active\nSubState=running\nMainPID=42\n"),
-    ("prewarm.log", "stopped\nprewarm: done 100 bytes\n"),
-]
-
-
-def _controller(*, approval: bool = True) -> tuple[SwapController, Scripted, HostState]:
-    state = HostState("h")
-    transport = Scripted(list(ANSWERS))
-    profile = SimpleNamespace(require_approval=approval, read_only=False, model_dir="/m/new", repo_id="o/new",
-                              compare_unit="old.service", unit="new.service", server_port=30000, swap_path=None,
-                              router_url=ROUTER, forbidden_prefixes=(), verify_sha=False, ready_timeout_s=30.0,
-                              drain_timeout_s=30.0)
-    notices: list[tuple[str, str]] = []
-    runner = SimpleNamespace(state=state, host="h", session=SimpleNamespace(profile=profile, transport=transport),
-                             notice=lambda title, text, severity="information": notices.append((title, text)),
-                             _spawn=lambda coro, name: asyncio.get_running_loop().create_task(coro),
-                             repoll=lambda name: None, start_bench=lambda kind, plan=None: "no bench here")
-    ctl = SwapController(runner, who="ana")
-    ctl.poll_s = 0.01
-    ctl.audit_file = None
-    return ctl, transport, state
-
-
-def _plan(chosen: str) -> P.PathPlan:
-    in_place = P.PathOption("in-place", chosen == "in-place", 10.0 if chosen == "in-place" else None, "same")
-    beside = P.PathOption("beside", chosen == "beside", 0.0 if chosen == "beside" else None, "fits",
-                          gpus=(4, 5, 6, 7), port=30001)
-    return P.PathPlan((in_place, beside, P.PathOption("restart", True, 100.0, "stop, then start")), chosen)
-
+from tests.kit.downtime import controller as _controller
+from tests.kit.downtime import plan as _plan
 
 CASES = {"in_place": ("in-place", "update_weights_from_disk"), "beside": ("beside", "systemctl start -- new.service"),
          "switch_traffic": ("beside", "add_worker"), "prewarm": ("restart", "setsid nohup")}

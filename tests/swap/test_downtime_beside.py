@@ -19,7 +19,9 @@ from console.session import HostSession
 from console.sources.server import ServerWatcher
 from console.swap import fastpath
 from console.swap.model import SwapStep, SwapStepChanged
-from tests.swap.test_downtime_approval import Scripted, _controller, _plan
+from tests.kit.downtime import Scripted
+from tests.kit.downtime import controller as _controller
+from tests.kit.downtime import plan as _plan
 
 
 def test_the_port_check_is_bounded_and_its_verdict_is_clear() -> None:

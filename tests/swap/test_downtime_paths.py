@@ -16,6 +16,7 @@ from console.model import GpuDevice, GpuProcess, GpuStatus
 from console.parsers.sglang_log import parse_line
 from console.swap import paths, prediction, prewarm
 from console.swap.actions import ActionError
+from tests.kit.downtime import boot_lines as _boot_lines
 
 GIB = 1 << 30
 
@@ -170,29 +171,6 @@ def test_the_plan_picks_the_least_downtime_and_says_why_not_the_faster() -> None
     with pytest.raises(ValueError, match="beside is not possible: no free GPUs"):
         paths.choose(ip, bs, rs, want="beside")
     assert json.loads(json.dumps(plan.to_json()))["chosen"] == "restart"
-
-
-# -- 2. the restart prediction from this host's boots ------------------------------------------------
-def _boot_lines(start: str = "2026-12-01 08:00:", weights_s: float = 119.0, tp: int = 4) -> list[str]:
-    def at(s: int) -> str:
-        m, s = divmod(s, 60)
-        return f"{start[:-3]}{int(start[-3:-1]) + m:02d}:{s:02d}"
-
-    w = int(weights_s)
-    out = [f"[{at(0)} TP0] server_args=ServerArgs(model_path='/m', tp_size={tp})"]
-    for r in range(tp):
-        out.append(f"[{at(4)} TP{r}] Load weight begin. avail mem=139.10 GB")
-    for r in range(tp):
-        out.append(f"[{at(4 + w)} TP{r}] Load weight end. elapsed={weights_s:.2f} s, type=Qwen3_5MoeForConditional"
-                   f"Generation, avail mem=80.00 GB, mem usage=58.21 GB.")
-    out.append(f"[{at(6 + w)} TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 3700000, K size: 22.00 GB, "
-               "V size: 22.00 GB")
-    out.append(f"[{at(7 + w)} TP0] Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=4, "
-               "avail mem=8.00 GB")
-    out.append(f"[{at(19 + w)} TP0] Capture target decode CUDA graph end. bs=[1, 2], elapsed=12.00 s, "
-               "mem usage=1.58 GB, avail mem=6.42 GB.")
-    out.append(f"[{at(22 + w)}] The server is fired up and ready to roll!")
-    return out
 
 
 def test_boots_from_the_log_lines_give_the_rate_and_phases() -> None:

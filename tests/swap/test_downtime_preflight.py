@@ -26,8 +26,8 @@ from console.parsers.sglang_log import parse_line
 from console.swap import preflight
 from console.swap.controller import SwapController
 from console.swap.model import SwapStep, SwapStepChanged
-from tests.swap.test_downtime_approval import Scripted
-from tests.swap.test_downtime_paths import _boot_lines
+from tests.kit.downtime import Scripted
+from tests.kit.downtime import boot_lines as _boot_lines
 
 SHARD = 125_000_000_000
 ARGV = ["/usr/bin/python3", "-m", "sglang.launch_server", "--model-path", "{}", "--tp", "4", "--port", "30000"]

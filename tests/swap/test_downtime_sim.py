@@ -16,7 +16,7 @@ from console.hostsim import downtime_scenario as ds
 from console.hostsim.scenario import MODEL_DIR, NEW_UNIT, OLD_MODEL_DIR, OLD_UNIT
 from console.swap import prediction, prewarm
 from console.transport.ssh import SshTransport
-from tests.conftest import sim_options
+from tests.kit.hosts import sim_options
 
 SPEED = 20.0
 

@@ -11,26 +11,10 @@ from console.core.codec import decode_event, encode_event
 from console.core.state import HostState
 from console.swap import actions as act
 from console.swap.model import (
-    ApprovalChanged,
     AuditAppended,
     AuditEntry,
-    DowntimeChanged,
-    GateChanged,
-    GateCheck,
-    SwapSetup,
-    SwapStep,
-    SwapStepChanged,
 )
-
-EVENTS = [
-    SwapStepChanged("h", SwapStep("stop_old", "Stop", "done", 1.0, 2.5, "drained", ("systemctl stop -- x",), "ana")),
-    GateChanged("h", (GateCheck("download", False, "partial"), GateCheck("fit", None, "no GPU", "ben")), 3.0),
-    DowntimeChanged("h", 10.0, "the old server's last served request (its log)", 171.0, "new ready"),
-    ApprovalChanged("h", "r1", "stop_old", ("timeout -k 5 120 systemctl stop -- a.service",), "ana", 1.0,
-                    "granted", "ben", 2.0),
-    AuditAppended("h", AuditEntry("ana", 1.0, "stop_old", "systemctl stop", 0, "ok", 0.5, "")),
-    SwapSetup("h", "old.service", "new.service", "Qwen/X", "/shared/m", True, True, False, "stop_old"),
-]
+from tests.kit.swap import EVENTS
 
 
 @pytest.mark.parametrize("event", EVENTS, ids=lambda e: type(e).__name__)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual.app import App
 from textual.widgets import Input
 
 from console.core.state import HostState
@@ -23,6 +22,7 @@ from console.swap.model import (
     SwapStep,
     SwapStepChanged,
 )
+from tests.kit.swap import PlanHost as Host
 
 
 class FakeControl:
@@ -40,15 +40,6 @@ class FakeControl:
     def swap_approve(self, request_id: str, who: str) -> str | None:
         self.calls.append(("approve", request_id, who))
         return None
-
-
-class Host(App[None]):
-    def __init__(self, screen: Any) -> None:
-        super().__init__()
-        self._first = screen
-
-    def on_mount(self) -> None:
-        self.push_screen(self._first)
 
 
 def _state(busy: str | None = None) -> HostState:

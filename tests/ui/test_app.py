@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from console.app import ConsoleApp, HelpScreen
-from console.config import HostProfile
 from console.hostsim import HostSimulator
-from console.panes.header import HostHeader
 from console.session import HostSession
-from console.transport.ssh import SshTransport
-from tests.conftest import sim_options, wait_for
+from tests.kit.hosts import wait_for
+from tests.kit.screens import (
+    header_text,
+)
 
 
 @pytest.fixture
@@ -29,17 +29,6 @@ def demo_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Consol
         yield ConsoleApp.for_session(HostSession(profile, make_transport(profile), demo=True))
     finally:
         sim.stop()
-
-
-def header_text(app: ConsoleApp) -> str:
-    return str(app.query_one(HostHeader).render())
-
-
-@pytest.fixture
-def app(sim: HostSimulator) -> ConsoleApp:
-    profile = HostProfile(name="sim", host="127.0.0.1", port=sim.port,
-                          disk_paths=(sim.host_path("/shared"),))
-    return ConsoleApp.for_session(HostSession(profile, SshTransport(sim_options(sim)), demo=True))
 
 
 async def test_header_shows_host_connection_and_free_disk(app: ConsoleApp) -> None:

@@ -131,7 +131,7 @@ async def test_the_log_view_has_no_dead_row_under_its_last_line(size: tuple[int,
     from console.core.state import HostInfo, HostState, LogAppended
     from console.panes.log import LogPane
     from console.parsers.sglang_log import parse_line
-    from tests.conftest import wait_for
+    from tests.kit.hosts import wait_for
 
     state = HostState("gpu-01", label="gpu-01")
     state.apply(HostInfo("gpu-01", "gpu-01", log_label="journal: sglang.service"))
@@ -216,7 +216,7 @@ async def test_asks_to_drive_is_a_notice_to_the_driver() -> None:
     from console.app import ConsoleApp
     from console.core.state import Client, HostState, Presence
     from console.panes.header import format_presence
-    from tests.ui.test_host_screen import screen_text
+    from tests.kit.screens import screen_text
 
     state = HostState("gpu-01")
     app = ConsoleApp(state, _Shared())  # type: ignore[arg-type]
@@ -268,7 +268,7 @@ def test_the_reports_audit_table_has_one_line_per_action_a_final_status_and_scri
     from console.core.state import HostState
     from console.swap.model import AuditAppended, AuditEntry
     from console.swap.report import render, report_from_recording
-    from tests.swap.test_swap_core import EVENTS
+    from tests.kit.swap import EVENTS
 
     script = "\n".join(f"echo step {i} of the install && true  # line {i}" for i in range(1, 21))
     extra = [AuditAppended("gpu-01", AuditEntry("ana", 5.0, "install", script, 0, "installed", 1.0)),
@@ -303,8 +303,8 @@ async def test_the_plans_first_line_shows_under_the_two_line_header(size: tuple[
     from console.app import ConsoleApp
     from console.core.state import Client, HostState, Presence
     from console.panes.swap import SwapScreen
-    from tests.ui.test_host_screen import screen_text
-    from tests.swap.test_swap_core import EVENTS
+    from tests.kit.screens import screen_text
+    from tests.kit.swap import EVENTS
 
     state = HostState("gpu-01")
     for event in EVENTS:

@@ -4,31 +4,19 @@ in full; one refresh path, coalesced per frame. Rendered text at 80x24 and 120x4
 
 from __future__ import annotations
 
-import io
 import re
 import time
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from console.core.control import HostControl, NoControl, protocol_methods
 from console.core.state import HostInfo, HostState, LogAppended, Notice, ReadingChanged
 from console.model import Reading
 from console.parsers.sglang_log import parse_line
+from tests.kit.screens import screen_text
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-def screen_text(app: object) -> str:
-    """The screen as plain text, the way export_screenshot renders it."""
-    width, height = app.size  # type: ignore[attr-defined]
-    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, color_system="truecolor",
-                      record=True, legacy_windows=False, safe_box=False)
-    render = app.screen._compositor.render_update(  # type: ignore[attr-defined]
-        full=True, screen_stack=app._background_screens, simplify=True)  # type: ignore[attr-defined]
-    console.print(render)
-    return console.export_text()
 
 
 def offline_state(host: str = "gpu-01") -> HostState:
@@ -213,6 +201,6 @@ async def test_a_maximized_pane_lays_out_again_at_once() -> None:
         await pilot.press("5")
         await pilot.pause(0.3)
         assert app.screen.maximized is app.pane("bench")
-        from tests.conftest import wait_for
+        from tests.kit.hosts import wait_for
 
         await wait_for(lambda: drawn_rows() > narrow + 10, 2.0)

@@ -12,8 +12,10 @@ from console.panes.gpu import format_gpu_status
 from console.panes.header import HostHeader, format_header
 from console.panes.unit_picker import UnitPicker
 from console.units import fit_name
-from tests.conftest import wait_for
-from tests.ui.test_app import app, header_text  # noqa: F401 - the fixture
+from tests.kit.hosts import wait_for
+from tests.kit.screens import (
+    header_text,  # noqa: F401 - the fixture
+)
 
 
 def test_the_root_disk_reads_as_a_mount_not_a_fraction() -> None:

@@ -12,7 +12,7 @@ from textual.app import App, ComposeResult
 from console.app import ConsoleApp, help_text
 from console.panes.log import LogLines, LogPane, event_style, format_subtitle, wrap_rows
 from console.parsers.sglang_log import parse_line
-from tests.conftest import DATA, wait_for
+from tests.kit.hosts import DATA, wait_for
 
 REAL = (DATA / "sglang_real_lines.txt").read_text().splitlines()
 OTHER = (DATA / "sglang_other_formats.txt").read_text().splitlines()

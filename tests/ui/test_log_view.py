@@ -11,8 +11,8 @@ from console.core.state import LOG_LINES, HostInfo, HostState, LogAppended
 from console.panes.log import LogPane
 from console.panes.log_view import is_own_poll, wrap_rows
 from console.parsers.sglang_log import parse_line
-from tests.conftest import wait_for
-from tests.ui.test_host_screen import screen_text
+from tests.kit.hosts import wait_for
+from tests.kit.screens import screen_text
 
 DECODE = ("[2026-04-08 14:05:{s:02d} TP0] Decode batch, #running-req: 48, #full token: 412000, full token usage: "
           "0.11, gen throughput (token/s): {n}.00, #queue-req: 3")

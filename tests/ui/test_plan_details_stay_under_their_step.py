@@ -9,8 +9,8 @@ from textual.widgets import Static
 from console.core.state import HostState
 from console.panes.swap import SwapScreen, format_plan
 from console.swap.model import GateChanged, GateCheck, SwapStep, SwapStepChanged
-from tests.ui.test_plan_narrow import _state as narrow_state
-from tests.swap.test_swap_flows import Host
+from tests.kit.swap import PlanHost as Host
+from tests.kit.swap import narrow_plan_state as narrow_state
 
 READY = ("sglang-qwen122b-bf16.service started 13:22:00 (outside the console); ready 13:22:11, "
          "11s after the start: serving")

@@ -4,22 +4,8 @@ seen in session 4's walk: "seen on / the host", "from / 13:21:06")."""
 
 from __future__ import annotations
 
-from console.core.state import HostState
 from console.panes.swap import format_plan
-from console.swap.model import DowntimeChanged, SwapSetup, SwapStep, SwapStepChanged
-
-
-def _state() -> HostState:
-    state = HostState("h", label="h")
-    state.apply(SwapSetup("h", "sglang-qwen397b-nvfp4.service", "sglang-qwen122b-bf16.service",
-                          "Qwen/Qwen3.5-122B-A10B", "/shared/models/m"))
-    state.apply(SwapStepChanged("h", SwapStep("stop_old", "Stop the old service and wait for its memory",
-                                              "done", 100.0, 104.0, "drained", observed=True)))
-    state.apply(SwapStepChanged("h", SwapStep("start_new", "Start the new service and follow it to ready",
-                                              "done", 104.5, 166.4, "ready", who="ana")))
-    state.apply(DowntimeChanged("h", 99.6, "the old server's last served request, in its log", 166.4,
-                                "the new server's first answered /health_generate"))
-    return state
+from tests.kit.swap import narrow_plan_state as _state
 
 
 def test_a_narrow_plan_keeps_each_step_and_the_downtime_within_its_width() -> None:

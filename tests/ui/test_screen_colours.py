@@ -10,7 +10,7 @@ import time
 from rich.text import Text
 
 from console.core.state import HostInfo, HostState, ReadingChanged
-from tests.core.test_core import gpu, gpu_reading
+from tests.kit.readings import gpu, gpu_reading
 
 ALARM = ("red", "magenta")
 

@@ -1,0 +1,90 @@
+"""Shared test kit: moved from test_downtime_approval.py so that no test imports another test module."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+from console.core.state import HostState
+from console.swap import paths as P
+from console.swap.controller import SwapController
+from console.transport.base import CommandResult
+
+ROUTER = "http://127.0.0.1:30100"
+
+ANSWERS = [
+    ("curl_exit", "curl_exit=7\n"),  # the beside port: nothing listens there
+    ("update_weights_from_disk", '{"success": true, "message": "Succeeded to update model weights.", '
+                                 '"num_paused_requests": 2}\n200'),
+    ("add_worker", '{"status": "ok"}\n200'),
+    ("remove_worker", '{"status": "ok"}\n200'),
+    ("/metrics", "sglang:num_running_reqs 0\n"),
+    ("/health", "200"),
+    ("systemctl show", "ActiveState=active\nSubState=running\nMainPID=42\n"),
+    ("prewarm.log", "stopped\nprewarm: done 100 bytes\n"),
+]
+
+
+@dataclass
+class Scripted:
+    """Answers each command by the first pattern it contains; records every command run."""
+
+    answers: list[tuple[str, str]]
+    ran: list[str] = field(default_factory=list)
+    label: str = "h"
+
+    async def run(self, script: str, timeout: float = 30) -> CommandResult:
+        self.ran.append(script)
+        for pattern, out in self.answers:
+            if pattern in script:
+                return CommandResult(0, out.encode(), b"", 0.01)
+        return CommandResult(0, b"", b"", 0.01)
+
+
+def controller(*, approval: bool = True) -> tuple[SwapController, Scripted, HostState]:
+    state = HostState("h")
+    transport = Scripted(list(ANSWERS))
+    profile = SimpleNamespace(require_approval=approval, read_only=False, model_dir="/m/new", repo_id="o/new",
+                              compare_unit="old.service", unit="new.service", server_port=30000, swap_path=None,
+                              router_url=ROUTER, forbidden_prefixes=(), verify_sha=False, ready_timeout_s=30.0,
+                              drain_timeout_s=30.0)
+    notices: list[tuple[str, str]] = []
+    runner = SimpleNamespace(state=state, host="h", session=SimpleNamespace(profile=profile, transport=transport),
+                             notice=lambda title, text, severity="information": notices.append((title, text)),
+                             _spawn=lambda coro, name: asyncio.get_running_loop().create_task(coro),
+                             repoll=lambda name: None, start_bench=lambda kind, plan=None: "no bench here")
+    ctl = SwapController(runner, who="ana")
+    ctl.poll_s = 0.01
+    ctl.audit_file = None
+    return ctl, transport, state
+
+
+def plan(chosen: str) -> P.PathPlan:
+    in_place = P.PathOption("in-place", chosen == "in-place", 10.0 if chosen == "in-place" else None, "same")
+    beside = P.PathOption("beside", chosen == "beside", 0.0 if chosen == "beside" else None, "fits",
+                          gpus=(4, 5, 6, 7), port=30001)
+    return P.PathPlan((in_place, beside, P.PathOption("restart", True, 100.0, "stop, then start")), chosen)
+
+
+# -- 2. the restart prediction from this host's boots ------------------------------------------------
+def boot_lines(start: str = "2026-12-01 08:00:", weights_s: float = 119.0, tp: int = 4) -> list[str]:
+    def at(s: int) -> str:
+        m, s = divmod(s, 60)
+        return f"{start[:-3]}{int(start[-3:-1]) + m:02d}:{s:02d}"
+
+    w = int(weights_s)
+    out = [f"[{at(0)} TP0] server_args=ServerArgs(model_path='/m', tp_size={tp})"]
+    for r in range(tp):
+        out.append(f"[{at(4)} TP{r}] Load weight begin. avail mem=139.10 GB")
+    for r in range(tp):
+        out.append(f"[{at(4 + w)} TP{r}] Load weight end. elapsed={weights_s:.2f} s, type=Qwen3_5MoeForConditional"
+                   f"Generation, avail mem=80.00 GB, mem usage=58.21 GB.")
+    out.append(f"[{at(6 + w)} TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 3700000, K size: 22.00 GB, "
+               "V size: 22.00 GB")
+    out.append(f"[{at(7 + w)} TP0] Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=4, "
+               "avail mem=8.00 GB")
+    out.append(f"[{at(19 + w)} TP0] Capture target decode CUDA graph end. bs=[1, 2], elapsed=12.00 s, "
+               "mem usage=1.58 GB, avail mem=6.42 GB.")
+    out.append(f"[{at(22 + w)}] The server is fired up and ready to roll!")
+    return out

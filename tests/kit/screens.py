@@ -1,0 +1,38 @@
+"""Shared test kit: moved from test_host_screen.py so that no test imports another test module."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from console.app import ConsoleApp
+from console.config import HostProfile
+from console.hostsim import HostSimulator
+from console.panes.header import HostHeader
+from console.session import HostSession
+from console.transport.ssh import SshTransport
+from tests.kit.hosts import sim_options
+
+
+def screen_text(app: object) -> str:
+    """The screen as plain text, the way export_screenshot renders it."""
+    width, height = app.size  # type: ignore[attr-defined]
+    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, color_system="truecolor",
+                      record=True, legacy_windows=False, safe_box=False)
+    render = app.screen._compositor.render_update(  # type: ignore[attr-defined]
+        full=True, screen_stack=app._background_screens, simplify=True)  # type: ignore[attr-defined]
+    console.print(render)
+    return console.export_text()
+
+
+def header_text(app: ConsoleApp) -> str:
+    return str(app.query_one(HostHeader).render())
+
+
+@pytest.fixture
+def app(sim: HostSimulator) -> ConsoleApp:
+    profile = HostProfile(name="sim", host="127.0.0.1", port=sim.port,
+                          disk_paths=(sim.host_path("/shared"),))
+    return ConsoleApp.for_session(HostSession(profile, SshTransport(sim_options(sim)), demo=True))

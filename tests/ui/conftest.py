@@ -1,0 +1,3 @@
+"""The UI tests' fixtures (tests/kit/screens.py)."""
+
+from tests.kit.screens import app  # noqa: F401 - the fixture
