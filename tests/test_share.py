@@ -585,3 +585,11 @@ async def test_an_observers_gate_override_is_refused_and_changes_nothing(core: C
 def test_every_request_that_changes_the_host_is_the_drivers_alone() -> None:
     changing = {"verify", "swap", "pick", "bench", "stop_bench", "swap_preview", "swap_confirm", "swap_override"}
     assert changing <= p.DRIVER_ONLY
+
+
+def test_a_client_line_of_4096_bytes_is_read_and_one_byte_more_is_refused_with_the_limit() -> None:
+    request = b'{"t":"bench","id":7,"kind":"sweep"}'
+    at_cap = request + b" " * (4096 - len(request))
+    assert p.decode_client(at_cap) == p.Bench(7, "sweep")
+    with pytest.raises(p.ProtocolError, match=r"^message of 4097 bytes \(at most 4096\)$"):
+        p.decode_client(at_cap + b" ")
