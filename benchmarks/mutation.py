@@ -35,6 +35,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -69,6 +70,13 @@ class Outcome:
 
 M = Mutation
 LOG, LOGP = "tests/test_log.py", "tests/test_log_prefixes.py"
+JOURNAL = (f"{LOG}::test_a_journal_line_sent_as_a_byte_array_is_shown_as_its_text",
+           f"{LOG}::test_invalid_utf8_in_a_journal_byte_array_is_shown_as_replacement_characters",
+           f"{LOG}::test_a_journal_byte_array_reaches_the_log_pane_as_clean_text")
+BOOT = (f"{LOG}::test_boot_figures_from_real_lines", f"{LOG}::test_a_new_boot_forgets_the_old_servers_figures")
+SMI = ("tests/test_gpu.py::test_mig_mode_na_fields_are_none",
+       "tests/test_gpu.py::test_nvidia_smi_na_fields_are_unknown_and_infinite_readings_are_no_readings")
+UNITS = ("tests/test_service_diff.py::test_unit_parsing_continuations_prefixes_dropins_and_env_files",)
 TRUTH = "tests/test_download_truth.py"
 GATE = "tests/test_swap_gate.py"
 PATHS = "tests/test_paths_rule.py"
@@ -98,11 +106,12 @@ MUTATIONS: tuple[Mutation, ...] = (
       (f"{LOG}::test_the_log_pane_shows_a_2_76_percent_cache_hit_rate_as_2_76_percent_not_276",),
       "batch-line percentages not divided by 100"),
     M("log-ready", "console/parsers/sglang_log.py", 'return "ready", {}', 'return "http up", {}',
-      (LOG,), '"fired up" no longer marks the server ready'),
+      BOOT, '"fired up" no longer marks the server ready'),
     M("log-oom", "console/parsers/sglang_log.py",
       'return LogEvent("error", line, ts, ranks, "error", fields={"kind": "oom"})',
       'return LogEvent("warning", line, ts, ranks, "warning", fields={"kind": "oom"})',
-      (LOG,), "an out-of-memory line is a warning, not an error"),
+      (f"{LOG}::test_boot_figures_from_real_lines", f"{LOG}::test_honest_status"),
+      "an out-of-memory line is a warning, not an error"),
     M("log-quote-double", "console/parsers/sglang_log.py", "or '\"' in prefix or", "or",
       QUOTES, "an ERROR line quoting a batch line in double quotes is read as a decode line"),
     M("log-quote-single", "console/parsers/sglang_log.py", """or "'" in prefix:""", ":",
@@ -112,20 +121,21 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("log-prefix-cap", "console/parsers/sglang_log.py", "PREFIX_MAX = 240", "PREFIX_MAX = 300",
       QUOTES, "a 241..300-character prefix is taken for SGLang's (the cap at its shipped value)"),
     M("smi-na", "console/parsers/nvidia_smi.py", 'value in ("", "N/A")', 'value in ("",)',
-      ("tests/test_gpu.py",), "nvidia-smi's N/A read as a value"),
+      SMI, "nvidia-smi's N/A read as a value"),
     M("smi-finite", "console/parsers/nvidia_smi.py", "return number if math.isfinite(number) else None",
-      "return number", ("tests/test_gpu.py",), "inf/nan readings accepted"),
+      "return number", SMI, "inf/nan readings accepted"),
     M("unit-at-prefix", "console/parsers/systemd.py", "argv = [argv[0], *argv[2:]]", "argv = argv",
-      ("tests/test_service_diff.py",), "ExecStart=@ keeps argv[0] as an argument"),
+      UNITS, "ExecStart=@ keeps argv[0] as an argument"),
     M("unit-reset", "console/parsers/systemd.py", "exec_start.clear()  # an empty assignment",
       "pass  # an empty assignment",
-      ("tests/test_service_diff.py",), "an empty ExecStart= in a drop-in no longer resets the list"),
+      UNITS, "an empty ExecStart= in a drop-in no longer resets the list"),
     M("df-match", "console/parsers/host.py", "if len(disks) == len(paths):", "if len(disks) <= len(paths):",
       ("tests/test_parsers_host.py",), "df lines matched to paths when some path is missing"),
     M("header-size", "console/parsers/hf_listing.py", "8 + int(n) + int(end) if", "int(n) + int(end) if",
       (TRUTH,), "a safetensors file's size from its header forgets the 8-byte length"),
     M("inspect-cap", "console/parsers/docker.py", "MAX_INSPECT_BYTES = 8 * 1024 * 1024",
-      "MAX_INSPECT_BYTES = 16 * 1024 * 1024", ("tests/test_docker.py",),
+      "MAX_INSPECT_BYTES = 16 * 1024 * 1024",
+      ("tests/test_docker.py::test_a_docker_inspect_of_8_mib_is_read_and_a_larger_one_is_refused_as_not_docker_output",),
       "docker inspect output over 8 MiB is parsed (the cap at its shipped value)"),
     # -- download truth ------------------------------------------------------------------------
     M("download-header-le", "console/analysis/download.py", "if want is None or f.size_bytes == want:",
@@ -136,11 +146,11 @@ MUTATIONS: tuple[Mutation, ...] = (
       "a shard longer than its header says passes its header check"),
     M("download-complete", "console/analysis/download.py",
       "complete = files_done == len(counted) and not problems and", "complete = files_done == len(counted) and",
-      (TRUTH, "tests/test_download.py"), "complete despite wrong sizes"),
+      (TRUTH,), "complete despite wrong sizes"),
     # -- the journal and the host's lines ------------------------------------------------------
     M("journal-bytes", "console/sources/log.py",
       'return bytes(b for b in message if isinstance(b, int) and 0 <= b < 256).decode("utf-8", "replace")',
-      "return None", (LOG,), "journald's byte-array MESSAGE dropped"),
+      "return None", JOURNAL, "journald's byte-array MESSAGE dropped"),
     M("stream-line-cap", "console/transport/streams.py", "MAX_LINE_BYTES = 64 << 10", "MAX_LINE_BYTES = 128 << 10",
       ("tests/test_stream_yields.py",), "a host line over 64 KiB is kept whole (the cap at its shipped value)"),
     # -- redaction -----------------------------------------------------------------------------
@@ -160,7 +170,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       ("tests/test_redact.py",), "--api-key VALUE (two words) keeps VALUE"),
     M("redact-json-key", "console/redact.py",
       'secret = isinstance(k, str) and _SECRET_KEY.fullmatch(k) and not k.endswith(("tokens", "_len"))',
-      "secret = False", ("tests/test_redact.py", "tests/test_secrets_everywhere.py"),
+      "secret = False", ("tests/test_secrets_everywhere.py::test_secrets_in_server_info_are_redacted_as_decoded",),
       "/server_info's secret keys not replaced"),
     # -- freshness: every source's limit at its shipped value -----------------------------------
     *(M(f"stale-{source}", "console/core/freshness.py", f'"{source}": {limit}', f'"{source}": {limit * 2}', FRESH,
@@ -300,10 +310,16 @@ def run_tests(tree: Path, tests: tuple[str, ...], timeout_s: float, expect: tupl
         cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-n", "0", "-p", "no:cacheprovider", "--no-header",
                "-rfE", f"--junitxml={junit}", *tests]
         started = time.monotonic()
+        # Its own process group: on a timeout the simulators and daemons a test started go with it.
+        proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
         try:
-            out = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout_s)
+            stdout, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
             return Outcome("timeout", time.monotonic() - started, note=f"over {timeout_s:.0f} s")
+        out = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
         seconds = time.monotonic() - started
         if not junit.exists():
             tail = (out.stdout.strip().splitlines() or out.stderr.strip().splitlines() or [""])[-1]
