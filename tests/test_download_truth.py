@@ -234,3 +234,14 @@ async def test_a_truncated_safetensors_file_outside_the_index_keeps_the_download
     bad = await poll(model)
     assert any("extra.safetensors" in x and "truncated" in x for x in bad.problems), bad.problems
     assert not bad.complete
+
+
+def test_a_listing_line_with_a_negative_or_odd_size_is_no_file_so_no_negative_bytes_are_shown() -> None:
+    """Found by the fuzz test's property (bytes done >= 0): `f -1 100 a` counted -1 bytes done."""
+    from console.analysis.download import summarize
+    from console.parsers.hf_listing import parse_listing
+
+    listing = parse_listing("@@df\n\n@@files\nf -1 100 a.safetensors\0f 1_000 100 b.safetensors\0"
+                            "f 7 100 c.safetensors\0\n@@blobs\n")
+    assert [(f.rel_path, f.size_bytes) for f in listing.files] == [("c.safetensors", 7)]
+    assert summarize(listing, None, model_dir="/m", repo_id=None, now_s=0.0).bytes_done == 7

@@ -343,3 +343,12 @@ def test_a_journal_byte_array_reaches_the_log_pane_as_clean_text() -> None:
     assert text is not None
     event = source_parse_line(text)
     assert "bot-sdkAppservice" in event.text and "\x1b" not in event.text
+
+
+def test_a_nan_or_infinite_metric_is_unknown_not_a_rate() -> None:
+    """Found by the fuzz test's property (no inf/nan shown as a rate): `sglang:gen_throughput NaN`
+    (a gauge Prometheus text may carry) was read as nan tok/s."""
+    for bad in ("NaN", "+Inf", "1e999"):
+        got = parse_prometheus(f'sglang:gen_throughput{{model="x"}} {bad}\nsglang:num_running_reqs 3\n',
+                               ("sglang:gen_throughput", "sglang:num_running_reqs"))
+        assert got == {"sglang:num_running_reqs": 3.0}, (bad, got)
