@@ -158,7 +158,8 @@ async def test_a_client_attached_after_the_swap_shows_what_one_attached_from_the
         await runner.close()  # the host's sources stop: both mirrors catch up with the core and stay
         await wait_for(lambda: early.state.log_lines_total == late.state.log_lines_total == state.log_lines_total
                        and early.state.presence == late.state.presence == state.presence, 10)
-        await asyncio.sleep(0.3)
+        await wait_for(lambda: len(late.state.bench.gpu_util) == len(early.state.bench.gpu_util) > 5
+                       and list(late.state.bench.server_gen) == list(early.state.bench.server_gen), 30)
         assert len(late.state.bench.gpu_util) == len(early.state.bench.gpu_util) > 5
         assert list(late.state.bench.server_gen) == list(early.state.bench.server_gen)
         assert [m for _, m in late.state.bench.marks] == [m for _, m in early.state.bench.marks]

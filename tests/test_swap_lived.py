@@ -135,12 +135,16 @@ async def test_the_palettes_report_and_gpuconsole_report_agree_on_the_story_swap
     demo_env(tmp_path, monkeypatch)
     async with story_host(tmp_path, scenario="swap", speed=4.0) as sim:
         app = demo_app(sim, tmp_path, gpu_interval_s=0.5)
-        async with app.run_test(size=(120, 40)) as pilot:
+        async with app.run_test(size=(120, 40)):
             state = app.state
             await _until(lambda: state.swap.steps["start_new"].state == "done", 120, "the story's swap, observed")
             assert state.swap.downtime is not None and state.swap.downtime.ended_at_s is not None
             app.action_swap_plan()
-            await pilot.pause(0.6)
+            def drawn() -> str:
+                plans = app.screen.query("#swap-plan")  # none until the plan screen has composed
+                return str(plans.first().render()) if plans else ""
+
+            await _until(lambda: "seen on the host" in drawn(), 30, "the plan drawn with the observed steps")
             plan = str(app.screen.query_one("#swap-plan").render())
             assert "(outside the console)" in plan and "seen on the host" in plan
             assert "downtime: not started" not in plan
