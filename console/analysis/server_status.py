@@ -3,6 +3,7 @@ the reason. Combines the unit's state, the log, /server_info, /metrics and /heal
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,7 +127,9 @@ def parse_prometheus(text: str, wanted: tuple[str, ...]) -> dict[str, float]:
         name = line.split("{", 1)[0].split(" ", 1)[0]
         if name in wanted and name not in out:
             try:
-                out[name] = float(line.rsplit(" ", 1)[-1])
+                value = float(line.rsplit(" ", 1)[-1])
             except ValueError:
                 continue
+            if math.isfinite(value):  # NaN or +Inf is no reading: the metric stays unknown, not "nan tok/s"
+                out[name] = value
     return out

@@ -67,6 +67,8 @@ def _parse_records(blob: str) -> tuple[ListedFile, ...]:
         if len(parts) != 4:
             continue
         kind, size, mtime, rel = parts
+        if not (size.isascii() and size.isdigit()):  # find's %s is digits; "-1" or "1_000" is no size
+            continue
         try:
             # The real name (it addresses the file on the host); panes draw it through Rich Text.
             out.append(ListedFile(rel, kind, int(size), float(mtime)))

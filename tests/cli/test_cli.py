@@ -115,8 +115,10 @@ def test_a_closed_port_says_connection_refused() -> None:
 
 
 def test_the_snapshot_names_the_connection_time_for_what_it_is() -> None:
+    before = time.time()
     out = gpuconsole("snapshot", "--demo", "--json")
+    after = time.time()
     assert out.returncode == 0, out.stderr
     connection = json.loads(out.stdout)["connection"]
     assert set(connection) == {"host", "status", "status_since", "detail"}
-    assert abs(connection["status_since"] - time.time()) < 600  # an epoch time, and its name says so
+    assert before <= connection["status_since"] <= after  # an epoch time of this run, and its name says so

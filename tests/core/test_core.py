@@ -32,7 +32,7 @@ from console.core.state import (
 )
 from console.hostsim import HostSimulator
 from console.hostsim.scenario import demo_profile, start_scenario
-from console.hostsim.story import T_GRAPH_BEGIN, T_WEIGHTS_BEGIN
+from console.hostsim.story import T_WEIGHTS_BEGIN
 from console.model import GpuStatus, Reading
 from console.session import HostSession
 from console.snapshot import snapshot_json
@@ -124,8 +124,8 @@ async def test_snapshot_of_a_booting_server_says_starting_as_the_app_does(tmp_pa
     try:
         await start_scenario(sim)
         # Into the new server's boot: weights loading, before CUDA graphs are done.
+        # (No bound on the clock here: a boot already over by the snapshot fails the "starting" below.)
         await wait_for(lambda: sim.elapsed_s() > T_WEIGHTS_BEGIN + 1, timeout=60)
-        assert sim.elapsed_s() < T_GRAPH_BEGIN + 5
         from dataclasses import replace
 
         # The unit alone (no model dir: its Hub lookup would let the boot finish meanwhile).
@@ -311,7 +311,8 @@ async def test_replay_of_a_recorded_demo_shows_the_same_panes_as_the_live_run(tm
         async with live.run_test(size=(120, 40)) as pilot:
             await wait_for(lambda: all(live.state.reading(s) and live.state.reading(s).data
                                        for s in ("gpu", "download", "service", "server", "log")), timeout=30)
-            await asyncio.sleep(2.0)
+            first = live.state.reading("gpu").ok_at_s  # a few more readings recorded: the GPUs' next ones
+            await wait_for(lambda: (live.state.reading("gpu").ok_at_s or 0) >= (first or 0) + 2, timeout=30)
             await pilot.pause()
             # Freeze the moment: the host's workers stop (the log pane renders from the state's
             # line store, so the state itself must stop moving), then the recording closes.
@@ -331,8 +332,8 @@ async def test_replay_of_a_recorded_demo_shows_the_same_panes_as_the_live_run(tm
     replayer.apply_until(recording.duration_s + 1)
     state.clock = lambda: moment
     app = ConsoleApp(state, None, mode="replay")
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.3)
+    async with app.run_test(size=(120, 40)):
+        await wait_for(lambda: _pane_texts(app) == live_texts, timeout=30, interval=0.1)
         assert _pane_texts(app) == live_texts
 
 

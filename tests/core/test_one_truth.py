@@ -158,7 +158,8 @@ async def test_a_client_attached_after_the_swap_shows_what_one_attached_from_the
         await runner.close()  # the host's sources stop: both mirrors catch up with the core and stay
         await wait_for(lambda: early.state.log_lines_total == late.state.log_lines_total == state.log_lines_total
                        and early.state.presence == late.state.presence == state.presence, 10)
-        await asyncio.sleep(0.3)
+        await wait_for(lambda: len(late.state.bench.gpu_util) == len(early.state.bench.gpu_util) > 5
+                       and list(late.state.bench.server_gen) == list(early.state.bench.server_gen), 30)
         assert len(late.state.bench.gpu_util) == len(early.state.bench.gpu_util) > 5
         assert list(late.state.bench.server_gen) == list(early.state.bench.server_gen)
         assert [m for _, m in late.state.bench.marks] == [m for _, m in early.state.bench.marks]
@@ -450,3 +451,45 @@ def test_one_verification_state_whoever_ran_it() -> None:
     assert state.verification.state == "failed" and state.verification.summary == "39/40 match, 1 differ"
     # and it is part of the state a late attacher or a replay gets
     assert HostState.from_snapshot(state.snapshot()).verification == state.verification
+
+
+# Each source's staleness limit as shipped (console/core/freshness.py says why each is what it is):
+# the numbers are written here, not imported, so a changed limit is a changed test.
+SHIPPED_STALE_AFTER_S = (("gpu", 5.0), ("host", 15.0), ("download", 25.0), ("server", 30.0), ("service", 60.0))
+
+
+@pytest.mark.parametrize(("source", "limit_s"), SHIPPED_STALE_AFTER_S)
+def test_a_sources_reading_reads_live_to_its_limit_and_stale_just_after(source: str, limit_s: float) -> None:
+    from console.core.freshness import freshness
+
+    reading = Reading(source, object(), 1000.0)
+    assert freshness(source, reading, 1000.0 + limit_s).state == "live"
+    late = freshness(source, reading, 1000.0 + limit_s + 0.5)
+    assert (late.state, late.age_s) == ("stale", limit_s + 0.5)
+
+
+@pytest.mark.parametrize(("pane", "limit_s"), [("gpu", 5.0), ("download", 25.0), ("service", 60.0)])
+def test_each_pane_turns_yellow_at_its_sources_shipped_limit(pane: str, limit_s: float) -> None:
+    from console.panes.download import DownloadPane
+    from console.panes.gpu import GpuPane
+    from console.panes.service import ServicePane
+
+    cls = {"gpu": GpuPane, "download": DownloadPane, "service": ServicePane}[pane]
+    reading = Reading(pane, object(), 1000.0)
+    assert not reading.is_stale(cls.STALE_AFTER_S, 1000.0 + limit_s)
+    assert reading.is_stale(cls.STALE_AFTER_S, 1000.0 + limit_s + 0.5)
+
+
+def test_the_header_says_the_host_summary_is_stale_only_past_15_seconds() -> None:
+    from console.model import HostSummary
+    from console.panes.header import format_header
+
+    host = Reading("host", HostSummary("h", None, 1.0, 0.1, 0.1, 0.1, 8, ()), 1000.0)
+    assert "stale" not in format_header("h", False, None, host, 1015.0).plain
+    assert "stale" in format_header("h", False, None, host, 1015.5).plain
+
+
+def test_a_quiet_log_is_never_stale() -> None:
+    from console.core.freshness import freshness
+
+    assert freshness("log", Reading("log", object(), 1000.0), 1000.0 + 86400).state == "live"

@@ -187,3 +187,20 @@ def test_the_comparison_table_has_headers() -> None:
     text = format_fit(r, [("weights / GPU", "57.95 GiB", "58.03 GiB")]).plain
     header = text.split("predicted vs the server's log\n", 1)[1].splitlines()[0]
     assert header.split() == ["figure", "predicted", "server", "log"]
+
+
+def test_an_fp8_kv_cache_halves_each_tokens_bytes_and_the_fit_shows_about_twice_the_tokens() -> None:
+    """`--kv-cache-dtype fp8_e4m3` on the new unit's command: one byte per K/V element instead of the
+    checkpoint's bf16 two (SGLang's kv_cache_dtype); the same memory holds about twice the tokens."""
+    from console.analysis.fit import inputs_from_command
+    from console.parsers.sglang_argv import normalize
+
+    def planned(*flags: str) -> object:
+        cmd = normalize(["python", "-m", "sglang.launch_server", "--model-path", "/m", "--tp-size", "4", *flags])
+        return plan_fit(inputs_from_command(cmd, qwen122b_config(), W122, 8, 139.8))
+
+    auto, fp8 = planned(), planned("--kv-cache-dtype", "fp8_e4m3")
+    assert (auto.kv_bytes_per_token, fp8.kv_bytes_per_token) == (12_288, 6_144)  # type: ignore[attr-defined]
+    assert fp8.max_total_tokens == pytest.approx(2 * auto.max_total_tokens, rel=0.01)  # type: ignore[attr-defined]
+    wide = plan_fit(FitInputs(qwen122b_config(), W122, 8, 139.8, tp=4, kv_cache_dtype="float32"))
+    assert wide.kv_bytes_per_token == 24_576

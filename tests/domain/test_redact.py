@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -142,3 +143,25 @@ def test_every_form_with_fixed_secrets_for_the_fault_table() -> None:
         leaked += "tail-part" in redact_text(form.format(S="head", T="tail-part"))
     record("secret forms (issue 15 and 21)", tried=tried, leaked=leaked)
     assert leaked == 0
+
+
+# Each bare token shape with the alphabet its issuer really uses (underscores and dashes included):
+# the whole token goes, not a prefix of it up to its first `_` or `-`.
+REAL_SHAPES = {
+    "hugging face": "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567",
+    "openai project key": "sk-proj-" + "Ab12_cd-34EF_gh56-IJ78_kl90-MN12_op34-QR56_st78-UV90_wx12",
+    "openai service key": "sk-svcacct-" + "Zz9_Yy8-Xx7_Ww6-Vv5_Uu4-Tt3_Ss2-Rr1_Qq0",
+    "github classic": "ghp_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6",
+    "github oauth": "gho_" + "16C7e42F292c6912E7710c838347Ae178B4a",
+    "github fine-grained": "github_pat_" + "11ABCDEFG0abcdefghijkl_MNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKL",
+    "slack bot": "xoxb-" + "1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "aws access key": "AKIA" + "IOSFODNN7EXAMPLE",
+}
+
+
+@pytest.mark.parametrize("token", REAL_SHAPES.values(), ids=list(REAL_SHAPES))
+def test_a_bare_token_of_each_real_shape_is_redacted_whole(token: str) -> None:
+    for line in (f"cloning with {token} now", f"{token}", f"url=https://x/?a=1 {token}, next"):
+        out = redact_text(line)
+        assert out == line.replace(token, REDACTED), out
+    assert redact_argv(["hf", "download", "--quiet", token]) == ("hf", "download", "--quiet", REDACTED)

@@ -219,11 +219,17 @@ async def test_connects_are_bounded_by_the_semaphore(two_sims: list[HostSimulato
                        connect_timeout_s=2)
     good = sim_profile(two_sims[0], "good")
     fleet = Fleet([hung, good], max_connecting=1)
+    from console.core.state import ConnectionChanged
+
+    seen: list[tuple[str, str]] = []  # every host's connection changes, in the order they happened
+    for name in ("hung", "good"):
+        fleet.hosts[name].state.subscribe(
+            lambda e, name=name: seen.append((name, e.state.status)) if isinstance(e, ConnectionChanged) else None)
     await fleet.start()
     try:
-        await asyncio.sleep(1.0)
-        assert fleet.hosts["good"].state.connection.status != "connected"
-        await wait_for(lambda: fleet.hosts["good"].state.connection.status == "connected", 10)
+        await wait_for(lambda: ("good", "connected") in seen, 30)
+        # the good host connected only after the hung one gave its slot back (its connect failed)
+        assert ("hung", "failed") in seen and seen.index(("hung", "failed")) < seen.index(("good", "connected")), seen
         assert fleet.hosts["hung"].state.connection.status in ("failed", "connecting")
     finally:
         await asyncio.wait_for(fleet.close(), 15)

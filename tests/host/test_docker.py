@@ -190,3 +190,15 @@ def test_gpuconsole_diff_takes_compose_services_and_inspect_files(tmp_path):
     out = subprocess.run([sys.executable, "-m", "console", "diff", f"{bad}:x", new], capture_output=True,
                          text=True, timeout=60, env=env, cwd=Path(__file__).parent.parent.parent)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+
+
+def test_a_docker_inspect_of_8_mib_is_read_and_a_larger_one_is_refused_as_not_docker_output() -> None:
+    from console.parsers.docker import ParseError, parse_inspect
+
+    doc = json.dumps([{"Id": "c0ffee", "Name": "/sglang-new", "Config": {"Image": "lmsysorg/sglang:v0.5.23"},
+                       "HostConfig": {}}])
+    at_cap = doc + " " * ((8 << 20) - len(doc))
+    (spec,) = parse_inspect(at_cap)
+    assert spec.name == "sglang-new"
+    with pytest.raises(ParseError, match=r"^docker inspect: 8388609 bytes is not a container's inspect$"):
+        parse_inspect(at_cap + " ")

@@ -146,3 +146,64 @@ def test_the_host_clock_in_a_comma_locale_and_a_host_without_awk() -> None:
     assert _host_now(text) == 1796051657.630213
     changes = parse_changes(text)
     assert changes.host_now_s == 1796051657.630213 and changes.count is None
+
+
+# -- a shard's own header decides its size when nothing else does ---------------------------------
+async def test_without_index_or_listing_a_truncated_or_padded_shard_is_named_from_its_own_header(
+        tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    shard = model / "model.safetensors"  # one shard, no model.safetensors.index.json, no kept listing
+    write_safetensors(shard, {"w.a": 4096, "w.b": 1001})
+    good = await poll(model)
+    assert good.problems == () and good.expected_source is None
+    full = shard.read_bytes()
+    shard.write_bytes(full[:-1])
+    bad = await poll(model)
+    truncated = [x for x in bad.problems if "model.safetensors" in x and "truncated" in x]
+    assert truncated == [f"wrong size: model.safetensors is truncated: {len(full) - 1:,} bytes on disk, "
+                         f"its safetensors header says {len(full):,}"], bad.problems
+    assert not bad.complete
+    shard.write_bytes(full + b"\0")
+    long = await poll(model)
+    assert any("model.safetensors" in x and "corrupt" in x for x in long.problems), long.problems
+    assert not long.complete
+
+
+def test_a_shard_one_byte_short_or_long_of_its_header_is_named_and_the_exact_size_passes() -> None:
+    from types import SimpleNamespace
+
+    from console.analysis.download import header_problems
+
+    finals = {"a.safetensors": SimpleNamespace(size_bytes=99), "b.safetensors": SimpleNamespace(size_bytes=101),
+              "c.safetensors": SimpleNamespace(size_bytes=100), "d.safetensors": SimpleNamespace(size_bytes=5)}
+    headers: dict[str, int | None] = {"a.safetensors": 100, "b.safetensors": 100, "c.safetensors": 100,
+                                      "d.safetensors": None}
+    problems = header_problems(finals, headers)
+    assert problems == ["a.safetensors is truncated: 99 bytes on disk, its safetensors header says 100",
+                        "b.safetensors is corrupt (longer than its header says): 101 bytes on disk, "
+                        "its safetensors header says 100"]
+
+
+async def test_a_truncated_safetensors_file_outside_the_index_keeps_the_download_incomplete(tmp_path: Path) -> None:
+    model, _ = model_dir(tmp_path)
+    good = await poll(model)
+    assert good.complete and good.expected_source == "index"
+    stray = model / "extra.safetensors"  # not in the index's weight map (a leftover, a second format)
+    write_safetensors(stray, {"x": 2048})
+    stray.write_bytes(stray.read_bytes()[:-10])
+    bad = await poll(model)
+    assert any("extra.safetensors" in x and "truncated" in x for x in bad.problems), bad.problems
+    assert not bad.complete
+
+
+def test_a_listing_line_with_a_negative_or_odd_size_is_no_file_so_no_negative_bytes_are_shown() -> None:
+    """Found by the fuzz test's property (bytes done >= 0): `f -1 100 a` counted -1 bytes done."""
+    from console.analysis.download import summarize
+    from console.parsers.hf_listing import parse_listing
+
+    listing = parse_listing("@@df\n\n@@files\nf -1 100 a.safetensors\0f 1_000 100 b.safetensors\0"
+                            "f 7 100 c.safetensors\0\n@@blobs\n")
+    assert [(f.rel_path, f.size_bytes) for f in listing.files] == [("c.safetensors", 7)]
+    assert summarize(listing, None, model_dir="/m", repo_id=None, now_s=0.0).bytes_done == 7

@@ -164,3 +164,16 @@ def test_eight_gpus_and_a_total_fit_at_120x40() -> None:
     assert sum(1 for line in lines if line[:3].strip().isdigit()) == 8
     total = next(line for line in lines if line.startswith(" Σ"))
     assert "312.5 / 1123.2 GiB" in total  # 320,028 MiB over 8 × 143,771 MiB and "via nvml" in total
+
+
+def test_nvidia_smi_na_fields_are_unknown_and_infinite_readings_are_no_readings() -> None:
+    """Hand-made lines in nvidia-smi's documented shapes (tests/data/PROVENANCE.md: a uuid of N/A):
+    not a value; `inf`/`nan` are no readings either, so the pane shows them unknown."""
+    from console.parsers.nvidia_smi import parse_gpu_line
+
+    gpu = parse_gpu_line("0, NVIDIA H200, N/A, 41579, 143771, 87, 54, inf, nan")
+    assert gpu is not None
+    assert (gpu.uuid, gpu.power_w, gpu.power_limit_w) == (None, None, None)
+    assert (gpu.memory_used_mib, gpu.memory_total_mib, gpu.utilization_pct) == (41579, 143771, 87)
+    real = parse_gpu_line("0, NVIDIA H200, GPU-3f1c, 41579, 143771, 87, 54, 512.33, 700.00")
+    assert real is not None and (real.uuid, real.power_w) == ("GPU-3f1c", 512.33)

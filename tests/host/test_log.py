@@ -273,3 +273,70 @@ def test_secrets_in_log_lines_and_launch_commands_are_redacted() -> None:
     assert redact_text(cmd) == "python -m sglang.launch_server --model-path /m --api-key ‹redacted› --tp 4"
     plain = "[2026-01-01 10:00:00 TP0] Decode batch, #running-req: 48, #full token: 412000"
     assert redact_text(plain) is plain, "ordinary lines are not rewritten"
+
+
+# -- a batch line's percentages are fractions of the tokens -------------------------------------
+def test_the_log_pane_shows_a_2_76_percent_cache_hit_rate_as_2_76_percent_not_276() -> None:
+    """sgl-project/sglang #4339's prefill line (tests/data/sglang_real_lines.txt line 3) and PR
+    #3699's (sglang_other_formats.txt line 2): "cache hit rate: 2.76%" is 0.0276 of the tokens;
+    "token usage: 0.04" is printed as a fraction already and stays as it is."""
+    other_formats = (DATA / "sglang_other_formats.txt").read_text().splitlines()
+    assert "cache hit rate: 2.76%" in REAL[2] and "cache hit rate: 26.67%" in other_formats[1]
+    fields = batch_fields(parse_line(REAL[2]))
+    assert fields["cache hit rate"] == pytest.approx(0.0276)
+    assert fields["token usage"] == pytest.approx(0.04)
+    assert batch_fields(parse_line(other_formats[1]))["cache hit rate"] == pytest.approx(0.2667)
+    assert batch_fields(parse_line(REAL[1]))["cache hit rate"] == 0.0
+    tracker = LogTracker("test")
+    tracker.feed([parse_line(line) for line in REAL[:3]])
+    last = tracker.summary().last_prefill
+    assert last is not None and last["cache hit rate"] == pytest.approx(0.0276)
+
+
+# -- journald's byte-array MESSAGE ----------------------------------------------------------------
+JOURNAL = json.loads((DATA / "journalctl_real.json").read_text())
+
+
+def _journal_follower() -> LogFollower:
+    return LogFollower(LocalTransport(), units=("sglang.service",))
+
+
+@pytest.mark.parametrize("sample", JOURNAL["byte_array_messages"], ids=lambda s: s["source"])
+def test_a_journal_line_sent_as_a_byte_array_is_shown_as_its_text(sample: dict[str, object]) -> None:
+    """journalctl -o json prints a MESSAGE with control characters or invalid UTF-8 as an array of
+    bytes (systemd's logs-show.c); these arrays are real ones (tests/data/journalctl_real.json),
+    carried by the always-printed fields of a real entry (systemd PR #33021)."""
+    entry = dict(JOURNAL["export_entry_systemd_pr_33021"], MESSAGE=sample["MESSAGE"])
+    follower = _journal_follower()
+    text = follower._decode(json.dumps(entry).encode())  # type: ignore[attr-defined]
+    assert text == bytes(sample["MESSAGE"]).decode("utf-8", "replace")  # type: ignore[arg-type]
+    assert follower.cursor == entry["__CURSOR"]  # type: ignore[attr-defined]
+    if "short_output" in sample:
+        assert text is not None and text.replace("\x1b[32m", "").replace("\x1b[39m", "") == sample["short_output"]
+
+
+def test_invalid_utf8_in_a_journal_byte_array_is_shown_as_replacement_characters() -> None:
+    """Hand-made (no public sample at hand had invalid UTF-8): bytes 0xff and a lone 0xc3."""
+    entry = {"__CURSOR": "s=1;i=2", "MESSAGE": [0xFF, 65, 0xC3, 66], "_SYSTEMD_UNIT": "sglang.service"}
+    assert _journal_follower()._decode(json.dumps(entry).encode()) == "\ufffdA\ufffdB"  # type: ignore[attr-defined]
+
+
+def test_a_journal_byte_array_reaches_the_log_pane_as_clean_text() -> None:
+    """Through the whole line path: the escape sequences of lnav #1087's message are cleaned."""
+    from console.sources.log import parse_line as source_parse_line
+
+    sample = JOURNAL["byte_array_messages"][0]
+    entry = dict(JOURNAL["export_entry_systemd_pr_33021"], MESSAGE=sample["MESSAGE"])
+    text = _journal_follower()._decode(json.dumps(entry).encode())  # type: ignore[attr-defined]
+    assert text is not None
+    event = source_parse_line(text)
+    assert "bot-sdkAppservice" in event.text and "\x1b" not in event.text
+
+
+def test_a_nan_or_infinite_metric_is_unknown_not_a_rate() -> None:
+    """Found by the fuzz test's property (no inf/nan shown as a rate): `sglang:gen_throughput NaN`
+    (a gauge Prometheus text may carry) was read as nan tok/s."""
+    for bad in ("NaN", "+Inf", "1e999"):
+        got = parse_prometheus(f'sglang:gen_throughput{{model="x"}} {bad}\nsglang:num_running_reqs 3\n',
+                               ("sglang:gen_throughput", "sglang:num_running_reqs"))
+        assert got == {"sglang:num_running_reqs": 3.0}, (bad, got)

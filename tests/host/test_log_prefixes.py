@@ -64,3 +64,30 @@ def test_the_messages_own_time_and_ranks_are_found_in_the_prefix(shape: str, ts:
 ])
 def test_a_line_that_only_quotes_a_message_is_not_taken_for_it(line: str) -> None:
     assert parse_line(line).kind not in ("decode", "prefill", "boot")
+
+
+_BATCH = ("Decode batch. #running-req: 8, #token: 41, token usage: 0.12, gen throughput (token/s): 186.64, "
+          "#queue-req: 0")
+
+
+@pytest.mark.parametrize("line", [
+    f'2026-12-01 15:04:05,123 - ERROR - client: request failed: "code 500: {_BATCH}"',  # a double quote
+    f"ERROR 12-01 15:04:05 [client.py:88] request failed: 'code 500: {_BATCH}'",        # a single quote
+    f"2026-12-01 15:04:05 ERROR pid 7 got={_BATCH}",                                      # no field end
+    f"2026-12-01 15:04:05 ERROR pid 7 {'x' * 250} | {_BATCH}",                            # too long a prefix
+])
+def test_an_error_line_quoting_a_batch_line_is_an_error_and_not_a_decode_line(line: str) -> None:
+    """The operator counts it among the errors (n jumps to it) and the throughput is not read from
+    it: the quote guards of the relocation (a quote, a prefix that does not end a field, one longer
+    than 240 characters) each keep it the error it is."""
+    event = parse_line(line)
+    assert (event.kind, event.severity) == ("error", "error"), event
+
+
+def test_a_prefix_of_240_characters_is_one_and_of_241_is_a_message() -> None:
+    at_cap = f"2026-12-01 15:04:05 {'x' * 217} | {_BATCH}"
+    assert at_cap.index("Decode") == 240
+    event = parse_line(at_cap)
+    assert event.kind == "decode" and batch_fields(event)["gen throughput (token/s)"] == 186.64
+    assert parse_line(f"2026-12-01 15:04:05 {'x' * 218} | {_BATCH}").kind == "line"
+    assert parse_line(f"2026-12-01 15:04:05 INFO pid 7 | {_BATCH}").kind == "decode"

@@ -39,3 +39,11 @@ async def test_splitting_a_buffered_flood_gives_the_loop_turns() -> None:
     await ticker
     assert got == lines  # every line, in order
     assert turns - seen >= 10, f"the loop ran {turns - seen} times while 1 MB was split"
+
+
+async def test_a_host_line_of_64_kib_arrives_whole_and_a_longer_one_is_cut_and_says_so() -> None:
+    at_cap, over = b"a" * (64 << 10), b"b" * ((64 << 10) + 7)
+    got = [line async for line in split_lines(Buffered(at_cap + b"\n" + over + b"\nend\n"))]
+    assert got[0] == at_cap
+    assert got[1] == b"b" * (64 << 10) + " …[7 bytes cut]".encode()
+    assert got[2] == b"end"

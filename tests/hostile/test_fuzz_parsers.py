@@ -10,7 +10,6 @@ nulls where lists are expected, nesting deeper than Python recurses, binary byte
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -53,15 +52,12 @@ REAL_LOG = [ln for ln in (DATA / "sglang_real_lines.txt").read_text().splitlines
 
 
 def _fast(fn: Any, *args: Any) -> Any:
-    # CPU time of this process, not the wall clock: "no input over 1 s" is about the parser's own
-    # work, and must not fail because other processes share the machine's cores.
-    started = time.process_time()
+    """`fn(*args)`, None for the parsers' own refusals. No clock: a parser that backtracks without
+    end is stopped by the suite's per-test timeout (pytest-timeout), which only ever fails."""
     try:
         return fn(*args)
     except ALLOWED:
         return None
-    finally:
-        assert time.process_time() - started < 1.0, f"{fn.__name__} took over 1 s of CPU"
 
 
 def _mutate_numbers(line: str, data: st.DataObject) -> str:
@@ -88,14 +84,23 @@ def test_log_lines_with_mutated_numbers_never_raise(data: st.DataObject, base: s
 @FUZZ
 @given(line=st.one_of(text, st.binary(max_size=300).map(lambda b: b.decode("utf-8", "replace"))))
 def test_arbitrary_log_lines_never_raise(line: str) -> None:
+    event = _fast(parse_line, line)
+    assert event.text == line and event.severity in ("info", "warning", "error")  # shown whole, with a colour
     tracker = LogTracker("fuzz")
-    _fast(tracker.feed, [_fast(parse_line, line)])
-    tracker.summary()
+    _fast(tracker.feed, [event])
+    tracker.flush()
+    summary = tracker.summary()
+    assert (len(summary.errors) > 0) == (event.severity == "error" and event.kind != "traceback") \
+        or event.kind == "traceback"
 
 
-def test_a_huge_log_line_is_fast() -> None:
-    _fast(parse_line, "Decode batch. " + ", ".join(f"k{i}: {i}" for i in range(20000)))
-    _fast(parse_line, "[2026-01-01 10:00:00] " + "x" * 1_000_000)
+def test_a_huge_log_line_is_read_whole() -> None:
+    big = _fast(parse_line, "Decode batch. " + ", ".join(f"k{i}: {i}" for i in range(20000)))
+    fields = batch_fields(big)
+    assert big.kind == "decode" and len(fields) == 20000 and fields["k19999"] == 19999
+    long = "[2026-01-01 10:00:00] " + "x" * 1_000_000
+    event = _fast(parse_line, long)
+    assert (event.kind, event.ts, event.text) == ("line", "2026-01-01 10:00:00", long)
 
 
 journal_value = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), text),
@@ -171,6 +176,8 @@ def test_nvml_samples_with_nulls_and_nonsense(gpu: dict[str, Any], procs: Any, t
     parsed = _fast(parse_sampler_line, line)
     gpus, problems = _fast(gpus_from_sample, parsed)
     assert isinstance(problems, tuple)
+    if top == "gpus":  # each of the four records is a GPU or a problem said: none vanishes
+        assert len(gpus) + len(problems) >= 3 and all(isinstance(g.index, int) for g in gpus)
     for blob in ("Infinity", "[" * 100_000, '{"gpus": ' + "9" * 5000 + "}", '{"gpus": null}', "\x00"):
         record2 = _fast(parse_sampler_line, blob)
         if isinstance(record2, dict):
@@ -198,7 +205,10 @@ def test_directory_listings_never_raise(body: list[tuple[str, str, str, str]], d
     records = "\0".join(f"{k} {s} {m} {p}" for k, s, m, p in body)
     listing = _fast(parse_listing, f"@@df\n{df}\n@@files\n{records}\0\n@@blobs\n{extra}")
     if listing is not None:
-        _fast(lambda: summarize(listing, None, model_dir="/m", repo_id=None, now_s=0.0))
+        written = {p for _, _, _, p in body}
+        assert all(any(f.rel_path in w for w in written) for f in listing.files), listing.files  # nothing made up
+        summary = _fast(lambda: summarize(listing, None, model_dir="/m", repo_id=None, now_s=0.0))
+        assert summary is None or summary.bytes_done >= 0
 
 
 index_value = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), text),
@@ -228,14 +238,20 @@ def test_host_summary_and_df_never_raise(data: st.DataObject) -> None:
     mutated = _mutate_numbers(real, data)
     paths = data.draw(st.lists(text, max_size=3))
     _fast(parse_host_summary, mutated, paths)
-    _fast(parse_df, data.draw(lines), paths)
-    _fast(split_sections, data.draw(lines))
+    disks = _fast(parse_df, data.draw(lines), paths)
+    assert disks is None or all(d.path in paths for d in disks)  # a disk only for a path asked about
+    sections = _fast(split_sections, data.draw(lines))
+    assert sections is None or all(isinstance(k, str) and isinstance(v, str) for k, v in sections.items())
 
 
 @FUZZ
 @given(body=lines, value=number)
 def test_prometheus_text_never_raises(body: str, value: str) -> None:
-    _fast(parse_prometheus, f"sglang:gen_throughput{{model=\"x\"}} {value}\n{body}", ("sglang:gen_throughput",))
+    got = _fast(parse_prometheus, f"sglang:gen_throughput{{model=\"x\"}} {value}\n{body}", ("sglang:gen_throughput",))
+    assert got is None or set(got) <= {"sglang:gen_throughput"}  # only the series asked for
+    import math
+
+    assert got is None or all(v is None or math.isfinite(v) for v in got.values())  # no inf/nan shown as a rate
 
 
 # -- units, argv, --help --------------------------------------------------------------------
@@ -247,8 +263,11 @@ unit_line = st.one_of(text, st.sampled_from(["[Service]", "[Unit]", "ExecStart="
 @FUZZ
 @given(body=st.lists(unit_line, max_size=12).map("\n".join))
 def test_unit_files_never_raise(body: str) -> None:
-    _fast(parse_unit, "[Service]\n" + body)
-    _fast(split_systemd_words, body)
+    unit = _fast(parse_unit, "[Service]\n" + body)
+    if unit is not None:  # at most one command per ExecStart= line, each a command with a program
+        assert len(unit.exec_start) <= body.count("ExecStart=") and all(c.argv for c in unit.exec_start)
+    words = _fast(split_systemd_words, body)
+    assert words is None or all(isinstance(w, str) for w in words)
     _fast(parse_env_file, body)
     _fast(side_from_text, "fuzz.service", "[Service]\n" + body)
     _fast(side_from_text, "fuzz.cmd", body)
@@ -259,26 +278,30 @@ def test_unit_files_never_raise(body: str) -> None:
                                                       "-m", "sglang.launch_server", "python3", "--", "=", "--x="])),
                      max_size=12))
 def test_command_lines_never_raise(argv: list[str]) -> None:
-    _fast(normalize, ["python3", "-m", "sglang.launch_server", *argv])
+    cmd = _fast(normalize, ["python3", "-m", "sglang.launch_server", *argv])
+    assert cmd is not None and cmd.launcher == ("python3", "-m", "sglang.launch_server")
+    assert all(name.startswith("--") and value.flag == name for name, value in cmd.flags.items())
     _fast(normalize, argv)
 
 
 @FUZZ
 @given(body=lines)
 def test_help_text_never_raises(body: str) -> None:
-    _fast(table_from_help, "  --model-path MODEL_PATH\n" + body, "0.0.1")
+    table = _fast(table_from_help, "  --model-path MODEL_PATH\n" + body, "0.0.1")
+    assert table is None or table.lookup("--model-path").spec is not None  # the known first flag is kept
 
 
 # -- /server_info, the Hub cache, bench.jsonl -----------------------------------------------
 @FUZZ
 @given(doc=index_value)
 def test_server_info_decoding_never_raises(doc: Any) -> None:
-    _fast(redact_json, doc)
+    out = _fast(redact_json, doc)
+    assert type(out) is type(doc) or out == "‹redacted›"  # the document's shape is kept
     _fast(redact_text, json.dumps(doc))
-    nested: Any = {"api_key": "x"}
+    nested: Any = {"api_key": "sekrit-value"}
     for _ in range(5000):
         nested = {"a": nested}
-    _fast(redact_json, nested)
+    assert "sekrit-value" not in json.dumps(_fast(redact_json, nested))  # cut at depth 64, never shown
 
 
 @FUZZ
@@ -321,5 +344,6 @@ def test_linear_word_splitting_is_shlex_split(text: str) -> None:
 def test_word_splitting_and_flag_lookup_are_linear() -> None:
     from console.analysis.service_report import side_from_text
 
-    _fast(side_from_text, "x", "x" * 1_000_000)
-    _fast(side_from_text, "x", "python -m sglang.launch_server --model-path /m " + "--tp 2 " * 5000)
+    assert _fast(side_from_text, "x", "x" * 1_000_000).command is None
+    side = _fast(side_from_text, "x", "python -m sglang.launch_server --model-path /m " + "--tp 2 " * 5000)
+    assert (side.command.value("--model-path"), side.command.value("--tp-size")) == ("/m", "2")

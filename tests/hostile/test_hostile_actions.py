@@ -200,3 +200,62 @@ def test_the_stubs_do_catch_a_payload(tmp_path: Path) -> None:
     _run(f'echo "x {tmp_path}/$(touch {marker})"', tmp_path, bin_dir)
     assert marker.exists()
     os.unlink(marker)
+
+
+# -- every swap path x every unit/container name it hands to a command ----------------------------
+HOSTILE_NAMES = {"unit": ("-H evil.service", "x.service; touch /tmp/pwned", "$(id).service"),
+                 "container": ("-v/:/h", "x; touch /tmp/pwned", "$(id)")}
+# (backend, path) -> {action: which names it puts in a command}
+NAMES_USED = {
+    ("unit", "restart"): {"install": "new", "stop_old": "old", "start_new": "new", "rollback": "old new"},
+    ("unit", "in-place"): {"rollback": "old"},
+    ("unit", "beside"): {"beside": "new", "switch_traffic": "old", "rollback": "new"},
+    ("container", "restart"): {"stop_old": "old", "start_new": "new", "rollback": "old new"},
+    ("container", "in-place"): {"rollback": "old"},
+    ("container", "beside"): {"beside": "new", "switch_traffic": "old", "rollback": "new"},
+}
+
+
+def _controller(backend: str, path: str, old: str, new: str) -> object:
+    from types import SimpleNamespace
+
+    from console.core.state import HostState
+    from console.swap import paths as P
+    from console.swap.controller import SwapController
+    from console.swap.model import SwapStep, SwapStepChanged
+
+    names = ({"compare_unit": old, "unit": new} if backend == "unit" else
+             {"compare_unit": "old.service", "unit": "new.service", "compare_container": old, "container": new})
+    profile = SimpleNamespace(require_approval=False, read_only=False, model_dir="/m/new", repo_id="o/new",
+                              server_port=30000, swap_path=None, router_url="http://127.0.0.1:30080",
+                              forbidden_prefixes=(), verify_sha=False, units_dir="/etc/systemd/system", **names)
+    state = HostState("h")
+    state.apply(SwapStepChanged("h", SwapStep("install", "Install", state="done",
+                                              detail="kept /etc/systemd/system/new.service.bak-20261201T150405Z")))
+    runner = SimpleNamespace(state=state, host="h", session=SimpleNamespace(profile=profile), repoll=lambda s: None)
+    ctl = SwapController(runner, who="ana")
+    ctl.audit_file = None
+    options = (P.PathOption("in-place", path == "in-place", 10.0, "same"),
+               P.PathOption("beside", path == "beside", 0.0, "fits", gpus=(4, 5, 6, 7), port=30001),
+               P.PathOption("restart", True, 100.0, "stop, then start"))
+    ctl.fast.plan = P.PathPlan(options, path)
+    return ctl
+
+
+@pytest.mark.parametrize(("backend", "path"), list(NAMES_USED))
+def test_a_hostile_unit_or_container_name_is_refused_on_every_path_before_any_command(backend: str,
+                                                                                      path: str) -> None:
+    """Whichever path the swap takes, on units or containers, a profile's old or new name that is
+    not a name is refused with that name in the message: the operator sees why, nothing runs."""
+    from console.swap.actions import ActionError
+
+    what = "not a unit name" if backend == "unit" else "not a container name"
+    for key, used in NAMES_USED[backend, path].items():
+        for side in used.split():
+            for bad in HOSTILE_NAMES[backend]:
+                good = "new.service" if backend == "unit" else "sglang-new"
+                old, new = (bad, good) if side == "old" else (good.replace("new", "old"), bad)
+                ctl = _controller(backend, path, old, new)
+                with pytest.raises(ActionError) as refused:
+                    ctl.build(key)  # type: ignore[attr-defined]
+                assert str(refused.value) == f"{what}: {bad!r}", (key, side, bad)

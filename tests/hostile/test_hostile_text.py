@@ -253,7 +253,7 @@ async def test_planted_escape_sequences_reach_no_pane_and_no_recording(planted: 
 
         await wait_for(lambda: any("planted" in e.text for e in app.state.log_lines) and procs(), 30)
         await wait_for(lambda: app.state.data("service") is not None, 30)
-        await pilot.pause(1)
+        await wait_for(lambda: "planted" in app.export_screenshot(), 30, 0.25)  # the panes drew the host's text
         shots.append(app.export_screenshot())
         for key in "123456":
             await pilot.press(key)

@@ -60,7 +60,7 @@ async def test_planted_secrets_never_reach_a_screenshot(planted: tuple[ConsoleAp
         await wait_for(lambda: app.pane("service").reading is not None
                        and app.pane("service").reading.data is not None
                        and app.pane("service").reading.data.env_changes, 20)
-        await pilot.pause(2)
+        await wait_for(lambda: "‹redacted›" in app.export_screenshot(), 30, 0.25)  # the panes drew what was read
         shots.append(app.export_screenshot())
         for key in "12345":
             await pilot.press(key)

@@ -517,3 +517,37 @@ async def test_the_console_that_shares_drives_and_an_attached_observer_is_refuse
     finally:
         await server.close()
         shutil.rmtree(short, ignore_errors=True)
+
+
+async def test_an_observers_gate_override_is_refused_and_changes_nothing(core: Core) -> None:
+    """Ben observes while Ana drives: his typed override of a gate check is refused with both
+    names, and the gate keeps the check failing; Ana's same request is carried out."""
+    from console.swap import preflight
+
+    check = preflight.CHECKS[0]
+    ana, ta = await attached(core.sock, "ana")
+    ben, tb = await attached(core.sock, "ben")
+    try:
+        assert (ana.role, ben.role) == ("driver", "observer")
+        reply = await ben.request(p.SwapOverride, check=check, typed=check)
+        assert reply.error is not None and "ben observes" in reply.error and "ana drives" in reply.error
+        assert core.runner.swap._overrides == {}
+        assert (await ana.request(p.SwapOverride, check=check, typed=check)).error is None
+        assert core.runner.swap._overrides == {check: "ana"}
+    finally:
+        await ana.close()
+        await ben.close()
+        await asyncio.gather(ta, tb)
+
+
+def test_every_request_that_changes_the_host_is_the_drivers_alone() -> None:
+    changing = {"verify", "swap", "pick", "bench", "stop_bench", "swap_preview", "swap_confirm", "swap_override"}
+    assert changing <= p.DRIVER_ONLY
+
+
+def test_a_client_line_of_4096_bytes_is_read_and_one_byte_more_is_refused_with_the_limit() -> None:
+    request = b'{"t":"bench","id":7,"kind":"sweep"}'
+    at_cap = request + b" " * (4096 - len(request))
+    assert p.decode_client(at_cap) == p.Bench(7, "sweep")
+    with pytest.raises(p.ProtocolError, match=r"^message of 4097 bytes \(at most 4096\)$"):
+        p.decode_client(at_cap + b" ")

@@ -344,9 +344,8 @@ async def test_the_plan_screen_confirms_the_exact_commands_and_installs_the_unit
         await _until(lambda: state.swap.steps["install"].state == "done", 30, "the install")
         assert len([e for e in state.swap.audit if e.command.startswith("sftp put")]) == 1
         assert d_unit_installed(tmp_path)
-        await pilot.pause(0.6)
-        plan = str(app.screen.query_one("#swap-plan").render())  # type: ignore[attr-defined]
-        assert "✓ Install the new unit" in plan
+        await _until(lambda: "✓ Install the new unit" in str(app.screen.query_one("#swap-plan").render()),  # type: ignore[attr-defined]
+                     30, "the plan's tick for the install")
         # The palette's report: written next to this session's recording.
         app.action_swap_report()  # type: ignore[attr-defined]
         await _until(lambda: list((tmp_path / "rec").glob("*.report.html")), 20, "the report")

@@ -65,7 +65,7 @@ async def test_a_key_for_the_next_step_during_the_drain_is_queued_others_are_ref
         assert any(m.startswith("queued: start new") for m in said), said
         assert any(m.startswith("busy: stop old") and "benchmark refused" in m for m in said), said
         state.apply(SwapSetup("h", "old.service", "new.service", None, "/m", busy=None))  # the drain is done
-        await pilot.pause(0.8)
+        await _wait_for(lambda: control.calls == [("preview", "start_new")] and isinstance(app.screen, ConfirmScreen))
         assert control.calls == [("preview", "start_new")]
         assert isinstance(app.screen, ConfirmScreen)  # its commands first, as always
         await pilot.press("enter")
@@ -98,7 +98,7 @@ async def test_a_waiting_request_is_put_in_front_of_the_other_person_with_its_co
     control = FakeControl()
     app = Host(SwapScreen(state, control, "ben"))
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.8)
+        await _wait_for(lambda: isinstance(app.screen, ApproveScreen))
         assert isinstance(app.screen, ApproveScreen)
         shown = str(app.screen.query_one("#approve-text").render())
         assert "ana asks for your approval" in shown and "systemctl stop -- old.service" in shown
@@ -108,8 +108,9 @@ async def test_a_waiting_request_is_put_in_front_of_the_other_person_with_its_co
         assert control.calls == [("approve", "r1", "ben")]
     # The one who asked is not asked to approve their own request.
     mine = Host(SwapScreen(state, FakeControl(), "ana"))
-    async with mine.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.8)
+    async with mine.run_test(size=(120, 40)):
+        # the plan that says the request waits is drawn in the refresh that would have asked
+        await _wait_for(lambda: "waiting for approval" in str(mine.screen.query_one("#swap-plan").render()))
         assert isinstance(mine.screen, SwapScreen)
 
 
@@ -133,3 +134,10 @@ def test_the_audit_is_one_line_per_action_with_a_final_status_and_the_downtime_o
     # 66.8 s: one rounding (1m07s) everywhere, and the parts named.
     assert "downtime 1m07s" in text and "kept: until" not in text
     assert "drain 4s" in text and "boot to ready 1m02s" in text
+
+
+async def _wait_for(predicate: Any, timeout: float = 30.0) -> None:
+    """A condition on the screen, polled; fails only after a generous timeout."""
+    from tests.conftest import wait_for
+
+    await wait_for(predicate, timeout, 0.05)

@@ -103,3 +103,50 @@ def test_verifying_in_the_download_pane_is_what_the_plan_the_gate_and_the_report
                                                 finished=True)))
     assert preflight.check_sha(bad, wanted=False).ok is False
     assert SwapObserver(bad).see(bad.swap) == []  # not an event: nothing derived
+
+
+# -- the gate as a pure function over the host's state --------------------------------------------
+class _GateState:
+    """Only what the gate reads: `data(name)` and `verify`."""
+
+    def __init__(self, **data: object) -> None:
+        self._data = data
+        self.verify = None
+
+    def data(self, name: str) -> object:
+        return self._data.get(name)
+
+
+def _gate_download(**changes: object) -> object:
+    from types import SimpleNamespace
+
+    values: dict[str, object] = dict(shards_done=2, shards_total=2, problems=(), partial_files=(), complete=True,
+                                     bytes_done=10, bytes_total=10, disk_free_bytes=500e9, fits_on_disk=True,
+                                     expected_source="the Hub's file list")
+    values.update(changes)
+    return SimpleNamespace(**values)
+
+
+def test_the_gate_refuses_a_download_with_wrong_sizes_or_partial_files_and_says_why() -> None:
+    assert preflight.check_download(_GateState(download=_gate_download())).ok is True
+    wrong = preflight.check_download(_GateState(download=_gate_download(problems=("wrong size: a is truncated",))))
+    assert (wrong.ok, wrong.reason) == (False, "2/2 shards; wrong size: a is truncated")
+    partial = preflight.check_download(_GateState(download=_gate_download(partial_files=("x",))))
+    assert (partial.ok, partial.reason) == (False, "2/2 shards, 1 file(s) still partial")
+    assert preflight.check_download(_GateState(download=_gate_download(complete=None))).ok is None
+    assert preflight.check_download(_GateState()).ok is None
+
+
+def test_the_gate_refuses_a_download_that_does_not_fit_on_the_disk() -> None:
+    assert preflight.check_disk(_GateState(download=_gate_download())).ok is True
+    assert preflight.check_disk(_GateState(download=_gate_download(fits_on_disk=False, disk_free_bytes=3e9))).ok is False
+    assert preflight.check_disk(_GateState(download=_gate_download(fits_on_disk=None))).ok is True  # free space known
+    assert preflight.check_disk(_GateState(download=_gate_download(disk_free_bytes=None))).ok is None
+
+
+def test_an_undecided_check_holds_the_stop_until_someone_overrides_it() -> None:
+    checks = (GateCheck("download", True, "ok"), GateCheck("fit", None, "no GPU data yet"),
+              GateCheck("paths", False, "under /data"))
+    assert [c.name for c in preflight.failing(checks)] == ["fit", "paths"]
+    overridden = (checks[0], GateCheck("fit", None, "no GPU data yet", overridden_by="ana"), checks[2])
+    assert [c.name for c in preflight.failing(overridden)] == ["paths"]

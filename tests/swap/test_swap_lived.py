@@ -135,12 +135,16 @@ async def test_the_palettes_report_and_gpuconsole_report_agree_on_the_story_swap
     demo_env(tmp_path, monkeypatch)
     async with story_host(tmp_path, scenario="swap", speed=4.0) as sim:
         app = demo_app(sim, tmp_path, gpu_interval_s=0.5)
-        async with app.run_test(size=(120, 40)) as pilot:
+        async with app.run_test(size=(120, 40)):
             state = app.state
             await _until(lambda: state.swap.steps["start_new"].state == "done", 120, "the story's swap, observed")
             assert state.swap.downtime is not None and state.swap.downtime.ended_at_s is not None
             app.action_swap_plan()
-            await pilot.pause(0.6)
+            def drawn() -> str:
+                plans = app.screen.query("#swap-plan")  # none until the plan screen has composed
+                return str(plans.first().render()) if plans else ""
+
+            await _until(lambda: "seen on the host" in drawn(), 30, "the plan drawn with the observed steps")
             plan = str(app.screen.query_one("#swap-plan").render())
             assert "(outside the console)" in plan and "seen on the host" in plan
             assert "downtime: not started" not in plan
@@ -209,3 +213,72 @@ def test_the_two_person_rule_can_be_tried_in_the_demo() -> None:
     assert args.require_approval is True and args.demo_scenario == "operator"
     text = build_parser().format_help()
     assert "--demo-scenario" in text and "--require-approval" in text
+
+
+# -- the downtime clock's ends, as the host stamped them (pure: the observer over a few readings) ---
+_OLD, _NEW = "sglang-old.service", "sglang-new.service"
+_SERVED_LOG = (
+    "[2026-12-01 15:04:01 TP0] Decode batch. #running-req: 8, #token: 1, token usage: 0.12, "
+    "gen throughput (token/s): 186.64, #queue-req: 0",
+    '[2026-12-01 15:04:03] INFO:     127.0.0.1:41416 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+    # after the last served request, more lines of the same kinds that serve nobody:
+    '[2026-12-01 15:04:08] INFO:     127.0.0.1:41417 - "GET /health HTTP/1.1" 200 OK',
+    '[2026-12-01 15:04:09] INFO:     127.0.0.1:41418 - "POST /flush_cache HTTP/1.1" 200 OK',
+    '[2026-12-01 15:04:10] INFO:     127.0.0.1:41419 - "GET /v1/models HTTP/1.1" 200 OK',
+)
+
+
+def _lived_downtime(log: tuple[str, ...], stopped_at: float, ready_at: float) -> object:
+    """The swap's downtime after: the log above, the old unit seen inactive at `stopped_at`, the
+    new one ready at `ready_at` (each reading's time is the host's)."""
+    from types import SimpleNamespace
+
+    from console.analysis.service_report import ServiceReport, ServiceSide
+    from console.core.state import HostState, LogAppended, ReadingChanged
+    from console.model import Reading
+    from console.parsers.sglang_log import parse_line
+    from console.swap.observe import SwapObserver
+
+    state = HostState("h", clock=lambda: 0.0)  # the console's own clock is nowhere in the answer
+    observer = SwapObserver(state)
+
+    def see(event: object) -> None:
+        state.apply(event)
+        for derived in observer.see(event):
+            state.apply(derived)
+
+    def units(old: str, new: str, at: float) -> ReadingChanged:
+        side = lambda name, active: ServiceSide(name, None, None, None, active_state=active)  # noqa: E731
+        report = ServiceReport(side(_OLD, old), side(_NEW, new), (), (), (), (), None, (), (), "x", ())
+        return ReadingChanged("h", "service", Reading("service", report, at))
+
+    see(units("active", "inactive", stopped_at - 30))
+    see(LogAppended("h", tuple(parse_line(line) for line in log)))
+    see(units("inactive", "inactive", stopped_at))
+    server = SimpleNamespace(unit=_NEW, unit_state="active", status="ready", reason="ready: /health 200")
+    see(ReadingChanged("h", "server", Reading("server", server, ready_at)))
+    return state.swap.downtime
+
+
+def test_the_downtime_runs_from_the_last_served_request_to_the_new_servers_ready_on_the_hosts_stamps() -> None:
+    from console.swap.observe import log_time
+
+    stop, ready = log_time("2026-12-01 15:04:12"), log_time("2026-12-01 15:05:40")
+    assert stop is not None and ready is not None
+    d = _lived_downtime(_SERVED_LOG, stop, ready)
+    # the POST to /v1 at 15:04:03, not the health check, the cache flush or the model list after it
+    assert d.started_at_s == log_time("2026-12-01 15:04:03")  # type: ignore[attr-defined]
+    assert d.start_source == "the old server's last served request, in its log"  # type: ignore[attr-defined]
+    assert (d.ended_at_s, d.end_source) == (ready, f"{_NEW} ready")  # type: ignore[attr-defined]
+
+
+def test_a_batch_line_alone_dates_the_start_and_a_log_that_served_nothing_starts_at_the_stop() -> None:
+    from console.swap.observe import log_time
+
+    stop, ready = log_time("2026-12-01 15:04:12"), log_time("2026-12-01 15:05:40")
+    assert stop is not None and ready is not None
+    d = _lived_downtime((_SERVED_LOG[0], *_SERVED_LOG[2:]), stop, ready)
+    assert d.started_at_s == log_time("2026-12-01 15:04:01")  # type: ignore[attr-defined]
+    idle = _lived_downtime(_SERVED_LOG[2:], stop, ready)
+    assert idle.started_at_s == stop  # type: ignore[attr-defined]
+    assert "no request in the log" in idle.start_source  # type: ignore[attr-defined]

@@ -87,8 +87,7 @@ async def test_the_demo_runs_a_benchmark_from_the_pane_and_saves_it(demo_app: Co
         await wait_for(lambda: bool(app.state.bench.results) and app.state.bench.live is None, 30)
         result = app.state.bench.results[0]
         assert result["completed"] == 4 and result["model"] == "qwen3.5-397b"
-        await pilot.pause(0.6)
-        assert "req/s" in app.export_screenshot() and "out&#160;tok/s" in app.export_screenshot()
+        await wait_for(lambda: "req/s" in (shot := app.export_screenshot()) and "out&#160;tok/s" in shot, 30, 0.2)
     # A demo keeps its own runs: the user's bench.jsonl is not touched.
     assert not (tmp_path / "gpuconsole" / "bench.jsonl").exists()
     saved = (tmp_path / "gpuconsole" / "demo-bench.jsonl").read_text().splitlines()

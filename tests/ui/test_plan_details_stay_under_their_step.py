@@ -42,12 +42,20 @@ async def test_at_80x24_the_plan_is_drawn_at_the_width_it_has() -> None:
     app = Host(SwapScreen(_state(), object(), "ana"))  # a control: the keys are listed too
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        await pilot.pause(0.6)  # the next refresh, after the first layout
+        from tests.conftest import wait_for
+
         screen = app.screen
         assert isinstance(screen, SwapScreen)
         static = screen.query_one("#swap-plan", Static)
+
+        def drawn() -> list[str]:
+            return str(static.render()).splitlines()
+
+        # the refresh after the first layout draws the plan at the width the layout gave it
+        await wait_for(lambda: static.content_region.width > 0 and any(ln.startswith("d download") for ln in drawn())
+                       and all(len(ln) <= static.content_region.width for ln in drawn()), 30, 0.1)
         have = static.content_region.width
-        plain = str(static.render()).splitlines()  # what the screen drew
+        plain = drawn()  # what the screen drew
         assert any(ln.startswith("d download") for ln in plain)
         assert all(len(ln) <= have for ln in plain), (have, [ln for ln in plain if len(ln) > have][:3])
         # the Static wrapped nothing: as many rows as the plan has lines
