@@ -584,5 +584,8 @@ async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
                 metrics.close()
             if app.recorder is not None:
                 app.recorder.close()
+                if app.recorder.path is not None and not args.screenshot:  # said on leaving: where it went
+                    print(f"gpuconsole: this session was recorded in {app.recorder.path} "
+                          f"(gpuconsole replay FILE; gpuconsole report FILE)", file=sys.__stderr__, flush=True)
 
     return await _with_session(args, profile, run_app)

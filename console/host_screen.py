@@ -166,8 +166,14 @@ class NoteScreen(ModalScreen[str | None]):
 
 
 def screenshot_dir() -> Path:
-    shots = Path.cwd() / "screenshots"
-    return shots if shots.is_dir() else Path.cwd()
+    """Under the XDG data dir beside the recordings (never the working directory: a walk left
+    SVGs in the repository's screenshots/); the notice says where."""
+    import os
+
+    base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    shots = Path(base) / "gpuconsole" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    return shots
 
 
 def save_screenshot(app: Any, prefix: str = "gpuconsole") -> str:

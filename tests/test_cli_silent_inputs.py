@@ -51,3 +51,23 @@ def test_fit_demo_with_a_repo_id_reads_the_simulated_hosts_copy_not_a_temporary_
     other = _run("fit", "--demo", "Qwen/Qwen3-8B", timeout=120)
     assert other.returncode == 1 and "/tmp" not in other.stderr and "Qwen/Qwen3.5-122B-A10B" in other.stderr
     assert len(other.stderr.strip().splitlines()) == 1
+
+
+def test_leaving_the_demo_says_where_its_recording_went() -> None:
+    """`q` (here SIGTERM, which ends the app as `q` does) left nothing said of the recording (issue 35 item 10)."""
+    import os
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "console", "--demo"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TERM": "dumb"})
+    data = Path(os.environ["XDG_DATA_HOME"]) / "gpuconsole" / "recordings"
+    deadline = time.monotonic() + 90
+    # the app up and the host's sources recorded (the recorder flushes as the readings come)
+    while time.monotonic() < deadline and not any(f.stat().st_size > 4096 for f in data.rglob("*.jsonl.gz")):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    recorded = list(data.rglob("*.jsonl.gz"))
+    assert len(recorded) == 1 and f"recorded in {recorded[0]}" in err, err[-500:]

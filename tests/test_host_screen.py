@@ -187,7 +187,9 @@ async def test_ctrl_s_saves_a_screenshot_on_the_swap_plan_too(size: tuple[int, i
         assert isinstance(app.screen, SwapScreen)
         await pilot.press("ctrl+s")
         await pilot.pause()
-        shots = list(tmp_path.glob("*.svg"))
+        import os
+
+        shots = list((Path(os.environ["XDG_DATA_HOME"]) / "gpuconsole" / "screenshots").glob("*.svg"))
         assert len(shots) == 1 and "downtime" in shots[0].read_text()  # the plan is in the picture
 
 
