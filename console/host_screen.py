@@ -554,6 +554,47 @@ class HostScreen(Screen[None]):
     def action_swap_plan(self) -> None:
         self.swap_screen()
 
+    # Panes kept beside a docked swap plan when the screen is too narrow for all of them.
+    PLAN_KEEPS = ("gpu", "log")
+
+    def dock_plan(self, width: int) -> int:
+        """Make room for the swap plan docked `width` columns on the right (issue 35 item 1): the
+        grid ends where the plan begins; where fewer than 120 columns are left, only the GPUs and
+        the log stay, one above the other. Returns the header's height (the plan starts below it)."""
+        grid = self.query_one("#panes")
+        grid.styles.margin = (0, width, 0, 0)
+        narrow = self.size.width - width < 120
+        if narrow:
+            kept = [spec for spec in self.specs if spec.key in self.PLAN_KEEPS]
+            grid.set_styles(f"grid-size: 1 {max(1, len(kept))}; grid-rows: {' '.join(['1fr'] * len(kept))};")
+        else:
+            columns, rows, heights = grid_shape(self.specs)
+            grid.set_styles(f"grid-size: {columns} {rows}; grid-rows: {' '.join(heights)};")
+        for spec in self.specs:
+            pane = self._mounted_pane(spec.key)
+            if pane is not None:
+                pane.display = not narrow or spec.key in self.PLAN_KEEPS
+                pane.set_class(narrow, "-beside-plan")
+        self.call_after_refresh(self._relayout)
+        header = self._header()
+        return header.outer_size.height if header is not None else 0
+
+    def undock_plan(self) -> None:
+        """The plan closed: the grid as it was."""
+        try:
+            grid = self.query_one("#panes")
+        except NoMatches:
+            return
+        grid.styles.margin = (0, 0, 0, 0)
+        columns, rows, heights = grid_shape(self.specs)
+        grid.set_styles(f"grid-size: {columns} {rows}; grid-rows: {' '.join(heights)};")
+        for spec in self.specs:
+            pane = self._mounted_pane(spec.key)
+            if pane is not None:
+                pane.display = True
+                pane.set_class(False, "-beside-plan")
+        self.call_after_refresh(self._relayout)
+
     def action_swap_report(self) -> None:
         recorder = self.recorder
         if recorder is None or recorder.path is None:
