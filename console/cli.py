@@ -363,6 +363,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except MetricsAddressError as exc:
             return _fail(str(exc), EXIT_USAGE)
     # -- end fleet -------------------------------------------------------------------------
+    if args.demo and (getattr(args, "host", None) or getattr(args, "profile", None)):
+        # The demo is its own simulated host: a --host (or --profile) beside it would be ignored.
+        named = f"--host {args.host}" if getattr(args, "host", None) else f"--profile {args.profile}"
+        return _fail(f"--demo runs against the simulated host, not {named[:80]}: give one of them", EXIT_USAGE)
     try:
         profile = resolve_profile(args)
     except ConfigError as exc:
@@ -580,5 +584,8 @@ async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
                 metrics.close()
             if app.recorder is not None:
                 app.recorder.close()
+                if app.recorder.path is not None and not args.screenshot:  # said on leaving: where it went
+                    print(f"gpuconsole: this session was recorded in {app.recorder.path} "
+                          f"(gpuconsole replay FILE; gpuconsole report FILE)", file=sys.__stderr__, flush=True)
 
     return await _with_session(args, profile, run_app)

@@ -124,8 +124,17 @@ def _hub(repo: str) -> tuple[dict[str, Any], int | None, list[str]]:
 
 async def run_fit(args: argparse.Namespace, session: Any) -> int:
     try:
+        repo_like = "/" in args.model and not args.model.startswith((".", "/", "~"))
         if Path(args.model).is_dir():  # noqa: ASYNC240 - one local stat
             config, total, notes = _local(Path(args.model))
+        elif session is not None and repo_like and getattr(session, "demo", False):
+            # `fit --demo Qwen/…`: a repo id, not a path relative to the simulator's sandbox (a
+            # temporary directory named anew every run): the simulated host's copy of that repo.
+            profile = session.profile
+            if args.model != profile.repo_id or not profile.model_dir:
+                raise ModelError(f"{args.model}: the simulated host holds only {profile.repo_id} "
+                                 f"(gpuconsole fit --demo {profile.repo_id}); or give a local directory")
+            config, total, notes = await _remote(session, profile.model_dir)
         elif session is not None:
             config, total, notes = await _remote(session, args.model)
         elif "/" in args.model and not args.model.startswith((".", "/")):

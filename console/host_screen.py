@@ -166,8 +166,14 @@ class NoteScreen(ModalScreen[str | None]):
 
 
 def screenshot_dir() -> Path:
-    shots = Path.cwd() / "screenshots"
-    return shots if shots.is_dir() else Path.cwd()
+    """Under the XDG data dir beside the recordings (never the working directory: a walk left
+    SVGs in the repository's screenshots/); the notice says where."""
+    import os
+
+    base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    shots = Path(base) / "gpuconsole" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    return shots
 
 
 def save_screenshot(app: Any, prefix: str = "gpuconsole") -> str:
@@ -547,6 +553,47 @@ class HostScreen(Screen[None]):
 
     def action_swap_plan(self) -> None:
         self.swap_screen()
+
+    # Panes kept beside a docked swap plan when the screen is too narrow for all of them.
+    PLAN_KEEPS = ("gpu", "log")
+
+    def dock_plan(self, width: int) -> int:
+        """Make room for the swap plan docked `width` columns on the right (issue 35 item 1): the
+        grid ends where the plan begins; where fewer than 120 columns are left, only the GPUs and
+        the log stay, one above the other. Returns the header's height (the plan starts below it)."""
+        grid = self.query_one("#panes")
+        grid.styles.margin = (0, width, 0, 0)
+        narrow = self.size.width - width < 120
+        if narrow:
+            kept = [spec for spec in self.specs if spec.key in self.PLAN_KEEPS]
+            grid.set_styles(f"grid-size: 1 {max(1, len(kept))}; grid-rows: {' '.join(['1fr'] * len(kept))};")
+        else:
+            columns, rows, heights = grid_shape(self.specs)
+            grid.set_styles(f"grid-size: {columns} {rows}; grid-rows: {' '.join(heights)};")
+        for spec in self.specs:
+            pane = self._mounted_pane(spec.key)
+            if pane is not None:
+                pane.display = not narrow or spec.key in self.PLAN_KEEPS
+                pane.set_class(narrow, "-beside-plan")
+        self.call_after_refresh(self._relayout)
+        header = self._header()
+        return header.outer_size.height if header is not None else 0
+
+    def undock_plan(self) -> None:
+        """The plan closed: the grid as it was."""
+        try:
+            grid = self.query_one("#panes")
+        except NoMatches:
+            return
+        grid.styles.margin = (0, 0, 0, 0)
+        columns, rows, heights = grid_shape(self.specs)
+        grid.set_styles(f"grid-size: {columns} {rows}; grid-rows: {' '.join(heights)};")
+        for spec in self.specs:
+            pane = self._mounted_pane(spec.key)
+            if pane is not None:
+                pane.display = True
+                pane.set_class(False, "-beside-plan")
+        self.call_after_refresh(self._relayout)
 
     def action_swap_report(self) -> None:
         recorder = self.recorder

@@ -65,8 +65,22 @@ class FitResult:
     def verdict(self) -> str:
         return "cannot tell" if self.fits is None else "fits" if self.fits else "does not fit"
 
+    @property
+    def capacity_known(self) -> bool:
+        """False when the weights' size is unknown: they were counted as 0, so the KV cache, the
+        tokens and the requests are upper bounds of nothing, and are said as unknown."""
+        return self.weight_bytes_total is not None
+
     def to_json(self) -> dict[str, Any]:
-        """`gpuconsole fit --json` (a public interface: keep the keys stable)."""
+        """`gpuconsole fit --json` (a public interface: keep the keys stable; unknown is null)."""
+        if not self.capacity_known:
+            out = self._json()
+            out["per_gpu"].update(weights_gib=None, kv_cache_gib=None, free_gib=None)
+            out.update(max_total_tokens=None, max_running_requests=None, mamba_slots=None)
+            return out
+        return self._json()
+
+    def _json(self) -> dict[str, Any]:
         return {
             "model": self.model, "architecture": self.architecture, "params_total": self.params_total,
             "weight_bytes_total": self.weight_bytes_total,

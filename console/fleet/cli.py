@@ -15,10 +15,21 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 MAX_DEMO_HOSTS = 200
 
 
+def _demo_hosts(text: str) -> int:
+    """1-MAX_DEMO_HOSTS, refused at the edge (`--demo-hosts 0` opened this machine's console)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}") from None
+    if not 1 <= value <= MAX_DEMO_HOSTS:
+        raise argparse.ArgumentTypeError(f"must be 1-{MAX_DEMO_HOSTS}, got {value}")
+    return value
+
+
 def add_fleet_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("fleet options")
     g.add_argument("--group", metavar="NAME", help="open every host of a [groups] entry of the config")
-    g.add_argument("--demo-hosts", type=int, metavar="N", help="a fleet of N simulated GPU hosts")
+    g.add_argument("--demo-hosts", type=_demo_hosts, metavar="N", help="a fleet of N simulated GPU hosts")
     g.add_argument("--prometheus", metavar="URL", help="read the fleet from this Prometheus (its HTTP API)")
     g.add_argument("--match", metavar="LABELS", help='label matchers for --prometheus, e.g. job="gpu",dc="a"')
     g.add_argument("--ssh-to-labels", action="store_true",

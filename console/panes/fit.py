@@ -47,10 +47,14 @@ def format_fit(r: FitResult, calibration: list[tuple[str, str, str]] | None = No
             ("speculative verification state", r.spec_state_gib, "steel_blue"), ("KV cache", r.kv_cache_gib, "green"),
             ("unused", r.free_gib, "dim")]
     bar_w = max(10, width - 50)
+    known = r.capacity_known
     for label, gib, style in rows:
         if gib <= 0 and label not in ("weights", "KV cache"):
             continue
         t.append(f"  {label:<36}", style="dim" if style == "dim" else "")
+        if not known and label in ("weights", "KV cache", "unused"):  # weights counted as 0: nothing to say
+            t.append("unknown (the weights' size is unknown)\n", style="yellow")
+            continue
         t.append(f"{gib:7.2f} GiB ")
         t.append(bar(gib / total if total else 0, bar_w) + "\n", style=style)
     t.append("\ncapacity", style="bold underline")
@@ -58,10 +62,14 @@ def format_fit(r: FitResult, calibration: list[tuple[str, str, str]] | None = No
     t.append(f"  KV bytes per token per GPU           {r.kv_bytes_per_token:,}\n")
     if r.mamba_bytes_per_request:
         t.append(f"  GDN state per request per GPU        {r.mamba_bytes_per_request / 2**20:.1f} MiB\n")
-        slots = "–" if r.mamba_slots is None else f"{r.mamba_slots:,}"
+        slots = "–" if r.mamba_slots is None else f"{r.mamba_slots:,}" if known else "unknown"
         t.append(f"  GDN state slots                      {slots}\n")
-    t.append(f"  max total tokens                     {r.max_total_tokens:,}\n")
-    t.append(f"  max running requests                 {r.max_running_requests}\n")
+    if known:
+        t.append(f"  max total tokens                     {r.max_total_tokens:,}\n")
+        t.append(f"  max running requests                 {r.max_running_requests}\n")
+    else:
+        t.append("  max total tokens                     unknown (the weights' size is unknown)\n", style="yellow")
+        t.append("  max running requests                 unknown\n", style="yellow")
     t.append("  binding constraint                   ", style="")
     t.append(f"{r.binding_constraint}\n", style="bold" if r.fits else "bold red" if r.fits is False else "bold yellow")
     if calibration:

@@ -30,6 +30,13 @@ KEYS = (("d", "download", "download"), ("x", "stop_download", "stop download"), 
         ("p", "swap", "run the rest of the plan"))
 
 
+def plan_strip_width(screen_width: int) -> int:
+    """The docked plan's width: 46 columns at 80, 56 at 120, 40 % of a wide screen (80 at 200)."""
+    if screen_width >= 160:
+        return max(64, int(screen_width * 0.4))
+    return max(46, min(56, screen_width - 34))
+
+
 def _dur(s: float | None) -> str:
     return "" if s is None else format_duration(s)
 
@@ -59,7 +66,10 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
     t = Text()
     setup = view.setup
     if setup is not None:
-        t.append(f"{setup.old_unit or '?'} → {setup.new_unit or '?'}", style="bold")
+        units = f"{setup.old_unit or '?'} → {setup.new_unit or '?'}"
+        if len(units) > width:  # the plan docked beside the panes is narrow: the new unit below the old
+            units = f"{_cut(setup.old_unit or '?', width - 2)} →\n  {_cut(setup.new_unit or '?', width - 2)}"
+        t.append(units, style="bold")
         rules = [r for r, on in (("read-only", setup.read_only), ("two-person rule", setup.require_approval),
                                  ("sha256 required", setup.verify_sha)) if on]
         if rules:
@@ -81,9 +91,12 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
         t.append("\n")
         parts = view.downtime_parts()
         if parts:
-            t.append("   " + " + ".join(f"{name} {_dur(sec)}" for name, sec in parts) + "\n", style="dim")
+            said = " + ".join(f"{name} {_dur(sec)}" for name, sec in parts)
+            t.append("".join(f"   {row}\n" for row in textwrap.wrap(said, max(20, width - 3))), style="dim")
     else:
-        t.append("downtime: not started (the clock starts at the old server's last served request)\n", style="dim")
+        said = "downtime: not started (the clock starts at the old server's last served request)"
+        t.append("".join(f"{row}\n" for row in textwrap.wrap(said, max(20, width), subsequent_indent="   ")),
+                 style="dim")
     busy = setup.busy if setup is not None else None
     if busy:
         step = view.steps.get(busy)
@@ -101,15 +114,16 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
         t.append(f"{step.title:<{title_w}.{title_w}}", style=style)
         t.append(f" {step.state:<8}", style=style)
         t.append(f" {_dur(took):>6}", style="dim")
-        if who:
-            t.append(who[: max(0, width - 3 - title_w - 9 - 7)], style="dim")
+        if who and len(who) <= width - 3 - title_w - 9 - 7:  # whole, or not at all ("roo")
+            t.append(who, style="dim")
         t.append("\n")
         detail = step.detail
         if not detail and step.key == "install" and step.state == "pending":
             detail = "not installed yet"
         if detail:
             # wrapped under the step (indented, at most 3 lines), never cut mid-word nor at column 0
-            rows = textwrap.wrap(detail, max(20, width - 5), max_lines=3, placeholder=" …") or [""]
+            rows = textwrap.wrap(detail, max(20, width - 5), max_lines=3 if width >= 60 else 5,
+                                 placeholder=" …") or [""]
             t.append("".join(f"     {row}\n" for row in rows), style="red" if step.state == "failed" else "dim")
     failed = [s for s in view.ordered_steps() if s.state == "failed"]
     if failed and failed[-1].key in ("start_new", "stop_old"):
@@ -122,9 +136,9 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
         for c in view.gate:
             verdict = getattr(c, "verdict", "passed" if c.ok is True else "failed")
             mark, style = VERDICT_MARK.get(verdict, ("?", "yellow"))
-            t.append(f" {mark} {c.name:<9}", style=style)
+            t.append(f" {mark} {c.name:<9} ", style=style)  # a space after the name, 9 letters or more
             reason = c.reason + (f"  (overridden by {c.overridden_by})" if c.overridden_by else "")
-            t.append(f"{reason[: max(20, width - 14)]}\n", style="" if verdict == "passed" else style)
+            t.append(f"{reason[: max(20, width - 15)]}\n", style="" if verdict == "passed" else style)
     pending = view.pending_approvals
     if pending:
         t.append("\nwaiting for approval\n", style="bold yellow")
@@ -171,6 +185,14 @@ class ConfirmScreen(ModalScreen[bool]):
         super().__init__()
         self.preview = preview
         self._done = False
+
+    def on_mount(self) -> None:
+        """Over the docked plan, the commands come up in the plan's strip: the panes stay seen."""
+        stack = self.app.screen_stack
+        if len(stack) > 1 and isinstance(stack[-2], SwapScreen):
+            self.styles.align = ("right", "middle")
+            self.styles.background = "transparent"
+            self.query_one(VerticalScroll).styles.width = plan_strip_width(self.app.size.width)
 
     def compose(self) -> ComposeResult:
         t = Text()
@@ -299,9 +321,12 @@ class SwapScreen(ModalScreen[None]):
         ("escape,q", "dismiss(None)", "Close"), ("o", "override", "Override"), ("a", "approve", "Approve"),
         ("c", "withdraw", "Withdraw"), ("A", "audit", "Audit in full"),
         *[(k, f"act('{key}')", label) for k, key, label in KEYS]]
+    # Beside the panes, never over them (issue 35 item 1): the plan is a strip docked on the right,
+    # the screen below shows through (no dimming) and its grid makes room for it (HostScreen.dock_plan),
+    # so the drain, the boot and the log are seen while they happen. Its own footer: the plan's keys.
     DEFAULT_CSS = """
-    SwapScreen { align: center middle; }
-    SwapScreen > VerticalScroll { width: 120; max-width: 98%; height: 90%; border: round $accent;
+    SwapScreen { background: $background 0%; }
+    SwapScreen > VerticalScroll { dock: right; width: 56; height: 1fr; border: round $accent;
         background: $surface; padding: 0 1; }
     """
 
@@ -320,12 +345,41 @@ class SwapScreen(ModalScreen[None]):
         return self.control is None or bool(self.state.info.read_only or (setup and setup.read_only))
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
+        from textual.widgets import Footer
+
+        with VerticalScroll(id="swap-strip"):
             yield Static(id="swap-plan")
+        yield Footer()
 
     def on_mount(self) -> None:
+        self._dock()
         self.refresh_plan()
         self.set_interval(0.5, self.refresh_plan)
+
+    def on_resize(self) -> None:
+        self._dock()
+
+    def on_unmount(self) -> None:
+        host = self._host_below()
+        if host is not None:
+            host.undock_plan()
+
+    def _host_below(self) -> Any:
+        """The screen whose panes the plan sits beside (None: the plan alone, as in a test)."""
+        dock = getattr(self.app, "screen_stack", [])
+        for screen in reversed(dock[:-1] if dock and dock[-1] is self else dock):
+            if hasattr(screen, "dock_plan"):
+                return screen
+        return None
+
+    def _dock(self) -> None:
+        width = plan_strip_width(self.app.size.width)
+        strip = self.query_one("#swap-strip", VerticalScroll)
+        strip.styles.width = width
+        host = self._host_below()
+        if host is not None:
+            top = host.dock_plan(width)
+            strip.styles.margin = (top, 0, 0, 0)
 
     def refresh_plan(self) -> None:
         view: SwapView = self.state.swap
@@ -475,12 +529,19 @@ async def drive_plan_as_operator(app: Any, *, read_s: float = 2.5, timeout_s: fl
     runner.swap.bench_plan = list(DEMO_BENCH)
     if runner.start_bench("sweep", list(DEMO_BENCH)) is None:  # the old model's run: the "before"
         await until(lambda: runner.bench is None or not runner.bench.running)
+    opened = False
     for key in plan:
         if state.swap.steps[key].state in ("done", "skipped"):
             continue
         if not isinstance(app.screen, (SwapScreen, ConfirmScreen)):
-            app.action_swap_plan()
-            await asyncio.sleep(0.5)
+            if opened:  # the watcher closed it (esc): not opened again over them; p brings it back
+                app.notify("the demo's operator waits for the Swap plan: p shows it", title="the demo's operator")
+                if not await until(lambda: isinstance(app.screen, SwapScreen)):
+                    return f"{key}: the plan was not opened again"
+            else:
+                app.action_swap_plan()
+                opened = True
+                await asyncio.sleep(0.5)
         screen = app.screen
         if not isinstance(screen, SwapScreen):
             return f"{key}: the plan screen is not up"

@@ -9,7 +9,7 @@ from console.analysis.download import DownloadProgress, ProgressTracker
 from console.panes.download import verdict
 from console.sources.download import DownloadWatcher
 from console.transport import LocalTransport
-from tests.kit.download import model_dir, poll
+from tests.kit.download import model_dir, poll, write_safetensors
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from console.app import ConsoleApp
 from console.config import HostProfile
+from console.core.state import HostInfo, HostState
 from console.hostsim import HostSimulator
 from console.panes.header import HostHeader
 from console.session import HostSession
@@ -36,3 +37,9 @@ def app(sim: HostSimulator) -> ConsoleApp:
     profile = HostProfile(name="sim", host="127.0.0.1", port=sim.port,
                           disk_paths=(sim.host_path("/shared"),))
     return ConsoleApp.for_session(HostSession(profile, SshTransport(sim_options(sim)), demo=True))
+
+
+def offline_state(host: str = "gpu-01") -> HostState:
+    state = HostState(host, label=host)
+    state.apply(HostInfo(host, host, log_label="journal: sglang.service"))
+    return state

@@ -90,3 +90,47 @@ def test_the_fleet_demo_removes_its_hub_cache() -> None:
     finally:
         sim.stop()
     assert not [p for p in leftovers(tmp) if p.name.startswith("gpuconsole-demo-cache-")]
+
+
+def test_a_recording_a_console_outside_the_tests_writes_is_not_blamed_on_the_tests(tmp_path: Path) -> None:
+    """Issue 35 item 12: a `serve --demo` the user runs during the suite writes its recording under
+    the real data dir; the guard blamed "the test run". A file held open by a process outside the
+    tests' own (here a double-forked one, reparented away from pytest) is said as that process's."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.isolation import split_changes
+
+    dirs = [tmp_path / "data" / "gpuconsole"]
+    (dirs[0] / "recordings").mkdir(parents=True)
+    before = snapshot_user_dirs(dirs)
+    theirs = dirs[0] / "recordings" / "demo-outside.jsonl.gz"
+    script = ("import os,sys,time\n"
+              "if os.fork(): sys.exit(0)\n"
+              "os.setsid()\n"
+              "open(sys.argv[2], 'w').write(str(os.getpid()))\n"
+              "f = open(sys.argv[1], 'w'); f.write('x'); f.flush()\n"
+              "time.sleep(60)\n")
+    pid_file = tmp_path / "outside.pid"
+    subprocess.run([sys.executable, "-c", script, str(theirs), str(pid_file)], check=True, timeout=30)
+    ours = dirs[0] / "recordings" / "from-a-test.jsonl.gz"
+    ours.write_text("y")
+    deadline = time.monotonic() + 30
+    outside: list[str] = []
+    try:
+        while time.monotonic() < deadline:
+            mine, outside = split_changes(before, snapshot_user_dirs(dirs), os.getpid())
+            if outside:
+                break
+            time.sleep(0.1)
+        assert [line for line in mine if "from-a-test" in line] and not [line for line in mine if "outside" in line]
+        assert len(outside) == 1 and "demo-outside" in outside[0] and "not a test's process" in outside[0]
+    finally:
+        import signal
+
+        for _ in range(100):  # the one process this test started outside its tree, by its id
+            if pid_file.exists() and pid_file.read_text():
+                os.kill(int(pid_file.read_text()), signal.SIGTERM)
+                break
+            time.sleep(0.1)

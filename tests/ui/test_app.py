@@ -59,12 +59,16 @@ async def test_help_opens_and_closes(app: ConsoleApp) -> None:
 
 
 async def test_ctrl_s_saves_a_screenshot(app: ConsoleApp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Into the data dir, never the working directory (a walk left 8 SVGs in the repo's screenshots/)."""
+    import os
+
     monkeypatch.chdir(tmp_path)
     (tmp_path / "screenshots").mkdir()
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("ctrl+s")
         await pilot.pause()
-    shots = list((tmp_path / "screenshots").glob("gpuconsole-*.svg"))
+    assert not list(tmp_path.rglob("*.svg"))
+    shots = list((Path(os.environ["XDG_DATA_HOME"]) / "gpuconsole" / "screenshots").glob("gpuconsole-*.svg"))
     assert len(shots) == 1 and shots[0].read_text().startswith("<svg")
 
 

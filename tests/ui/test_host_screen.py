@@ -11,18 +11,12 @@ from pathlib import Path
 import pytest
 
 from console.core.control import HostControl, NoControl, protocol_methods
-from console.core.state import HostInfo, HostState, LogAppended, Notice, ReadingChanged
+from console.core.state import LogAppended, Notice, ReadingChanged
 from console.model import Reading
 from console.parsers.sglang_log import parse_line
-from tests.kit.screens import screen_text
+from tests.kit.screens import offline_state, screen_text
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-def offline_state(host: str = "gpu-01") -> HostState:
-    state = HostState(host, label=host)
-    state.apply(HostInfo(host, host, log_label="journal: sglang.service"))
-    return state
 
 
 # -- one screen ---------------------------------------------------------------------------------
@@ -175,7 +169,9 @@ async def test_ctrl_s_saves_a_screenshot_on_the_swap_plan_too(size: tuple[int, i
         assert isinstance(app.screen, SwapScreen)
         await pilot.press("ctrl+s")
         await pilot.pause()
-        shots = list(tmp_path.glob("*.svg"))
+        import os
+
+        shots = list((Path(os.environ["XDG_DATA_HOME"]) / "gpuconsole" / "screenshots").glob("*.svg"))
         assert len(shots) == 1 and "downtime" in shots[0].read_text()  # the plan is in the picture
 
 

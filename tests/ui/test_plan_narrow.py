@@ -18,3 +18,13 @@ def test_a_narrow_plan_keeps_each_step_and_the_downtime_within_its_width() -> No
         assert any("last served request" in ln for ln in lines)  # said, not cut away
     wide = format_plan(_state().swap, 200.0, width=200).plain
     assert "seen on the host" in wide and "Stop the old service and wait for its memory" in wide
+
+
+def test_a_gate_check_named_with_nine_letters_keeps_a_space_before_its_reason() -> None:
+    """Seen in the walk (issue 35 item 9): "✓ swap pathrestart: …"."""
+    from console.swap.model import GateCheck
+
+    view = _state().swap
+    view.gate = (GateCheck("swap path", True, "restart: the old service stops first"), GateCheck("flags", True, "ok"))
+    plain = format_plan(view, 200.0, width=72).plain
+    assert "✓ swap path restart:" in plain and "✓ flags     ok" in plain
