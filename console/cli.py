@@ -417,7 +417,7 @@ def _with_demo_operator(app: Any) -> None:
         if start is not None:
             await start()
         said = await drive_plan_as_operator(app)
-        app.notify(said, title="the demo's operator")
+        app.notify(said, title="the demo's operator", markup=False)
 
     app._start = start_then_drive
 

@@ -102,6 +102,35 @@ _TEXT = ("host", "user", "identity", "known_hosts", "model_dir", "repo_id", "uni
          "hub_endpoint")
 
 
+def endpoint_problem(url: str) -> str | None:
+    """Why a Hub mirror or router URL is refused, or None: only https, or http to loopback (a token
+    never goes over plain http to another host); no leading `-`, no link-local address (the cloud
+    metadata service, 169.254.169.254), no credentials in the URL (issue 34, item 7)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    if url.startswith("-") or any(c.isspace() or ord(c) < 32 for c in url):
+        return "must be a URL, not an option or text with spaces"
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError:
+        return "is not a URL"
+    if parts.scheme not in ("http", "https") or not host or host.startswith("-") or "@" in parts.netloc:
+        return "must be http(s)://HOST[:PORT] (no user or password in it)"
+    try:
+        ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
+    except ValueError:
+        ip = None
+    loopback = host == "localhost" or (ip is not None and ip.is_loopback)
+    if ip is not None and (ip.is_link_local or ip.is_unspecified or ip.is_multicast):
+        return f"must not be a link-local, unspecified or multicast address ({host})"
+    if parts.scheme == "http" and not loopback:
+        return "must be https, or http to loopback (127.0.0.1, ::1): a token would go over plain http"
+    return None
+
+
 def _check_value(source: Path, name: str, key: str, value: Any) -> None:
     where = f"{source}: profile {name!r}: {key}"
     if key in _PORTS and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535):
@@ -113,6 +142,8 @@ def _check_value(source: Path, name: str, key: str, value: Any) -> None:
         raise ConfigError(f"{where} must be a string, got {value!r}")
     if key == "swap_path" and value not in ("in-place", "beside", "restart"):  # issue 24
         raise ConfigError(f"{where} must be in-place, beside or restart, got {value!r}"[:300])
+    if key in ("hub_endpoint", "router_url") and (why := endpoint_problem(value)) is not None:
+        raise ConfigError(f"{where} {why}, got {value!r}"[:300])
     if key == "hub_endpoint" and not re.match(r"^https?://[A-Za-z0-9.\[\]:-]+(:\d+)?(/[A-Za-z0-9._~/-]*)?$", value):
         raise ConfigError(f"{where} must be an http(s) URL (a Hub mirror), got {value!r}"[:300])
     if key == "router_url" and not re.match(r"^https?://[A-Za-z0-9.\[\]:-]+(:\d+)?/?$", value):

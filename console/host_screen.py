@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rich.markup import escape
 from textual import on
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
@@ -179,7 +178,7 @@ def screenshot_dir() -> Path:
 def save_screenshot(app: Any, prefix: str = "gpuconsole") -> str:
     """Save the screen shown now (whatever it is: the grid, the swap plan, a modal) and say where."""
     path = app.save_screenshot(f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}.svg", str(screenshot_dir()))
-    app.notify(f"saved {path}", title="screenshot")
+    app.notify(f"saved {path}", title="screenshot", markup=False)
     return str(path)
 
 
@@ -192,7 +191,7 @@ def save_screenshot_to(app: Any, file: str) -> None:
 def worker_failed(node: Any, event: Worker.StateChanged) -> None:
     if event.state == WorkerState.ERROR and event.worker.error is not None:
         node.notify(describe_error(event.worker.error), title=f"{event.worker.group} failed",
-                    severity="error", timeout=10)
+                    severity="error", timeout=10, markup=False)
 
 
 class HostScreen(Screen[None]):
@@ -314,7 +313,7 @@ class HostScreen(Screen[None]):
         self.set_interval(1.0, self._tick)
         self.watch(self, "maximized", lambda _: self._maximized_changed(), init=False)
         if self.note:
-            self.notify(self.note, title=escape(self.state.host), severity="warning", timeout=10, markup=False)
+            self.notify(self.note, title=self.state.host, severity="warning", timeout=10, markup=False)
 
     def on_unmount(self) -> None:
         if self._unsubscribe is not None:
@@ -350,7 +349,7 @@ class HostScreen(Screen[None]):
         notices, self._notices = self._notices, []
         for event in notices:  # said at once: a notice is rare and is the news itself
             title = f"{self.state.host}: {event.title}" if self.back else event.title
-            self.notify(event.message, title=escape(title), severity=event.severity,  # type: ignore[arg-type]
+            self.notify(event.message, title=title, severity=event.severity,  # type: ignore[arg-type]
                         timeout=10 if event.severity == "error" else 4, markup=False)
         if self._flush_timer is not None:
             return  # a flush is due at the frame's end: it takes this change too

@@ -33,17 +33,19 @@ REDACTED = "‹redacted›"
 # seconds of backtracking (quadratic; issue 21, item 12).
 _MAYBE = re.compile(r"key|secret|passw|passphrase|pwd|bearer|basic|hf_|sk-|auth|cred|--[\w-]{0,64}token"
                     r"|token['\"]?\s*[=:](?!\s*['\"]?\d+(?:[\s,;)}\]'\"]|$))"
-                    r"|://[^\s/@]*:[^\s@]*@|-u\s|--user|cookie|ghp_|gho_|ghs_|ghu_|ghr_|github_pat_|xox[abposr]-"
-                    r"|AKIA|PRIVATE KEY", re.IGNORECASE)
+                    r"|://[^\s/@]*:[^\s@]*@|(?<![\w-])-[uU]\s*['\"]?[^\s:'\"]*:|--user|--proxy-user|cookie|ghp_|gho_|ghs_|ghu_"
+                    r"|ghr_|github_pat_|xox[abposr]-|AKIA|PRIVATE KEY|glpat-|npm_|eyJ|hooks\.slack\.com/",
+                    re.IGNORECASE)
 
 # A key name that holds a secret: *api_key, *api-key, apikey, *_token, *-token, token, *secret*,
 # *password, passwd, credentials, auth (as a whole word), authorization.
-_KEY_STRONG = (r"(?:[A-Za-z0-9_-]{0,64}?(?:api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key)"
+_KEY_STRONG = (r"(?:[A-Za-z0-9_-]{0,64}?(?:api[_-]?key|access[_-]?key|secret[_-]?key(?:[_-]base)?"
+               r"|private[_-]?key|account[_-]?key)"
                r"|[A-Za-z0-9_-]{0,64}?(?:secret|password|passwd|passphrase)"  # PGPASSWORD, ssl-keyfile-password
                r"|(?:[A-Za-z0-9_]{0,64}[_-])?(?:pwd|credentials?)"
                r"|auth)")
 # `token` keys: a value of digits only is a count (`#new-token: 412`), not a secret.
-_KEY_TOKEN = r"(?:[A-Za-z0-9_]{0,64}[_-])?token"
+_KEY_TOKEN = r"(?:[A-Za-z0-9_-]{0,64}[_-])?token"  # X-Auth-Token, x-hf-token
 _KEY = f"(?:{_KEY_STRONG}|{_KEY_TOKEN})"
 _VALUE_STOP = r"[^\s'\",;&)}\]]"
 _SKIP = r"(?!None\b|null\b|False\b|True\b|none\b|\*\*\*|‹redacted›|Bearer\s|Basic\s)"
@@ -59,8 +61,8 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"(\b(?:set-)?cookie['\"]?\s*[:=]\s*)(?!\s*‹redacted›)(\S[^\n'\"]*)", re.IGNORECASE),
     # credentials in URLs: scheme://user:PASSWORD@host
     re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s/@:'\"]*:)(?!‹redacted›@)([^\s@'\"]+)(?=@)", re.IGNORECASE),
-    # curl -u user:PASSWORD, --user user:PASSWORD, --proxy-user
-    re.compile(r"((?:(?<![\w-])-u\s*|--(?:proxy-)?user(?:=|\s+))['\"]?[^\s:'\"]*:)(?!‹redacted›)([^\s'\"]+)"),
+    # curl -u user:PASSWORD, -uuser:PASSWORD, --user user:PASSWORD, --proxy-user / -U (its short form)
+    re.compile(r"((?:(?<![\w-])-[uU]\s*|--(?:proxy-)?user(?:=|\s+))['\"]?[^\s:'\"]*:)(?!‹redacted›)([^\s'\"]+)"),
     # Authorization: Bearer X / Basic X / X, and a bare "Bearer X"
     re.compile(r"(\bauthorization['\"]?\s*[:=]\s*['\"]?(?:(?:Bearer|Basic|Digest|Token)\s+)?)"
                r"(?!‹redacted›|(?:Bearer|Basic|Digest|Token)\s)"
@@ -81,6 +83,10 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
     # GitHub, Slack and AWS access tokens anywhere
     re.compile(r"()(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{6,}|github_pat_[A-Za-z0-9_]{6,}"
                r"|xox[abposr]-[A-Za-z0-9-]{6,}|AKIA[0-9A-Z]{12,})"),
+    # GitLab and npm access tokens, JSON Web Tokens (header.payload.signature), a Slack webhook's path
+    re.compile(r"()(?<![A-Za-z0-9])(?:glpat-[A-Za-z0-9_-]{12,}|npm_[A-Za-z0-9]{20,}"
+               r"|eyJ[A-Za-z0-9_-]{6,}\.eyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,})"),
+    re.compile(r"(hooks\.slack\.com/services/)(?!‹redacted›)([A-Za-z0-9/_-]+)", re.IGNORECASE),
 )
 
 
@@ -114,10 +120,11 @@ _TOKEN_MAYBE = _TokenAt()
 _NEEDLES: tuple[tuple[str, re.Pattern[str] | _TokenAt | None], ...] = (
     *((word, None) for word in ("key", "secret", "passw", "passphrase", "pwd", "bearer", "basic", "hf_", "sk-",
                                 "auth", "cred", "cookie", "ghp_", "gho_", "ghs_", "ghu_", "ghr_", "github_pat_",
-                                "akia", "private key")),
+                                "akia", "private key", "--proxy-user", "glpat-", "npm_", "eyj",
+                                "hooks.slack.com/")),
     ("token", _TOKEN_MAYBE),
     ("://", re.compile(r"://[^\s/@]*:[^\s@]*@")),
-    ("-u", re.compile(r"-u\s|--user", re.IGNORECASE)),
+    ("-u", re.compile(r"(?<![\w-])-[uU]\s*['\"]?[^\s:'\"]*:|--user", re.IGNORECASE)),
     ("xox", re.compile(r"xox[abposr]-", re.IGNORECASE)),
 )
 

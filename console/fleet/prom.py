@@ -200,18 +200,27 @@ class HostSamples:
 
 
 def group_samples(dcgm: list[_Sample] | None, sglang: list[_Sample] | None) -> dict[str, HostSamples]:
+    from console.fleet.rows import host_label
+
     hosts: dict[str, HostSamples] = {}
     unlabelled = 0
     value_of = _value
+    # The raw label, cleaned once per distinct value: the key is always `host_of`'s (a label with a
+    # line break was a host of its own, apart from its server's series, and the fleet screen
+    # crashed: issue 34, item 9); 18,000 series of 500 hosts clean 500 strings.
+    keys: dict[str, str | None] = {}
     for sample in dcgm or ():
         labels = sample.metric
         name = labels.name
-        host = labels.Hostname or labels.hostname or labels.host or labels.node
-        if not host:
+        raw = labels.Hostname or labels.hostname or labels.host or labels.node
+        host = keys.get(raw, "") if raw else None
+        if host == "":
+            host = keys[raw] = host_label(raw)  # type: ignore[index]
+        if host is None:  # no label, or one that cleans to nothing: the instance
             host = host_of(labels)
-            if host is None:
-                unlabelled += 1
-                continue
+        if host is None:
+            unlabelled += 1
+            continue
         entry = hosts.get(host)
         if entry is None:
             entry = hosts[host] = HostSamples()

@@ -408,7 +408,7 @@ class SwapScreen(ModalScreen[None]):
 
     def _say(self, why: str | None) -> None:
         if why:
-            self.notify(why, title="swap", severity="warning")
+            self.notify(why, title="swap", severity="warning", markup=False)
 
     def _pending_requests(self, view: SwapView) -> None:
         """A request someone else made: a bell and the request itself, once (issue 22 item 6)."""
@@ -441,11 +441,12 @@ class SwapScreen(ModalScreen[None]):
             if busy in order and key in order and order.index(key) == order.index(busy) + 1:
                 self.queued = key  # the next step: its confirmation comes up when this one ends
                 self.notify(f"queued: {key.replace('_', ' ')} (its commands are shown when "
-                            f"{busy.replace('_', ' ')} is done)", title="swap")
+                            f"{busy.replace('_', ' ')} is done)", title="swap", markup=False)
                 return
             step = self.state.swap.steps.get(busy)
             self.notify(f"busy: {busy.replace('_', ' ')}" + (f" ({step.detail})" if step and step.detail else "")
-                        + f"; {key.replace('_', ' ')} refused", title="swap", severity="warning")
+                        + f"; {key.replace('_', ' ')} refused", title="swap", severity="warning",
+                        markup=False)
             return
         asking = getattr(self.control, "swap_preview_async", None)
         if asking is not None:  # an attached console: the core answers with the exact commands

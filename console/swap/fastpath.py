@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from console.analysis import host_replies
 from console.swap import actions as act
 from console.swap import container_fastpath as cfp
 from console.swap import paths as P
@@ -62,14 +63,8 @@ def curl_json(url: str, body: dict[str, Any] | None, timeout_s: int) -> str:
     return act.bounded(argv, timeout_s + 5)
 
 
-def clean(text: object, limit: int = 240) -> str:
-    """A host's answer as one printable line (no control characters, bounded)."""
-    return re.sub(r"[\x00-\x1f\x7f-\x9f]+", " ", str(text))[:limit].strip()
-
-
-def split_reply(text: str) -> tuple[int | None, str]:
-    head, _, code = text.rstrip("\n").rpartition("\n")
-    return (int(code), head) if code.strip().isdigit() else (None, text)
+clean = host_replies.clean_reply  # the host's answers cleaned at the source (issue 34, item 15)
+split_reply = host_replies.split_reply
 
 
 def port_check(port: int) -> str:
@@ -490,11 +485,7 @@ class FastPaths:
                                  "anything else") from None
         answered = ctl._clock()
         code, body = split_reply(result.text)
-        reply: dict[str, Any] = {}
-        try:
-            reply = json.loads(body) if body.strip().startswith("{") else {}
-        except ValueError:
-            reply = {}
+        reply: dict[str, Any] = host_replies.reply_json(body)
         await asyncio.sleep(max(ctl.poll_s, 0.5) * 2)  # the log's lines of the update may trail the reply
         begin, end = self._update_lines(seen)
         paused = reply.get("num_paused_requests")

@@ -78,3 +78,26 @@ def test_model_and_uuid_labels_are_cleaned_of_escapes() -> None:
     grouped = group_samples([_Sample(metric, (1.0, "5"))], [])
     slot = grouped["gpu-01"].gpus["0"]
     assert slot["uuid"] == "GPU-1" and slot["model"] == "H200"
+
+
+async def test_a_host_label_with_line_breaks_is_one_host_on_the_fleet_screen() -> None:
+    """A `Hostname` label `a\\nb\\rc` (issue 34, item 9): the GPU series were keyed by the raw label,
+    the server's by the cleaned one, and the fleet screen crashed (KeyError)."""
+    from console.fleet.prom import _Sample, group_samples
+    from console.fleet.screen import FleetApp
+
+    raw = "a\nb\rc"
+    dcgm = [_Sample(_Labels(name="DCGM_FI_DEV_FB_USED", gpu="0", Hostname=raw), (1.0, "5"))]
+    sglang = [_Sample(_Labels(name="sglang:num_running_reqs", Hostname=raw), (1.0, "2"))]
+    grouped = group_samples(dcgm, sglang)
+    assert list(grouped) == ["a b c"]
+    fleet = PrometheusFleet("http://127.0.0.1:9")
+    fleet.apply(grouped, 1.0)
+    assert list(fleet.states) == ["a b c"]
+    app = FleetApp(list(fleet.states.values()), host_for=lambda key: None)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        assert app.fleet_screen.table.get_row("a b c")[0]
+        await pilot.press("down", "up")
+        await pilot.pause()
+    assert app.return_code in (None, 0)
