@@ -11,7 +11,7 @@ import shlex
 import pytest
 
 from console.redact import REDACTED, redact_argv, redact_text
-from tests.figures import record
+from tests.kit.figures import record
 
 S = "Hx7kQ2mZ9pLw"
 SHAPES = [
