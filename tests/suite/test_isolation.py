@@ -100,7 +100,7 @@ def test_a_recording_a_console_outside_the_tests_writes_is_not_blamed_on_the_tes
     import sys
     import time
 
-    from tests.isolation import split_changes
+    from tests.kit.isolation import split_changes
 
     dirs = [tmp_path / "data" / "gpuconsole"]
     (dirs[0] / "recordings").mkdir(parents=True)

@@ -138,6 +138,6 @@ def test_the_audit_is_one_line_per_action_with_a_final_status_and_the_downtime_o
 
 async def _wait_for(predicate: Any, timeout: float = 30.0) -> None:
     """A condition on the screen, polled; fails only after a generous timeout."""
-    from tests.conftest import wait_for
+    from tests.kit.hosts import wait_for
 
     await wait_for(predicate, timeout, 0.05)

@@ -42,7 +42,7 @@ async def test_at_80x24_the_plan_is_drawn_at_the_width_it_has() -> None:
     app = Host(SwapScreen(_state(), object(), "ana"))  # a control: the keys are listed too
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        from tests.conftest import wait_for
+        from tests.kit.hosts import wait_for
 
         screen = app.screen
         assert isinstance(screen, SwapScreen)
