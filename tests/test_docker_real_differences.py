@@ -92,6 +92,11 @@ async def test_a_crash_looping_new_container_is_not_called_already_running_at_in
     said = str(failed.value)
     assert "already running" not in said
     assert "restarting in a loop" in said and "last exit code 1" in said
+    # Read in the second it is up again between two crashes: running, with Docker's restart count
+    ctl = _Ctl([_ok("sha256:abc\n"), _ok("running true 0 2 false\n")])
+    with pytest.raises(StepFailed) as failed:
+        await ContainerPlan(ctl)._install("alice")  # type: ignore[arg-type]
+    assert "already running" not in str(failed.value) and "after 2 restarts" in str(failed.value)
 
 
 async def test_a_failed_docker_start_names_the_daemons_reason_not_the_clis_summary() -> None:

@@ -476,10 +476,14 @@ def docker_error_text(text: str) -> str:
 
 
 def restart_loop_of(state: dict[str, str]) -> str | None:
-    """A container that Docker restarts in a loop (`State.Restarting`, or `running` with a growing
-    RestartCount): Docker also calls it running (`State.Running` is true while it restarts), but
-    it serves nothing. The words for it, or None. `state`: container_actions.parse_container_state."""
-    if state.get("status") != "restarting":
-        return None
-    return (f"restarting in a loop ({state.get('restarts', '?')} restarts, last exit code "
-            f"{state.get('exit_code', '?')}{', OOM-killed' if state.get('oom_killed') == 'true' else ''})")
+    """A container that Docker restarts in a loop: `restarting` (Docker also calls it running:
+    `State.Running` is true while it restarts), or up again between two crashes (`running` with a
+    RestartCount: a read during the second or so a crashing server lives). It serves nothing. The
+    words for it, or None. `state`: container_actions.parse_container_state."""
+    restarts = state.get("restarts", "0")
+    if state.get("status") == "restarting":
+        return (f"restarting in a loop ({restarts} restarts, last exit code {state.get('exit_code', '?')}"
+                f"{', OOM-killed' if state.get('oom_killed') == 'true' else ''})")
+    if state.get("status") == "running" and restarts.isdigit() and int(restarts) > 0:
+        return f"restarting in a loop (up again after {restarts} restarts by its restart policy)"
+    return None
