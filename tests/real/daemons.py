@@ -204,9 +204,22 @@ class Dockerd:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
-        # Overlay mounts of containers that were still up are gone with the daemon; the data root
-        # can then be removed (--one-file-system: never follow into a mount that survived).
+        # Overlay mounts of containers that were still up are gone with the daemon, but its exec
+        # root's netns/default bind mount stays: unmount what is left under the root (deepest first),
+        # then remove it (--one-file-system: never follow into a mount that survived).
+        unmount_under(self.root)
         subprocess.run(["rm", "-rf", "--one-file-system", str(self.root)], timeout=300, check=False)
+
+
+def unmount_under(root: Path) -> None:
+    """Unmount every mount point under `root` (a dead dockerd's leftovers), deepest first."""
+    prefix = str(root).rstrip("/") + "/"
+    try:
+        points = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    except OSError:
+        return
+    for point in sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", point], capture_output=True, timeout=30, check=False)
 
 
 def start_dockerd(root: Path | None = None, timeout_s: float = 60) -> Dockerd:
