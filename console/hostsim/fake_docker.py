@@ -190,7 +190,8 @@ def _names(args: list[str], inspect: bool = False) -> list[str]:
         if skip:
             skip = False
             continue
-        if a in ("--type", "--format", "--since", "--tail", "-n", "--until", "--time") or (a == "-f" and inspect):
+        if a in ("--type", "--format", "--since", "--tail", "-n", "--until", "--time", "--timeout", "-t") or \
+                (a == "-f" and inspect):
             skip = True
             continue
         if a.startswith("-"):
@@ -211,6 +212,13 @@ def _template(fmt: str, obj: dict[str, Any]) -> str:
             return "true" if value else "false"
         return "<no value>" if value is None else value if isinstance(value, str) else json.dumps(value)
 
+    def as_json(m: re.Match[str]) -> str:
+        value: Any = obj
+        for part in m.group(1).split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        return go_json(value)
+
+    fmt = re.sub(r"\{\{\s*json\s+\.([A-Za-z0-9_.]+)\s*\}\}", as_json, fmt)
     return re.sub(r"\{\{\s*\.([A-Za-z0-9_.]+)\s*\}\}", field, fmt)
 
 
@@ -223,10 +231,15 @@ def _inspect(args: list[str]) -> int:
     if fmt is not None:
         for obj in found:
             print(_template(fmt, obj))
+        if missing:
+            print()  # the real CLI prints an empty line before the error
     else:
         print(json.dumps(found, indent=4))
+    typed = _value(args, "--type") == "container"
     for name in missing:
-        print(f"Error: No such object: {name}", file=sys.stderr)
+        # CLI 28 (the PATH's); CLI 20.10 says "Error: No such container: NAME" (tests/data/real/)
+        print(f"Error response from daemon: No such container: {name}" if typed else f"Error: No such object: {name}",
+              file=sys.stderr)
     return 1 if missing else 0
 
 
@@ -295,17 +308,21 @@ def _start_stop(cmd: str, args: list[str], *, quiet: bool = False) -> int:
     from console.hostsim import docker_drive
 
     status = 0
+    if "--time" in args or any(a.startswith("--time=") for a in args):
+        print("Flag --time has been deprecated, use --timeout instead")  # CLI 28, on stdout
+    failed = []
     for name in _names(args):
         obj = _load(name)
         if obj is None:
             print(f"Error response from daemon: No such container: {name}", file=sys.stderr)
             status = 1
+            failed.append(name)
             continue
         unit = docker_drive.mapped(str(obj.get("Name", name)))
         if unit is not None:  # --demo-scenario docker-drive: the container is a simulated service
             from console.hostsim.tools import scenario_time
 
-            grace = _value(args, "--time", "-t")
+            grace = _value(args, "--time", "--timeout", "-t")
             status = docker_drive.start_stop(cmd, str(obj["Name"]).lstrip("/"), unit,
                                              float(grace) if grace and grace.isdigit() else 10.0,
                                              scenario_time()) or status
@@ -318,6 +335,8 @@ def _start_stop(cmd: str, args: list[str], *, quiet: bool = False) -> int:
         _save(obj)
         if not quiet:
             print(name)
+    if failed and cmd == "start":
+        print(f"Error: failed to start containers: {', '.join(failed)}", file=sys.stderr)
     return status
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.parsers import ParseError
+from console.sanitize import clean_json
 
 MAX_INSPECT_BYTES = 8 * 1024 * 1024  # a container's inspect is a few KiB; more is not docker's output
 
@@ -236,7 +237,8 @@ def _container(obj: Any) -> ContainerSpec:
         gpus=_gpus_from_device_requests(host.get("DeviceRequests")),
         shm_size_bytes=shm if isinstance(shm, int) and shm > 0 else None,
         ipc_mode=host.get("IpcMode") or None, network_mode=host.get("NetworkMode") or None,
-        ports=_ports(host.get("PortBindings")), restart_policy=restart,
+        # `--network host`: Docker keeps the PortBindings it was given but publishes nothing.
+        ports=() if host.get("NetworkMode") == "host" else _ports(host.get("PortBindings")), restart_policy=restart,
         id=obj.get("Id") if isinstance(obj.get("Id"), str) else None, state=state,
         labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())), source="inspect")
 
@@ -253,7 +255,9 @@ def parse_inspect(text: str) -> list[ContainerSpec]:
         data = [data]
     if not isinstance(data, list):
         raise ParseError("docker inspect: expected a JSON array")
-    return [_container(obj) for obj in data]
+    # Every string of the container's own (argv, env, labels, names) is host text: no escape
+    # sequence or control character of it reaches the operator's terminal (issue 34, item 1).
+    return [_container(obj) for obj in clean_json(data)]
 
 
 def looks_like_inspect(text: str) -> bool:
@@ -270,8 +274,8 @@ def parse_ps(text: str) -> list[ContainerRow]:
         if not line.startswith("{"):
             continue
         try:
-            obj = json.loads(line)
-        except ValueError:
+            obj = clean_json(json.loads(line))
+        except (ValueError, RecursionError):
             continue
         if not isinstance(obj, dict):
             continue
@@ -373,12 +377,27 @@ def compose_container_name(project: str, service: str, number: int = 1) -> str:
     return f"{project}-{service}-{number}"
 
 
-def compose_container_on_host(rows: list[ContainerRow], project: str | None, service: str) -> str | None:
+def _number(row: ContainerRow) -> int:
+    n = row.label("com.docker.compose.container-number") or ""
+    return int(n) if n.isdigit() and len(n) < 10 else 1 << 31
+
+
+def compose_container_on_host(rows: list[ContainerRow], project: str | None, service: str,
+                              compose_file: str | None = None) -> str | None:
     """The container of a compose service among `docker ps -a` rows, by Compose's labels
-    (com.docker.compose.service and .project); the lowest-numbered when it has replicas."""
-    found = sorted((r.label("com.docker.compose.container-number") or "9999", r.name) for r in rows
-                   if r.label(COMPOSE_SERVICE) == service and (project is None or r.label(COMPOSE_PROJECT) == project))
-    return found[0][1] if found else None
+    (com.docker.compose.service and .project); the lowest-numbered (as a number: 9 before 10)
+    when it has replicas. Labels are anyone's to set (issue 34, item 8): the project's own
+    containers come first: the one Compose itself named PROJECT-SERVICE-N (a name is unique on a
+    daemon), then those whose labels name this compose file, then the rest that carry the labels."""
+    def rank(r: ContainerRow) -> tuple[int, int, str]:
+        own_name = project is not None and r.name == compose_container_name(project, service, _number(r))
+        files = (r.label("com.docker.compose.project.config_files") or "").split(",")
+        own_file = compose_file is not None and compose_file in files
+        return (0 if own_name and own_file else 1 if own_name else 2 if own_file else 3, _number(r), r.name)
+
+    found = sorted((r for r in rows if r.label(COMPOSE_SERVICE) == service
+                    and (project is None or r.label(COMPOSE_PROJECT) == project)), key=rank)
+    return found[0].name if found else None
 
 
 def parse_compose(text: str, service: str | None = None, path: str | None = None) -> ContainerSpec:
@@ -397,6 +416,7 @@ def parse_compose(text: str, service: str | None = None, path: str | None = None
         raise ParseError(f"compose file does not parse{where}: {getattr(exc, 'problem', exc)}") from None
     except RecursionError:
         raise ParseError("compose file nests too deeply") from None
+    data = clean_json(data)
     if not isinstance(data, dict) or not isinstance(data.get("services"), dict):
         raise ParseError("compose file: no services: mapping")
     services = {str(k): v for k, v in data["services"].items() if isinstance(v, dict)}
@@ -438,4 +458,32 @@ def container_id_from_cgroup(text: str) -> str | None:
         m = _CGROUP_ID.search(line)
         if m:
             return m.group(1)
+    return None
+
+
+_CLI_NOISE = re.compile(r"^(?:Error: failed to start containers: .*|Flag --\S+ has been deprecated.*)$")
+
+
+def docker_error_text(text: str) -> str:
+    """A failed docker command's output as one line: the daemon's reason, without what the CLI
+    adds around it (`Error: failed to start containers: NAME` after the reason of a failed
+    `docker start`, CLI 28's `Flag --time has been deprecated` note), host text cleaned."""
+    from console.sanitize import clean_line
+
+    lines = [clean_line(ln).strip() for ln in text.splitlines()]
+    kept = [ln for ln in lines if ln and not _CLI_NOISE.match(ln)]
+    return " ".join(kept or [ln for ln in lines if ln])
+
+
+def restart_loop_of(state: dict[str, str]) -> str | None:
+    """A container that Docker restarts in a loop: `restarting` (Docker also calls it running:
+    `State.Running` is true while it restarts), or up again between two crashes (`running` with a
+    RestartCount: a read during the second or so a crashing server lives). It serves nothing. The
+    words for it, or None. `state`: container_actions.parse_container_state."""
+    restarts = state.get("restarts", "0")
+    if state.get("status") == "restarting":
+        return (f"restarting in a loop ({restarts} restarts, last exit code {state.get('exit_code', '?')}"
+                f"{', OOM-killed' if state.get('oom_killed') == 'true' else ''})")
+    if state.get("status") == "running" and restarts.isdigit() and int(restarts) > 0:
+        return f"restarting in a loop (up again after {restarts} restarts by its restart policy)"
     return None

@@ -23,12 +23,14 @@ from console.parsers.docker import (
     COMPOSE_SERVICE,
     ContainerRow,
     ContainerSpec,
+    compose_container_name,
     compose_container_on_host,
     parse_compose,
     parse_inspect,
     parse_ps,
     runs_sglang,
 )
+from console.parsers.sglang_log import LogEvent
 from console.redact import redact_text
 from console.sources.log import LogFollower
 from console.sources.service import ServiceWatcher
@@ -44,12 +46,19 @@ def clean(text: str) -> str:
     return " ".join(_CONTROL.sub("", text.replace("\n", " ").replace("\t", " ")).split())
 
 
+# Only the fields the console reads: `{{json .}}` makes the daemon compute every container's size
+# (1.4-2.9 s a poll with one large container layer against 0.01-0.11 s; research/real_daemons.md),
+# and `--size=false` is CLI 28's only. The same JSON line shape, so parse_ps reads both.
+PS_FIELDS = ("ID", "Names", "Image", "Command", "Status", "State", "Labels")
+PS_TEMPLATE = "{" + ",".join(f'"{f}":{{{{json .{f}}}}}' for f in PS_FIELDS) + "}"
+
+
 def container_script(names: list[str]) -> str:
     parts = []
     for i, name in enumerate(names):
         parts.append(f"echo @@inspect{i}; docker inspect --type container -- {quote(name)} 2>&1; "
                      f"__rc=$?; echo @@rc{i}; echo $__rc")
-    parts.append("echo @@ps; docker ps -a --no-trunc --format '{{json .}}' 2>&1")
+    parts.append(f"echo @@ps; docker ps -a --no-trunc --format {quote(PS_TEMPLATE)} 2>&1")
     return "; ".join(parts) + "; true"
 
 
@@ -102,7 +111,10 @@ class ContainerWatcher(ServiceWatcher):
         except ParseError as exc:
             return clean(f"{self.compose_file}: {exc}")
         labels = dict(spec.labels)
-        on_host = compose_container_on_host(self.rows, labels.get(COMPOSE_PROJECT), labels[COMPOSE_SERVICE])
+        project, service = labels.get(COMPOSE_PROJECT), labels[COMPOSE_SERVICE]
+        # `container_name:` names the container itself (Compose uses it): no label on the host overrides it.
+        named = spec.name not in (service, compose_container_name(project, service) if project else service)
+        on_host = None if named else compose_container_on_host(self.rows, project, service, self.compose_file)
         if on_host and CONTAINER_NAME.match(on_host):  # a hostile name from the host is not taken
             spec = replace(spec, name=on_host)
         self.compose_container = spec.name if CONTAINER_NAME.match(spec.name) else None
@@ -186,7 +198,15 @@ class ComposeLogFollower(LogFollower):
         self.tracker.source = self.label
         self._resolved: str | None = None
 
-    async def _command(self) -> tuple[str, str | None]:
+    async def read_backlog(self) -> tuple[LogEvent, ...]:
+        """`snapshot --json`: the backlog of the service's container (read the compose file first
+        when it was not yet), never `docker logs` of the service's name."""
+        if self.watcher.compose_container is None:
+            await self.watcher.poll()
+        self._resolve()
+        return await super().read_backlog()
+
+    def _resolve(self) -> None:
         name = self.watcher.compose_container
         if name is None:
             raise RuntimeError(f"waiting for {self.watcher.compose_file} to be read: the container of "
@@ -195,4 +215,7 @@ class ComposeLogFollower(LogFollower):
             if self._resolved is not None:
                 self.since = None  # another container: its own backlog, not the last one's time
             self._resolved = self.container = name
+
+    async def _command(self) -> tuple[str, str | None]:
+        self._resolve()
         return await super()._command()

@@ -169,8 +169,14 @@ class LogFollower:
         """One read of the backlog (no following), fed to this follower's own tracker: the one
         the server watcher reads, as in the app. For `snapshot --json`."""
         if self.container is not None:
-            args = ["docker", "logs", "--timestamps", "--tail", "5000", "--", self.container]
-            result = await self.transport.run(join(args) + " 2>&1", timeout=30)
+            args = ["docker", "logs", "--timestamps", "--tail", "5000", "--"]
+            read = join([*args, self.container]) + " 2>&1"
+            if self.compare_container:  # the one that runs, as the follow reads (a created one has no log)
+                running = join(["docker", "inspect", "--type", "container", "-f", "{{.State.Running}}", "--",
+                                self.container])
+                read = (f'if [ "$({running} 2>/dev/null)" = true ]; then {read}; '
+                        f"else {join([*args, self.compare_container])} 2>&1; fi")
+            result = await self.transport.run(read, timeout=30)
         elif self.log_file is None:
             args = ["journalctl", *[f"--unit={u}" for u in self.units], "-o", "json",
                     "--output-fields=MESSAGE,_SYSTEMD_UNIT", "--no-pager", "-n", "5000"]

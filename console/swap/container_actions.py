@@ -66,7 +66,7 @@ def create_from_compose(compose_file: str, service: str) -> Action:
 def stop_container(name: str, *, key: str = "stop_old", approval: bool = False, grace_s: int = 60) -> Action:
     name = check_container(name)
     return Action(key, f"stop {name}", (
-        RemoteCommand(bounded(["docker", "stop", "--time", str(int(grace_s)), "--", name], grace_s + 30),
+        RemoteCommand(bounded(["docker", "stop", "-t", str(int(grace_s)), "--", name], grace_s + 30),
                       grace_s + 40, "stop the container (SIGTERM, then SIGKILL after the grace time)"),),
         waits_for="GPU memory drained", needs_approval=approval)
 
@@ -81,7 +81,7 @@ def start_container(name: str, *, key: str = "start_new", approval: bool = False
 def rollback(new: str, old: str, *, approval: bool = False) -> Action:
     new, old = check_container(new), check_container(old)
     return Action("rollback", f"roll back: stop {new}, start {old}", (
-        RemoteCommand(bounded(["docker", "stop", "--time", "60", "--", new], 90), 100, "stop the new container"),
+        RemoteCommand(bounded(["docker", "stop", "-t", "60", "--", new], 90), 100, "stop the new container"),
         RemoteCommand(bounded(["docker", "start", "--", old], 60), 70, "start the old container again"),
     ), waits_for="the old server is ready", needs_approval=approval)
 

@@ -157,7 +157,7 @@ def rollback_in_place(ctl: SwapController, *, approval: bool = False) -> act.Act
     """In place on a container: the old container restarted runs its own launch, the old weights."""
     old = ca.check_container(ctl.old_unit)
     return act.Action("rollback", f"Roll back {old}: restart it (its own launch, the old weights)", (
-        act.RemoteCommand(act.bounded(["docker", "restart", "--time", "60", "--", old], 120), 130,
+        act.RemoteCommand(act.bounded(["docker", "restart", "-t", "60", "--", old], 120), 130,
                           f"restart {old}"),), waits_for=f"{old} ready again with the old weights",
         needs_approval=approval)
 
@@ -207,7 +207,7 @@ def stop_old_command(ctl: SwapController) -> act.RemoteCommand | None:
     if not active(ctl):
         return None
     old = ca.check_container(ctl.old_unit)
-    return act.RemoteCommand(act.bounded(["docker", "stop", "--time", "60", "--", old], 90), 100, f"stop {old}")
+    return act.RemoteCommand(act.bounded(["docker", "stop", "-t", "60", "--", old], 90), 100, f"stop {old}")
 
 
 async def run_beside(ctl: SwapController, who: str) -> str:
@@ -234,7 +234,7 @@ async def run_beside(ctl: SwapController, who: str) -> str:
 def rollback_beside(ctl: SwapController, *, approval: bool = False) -> act.Action:
     new = ca.check_container(ctl.new_unit)
     return act.Action("rollback", f"Roll back: stop {new} (the old server never stopped)", (
-        act.RemoteCommand(act.bounded(["docker", "stop", "--time", "60", "--", new], 90), 100, f"stop {new}"),),
+        act.RemoteCommand(act.bounded(["docker", "stop", "-t", "60", "--", new], 90), 100, f"stop {new}"),),
         waits_for="the new server's GPUs released; the old one serves on", needs_approval=approval)
 
 

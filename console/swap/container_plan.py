@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from console.parsers.docker import docker_error_text, restart_loop_of
 from console.swap import actions as act
 from console.swap import container_actions as ca
 from console.swap import container_fastpath
@@ -155,7 +156,7 @@ class ContainerPlan:
             if not result.ok:
                 verb = "start" if running_after else "stop"
                 raise StepFailed(f"docker {verb} {name} exited {result.exit_status}: "
-                                 f"{(result.error_text or result.text).strip()[-200:]}")
+                                 f"{docker_error_text(result.error_text or result.text)[-200:]}")
         except _Dropped as exc:
             await ctl._reconnected(key, str(exc))
             now = await self.state_of(name)
@@ -198,6 +199,9 @@ class ContainerPlan:
                 why = (result.error_text or result.text).strip()[-160:]
                 raise StepFailed(f"the new container {self.new_name} is not on the host: create it first "
                                  f"(docker create/run with its launch; {why})")
+            if (looping := restart_loop_of(state)) is not None:  # Docker says Running: true for it too
+                raise StepFailed(f"the new container {self.new_name} is {looping}: it serves nothing; "
+                                 "stop it and fix its launch, then run the step again")
             if state["running"] == "true":
                 raise StepFailed(f"the new container {self.new_name} is already running: nothing to start")
             said.append(f"{self.new_name} exists ({state['status']})")

@@ -45,7 +45,8 @@ async def test_the_service_source_reads_two_containers_through_the_hosts_docker(
 async def test_a_daemon_that_is_down_or_a_missing_container_is_one_line(sim, sim_transport):
     watcher = ContainerWatcher(sim_transport, "nope", None)
     report = await watcher.poll()
-    assert report.new.error == "nope: Error: No such object: nope"
+    # The real CLI's words (tests/data/real/docker_inspect_missing.*): never "No such object" with --type
+    assert report.new.error == "nope: Error response from daemon: No such container: nope"
     (sim.root / ".sim" / "docker-down").write_text("")
     report = await watcher.poll()
     assert report.new.error == f"nope: {DAEMON_DOWN}"
@@ -55,7 +56,7 @@ async def test_hostile_container_names_reach_docker_as_one_operand(sim, sim_tran
     marker = tmp_path / "pwned"
     for name in (f"x; touch {marker}", f"$(touch {marker})", "--help", f"`touch {marker}`", "-f\nls"):
         report = await ContainerWatcher(sim_transport, name, None).poll()
-        assert report.new.error is not None and "No such object" in report.new.error
+        assert report.new.error is not None and "No such container" in report.new.error
         assert "\n" not in report.new.error
     assert not marker.exists()
 

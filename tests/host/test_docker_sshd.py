@@ -401,7 +401,7 @@ async def test_the_log_status_and_swap_end_to_end_over_sshd(driven: Driven) -> N
     state, detail = await _run(d, "benchmark", 120)
     assert state == "done", detail
     audit = [(e.command, e.exit_status) for e in d.state.swap.audit]
-    assert (f"timeout -k 5 90 docker stop --time 60 -- {OLD_CONTAINER}", 0) in audit
+    assert (f"timeout -k 5 90 docker stop -t 60 -- {OLD_CONTAINER}", 0) in audit
     assert (f"timeout -k 5 60 docker start -- {NEW_CONTAINER}", 0) in audit
     # the log moved to the new container, through its boot
     await _until(lambda: any(b.phase == "ready" for b in (d.state.data("log").boot or ())), 30, "the new boot")
@@ -495,7 +495,7 @@ async def _in_place_on_containers(tmp_path: Path, sim: HostSimulator, dt: Any) -
         assert await _running(d, old) == "true" and await _running(d, new) == "false"
         why, preview = swap.preview("rollback")
         assert preview is not None, why
-        assert f"timeout -k 5 120 docker restart --time 60 -- {old}" in preview.lines
+        assert f"timeout -k 5 120 docker restart -t 60 -- {old}" in preview.lines
         st, detail = await _run(d, "rollback", 300)
         assert st == "done" and f"{old} ready again" in detail and "the old weights" in detail, detail
 
@@ -564,5 +564,5 @@ async def _beside_on_containers(tmp_path: Path, sim: HostSimulator, dt: Any) -> 
         assert st == "done" and "downtime 0" in detail, detail
         assert await _running(d, old) == "false" and await _running(d, new) == "true"
         audit = [e.command for e in state.swap.audit]
-        assert f"timeout -k 5 90 docker stop --time 60 -- {old}" in audit
+        assert f"timeout -k 5 90 docker stop -t 60 -- {old}" in audit
         assert not any("systemctl" in c for c in audit)

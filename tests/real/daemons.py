@@ -205,10 +205,12 @@ class Dockerd:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
+        # Overlay mounts of containers that were still up are gone with the daemon, but its exec
+        # root's netns/default bind mount stays: unmount what is left under the root (deepest first),
+        # then remove it unless it is kept (--one-file-system: never follow into a mount that survived).
+        unmount_under(self.root)
         if keep_data:
             return
-        # Overlay mounts of containers that were still up are gone with the daemon; the data root
-        # can then be removed (--one-file-system: never follow into a mount that survived).
         subprocess.run(["rm", "-rf", "--one-file-system", str(self.root)], timeout=300, check=False)
 
 
@@ -239,6 +241,17 @@ def pooled_root(slots: int = 8) -> Iterator[Path]:
             fh.close()
         return
     raise DaemonUnavailable(f"all {slots} dockerd roots under {pool} are in use")
+
+
+def unmount_under(root: Path) -> None:
+    """Unmount every mount point under `root` (a dead dockerd's leftovers), deepest first."""
+    prefix = str(root).rstrip("/") + "/"
+    try:
+        points = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    except OSError:
+        return
+    for point in sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", point], capture_output=True, timeout=30, check=False)
 
 
 def start_dockerd(root: Path | None = None, timeout_s: float = 60) -> Dockerd:

@@ -38,10 +38,10 @@ def test_each_action_runs_exactly_its_docker_command(tmp_path):
          [["pull", "--", "registry.local:5000/team/sglang:v0.5.5"]]),
         (ca.create_from_compose("/etc/sglang/compose.yaml", "qwen122b"),
          [["compose", "-f", "/etc/sglang/compose.yaml", "create", "--no-recreate", "--", "qwen122b"]]),
-        (ca.stop_container("sglang-qwen397b"), [["stop", "--time", "60", "--", "sglang-qwen397b"]]),
+        (ca.stop_container("sglang-qwen397b"), [["stop", "-t", "60", "--", "sglang-qwen397b"]]),
         (ca.start_container("sglang-qwen122b"), [["start", "--", "sglang-qwen122b"]]),
         (ca.rollback("sglang-qwen122b", "sglang-qwen397b"),
-         [["stop", "--time", "60", "--", "sglang-qwen122b"], ["start", "--", "sglang-qwen397b"]]),
+         [["stop", "-t", "60", "--", "sglang-qwen122b"], ["start", "--", "sglang-qwen397b"]]),
     ]
     for action, expected in cases:
         for command in action.commands:
@@ -68,4 +68,7 @@ def test_the_state_check_reads_one_line(tmp_path):
     assert _run(script, tmp_path)[0][-2:] == ["--", "sglang-qwen122b"]
     assert ca.parse_container_state("restarting false 137 7 true\n") == {
         "status": "restarting", "running": "false", "exit_code": "137", "restarts": "7", "oom_killed": "true"}
-    assert ca.parse_container_state("Error: No such object: x") == {}
+    assert ca.parse_container_state("\nError response from daemon: No such container: x") == {}
+    assert ca.parse_container_state("\nError: No such container: x") == {}  # CLI 20.10
+    # A restarting container: Docker says Running true (tests/data/real/docker_inspect_restarting.*)
+    assert ca.parse_container_state("restarting true 1 3 false\n")["running"] == "true"

@@ -110,11 +110,11 @@ def test_in_place_on_a_container_rolls_back_by_restarting_the_old_container() ->
     ctl = _FastCtl(_spec("sglang-old", "/shared/models"), _spec("sglang-new", "/shared/models"), "/shared/models/N")
     ctl.fast.plan = _plan("in-place")
     (action,) = ctl.containers.build("rollback")
-    assert [c.script for c in action.commands] == ["timeout -k 5 120 docker restart --time 60 -- sglang-old"]
+    assert [c.script for c in action.commands] == ["timeout -k 5 120 docker restart -t 60 -- sglang-old"]
     assert set(ctl.containers.runners()) >= {"in_place", "rollback"}
     ctl.fast.plan = _plan("restart")
     (action,) = ctl.containers.build("rollback")
-    assert "docker stop --time 60 -- sglang-new" in action.commands[0].script  # the restart path's own
+    assert "docker stop -t 60 -- sglang-new" in action.commands[0].script  # the restart path's own
 
 
 def test_beside_needs_the_new_container_on_the_chosen_gpus_and_port() -> None:
@@ -150,10 +150,10 @@ def test_beside_on_containers_starts_the_new_container_and_stops_the_old_with_do
     (beside,) = ctl.fast.build("beside")
     assert [c.script for c in beside.commands] == ["timeout -k 5 60 docker start -- sglang-new"]
     (switch,) = ctl.fast.build("switch_traffic")
-    assert switch.commands[-1].script == "timeout -k 5 90 docker stop --time 60 -- sglang-old"
+    assert switch.commands[-1].script == "timeout -k 5 90 docker stop -t 60 -- sglang-old"
     assert not any("systemctl" in c.script for c in (*beside.commands, *switch.commands))
     (rollback,) = ctl.containers.build("rollback")  # the old one never stopped: stop the new one only
-    assert [c.script for c in rollback.commands] == ["timeout -k 5 90 docker stop --time 60 -- sglang-new"]
+    assert [c.script for c in rollback.commands] == ["timeout -k 5 90 docker stop -t 60 -- sglang-new"]
     assert set(ctl.containers.runners()) >= {"beside", "rollback"}
     # A new container created for other GPUs is refused with what to create it with.
     wrong = _FastCtl(_spec("sglang-old", "/shared/models"), _spec("sglang-new", "/shared/models"), "/shared/models/N")

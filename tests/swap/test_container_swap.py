@@ -79,7 +79,7 @@ async def test_the_container_swap_end_to_end_from_the_consoles_actions(driven: D
     # The previews show the exact docker commands, nothing of systemctl.
     why, preview = swap.preview("stop_old")
     assert preview is not None, why
-    assert f"timeout -k 5 90 docker stop --time 60 -- {OLD_CONTAINER}" in preview.lines
+    assert f"timeout -k 5 90 docker stop -t 60 -- {OLD_CONTAINER}" in preview.lines
     assert preview.gate  # the same gate, shown with the stop
     why, preview = swap.preview("install")
     assert preview is not None, why
@@ -112,7 +112,7 @@ async def test_the_container_swap_end_to_end_from_the_consoles_actions(driven: D
     assert _step(d, "benchmark")[0] == "done", _step(d, "benchmark")
 
     audit = [(e.command, e.exit_status) for e in d.state.swap.audit]
-    assert (f"timeout -k 5 90 docker stop --time 60 -- {OLD_CONTAINER}", 0) in audit
+    assert (f"timeout -k 5 90 docker stop -t 60 -- {OLD_CONTAINER}", 0) in audit
     assert (f"timeout -k 5 60 docker start -- {NEW_CONTAINER}", 0) in audit
     assert not any("systemctl" in c for c, _ in audit)
     lines = [json.loads(x) for x in (d.runner.swap.audit_file or Path("/nonexistent")).read_text().splitlines()]
@@ -126,7 +126,7 @@ async def test_the_container_swap_end_to_end_from_the_consoles_actions(driven: D
     states = [s["state"] for s in r["steps"]]
     assert states.count("done") >= 4 and "failed" not in states, r["steps"]
     assert NEW_CONTAINER in r["timing"]["downtime_to_source"]
-    assert any(f"docker stop --time 60 -- {OLD_CONTAINER}" in a["command"] and a["exit_status"] == 0
+    assert any(f"docker stop -t 60 -- {OLD_CONTAINER}" in a["command"] and a["exit_status"] == 0
                for a in r["audit"])
     assert "hf_sImUlAtEdToKeN" not in json.dumps(r)
 
@@ -148,7 +148,7 @@ async def test_a_new_container_that_dies_booting_is_rolled_back_by_starting_the_
     downtime = d.state.swap.downtime
     assert downtime.ended_at_s is not None and "rollback" in downtime.end_source
     audit = [e.command for e in d.state.swap.audit if e.action == "rollback"]
-    assert f"timeout -k 5 90 docker stop --time 60 -- {NEW_CONTAINER}" in audit
+    assert f"timeout -k 5 90 docker stop -t 60 -- {NEW_CONTAINER}" in audit
     assert f"timeout -k 5 60 docker start -- {OLD_CONTAINER}" in audit
 
 
@@ -186,7 +186,7 @@ async def test_read_only_refuses_every_container_action(driven_read_only: Driven
     assert setup is not None and setup.read_only
     assert (setup.old_unit, setup.new_unit) == (OLD_CONTAINER, NEW_CONTAINER)
     # The actions are there (their docker commands), and every one is refused.
-    assert swap.build("stop_old")[0].commands[0].script.endswith(f"docker stop --time 60 -- {OLD_CONTAINER}")
+    assert swap.build("stop_old")[0].commands[0].script.endswith(f"docker stop -t 60 -- {OLD_CONTAINER}")
     assert swap.build("rollback")[0].commands[1].script.endswith(f"docker start -- {OLD_CONTAINER}")
     for key in ("download", "install", "preflight", "stop_old", "start_new", "rollback", "benchmark", "swap"):
         assert swap.request(key) == READ_ONLY
