@@ -39,7 +39,7 @@ from console.swap.model import (
     SwapStepChanged,
     format_duration,
 )
-from console.swap.observe import SwapObserver, downtime_from, verification
+from console.swap.observe import SwapObserver, downtime_from, freed_between, verification
 from console.transport.errors import CommandTimeout, TransportError
 
 log = logging.getLogger("gpuconsole.swap")
@@ -729,10 +729,11 @@ class SwapController:
         await self.gate_then_approval(who, self.old_unit)
         unit = act.check_unit(self.old_unit)
         (action,) = self.build("stop_old")
+        before = self.state.data("gpu")  # the last reading before the stop: "freed" is this minus after
         issued = self._clock()
         await self._stop_unit("stop_old", who, unit, action.commands[0])
         self._downtime_start(issued)
-        drained = await self._drain("stop_old", issued)
+        drained = await self._drain("stop_old", issued, before=before)
         return f"{unit} stopped; {drained}"
 
     async def _stop_unit(self, key: str, who: str, unit: str, cmd: act.RemoteCommand) -> None:
@@ -748,7 +749,7 @@ class SwapController:
                 raise StepFailed(f"after the drop, {unit} is still {now.get('ActiveState')}: the stop did not "
                                  "take effect") from None
 
-    async def _drain(self, key: str, since: float) -> str:
+    async def _drain(self, key: str, since: float, *, before: Any = None) -> str:
         from console.analysis.gpu_drain import DrainWatch
         from console.core.state import ReadingChanged
 
@@ -771,7 +772,11 @@ class SwapController:
                 if fresh:
                     held = [g for g in status.gpus if g.lost_at_s is None and (g.memory_used_mib or 0) > DRAINED_MIB]
                     total = sum(g.memory_used_mib or 0 for g in status.gpus)
-                    freed = "; " + ", ".join(f.label() for f in watch.freed) if watch.freed else ""
+                    # freed = the reading before the stop minus this one; the processes in the order they let go
+                    by_gpu = freed_between(before, status)
+                    order = [f"GPU {f.gpu_index}: pid {f.pid} {f.name}".strip() for f in watch.freed if f.pid]
+                    freed = ("; freed " + ", ".join(by_gpu) if by_gpu else "") + (
+                        "; let go in this order: " + ", ".join(order) if order else "")
                     if not held:
                         return f"GPU memory drained ({total:,} MiB in use on {len(status.gpus)} GPUs){freed}"
                     left = watch.detail()
@@ -901,9 +906,19 @@ class SwapController:
         return line + f"; the old model ({old.get('model')}) did {old.get('output_throughput', 0):.0f} tok/s"
 
     def last_old_run(self, new_run: dict[str, Any]) -> dict[str, Any] | None:
+        """The old model's last run on this host: before the swap began (by time: in place the
+        model's name is the same), else of another model than the new run's."""
+        from console.analysis.bench_view import is_result
+
         host = self.session.transport.label
+        began = self.state.swap.began_at_s()
         for run in reversed(self.state.bench.history):
-            if run.get("model") != new_run.get("model") and run.get("host") in (host, None):
+            if run.get("host") not in (host, None) or not is_result(run) or run.get("stopped"):
+                continue
+            if began is not None:
+                if float(run.get("timestamp") or 0) < began:
+                    return run
+            elif run.get("model") != new_run.get("model"):
                 return run
         return None
 

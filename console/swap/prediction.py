@@ -294,12 +294,21 @@ def _cache_rate(warm: list[BootSample], measured: float | None, disk: float | No
     the disk's rate (a cached read is not slower than a cold one)."""
     if warm:
         return statistics.median(s.weights_gbps for s in warm)  # type: ignore[misc]
-    if measured:
+    if measured and measured >= (disk or 0.0):
         notes.append(f"page-cache read rate {measured:.1f} GB/s measured by dd on a cached shard (no warm boot "
                      "recorded; the loader may be slower)")
-        return max(measured, disk or 0.0)
+        return measured
+    if measured:
+        notes.append(f"page-cache read rate taken as the disk's {disk:.1f} GB/s: dd measured {measured:.1f} GB/s "
+                     "on a cached shard, and a cached read is not slower than a cold one")
+        return disk or measured
+    if disk is not None and disk > ASSUMED_CACHE_GBPS:
+        notes.append(f"page-cache read rate taken as the disk's {disk:.1f} GB/s (no warm boot recorded, none "
+                     f"measured; a cached read is not slower than a cold one, the usual {ASSUMED_CACHE_GBPS:g} GB/s "
+                     "would be)")
+        return disk
     notes.append(f"page-cache read rate {ASSUMED_CACHE_GBPS:g} GB/s assumed (no warm boot recorded)")
-    return max(ASSUMED_CACHE_GBPS, disk or 0.0)
+    return ASSUMED_CACHE_GBPS
 
 
 def predict_in_place(samples: list[BootSample], weights_bytes: float, residency: Residency | None, *,
