@@ -23,10 +23,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from console.core.state import ReadingChanged
 from console.redact import redact_text
 from console.swap import actions as act
 from console.swap import container_plan, fastpath, preflight
 from console.swap.downtime_model import PathEvent
+from console.swap.errors import StepFailed, StepRefused, _Dropped
 from console.swap.model import (
     PLAN_STEPS,
     STEP_TITLES,
@@ -64,18 +66,6 @@ def audit_path(*, demo: bool = False) -> Path:
     """The user's audit log; a demo keeps its own beside it (its simulated actions are not the user's)."""
     base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
     return Path(base) / "gpuconsole" / ("demo-audit.jsonl" if demo else "audit.jsonl")
-
-
-class StepFailed(Exception):
-    """The step failed; the message says where and why (one line)."""
-
-
-class StepRefused(StepFailed):
-    """Refused before anything ran (the gate, the two-person rule): the host is as it was."""
-
-
-class _Dropped(Exception):
-    """The connection went away during a command: its outcome must be re-read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -751,7 +741,6 @@ class SwapController:
 
     async def _drain(self, key: str, since: float, *, before: Any = None) -> str:
         from console.analysis.gpu_drain import DrainWatch
-        from console.core.state import ReadingChanged
 
         deadline = time.monotonic() + float(getattr(self.profile, "drain_timeout_s", 120.0))
         watch = DrainWatch(DRAINED_MIB)

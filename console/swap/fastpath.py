@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from console.core.recording import default_dir
 from console.swap import actions as act
 from console.swap import container_fastpath as cfp
 from console.swap import paths as P
@@ -327,7 +328,7 @@ class FastPaths:
         except (act.ActionError, TransportError, OSError, ValueError, asyncio.TimeoutError) as exc:
             self.plan_error = clean(exc)
         except Exception as exc:  # the StepFailed of a path the profile asks for and cannot have
-            from console.swap.controller import StepFailed
+            from console.swap.errors import StepFailed
 
             if not isinstance(exc, StepFailed):
                 raise
@@ -391,8 +392,6 @@ class FastPaths:
         return pred.parse_dd_rate(r.text + "\n" + (r.error_text or ""))
 
     def _samples(self) -> tuple[list[pred.BootSample], list[str]]:
-        from console.core.recording import default_dir
-
         directory = self.recordings_dir or default_dir()
         samples, problems = pred.samples_from_recordings(directory)
         # This session's own boots too (the recording being written may not be flushed yet).
@@ -696,13 +695,13 @@ class FastPaths:
 
 def _fail(message: str) -> Exception:
     """The controller's StepFailed (imported late: the controller imports this module)."""
-    from console.swap.controller import StepFailed
+    from console.swap.errors import StepFailed
 
     return StepFailed(message)
 
 
 def _refused(message: str) -> Exception:
-    from console.swap.controller import StepRefused
+    from console.swap.errors import StepRefused
 
     return StepRefused(message)
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from console.core.state import BenchChanged, LogAppended, ReadingChanged, VerifyChanged
 from console.swap.downtime_model import PathEvent
 from console.swap.model import STEP_TITLES, DowntimeChanged, SwapStep, SwapStepChanged
 
@@ -242,8 +243,6 @@ class SwapObserver:
     # -- events -----------------------------------------------------------------------------------
     def see(self, event: Any) -> list[Any]:
         """The swap events this host event implies (empty for most)."""
-        from console.core.state import BenchChanged, LogAppended, ReadingChanged, VerifyChanged
-
         out: list[Any] = []
         if isinstance(event, LogAppended):
             self._update_lines(out, event.events)

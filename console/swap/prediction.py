@@ -20,6 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from console.core.recording import RecordingError, read_recording
+from console.core.state import LogAppended
+from console.swap.downtime_model import PathEvent
 from console.swap.paths import format_duration
 
 GB = 1e9
@@ -125,16 +128,11 @@ def _sample(b: _Boot, cached: dict[str, float] | None) -> BootSample | None:
 
 def samples_from_recordings(directory: Path, limit: int = MAX_RECORDINGS) -> tuple[list[BootSample], list[str]]:
     """Boots in the most recent recordings of this host's directory; (samples, problems)."""
-    from console.core.recording import RecordingError, read_recording
-    from console.core.state import LogAppended
-
     problems: list[str] = []
     try:
         files = sorted(directory.glob("*.jsonl.gz"), key=lambda p: p.stat().st_mtime)[-limit:]
     except OSError as exc:
         return [], [f"{directory}: {exc}"]
-    from console.swap.downtime_model import PathEvent
-
     samples: list[BootSample] = []
     for path in files:
         try:

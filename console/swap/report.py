@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from console.analysis.bench_view import is_result
+from console.core.recording import read_recording
 from console.core.state import HostState, ReadingChanged
 from console.redact import redact_text
 from console.swap import downtime_report
@@ -316,8 +317,6 @@ def _redact(value: Any) -> Any:
 def report_from_recording(path: Path, *, in_progress: bool = False) -> dict[str, Any]:
     """The report of a recording; `in_progress`: the session is still writing it (the palette's
     report): its end is where the writing is, said as "in progress", never as damage."""
-    from console.core.recording import read_recording
-
     rec = read_recording(path)
     header = rec.header
     builder = ReportBuilder(str(header.get("host") or "?"), str(header.get("label") or header.get("host") or "?"))
