@@ -607,7 +607,7 @@ class HostScreen(Screen[None]):
 
         recorder.flush()
         try:
-            report = await asyncio.to_thread(report_from_recording, recorder.path)
+            report = await asyncio.to_thread(report_from_recording, recorder.path, in_progress=True)
         except ReportError as exc:
             self.notify(str(exc), title="swap report", severity="warning", markup=False)
             return

@@ -29,6 +29,7 @@ from console.model import Reading
 from console.session import HostSession
 from console.sources.base import PolledSource, describe_error
 from console.sources.log import LogFollower
+from console.swap.controller import SwapController
 from console.transport.base import ConnectionState
 from console.transport.errors import HostKeyError, TransportError
 
@@ -296,8 +297,6 @@ class HostRunner:
     def swap(self) -> Any:
         """The swap's actions, gate, approvals and audit (every request refused when read-only)."""
         if self._swap is None:
-            from console.swap.controller import SwapController
-
             self._swap = SwapController(self)
         return self._swap
 

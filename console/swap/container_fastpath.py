@@ -169,7 +169,7 @@ async def run_rollback_in_place(ctl: SwapController, who: str) -> str:
     started = ctl._clock()
     r = await ctl._run(who, "rollback", action.commands[0])
     if not r.ok:
-        from console.swap.controller import StepFailed
+        from console.swap.errors import StepFailed
 
         raise StepFailed(f"docker restart {old} exited {r.exit_status}: {(r.error_text or r.text).strip()[-200:]}")
     said = await ctl.containers._old_ready(old, started)
@@ -239,7 +239,7 @@ def rollback_beside(ctl: SwapController, *, approval: bool = False) -> act.Actio
 
 
 async def run_rollback_beside(ctl: SwapController, who: str) -> str:
-    from console.swap.controller import StepFailed
+    from console.swap.errors import StepFailed
 
     await ctl._approval("rollback", who)
     (action,) = ctl.build("rollback")

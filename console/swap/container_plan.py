@@ -142,13 +142,13 @@ class ContainerPlan:
                 return ca.parse_container_state(r.text)
             except TransportError:
                 await ctl._reconnected(ctl.busy or "stop_old", "connection lost while reading the container")
-        from console.swap.controller import StepFailed
+        from console.swap.errors import StepFailed
 
         raise StepFailed(f"cannot read the state of {name}")
 
     async def _docker(self, key: str, who: str, name: str, cmd: act.RemoteCommand, *, running_after: bool) -> None:
         """One docker command; a drop is re-read from the host (is the container up or not?)."""
-        from console.swap.controller import StepFailed, _Dropped
+        from console.swap.errors import StepFailed, _Dropped
 
         ctl = self.ctl
         try:
@@ -166,7 +166,7 @@ class ContainerPlan:
 
     # -- the steps --------------------------------------------------------------------------
     async def _install(self, who: str) -> str:
-        from console.swap.controller import StepFailed, _Dropped
+        from console.swap.errors import StepFailed, _Dropped
 
         ctl = self.ctl
         ctl._set("install", title=INSTALL_TITLE)
@@ -269,7 +269,7 @@ class ContainerPlan:
     async def _follow_ready(self, key: str, name: str, issued: float, started: float) -> str:
         """Ready is the server's honest ready (from a reading taken after the start) while the
         container runs; a container that exits or restarts in a loop fails the step, with its cause."""
-        from console.swap.controller import StepFailed
+        from console.swap.errors import StepFailed
 
         ctl = self.ctl
         timeout = float(getattr(ctl.profile, "ready_timeout_s", 600.0))
@@ -295,7 +295,7 @@ class ContainerPlan:
 
     async def _old_ready(self, name: str, started: float) -> str:
         from console.sources.server import ServerWatcher
-        from console.swap.controller import StepFailed
+        from console.swap.errors import StepFailed
 
         ctl = self.ctl
         watcher = ServerWatcher(ctl.session.transport, None, ctl.profile.server_port, None)

@@ -23,10 +23,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from console.core.state import ReadingChanged
 from console.redact import redact_text
 from console.swap import actions as act
 from console.swap import container_plan, fastpath, preflight
 from console.swap.downtime_model import PathEvent
+from console.swap.errors import StepFailed, StepRefused, _Dropped
 from console.swap.model import (
     PLAN_STEPS,
     STEP_TITLES,
@@ -39,7 +41,7 @@ from console.swap.model import (
     SwapStepChanged,
     format_duration,
 )
-from console.swap.observe import SwapObserver, downtime_from, verification
+from console.swap.observe import SwapObserver, downtime_from, freed_between, verification
 from console.transport.errors import CommandTimeout, TransportError
 
 log = logging.getLogger("gpuconsole.swap")
@@ -64,18 +66,6 @@ def audit_path(*, demo: bool = False) -> Path:
     """The user's audit log; a demo keeps its own beside it (its simulated actions are not the user's)."""
     base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
     return Path(base) / "gpuconsole" / ("demo-audit.jsonl" if demo else "audit.jsonl")
-
-
-class StepFailed(Exception):
-    """The step failed; the message says where and why (one line)."""
-
-
-class StepRefused(StepFailed):
-    """Refused before anything ran (the gate, the two-person rule): the host is as it was."""
-
-
-class _Dropped(Exception):
-    """The connection went away during a command: its outcome must be re-read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -729,10 +719,11 @@ class SwapController:
         await self.gate_then_approval(who, self.old_unit)
         unit = act.check_unit(self.old_unit)
         (action,) = self.build("stop_old")
+        before = self.state.data("gpu")  # the last reading before the stop: "freed" is this minus after
         issued = self._clock()
         await self._stop_unit("stop_old", who, unit, action.commands[0])
         self._downtime_start(issued)
-        drained = await self._drain("stop_old", issued)
+        drained = await self._drain("stop_old", issued, before=before)
         return f"{unit} stopped; {drained}"
 
     async def _stop_unit(self, key: str, who: str, unit: str, cmd: act.RemoteCommand) -> None:
@@ -748,9 +739,8 @@ class SwapController:
                 raise StepFailed(f"after the drop, {unit} is still {now.get('ActiveState')}: the stop did not "
                                  "take effect") from None
 
-    async def _drain(self, key: str, since: float) -> str:
+    async def _drain(self, key: str, since: float, *, before: Any = None) -> str:
         from console.analysis.gpu_drain import DrainWatch
-        from console.core.state import ReadingChanged
 
         deadline = time.monotonic() + float(getattr(self.profile, "drain_timeout_s", 120.0))
         watch = DrainWatch(DRAINED_MIB)
@@ -771,7 +761,11 @@ class SwapController:
                 if fresh:
                     held = [g for g in status.gpus if g.lost_at_s is None and (g.memory_used_mib or 0) > DRAINED_MIB]
                     total = sum(g.memory_used_mib or 0 for g in status.gpus)
-                    freed = "; " + ", ".join(f.label() for f in watch.freed) if watch.freed else ""
+                    # freed = the reading before the stop minus this one; the processes in the order they let go
+                    by_gpu = freed_between(before, status)
+                    order = [f"GPU {f.gpu_index}: pid {f.pid} {f.name}".strip() for f in watch.freed if f.pid]
+                    freed = ("; freed " + ", ".join(by_gpu) if by_gpu else "") + (
+                        "; let go in this order: " + ", ".join(order) if order else "")
                     if not held:
                         return f"GPU memory drained ({total:,} MiB in use on {len(status.gpus)} GPUs){freed}"
                     left = watch.detail()
@@ -901,9 +895,19 @@ class SwapController:
         return line + f"; the old model ({old.get('model')}) did {old.get('output_throughput', 0):.0f} tok/s"
 
     def last_old_run(self, new_run: dict[str, Any]) -> dict[str, Any] | None:
+        """The old model's last run on this host: before the swap began (by time: in place the
+        model's name is the same), else of another model than the new run's."""
+        from console.analysis.bench_view import is_result
+
         host = self.session.transport.label
+        began = self.state.swap.began_at_s()
         for run in reversed(self.state.bench.history):
-            if run.get("model") != new_run.get("model") and run.get("host") in (host, None):
+            if run.get("host") not in (host, None) or not is_result(run) or run.get("stopped"):
+                continue
+            if began is not None:
+                if float(run.get("timestamp") or 0) < began:
+                    return run
+            elif run.get("model") != new_run.get("model"):
                 return run
         return None
 

@@ -27,9 +27,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from console.analysis import host_replies
+from console.core.recording import default_dir
 from console.swap import actions as act
 from console.swap import container_fastpath as cfp
 from console.swap import paths as P
+from console.swap import plan as swap_plan
 from console.swap import prediction as pred
 from console.swap import prewarm as pw
 from console.swap.downtime_model import PathEvent
@@ -119,6 +121,7 @@ class FastPaths:
         self.plan_error: str | None = None  # why the preflight could not plan (shown in the gate)
         self.planned_by: str | None = None  # "paths" (the step) or "preflight" (on its own)
         self.drafted_for: str | None = None  # the path the installed unit was drafted for (None: no plan yet)
+        self.plan_skipped: set[str] = set()  # the plan steps the chosen path skipped (console/swap/plan.py)
 
     # -- the controller's hooks ----------------------------------------------------------------
     @property
@@ -133,6 +136,31 @@ class FastPaths:
         elif self._beside_old_serving():  # the old server never stopped: rolling back stops the new one
             out["rollback"] = self._rollback_beside
         return out
+
+    def runtime(self) -> str:
+        containers = getattr(self.ctl, "containers", None)
+        if containers is None or not containers.active:
+            return "systemd"
+        return "compose" if getattr(self.ctl.profile, "compose", None) else "container"
+
+    def mark_skips(self) -> None:
+        """The plan's steps the chosen path does not take, skipped with the table's reason
+        (console/swap/plan.py); a step an earlier plan skipped that this path runs is pending again."""
+        ctl = self.ctl
+        verify_sha = bool(getattr(ctl.profile, "verify_sha", False))
+        skips = dict(swap_plan.skips(self.chosen, self.runtime(), verify_sha=verify_sha))
+        steps = ctl.state.swap.steps
+        for key in sorted(self.plan_skipped - set(skips)):
+            step = steps.get(key)
+            if step is not None and step.state == "skipped" and not step.observed:
+                ctl._set(key, state="pending", started_at_s=None, ended_at_s=None, detail="", who=None)
+            self.plan_skipped.discard(key)
+        for key, why in skips.items():
+            step = steps.get(key)
+            if step is None or step.state != "pending" or step.observed:
+                continue
+            ctl._set(key, state="skipped", started_at_s=None, ended_at_s=None, detail=why, who=None, commands=())
+            self.plan_skipped.add(key)
 
     def _beside_old_serving(self) -> bool:
         switch = self.ctl.state.swap.steps.get("switch_traffic")
@@ -287,6 +315,7 @@ class FastPaths:
         (and the stop) then show the path and its predicted downtime before anything ran. Never
         fatal here: what kept it from planning is shown in the gate."""
         if self.plan is not None or not self.can_plan():
+            self.mark_skips()
             return
         try:
             await self.plan_paths()
@@ -294,11 +323,12 @@ class FastPaths:
         except (act.ActionError, TransportError, OSError, ValueError, asyncio.TimeoutError) as exc:
             self.plan_error = clean(exc)
         except Exception as exc:  # the StepFailed of a path the profile asks for and cannot have
-            from console.swap.controller import StepFailed
+            from console.swap.errors import StepFailed
 
             if not isinstance(exc, StepFailed):
                 raise
             self.plan_error = clean(exc)
+        self.mark_skips()
         self.ctl.state.apply(_gate(self.ctl))
 
     def _need(self, path: str) -> P.PathOption:
@@ -357,8 +387,6 @@ class FastPaths:
         return pred.parse_dd_rate(r.text + "\n" + (r.error_text or ""))
 
     def _samples(self) -> tuple[list[pred.BootSample], list[str]]:
-        from console.core.recording import default_dir
-
         directory = self.recordings_dir or default_dir()
         samples, problems = pred.samples_from_recordings(directory)
         # This session's own boots too (the recording being written may not be flushed yet).
@@ -437,6 +465,7 @@ class FastPaths:
             self._emit("plan", {"plan": self.plan.to_json() if self.plan else None,
                                 "restart": self.restart.to_json(), "residency": _residency_json(self.residency),
                                 "shards": len(self.shards), "weights_bytes": total, "problems": problems[:5]})
+        self.mark_skips()
         ctl.state.apply(_gate(ctl))
         return " | ".join(self.plan.lines())
 
@@ -657,13 +686,13 @@ class FastPaths:
 
 def _fail(message: str) -> Exception:
     """The controller's StepFailed (imported late: the controller imports this module)."""
-    from console.swap.controller import StepFailed
+    from console.swap.errors import StepFailed
 
     return StepFailed(message)
 
 
 def _refused(message: str) -> Exception:
-    from console.swap.controller import StepRefused
+    from console.swap.errors import StepRefused
 
     return StepRefused(message)
 

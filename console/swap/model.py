@@ -228,12 +228,70 @@ class SwapView:
             return None
         return max(0.0, (d.ended_at_s if d.ended_at_s is not None else now_s) - d.started_at_s)
 
+    def path(self) -> str | None:
+        """The path this swap takes or took: the plan's choice (the console's or the one seen on
+        the host), else a restart once the old service was stopped; None: no swap yet."""
+        plan = self.paths.get("plan")
+        chosen = ((plan.data().get("plan") or {}).get("chosen") if plan is not None else None)
+        if isinstance(chosen, str):
+            return chosen
+        stop = self.steps.get("stop_old")
+        return "restart" if stop is not None and stop.state not in ("pending", "skipped") else None
+
+    def began_at_s(self) -> float | None:
+        """When the host began to change for the new model: the old service's stop, the in-place
+        update, or the new server's start beside the old one (the last run before it is the old
+        model's)."""
+        marks = [s.started_at_s for k in ("stop_old", "in_place", "beside")
+                 if (s := self.steps.get(k)) is not None and s.state not in ("pending", "skipped", "refused")
+                 and s.started_at_s is not None]
+        d = self.downtime
+        if d is not None and d.started_at_s is not None and not d.start_source.startswith("beside"):
+            marks.append(d.started_at_s)
+        return min(marks) if marks else None
+
+    def time_to_ready(self) -> tuple[float, str, str] | None:
+        """(seconds, from what, to what): the new server's own boot on every path. In place the
+        running server is ready with the new weights when the update ends: the pause is its time
+        to ready. None: not ready (yet), or its start is not known."""
+        d = self.downtime
+        path = self.path()
+        if path == "in-place":
+            step = self.steps.get("in_place")
+            if d is not None and d.start_source.startswith("in place") and d.started_at_s is not None \
+                    and d.ended_at_s is not None:
+                return max(0.0, d.ended_at_s - d.started_at_s), "the update's begin (the server's log)", \
+                    "the update's end: serving the new weights"
+            if step is not None and step.state == "done" and step.duration_s is not None:
+                return step.duration_s, "the update's request", "its reply: serving the new weights"
+            return None
+        key, verb = ("beside", "beside") if path == "beside" else ("start_new", "start_new")
+        step = self.steps.get(key)
+        if step is None or step.state != "done":
+            return None
+        starts = [e.at_s - (e.duration_s or 0.0) for e in self.audit
+                  if e.action == verb and " start -- " in e.command and e.exit_status == 0]
+        start_at = starts[-1] if starts else step.started_at_s
+        if key == "start_new" and d is not None and d.ended_at_s is not None and d.end_source.endswith(" ready"):
+            ready_at: float | None = d.ended_at_s
+        else:
+            ready_at = step.ended_at_s
+        if start_at is None or ready_at is None or ready_at < start_at:
+            return None
+        started = "the new unit's start" + (" (systemctl start)" if starts else " (seen on the host)")
+        return ready_at - start_at, started, "the new server ready"
+
     def downtime_parts(self) -> list[tuple[str, float]]:
         """The downtime in named parts that add up to it: (what, seconds). The approval a start
-        waited for is its own part, not hidden in the boot."""
+        waited for is its own part, not hidden in the boot. In place the whole of it is the
+        update's pause; beside there is none (traffic moved before the old server stopped)."""
         d = self.downtime
         if d is None or d.started_at_s is None or d.ended_at_s is None:
             return []
+        if d.start_source.startswith("beside"):
+            return []
+        if d.start_source.startswith("in place"):
+            return [("in-place pause (requests held while the weights load)", d.ended_at_s - d.started_at_s)]
         stop, start = self.steps.get("stop_old"), self.steps.get("start_new")
         approved = [a.decided_at_s for a in self.approvals.values() if a.action == "start_new"
                     and a.status == "granted" and a.decided_at_s is not None and start is not None

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from console.core.state import BenchChanged, LogAppended, ReadingChanged, VerifyChanged
 from console.swap.downtime_model import PathEvent
 from console.swap.model import STEP_TITLES, DowntimeChanged, SwapStep, SwapStepChanged
 
@@ -55,6 +56,22 @@ def log_time(ts: str | None) -> float | None:
 
 def clock(at_s: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(at_s)) if at_s else "?"
+
+
+def freed_between(before: Any, after: Any) -> list[str]:
+    """What each GPU freed: its memory in the reading before the stop minus the reading after
+    ("GPU 0 91,204 MiB (91,204 → 0 MiB)"), never the last sample seen on the way down. Empty when
+    either reading is missing."""
+    if before is None or after is None:
+        return []
+    then = {g.index: g.memory_used_mib for g in before.gpus if g.lost_at_s is None and g.memory_used_mib is not None}
+    out = []
+    for g in sorted(after.gpus, key=lambda d: d.index):
+        was, now = then.get(g.index), g.memory_used_mib
+        if was is None or now is None or g.lost_at_s is not None or was <= now:
+            continue
+        out.append(f"GPU {g.index} {was - now:,} MiB ({was:,} → {now:,} MiB)")
+    return out
 
 
 def last_served_at(log_lines: Iterable[Any], before_s: float, slack_s: float = 5.0) -> float | None:
@@ -226,8 +243,6 @@ class SwapObserver:
     # -- events -----------------------------------------------------------------------------------
     def see(self, event: Any) -> list[Any]:
         """The swap events this host event implies (empty for most)."""
-        from console.core.state import BenchChanged, LogAppended, ReadingChanged, VerifyChanged
-
         out: list[Any] = []
         if isinstance(event, LogAppended):
             self._update_lines(out, event.events)
@@ -265,6 +280,10 @@ class SwapObserver:
                 if self._gpu_drop_at is not None and self._gpu_drop_at < at - READ_SLACK_S:
                     self._gpu_drop_at = None  # memory fell long before a reading that still saw it serving
                 self._old_active_at = at
+            elif self._old_active and self.stopped_at is None and self._console_moved_traffic():
+                # The console's own "Move traffic …, stop the old one" stopped it: that step is the
+                # stop (its author is the console's), not a stop and a start seen outside it.
+                self._beside_done_at = at
             elif self._old_active and self.stopped_at is None and self._beside_at is not None \
                     and self._touchable("beside"):
                 self._beside_done(out, at)
@@ -281,6 +300,10 @@ class SwapObserver:
             self._old_active = active
         if new is not None and new.active_state in ACTIVE and self.stopped_at is not None:
             self._new_started(out, at)
+
+    def _console_moved_traffic(self) -> bool:
+        step = self.state.swap.steps.get("switch_traffic")
+        return step is not None and not step.observed and step.state in ("running", "done")
 
     # -- issue 24: the faster paths as the host lived them ------------------------------------------
     def _path(self, out: list[Any], path: str, reason: str, at: float, outcome: dict[str, Any] | None = None) -> None:
@@ -543,5 +566,5 @@ def observe(state: Any, *, wake: Callable[[str], None] | None = None,
     return observer
 
 
-__all__ = ["SwapObserver", "observe", "path_summary",
+__all__ = ["SwapObserver", "observe", "path_summary", "freed_between",
            "verification", "last_served_at", "downtime_from", "log_time", "OUTSIDE"]

@@ -20,6 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from console.core.recording import RecordingError, read_recording
+from console.core.state import LogAppended
+from console.swap.downtime_model import PathEvent
 from console.swap.paths import format_duration
 
 GB = 1e9
@@ -125,16 +128,11 @@ def _sample(b: _Boot, cached: dict[str, float] | None) -> BootSample | None:
 
 def samples_from_recordings(directory: Path, limit: int = MAX_RECORDINGS) -> tuple[list[BootSample], list[str]]:
     """Boots in the most recent recordings of this host's directory; (samples, problems)."""
-    from console.core.recording import RecordingError, read_recording
-    from console.core.state import LogAppended
-
     problems: list[str] = []
     try:
         files = sorted(directory.glob("*.jsonl.gz"), key=lambda p: p.stat().st_mtime)[-limit:]
     except OSError as exc:
         return [], [f"{directory}: {exc}"]
-    from console.swap.downtime_model import PathEvent
-
     samples: list[BootSample] = []
     for path in files:
         try:
@@ -294,12 +292,21 @@ def _cache_rate(warm: list[BootSample], measured: float | None, disk: float | No
     the disk's rate (a cached read is not slower than a cold one)."""
     if warm:
         return statistics.median(s.weights_gbps for s in warm)  # type: ignore[misc]
-    if measured:
+    if measured and measured >= (disk or 0.0):
         notes.append(f"page-cache read rate {measured:.1f} GB/s measured by dd on a cached shard (no warm boot "
                      "recorded; the loader may be slower)")
-        return max(measured, disk or 0.0)
+        return measured
+    if measured:
+        notes.append(f"page-cache read rate taken as the disk's {disk:.1f} GB/s: dd measured {measured:.1f} GB/s "
+                     "on a cached shard, and a cached read is not slower than a cold one")
+        return disk or measured
+    if disk is not None and disk > ASSUMED_CACHE_GBPS:
+        notes.append(f"page-cache read rate taken as the disk's {disk:.1f} GB/s (no warm boot recorded, none "
+                     f"measured; a cached read is not slower than a cold one, the usual {ASSUMED_CACHE_GBPS:g} GB/s "
+                     "would be)")
+        return disk
     notes.append(f"page-cache read rate {ASSUMED_CACHE_GBPS:g} GB/s assumed (no warm boot recorded)")
-    return max(ASSUMED_CACHE_GBPS, disk or 0.0)
+    return ASSUMED_CACHE_GBPS
 
 
 def predict_in_place(samples: list[BootSample], weights_bytes: float, residency: Residency | None, *,

@@ -89,7 +89,8 @@ def check_diff(state: Any) -> GateCheck:
     errors = [lint for lint in report.lints if lint.severity == "error"]
     if errors:
         return GateCheck("diff", False, "; ".join(f"{e.flag + ': ' if e.flag else ''}{e.message}" for e in errors))
-    return GateCheck("diff", True, f"{len(report.changes)} change(s), no error in the lints")
+    # the diff pane's count: flags, environment and unit directives (never two figures for one diff)
+    return GateCheck("diff", True, f"{report.change_count} change(s), no error in the lints")
 
 
 def fit_result(state: Any) -> tuple[Any, str | None]:

@@ -28,7 +28,7 @@ async def wait_beside_ready(ctl: SwapController, port: int, *, stops: str,
     (its unit failed, its container exited or restarted), or None; `stops`: what the offered
     rollback stops ("the new unit"); `on_tick`: after each unanswered probe (a progress detail).
     Raises the controller's StepFailed when it died or the profile's ready timeout passed."""
-    from console.swap.controller import StepFailed
+    from console.swap.errors import StepFailed
 
     health = health_command(port)
     deadline = time.monotonic() + float(getattr(ctl.profile, "ready_timeout_s", 600.0))

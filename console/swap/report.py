@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from console.analysis.bench_view import is_result
+from console.core.recording import read_recording
 from console.core.state import HostState, ReadingChanged
 from console.redact import redact_text
 from console.swap import downtime_report
 from console.swap.model import SwapStepChanged, format_duration
-from console.swap.observe import SwapObserver, verification
+from console.swap.observe import SwapObserver, _side, log_time, verification
 
 SECTIONS = ("Host", "Old → new", "Swap plan", "Diff", "Fit", "Download", "Boot timeline", "Time to ready and downtime",
             "Path and downtime", "GPU memory", "Benchmark", "Audit log")  # "Path and downtime": downtime_report.py
@@ -43,6 +45,11 @@ def _gpu_rows(status: Any) -> list[dict[str, Any]]:
         return []
     return [{"gpu": g.index, "used_mib": g.memory_used_mib, "total_mib": g.memory_total_mib,
              "processes": [f"{p.pid} {p.name}" for p in g.processes]} for g in status.gpus]
+
+
+def _model_path(side: Any) -> str | None:
+    v = side.command.value("--model-path") if side is not None and side.command is not None else None
+    return v if isinstance(v, str) and v else None
 
 
 def _model_name(side: Any) -> str | None:
@@ -67,6 +74,8 @@ class ReportBuilder:
     started_at_s: float | None = None
     ended_at_s: float | None = None
 
+    old_side: Any = None  # the old unit as first read (before the install replaced its file: in place)
+
     _t: float = 0.0
     _gpu_seen: deque[tuple[float, Any]] = field(default_factory=lambda: deque(maxlen=120))
     observer: SwapObserver = field(init=False)
@@ -86,20 +95,29 @@ class ReportBuilder:
             self._apply(derived)
 
     def _apply(self, event: Any) -> None:
-        if isinstance(event, SwapStepChanged) and event.step.key == "stop_old" and event.step.state in (
-                "running", "done") and self.gpu_before is None:
+        if isinstance(event, SwapStepChanged) and event.step.key in ("stop_old", "in_place", "beside") \
+                and event.step.state in ("running", "done") and self.gpu_before is None:
             # The last sample taken before the stop (an observed stop is dated back to the host's facts).
             since = event.step.started_at_s
             earlier = [g for at, g in self._gpu_seen if since is None or at < since]
             self.gpu_before = earlier[-1] if earlier else self.state.data("gpu")
         self.state.apply(event)
+        if isinstance(event, ReadingChanged) and event.source == "service" and self.old_side is None \
+                and event.reading.data is not None and self.state.swap.steps["install"].state == "pending":
+            setup = self.state.swap.setup
+            side = _side(event.reading.data, setup.old_unit if setup is not None else None) \
+                or event.reading.data.old
+            if side is not None and side.command is not None:
+                self.old_side = side
         if isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.data is not None \
                 and self.gpu_before is None:
             self._gpu_seen.append((event.reading.data.sampled_at_s or event.reading.ok_at_s or self._t,
                                    self.state.data("gpu")))
         if isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.error is None:
-            start = self.state.swap.steps.get("start_new")
-            if self.gpu_before is not None and start is not None and start.state in ("done", "failed"):
+            steps = self.state.swap.steps
+            if self.gpu_before is not None and any(
+                    (st := steps.get(k)) is not None and st.state in ("done", "failed")
+                    for k in ("start_new", "in_place", "beside")):
                 self.gpu_after = self.state.data("gpu")
             rollback = self.state.swap.steps.get("rollback")
             if rollback is not None and rollback.state in ("done", "failed"):
@@ -118,8 +136,9 @@ class ReportBuilder:
             "host": {"host": s.host, "label": s.label, "from": _ts(self.started_at_s), "to": _ts(self.ended_at_s)},
             "old_new": {
                 "old_unit": old_unit, "new_unit": new_unit,
-                "old_model": _model_name(report.old if report else None),
+                "old_model": _model_name(self.old_side or (report.old if report else None)),
                 "new_model": _model_name(report.new if report else None),
+                "old_model_dir": _model_path(self.old_side or (report.old if report else None)),
                 "repo_id": setup.repo_id if setup else None, "model_dir": setup.model_dir if setup else None,
             },
             "steps": [{"key": st.key, "title": st.title, "state": st.state, "started": _ts(st.started_at_s),
@@ -138,23 +157,17 @@ class ReportBuilder:
         }
         out["fit"] = self._fit()
         out["download"] = self._download()
-        log = s.data("log")
-        out["boot"] = [{"phase": b.phase, "at": b.at, "seconds": b.seconds, "detail": b.detail}
-                       for b in (log.boot if log else ())]
-        start = swap.steps.get("start_new")
+        out["boot"], out["boot_note"] = self._boot()
         d = swap.downtime
-        # From the `systemctl start` itself (not the step, which may have waited for an approval).
-        started = [e.at_s - (e.duration_s or 0.0) for e in swap.audit
-                   if e.action == "start_new" and " start -- " in e.command and e.exit_status == 0]
-        ready_at = d.ended_at_s if d is not None and d.ended_at_s is not None else (
-            start.ended_at_s if start is not None and start.state == "done" else None)
-        if not started and start is not None and start.observed and start.started_at_s is not None:
-            started = [start.started_at_s]  # started outside the console: from its launch, as observed
-        time_to_ready = (ready_at - started[-1]) if started and ready_at is not None and start is not None \
-            and start.state == "done" else None
+        # The new server's own boot on every path (in place: the update's pause), from the state.
+        ready = swap.time_to_ready()
+        path = swap.path()
+        step = swap.steps.get({"in-place": "in_place", "beside": "beside"}.get(path or "", "start_new"))
         out["timing"] = {
-            "time_to_ready_s": time_to_ready,
-            "start_new_state": start.state if start else None,
+            "time_to_ready_s": ready[0] if ready else None,
+            "time_to_ready_from": ready[1] if ready else None,
+            "time_to_ready_to": ready[2] if ready else None,
+            "start_new_state": step.state if step else None,
             "downtime_s": swap.downtime_s(self.ended_at_s or 0.0) if d else None,
             "downtime_running": bool(d is not None and d.ended_at_s is None),
             "downtime_parts": [{"part": n, "seconds": v} for n, v in swap.downtime_parts()],
@@ -174,6 +187,31 @@ class ReportBuilder:
                              "status": a.status, "decided_by": a.decided_by, "decided_at": _ts(a.decided_at_s)}
                             for a in swap.approvals.values()]
         return _redact(out)
+
+    def _boot(self) -> tuple[list[dict[str, Any]], str | None]:
+        """The swap's own boot: the new server's (restart, beside); in place, the update's lines
+        (no server booted). A boot the log shows from before the swap began is not this swap's."""
+        swap = self.state.swap
+        log = self.state.data("log")
+        boot = list(log.boot if log else ())
+        began = swap.began_at_s()
+        launch = next((log_time(b.at) for b in boot if b.phase == "launch"), None)
+        earlier = began is not None and launch is not None and launch < began - 1
+        d = swap.downtime
+        if swap.path() == "in-place":
+            rows = []
+            if d is not None and d.start_source.startswith("in place") and d.started_at_s is not None:
+                rows.append({"phase": "update begin", "at": _ts(d.started_at_s), "seconds": 0.0,
+                             "detail": d.start_source.removeprefix("in place: ")})
+                if d.ended_at_s is not None:
+                    rows.append({"phase": "update end", "at": _ts(d.ended_at_s),
+                                 "seconds": round(d.ended_at_s - d.started_at_s, 2), "detail": d.end_source})
+            return rows, "in place: no server booted; the running server loaded the new weights" + (
+                f" (the log's boot at {boot[0].at} is the old server's, before the swap)" if boot and earlier else "")
+        if earlier:
+            return [], (f"the new server's boot is not in the log yet (the log's boot at {boot[0].at} is the old "
+                        "server's, before the swap)")
+        return [{"phase": b.phase, "at": b.at, "seconds": b.seconds, "detail": b.detail} for b in boot], None
 
     def _fit(self) -> dict[str, Any]:
         from console.analysis.fit import calibration
@@ -206,13 +244,18 @@ class ReportBuilder:
         """Before = the old model's last run before the swap, after = the new model's runs after its
         ready, by the swap's own times (a run of the new model is never "before"); the before
         run is of the same workload as the last after run when there is one."""
-        runs = [r for r in self.state.bench.history if (r.get("completed") or 0) > 0 or "completed" not in r]
+        # A run stopped part way (x) or that finished nothing is never a result: not before, not after.
+        runs = [r for r in self.state.bench.history if is_result(r) and not r.get("stopped")]
         swap = self.state.swap
-        d = swap.downtime
-        stop_at = d.started_at_s if d is not None else None
-        start = swap.steps.get("start_new")
-        ready_at = d.ended_at_s if d is not None and d.ended_at_s is not None else (
-            start.ended_at_s if start is not None and start.state == "done" else None)
+        stop_at = swap.began_at_s()  # the host began to change: every run before it is the old model's
+        ready = swap.time_to_ready()
+        ready_at = None
+        if ready is not None:
+            key = {"in-place": "in_place", "beside": "beside"}.get(swap.path() or "", "start_new")
+            step = swap.steps.get(key)
+            d = swap.downtime
+            ready_at = (d.ended_at_s if key != "beside" and d is not None and d.ended_at_s is not None
+                        else step.ended_at_s if step is not None else None)
 
         def stamp(r: dict[str, Any]) -> float:
             return float(r.get("timestamp", 0) or 0)
@@ -223,9 +266,15 @@ class ReportBuilder:
             bench = swap.steps.get("benchmark")
             after = [r for r in runs if bench and bench.started_at_s and stamp(r) >= bench.started_at_s - 1]
         new_model = after[-1].get("model") if after else None
-        before_all = [r for r in runs if r not in after and (stop_at is None or stamp(r) < stop_at)
-                      and (new_model is None or r.get("model") != new_model)]
-        like = [r for r in before_all if after and _workload(r) == _workload(after[-1])]
+        # Before the swap began (by its time; the model's name alone cannot tell: in place it is
+        # the same); with no known beginning, a run of another model than the new one's.
+        before_all = [r for r in runs if r not in after and (
+            stamp(r) < stop_at if stop_at is not None else new_model is None or r.get("model") != new_model)]
+        # The one like-workload rule: the newest after run that has an earlier run of the old
+        # model with its workload, and that run; the headline compares only these two.
+        pair = next(((b, a) for a in reversed(after) for b in reversed(before_all) if _workload(b) == _workload(a)),
+                    None)
+        like = [pair[0]] if pair else []
         before = (like or before_all)[-1:] if before_all else []
         note = None
         if not before:
@@ -234,7 +283,8 @@ class ReportBuilder:
             note = "not comparable: the old model's last run had another workload (" \
                    f"{_workload_text(before[0])} against {_workload_text(after[-1])})"
         return {"before": _bench_row(before[0]) if before else None, "after": [_bench_row(r) for r in after],
-                "note": note}
+                "note": note,
+                "compared": {"before": _bench_row(pair[0]), "after": _bench_row(pair[1])} if pair else None}
 
 
 def _workload(r: dict[str, Any]) -> tuple[Any, ...]:
@@ -264,9 +314,9 @@ def _redact(value: Any) -> Any:
     return value
 
 
-def report_from_recording(path: Path) -> dict[str, Any]:
-    from console.core.recording import read_recording
-
+def report_from_recording(path: Path, *, in_progress: bool = False) -> dict[str, Any]:
+    """The report of a recording; `in_progress`: the session is still writing it (the palette's
+    report): its end is where the writing is, said as "in progress", never as damage."""
     rec = read_recording(path)
     header = rec.header
     builder = ReportBuilder(str(header.get("host") or "?"), str(header.get("label") or header.get("host") or "?"))
@@ -277,7 +327,11 @@ def report_from_recording(path: Path) -> dict[str, Any]:
     if header.get("demo"):
         out["host"]["note"] = ("the simulated demo host: its story runs time-compressed, so durations are "
                                "shorter than on a real host")
-    if rec.damage:
+    if in_progress:
+        out["host"]["in_progress"] = True
+        out["host"]["recording_note"] = (f"in progress: the session is still recording; this report reads "
+                                         f"the {len(rec.entries):,} events written so far")
+    elif rec.damage:
         out["host"]["recording_damage"] = rec.damage
     return out
 
@@ -304,17 +358,25 @@ def _yes(v: Any) -> str:
 def headline(r: dict[str, Any]) -> list[str]:
     """The facts first: old → new, downtime, time to ready, before/after."""
     on, t, b = r["old_new"], r["timing"], r["bench"]
-    lines = [f"{_fmt(on['old_model'] or on['old_unit'])} → {_fmt(on['new_model'] or on['new_unit'])}"]
+    old, new = on["old_model"] or on["old_unit"], on["new_model"] or on["new_unit"]
+    if old == new and on.get("old_model_dir") and on.get("model_dir") and on["old_model_dir"] != on["model_dir"]:
+        # the same name serves other weights (in place): the directories say what changed
+        old, new = f"{old} ({on['old_model_dir']})", f"{new} ({on['model_dir']})"
+    lines = [f"{_fmt(old)} → {_fmt(new)}"]
     if t["downtime_s"] is not None:
         parts = " + ".join(f"{p['part']} {_dur(p['seconds'])}" for p in t.get("downtime_parts") or [])
+        if not parts and (t.get("downtime_from_source") or "").startswith("beside"):
+            parts = "none, traffic moved to the new server before the old one stopped"
         lines.append(f"downtime {_dur(t['downtime_s'])}" + (" (still running at the end of the recording)"
                                                              if t.get("downtime_running") else "")
                      + (f": {parts}" if parts else ""))
     else:
         lines.append("downtime: not measured (the old service was not seen stopping)")
-    lines.append(f"time to ready {_dur(t['time_to_ready_s'])}" if t["time_to_ready_s"] is not None
+    lines.append(f"time to ready {_dur(t['time_to_ready_s'])} (from {t.get('time_to_ready_from')} to "
+                 f"{t.get('time_to_ready_to')})" if t["time_to_ready_s"] is not None
                  else f"time to ready: – (the new service: {_fmt(t['start_new_state'])})")
-    before, after = b["before"], (b["after"] or [None])[-1]
+    pair = b.get("compared") or {}
+    before, after = pair.get("before"), pair.get("after")
     if before and after and isinstance(before.get("output_throughput"), (int, float)) \
             and isinstance(after.get("output_throughput"), (int, float)):
         lines.append(f"output tok/s {before['output_throughput']:.0f} before → {after['output_throughput']:.0f} "
@@ -342,11 +404,12 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
     host = r["host"]
     sections.append(("Host", ["host", "label", "from", "to"],
                      [[_fmt(host["host"]), _fmt(host["label"]), _fmt(host["from"]), _fmt(host["to"])]],
-                     [n for n in (host.get("note"), host.get("recording_damage")) if n]))
+                     [n for n in (host.get("note"), host.get("recording_note"), host.get("recording_damage")) if n]))
     sections.append(("Old → new", ["", "old", "new"], [
         ["unit", _fmt(on["old_unit"]), _fmt(on["new_unit"])],
         ["model", _fmt(on["old_model"]), _fmt(on["new_model"])],
-        ["repo / directory", "", f"{_fmt(on['repo_id'])} → {_fmt(on['model_dir'])}"]], []))
+        ["repo / directory", _fmt(on.get("old_model_dir")), f"{_fmt(on['repo_id'])} → {_fmt(on['model_dir'])}"]],
+        []))
     sections.append(("Swap plan", ["step", "state", "started", "took", "by", "detail"],
                      [[s["title"], s["state"], _fmt(s["started"]), _dur(s["duration_s"]), _fmt(s["who"]),
                        s["detail"]] for s in r["steps"]],
@@ -377,9 +440,11 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
                                                                       if v["mismatched"] else ""))]
                      + d["problems"]))
     sections.append(("Boot timeline", ["phase", "log time", "s since launch", "detail"],
-                     [[b["phase"], _fmt(b["at"]), _fmt(b["seconds"]), b["detail"]] for b in r["boot"]], []))
+                     [[b["phase"], _fmt(b["at"]), _fmt(b["seconds"]), b["detail"]] for b in r["boot"]],
+                     [r["boot_note"]] if r.get("boot_note") else []))
     sections.append(("Time to ready and downtime", ["", "value", "from", "to"], [
-        ["time to ready", _dur(t["time_to_ready_s"]), "the new unit's start", _fmt(t["start_new_state"])],
+        ["time to ready", _dur(t["time_to_ready_s"]), _fmt(t.get("time_to_ready_from") or "the new server's start"),
+         _fmt(t.get("time_to_ready_to") or t["start_new_state"])],
         ["downtime", _dur(t["downtime_s"]), f"{_fmt(t['downtime_from'])} ({_fmt(t['downtime_from_source'])})",
          f"{_fmt(t['downtime_to'])} ({_fmt(t['downtime_to_source'])})"],
         *[[f"  {p['part']}", _dur(p["seconds"]), "", ""] for p in t.get("downtime_parts") or []]], []))
@@ -446,7 +511,7 @@ def render_json(r: dict[str, Any]) -> str:
     return json.dumps(r, indent=2, default=str)
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#!|~])|^([-+])")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#!|~<>&])|^([-+])")
 
 
 def _md_cell(text: str) -> str:
@@ -454,7 +519,8 @@ def _md_cell(text: str) -> str:
     images and headings passed through before (issue 21, item 8). Redacted here, cell by cell:
     a pass over the whole document read table pipes after `password:` as the value."""
     text = redact_text(str(text)).replace("\r", " ").replace("\n", " ")
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    # `<`, `>` and `&` backslash-escaped (CommonMark): read as themselves in the text and on a
+    # renderer, never as a tag or an entity, and never `&gt;` in a file people read as text
     return _MD_SPECIAL.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
 
 
@@ -517,6 +583,18 @@ def bench_chart_svg(r: dict[str, Any], width: int = 640, height: int = 220) -> s
     return "".join(parts)
 
 
+# Columns of long host text (paths, commands, details): they may break anywhere. Every other cell
+# (a state, a time, a figure, a step's title) breaks only between words, never "ro/ot", "pendi/ng".
+LONG_COLUMNS = ("detail", "what it did", "output", "from", "to", "why", "model dir", "label", "old", "new",
+                "command", "reason")
+
+
+def _cell_class(column: str, text: str) -> str:
+    if column in LONG_COLUMNS:
+        return ' class="long"'
+    return ' class="short"' if " " not in str(text) or len(str(text)) <= 24 else ""
+
+
 def render_html(r: dict[str, Any]) -> str:
     e = _h  # each piece redacted, then escaped: a pass over the document ate markup after `password:`
     body = [f"<h1>{e(report_title(r))}</h1>",
@@ -529,7 +607,8 @@ def render_html(r: dict[str, Any]) -> str:
                 cls = ""
                 if title == "Swap plan":
                     cls = f' class="{e(row[1])}"'
-                body.append(f"<tr{cls}>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
+                body.append(f"<tr{cls}>" + "".join(f"<td{_cell_class(header[i] if i < len(header) else '', c)}>"
+                                                   f"{e(c)}</td>" for i, c in enumerate(row)) + "</tr>")
             body.append("</tbody></table>")
         elif not notes:
             body.append("<p class=empty>(nothing recorded)</p>")
@@ -550,7 +629,8 @@ def render_html(r: dict[str, Any]) -> str:
              "border-bottom:1px solid #ccd;padding-bottom:2px;margin-top:22px}table{border-collapse:collapse;"
              "width:100%}td,th{border:1px solid #dde;padding:3px 6px;text-align:left;vertical-align:top;"
              "font-size:12px}th{background:#f2f3f7}tr.failed td{background:#fde8e8}tr.done td:nth-child(2)"
-             "{color:#2f7d32}.lead{font-size:16px}td{word-break:break-word}h3{font-size:13px}"
+             "{color:#2f7d32}.lead{font-size:16px}td{overflow-wrap:break-word}td.long{overflow-wrap:anywhere}"
+             "td.short{white-space:nowrap}h3{font-size:13px}"
              "pre{background:#f5f6f8;padding:6px;font-size:12px;white-space:pre-wrap}")
     doc = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>"
            f"{e(report_title(r))}</title><style>{style}</style></head><body>{''.join(body)}</body></html>")

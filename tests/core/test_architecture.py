@@ -3,8 +3,10 @@ never import Textual: they run headless (snapshot, serve, replay's reader)."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -40,3 +42,78 @@ def test_the_installed_wheel_carries_the_stylesheet() -> None:
     if any(f.endswith(".pth") for f in files):
         pytest.skip("editable install: the stylesheet is read from the checkout")
     assert "console/styles/console.tcss" in files
+
+
+# -- the swap package: no import cycle, no import hidden inside a function between core and swap ---
+ROOT = Path(__file__).resolve().parent.parent / "console"
+
+
+def _imports(path: Path) -> list[tuple[str, bool]]:
+    """(module imported, inside a function) for every console import of a file, TYPE_CHECKING
+    blocks left out (they never run)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: list[tuple[str, bool]] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                if child.module.startswith("console"):
+                    out.append((child.module, in_function))
+                    out.extend((f"{child.module}.{a.name}", in_function) for a in child.names)
+            elif isinstance(child, ast.Import):
+                out.extend((a.name, in_function) for a in child.names if a.name.startswith("console"))
+            visit(child, inner)
+
+    visit(tree, False)
+    return out
+
+
+def _module(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _swap_graph() -> dict[str, set[str]]:
+    files = {_module(p): p for p in (ROOT / "swap").glob("*.py")}
+    return {mod: {m for m, _ in _imports(path) if m in files and m != mod} for mod, path in files.items()}
+
+
+def test_the_swap_package_has_no_import_cycle() -> None:
+    """Every import counts, at the top or inside a function (a cycle hidden in a function is
+    still a cycle): the steps never import the executor (console/swap/errors.py is below both)."""
+    graph = _swap_graph()
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+
+    def walk(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                walk(nxt, stack)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            walk(node, [])
+    assert not cycles, "import cycles in console/swap: " + "; ".join(" → ".join(c) for c in cycles)
+
+
+def test_core_and_swap_import_each_other_only_at_the_top_of_a_module() -> None:
+    """An import written inside a function between console/core and console/swap hides an arrow
+    of the layering (208 of them once); the demo, a command's entry, is the one lazy loader."""
+    hidden = []
+    for package, other in (("core", "console.swap"), ("swap", "console.core")):
+        for path in sorted((ROOT / package).glob("*.py")):
+            if path.name == "demo.py":
+                continue
+            hidden += [f"{_module(path)} imports {'.'.join(m.split('.')[:3])} inside a function"
+                       for m, inside in _imports(path) if inside and m.startswith(other + ".")]
+    assert not hidden, "\n".join(sorted(set(hidden)))

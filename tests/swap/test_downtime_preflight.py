@@ -128,7 +128,8 @@ async def test_a_swap_in_one_action_follows_the_path_the_preflight_chose(tmp_pat
     assert state.swap.steps["preflight"].state == "done", state.swap.steps["preflight"].detail
     assert _path_check(state).reason.startswith("in-place: predicted downtime ")
     assert state.swap.steps["in_place"].state == "done", state.swap.steps["in_place"].detail
-    assert state.swap.steps["stop_old"].state == "pending"  # the old server was never stopped
+    stop = state.swap.steps["stop_old"]  # the old server was never stopped: skipped, with why (issue 33)
+    assert stop.state == "skipped" and stop.detail.startswith("in place: ") and stop.started_at_s is None
     assert any("update_weights_from_disk" in c for c in transport.ran)
     assert not any("systemctl stop" in c for c in transport.ran)
 

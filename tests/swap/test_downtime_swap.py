@@ -4,8 +4,11 @@ prediction checked against the simulator's own timing (within 10 %), the report 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,10 +69,31 @@ def _steps(state) -> dict[str, str]:  # noqa: ANN001
     return defaultdict(lambda: "pending", {k: s.state for k, s in state.swap.steps.items()})
 
 
-async def test_in_place_end_to_end_and_its_prediction(tmp_path: Path) -> None:
-    rec, state = await run_path_demo(tmp_path / "out", "in-place", speed=SPEED, work=tmp_path / "w", quiet=True)
-    assert _steps(state)["in_place"] == "done" and _steps(state)["stop_old"] == "pending"
-    r = _report(rec, tmp_path / "out", "in-place")
+def _played(factory: pytest.TempPathFactory, path: str) -> tuple[Path, Any, dict, Path]:
+    """One path played once on its simulated host for every test of the module that reads it."""
+    base = factory.mktemp(path)
+    saved = dict(os.environ)
+    try:
+        rec, state = asyncio.run(run_path_demo(base / "out", path, speed=SPEED, work=base / "w", quiet=True))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return rec, state, _report(rec, base / "out", path), base / "out"
+
+
+@pytest.fixture(scope="module")
+def in_place(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, dict, Path]:
+    return _played(tmp_path_factory, "in-place")
+
+
+@pytest.fixture(scope="module")
+def beside(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, dict, Path]:
+    return _played(tmp_path_factory, "beside")
+
+
+def test_in_place_end_to_end_and_its_prediction(in_place: tuple[Path, Any, dict, Path]) -> None:
+    rec, state, r, out = in_place
+    assert _steps(state)["in_place"] == "done"
     assert r["swap_path"] == "in-place"
     d = r["downtime_paths"]
     (pause,) = [x for x in d["phases"] if x["phase"] == "pause"]
@@ -79,7 +103,92 @@ async def test_in_place_end_to_end_and_its_prediction(tmp_path: Path) -> None:
     assert r["predicted_downtime_s"] == pause["predicted_s"]
     assert d["reply"]["success"] is True and d["paused_requests"] is not None
     assert any("beside: no free GPUs" in x for x in d["not_taken"])
-    assert "Path and downtime" in (tmp_path / "out" / "swap-report-in-place.md").read_text()
+    assert "Path and downtime" in (out / "swap-report-in-place.md").read_text()
+
+
+# -- issue 33: each path's report says section by section what the host did -------------------------
+def _head(out: Path, path: str) -> str:
+    return (out / f"swap-report-{path}.md").read_text().split("## Host")[0]
+
+
+def test_in_place_names_its_pause_not_a_boot(in_place: tuple[Path, Any, dict, Path]) -> None:
+    _, _, r, out = in_place
+    parts = [p["part"] for p in r["timing"]["downtime_parts"]]
+    assert parts == ["in-place pause (requests held while the weights load)"]
+    head = _head(out, "in-place")
+    assert "boot to ready" not in head and "in-place pause" in head
+
+
+def test_in_place_time_to_ready_is_the_servers_own_return_with_the_new_weights(
+        in_place: tuple[Path, Any, dict, Path]) -> None:
+    _, _, r, out = in_place
+    t = r["timing"]
+    assert t["time_to_ready_s"] == pytest.approx(r["downtime_s"], abs=0.5) and t["time_to_ready_s"] > 0
+    assert "time to ready: –" not in _head(out, "in-place") and "pending" not in _head(out, "in-place")
+
+
+def test_in_place_stop_and_start_are_skipped_with_the_reason(in_place: tuple[Path, Any, dict, Path]) -> None:
+    _, state, r, _ = in_place
+    steps = {s["key"]: s for s in r["steps"]}
+    for key in ("stop_old", "start_new"):
+        assert steps[key]["state"] == "skipped" and steps[key]["detail"].startswith("in place: ")
+    assert steps["verify"]["state"] == "skipped" and "not asked for" in steps["verify"]["detail"]
+    assert "pending" not in {s.state for s in state.swap.steps.values()}
+
+
+def test_in_place_timeline_is_the_update_not_the_old_servers_first_boot(in_place: tuple[Path, Any, dict, Path]) -> None:
+    _, _, r, _ = in_place
+    assert [b["phase"] for b in r["boot"]] == ["update begin", "update end"]
+    assert r["boot"][-1]["seconds"] == pytest.approx(r["downtime_s"], abs=0.5)
+    assert "no server booted" in r["boot_note"]
+
+
+def test_in_place_gpu_before_and_the_old_directory_are_known(in_place: tuple[Path, Any, dict, Path]) -> None:
+    _, _, r, out = in_place
+    assert r["gpu"]["before"] and all(isinstance(g["used_mib"], int) for g in r["gpu"]["before"])
+    on = r["old_new"]
+    assert on["old_model_dir"] and on["old_model_dir"] != on["model_dir"]
+    assert on["old_model_dir"].endswith("Qwen3.5-122B-A10B") and on["model_dir"].endswith("-ft")
+    first = _head(out, "in-place").splitlines()[2]
+    old, new = first.split(" → ")
+    assert old != new
+
+
+def test_in_place_benchmark_before_is_the_old_weights_run(in_place: tuple[Path, Any, dict, Path]) -> None:
+    _, state, r, _ = in_place
+    began = state.swap.steps["in_place"].started_at_s
+    before = r["bench"]["before"]
+    assert before is not None and r["bench"]["after"]
+    earlier = [x for x in state.bench.history if float(x["timestamp"]) < began]
+    assert before["output_throughput"] == earlier[-1]["output_throughput"]
+    assert "no earlier run" not in state.swap.steps["benchmark"].detail
+
+
+def test_beside_downtime_is_none_and_its_time_to_ready_is_the_new_servers_boot(
+        beside: tuple[Path, Any, dict, Path]) -> None:
+    _, state, r, out = beside
+    head = _head(out, "beside")
+    assert "boot to ready" not in head and "traffic moved to the new server before the old one stopped" in head
+    assert r["timing"]["downtime_parts"] == []
+    ttr = r["timing"]["time_to_ready_s"]
+    step = state.swap.steps["beside"]
+    assert ttr is not None and 0 < ttr <= step.duration_s + 0.5
+
+
+def test_beside_before_is_the_old_models_run_and_after_the_new_ones(beside: tuple[Path, Any, dict, Path]) -> None:
+    _, _, r, _ = beside
+    b = r["bench"]
+    assert b["before"]["model"] == "qwen3.5-397b" and [x["model"] for x in b["after"]] == ["qwen3.5-122b"]
+    assert b["compared"] is not None and b["note"] is None
+
+
+def test_beside_the_consoles_own_stop_and_start_are_never_written_as_outside(
+        beside: tuple[Path, Any, dict, Path]) -> None:
+    _, state, r, _ = beside
+    assert not any(s.observed for s in state.swap.steps.values())
+    assert all("outside the console" not in s["detail"] for s in r["steps"])
+    steps = {s["key"]: s for s in r["steps"]}
+    assert steps["stop_old"]["state"] == steps["start_new"]["state"] == "skipped"
 
 
 async def test_in_place_reply_failed_leaves_the_old_weights_serving(tmp_path: Path) -> None:
@@ -104,13 +213,12 @@ async def test_in_place_server_dies_offers_rollback_by_restart(tmp_path: Path) -
     assert any(c.startswith("cp -p -- ") and ".bak-" in c for c in rb.commands)
 
 
-async def test_beside_end_to_end_downtime_zero(tmp_path: Path) -> None:
-    rec, state = await run_path_demo(tmp_path / "out", "beside", speed=SPEED, work=tmp_path / "w", quiet=True)
+def test_beside_end_to_end_downtime_zero(beside: tuple[Path, Any, dict, Path]) -> None:
+    rec, state, r, _ = beside
     assert _steps(state)["beside"] == "done" and _steps(state)["switch_traffic"] == "done"
     gpu = state.data("gpu")
     assert len(gpu.gpus) == 8
     assert {g.index for g in gpu.gpus if g.processes} == {4, 5, 6, 7}  # the old server's 0-3 are released
-    r = _report(rec, tmp_path / "out", "beside")
     assert r["swap_path"] == "beside" and r["downtime_s"] == 0.0 and r["predicted_downtime_s"] == 0.0
     audit = " ".join(a["command"] for a in r["audit"])
     assert "/add_worker?url=http://127.0.0.1:" in audit and "/remove_worker?url=" in audit
