@@ -45,7 +45,8 @@ def test_the_installed_wheel_carries_the_stylesheet() -> None:
 
 
 # -- the swap package: no import cycle, no import hidden inside a function between core and swap ---
-ROOT = Path(__file__).resolve().parent.parent / "console"
+ROOT = Path(__file__).resolve().parent.parent.parent / "console"
+assert (ROOT / "core" / "state.py").is_file(), ROOT  # the tree this test reads, found (never an empty scan)
 
 
 def _imports(path: Path) -> list[tuple[str, bool]]:
