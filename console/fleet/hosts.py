@@ -123,6 +123,11 @@ class Fleet:
                 abort()
             if host.task is not None:
                 host.task.cancel()
+            # ...and every source's task cancelled now too, in the same turn: when the app's own
+            # bound cut this close short (100 hosts at load 50), no host's sources had been
+            # cancelled yet, and all 500 ran on until the loop's shutdown (issue 36).
+            for task in list(getattr(host.runner, "_tasks", ())):
+                task.cancel()
         tasks = [h.task for h in hosts if h.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=CLOSE_TIMEOUT_S)
