@@ -37,14 +37,15 @@ from console.units import DASH, duration
 STATUS_STYLE = {"ready": "bold black on green", "starting": "bold black on cyan", "degraded": "bold black on yellow",
                 "dead": "bold white on red", "unknown": "bold black on grey50"}
 QUIET_SHOWN_AFTER_S = 30.0  # a log quiet this long while serving is said in the subtitle
-QUIET_STEP_S = 10.0  # past a minute the quiet time counts in 10 s steps ("quiet 2m10s", never more than it is)
+QUIET_STEP_S = 10.0  # the quiet time counts in 10 s steps ("quiet 40s", "quiet 2m10s", never more than it is)
 
 
 def quiet_shown_s(quiet_s: float) -> float:
-    """The quiet time as the subtitle says it: seconds under a minute, then in 10 s steps (rounded
-    down): a quiet host's log pane was repainted every second for a label no one reads by the
-    second (issue 23: the screen's one remaining 1 Hz repaint on a quiet host)."""
-    return quiet_s if quiet_s < 60 else quiet_s // QUIET_STEP_S * QUIET_STEP_S
+    """The quiet time as the subtitle says it: in 10 s steps (rounded down: never more than it is)
+    from the moment it is said: a quiet host's log pane was repainted every second for a label no
+    one reads by the second (issue 23 past a minute; issue 36 from 30 to 60 s, where it was 19 of a
+    quiet host's 34 refreshes in 30 s)."""
+    return quiet_s // QUIET_STEP_S * QUIET_STEP_S
 SHORT = {"launch": "launch", "weights loading": "weights…", "weights loaded": "weights", "mamba cache": "mamba",
          "kv cache": "kv", "cuda graphs": "graphs…", "cuda graphs done": "graphs", "capacity": "pools",
          "http up": "http", "ready": "ready"}
@@ -331,7 +332,7 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
             quiet = self._quiet_s or 0.0
             if quiet <= QUIET_SHOWN_AFTER_S:
                 dues.append(limit_due_s(s.last_line_at_s, QUIET_SHOWN_AFTER_S))
-            elif quiet < 60 - 1 or quiet >= 3600:
+            elif quiet >= 3600:
                 dues.append(label_due_s(s.last_line_at_s, now))
             else:  # the next 10 s step
                 dues.append(s.last_line_at_s + (quiet // QUIET_STEP_S + 1) * QUIET_STEP_S)

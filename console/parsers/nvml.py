@@ -36,6 +36,38 @@ def parse_sampler_line(line: str) -> dict[str, Any]:
     return record
 
 
+def _index(item: Any) -> int | None:
+    if isinstance(item, dict) and isinstance(item.get("index"), int) and not isinstance(item["index"], bool):
+        return int(item["index"])
+    return None
+
+
+def merge_sample(last: dict[int, dict[str, Any]], record: dict[str, Any]) -> dict[str, Any]:
+    """The whole sample again from the sampler's line of what changed (`nvml_sampler.Delta`):
+    `last` holds each GPU as last known and is updated. A line without "delta" is whole; a GPU
+    item with "delta" holds only its changed fields (one never seen before is taken as it is:
+    its missing fields read unknown). Items that are not GPU records pass through, for
+    `gpus_from_sample` to report."""
+    items = record.get("gpus")
+    if not isinstance(items, list):
+        return record
+    if not record.get("delta"):
+        last.clear()
+    strays: list[Any] = []
+    for item in items:
+        index = _index(item)
+        if index is None:
+            strays.append(item)
+            continue
+        if item.get("delta") and index in last:
+            merged = {**last[index], **item}
+            del merged["delta"]
+            last[index] = merged
+        else:
+            last[index] = {k: v for k, v in item.items() if k != "delta"}
+    return {**record, "gpus": [last[i] for i in sorted(last)] + strays}
+
+
 def gpus_from_sample(record: dict[str, Any]) -> tuple[tuple[GpuDevice, ...], tuple[str, ...]]:
     gpus: list[GpuDevice] = []
     problems: list[str] = []

@@ -30,7 +30,7 @@ from console.parsers.nvidia_smi import (
     query_apps_command,
     query_gpu_command,
 )
-from console.parsers.nvml import gpus_from_sample, parse_sampler_line
+from console.parsers.nvml import gpus_from_sample, merge_sample, parse_sampler_line
 from console.sanitize import clean_line
 from console.sources.base import describe_error
 from console.transport.base import LineStream, Transport, quote
@@ -214,9 +214,10 @@ class GpuSource:
             raise PathUnavailable(f"pynvml is not importable: {exc}") from None
         except Exception as exc:  # noqa: BLE001 - NVMLError_* when there is no driver
             raise PathUnavailable(f"NVML did not start: {exc}") from None
+        sampler = nvml_sampler.Sampler(pynvml, handles)
         while True:
             started = time.perf_counter()
-            record = await asyncio.to_thread(nvml_sampler.sample, pynvml, handles)
+            record = await asyncio.to_thread(sampler.sample)
             self.sample_cost_us.append((time.perf_counter() - started) * 1e6)
             gpus, problems = gpus_from_sample(record)
             yield self._status("nvml", gpus, problems, driver)
@@ -226,6 +227,7 @@ class GpuSource:
         script = f"exec python3 -u -c {quote(SAMPLER_SOURCE)} {self.interval_s:g}"
         stream = await self.transport.stream(script)
         driver: str | None = None
+        known: dict[int, dict[str, Any]] = {}  # each GPU as last sent (the sampler sends changes)
         try:
             async for raw in _lines(stream, self._stall_s):
                 try:
@@ -239,7 +241,7 @@ class GpuSource:
                     continue
                 if isinstance(record.get("cost_us"), (int, float)):
                     self.sample_cost_us.append(float(record["cost_us"]))
-                gpus, problems = gpus_from_sample(record)
+                gpus, problems = gpus_from_sample(merge_sample(known, record))
                 yield self._status("nvml", gpus, problems, driver)
             if driver is None:
                 reason = stream.stderr_tail.splitlines()[-1:] or [f"exit {stream.exit_status}"]

@@ -341,6 +341,10 @@ class SshTransport:
         except TransportError as exc:
             self._set_state("failed", str(exc))
             raise
+        if self._closing:  # closed while the handshake was in flight: no connection left behind
+            conn.close()
+            self._set_state("failed", "closed while connecting")
+            raise ConnectError(f"{self.label}: closed while connecting")
         self._attach(conn)
         self._supervisor = asyncio.ensure_future(self._supervise())
 
@@ -507,6 +511,16 @@ class SshTransport:
                 raise CommandError(f"port forward to {remote_port} failed: {exc}") from None
             self._forwards[remote_port] = listener
         return f"http://127.0.0.1:{listener.get_port()}"
+
+    def abort(self) -> None:
+        """Drop the connection now, without waiting (a fleet quitting closes every host at once):
+        the host's commands end with their channels (each shell's watchdog sees its stdin close),
+        every read in flight ends, and nothing reconnects. `close()` still tidies up after it."""
+        self._closing = True
+        if self._conn is not None:
+            self._conn.close()  # sends the disconnect and closes the socket; returns at once
+        if self._supervisor:
+            self._supervisor.cancel()
 
     async def close(self) -> None:
         self._closing = True

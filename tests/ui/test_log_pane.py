@@ -79,8 +79,8 @@ def test_the_subtitle_puts_state_first() -> None:
     label = format_subtitle("journal: sglang-qwen35-397b.service", following=False, new_lines=12,
                             filter_text="Decode", quiet_s=None, wrap=True)
     assert label.startswith("following: off, 12 new lines") and label.index("filter") < label.index("journal")
-    assert format_subtitle("journal: x", following=True, new_lines=0, filter_text="", quiet_s=45, wrap=False) \
-        == "quiet 45s · journal: x"
+    assert format_subtitle("journal: x", following=True, new_lines=0, filter_text="", quiet_s=47, wrap=False) \
+        == "quiet 40s · journal: x"
 
 
 def test_wrap_keeps_every_character() -> None:
