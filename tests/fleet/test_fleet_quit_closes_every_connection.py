@@ -10,7 +10,7 @@ from dataclasses import replace
 from console.fleet.hosts import Fleet
 from console.hostsim.multihost import MultiHostServer
 from console.transport.ssh import SshOptions, SshTransport
-from tests.conftest import wait_for
+from tests.kit.hosts import wait_for
 
 
 def _nothing_left(server: MultiHostServer) -> bool:
