@@ -105,9 +105,15 @@ def fetch_expected(repo_id: str, revision: str = "main", *, max_age_s: float = 6
 
         # HF_ENDPOINT is read at call time (huggingface_hub reads it at import), so a mirror set
         # in the profile's environment, or a test's loopback Hub, is honoured.
-        api = HfApi(endpoint=access.endpoint or os.environ.get("HF_ENDPOINT") or None)
+        endpoint = access.endpoint or os.environ.get("HF_ENDPOINT") or None
+        # Never a token over plain http to another host, nor to an address a profile may not name
+        # ($HF_ENDPOINT is not checked by the config): issue 34, item 7.
+        from console.config import endpoint_problem
+
+        send_token = access.send_token and (endpoint is None or endpoint_problem(endpoint) is None)
+        api = HfApi(endpoint=endpoint)
         info = api.model_info(repo_id, revision=revision, files_metadata=True, timeout=timeout_s,
-                              token=None if access.send_token else False)
+                              token=None if send_token else False)
     except (RepositoryNotFoundError, GatedRepoError, RevisionNotFoundError) as exc:
         raise HubError(f"{repo_id}: {type(exc).__name__.replace('Error', '')}: "
                        f"{str(exc).splitlines()[0][:160]}") from None

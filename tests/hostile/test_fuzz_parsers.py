@@ -347,3 +347,26 @@ def test_word_splitting_and_flag_lookup_are_linear() -> None:
     assert _fast(side_from_text, "x", "x" * 1_000_000).command is None
     side = _fast(side_from_text, "x", "python -m sglang.launch_server --model-path /m " + "--tp 2 " * 5000)
     assert (side.command.value("--model-path"), side.command.value("--tp-size")) == ("/m", "2")
+
+
+_HOSTILE_BITS = ["\u202e", "\u2066", "\x1b]52;c;eA==\x07", "\x1b[31m", "\x9b", "\x00", "²", "\n200", "\n", "{", "}",
+                 '"message": "', "\\u202e", "\\u001b"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.one_of(st.sampled_from(_HOSTILE_BITS), st.text(max_size=10)), max_size=14))
+def test_a_fast_path_reply_parses_to_a_code_and_clean_text(parts: list[str]) -> None:
+    """Property (issue 34): any curl answer splits into an int code or None, and every string the
+    fast paths show or record from it (the one-line detail, each string of the JSON) holds no
+    control character, escape sequence or bidi override."""
+    from console.analysis.host_replies import clean_reply, reply_json, split_reply
+    from console.sanitize import clean_json, has_control
+
+    text = "".join(parts)
+    code, body = split_reply(text)
+    assert code is None or (isinstance(code, int) and 0 <= code <= 999)
+    shown = clean_reply(body, 200)
+    assert not has_control(shown) and len(shown) <= 200
+    reply = reply_json(body)
+    assert isinstance(reply, dict)
+    assert not has_control(json.dumps(reply, ensure_ascii=False)) and clean_json(reply) == reply
