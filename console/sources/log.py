@@ -139,7 +139,8 @@ class LogFollower:
         if self._transition is not None:  # systemd's own line about the unit: a fact, not a log line
             t = self._transition
             return LogEvent("unit", clean_line(text), severity="error" if t.failing else "info",
-                            fields={"transition": t, "kind": f"unit {t.kind}"})
+                            fields={"kind": f"unit {t.kind}", "transition": t.kind, "unit": t.unit, "code": t.code,
+                                    "status": t.status, "result": t.result, "restart_counter": t.restart_counter})
         event = parse_line(text)
         if self._docker_ts is not None and event.ts is None:
             # Docker's time, as SGLang writes its own: "2026-11-28 07:41:13"
