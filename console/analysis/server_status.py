@@ -53,10 +53,13 @@ class ServerStatus:
     queue_reqs: float | None = None
     port: int | None = None  # where it was asked (the host's loopback port)
     moved_from_port: int | None = None  # issue 24: the beside path moved the traffic here from this port
+    # Why the unit is failing in systemd's words ("activating (auto-restart), restart 3"), else None
+    # (console/parsers/systemd.py: unit_is_failing).
+    unit_failing: str | None = None
 
 
 def combine(unit: str | None, unit_state: str | None, main_pid: int | None, log: LogSummary | None,
-            http: HttpFacts, now_s: float) -> ServerStatus:
+            http: HttpFacts, now_s: float, *, unit_failing: str | None = None) -> ServerStatus:
     phase = log.phase if log else None
     fatal = None
     if log is not None and log.errors:
@@ -86,8 +89,10 @@ def combine(unit: str | None, unit_state: str | None, main_pid: int | None, log:
 
     def status(s: str, reason: str) -> ServerStatus:
         return ServerStatus(s, reason, unit, unit_state, main_pid, phase, http, gen, accept or None, running,
-                            queue_reqs=queue)
+                            queue_reqs=queue, unit_failing=unit_failing)
 
+    if unit_failing and not http.server_info:  # crash-looping: dead now, whatever systemd does next
+        return status("dead", f"unit {unit_failing}" + (f": {fatal.message[:120]}" if fatal else ""))
     if unit_state in ("failed", "inactive", "deactivating") and not http.server_info:
         why = f"unit {unit_state}"
         if fatal:

@@ -13,7 +13,15 @@ compares it with real output recorded in tests/data/journalctl_real.json):
   is ISO 8601 with the local offset;
 * an unknown cursor of the right shape seeks to its time (`t=`), as sd_journal_seek_cursor does,
   instead of replaying everything; a malformed one fails ("Failed to seek to cursor");
-* nothing to show, without `-f` or `-q`: `-- No entries --` on stdout, with `-u` too.
+* nothing to show, without `-f` or `-q`: `-- No entries --` on stdout, with `-u` too, in the text
+  modes only (never with `-o json`: tests/data/real/journal_no_entries.json);
+* without `--all`, `-o json` prints `"MESSAGE":null` for a message over 4,096 bytes
+  (tests/data/real/journal_long_line.json);
+* `--cursor=C` starts at C (inclusive); `--after-cursor=C` seeks to C and steps twice, as
+  journalctl 252 does: when C's entry was vacuumed it skips the first entry that survived
+  (tests/data/real/journal_vacuumed_cursor.json);
+* PID 1's own lines about a unit (Started, Stopped, "Main process exited, …") carry
+  `_SYSTEMD_UNIT=init.scope` and `UNIT=` the unit, and `-u UNIT` shows them.
 """
 
 from __future__ import annotations
@@ -81,7 +89,10 @@ def _printable(message: str) -> bool:
     return not any((ord(c) < 32 and c not in "\t\n") or 0x7F <= ord(c) <= 0x9F for c in message)
 
 
-def _format(e: dict, output: str, fields: list[str] | None, boot: _Boot) -> str:
+DATA_THRESHOLD = 4096  # journalctl's JSON_THRESHOLD: longer fields are null without --all
+
+
+def _format(e: dict, output: str, fields: list[str] | None, boot: _Boot, show_all: bool = False) -> str:
     realtime_us = int(e["__REALTIME_TIMESTAMP"])
     message = e.get("MESSAGE", "")
     if output == "json":
@@ -90,6 +101,10 @@ def _format(e: dict, output: str, fields: list[str] | None, boot: _Boot) -> str:
         keep = {k: v for k, v in e.items() if not k.startswith("__") and (not fields or k in fields)}
         if "MESSAGE" in keep and isinstance(message, str) and not _printable(message):
             keep["MESSAGE"] = list(message.encode("utf-8", "surrogateescape"))
+        if not show_all:
+            for k, v in keep.items():
+                if isinstance(v, str) and len(v.encode("utf-8", "surrogateescape")) > DATA_THRESHOLD:
+                    keep[k] = None
         return json.dumps({**always, **keep}, separators=(",", ":"), ensure_ascii=False)
     if output == "cat":
         return message
@@ -106,6 +121,7 @@ def main(args: list[str]) -> int:
     root = Path(os.environ["GPUSIM_ROOT"])
     units: list[str] = []
     follow, lines, output, after, fields, quiet = False, None, "short", None, None, False
+    show_all, inclusive = False, False
     i = 0
     while i < len(args):
         a = args[i]
@@ -129,6 +145,13 @@ def main(args: list[str]) -> int:
             i += 1
         elif a.startswith("--output="):
             output = a.split("=", 1)[1]
+        elif a in ("-a", "--all"):
+            show_all = True
+        elif a.startswith("--cursor="):
+            after, inclusive = a.split("=", 1)[1], True
+        elif a == "--cursor":
+            after, inclusive = nxt, True
+            i += 1
         elif a.startswith("--after-cursor="):
             after = a.split("=", 1)[1]
         elif a == "--after-cursor":
@@ -143,23 +166,25 @@ def main(args: list[str]) -> int:
     seen: set[str] = {cursor for _, cursor, _ in entries}
     if after is not None:
         cut = next((k for k, (rt, c, _) in enumerate(entries) if after in (c, boot.cursor(c, rt))), None)
-        if cut is not None:
-            entries = entries[cut + 1:]
-        else:
+        if cut is None:
             m = REAL_CURSOR.match(after)
             if m is None:
                 print("Failed to seek to cursor: Invalid argument", file=sys.stderr)
                 return 1
             since_us = int(m.group(5), 16)  # an entry gone (rotated, vacuumed): seek to its time
-            entries = [x for x in entries if x[0] > since_us]
+            cut = next((k for k, x in enumerate(entries) if x[0] > since_us), len(entries))
+        # sd_journal_next_skip(1 + after_cursor): the sought entry itself, then one more for
+        # --after-cursor, whether or not the sought entry is still there.
+        entries = entries[cut + (0 if inclusive else 1):]
     elif lines is not None:
         entries = entries[-lines:] if lines else []
     elif follow:
         entries = entries[-10:]
     out = sys.stdout
     for _, _cursor, e in entries:
-        out.write(_format(e, output, fields, boot) + "\n")
-    if not entries and not follow and not quiet:
+        out.write(_format(e, output, fields, boot, show_all) + "\n")
+    if not entries and not follow and not quiet and output not in ("json", "json-pretty", "json-sse", "json-seq",
+                                                                    "export"):
         out.write("-- No entries --\n")
     out.flush()
     while follow:
@@ -167,7 +192,7 @@ def main(args: list[str]) -> int:
         fresh = [x for x in _entries(root, units) if x[1] not in seen]
         for _, cursor, e in fresh:
             seen.add(cursor)
-            out.write(_format(e, output, fields, boot) + "\n")
+            out.write(_format(e, output, fields, boot, show_all) + "\n")
         if fresh:
             out.flush()
     return 0

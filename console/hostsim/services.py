@@ -80,6 +80,7 @@ class UnitRunner:
         # (console/hostsim/drive.py), not from a fixed timeline.
         self.driven = False
         self._readers: list[asyncio.Future[None]] = []
+        self._described: dict[str, str] = {}  # "NAME - Description", as PID 1's lines name a unit
 
     async def _start(self, name: str) -> None:
         text = self.sim.path(f"{UNITS_DIR}/{name}").read_text()
@@ -107,6 +108,8 @@ class UnitRunner:
             raise
         self.procs[name] = proc
         self.sim.unit_pids.add(proc.pid)
+        self._described[name] = f"{name} - {unit.description}" if unit.description else name
+        Journal(self.sim).append(name, 1, f"Started {self._described[name]}.", pid1=True)
         self.since[name] = time.time()
         self._readers.append(asyncio.ensure_future(self._journal(name, proc)))
 
@@ -121,7 +124,13 @@ class UnitRunner:
             journal.append(name, proc.pid, line.rstrip(b"\n").decode("utf-8", "replace"))
         code = await proc.wait()
         if code not in (0, -15, 143) and self.procs.get(name) is proc:
-            journal.append(name, proc.pid, f"{name}: Main process exited, code=exited, status={code}/FAILURE")
+            # systemd 252's words (tests/data/real/journal_pid1_lines.json)
+            status = f"{-code}/{signal.Signals(-code).name.removeprefix('SIG')}" if code < 0 else \
+                f"{code}/FAILURE" if code == 1 else f"{code}/n/a"
+            journal.append(name, 1, f"{name}: Main process exited, code={'killed' if code < 0 else 'exited'}, "
+                           f"status={status}", pid1=True)
+            journal.append(name, 1, f"{name}: Failed with result '{'signal' if code < 0 else 'exit-code'}'.",
+                           pid1=True)
             self.failed[name] = time.time()
             self.failed_at_t[name] = self.sim.elapsed_s()
             self.procs.pop(name, None)
@@ -130,6 +139,7 @@ class UnitRunner:
         proc = self.procs.pop(name, None)
         self.since[name] = time.time()
         if proc is not None and proc.returncode is None:
+            Journal(self.sim).append(name, 1, f"Stopping {self._described.get(name, name)}...", pid1=True)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
             try:
@@ -141,6 +151,8 @@ class UnitRunner:
                     os.killpg(proc.pid, signal.SIGKILL)
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(proc.wait(), 5)
+            Journal(self.sim).append(name, 1, f"{name}: Deactivated successfully.", pid1=True)
+            Journal(self.sim).append(name, 1, f"Stopped {self._described.get(name, name)}.", pid1=True)
 
     def state(self) -> dict[str, dict[str, object]]:
         out: dict[str, dict[str, object]] = {}
@@ -210,11 +222,16 @@ class Journal:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.hostname = sim.identity.hostname
 
-    def append(self, unit: str, pid: int, message: str) -> None:
+    def append(self, unit: str, pid: int, message: str, *, pid1: bool = False) -> None:
+        """An entry of the unit's journal; `pid1`: one of systemd's own lines about the unit
+        (`_SYSTEMD_UNIT=init.scope`, `UNIT=` the unit, as journald records them)."""
         path = self.dir / f"{unit}.jsonl"
         now_us = int(time.time() * 1e6)
         entry = {"__CURSOR": f"s=gpusim;u={unit};t={now_us};p={path.stat().st_size if path.exists() else 0}",
-                 "__REALTIME_TIMESTAMP": str(now_us), "_SYSTEMD_UNIT": unit, "_PID": str(pid),
-                 "_HOSTNAME": self.hostname, "SYSLOG_IDENTIFIER": "python", "MESSAGE": message}
+                 "__REALTIME_TIMESTAMP": str(now_us), "_SYSTEMD_UNIT": "init.scope" if pid1 else unit,
+                 "_PID": "1" if pid1 else str(pid), "_HOSTNAME": self.hostname,
+                 "SYSLOG_IDENTIFIER": "systemd" if pid1 else "python", "MESSAGE": message}
+        if pid1:
+            entry["UNIT"] = unit
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(entry) + "\n")

@@ -105,6 +105,10 @@ def _unit_file(name: str) -> Path:
     return _root() / "etc" / "systemd" / "system" / name
 
 
+SHOW_ORDER = ("MainPID", "Result", "NRestarts", "ExecMainStartTimestamp", "ExecMainCode", "ExecMainStatus",
+              "Id", "LoadState", "ActiveState", "SubState", "FragmentPath")
+
+
 def _systemctl(args: list[str]) -> int:
     """The subset of systemctl the console uses, answering like systemd 252."""
     if "--version" in args:
@@ -146,12 +150,13 @@ def _systemctl(args: list[str]) -> int:
                 print(f"No files found for {n}.", file=sys.stderr)
                 status = 1
                 continue
-            print(f"# {f}")
-            print(f.read_text())
+            # Each file verbatim, one blank line between two (tests/data/real/systemd_systemctl.json).
+            text = f.read_text()
+            sys.stdout.write(f"# {f}\n{text}" + ("" if text.endswith("\n") else "\n"))
             dropins = f.with_name(n + ".d")
             for d in sorted(dropins.glob("*.conf")) if dropins.is_dir() else []:
-                print(f"\n# {d}")
-                print(d.read_text())
+                text = d.read_text()
+                sys.stdout.write(f"\n# {d}\n{text}" + ("" if text.endswith("\n") else "\n"))
         return status
     if cmd == "show":
         for i, n in enumerate(names):
@@ -169,13 +174,26 @@ def _systemctl(args: list[str]) -> int:
                 "ActiveState": u.get("active", "inactive"), "SubState": u.get("sub", "dead"),
                 "MainPID": u.get("pid", 0), "ExecMainStartTimestamp": since if u.get("pid") else "",
                 "FragmentPath": str(_unit_file(n)) if exists else "",
+                # Always valued on systemd 252 (research/real_daemons.md)
+                "Result": "exit-code" if u.get("active") == "failed" else "success",
+                "NRestarts": u.get("restarts", 0),
+                "ExecMainStatus": 1 if u.get("active") == "failed" else 0,
             }
-            for key in props or list(values):
+            # systemd answers in its own order (the Service interface's, then the Unit's), not the
+            # asked one (tests/data/real/systemd_systemctl.json); properties it does not know last.
+            asked = props or list(values)
+            asked = sorted(asked, key=lambda k: SHOW_ORDER.index(k) if k in SHOW_ORDER else len(SHOW_ORDER))
+            for key in asked:
                 # A property asked for by name is printed even when empty (`Prop=`), as systemctl does;
                 # one this simulation does not model is such an empty one.
                 value = values.get(key, "")
                 print(value if "--value" in args else f"{key}={value}")
         return 0
+    if cmd in ("start", "stop", "restart") and any(not _unit_file(n).exists() and n not in units for n in names):
+        n = next(n for n in names if not _unit_file(n).exists() and n not in units)
+        why = "not loaded" if cmd == "stop" else "not found"  # systemd 252's words (rc 5)
+        print(f"Failed to {cmd} {n}: Unit {n} {why}.", file=sys.stderr)
+        return 5
     if cmd == "is-active":
         # One line per unit (none with -q/--quiet); 0 when at least one is active, else 3 (systemctl.c).
         quiet = "-q" in args or "--quiet" in args

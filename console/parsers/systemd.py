@@ -14,6 +14,8 @@ others keep the last value.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from console.parsers import ParseError
@@ -243,3 +245,99 @@ def parse_env_file(text: str) -> dict[str, str]:
             v = v[1:-1]
         out[k.strip().removeprefix("export ").strip()] = v
     return out
+
+
+# -- the unit's state, as `systemctl show` says it ---------------------------------------------
+
+def parse_show(text: str) -> dict[str, str]:
+    """`systemctl show -p A,B` output (KEY=value lines, in systemd's order, not the asked one)."""
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def unit_is_failing(show: Mapping[str, str], before: Mapping[str, str] | None = None) -> str | None:
+    """Why the unit is failing, in systemd's words, or None. One rule for every step a unit's state
+    decides (measured on systemd 252, tests/data/real/systemd_states.json):
+
+    - `failed`: final (`failed (Result=exit-code)`);
+    - `activating` / `auto-restart`: its process died and `Restart=` will start it again after
+      `RestartSec` — it is never `failed`, `is-active` says `activating` (rc 3), and each restart
+      takes the GPUs back: `activating (auto-restart), restart 3`;
+    - a growing `NRestarts` against `before` (a reading of the same unit earlier): it died and was
+      restarted between the two readings, even if it is starting again now;
+    - `ExecMainStatus=203` is systemd's EXEC failure: the ExecStart binary is missing or not
+      executable (a `Type=simple` start still returned 0).
+    """
+    active, sub = show.get("ActiveState", ""), show.get("SubState", "")
+    restarts = show.get("NRestarts", "")
+    exec_203 = show.get("ExecMainStatus") == "203"
+    cause = " — the ExecStart binary is missing or not executable (203/EXEC)" if exec_203 else ""
+    if active == "failed":
+        result = show.get("Result")
+        return f"failed (Result={result})" + cause if result and result != "success" else "failed" + cause
+    if sub == "auto-restart":
+        counted = f", restart {restarts}" if restarts.isdigit() and int(restarts) > 0 else ""
+        return f"{active or 'activating'} (auto-restart){counted}" + cause
+    if before is not None:
+        was = before.get("NRestarts", "")
+        if restarts.isdigit() and was.isdigit() and int(restarts) > int(was):
+            return f"{active} ({sub}), restart {restarts}: it died and systemd restarted it" + cause
+    return None
+
+
+# -- PID 1's own lines about a unit (`journalctl -u UNIT` includes them) ----------------------
+
+@dataclass(frozen=True, slots=True)
+class UnitTransition:
+    """A line systemd (PID 1, `_SYSTEMD_UNIT=init.scope`) logged about a unit: a fact of its life,
+    not a line of the server's log. `kind`: starting, started, stopping, stopped, deactivated,
+    exited (the main process ended: `code`, `status`), failed (`result`), restart-scheduled
+    (`restart_counter`), exec-failed (the ExecStart binary could not be run), consumed,
+    start-limit (restarted too often: systemd gave up), failed-to-start."""
+
+    kind: str
+    unit: str | None
+    message: str
+    code: str | None = None  # "exited", "killed", "dumped"
+    status: str | None = None  # "1/FAILURE", "203/EXEC", "9/KILL"
+    result: str | None = None  # "exit-code", "signal", "oom-kill", "timeout"
+    restart_counter: int | None = None
+
+    @property
+    def failing(self) -> bool:
+        """The unit's process ended badly (or could not start): an operator's error line."""
+        if self.kind in ("failed", "exec-failed", "restart-scheduled", "start-limit", "failed-to-start"):
+            return True
+        return self.kind == "exited" and self.status is not None and not self.status.startswith("0/")
+
+
+_PID1 = (
+    ("exited", re.compile(r"^(?P<unit>[^\s:]+): Main process exited, code=(?P<code>\w+), status=(?P<status>\S+)$")),
+    ("failed", re.compile(r"^(?P<unit>[^\s:]+): Failed with result '(?P<result>[^']+)'\.$")),
+    ("restart-scheduled", re.compile(r"^(?P<unit>[^\s:]+): Scheduled restart job, restart counter is at "
+                                     r"(?P<counter>\d+)\.$")),
+    ("deactivated", re.compile(r"^(?P<unit>[^\s:]+): Deactivated successfully\.$")),
+    ("exec-failed", re.compile(r"^(?P<unit>[^\s:]+): (?:Failed to locate executable|Failed at step EXEC spawning"
+                               r"|Unable to locate executable) .*$")),
+    ("consumed", re.compile(r"^(?P<unit>[^\s:]+): Consumed .*$")),
+    ("start-limit", re.compile(r"^(?P<unit>[^\s:]+): Start request repeated too quickly\.$")),
+    ("failed-to-start", re.compile(r"^Failed to start (?P<unit>\S+\.service)(?: - .*|\.)?$")),
+    ("starting", re.compile(r"^Starting (?P<unit>\S+\.service)(?: - .*|\.\.\.)?$")),
+    ("started", re.compile(r"^Started (?P<unit>\S+\.service)(?: - .*|\.)?$")),
+    ("stopping", re.compile(r"^Stopping (?P<unit>\S+\.service)(?: - .*|\.\.\.)?$")),
+    ("stopped", re.compile(r"^Stopped (?P<unit>\S+\.service)(?: - .*|\.)?$")),
+)
+
+
+def parse_pid1_message(message: str) -> UnitTransition | None:
+    """One of PID 1's lines about a unit (systemd 252's wording, recorded in
+    tests/data/real/journal_pid1_lines.json), or None for any other line."""
+    text = message.strip()
+    for kind, pattern in _PID1:
+        m = pattern.match(text)
+        if m is None:
+            continue
+        g = m.groupdict()
+        counter = g.get("counter")
+        return UnitTransition(kind, g.get("unit"), text, g.get("code"), g.get("status"), g.get("result"),
+                              int(counter) if counter else None)
+    return None

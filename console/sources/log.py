@@ -15,6 +15,7 @@ from console.analysis.log_state import LogSummary, LogTracker
 from console.backoff import Backoff
 from console.parsers.sglang_log import LogEvent
 from console.parsers.sglang_log import parse_line as _parse_line
+from console.parsers.systemd import UnitTransition, parse_pid1_message
 from console.redact import redact_text
 from console.sanitize import clean_line
 from console.sources.base import describe_error
@@ -25,6 +26,10 @@ BATCH_MAX = 2000
 PARSE_SLICE = 100  # lines parsed between two turns of the event loop (~2-4 ms)
 BACKLOG_LINES = 300
 BACKLOG_BYTES = 256 << 10
+# `--all`: without it journalctl -o json prints "MESSAGE":null for a field over 4,096 bytes, and
+# SGLang's launch line (server_args=ServerArgs(...)) is ~16 KB (tests/data/real/journal_long_line.json).
+# _SYSTEMD_UNIT tells PID 1's own lines (init.scope) from the server's; UNIT names their unit.
+JOURNAL_JSON = ("-o", "json", "--all", "--output-fields=MESSAGE,_SYSTEMD_UNIT,UNIT", "--no-pager")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +74,9 @@ class LogFollower:
         self.backoff = Backoff()
         self._connected_status: str | None = None
         self._watching = False
+        self._resume_cursor: str | None = None  # the entry --cursor= starts at: seen already, skipped
+        self._vacuumed_note: str | None = None
+        self._transition: UnitTransition | None = None
 
     def _on_state(self, state: ConnectionState) -> None:
         """When the connection comes back the stream restarts now, not after a backoff grown while
@@ -96,10 +104,12 @@ class LogFollower:
             other = "exec " + join([*args, "--", self.compare_container]) + " 2>&1"
             return f'if [ "$({running} 2>/dev/null)" = true ]; then {follow}; else {other}; fi', note
         if self.log_file is None:
-            args = ["journalctl", *[f"--unit={u}" for u in self.units], "-f", "-o", "json",
-                    "--output-fields=MESSAGE,_SYSTEMD_UNIT", "--no-pager"]
+            args = ["journalctl", *[f"--unit={u}" for u in self.units], "-f", *JOURNAL_JSON]
             if self.cursor:
-                args.append(f"--after-cursor={self.cursor}")
+                # --cursor (inclusive), then the entry itself skipped: --after-cursor of an entry a
+                # vacuum removed skips the first entry that survived (systemd 252 steps twice).
+                args.append(f"--cursor={self.cursor}")
+                self._resume_cursor = self.cursor
                 note = "resumed after the journal cursor"
             else:
                 args += ["-n", str(self.backlog)]
@@ -122,9 +132,15 @@ class LogFollower:
         return f"exec tail -c +{start + 1} -F -- {path}", note
 
     def _parse(self, raw: bytes) -> LogEvent | None:
+        self._transition = None
         text = self._decode(raw)
         if text is None:
             return None
+        if self._transition is not None:  # systemd's own line about the unit: a fact, not a log line
+            t = self._transition
+            return LogEvent("unit", clean_line(text), severity="error" if t.failing else "info",
+                            fields={"kind": f"unit {t.kind}", "transition": t.kind, "unit": t.unit, "code": t.code,
+                                    "status": t.status, "result": t.result, "restart_counter": t.restart_counter})
         event = parse_line(text)
         if self._docker_ts is not None and event.ts is None:
             # Docker's time, as SGLang writes its own: "2026-11-28 07:41:13"
@@ -158,9 +174,17 @@ class LogFollower:
         if not isinstance(entry, dict):
             return None
         cursor = entry.get("__CURSOR")
+        if self._resume_cursor is not None:
+            resumed, self._resume_cursor = self._resume_cursor, None
+            if cursor == resumed:
+                return None  # the last entry read before the reconnect
+            self._vacuumed_note = ("the journal no longer holds the last entry read (rotated and vacuumed): "
+                                   "resumed at the oldest entry it kept")
         if isinstance(cursor, str):
             self.cursor = cursor
         message = entry.get("MESSAGE")
+        if entry.get("_SYSTEMD_UNIT") == "init.scope" and isinstance(message, str):
+            self._transition = parse_pid1_message(message)
         if isinstance(message, list):  # journald sends non-UTF-8 messages as a byte array
             return bytes(b for b in message if isinstance(b, int) and 0 <= b < 256).decode("utf-8", "replace")
         return message if isinstance(message, str) else None
@@ -178,8 +202,7 @@ class LogFollower:
                         f"else {join([*args, self.compare_container])} 2>&1; fi")
             result = await self.transport.run(read, timeout=30)
         elif self.log_file is None:
-            args = ["journalctl", *[f"--unit={u}" for u in self.units], "-o", "json",
-                    "--output-fields=MESSAGE,_SYSTEMD_UNIT", "--no-pager", "-n", "5000"]
+            args = ["journalctl", *[f"--unit={u}" for u in self.units], *JOURNAL_JSON, "-n", "5000"]
             result = await self.transport.run(join(args), timeout=30)
         else:
             result = await self.transport.run(f"tail -c {8 << 20} -- {operand(self.log_file)}", timeout=30)
@@ -256,6 +279,9 @@ class LogFollower:
                         if event is not None:
                             events.append(event)
                     got += len(events)
+                    if self._vacuumed_note is not None:
+                        vacuumed, self._vacuumed_note = self._vacuumed_note, None
+                        yield LogBatch((), self.tracker.summary(), note=vacuumed)
                     self.tracker.feed(events)
                     if queue.empty():
                         self.tracker.flush()

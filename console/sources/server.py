@@ -18,6 +18,7 @@ import httpx
 
 from console.analysis.log_state import LogTracker
 from console.analysis.server_status import HttpFacts, ServerStatus, combine, parse_prometheus
+from console.parsers.systemd import unit_is_failing
 from console.redact import redact_json
 from console.sanitize import clean_json
 from console.sources.base import PolledSource, describe_error
@@ -57,9 +58,13 @@ class ServerWatcher:
     async def _unit_state(self) -> tuple[str | None, int | None]:
         if not self.unit:
             return None, None
-        r = await self.transport.run(f"systemctl show --no-pager -p ActiveState,MainPID -- {quote(self.unit)}",
-                                     timeout=10)
+        r = await self.transport.run("systemctl show --no-pager -p ActiveState,SubState,MainPID,NRestarts,Result,"
+                                     f"ExecMainStatus -- {quote(self.unit)}", timeout=10)
         props = dict(line.split("=", 1) for line in r.text.splitlines() if "=" in line)
+        # A crash-looping unit is never `failed` (activating / auto-restart, NRestarts growing):
+        # console/parsers/systemd.py's one rule names it.
+        self.unit_failing = unit_is_failing(props, getattr(self, "_last_show", None))
+        self._last_show = props
         pid = props.get("MainPID", "0")
         return props.get("ActiveState"), (int(pid) if pid.isdigit() and int(pid) > 0 else None)
 
@@ -137,7 +142,8 @@ class ServerWatcher:
         if ok and cheap_ok and at is not None and time.time() - at > HEALTH_EVERY_S:
             via, at = "/health and the log agree", time.time()  # no generation asked: the cheap signals stood in
         facts = HttpFacts(info, info_error, metrics, ok, at, err, self._ever_ok, self._failing_since, via)
-        status = combine(self.unit, unit_state, pid, self.log.summary() if self.log else None, facts, time.time())
+        status = combine(self.unit, unit_state, pid, self.log.summary() if self.log else None, facts, time.time(),
+                         unit_failing=getattr(self, "unit_failing", None))
         return replace(status, port=self.port, moved_from_port=self.moved_from_port)
 
     def move_to(self, port: int) -> None:

@@ -834,7 +834,7 @@ class SwapController:
                     # A failed unit is final; otherwise dead twice in a row (a poll in flight while the
                     # unit started may still say inactive).
                     dead_seen.add(reading.ok_at_s or 0)  # type: ignore[union-attr]
-                    if s.unit_state == "failed" or len(dead_seen) >= 2:
+                    if s.unit_state == "failed" or s.unit_failing or len(dead_seen) >= 2:
                         raise StepFailed(f"the new server died while booting: {await self._death_cause(s.reason)}")
                 else:
                     dead_seen.clear()
@@ -946,8 +946,10 @@ class SwapController:
             if s is not None:
                 if s.status == "ready" and s.unit_state == "active":
                     return f"{unit} ready again after {self._clock() - issued:.0f}s"
-                if s.unit_state == "failed":
-                    raise StepFailed(f"{unit} failed to start again: {s.reason}")
+                if s.unit_state == "failed" or s.unit_failing:  # a crash loop is never `failed`
+                    raise StepFailed(f"{unit} failed to start again: {s.unit_failing or s.reason}"
+                                     + (" — it will take the GPUs back" if "restart" in (s.unit_failing or "")
+                                        else ""))
                 self._set("rollback", detail=f"{unit}: {s.status}: {s.reason}")
             if time.monotonic() > deadline:
                 raise StepFailed(f"{unit} not ready within {timeout:.0f}s")

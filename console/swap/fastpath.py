@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from console.analysis import host_replies
 from console.core.recording import default_dir
+from console.parsers.systemd import unit_is_failing
 from console.swap import actions as act
 from console.swap import container_fastpath as cfp
 from console.swap import paths as P
@@ -567,7 +568,7 @@ class FastPaths:
                 now = await self.ctl._unit_state(unit)
             except Exception:  # noqa: BLE001 - cannot read: not proof of death
                 return False
-            if now.get("ActiveState") in ("failed", "inactive"):
+            if now.get("ActiveState") in ("failed", "inactive") or unit_is_failing(now):
                 return True
             await asyncio.sleep(self.ctl.poll_s)
         return False
@@ -592,8 +593,8 @@ class FastPaths:
         await ctl._start_unit("beside", who, unit, start)
 
         async def died() -> str | None:
-            failed = (await ctl._unit_state(unit)).get("ActiveState") == "failed"
-            return f"{unit} failed while booting beside the old server" if failed else None
+            failing = unit_is_failing(await ctl._unit_state(unit))  # a crash loop is never `failed`
+            return f"{unit} failed while booting beside the old server: {failing}" if failing else None
 
         def booting() -> None:
             log = ctl.state.data("log")

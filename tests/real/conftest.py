@@ -31,3 +31,7 @@ def dockerd() -> Iterator[Dockerd]:
             yield daemon
         finally:
             daemon.stop(keep_data=True)
+
+
+# The real systemd host, one container per test module (tests/real/systemd_host.py).
+from tests.real.systemd_host import real_host  # noqa: E402, F401

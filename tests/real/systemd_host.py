@@ -1,0 +1,256 @@
+"""A real systemd host for the tests: a container of the kit's image with systemd 252 as PID 1,
+journald, and OpenSSH's sshd on a free loopback port, reached by the console's own SSH transport.
+
+Run exactly as research/real_daemons.md found to work on this machine kind:
+`docker run -d --network host --cap-add SYS_ADMIN --cgroupns=private --tmpfs /sys/fs/cgroup
+--tmpfs /run --tmpfs /run/lock IMAGE /sbin/init` (never the machine's /sys/fs/cgroup bind-mounted;
+`--privileged` fails here). Before the first boot the container gets (docker cp):
+
+- sshd on 127.0.0.1:PORT, key auth only (a key this test run made), host keys made at boot by
+  `ssh-keygen -A` (a drop-in of ssh.service), known_hosts written for the console's transport;
+- the checkout's console/ bind-mounted read-only at /opt/gpuconsole/console: the simulated SGLang
+  (console/hostsim/fake_sglang/launch_server.py, stdlib only) runs from it;
+- the two seed units of console/hostsim/units/ with `{ROOT}` = / and the server's port a free one,
+  each with a drop-in that sets the simulated SGLang's environment (PYTHONPATH, GPUSIM_*);
+- a STAND-IN `nvidia-smi` (tests/real/standin_nvidia_smi.py; no GPUs here) whose memory follows the
+  `sglang.launch_server` processes systemd really runs in the container.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.real.daemons import IMAGE_TAG, DaemonUnavailable, Dockerd
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+UNITS = ("sglang-qwen397b.service", "sglang-qwen122b.service")  # old, new (console/hostsim/scenario.py)
+OLD_UNIT, NEW_UNIT = UNITS
+MOUNTED_CONSOLE = "/opt/gpuconsole"
+SPEED = 10.0  # the simulated SGLang's clock: a 25 s boot in 2.5 s
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def unit_text(name: str, server_port: int) -> str:
+    """The seed unit as the simulator writes it (console/hostsim/services.py), on this host's root."""
+    text = (CHECKOUT / "console/hostsim/units" / name).read_text().replace("{ROOT}", "")
+    return text.replace("--port 30000", f"--port {server_port}")
+
+
+def sim_dropin(name: str, speed: float = SPEED, **extra: str) -> str:
+    """The simulated SGLang's environment, as the simulator gives it (services.UnitRunner._start)."""
+    env = {"PYTHONPATH": f"/opt/sglang/pylib:{MOUNTED_CONSOLE}", "PYTHONUNBUFFERED": "1",
+           "PYTHONDONTWRITEBYTECODE": "1", "GPUSIM_ROOT": "/var/lib/gpusim", "GPUSIM_SPEED": f"{speed:g}",
+           "GPUSIM_UNIT": name, **extra}
+    return "[Service]\n" + "".join(f'Environment="{k}={v}"\n' for k, v in env.items())
+
+
+@dataclass
+class SystemdHost:
+    dockerd: Dockerd
+    container: str
+    ssh_port: int
+    server_port: int
+    directory: Path
+    client_key: Path
+    known_hosts: Path
+    versions: dict[str, str] = field(default_factory=dict)
+
+    # -- inside the container ---------------------------------------------------------------
+    def sh(self, script: str, *, timeout_s: float = 60, check: bool = False) -> subprocess.CompletedProcess[str]:
+        """`sh -c SCRIPT` in the container, as root (docker exec: the tests' side door, not the console's)."""
+        run = self.dockerd.docker("exec", self.container, "sh", "-c", script, check=False, timeout_s=timeout_s)
+        if check and run.returncode != 0:
+            raise AssertionError(f"{script!r} -> rc {run.returncode}: {(run.stdout + run.stderr).strip()[-800:]}")
+        return run
+
+    def put(self, path: str, text: str, mode: str = "644") -> None:
+        q = shlex.quote(path)
+        run = self.dockerd.docker("exec", "-i", self.container, "sh", "-c",
+                                  f"mkdir -p -- \"$(dirname -- {q})\" && cat > {q} && chmod {mode} -- {q}",
+                                  check=False, input=text)
+        assert run.returncode == 0, run.stderr
+
+    def show(self, unit: str, *props: str) -> dict[str, str]:
+        run = self.sh(f"systemctl show -p {','.join(props)} -- {shlex.quote(unit)}", check=True)
+        return dict(line.split("=", 1) for line in run.stdout.splitlines() if "=" in line)
+
+    def wait(self, predicate: object, timeout_s: float, what: str, interval_s: float = 0.2) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if predicate():  # type: ignore[operator]
+                return
+            time.sleep(interval_s)
+        raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+    def reset_units(self) -> None:
+        """Both seed units stopped, their failure states cleared, the seed files and drop-ins back."""
+        names = " ".join(UNITS)
+        self.sh(f"systemctl stop {names} sglang-test-*.service 2>/dev/null; "
+                f"systemctl reset-failed 2>/dev/null; rm -rf /etc/systemd/system/sglang-test-*", timeout_s=90)
+        for name in UNITS:
+            self.put(f"/etc/systemd/system/{name}", unit_text(name, self.server_port))
+            self.sh(f"rm -rf /etc/systemd/system/{name}.d")
+            self.put(f"/etc/systemd/system/{name}.d/50-gpusim.conf", sim_dropin(name))
+        self.sh("systemctl daemon-reload", check=True)
+
+    # -- the console's side -----------------------------------------------------------------
+    def ssh_options(self, **overrides: object) -> object:
+        from console.transport.ssh import SshOptions
+
+        values: dict[str, object] = dict(host="127.0.0.1", port=self.ssh_port, user="root",
+                                         identity=str(self.client_key), known_hosts=str(self.known_hosts),
+                                         ssh_config=(), connect_timeout_s=10)
+        values.update(overrides)
+        return SshOptions(**values)  # type: ignore[arg-type]
+
+    def transport(self) -> object:
+        from console.transport.ssh import SshTransport
+
+        return SshTransport(self.ssh_options())  # type: ignore[arg-type]
+
+    def drop_ssh_connections(self) -> None:
+        """Cut every SSH connection from the host's side (the per-connection sshd processes)."""
+        self.sh("for p in $(pgrep -f 'sshd: root'); do kill -9 $p; done")
+
+
+_SSHD_DROPIN = """[Service]
+ExecStartPre=
+ExecStartPre=/usr/bin/ssh-keygen -A
+ExecStartPre=/usr/sbin/sshd -t
+"""
+
+
+def _sshd_config(port: int) -> str:
+    return (f"Port {port}\nListenAddress 127.0.0.1\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+            "PermitRootLogin prohibit-password\nUsePAM no\nUseDNS no\n")
+
+
+@contextlib.contextmanager
+def systemd_host(dockerd: Dockerd, timeout_s: float = 90) -> Iterator[SystemdHost]:
+    """One booted container (about a second to `running` on a quiet machine), removed at the end."""
+    directory = Path(tempfile.mkdtemp(prefix="gcs-", dir="/tmp"))
+    key = directory / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpuconsole-real-systemd", "-f", str(key)],
+                   check=True, timeout=30)
+    ssh_port, server_port = free_port(), free_port()
+    image = dockerd.ensure_image(IMAGE_TAG)
+    run = dockerd.docker("create", "--network", "host", "--cap-add", "SYS_ADMIN", "--cgroupns=private",
+                         "--tmpfs", "/sys/fs/cgroup", "--tmpfs", "/run", "--tmpfs", "/run/lock",
+                         "-v", f"{CHECKOUT / 'console'}:{MOUNTED_CONSOLE}/console:ro",
+                         image, "/sbin/init", check=False)
+    if run.returncode != 0:
+        raise DaemonUnavailable(f"docker create failed: {run.stderr.strip()[-300:]}")
+    container = run.stdout.strip()
+    host = SystemdHost(dockerd, container, ssh_port, server_port, directory, key, directory / "known_hosts")
+    try:
+        stage = directory / "stage"
+        files = {
+            "etc/ssh/sshd_config.d/gpuconsole-test.conf": _sshd_config(ssh_port),
+            "etc/systemd/system/ssh.service.d/hostkeys.conf": _SSHD_DROPIN,
+            "root/.ssh/authorized_keys": (key.with_suffix(".pub")).read_text(),
+            "usr/local/bin/nvidia-smi": (Path(__file__).parent / "standin_nvidia_smi.py").read_text(),
+        }
+        for name in UNITS:
+            files[f"etc/systemd/system/{name}"] = unit_text(name, server_port)
+            files[f"etc/systemd/system/{name}.d/50-gpusim.conf"] = sim_dropin(name)
+        for rel, text in files.items():
+            path = stage / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        (stage / "root/.ssh").chmod(0o700)
+        (stage / "root/.ssh/authorized_keys").chmod(0o600)
+        (stage / "usr/local/bin/nvidia-smi").chmod(0o755)
+        # The simulated SGLang: `python -m sglang.launch_server` from the mounted checkout.
+        (stage / "opt/sglang/.venv/bin").mkdir(parents=True)
+        (stage / "opt/sglang/.venv/bin/python").symlink_to("/usr/bin/python3")
+        (stage / "opt/sglang/pylib").mkdir(parents=True)
+        (stage / "opt/sglang/pylib/sglang").symlink_to(f"{MOUNTED_CONSOLE}/console/hostsim/fake_sglang")
+        (stage / "var/lib/gpusim").mkdir(parents=True)
+        (stage / "etc/systemd/system/multi-user.target.wants").mkdir(parents=True)
+        (stage / "etc/systemd/system/multi-user.target.wants/ssh.service").symlink_to(
+            "/lib/systemd/system/ssh.service")
+        tar = subprocess.run(["tar", "-C", str(stage), "--owner=0", "--group=0", "-cf", "-", "."],
+                             capture_output=True, check=True, timeout=60).stdout
+        cp = subprocess.run([dockerd.clis[0], "cp", "-", f"{container}:/"], input=tar, capture_output=True,
+                            env=dockerd.env(), timeout=60, check=False)
+        if cp.returncode != 0:
+            raise DaemonUnavailable(f"docker cp failed: {cp.stderr.decode(errors='replace')[-300:]}")
+        dockerd.docker("start", container)
+        deadline = time.monotonic() + timeout_s
+        state = ""
+        while time.monotonic() < deadline:
+            state = host.sh("systemctl is-system-running 2>&1", timeout_s=20).stdout.strip()
+            if state in ("running", "degraded"):
+                break
+            time.sleep(0.2)
+        else:
+            logs = dockerd.docker("logs", "--tail", "20", container, check=False)
+            raise DaemonUnavailable(f"systemd did not reach running within {timeout_s:.0f} s ({state}): "
+                                    + (logs.stdout + logs.stderr)[-600:])
+        host.wait(lambda: host.sh("test -s /etc/ssh/ssh_host_ed25519_key.pub && "
+                                  f"ss -ltn | grep -q '127.0.0.1:{ssh_port} '").returncode == 0,
+                  30, "sshd listening")
+        pub = host.sh("cat /etc/ssh/ssh_host_ed25519_key.pub", check=True).stdout.split()
+        host.known_hosts.write_text(f"[127.0.0.1]:{ssh_port} {pub[0]} {pub[1]}\n")
+        host.versions = {
+            "systemd": host.sh("systemctl --version | head -1").stdout.strip(),
+            "journalctl": host.sh("journalctl --version | head -1").stdout.strip(),
+            "image": IMAGE_TAG,
+            "dockerd": dockerd.docker("version", "--format", "{{.Server.Version}}").stdout.strip(),
+        }
+        yield host
+    finally:
+        dockerd.docker("rm", "-f", container, check=False, timeout_s=120)
+        subprocess.run(["rm", "-rf", "--one-file-system", str(directory)], timeout=60, check=False)
+
+
+@pytest.fixture(scope="module")
+def real_host(dockerd: Dockerd) -> Iterator[SystemdHost]:
+    """One systemd container per test module (boot is about a second); the units reset per test
+    by the tests that change them (`SystemdHost.reset_units`)."""
+    try:
+        with systemd_host(dockerd) as host:
+            yield host
+    except DaemonUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+DATA = CHECKOUT / "tests" / "data" / "real"
+
+
+def record(host: SystemdHost, name: str, captures: list[dict[str, object]]) -> Path:
+    """Real output captured by a test, with the versions and the exact commands beside it
+    (tests/data/PROVENANCE.md lists the files). Rewritten only when missing or when
+    GPUCONSOLE_RECORD_REAL=1: ids and times differ each run, the shapes do not."""
+    import json
+    import os
+
+    path = DATA / name
+    if path.exists() and os.environ.get("GPUCONSOLE_RECORD_REAL") != "1":
+        return path
+    DATA.mkdir(parents=True, exist_ok=True)
+    body = {"_note": "Captured by tests/real (real systemd as PID 1 in a container: tests/real/systemd_host.py); "
+                     "commands run as root inside it.",
+            "versions": host.versions, "captures": captures}
+    path.write_text(json.dumps(body, indent=1, ensure_ascii=False) + "\n")
+    return path
+
+
+def capture(host: SystemdHost, command: str, timeout_s: float = 60) -> dict[str, object]:
+    run = host.sh(command, timeout_s=timeout_s)
+    return {"command": command, "rc": run.returncode, "stdout": run.stdout, "stderr": run.stderr}
