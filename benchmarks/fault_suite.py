@@ -2,10 +2,10 @@
 
     python benchmarks/fault_suite.py            # runs the suite's tests, prints the table
     GPUCONSOLE_FAULT_DROPS=100 python benchmarks/fault_suite.py
-    python benchmarks/fault_suite.py tests/test_hostile_text.py ...   # only these tests
+    python benchmarks/fault_suite.py tests/hostile/test_hostile_text.py ...   # only these tests
 
 Each test appends what it tried, what failed, what was lost or duplicated and what leaked to a
-JSONL file (tests/figures.py); this script runs them and sums per test.
+JSONL file (tests/kit/figures.py); this script runs them and sums per test.
 """
 
 from __future__ import annotations
@@ -20,13 +20,17 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ["tests/test_faults_sshd.py", "tests/test_host_keys.py", "tests/test_command_builders.py",
-         "tests/test_secrets_everywhere.py", "tests/test_secrets_on_screen.py", "tests/test_cli_edges.py",
-         "tests/test_fuzz_parsers.py", "tests/test_redact.py", "tests/test_bad_host_data.py",
+TESTS = ["tests/host/test_faults_sshd.py", "tests/host/test_host_keys.py", "tests/hostile/test_command_builders.py",
+         "tests/hostile/test_secrets_everywhere.py", "tests/hostile/test_secrets_on_screen.py", "tests/cli/test_cli_edges.py",
+         "tests/hostile/test_fuzz_parsers.py", "tests/domain/test_redact.py", "tests/hostile/test_bad_host_data.py",
          # issue 21: hostile hosts, hostile peers
-         "tests/test_hostile_text.py", "tests/test_hostile_actions.py", "tests/test_share_identity.py",
-         "tests/test_hostile_recordings.py", "tests/test_hostile_inputs.py", "tests/test_fleet_hostile_labels.py",
-         "tests/test_report_escaping.py", "tests/test_paths_rule.py", "tests/test_share_secrets.py"]
+         "tests/hostile/test_hostile_text.py", "tests/hostile/test_hostile_actions.py", "tests/share/test_share_identity.py",
+         "tests/hostile/test_hostile_recordings.py", "tests/hostile/test_hostile_inputs.py", "tests/fleet/test_fleet_hostile_labels.py",
+         "tests/hostile/test_report_escaping.py", "tests/domain/test_paths_rule.py", "tests/share/test_share_secrets.py",
+         # issue 34: containers, fast paths, identities, the Hub
+         "tests/domain/test_secret_shapes.py", "tests/hostile/test_host_text_in_toasts.py",
+         "tests/hostile/test_fastpath_replies.py", "tests/domain/test_endpoint_hosts.py",
+         "tests/domain/test_hub_token_transport.py", "tests/host/test_docker_real_differences.py"]
 # The hostile surfaces' own figures (issue 21): a row has at least one of these.
 HOSTILE_KEYS = ("escapes", "payloads", "borrowed", "memory_mib", "escaped", "held")
 

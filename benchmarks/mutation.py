@@ -70,33 +70,33 @@ class Outcome:
 
 
 M = Mutation
-LOG, LOGP = "tests/test_log.py", "tests/test_log_prefixes.py"
+LOG, LOGP = "tests/host/test_log.py", "tests/host/test_log_prefixes.py"
 JOURNAL = (f"{LOG}::test_a_journal_line_sent_as_a_byte_array_is_shown_as_its_text",
            f"{LOG}::test_invalid_utf8_in_a_journal_byte_array_is_shown_as_replacement_characters",
            f"{LOG}::test_a_journal_byte_array_reaches_the_log_pane_as_clean_text")
-SMI = ("tests/test_gpu.py::test_mig_mode_na_fields_are_none",
-       "tests/test_gpu.py::test_nvidia_smi_na_fields_are_unknown_and_infinite_readings_are_no_readings")
-UNITS = ("tests/test_service_diff.py::test_unit_parsing_continuations_prefixes_dropins_and_env_files",)
-TRUTH = "tests/test_download_truth.py"
-GATE = "tests/test_swap_gate.py"
-PATHS = "tests/test_paths_rule.py"
-FRESH = ("tests/test_one_truth.py::test_a_sources_reading_reads_live_to_its_limit_and_stale_just_after",
-         "tests/test_one_truth.py::test_each_pane_turns_yellow_at_its_sources_shipped_limit",
-         "tests/test_one_truth.py::test_the_header_says_the_host_summary_is_stale_only_past_15_seconds")
-DOWNTIME = ("tests/test_swap_lived.py::"
+SMI = ("tests/host/test_gpu.py::test_mig_mode_na_fields_are_none",
+       "tests/host/test_gpu.py::test_nvidia_smi_na_fields_are_unknown_and_infinite_readings_are_no_readings")
+UNITS = ("tests/domain/test_service_diff.py::test_unit_parsing_continuations_prefixes_dropins_and_env_files",)
+TRUTH = "tests/host/test_download_truth.py"
+GATE = "tests/swap/test_swap_gate.py"
+PATHS = "tests/domain/test_paths_rule.py"
+FRESH = ("tests/core/test_one_truth.py::test_a_sources_reading_reads_live_to_its_limit_and_stale_just_after",
+         "tests/core/test_one_truth.py::test_each_pane_turns_yellow_at_its_sources_shipped_limit",
+         "tests/core/test_one_truth.py::test_the_header_says_the_host_summary_is_stale_only_past_15_seconds")
+DOWNTIME = ("tests/swap/test_swap_lived.py::"
             "test_the_downtime_runs_from_the_last_served_request_to_the_new_servers_ready_on_the_hosts_stamps",
-            "tests/test_swap_lived.py::"
+            "tests/swap/test_swap_lived.py::"
             "test_a_batch_line_alone_dates_the_start_and_a_log_that_served_nothing_starts_at_the_stop")
-NAMES = ("tests/test_hostile_actions.py::"
+NAMES = ("tests/hostile/test_hostile_actions.py::"
          "test_a_hostile_unit_or_container_name_is_refused_on_every_path_before_any_command",)
-SHAPES = ("tests/test_redact.py::test_a_bare_token_of_each_real_shape_is_redacted_whole",)
+SHAPES = ("tests/domain/test_redact.py::test_a_bare_token_of_each_real_shape_is_redacted_whole",)
 QUOTES = (f"{LOGP}::test_an_error_line_quoting_a_batch_line_is_an_error_and_not_a_decode_line",
           f"{LOGP}::test_a_line_that_only_quotes_a_message_is_not_taken_for_it",
           f"{LOGP}::test_a_prefix_of_240_characters_is_one_and_of_241_is_a_message")
-FIT = ("tests/test_fit.py::test_an_fp8_kv_cache_halves_each_tokens_bytes_and_the_fit_shows_about_twice_the_tokens",)
-OVERRIDE = ("tests/test_share.py::test_an_observers_gate_override_is_refused_and_changes_nothing",
-            "tests/test_share.py::test_every_request_that_changes_the_host_is_the_drivers_alone")
-OBSERVER_BENCH = ("tests/test_share.py::test_an_observers_benchmark_is_refused_by_the_core",)
+FIT = ("tests/domain/test_fit.py::test_an_fp8_kv_cache_halves_each_tokens_bytes_and_the_fit_shows_about_twice_the_tokens",)
+OVERRIDE = ("tests/share/test_share.py::test_an_observers_gate_override_is_refused_and_changes_nothing",
+            "tests/share/test_share.py::test_every_request_that_changes_the_host_is_the_drivers_alone")
+OBSERVER_BENCH = ("tests/share/test_share.py::test_an_observers_benchmark_is_refused_by_the_core",)
 CHECK_OLD = "ca.check_container(ctl.old_unit)"
 CHECK_NEW = "ca.check_container(ctl.new_unit)"
 
@@ -106,7 +106,7 @@ MUTATIONS: tuple[Mutation, ...] = (
       (f"{LOG}::test_the_log_pane_shows_a_2_76_percent_cache_hit_rate_as_2_76_percent_not_276",),
       "batch-line percentages not divided by 100"),
     M("log-ready", "console/parsers/sglang_log.py", 'return "ready", {}', 'return "http up", {}',
-      ("tests/test_warmup_status.py::test_a_503_six_seconds_after_the_ready_line_is_the_warm_up_not_degraded",
+      ("tests/host/test_warmup_status.py::test_a_503_six_seconds_after_the_ready_line_is_the_warm_up_not_degraded",
        f"{LOG}::test_honest_status"), '"fired up" no longer marks the server ready'),
     M("log-oom", "console/parsers/sglang_log.py",
       'return LogEvent("error", line, ts, ranks, "error", fields={"kind": "oom"})',
@@ -131,13 +131,13 @@ MUTATIONS: tuple[Mutation, ...] = (
       "pass  # an empty assignment",
       UNITS, "an empty ExecStart= in a drop-in no longer resets the list"),
     M("df-match", "console/parsers/host.py", "if len(disks) == len(paths):", "if len(disks) <= len(paths):",
-      ("tests/test_parsers_host.py",), "df lines matched to paths when some path is missing",
+      ("tests/host/test_parsers_host.py",), "df lines matched to paths when some path is missing",
       ("ValueError",)),  # the parser's own zip(strict=True) refuses the mismatch: the test sees it
     M("header-size", "console/parsers/hf_listing.py", "8 + int(n) + int(end) if", "int(n) + int(end) if",
       (TRUTH,), "a safetensors file's size from its header forgets the 8-byte length"),
     M("inspect-cap", "console/parsers/docker.py", "MAX_INSPECT_BYTES = 8 * 1024 * 1024",
       "MAX_INSPECT_BYTES = 16 * 1024 * 1024",
-      ("tests/test_docker.py::test_a_docker_inspect_of_8_mib_is_read_and_a_larger_one_is_refused_as_not_docker_output",),
+      ("tests/host/test_docker.py::test_a_docker_inspect_of_8_mib_is_read_and_a_larger_one_is_refused_as_not_docker_output",),
       "docker inspect output over 8 MiB is parsed (the cap at its shipped value)"),
     # -- download truth ------------------------------------------------------------------------
     M("download-header-le", "console/analysis/download.py", "if want is None or f.size_bytes == want:",
@@ -154,12 +154,12 @@ MUTATIONS: tuple[Mutation, ...] = (
       'return bytes(b for b in message if isinstance(b, int) and 0 <= b < 256).decode("utf-8", "replace")',
       "return None", JOURNAL, "journald's byte-array MESSAGE dropped"),
     M("stream-line-cap", "console/transport/streams.py", "MAX_LINE_BYTES = 64 << 10", "MAX_LINE_BYTES = 128 << 10",
-      ("tests/test_stream_yields.py",), "a host line over 64 KiB is kept whole (the cap at its shipped value)"),
+      ("tests/host/test_stream_yields.py",), "a host line over 64 KiB is kept whole (the cap at its shipped value)"),
     # -- redaction -----------------------------------------------------------------------------
     M("redact-gate", "console/redact.py", "if not maybe_secret(text):", "if maybe_secret(text):",
-      ("tests/test_redact.py",), "the cheap pre-check inverted: secrets pass"),
+      ("tests/domain/test_redact.py",), "the cheap pre-check inverted: secrets pass"),
     M("redact-hf", "console/redact.py", "hf_(?!transfer\\b)[A-Za-z0-9]{6,}", "hf_(?!transfer\\b)[A-Za-z0-9]{60,}",
-      ("tests/test_redact.py",), "bare hf_ tokens no longer found"),
+      ("tests/domain/test_redact.py",), "bare hf_ tokens no longer found"),
     M("redact-sk-alphabet", "console/redact.py", "sk-[A-Za-z0-9_-]{6,}", "sk-[A-Za-z0-9]{6,}",
       SHAPES, "an OpenAI project key (sk-proj-…_…) is cut at its first dash or underscore"),
     M("redact-pat-alphabet", "console/redact.py", "github_pat_[A-Za-z0-9_]{6,}", "github_pat_[A-Za-z0-9]{6,}",
@@ -169,10 +169,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     M("redact-aws-length", "console/redact.py", "AKIA[0-9A-Z]{12,}", "AKIA[0-9A-Z]{20,}",
       SHAPES, "an AWS access key id (AKIA + 16) is no longer found"),
     M("redact-argv", "console/redact.py", "            secret_next = True", "            secret_next = False",
-      ("tests/test_redact.py",), "--api-key VALUE (two words) keeps VALUE"),
+      ("tests/domain/test_redact.py",), "--api-key VALUE (two words) keeps VALUE"),
     M("redact-json-key", "console/redact.py",
       'secret = isinstance(k, str) and _SECRET_KEY.fullmatch(k) and not k.endswith(("tokens", "_len"))',
-      "secret = False", ("tests/test_secrets_everywhere.py::test_secrets_in_server_info_are_redacted_as_decoded",),
+      "secret = False", ("tests/hostile/test_secrets_everywhere.py::test_secrets_in_server_info_are_redacted_as_decoded",),
       "/server_info's secret keys not replaced"),
     # -- freshness: every source's limit at its shipped value -----------------------------------
     *(M(f"stale-{source}", "console/core/freshness.py", f'"{source}": {limit}', f'"{source}": {limit * 2}', FRESH,
@@ -251,17 +251,17 @@ MUTATIONS: tuple[Mutation, ...] = (
       "if kind in p.DRIVER_ONLY and peer.role not in (p.ROLE_DRIVER, p.ROLE_OBSERVER):",
       OBSERVER_BENCH, "the core stops checking roles"),
     M("client-line-cap", "console/share/protocol.py", "MAX_CLIENT_LINE = 4096", "MAX_CLIENT_LINE = 8192",
-      ("tests/test_share.py::test_a_client_line_of_4096_bytes_is_read_and_one_byte_more_is_refused_with_the_limit",),
+      ("tests/share/test_share.py::test_a_client_line_of_4096_bytes_is_read_and_one_byte_more_is_refused_with_the_limit",),
       "a client line over 4096 bytes is read (the cap at its shipped value)"),
     # -- host keys -----------------------------------------------------------------------------
     M("hostkey-changed", "console/transport/ssh.py", "        if trusted:\n            raise HostKeyChanged(",
-      "        if False:\n            raise HostKeyChanged(", ("tests/test_host_keys.py",),
+      "        if False:\n            raise HostKeyChanged(", ("tests/host/test_host_keys.py",),
       "a changed host key is treated as unknown (and recorded with --accept-new-host-key)"),
     M("hostkey-revoked", "console/transport/ssh.py",
       'if any(k.export_public_key("openssh").split()[:2] == presented for k in revoked):', "if False:",
-      ("tests/test_host_keys.py",), "a @revoked key is accepted"),
+      ("tests/host/test_host_keys.py",), "a @revoked key is accepted"),
     M("hostkey-port", "console/transport/ssh.py", "exact_port = port if port and port != 22 else None",
-      "exact_port = None", ("tests/test_host_keys.py",), "port 22's entries trusted for any port"),
+      "exact_port = None", ("tests/host/test_host_keys.py",), "port 22's entries trusted for any port"),
 )
 
 

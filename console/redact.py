@@ -3,7 +3,7 @@
 Applied at the source (the log follower before parsing, unit text and argv as they are read,
 /server_info as it is decoded), so events, errors, reasons, JSON, recordings and panes downstream
 only ever hold redacted text. Forms covered, each property-tested with generated secrets
-(tests/test_redact.py):
+(tests/domain/test_redact.py):
 
     api_key='…'  HF_TOKEN=…  admin_api_key="…"  password=…      (ServerArgs reprs, env, env(1) argv)
     "api_key": "…"  api_key: …  x-api-key: …  password: …       (JSON, YAML, HTTP headers)

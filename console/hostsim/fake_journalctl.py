@@ -1,7 +1,7 @@
 """A simulated `journalctl`: `-u UNIT` (repeatable), `-f`, `-n N`, `-o json|short|short-iso|cat`,
 `--output-fields=`, `--after-cursor=C`, `-q`, `--no-pager`, `--version`; reads .sim/journal/*.jsonl.
 
-It answers as systemd 252's journalctl does where the console reads it (tests/test_fakes_real.py
+It answers as systemd 252's journalctl does where the console reads it (tests/demo/test_fakes_real.py
 compares it with real output recorded in tests/data/journalctl_real.json):
 
 * `-o json` always carries `__CURSOR`, `__REALTIME_TIMESTAMP`, `__MONOTONIC_TIMESTAMP` and `_BOOT_ID`,

@@ -103,7 +103,7 @@ class Server:
     # -- logging ------------------------------------------------------------------------
     # Lines of SGLang's HTTP server process (uvicorn's and its access lines, the args dump, "fired
     # up") carry no rank: only the scheduler processes' lines do (tests/data/sglang_real_lines.txt
-    # lines 10, 11, 19, 20; tests/test_fakes_real.py compares).
+    # lines 10, 11, 19, 20; tests/demo/test_fakes_real.py compares).
     HTTP_PROCESS = ("INFO:", "server_args=", "The server is fired up")
 
     def log(self, message, rank=0, all_ranks=False):
