@@ -70,7 +70,7 @@ async def test_the_browser_token_moves_to_a_cookie_and_is_never_in_the_page() ->
 
 
 async def test_a_tab_over_the_cap_is_refused_with_a_line() -> None:
-    from console.share.web import COOKIE, WebShare
+    from console.share.web import WebShare
 
     short = Path(tempfile.mkdtemp(prefix="gc-"))
     web = await WebShare(short / "core.sock", "127.0.0.1", _free_port(), "tok", max_tabs=0).start()
