@@ -195,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_fleet_options(parser)
     parser.add_argument("--share", action="store_true",
                         help="let others attach to this console's core (gpuconsole attach; pairing)")
+    from console.share.cli import add_share_options  # --invite beside --share (issue 35, item 2)
+
+    add_share_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="a one-shot command (none: open the console)")
     replay = sub.add_parser("replay", help="play a recorded session into the same panes, with no host")
     replay.add_argument("file", metavar="FILE",

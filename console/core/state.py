@@ -107,6 +107,9 @@ class Client:
     role: str = "observer"
     via: str = "unix"  # unix, tcp, local (the console that serves)
     view: str | None = None
+    # Who this is, as the core tells people apart (`uid 1000`, `invite bob`): two clients with
+    # the same `person` are one person (the two-person rule; issue 35, item 2).
+    person: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +121,32 @@ class Presence:
     host: str
     clients: tuple[Client, ...] = ()
     asking: tuple[int, ...] = ()
+
+
+def same_person(presence: Presence | None, name: str, client_id: int | None) -> bool:
+    """Whether the person who goes by `name` is the client `client_id` (by identity, as the core
+    tells people apart: two connections of one uid are one person; issue 35, item 2)."""
+    clients = presence.clients if presence is not None else ()
+    me = next((c for c in clients if c.id == client_id), None)
+    if me is None or not me.person:
+        return me is not None and me.name == name
+    return me.name == name or any(c.name == name and c.person == me.person for c in clients)
+
+
+def who_can_approve(presence: Presence | None, requester: str) -> str:
+    """One line for the two-person rule: who attached can approve `requester`'s request and who
+    cannot (the same person on another connection), or that nobody can and what to do."""
+    clients = presence.clients if presence is not None else ()
+    theirs = {c.person for c in clients if c.name == requester and c.person}
+    can = sorted({c.name for c in clients if c.name != requester and not (c.person and c.person in theirs)})
+    cannot = sorted({c.name for c in clients if c.name != requester and c.person and c.person in theirs})
+    said = f"{', '.join(can)} can approve" if can else "nobody attached can approve"
+    if cannot:
+        said += f"; {', '.join(cannot)} cannot ({requester} on another connection: the same person)"
+    if not can:
+        said += ("; a second person must attach: share with --share --invite NAME (or serve --invite NAME) "
+                 "and hand NAME the invite's file")
+    return said
 
 
 @dataclass(frozen=True, slots=True)

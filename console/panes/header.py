@@ -154,6 +154,9 @@ class HostHeader(Static):
         presence = getattr(self.host, "presence", None)
         if presence is not None and presence.clients:  # a shared session: a second line
             lines = [text, format_presence(presence, getattr(self.host, "note", None), self.me, self.host.now())]
+            address = getattr(self.app, "share_address", None)  # `--share`: where others attach, while it lasts
+            if address:
+                lines[1].append(f"  others attach: gpuconsole attach {address}", style="dim")
             for line in lines:  # each line cut at the width on its own: line 1 must not wrap onto line 2
                 line.truncate(max(self.size.width, 20), overflow="ellipsis")
             text = Text("\n", no_wrap=True).join(lines)

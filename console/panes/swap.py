@@ -16,6 +16,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 
+from console.core.state import same_person, who_can_approve
 from console.swap.model import PLAN_STEPS, SwapView, audit_summary, format_duration
 
 STATE_STYLE = {"pending": "dim", "running": "bold yellow", "done": "green", "failed": "bold red", "skipped": "dim",
@@ -413,7 +414,11 @@ class SwapScreen(ModalScreen[None]):
     def _pending_requests(self, view: SwapView) -> None:
         """A request someone else made: a bell and the request itself, once (issue 22 item 6)."""
         for req in view.pending_approvals:
-            if req.request_id in self._asked or req.requested_by == self.who:
+            if req.request_id in self._asked:
+                continue
+            if self._mine(req.requested_by):  # never a dialog the core will refuse: say who can (issue 35 item 2)
+                self._asked.add(req.request_id)
+                self._say(f"waiting for another person: {who_can_approve(self.state.presence, req.requested_by)}")
                 continue
             self._asked.add(req.request_id)
             self.app.bell()
@@ -483,10 +488,20 @@ class SwapScreen(ModalScreen[None]):
 
         self.app.push_screen(OverrideScreen(failing), chosen)
 
+    def _mine(self, requester: str) -> bool:
+        """Whether `requester` is this person (by identity: another connection of theirs too)."""
+        presence = getattr(self.state, "presence", None)
+        if presence is None or not presence.clients:
+            return requester == self.who
+        return same_person(presence, requester, getattr(self.control, "client_id", None)) or requester == self.who
+
     def action_approve(self) -> None:
-        pending = [a for a in self.state.swap.pending_approvals if a.requested_by != self.who]
+        all_pending = self.state.swap.pending_approvals
+        pending = [a for a in all_pending if not self._mine(a.requested_by)]
         if not pending or self.control is None:
-            self._say("nothing waits for your approval")
+            mine = [a for a in all_pending if self._mine(a.requested_by)]
+            who = who_can_approve(self.state.presence, mine[0].requested_by) if mine else ""
+            self._say(f"your request waits for another person: {who}" if mine else "nothing waits for your approval")
             return
         self._ask_approval(pending[0])  # who, what and the exact commands first; enter approves
 

@@ -28,6 +28,14 @@ class SharedConsoleApp(ConsoleApp):
         super().__init__(state, control if control is not None else seat, follow=follow, **kwargs)
         self.exit_when_core_goes = exit_when_core_goes
         self.core_gone: str | None = None
+        # `--share`: the socket others attach to (the header shows it) and what was said of it
+        # (the invites' files), on screen while sharing (issue 35, item 3).
+        self.share_address: str | None = None
+        self.share_lines: tuple[str, ...] = ()
+
+    def on_ready(self) -> None:
+        for line in self.share_lines[1:]:  # the invites: where each file is, said once, for a while
+            self.notify(line, title="pairing: invite", timeout=60, markup=False)
 
     @property
     def seat(self) -> HostControl:

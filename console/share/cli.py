@@ -24,9 +24,14 @@ def add_parsers(sub: Any, host: argparse.ArgumentParser) -> None:
     serve.add_argument("--listen", metavar="[HOST:]PORT",
                        help="also listen on TCP (127.0.0.1 unless HOST names another address); needs the token")
     serve.add_argument("--web", metavar="[HOST:]PORT", help="serve the console to browsers (textual-serve)")
-    serve.add_argument("--invite", metavar="NAME", action="append", default=[],
-                       help="issue NAME a token of their own (repeatable): who presents it is NAME, and only they "
-                            "(the two-person rule needs two people, not two names)")
+    serve.add_argument("--invite", metavar="NAME", action="append", default=[], type=_invite_name,
+                       help="issue NAME an invite of their own (repeatable), written to a 0600 file whose path is "
+                            "printed (never the token): who presents it is NAME, bound at first use to where it "
+                            "came from (the two-person rule needs two people, not two names)")
+    for action in serve._actions:  # the host options' --demo-scenario, said in serve's own help (issue 35, item 2)
+        if action.dest == "demo_scenario":
+            action.help = ("with --demo: which story the simulated host plays ('drive': nothing moves until the "
+                           "driver acts; with --require-approval and --invite NAME, NAME approves the stop)")
     serve.add_argument("--no-record", action="store_true", default=argparse.SUPPRESS,
                        help="do not record this session (as before the subcommand)")
     serve.add_argument("--metrics", metavar="127.0.0.1:PORT", default=argparse.SUPPRESS,
@@ -40,6 +45,58 @@ def add_parsers(sub: Any, host: argparse.ArgumentParser) -> None:
     attach.add_argument("--token-file", metavar="PATH", help="read the token from this file")
     attach.add_argument("--wait", action="store_true", help="wait for the core to (re)start instead of exiting")
     attach.add_argument("--follow", action="store_true", help="mirror the driver's maximized pane")
+    attach.add_argument("--observe", action="store_true",
+                        help="join as an observer even if nobody drives (ask to drive when you mean to)")
+
+
+def add_share_options(parser: argparse.ArgumentParser) -> None:
+    """`--invite` beside the top level's `--share` (issue 35, item 2)."""
+    parser.add_argument("--invite", metavar="NAME", action="append", default=[], type=_invite_name,
+                        help="with --share: issue NAME an invite (a 0600 file; its path is shown) so that a second "
+                             "person can attach and approve under --require-approval (repeatable)")
+
+
+def _invite_name(value: str) -> str:
+    import re
+
+    name = value.strip()
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,32}", name) or name in ("anonymous", "web"):
+        raise argparse.ArgumentTypeError(f"expected a person's name (letters, digits, . @ - _), got {value[:40]!r}")
+    return name
+
+
+MAX_TOKEN_FILE = 4096  # a token is 32 characters; a file far longer is not a token file
+
+
+def read_token_file(path: str) -> str:
+    """The token in `path`: a regular file, readable by its owner only, at most `MAX_TOKEN_FILE`
+    bytes (issue 34, item 11: /dev/zero grew to 3 GB, a FIFO hung, a 0644 file passed). ValueError
+    with one line otherwise."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise ValueError(f"--token-file {path}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"--token-file {path}: not a regular file")
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            raise ValueError(f"--token-file {path}: readable by others (mode {stat.S_IMODE(info.st_mode):04o}); "
+                             f"chmod 600 it")
+        data = os.read(fd, MAX_TOKEN_FILE + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_TOKEN_FILE:
+        raise ValueError(f"--token-file {path}: longer than {MAX_TOKEN_FILE} bytes: not a token file")
+    try:
+        token = data.decode("ascii").strip()
+    except UnicodeDecodeError:
+        raise ValueError(f"--token-file {path}: not a token (not ASCII)") from None
+    if not token or len(token) > 128 or any(c.isspace() for c in token):
+        raise ValueError(f"--token-file {path}: not a token (one word of at most 128 characters)")
+    return token
 
 
 def parse_listen(value: str, what: str, *, any_port: bool = False) -> tuple[str, int]:
@@ -57,10 +114,14 @@ def parse_listen(value: str, what: str, *, any_port: bool = False) -> tuple[str,
     return host, int(port)
 
 
-def _socket_path(given: str | None, host: str) -> Path:
+def _socket_path(given: str | None, host: str, *, session_only: bool = False) -> Path:
+    """`--socket`, else the host's socket; `session_only` (a demo, `--share`): this session's own
+    (every demo's host is 127.0.0.1: they had shared one socket name; issue 35, item 3)."""
     from console.share.server import socket_path_for
 
-    return Path(os.path.abspath(given)) if given else socket_path_for(host)
+    if given:
+        return Path(os.path.abspath(given))
+    return socket_path_for(f"{host}-{os.getpid()}" if session_only else host)
 
 
 def _logging() -> None:
@@ -94,7 +155,7 @@ async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> 
     server = ShareServer(state, runner)
     invited = {clean_name(n): server.invite(n) for n in getattr(args, "invite", None) or []}
     try:
-        sock = _socket_path(args.socket, state.host)
+        sock = _socket_path(args.socket, state.host, session_only=session.demo)
         await server.start(unix_path=sock, tcp=listen)
         token_files = _write_tokens(sock, server.token, invited)
     except (ShareError, OSError) as exc:
@@ -108,8 +169,10 @@ async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> 
         if web_at is not None:
             from console.share.web import WebShare
 
-            web = await WebShare(sock, web_at[0], web_at[1], server.token,
+            web = await WebShare(sock, web_at[0], web_at[1], server.token, owner=server.owner,
                                  people={t: n for n, t in invited.items()}, token_files=token_files).start()
+            for name in invited:  # a person's first browser address: in their file too, never printed
+                _write_secret(token_files[name].with_suffix(".url"), web.url_for(name))
         print(f"gpuconsole serve: {state.label}", flush=True)
         print(f"  attach:  gpuconsole attach {sock}", flush=True)
         # The token goes in a file (0600) or the environment, never on a command line: every local
@@ -119,9 +182,12 @@ async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> 
             print(f"  tcp:     gpuconsole attach {host}:{port} --token-file {token_files['']}", flush=True)
         if web is not None:
             print(f"  browser: {web.url}", flush=True)
-        for name, token in invited.items():
-            print(f"  {name}: GPUCONSOLE_TOKEN={token} (theirs alone: give it to {name}"
-                  + (f"; browser {web.url_with(token)}" if web is not None else "") + ")", flush=True)
+        # An invite goes where only its person should read it, never on the operator's terminal
+        # (issue 34, item 2): its file's path is printed, and who issued it is the audit's.
+        for name in invited:
+            print(f"  {name}: {invite_line(name, sock, token_files[name], server.owner)}"
+                  + (f"; browser address in {token_files[name].with_suffix('.url')}" if web is not None else ""),
+                  flush=True)
         if server.tcp_address is None and web is None:
             print("  (no token: the Unix socket is this user's only)", flush=True)
         await runner.start()
@@ -136,8 +202,9 @@ async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> 
         return EXIT_FAIL
     finally:
         for path in token_files.values():
-            with contextlib.suppress(OSError):
-                path.unlink()
+            for leftover in (path, path.with_suffix(".url")):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
         if metrics is not None:
             metrics.close()
         if web is not None:
@@ -148,16 +215,26 @@ async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> 
             recorder.close()
 
 
+def invite_line(name: str, sock: Path, token_file: Path, owner: str) -> str:
+    """What the operator is told of an invite: where it is and the command its person runs."""
+    return (f"invite issued by {owner}, in {token_file} (0600; hand the file to {name}, who attaches with: "
+            f"gpuconsole attach {sock} --token-file {token_file})")
+
+
+def _write_secret(path: Path, value: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        os.fchmod(fh.fileno(), 0o600)
+        fh.write(value + "\n")
+
+
 def _write_tokens(sock: Path, token: str, invited: dict[str, str]) -> dict[str, Path]:
     """The serve's token ('' key) and each invited person's, each in a 0600 file by the socket
     (a directory of this user's, 0700): for `attach --token-file` and a browser tab's attach."""
     files: dict[str, Path] = {}
     for name, value in {"": token, **invited}.items():
-        path = sock.with_name(sock.name + (f".{name}" if name else "") + ".token")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            os.fchmod(fh.fileno(), 0o600)
-            fh.write(value + "\n")
+        path = sock.with_name(sock.name + (f".{name.replace(' ', '_')}" if name else "") + ".token")
+        _write_secret(path, value)
         files[name] = path
     return files
 
@@ -171,16 +248,15 @@ async def run_attach(args: argparse.Namespace, run_view: Any) -> int:
     token = args.token or os.environ.get("GPUCONSOLE_TOKEN", "")
     if getattr(args, "token_file", None):
         try:
-            token = Path(args.token_file).read_text().strip()[:128]  # noqa: ASYNC240 - a small local file, once
-        except (OSError, UnicodeDecodeError) as exc:
-            print(f"gpuconsole: --token-file {args.token_file}: {exc.strerror if isinstance(exc, OSError) else exc}",
-                  file=sys.stderr)
+            token = read_token_file(args.token_file)
+        except ValueError as exc:
+            print(f"gpuconsole: {exc}", file=sys.stderr)
             return EXIT_USAGE
     waited = False
     while True:
         try:
             address = args.address or find_socket(runtime_dir())
-            client = await attach(address, name=name, token=token)
+            client = await attach(address, name=name, token=token, observe=getattr(args, "observe", False))
         except AttachError as exc:
             if args.wait and not exc.final:
                 if not waited:
@@ -210,26 +286,39 @@ async def run_shared_app(args: argparse.Namespace, session: Any, run_view: Any) 
     from console.core.recording import default_dir
     from console.share.app import SharedConsoleApp
     from console.share.client import default_name
-    from console.share.server import ShareError, ShareServer, socket_path_for
+    from console.share.server import ShareError, ShareServer
 
     app = SharedConsoleApp.for_session(
         session, record=not args.no_record, record_dir=default_dir() / "demo" if session.demo else None,
         screenshot=args.screenshot, screenshot_after_s=args.screenshot_after if args.screenshot else None,
         seat=None, exit_when_core_goes=False)
     server = ShareServer(app.state, app.runner)
+    invited = {clean_name(n): server.invite(n) for n in getattr(args, "invite", None) or []}
+    token_files: dict[str, Path] = {}
     try:
-        sock = socket_path_for(app.state.host)
+        sock = _socket_path(None, app.state.host, session_only=True)  # this session's own (issue 35, item 3)
         await server.start(unix_path=sock)
+        token_files = {n: f for n, f in _write_tokens(sock, server.token, invited).items() if n}
+        sock.with_name(sock.name + ".token").unlink()  # no TCP here: the serve's token is of no use
     except (ShareError, OSError) as exc:
         print(f"gpuconsole: cannot share: {exc}", file=sys.stderr)
         return EXIT_FAIL
     seat = server.local(default_name())
     app.control = app.seat = seat
-    print(f"gpuconsole: sharing; others attach with: gpuconsole attach {sock}", file=sys.stderr, flush=True)
+    # The address on screen while sharing (issue 35, item 3), and on stderr for the scrollback.
+    lines = [f"sharing: others attach with: gpuconsole attach {sock}"]
+    lines += [f"{name}: {invite_line(name, sock, path, server.owner)}" for name, path in token_files.items()]
+    app.share_lines, app.share_address = tuple(lines), str(sock)
+    for line in lines:
+        print(f"gpuconsole: {line}", file=sys.stderr, flush=True)
     try:
         return int(await run_view(app, args))
     finally:
+        for path in token_files.values():
+            with contextlib.suppress(OSError):
+                path.unlink()
         with contextlib.suppress(Exception):
             await server.close()
         if app.recorder is not None:
             app.recorder.close()
+        print(f"gpuconsole: sharing ended ({sock} removed)", file=sys.stderr, flush=True)

@@ -144,7 +144,7 @@ class ShareClient:
 
 
 async def attach(address: str | Path, *, name: str | None = None, token: str = "",
-                 timeout_s: float = 10.0) -> ShareClient:
+                 timeout_s: float = 10.0, observe: bool = False) -> ShareClient:
     kind, where = parse_address(str(address))
     try:
         if kind == "unix":
@@ -157,7 +157,7 @@ async def attach(address: str | Path, *, name: str | None = None, token: str = "
         raise AttachError(f"no gpuconsole serve at {where} (no such socket)") from None
     except (OSError, asyncio.TimeoutError) as exc:
         raise AttachError(f"cannot reach the core at {address}: {exc.strerror or exc or 'timed out'}") from None
-    writer.write(p.encode_client(p.Hello(p.VERSION, name or default_name(), token)))
+    writer.write(p.encode_client(p.Hello(p.VERSION, name or default_name(), token, observe)))
     try:
         first = await asyncio.wait_for(reader.readline(), timeout_s)
         welcome = p.decode_core(first) if first else None

@@ -66,6 +66,9 @@ class Hello(_Msg, tag="hello"):
     version: int
     name: Name = ""
     token: Annotated[str, msgspec.Meta(max_length=128)] = ""
+    # Join as an observer even when nobody drives (a browser tab: the first tab had become the
+    # driver; issue 35, item 4). Only ever a restriction, so the client may choose it.
+    observe: bool = False
 
 
 class Verify(_Msg, tag="verify"):

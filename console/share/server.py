@@ -42,7 +42,14 @@ log = logging.getLogger("gpuconsole.share")
 MAX_CLIENT_BUFFER = 32 << 20  # a client this far behind is dropped, not buffered without end
 # Connections that have not said hello yet: more are closed at once, so a flood never reaches the
 # fd limit (10,644 EMFILE tracebacks in 30 s before; issue 21, item 10). One line says so.
+# Each door has its own budget (issue 34, item 4): 64 idle TCP connections (no token needed to
+# open one) had locked the operator's own Unix attach out. The Unix socket is 0600: only this user
+# reaches it, so its budget is for mistakes, not strangers.
 MAX_PENDING = 64
+MAX_PENDING_UNIX = 64
+# Asking to drive (issue 34, item 13): one person is announced to the driver at most once per
+# this long (connect, ask, leave 200 times rang 201 bells in 10 s); asks in between are refused.
+ASK_DRIVE_EVERY_S = 30.0
 # All clients' unsent bytes together: 30 clients that never read held 896 MB (issue 21, item 11).
 MAX_TOTAL_BUFFER = 256 << 20
 _PANE = re.compile(r"^[a-z0-9_-]{1,32}$")
@@ -80,12 +87,19 @@ class _Peer:
     view: str | None = None
     writer: asyncio.StreamWriter | None = None  # None: the console that serves (in-process)
     bucket: p.TokenBucket = field(default_factory=p.TokenBucket)
-    # Who this is, from what a client cannot choose (issue 21, item 3): `uid:N` (SO_PEERCRED on the
-    # Unix socket), `person:NAME` (a token `serve` issued to NAME), `token` (the serve's own token).
+    # Who this is, from what a client cannot choose (issue 21, item 3; issue 34, item 2): `uid:N`
+    # (SO_PEERCRED on the Unix socket, and the serve's own token: the person who runs serve),
+    # `person:NAME` (an invite `serve --invite NAME` issued).
     identity: str = ""
 
     def client(self) -> Client:
-        return Client(self.id, self.name, self.role, self.via, self.view)
+        return Client(self.id, self.name, self.role, self.via, self.view, person=_person_label(self.identity))
+
+
+def _person_label(identity: str) -> str:
+    """The identity as others may see it (it is no secret): `uid 1000`, `invite bob`."""
+    kind, _, value = identity.partition(":")
+    return {"uid": f"uid {value}", "person": f"invite {value}"}.get(kind, identity)
 
 
 class ShareServer:
@@ -93,17 +107,28 @@ class ShareServer:
 
     def __init__(self, state: HostState, control: Any, *, token: str | None = None,
                  max_client_buffer: int = MAX_CLIENT_BUFFER, max_pending: int = MAX_PENDING,
-                 max_total_buffer: int = MAX_TOTAL_BUFFER) -> None:
+                 max_pending_unix: int = MAX_PENDING_UNIX, max_total_buffer: int = MAX_TOTAL_BUFFER,
+                 owner: str | None = None, clock: Any = time.monotonic) -> None:
         self.state = state
         self.max_client_buffer = max_client_buffer
-        self.max_pending = max_pending
+        self.max_pending = max_pending  # TCP
+        self.max_pending_unix = max_pending_unix
         self.max_total_buffer = max_total_buffer
-        self.pending = 0  # connections that have not said hello yet
-        self.turned_away = 0  # closed at once: over `max_pending`
-        self._flooded = False
+        self._pending = {"unix": 0, "tcp": 0}  # connections that have not said hello yet, per door
+        self.turned_away = 0  # closed at once: over their door's budget
+        self._flooded = {"unix": False, "tcp": False}
         self.control = control
         self.token = token or secrets.token_urlsafe(24)
+        # The serve's own token is the person who runs serve: the same person as this uid on the
+        # Unix socket (issue 34, item 2: ana asked on the socket and approved with the token).
+        self.owner_identity = f"uid:{os.getuid()}"
+        self.owner = p.clean_name(owner) if owner else _user_name()  # who issues the invites (the audit says)
+        self.clock = clock
+        self._asked_at: dict[str, float] = {}  # identity -> when its last ask to drive was announced
         self.people: dict[str, str] = {}  # per-person token -> the invited name (`serve --invite NAME`)
+        # An invite is bound at first use to who presented it (`uid N`, by the kernel's word): another
+        # uid presenting it later is refused, on either door (issue 34, item 2).
+        self._bound: dict[str, str] = {}
         self._names: dict[str, str] = {}  # name -> identity, bound for the server's life: no name borrowed
         self.unix_path: Path | None = None
         self.tcp_address: tuple[str, int] | None = None
@@ -165,6 +190,11 @@ class ShareServer:
         if self.unix_path is not None:
             _remove_stale(self.unix_path)
 
+    @property
+    def pending(self) -> int:
+        """Connections that have not said hello yet, both doors together."""
+        return sum(self._pending.values())
+
     # -- who is who -----------------------------------------------------------------------
     def invite(self, name: str) -> str:
         """A token of `name`'s own (one per invited person, issued by `serve`): who presents it
@@ -196,12 +226,17 @@ class ShareServer:
         refused, so no one can answer as `ana` but ana."""
         person = self.person_of(hello.token) if hello.token else None
         if person is not None:
+            origin = _origin(writer, via)
+            bound = self._bound.setdefault(person, origin)
+            if bound != origin:
+                return (f"{person}'s invite was first used from {bound}, and is theirs alone "
+                        f"(this connection is from {origin})")
             identity, name = f"person:{person}", person
         elif via == "unix":
             uid = _peer_uid(writer)
             identity, name = (f"uid:{uid}" if uid is not None else "unix"), p.clean_name(hello.name)
-        else:
-            identity, name = "token", p.clean_name(hello.name)
+        else:  # the serve's own token: the person who runs serve, whatever name they type
+            identity, name = self.owner_identity, p.clean_name(hello.name)
         owner = self._names.get(name)
         if owner is not None and owner != identity:
             return f"the name {name!r} is taken by another person here: attach with another --name"
@@ -220,10 +255,25 @@ class ShareServer:
     def _publish(self) -> None:
         self.state.apply(Presence(self.state.host, self.clients, tuple(self._asking)))
 
-    def _join(self, name: str, via: str, writer: asyncio.StreamWriter | None, identity: str = "") -> _Peer:
+    def issued_by(self, peer: _Peer) -> str:
+        """`peer`'s name as the audit writes it: an invited person with who issued the invite."""
+        kind, _, _ = peer.identity.partition(":")
+        return f"{peer.name} (invited by {self.owner})" if kind == "person" else peer.name
+
+    def approvers(self, requester: str) -> tuple[list[str], list[str]]:
+        """Who attached can approve `requester`'s request, and who cannot (the same person)."""
+        can: list[str] = []
+        cannot: list[str] = []
+        owner = self._names.get(requester)
+        for peer in self._peers.values():
+            (cannot if owner is not None and peer.identity == owner else can).append(peer.name)
+        return can, cannot
+
+    def _join(self, name: str, via: str, writer: asyncio.StreamWriter | None, identity: str = "",
+              observe: bool = False) -> _Peer:
         peer = _Peer(self._next_id, p.clean_name(name), via, writer=writer, identity=identity)
         self._next_id += 1
-        if not any(q.role == p.ROLE_DRIVER for q in self._peers.values()):
+        if not observe and not any(q.role == p.ROLE_DRIVER for q in self._peers.values()):
             peer.role = p.ROLE_DRIVER
         self._peers[peer.id] = peer
         return peer
@@ -317,12 +367,13 @@ class ShareServer:
 
     # -- one client ------------------------------------------------------------------------
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, via: str) -> None:
-        if self.pending >= self.max_pending:
+        cap = self.max_pending_unix if via == "unix" else self.max_pending
+        if self._pending[via] >= cap:
             self.turned_away += 1
-            if not self._flooded:  # one line per flood, not one per connection
-                self._flooded = True
-                log.warning("%d connections have not said hello: closing new ones until they do or time out",
-                            self.pending)
+            if not self._flooded[via]:  # one line per flood, not one per connection
+                self._flooded[via] = True
+                log.warning("%d %s connections have not said hello: closing new ones until they do or time out",
+                            self._pending[via], via.upper() if via == "tcp" else "Unix")
             writer.transport.abort()
             return
         task = asyncio.ensure_future(self._client(reader, writer, via))
@@ -332,14 +383,15 @@ class ShareServer:
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, via: str) -> None:
         where = _peer_name(writer, via)
         peer: _Peer | None = None
-        self.pending += 1
+        self._pending[via] += 1
         try:
             try:
                 hello = await self._hello(reader, writer, via, where)
             finally:
-                self.pending -= 1
-                if self._flooded and self.pending < self.max_pending // 2:
-                    self._flooded = False
+                self._pending[via] -= 1
+                cap = self.max_pending_unix if via == "unix" else self.max_pending
+                if self._flooded[via] and self._pending[via] < cap // 2:
+                    self._flooded[via] = False
                     log.warning("the flood of connections is over (%d turned away)", self.turned_away)
             if hello is None:
                 return
@@ -352,7 +404,7 @@ class ShareServer:
                     await writer.drain()
                 return
             identity, name = who
-            peer = self._join(name, via, writer, identity)
+            peer = self._join(name, via, writer, identity, observe=hello.observe)
             self._send(peer, p.encode_core(p.Welcome(p.VERSION, peer.id, peer.role, self.state.host)))
             for event in self.snapshot():  # no await between here and the fan-out: nothing is missed
                 self._send(peer, p.event_line(codec.encode_event(event)))
@@ -470,10 +522,11 @@ class ShareServer:
                                          f"{req.requested_by} asked, and that is you")
         if req is not None and msg.decision == "withdraw" and not self.same_person(req.requested_by, peer):
             return p.Reply(msg.id, error=f"only {req.requested_by}, who asked, can withdraw it")
+        # The audit names who issued an invite: "bob (invited by ana)".
         if msg.decision == "approve":
-            return p.Reply(msg.id, error=control.swap_approve(msg.request, peer.name))
+            return p.Reply(msg.id, error=control.swap_approve(msg.request, self.issued_by(peer)))
         if msg.decision == "deny":
-            return p.Reply(msg.id, error=control.swap.deny(msg.request, peer.name))
+            return p.Reply(msg.id, error=control.swap.deny(msg.request, self.issued_by(peer)))
         return p.Reply(msg.id, error=control.swap_withdraw(msg.request, peer.name))
 
     def _carry_out(self, peer: _Peer, msg: p.Request) -> p.Reply:
@@ -512,6 +565,12 @@ class ShareServer:
             if not any(q.role == p.ROLE_DRIVER for q in self._peers.values()):
                 self._make_driver(peer)
             elif peer.id not in self._asking:
+                now = self.clock()
+                last = self._asked_at.get(peer.identity)
+                if last is not None and now - last < ASK_DRIVE_EVERY_S:
+                    return p.Reply(msg.id, error=f"you asked to drive {now - last:.0f} s ago; the driver was "
+                                                 f"told then (one ask per {ASK_DRIVE_EVERY_S:.0f} s)")
+                self._asked_at[peer.identity] = now
                 self._asking.append(peer.id)
             self._publish()
             return p.Reply(msg.id)
@@ -648,6 +707,57 @@ def _peer_uid(writer: asyncio.StreamWriter | None) -> int | None:
     except (OSError, AttributeError):
         return None
     return int.from_bytes(creds[4:8], "little")
+
+
+def _user_name() -> str:
+    import getpass
+
+    with contextlib.suppress(Exception):
+        return p.clean_name(getpass.getuser())
+    return "anonymous"
+
+
+def _origin(writer: asyncio.StreamWriter | None, via: str) -> str:
+    """Who is at the other end, by what the kernel says, whatever the door: `uid N` (SO_PEERCRED on
+    the Unix socket; the owner of the client's loopback socket in /proc/net/tcp), else `tcp HOST`."""
+    uid = _peer_uid(writer) if via == "unix" else _tcp_peer_uid(writer)
+    if uid is not None:
+        return f"uid {uid}"
+    peer = writer.get_extra_info("peername") if writer is not None and via != "unix" else None
+    return f"tcp {peer[0]}" if peer else via
+
+
+def _tcp_hex(address: tuple[Any, ...]) -> str | None:
+    """An (ip, port) as /proc/net/tcp{,6} writes it (little-endian words), or None."""
+    import ipaddress
+
+    try:
+        ip = ipaddress.ip_address(address[0])
+    except ValueError:
+        return None
+    raw = ip.packed
+    words = "".join(raw[i:i + 4][::-1].hex().upper() for i in range(0, len(raw), 4))
+    return f"{words}:{int(address[1]):04X}"
+
+
+def _tcp_peer_uid(writer: asyncio.StreamWriter | None) -> int | None:
+    """The uid owning the other end of a loopback TCP connection (the kernel's table; a client
+    on another machine has no entry here): None when it cannot be told."""
+    if writer is None:
+        return None
+    peer, ours = writer.get_extra_info("peername"), writer.get_extra_info("sockname")
+    if not peer or not ours:
+        return None
+    local, remote = _tcp_hex(peer), _tcp_hex(ours)
+    if local is None or remote is None:
+        return None
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                cols = line.split()
+                if cols[1] == local and cols[2] == remote:
+                    return int(cols[7])
+    return None
 
 
 def _peer_name(writer: asyncio.StreamWriter, via: str) -> str:

@@ -4,10 +4,14 @@ textual-serve starts one process per browser tab; here that process is `gpuconso
 the core's Unix socket, so each tab is one more client of the one core (one SSH connection, one
 set of pollers), not one more console. The page and its websocket need the serve's token or a
 person's own (`serve --invite NAME`), compared in constant time; without it: 403, logged, nothing
-of the app sent. The token in the first URL is moved to a cookie (HttpOnly, SameSite=Strict) and the
-browser sent on to the address without it, so it stays out of the address bar, history and the
-page; nothing logs it (issue 21, item 16). A person's tab attaches as that person (their token
-goes to the tab's attach in a 0600 file, never on a command line).
+of the app sent. The first URL carries a one-use ticket, not the token: on first load it becomes a
+session cookie (HttpOnly, SameSite=Strict) and the browser is sent on to the address without it, so
+it stays out of the address bar, history and the page; nothing logs it (issue 21, item 16), and the
+same URL is refused after (issue 34, item 12). A tab is who its ticket was issued to, never the
+`?name=` it carries (issue 34, item 3): the serve's own is the person who runs serve; a person's
+tab attaches as that person (their token goes to the tab's attach in a 0600 file, never on a
+command line). A tab joins as an observer: the first tab no longer became the driver (issue 35,
+item 4).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import contextlib
 import hmac
 import logging
 import re
+import secrets
 import shlex
 import sys
 from pathlib import Path
@@ -37,22 +42,31 @@ MAX_TABS = 16  # each tab is a process: 40 tabs were 92 processes and 1.5 GB (is
 
 def attach_command(socket_path: Path, name: str, token_file: Path | None = None) -> str:
     """The command a tab runs: this Python, this package, the core's socket (an absolute path,
-    never read as an option), the tab's name (checked and quoted), a person's token file."""
+    never read as an option), the tab's name (checked and quoted), a person's token file; as an
+    observer (it asks to drive when its person means to)."""
     if not _NAME.match(name):
         name = "web"
     extra = ("--token-file", str(token_file)) if token_file is not None else ()
     return " ".join(shlex.quote(part) for part in (
-        sys.executable, "-m", "console", "attach", f"unix:{socket_path.resolve()}", "--name", name, *extra))
+        sys.executable, "-m", "console", "attach", f"unix:{socket_path.resolve()}", "--name", name, "--observe",
+        *extra))
 
 
 class WebShare(Server):
     def __init__(self, socket_path: Path, host: str, port: int, token: str, *,
                  people: dict[str, str] | None = None, token_files: dict[str, Path] | None = None,
-                 max_tabs: int = MAX_TABS) -> None:
+                 max_tabs: int = MAX_TABS, owner: str | None = None) -> None:
         super().__init__(attach_command(socket_path, "web"), host=host, port=port, title="gpuconsole")
+        from console.share.server import _user_name
+
         self.socket_path = socket_path
         self.token = token
+        self.owner = owner or _user_name()  # who runs serve: the name of a tab of the serve's own
+        if not _NAME.match(self.owner):
+            self.owner = "owner"
         self.people = people if people is not None else {}  # a person's token -> their name
+        self._tickets: dict[str, str] = {}  # one-use ticket -> '' (the serve's person) or an invited name
+        self._sessions: dict[str, str] = {}  # a browser's session cookie -> the same
         self.token_files = token_files or {}  # name -> the 0600 file holding their token
         self.max_tabs = max_tabs
         self.tabs = 0
@@ -61,27 +75,35 @@ class WebShare(Server):
 
     @property
     def url(self) -> str:
-        """The page's address with the token: printed once by `serve`."""
-        return self.url_with(self.token)
+        """A first address for the person who runs serve (a fresh one-use ticket each time)."""
+        return self.url_for("")
+
+    def url_for(self, person: str) -> str:
+        """A first address for one person ('' the serve's own, else an invited name): a one-use
+        ticket that becomes a session cookie on first load."""
+        ticket = secrets.token_urlsafe(24)
+        self._tickets[ticket] = person
+        return f"{self.public_url}/?token={ticket}"
 
     def url_with(self, token: str) -> str:
-        """The first address for one person (their token; it moves to a cookie on first load)."""
-        return f"{self.public_url}/?token={token}"
+        """A first address for whoever holds `token` (the serve's or a person's)."""
+        person = "" if hmac.compare_digest(token.encode(), self.token.encode()) else self.people.get(token)
+        if person is None:
+            raise ValueError("not a token of this serve")
+        return self.url_for(person)
 
-    def _person(self, given: str) -> str | None:
-        """'' for the serve's own token, the name for a person's, None for anything else."""
-        found = "" if hmac.compare_digest(given.encode(), self.token.encode()) else None
-        for token, name in self.people.items():
-            if hmac.compare_digest(given.encode(), token.encode()):
-                found = name
+    @staticmethod
+    def _find(table: dict[str, str], given: str) -> str | None:
+        found = None
+        for key, person in table.items():  # constant time per comparison
+            if hmac.compare_digest(given.encode(), key.encode()):
+                found = person
         return found
 
-    def _allowed(self, request: web.Request, given: str) -> bool:
-        if given and self._person(given) is not None:
-            return True
+    def _refuse(self, request: web.Request, why: str) -> web.HTTPForbidden:
         self.refused += 1
-        log.warning("refused web client %s: wrong or missing token", request.remote)
-        return False
+        log.warning("refused web client %s: %s", request.remote, why)
+        return web.HTTPForbidden(text=f"gpuconsole: {why}\n")
 
     async def _make_app(self) -> web.Application:
         app = web.Application()
@@ -95,17 +117,20 @@ class WebShare(Server):
 
     async def handle_index(self, request: web.Request) -> web.StreamResponse:  # type: ignore[override]
         in_url = request.query.get("token", "")
-        given = in_url or request.cookies.get(COOKIE, "")
-        if not self._allowed(request, given):
-            raise web.HTTPForbidden(text="gpuconsole: wrong or missing token\n")
-        name = request.query.get("name", "web")
-        name = name if _NAME.match(name) else "web"
-        if in_url:  # into a cookie, and on to the address without it
-            response = web.HTTPSeeOther(f"/?name={name}")
-            response.set_cookie(COOKIE, in_url, httponly=True, samesite="Strict", path="/")
+        if in_url:  # a one-use ticket: into a session cookie, and on to the address without it
+            person = self._find(self._tickets, in_url)
+            if person is None:
+                raise self._refuse(request, "this address was used already or is wrong: ask for a new one")
+            del self._tickets[in_url]
+            session = secrets.token_urlsafe(24)
+            self._sessions[session] = person
+            response = web.HTTPSeeOther("/")
+            response.set_cookie(COOKIE, session, httponly=True, samesite="Strict", path="/")
             raise response
+        if self._find(self._sessions, request.cookies.get(COOKIE, "")) is None:
+            raise self._refuse(request, "wrong or missing token")
         router = request.app.router
-        ws_path = router["websocket"].url_for(name=name)
+        ws_path = router["websocket"].url_for(name="tab")
         context = {
             "font_size": 16,
             "app_websocket_url": "ws:" + f"{self.public_url}{ws_path}".split(":", 1)[1],
@@ -116,15 +141,15 @@ class WebShare(Server):
         return aiohttp_jinja2.render_template("app_index.html", request, context)
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
-        given = request.cookies.get(COOKIE, "")
-        if not self._allowed(request, given):
-            raise web.HTTPForbidden(text="gpuconsole: wrong or missing token\n")
+        person = self._find(self._sessions, request.cookies.get(COOKIE, ""))
+        if person is None:
+            raise self._refuse(request, "wrong or missing token")
         if self.tabs >= self.max_tabs:
             self.refused += 1
             log.warning("refused web client %s: %d tabs open (the cap)", request.remote, self.tabs)
             raise web.HTTPServiceUnavailable(text=f"gpuconsole: {self.tabs} tabs are open (at most {self.max_tabs})\n")
-        person = self._person(given) or ""
-        command = attach_command(self.socket_path, person or request.match_info.get("name", "web"),
+        # Who the tab is comes from its session, never from a name in the address.
+        command = attach_command(self.socket_path, person or self.owner,
                                  self.token_files.get(person) if person else None)
         websocket = web.WebSocketResponse(heartbeat=15)
         width = _int(request.query.get("width"), 80)

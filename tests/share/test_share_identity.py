@@ -127,7 +127,7 @@ async def test_a_person_token_names_its_holder_and_counts_as_another_person(core
     _request(server, "ana")
     reply = await ben.ask("swap_decide", request="r1", decision="approve")
     assert reply is not None and reply["error"] is None
-    assert control.calls[-1] == ("swap_approve", "r1", "ben")
+    assert control.calls[-1] == ("swap_approve", "r1", f"ben (invited by {server.owner})")  # the audit's name
     # ben cannot withdraw ana's request
     reply = await ben.ask("swap_decide", request="r1", decision="withdraw")
     assert reply is not None and "only ana" in (reply["error"] or "")
@@ -139,12 +139,14 @@ async def test_a_person_token_names_its_holder_and_counts_as_another_person(core
 async def test_a_name_bound_to_one_identity_is_refused_to_another(core) -> None:
     server, control, sock = core
     ana = await _unix(sock, "ana")  # noqa: F841 - held: a dropped connection leaves
-    eve = await _tcp(server, "ana", server.token)  # the serve's token: another identity than ana's uid
-    assert eve.welcome["t"] == "refused" and "taken" in eve.welcome["reason"]
-    assert [c.name for c in server.clients] == ["ana"]
     ben_token = server.invite("ben")
-    eve2 = await _tcp(server, "ben", server.token)
-    assert eve2.welcome["t"] == "refused"
+    ben_tab = await _unix(sock, "x", ben_token)  # ben's name is bound to ben's invite
+    await ben_tab.writer.drain()
+    ben_tab.writer.close()
+    await _wait_gone(server, "ben")
+    eve2 = await _tcp(server, "ben", server.token)  # the serve's person typing "ben"
+    assert eve2.welcome["t"] == "refused" and "taken" in eve2.welcome["reason"]
+    eve = eve2
     ben = await _tcp(server, "x", ben_token)
     assert ben.welcome["t"] == "welcome"
     # a withdrawal is by identity: eve (token) cannot withdraw ben's request even named alike
@@ -155,6 +157,71 @@ async def test_a_name_bound_to_one_identity_is_refused_to_another(core) -> None:
     assert not [c for c in control.calls if c[0] == "swap_withdraw"]
     record("identity: another identity takes a bound name or withdraws", tried=3,
            borrowed=int(eve.welcome["t"] == "welcome") + int(eve2.welcome["t"] == "welcome"))
+
+
+async def _wait_gone(server: ShareServer, name: str) -> None:
+    from tests.conftest import wait_for
+
+    await wait_for(lambda: name not in [c.name for c in server.clients], 10)
+
+
+# -- issue 34, item 2: one person approving their own request through another door --------------
+async def test_the_serve_token_over_tcp_is_the_serving_user_and_cannot_approve_her_own_request(core) -> None:
+    """ana asks on the Unix socket, then approves over TCP with the serve's own token: the token is
+    the person who runs serve, the same person as her uid."""
+    server, control, sock = core
+    ana = await _unix(sock, "ana")
+    assert ana.welcome["role"] == "driver"
+    _request(server, "ana")
+    door2 = await _tcp(server, "approver", server.token)
+    assert door2.welcome["t"] == "welcome"
+    for decision in ("approve", "deny"):
+        reply = await door2.ask("swap_decide", request="r1", decision=decision)
+        assert reply is not None and "two-person rule" in (reply["error"] or ""), reply
+    assert not [c for c in control.calls if c[0] in ("swap_approve", "swap_deny")]
+    # and the presence says these two connections are one person
+    persons = {c.name: c.person for c in server.clients}
+    assert persons["ana"] == persons["approver"] == f"uid {os.getuid()}"
+    assert server.approvers("ana") == ([], ["ana", "approver"])
+
+
+async def test_an_invite_is_bound_at_first_use_to_who_used_it(core, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bob used his invite first (uid 1001, by the kernel's word); the operator's uid presenting it
+    later, on the socket or over TCP, is refused: it is bob's alone."""
+    from console.share import server as srv
+
+    server, control, sock = core
+    token = server.invite("bob")
+    monkeypatch.setattr(srv, "_peer_uid", lambda writer: 1001)
+    monkeypatch.setattr(srv, "_tcp_peer_uid", lambda writer: 1001)
+    bob = await _unix(sock, "bob", token)
+    assert bob.welcome["t"] == "welcome"
+    monkeypatch.setattr(srv, "_peer_uid", lambda writer: os.getuid())
+    monkeypatch.setattr(srv, "_tcp_peer_uid", lambda writer: os.getuid())
+    for door in ("unix", "tcp"):
+        again = await (_unix(sock, "bob", token) if door == "unix" else _tcp(server, "bob", token))
+        assert again.welcome["t"] == "refused", door
+        assert "bob's invite was first used from uid 1001" in again.welcome["reason"]
+    assert [c.name for c in server.clients] == ["bob"]
+
+
+async def test_the_loopback_tcp_peer_uid_is_read_from_the_kernel(core) -> None:
+    from console.share import server as srv
+
+    server, control, sock = core
+    seen: list[int | None] = []
+    original = srv._tcp_peer_uid
+
+    def spy(writer: Any) -> int | None:
+        seen.append(original(writer))
+        return seen[-1]
+
+    srv._tcp_peer_uid = spy  # type: ignore[assignment]
+    try:
+        conn = await _tcp(server, "x", server.invite("cy"))
+    finally:
+        srv._tcp_peer_uid = original  # type: ignore[assignment]
+    assert conn.welcome["t"] == "welcome" and seen == [os.getuid()]
 
 
 async def test_the_local_seat_is_the_serving_user(core) -> None:
@@ -225,7 +292,7 @@ async def test_a_flood_of_silent_connections_is_capped_and_said_once(core, caplo
     import logging
 
     server, control, sock = core
-    server.max_pending = 8
+    server.max_pending_unix = 8
     caplog.set_level(logging.WARNING, logger="gpuconsole.share")
     flood = [await asyncio.open_unix_connection(str(sock)) for _ in range(60)]
     from tests.kit.hosts import wait_for
@@ -245,6 +312,27 @@ async def test_a_flood_of_silent_connections_is_capped_and_said_once(core, caplo
     await wait_for(lambda: server.pending == 0, 10)
     good = await _unix(sock, "good")  # the core still welcomes a real client
     assert good.welcome["t"] == "welcome"
+
+
+async def test_a_flood_of_idle_tcp_connections_never_locks_the_operator_out_of_the_unix_socket(core) -> None:
+    """Issue 34, item 4: 64 idle TCP connections (no token needed to open one) filled the one
+    pre-hello budget, and the operator's Unix attach was told "wrong or missing token"."""
+    from console.share.client import attach
+    from tests.conftest import wait_for
+
+    server, control, sock = core
+    assert server.tcp_address is not None
+    flood = [await asyncio.open_connection(*server.tcp_address) for _ in range(server.max_pending + 8)]
+    await wait_for(lambda: server.turned_away >= 8, 10)
+    client = await attach(sock, name="ana")  # the local socket always gets in
+    try:
+        assert client.role == "driver"
+        assert [c.name for c in server.clients] == ["ana"]
+    finally:
+        await client.close()
+        for _, writer in flood:
+            writer.close()
+    record("idle TCP flood against the Unix attach", tried=len(flood), locked_out=0)
 
 
 async def test_clients_that_never_read_are_dropped_at_the_global_budget(core) -> None:
