@@ -58,6 +58,15 @@ SWAP = "swap"
 AGES = "ages"  # every pane's ages again (the state replaced: its clock may have jumped)
 
 
+class KeysFooter(Footer):
+    """The footer with its keys also while the app has no focus: Textual skips filling it then, and
+    a browser tab that never had focus showed a blank strip where the keys go (issue 35, item 4)."""
+
+    def bindings_changed(self, screen: Screen) -> None:
+        self._bindings_ready = True
+        if self.is_attached and screen is self.screen:
+            self.call_after_refresh(self.recompose)
+
 class Wake(Message, bubble=False):
     """Something changed in the state: schedule the frame's flush (posted at most once a frame)."""
 
@@ -269,7 +278,7 @@ class HostScreen(Screen[None]):
         with grid:
             for spec in self.specs:
                 yield self.make_pane(spec)
-        yield Footer()
+        yield KeysFooter()
 
     def make_pane(self, spec: PaneSpec) -> Widget:
         missing = self.state.missing(spec.key)

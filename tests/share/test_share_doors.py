@@ -23,9 +23,9 @@ from console.core.state import Client, HostState, Presence, same_person, who_can
 from console.share import protocol as p
 from console.share.server import ShareServer
 from console.swap.model import ApprovalChanged, SwapSetup
-from tests.conftest import wait_for
-from tests.figures import record
-from tests.test_cli import gpuconsole
+from tests.kit.cli import gpuconsole
+from tests.kit.figures import record
+from tests.kit.hosts import wait_for
 
 
 class Clock:
@@ -221,7 +221,7 @@ async def test_a_tab_joins_as_an_observer_even_when_nobody_drives(core) -> None:
 
 # -- issue 34, item 2: an invite never reaches the operator's terminal -------------------------------
 def test_serve_prints_where_an_invite_is_and_who_issued_it_never_the_invite(tmp_path: Path) -> None:
-    from tests.test_share_cli import Lines, popen
+    from tests.kit.cli import Lines, popen
 
     short = Path(tempfile.mkdtemp(prefix="gcd-"))
     serve = popen("--demo", "--no-record", "serve", "--socket", str(short / "core.sock"), "--invite", "bob",
