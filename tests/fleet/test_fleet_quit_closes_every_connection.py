@@ -29,7 +29,7 @@ async def test_quitting_a_fleet_closes_every_hosts_connection_and_leaves_nothing
         await asyncio.wait_for(fleet.close(), 120)  # returns: no wall-clock bound asserted
         await wait_for(lambda: _nothing_left(server), timeout=60, interval=0.1)
         # ...and nothing reconnects afterwards.
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # not a wait: a settle before a negative check (no host reconnected)
         assert _nothing_left(server)
     finally:
         with contextlib.suppress(Exception):

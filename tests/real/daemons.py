@@ -214,6 +214,26 @@ class Dockerd:
         subprocess.run(["rm", "-rf", "--one-file-system", str(self.root)], timeout=300, check=False)
 
 
+def _stop_leftover_daemon(root: Path) -> None:
+    """Stop a dockerd still running in `root` (its pid file names it and its command line names the
+    root), then unmount what it left."""
+    try:
+        pid = int((root / "dockerd.pid").read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return
+    if not cmdline or not cmdline[0].endswith(b"dockerd") or str(root).encode() not in b" ".join(cmdline):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    unmount_under(root)
+
+
 @contextlib.contextmanager
 def pooled_root(slots: int = 8) -> Iterator[Path]:
     """A daemon root of the cache's pool, held (flock) for as long as the caller runs a dockerd in it:
@@ -231,7 +251,9 @@ def pooled_root(slots: int = 8) -> Iterator[Path]:
         try:
             root = pool / str(slot)
             root.mkdir(exist_ok=True)
-            # A run that was killed leaves its pid file and sockets: the daemon of that run is gone.
+            # A run that was killed leaves its pid file and sockets, and maybe its daemon (started in
+            # a session of its own): we hold the root's lock, so that daemon is a leftover of ours.
+            _stop_leftover_daemon(root)
             for stale in ("dockerd.pid", "docker.sock"):
                 with contextlib.suppress(FileNotFoundError):
                     (root / stale).unlink()
@@ -284,9 +306,12 @@ def start_dockerd(root: Path | None = None, timeout_s: float = 60) -> Dockerd:
         if process.poll() is not None:
             tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
             raise DaemonUnavailable(f"dockerd exited rc {process.returncode}: " + " | ".join(tail))
-        if socket.exists() and daemon.docker("version", "--format", "{{.Server.Version}}",
-                                             check=False, timeout_s=10).returncode == 0:
-            return daemon
+        try:
+            if socket.exists() and daemon.docker("version", "--format", "{{.Server.Version}}",
+                                                 check=False, timeout_s=10).returncode == 0:
+                return daemon
+        except subprocess.TimeoutExpired:
+            pass  # the daemon is still starting (or stuck: the deadline ends it)
         time.sleep(0.2)
     daemon.stop()
     raise DaemonUnavailable(f"dockerd did not answer within {timeout_s:.0f} s (log: {log_path})")

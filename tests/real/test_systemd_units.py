@@ -153,11 +153,10 @@ async def test_the_rollback_names_a_crash_looping_old_unit_instead_of_waiting_fo
             session=SimpleNamespace(transport=transport),
             profile=SimpleNamespace(server_port=host.server_port, ready_timeout_s=90.0),
             poll_s=0.2, _clock=time.time, _set=lambda key, **kw: details.append(kw.get("detail", "")))
-        started = time.monotonic()
         with pytest.raises(StepFailed) as failed:
             await SwapController._old_ready(ctl, OLD_UNIT, time.time())  # type: ignore[arg-type]
     said = str(failed.value)
-    assert "not ready within" not in said and time.monotonic() - started < 80
+    assert "not ready within" not in said  # named at once, not after waiting out ready_timeout_s
     # Seen between two restarts (auto-restart) or just after one (NRestarts grew): named either way.
     assert re.search(r"(activating \(auto-restart\)|active \(running\))(, restart \d+.*)? — it will take the GPUs "
                      r"back", said), said

@@ -304,7 +304,7 @@ async def test_the_requester_on_another_connection_is_told_who_can_approve_not_o
     control = Control(2)  # ana2: ana's uid, another terminal
     app = Host(SwapScreen(_state(PRESENCE), control, "ana2"))
     async with app.run_test(size=size) as pilot:
-        await pilot.pause(0.8)
+        await wait_for(lambda: any("waiting for another person" in n.message for n in app._notifications), 30)
         assert not isinstance(app.screen, ApproveScreen)
         said = [n.message for n in app._notifications]
         assert any("waiting for another person: bob can approve; ana2 cannot" in m for m in said), said
@@ -332,8 +332,7 @@ async def test_the_invited_person_is_offered_the_dialog_and_approves() -> None:
     control = Control(3)
     app = Host(SwapScreen(_state(PRESENCE), control, "bob"))
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.8)
-        assert isinstance(app.screen, ApproveScreen)
+        await wait_for(lambda: isinstance(app.screen, ApproveScreen), 30)
         await pilot.press("enter")
         await pilot.pause()
         assert control.calls == [("approve", "r1", "bob")]

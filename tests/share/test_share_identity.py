@@ -160,7 +160,7 @@ async def test_a_name_bound_to_one_identity_is_refused_to_another(core) -> None:
 
 
 async def _wait_gone(server: ShareServer, name: str) -> None:
-    from tests.conftest import wait_for
+    from tests.kit.hosts import wait_for
 
     await wait_for(lambda: name not in [c.name for c in server.clients], 10)
 
@@ -318,7 +318,7 @@ async def test_a_flood_of_idle_tcp_connections_never_locks_the_operator_out_of_t
     """Issue 34, item 4: 64 idle TCP connections (no token needed to open one) filled the one
     pre-hello budget, and the operator's Unix attach was told "wrong or missing token"."""
     from console.share.client import attach
-    from tests.conftest import wait_for
+    from tests.kit.hosts import wait_for
 
     server, control, sock = core
     assert server.tcp_address is not None

@@ -55,7 +55,8 @@ async def test_in_place_through_sshd(tmp_path: Path, sshd_connect: Any) -> None:
                                      connect=sshd_connect, steps=("download", "install", "preflight", "in_place"))
     steps = _states(state)
     assert steps["in_place"] == "done", state.swap.steps["in_place"].detail
-    assert steps["stop_old"] == "pending" and "paths" not in steps  # the preflight planned it
+    # in place: no stop (skipped with the reason, never pending); the preflight planned the path
+    assert steps["stop_old"] == "skipped" and "paths" not in steps
     assert any(a.action == "in_place" and "/update_weights_from_disk" in a.command and a.exit_status == 0
                for a in state.swap.audit)
     assert state.data("server").status == "ready"

@@ -417,7 +417,8 @@ async def test_two_person_rule_over_pairing_the_driver_asks_an_observer_approves
         ben_c.swap_approve(req.request_id, "whoever")
         await d.runner.swap.wait_idle(60)
         assert _step(d, "stop_old")[0] == "done", _step(d, "stop_old")
-        assert d.state.swap.approvals[req.request_id].decided_by == "ben"
+        # ben, invited by the one who serves (issue 34 item 2: the audit names who issued the invite)
+        assert d.state.swap.approvals[req.request_id].decided_by.startswith("ben (invited by ")
     finally:
         for task in pumps:
             task.cancel()
