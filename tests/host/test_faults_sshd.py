@@ -29,11 +29,12 @@ import pytest
 from console.sources.gpu import GpuSource
 from console.sources.log import LogFollower
 from console.sources.service import ServiceWatcher
-from console.testing import Sshd, find_sshd, start_sshd
+from console.testing import Sshd, start_sshd
 from console.transport import CommandTimeout
 from console.transport.shell import KILL_GRACE_S, host_time_limit
 from console.transport.ssh import SshTransport
 from tests.kit.figures import record
+from tests.kit.hosts import require_sshd
 
 pytestmark = pytest.mark.sshd
 DROPS = int(os.environ.get("GPUCONSOLE_FAULT_DROPS", "50"))
@@ -95,12 +96,7 @@ class FaultHost:
 
 @pytest.fixture
 def fault_host(tmp_path: Path) -> Iterator[FaultHost]:
-    if find_sshd() is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("sshd is missing: CI must test against OpenSSH")
-        pytest.skip("OpenSSH sshd is not installed")
-    if os.geteuid() != 0 and os.environ.get("CI") != "true":
-        pytest.skip("sshd tests run as root (CI does)")
+    require_sshd()
     directory, bin_dir, sim_root = tmp_path / "sshd", tmp_path / "faultbin", tmp_path / "host"
     bin_dir.mkdir()
     (sim_root / ".sim" / "journal").mkdir(parents=True)

@@ -24,12 +24,13 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from console.transport.ssh import SshTransport
 from tests.real.daemons import IMAGE_TAG, DaemonUnavailable, Dockerd
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -254,3 +255,15 @@ def record(host: SystemdHost, name: str, captures: list[dict[str, object]]) -> P
 def capture(host: SystemdHost, command: str, timeout_s: float = 60) -> dict[str, object]:
     run = host.sh(command, timeout_s=timeout_s)
     return {"command": command, "rc": run.returncode, "stdout": run.stdout, "stderr": run.stderr}
+
+
+@contextlib.asynccontextmanager
+async def connected(host: SystemdHost) -> AsyncIterator[SshTransport]:
+    """The console's SSH transport to the real systemd host, connected for the block."""
+    transport = host.transport()
+    assert isinstance(transport, SshTransport)
+    await transport.connect()
+    try:
+        yield transport
+    finally:
+        await transport.close()

@@ -8,30 +8,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
 
 import pytest
 
 from console.sources.log import LogFollower
-from console.transport.ssh import SshTransport
-from tests.real.systemd_host import SystemdHost, capture, record
+from tests.real.systemd_host import SystemdHost, capture, connected, record
 
 pytestmark = pytest.mark.real_systemd
 
 # SGLang 0.5.23 logs every ServerArgs field on one line at launch: ~16 KB (research/real_daemons.md).
 LONG_LAUNCH = "[2026-12-01 10:00:00] server_args=ServerArgs(model_path='/shared/models/Qwen3.5-122B-A10B', " + \
     ", ".join(f"field_{i}='{'v' * 40}'" for i in range(300)) + ")"
-
-
-@contextlib.asynccontextmanager
-async def connected(host: SystemdHost) -> AsyncIterator[SshTransport]:
-    transport = host.transport()
-    assert isinstance(transport, SshTransport)
-    await transport.connect()
-    try:
-        yield transport
-    finally:
-        await transport.close()
 
 
 def transient(host: SystemdHost, unit: str, script: str, *props: str) -> None:

@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -21,8 +20,7 @@ from console.sources.log import LogFollower
 from console.sources.server import ServerWatcher
 from console.sources.service import ServiceWatcher
 from console.swap.controller import StepFailed, SwapController
-from console.transport.ssh import SshTransport
-from tests.real.systemd_host import NEW_UNIT, OLD_UNIT, SystemdHost, capture, record
+from tests.real.systemd_host import NEW_UNIT, OLD_UNIT, SystemdHost, capture, connected, record
 
 pytestmark = pytest.mark.real_systemd
 
@@ -31,17 +29,6 @@ pytestmark = pytest.mark.real_systemd
 def host(real_host: SystemdHost) -> SystemdHost:
     real_host.reset_units()
     return real_host
-
-
-@contextlib.asynccontextmanager
-async def connected(host: SystemdHost) -> AsyncIterator[SshTransport]:
-    transport = host.transport()
-    assert isinstance(transport, SshTransport)
-    await transport.connect()
-    try:
-        yield transport
-    finally:
-        await transport.close()
 
 
 def crash_looping(host: SystemdHost, unit: str, **env: str) -> None:
