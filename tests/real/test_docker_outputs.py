@@ -169,10 +169,16 @@ def test_the_consoles_ps_template_reads_the_same_rows_as_json_dot_on_both_clis(
         mine = {r.name: r for r in parse_ps(ours["stdout"])}
         theirs = {r.name: r for r in parse_ps(full["stdout"])}
         assert serving in mine
+        # A container Docker restarts in a loop moves between running and restarting from one call to
+        # the next (CI's run caught it so): its state is compared by neither; every other one's must agree.
+        looping = {name for name in mine if int(inspect(dockerd, name).get("RestartCount") or 0) > 0}
+        assert serving not in looping
         for name, row in mine.items():
             other = theirs[name]
-            assert (row.id, row.image, row.command, row.state, row.labels) == \
-                (other.id, other.image, other.command, other.state, other.labels)
+            assert (row.id, row.image, row.command, row.labels) == \
+                (other.id, other.image, other.command, other.labels)
+            if name not in looping:
+                assert row.state == other.state, name
         assert mine[serving].label("com.example.team") == "llm" and mine[serving].state == "running"
 
 
