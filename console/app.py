@@ -29,16 +29,12 @@ from console.host_screen import (  # noqa: F401  (help_text and HelpScreen: impo
     save_screenshot_to,
     worker_failed,
 )
+from console.locations import stylesheet
 from console.panes.header import HostHeader
 
 
 def stylesheet_path() -> Path:
-    """The stylesheet ships inside the package (wheel) or sits at the repo root (checkout)."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "styles" / "console.tcss", here.parent / "styles" / "console.tcss"):
-        if candidate.exists():
-            return candidate
-    raise FileNotFoundError("console.tcss not found next to the package or at the repository root")
+    return stylesheet()
 
 
 _heap_settled = False

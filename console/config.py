@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from console.locations import config_home
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
@@ -91,8 +93,7 @@ def config_search_paths() -> list[Path]:
     explicit = os.environ.get("GPUCONSOLE_CONFIG")
     if explicit:
         return [Path(explicit).expanduser()]
-    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    return [base / "gpuconsole" / "config.toml"]
+    return [config_home() / "config.toml"]
 
 
 _PORTS = ("port", "server_port")

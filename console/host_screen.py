@@ -176,10 +176,9 @@ class NoteScreen(ModalScreen[str | None]):
 def screenshot_dir() -> Path:
     """Under the XDG data dir beside the recordings (never the working directory: a walk left
     SVGs in the repository's screenshots/); the notice says where."""
-    import os
+    from console.locations import data_home
 
-    base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    shots = Path(base) / "gpuconsole" / "screenshots"
+    shots = data_home() / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
     return shots
 

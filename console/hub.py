@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from console.analysis.download import ExpectedFile, ExpectedFiles
+from console.locations import cache_home
 
 
 class HubError(Exception):
@@ -41,9 +42,7 @@ class HubAccess:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("GPUCONSOLE_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpuconsole")
-    return Path(base) / "hub"
+    return cache_home() / "hub"
 
 
 def _cache_path(repo_id: str, revision: str, endpoint: str | None = None) -> Path:

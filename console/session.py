@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from console.config import HostProfile
+from console.locations import PACKAGE_PARENT
 from console.sources.base import PolledSource
 from console.sources.download import DownloadWatcher, download_source
 from console.sources.gpu import GpuSource
@@ -198,7 +199,7 @@ class SimulatorThread:
         self.cache_root = cache_root
         os.environ["GPUCONSOLE_CACHE_DIR"] = str(cache_root)
 
-        package_parent = str(Path(__file__).resolve().parent.parent)
+        package_parent = str(PACKAGE_PARENT)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)}
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - never the console's terminal; closed in stop()

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
+from console.locations import data_home
+
 
 def default_path(*, demo: bool = False) -> Path:
     """The user's runs; a demo keeps its own file beside it (its simulated runs are not the user's)."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    return Path(base) / "gpuconsole" / ("demo-bench.jsonl" if demo else "bench.jsonl")
+    return data_home() / ("demo-bench.jsonl" if demo else "bench.jsonl")
 
 
 def flags_hash(argv: list[str] | None) -> str | None:

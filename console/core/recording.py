@@ -30,6 +30,7 @@ from typing import IO, Any
 from console import __version__
 from console.core import codec
 from console.core.state import Event, HostState, Notice, ReplayInfo, StateSnapshot
+from console.locations import data_home
 from console.sanitize import clean_json, json_may_hold_control
 
 log = logging.getLogger("gpuconsole.recording")
@@ -53,8 +54,7 @@ class RecordingError(Exception):
 
 
 def default_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    return Path(base) / "gpuconsole" / "recordings"
+    return data_home() / "recordings"
 
 
 def _safe(name: str) -> str:

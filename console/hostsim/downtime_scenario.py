@@ -28,6 +28,7 @@ from console.hostsim import drive, pagecache, placement
 from console.hostsim.downloader import qwen122b_config, qwen122b_files
 from console.hostsim.scenario import MODEL_DIR, NEW_UNIT, OLD_MODEL_DIR, OLD_UNIT, demo_profile
 from console.hostsim.services import TEMPLATES, UNITS_DIR, Timeline, UnitRunner, install_units
+from console.locations import PACKAGE_PARENT
 
 if TYPE_CHECKING:
     from console.hostsim.server import HostSimulator
@@ -95,7 +96,7 @@ def _router_launch(sim: HostSimulator, port: int, refuse: bool) -> tuple[list[st
     env = {**sim.env(), "PYTHONUNBUFFERED": "1"}
     if refuse:
         env["GPUSIM_ROUTER_REFUSE"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_PARENT), env.get("PYTHONPATH", "")])
     argv = [sys.executable, "-m", "console.hostsim.fake_sglang.router", "--port", str(port),
             "--worker-startup-timeout-secs", "5", "--worker-urls", f"http://127.0.0.1:{sim.server_port}"]
     return argv, env, open(sim.root / ".sim" / "router.log", "ab")  # noqa: SIM115 - closed by the caller

@@ -25,8 +25,9 @@ from pathlib import Path
 
 from console.config import HostProfile
 from console.hostsim.server import HostIdentity, HostSimulator
+from console.locations import PACKAGE_PARENT
 
-DATA = Path(__file__).resolve().parent.parent.parent / "tests" / "data"
+DATA = PACKAGE_PARENT / "tests" / "data"
 MODEL_DIR = "/shared/models/quiet"
 LOG_FILE = "/var/log/sglang.log"
 

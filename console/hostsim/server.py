@@ -17,9 +17,9 @@ from typing import Any
 
 import asyncssh
 
-import console
+from console.locations import PACKAGE_PARENT as _PACKAGE_PARENT
 
-PACKAGE_PARENT = str(Path(console.__file__).resolve().parent.parent)
+PACKAGE_PARENT = str(_PACKAGE_PARENT)
 
 
 @dataclass

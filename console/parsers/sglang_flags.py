@@ -15,9 +15,10 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+from console.locations import DATA_DIR
+
+DATA = DATA_DIR
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from console.core.state import ReadingChanged
+from console.locations import data_home
 from console.redact import redact_text
 from console.swap import actions as act
 from console.swap import container_plan, fastpath, preflight
@@ -64,8 +65,7 @@ def default_who() -> str:
 
 def audit_path(*, demo: bool = False) -> Path:
     """The user's audit log; a demo keeps its own beside it (its simulated actions are not the user's)."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    return Path(base) / "gpuconsole" / ("demo-audit.jsonl" if demo else "audit.jsonl")
+    return data_home() / ("demo-audit.jsonl" if demo else "audit.jsonl")
 
 
 @dataclass(frozen=True, slots=True)

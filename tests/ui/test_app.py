@@ -85,6 +85,9 @@ async def test_the_demo_runs_a_benchmark_from_the_pane_and_saves_it(demo_app: Co
     app = demo_app
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(lambda: "gpu-sim-01" in header_text(app), 10)
+        # The run is saved with the hash of the serving unit's flags: read once the unit has been (a run
+        # that ends before the service source's first read is saved with none, truthfully).
+        await wait_for(lambda: (r := app.state.data("service")) is not None and r.new.command is not None, 30)
         app.query_one("#bench-pane").focus()
         await pilot.pause()
         app.start_bench("quick", plan=[(2, 4, 16, 16)])

@@ -32,9 +32,9 @@ GRAPHS_S = 5.0  # scenario seconds of CUDA graph capture
 
 
 def build_parser():
-    import console
+    from console.locations import DATA_DIR
 
-    data = json.loads((Path(console.__file__).parent / "data" / "sglang_flags_0.5.23.json").read_text())
+    data = json.loads((DATA_DIR / "sglang_flags_0.5.23.json").read_text())
     parser = argparse.ArgumentParser(prog="sglang serve")
     for flag in data["flags"]:
         names = [flag["flag"], *flag["aliases"]]
