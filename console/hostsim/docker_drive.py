@@ -75,7 +75,7 @@ async def start(sim: HostSimulator, *, oom: bool = False, compose: bool = False)
     (`compose`: not created yet; COMPOSE_FILE describes it and `docker compose create` makes it)."""
     from console.hostsim import drive
     from console.hostsim.containers import mirror_units_as_containers
-    from console.hostsim.scenario import (
+    from console.hostsim.story import (
         MODEL_DIR,
         NEW_CONTAINER,
         NEW_UNIT,

@@ -320,7 +320,7 @@ def _start_stop(cmd: str, args: list[str], *, quiet: bool = False) -> int:
             continue
         unit = docker_drive.mapped(str(obj.get("Name", name)))
         if unit is not None:  # --demo-scenario docker-drive: the container is a simulated service
-            from console.hostsim.tools import scenario_time
+            from console.hostsim.simstate import scenario_time
 
             grace = _value(args, "--time", "--timeout", "-t")
             status = docker_drive.start_stop(cmd, str(obj["Name"]).lstrip("/"), unit,

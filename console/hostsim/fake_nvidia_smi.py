@@ -167,6 +167,6 @@ def main(args: list[str], t: float, out: Callable[[str], None]) -> int:
 
 
 def _speed() -> float:
-    from console.hostsim.tools import load_state
+    from console.hostsim.simstate import load_state
 
     return float(load_state().get("speed", 1.0))

@@ -9,16 +9,18 @@ from console.config import HostProfile
 from console.hostsim import story
 from console.hostsim.downloader import DownloadPlan, LocalDirDownloader
 from console.hostsim.services import Timeline, UnitRunner, install_units
+from console.hostsim.story import (  # noqa: F401 (the story's names, read from here too)
+    MODEL_DIR,
+    NEW_CONTAINER,
+    NEW_UNIT,
+    OLD_CONTAINER,
+    OLD_MODEL_DIR,
+    OLD_UNIT,
+)
 
 if TYPE_CHECKING:
     from console.hostsim.server import HostSimulator
 
-MODEL_DIR = "/shared/models/Qwen3.5-122B-A10B"
-OLD_MODEL_DIR = "/data/models/Qwen3.5-397B-A17B-NVFP4"
-NEW_UNIT = "sglang-qwen122b.service"
-OLD_UNIT = "sglang-qwen397b.service"
-NEW_CONTAINER = "sglang-qwen122b"  # --demo-scenario docker: the same services as containers (issue 26)
-OLD_CONTAINER = "sglang-qwen397b"
 # "docker-drive": the containers' swap driven from the console (console/hostsim/docker_drive.py)
 DOCKER_SCENARIOS = ("docker", "docker-drive")
 

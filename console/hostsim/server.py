@@ -130,11 +130,11 @@ class HostSimulator:
         tmp.replace(sim_dir / "state.json")
 
     def _install_tools(self) -> None:
-        from console.hostsim import tools
+        from console.hostsim import simstate
 
         self.bin_dir.mkdir(parents=True, exist_ok=True)
         (self.root / ".sim" / "pylib").mkdir(parents=True, exist_ok=True)
-        for name in tools.TOOLS:
+        for name in simstate.TOOLS:
             script = self.bin_dir / name
             script.write_text(
                 f"#!{sys.executable}\n"
@@ -143,7 +143,7 @@ class HostSimulator:
                 f"raise SystemExit(main({name!r}, sys.argv[1:]))\n"
             )
             script.chmod(0o755)
-        tools.install_pylib(self.root / ".sim" / "pylib")
+        simstate.install_pylib(self.root / ".sim" / "pylib")
 
     def elapsed_s(self) -> float:
         """Scenario seconds since the start (the scenario clock)."""

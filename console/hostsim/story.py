@@ -10,6 +10,14 @@ from dataclasses import dataclass
 
 GIB = 1024  # MiB
 
+# The story's names on the host
+MODEL_DIR = "/shared/models/Qwen3.5-122B-A10B"
+OLD_MODEL_DIR = "/data/models/Qwen3.5-397B-A17B-NVFP4"
+NEW_UNIT = "sglang-qwen122b.service"
+OLD_UNIT = "sglang-qwen397b.service"
+NEW_CONTAINER = "sglang-qwen122b"  # --demo-scenario docker: the same services as containers (issue 26)
+OLD_CONTAINER = "sglang-qwen397b"
+
 # Timeline (scenario seconds)
 T_DOWNLOAD_END = 40.0
 T_OLD_STOP = 45.0

@@ -11,31 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-TOOLS: tuple[str, ...] = ("hostname", "df", "nvidia-smi", "systemctl", "journalctl", "sha256sum", "systemd-run",
-                          "hf", "docker")
-
-
-def install_pylib(pylib: Path) -> None:
-    """Python modules the host's `python3` finds first (a simulated `pynvml`)."""
-    source = Path(__file__).with_name("fake_pynvml.py").read_text()
-    (pylib / "pynvml.py").write_text(source)
-
-
-def scenario_time() -> float:
-    import time
-
-    state = load_state()
-    return (time.time() - float(state["start_s"])) * float(state.get("speed", 1.0))
-
-
-def _root() -> Path:
-    return Path(os.environ["GPUSIM_ROOT"])
-
-
-def load_state() -> dict[str, Any]:
-    state: dict[str, Any] = json.loads((_root() / ".sim" / "state.json").read_text())
-    return state
-
+from console.hostsim.simstate import TOOLS, install_pylib, load_state, scenario_time  # noqa: F401 (the tools' names)
+from console.hostsim.simstate import root as _root
 
 def _du_apparent(path: Path) -> int:
     total = 0
