@@ -43,8 +43,9 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
-def flag_checks(group: Sequence[tuple[str, int, Any]]) -> list[Check]:
-    """`group`: (label, configured node rank, the node's SglangCommand or None), node 0 first."""
+def flag_checks(group: Sequence[tuple[str, int, Any]], may_differ: Sequence[str] = ()) -> list[Check]:
+    """`group`: (label, configured node rank, the node's SglangCommand or None), node 0 first.
+    `may_differ`: flags the deployment declares may differ (besides --host)."""
     out: list[Check] = []
     head = next((g for g in group if g[1] == 0), None)
     for label, rank, cmd in group:
@@ -68,7 +69,7 @@ def flag_checks(group: Sequence[tuple[str, int, Any]]) -> list[Check]:
             problems.append("--dist-init-addr is absent: each node would wait at its own address")
         if cmd is not h_cmd:
             for flag in sorted(set(cmd.flags) | set(h_cmd.flags)):
-                if flag in MUST_DIFFER or flag in MAY_DIFFER:
+                if flag in MUST_DIFFER or flag in MAY_DIFFER or flag in may_differ:
                     continue
                 mine, theirs = cmd.value(flag), h_cmd.value(flag)
                 if mine != theirs:
@@ -78,8 +79,9 @@ def flag_checks(group: Sequence[tuple[str, int, Any]]) -> list[Check]:
         if problems:
             out.extend(Check("flags", label, "error", f"{label}: {p}") for p in problems)
         elif cmd is not h_cmd:
+            differ = [f for f in (*MAY_DIFFER, *may_differ) if cmd.value(f) != h_cmd.value(f)]
             out.append(Check("flags", label, "ok", f"{label}: the same flags as {h_label} but --node-rank"
-                             + (" and --host" if cmd.value("--host") != h_cmd.value("--host") else "")))
+                             + "".join(f" and {f}" for f in differ)))
     return out
 
 
@@ -134,7 +136,7 @@ def run_checks(d: Deployment, states: Mapping[str, Any], probes: Mapping[str, No
     out: list[Check] = []
     for _role, members in d.groups:
         cmds = [(m.label, m.node_rank, _command(states.get(m.key))) for m in members]
-        out += flag_checks(cmds)
+        out += flag_checks(cmds, d.may_differ)
         out += download_checks([(m.label, s.data("download") if (s := states.get(m.key)) is not None else None,
                                  getattr(s.reading("download"), "error", None) if s is not None else None)
                                 for m in members])

@@ -6,6 +6,7 @@
       { profile = "gpu-a", node_rank = 0 },
       { profile = "gpu-b", node_rank = 1 },
     ]
+    may_differ = ["--model-path"]         # optional: flags allowed to differ besides --host
 
     [deployments.qwen-pd]
     kind = "pd"
@@ -63,6 +64,9 @@ class Deployment:
     name: str
     kind: str  # "multinode" or "pd"
     nodes: tuple[DeploymentNode, ...]
+    # Flags the operator declares may differ between the nodes of one server beyond --host (e.g.
+    # --model-path on hosts that mount the models elsewhere); every other difference is an error.
+    may_differ: tuple[str, ...] = ()
 
     def node(self, key: str) -> DeploymentNode:
         return next(n for n in self.nodes if n.key == key)
@@ -111,7 +115,7 @@ def deployment_from_table(name: str, table: Any, profiles: Mapping[str, HostProf
     where = f"{source}: deployment {name!r}"
     if not isinstance(table, Mapping):
         raise ConfigError(f"{where} must be a table ([deployments.{name}])")
-    unknown = sorted(set(table) - {"kind", "nodes"})
+    unknown = sorted(set(table) - {"kind", "nodes", "may_differ"})
     if unknown:
         raise ConfigError(f"{where} has unknown keys: {', '.join(unknown)}"[:300])
     kind = table.get("kind", "multinode")
@@ -144,7 +148,13 @@ def deployment_from_table(name: str, table: Any, profiles: Mapping[str, HostProf
         if sorted(ranks) != list(range(len(ranks))):
             raise ConfigError(f"{where}: the {role} nodes' node_rank must be 0..{len(ranks) - 1}, "
                               f"got {sorted(ranks)}")
-    return Deployment(name, kind, nodes)
+    may = table.get("may_differ", [])
+    if not isinstance(may, list) or not all(isinstance(f, str) and f.startswith("--") and " " not in f for f in may):
+        raise ConfigError(f"{where}: may_differ must be a list of flags like [\"--model-path\"]")
+    if "--node-rank" in may or "--nnodes" in may or "--dist-init-addr" in may:
+        raise ConfigError(f"{where}: may_differ cannot hold --node-rank, --nnodes or --dist-init-addr "
+                          "(the nodes must agree on those, or differ as SGLang needs)")
+    return Deployment(name, kind, nodes, tuple(may))
 
 
 def deployments_from_table(table: Any, profiles: Mapping[str, HostProfile], source: Path) -> dict[str, Deployment]:

@@ -199,7 +199,9 @@ def node_view(node: DeploymentNode, state: Any, probe: NodeProbe | None) -> Node
         dist_init_addr=(v if isinstance(v := flag("--dist-init-addr"), str) else None),
         init=node_init(state.log_lines if state is not None else ()),
         server=(f"{server.status}: {server.reason}" if server is not None else None),
-        server_ready=getattr(server, "status", None) == "ready",
+        # the router logs no SGLang boot: it is up when its /health answers (its HttpFacts)
+        server_ready=getattr(server, "status", None) == "ready" or (
+            node.role == "router" and getattr(getattr(server, "http", None), "health_ok", None) is True),
         download=download, download_complete=complete, version=version,
         skew_s=probe.clock_skew_s if probe is not None else None,
         last_line_at_s=getattr(log, "last_line_at_s", None),

@@ -85,3 +85,13 @@ nodes = [{ profile = "gpu-a" }, { profile = "gpu-b", node_rank = 1 }]
 """))
     with pytest.raises(ConfigError, match=r"no deployment named 'small'.*\(deployments: big\)"):
         cfg.deployment("small")
+
+
+def test_may_differ_names_flags_but_never_the_rendezvous_ones(tmp_path: Path) -> None:
+    base = '\n[deployments.big]\nnodes = [{ profile = "gpu-a" }, { profile = "gpu-b", node_rank = 1 }]\n'
+    assert load_config(write(tmp_path, base + 'may_differ = ["--model-path"]\n')).deployment("big").may_differ == \
+        ("--model-path",)
+    with pytest.raises(ConfigError, match="cannot hold --node-rank"):
+        load_config(write(tmp_path, base + 'may_differ = ["--node-rank"]\n'))
+    with pytest.raises(ConfigError, match="list of flags"):
+        load_config(write(tmp_path, base + 'may_differ = ["model-path"]\n'))

@@ -83,3 +83,10 @@ def test_run_checks_reads_each_nodes_unit_from_its_own_state() -> None:
     checks = run_checks(deployment(), states, {})
     assert "node 1: --tp-size is 16 on node 0 and 8 on node 1" in errors(list(checks))
     assert {c.name for c in checks} == {"flags", "download", "rendezvous"}
+
+
+def test_a_flag_the_deployment_declares_may_differ_is_no_error() -> None:
+    group = [("node 0", 0, cmd(multinode_args(0))), ("node 1", 1, cmd(multinode_args(1).replace("Qwen", "q")))]
+    assert errors(flag_checks(group)) and not errors(flag_checks(group, ["--model-path"]))
+    assert flag_checks(group, ["--model-path"])[0].message == \
+        "node 1: the same flags as node 0 but --node-rank and --host and --model-path"
