@@ -120,8 +120,8 @@ def rendezvous_checks(addr: str | None, nodes: Sequence[tuple[str, NodeProbe | N
         elif p.tcp == "open":
             out.append(Check("rendezvous", label, "ok", f"{label}: {addr} ({p.resolves_to}) answers"))
         elif p.tcp == "refused":
-            out.append(Check("rendezvous", label, "ok", f"{label}: {addr} ({p.resolves_to}) reachable, "
-                             "nothing listens yet (rank 0 opens it at the start)"))
+            out.append(Check("rendezvous", label, "ok", f"{label}: {addr} ({p.resolves_to}) reachable; nothing "
+                             "listens there now (rank 0 listens only while the nodes meet)"))
         elif p.tcp is None:
             out.append(Check("rendezvous", label, "unknown", f"{label}: no answer from the connect"))
         else:

@@ -72,7 +72,11 @@ def format_nodes(view: DeploymentView, width: int = 120) -> list[str]:
         parts = [f"{n.label:<10}", n.host, reach, gpu_summary(n)]
         if (r := ranks_summary(n)):
             parts.append(r)
-        parts.append(f"server: {n.server or 'unknown'}")
+        if n.role == "rank" and n.node_rank > 0 and (n.argv_nnodes or 1) > 1:
+            # a node of rank >= 1 serves no API, only SGLang's dummy health server
+            parts.append("API: none (rank >= 1), dummy health server " + ("up" if n.init.dummy_health else "not up"))
+        else:
+            parts.append(f"server: {n.server or 'unknown'}")
         if n.role != "router":
             parts.append(f"download: {n.download}")
         parts.append(f"SGLang {n.version}" if n.version else "version unknown")
