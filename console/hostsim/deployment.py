@@ -162,8 +162,14 @@ class DeploymentSim:
             sim.add_task(runner.run())
             profile = node_profile(sim, f"gpu-node-{rank}", NEW_UNIT, MODEL_DIR, sim.server_port)
             self.profiles.append((replace(profile, compare_unit=OLD_UNIT), "rank", rank))
+        self.sims[1].add_task(self._download_lands())
         if self.operator:
             self.sims[0].add_task(self._operate())
+
+    async def _download_lands(self) -> None:
+        """Node 1's `hf download` finishes its last shard (host-side, whoever swaps)."""
+        await self._at(self.sims[1], T_DOWNLOAD_DONE)
+        finish_download(self.sims[1].path(MODEL_DIR))
 
     async def _operate(self) -> None:
         """The host-side operator of the watch demo: old units off, node 0 on, node 1 once its copy is whole."""
@@ -173,9 +179,7 @@ class DeploymentSim:
             self._window(sim, OLD_UNIT, start=False)
         await self._at(s0, T_NODE0_START)
         self._window(s0, NEW_UNIT, start=True)
-        await self._at(s0, T_DOWNLOAD_DONE)
-        finish_download(s1.path(MODEL_DIR))
-        await asyncio.sleep(5.0 / s1.speed)
+        await self._at(s0, T_DOWNLOAD_DONE + 5.0)
         self._window(s1, NEW_UNIT, start=True)
 
     @staticmethod
@@ -203,16 +207,26 @@ class DeploymentSim:
             placement.set_gpu_count(sim.root, 8)
             install_sglang(sim)
             write_shards(sim.path(MODEL_DIR))
+            write_shards(sim.path(OLD_MODEL_DIR))
             sim.path(UNITS_DIR).mkdir(parents=True, exist_ok=True)
             extra = f" --disaggregation-bootstrap-port {bootstrap}" if mode == "prefill" else ""
-            args = (f"--model-path {sim.host_path(MODEL_DIR)} --served-model-name qwen3.5-397b --tp-size 8 "
-                    f"--host 127.0.0.1 --port {sim.server_port} --disaggregation-mode {mode} "
-                    f"--disaggregation-transfer-backend mooncake{extra} --enable-metrics --trust-remote-code")
-            unit = f"sglang-{mode}.service"
-            sim.path(f"{UNITS_DIR}/{unit}").write_text(unit_text(sim, f"SGLang {mode}: Qwen3.5-397B-A17B", args))
-            drive.init(sim.root, unit, unit)
-            self._open(sim, unit)
-            self.profiles.append((node_profile(sim, sim.identity.hostname, unit, MODEL_DIR, sim.server_port), mode, 0))
+            for unit, model in ((f"sglang-{mode}-r1.service", OLD_MODEL_DIR), (f"sglang-{mode}.service", MODEL_DIR)):
+                args = (f"--model-path {sim.host_path(model)} --served-model-name qwen3.5-397b --tp-size 8 "
+                        f"--host 127.0.0.1 --port {sim.server_port} --disaggregation-mode {mode} "
+                        f"--disaggregation-transfer-backend mooncake{extra} --enable-metrics --trust-remote-code")
+                sim.path(f"{UNITS_DIR}/{unit}").write_text(unit_text(sim, f"SGLang {mode}: {Path(model).name}", args))
+            old, new = f"sglang-{mode}-r1.service", f"sglang-{mode}.service"
+            drive.init(sim.root, old, new)
+            # the old revision has served for hours (the watch demo's operator starts the new one)
+            runner = UnitRunner(sim, Timeline({}))
+            runner.driven = True
+            runner.extra_env[old] = {"GPUSIM_BOOTED": "1"}
+            sim.add_task(runner.run())
+            if self.operator:
+                self._window(sim, old, start=False)
+                self._window(sim, new, start=True)
+            profile = node_profile(sim, sim.identity.hostname, new, MODEL_DIR, sim.server_port)
+            self.profiles.append((replace(profile, compare_unit=old), mode, 0))
         install_sglang(router)
         router.path(UNITS_DIR).mkdir(parents=True, exist_ok=True)
         rport = router.server_port
@@ -221,15 +235,15 @@ class DeploymentSim:
         router.path(f"{UNITS_DIR}/sglang-router.service").write_text(
             unit_text(router, "SGLang router (PD)", args, gpus="", module="sglang_router.launch_router"))
         drive.init(router.root, "sglang-router.service", "sglang-router.service")
-        self._open(router, "sglang-router.service")
+        self._open(router, "sglang-router.service")  # the router runs in either demo
         self.profiles.append((node_profile(router, "pd-router", "sglang-router.service", None, rport), "router", 0))
 
     def _open(self, sim: Any, unit: str) -> None:
         runner = UnitRunner(sim, Timeline({}))
         runner.driven = True
+        runner.extra_env[unit] = {"GPUSIM_BOOTED": "1"}
         sim.add_task(runner.run())
-        if self.operator:
-            self._window(sim, unit, start=True)
+        self._window(sim, unit, start=True)
 
     def config_toml(self, name: str | None = None) -> str:
         """The config a reader would write for these hosts (the README's example, live)."""
@@ -239,6 +253,8 @@ class DeploymentSim:
             lines += [f"[profiles.{p.name}]", f'host = "{p.host}"', f"port = {p.port}", f'user = "{p.user}"',
                       f'identity = "{p.identity}"', f'known_hosts = "{p.known_hosts}"', f'unit = "{p.unit}"',
                       f"server_port = {p.server_port}"]
+            if p.compare_unit:
+                lines.append(f'compare_unit = "{p.compare_unit}"')
             if p.model_dir:
                 lines.append(f'model_dir = "{p.model_dir}"')
             lines.append("")
