@@ -27,6 +27,14 @@ from typing import Any
 PROBE_PY = r"""
 import socket, sys
 host, port, limit = sys.argv[1], sys.argv[2], float(sys.argv[3])
+server = sys.argv[4] if len(sys.argv) > 4 else ""
+if server:
+    import urllib.request
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/health" % int(server), timeout=limit) as r:
+            print("health", r.status)
+    except Exception as exc:
+        print("health", getattr(exc, "code", None) or "none")
 try:
     import importlib.metadata as md
     print("version", md.version("sglang"))
@@ -66,6 +74,7 @@ class NodeProbe:
     resolve_error: str | None = None
     address_is_local: bool | None = None  # that address is one of this node's own
     tcp: str | None = None  # "open", "refused" or "error: …"
+    health: int | None = None  # the node's server port's /health status on the node's loopback (None: no answer)
     error: str | None = None  # the probe itself failed (unreachable, timed out)
 
 
@@ -78,12 +87,14 @@ def split_addr(addr: str | None) -> tuple[str, int] | None:
     return host, int(port)
 
 
-def probe_script(python: str, dist_addr: str | None, connect_timeout_s: float = 3.0) -> str:
+def probe_script(python: str, dist_addr: str | None, connect_timeout_s: float = 3.0,
+                 server_port: int | None = None) -> str:
     """The shell script of one probe (quoted: nothing in it is read as an option or as code)."""
     host, port = split_addr(dist_addr) or ("", 0)
+    server = str(int(server_port)) if server_port else ""
     return (f"date '+clock %Y-%m-%d %H:%M:%S.%N %z'; "
             f"{shlex.quote(python)} -c {shlex.quote(PROBE_PY)} {shlex.quote(host)} {port} "
-            f"{connect_timeout_s:g} 2>&1")
+            f"{connect_timeout_s:g} {shlex.quote(server)} 2>&1")
 
 
 def _naive_epoch(stamp: str) -> float | None:
@@ -127,17 +138,19 @@ def parse_probe(text: str, console_mid_s: float) -> NodeProbe:
             found["address_is_local"] = value == "yes"
         elif key == "tcp":
             found["tcp"] = value[:20]
+        elif key == "health":
+            found["health"] = int(value) if value.isdigit() else None
         elif key == "tcp-error":
             found["tcp"] = f"error: {value[:200]}"
     return NodeProbe(at_s=console_mid_s, **found)
 
 
 async def probe_node(transport: Any, python: str, dist_addr: str | None, *, timeout_s: float = 10.0,
-                     clock: Any = time.time) -> NodeProbe:
+                     clock: Any = time.time, server_port: int | None = None) -> NodeProbe:
     """Run the probe on one node; never raises (an unreachable node is a probe with its error)."""
     t0 = clock()
     try:
-        result = await transport.run(probe_script(python, dist_addr), timeout=timeout_s)
+        result = await transport.run(probe_script(python, dist_addr, server_port=server_port), timeout=timeout_s)
     except Exception as exc:  # the transport's own errors: connect, auth, host key, timeout
         return NodeProbe(at_s=clock(), error=f"{type(exc).__name__}: {exc}"[:300])
     t1 = clock()

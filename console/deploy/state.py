@@ -189,6 +189,7 @@ def node_view(node: DeploymentNode, state: Any, probe: NodeProbe | None) -> Node
     report = state.data("service") if state is not None else None
     side = getattr(report, "new", None)
     info = getattr(getattr(server, "http", None), "server_info", None) or {}
+    init = node_init(state.log_lines if state is not None else ())
     version = (probe.sglang_version if probe is not None else None) or info.get("version")
     return NodeView(
         key=node.key, label=node.label, host=node.profile.host or node.profile.name, role=node.role,
@@ -197,11 +198,16 @@ def node_view(node: DeploymentNode, state: Any, probe: NodeProbe | None) -> Node
         expected_ranks=expected_ranks(tp, nnodes, rank) if cmd is not None else None,
         argv_nnodes=nnodes, argv_node_rank=rank,
         dist_init_addr=(v if isinstance(v := flag("--dist-init-addr"), str) else None),
-        init=node_init(state.log_lines if state is not None else ()),
+        init=init,
         server=(f"{server.status}: {server.reason}" if server is not None else None),
-        # the router logs no SGLang boot: it is up when its /health answers (its HttpFacts)
+        # Ready: its ServerStatus says so, or it answers (/health_generate in its HttpFacts, or
+        # /health to the node's own probe) after this launch's ready line: the ServerStatus follows
+        # the profile's unit, and after a rollback the old unit serves on the port. The router logs
+        # no SGLang boot: it is up when it answers.
         server_ready=getattr(server, "status", None) == "ready" or (
-            node.role == "router" and getattr(getattr(server, "http", None), "health_ok", None) is True),
+            (getattr(getattr(server, "http", None), "health_ok", None) is True
+             or (probe is not None and probe.health == 200))
+            and (node.role == "router" or init.fired_up)),
         download=download, download_complete=complete, version=version,
         skew_s=probe.clock_skew_s if probe is not None else None,
         last_line_at_s=getattr(log, "last_line_at_s", None),
@@ -249,6 +255,9 @@ def group_status(nodes: tuple[NodeView, ...], now_s: float) -> DeploymentStatus:
                                 "whether its ranks are up is not known")
     not_up = [n for n in nodes if n.node_rank != 0
               and not (_covers(n.init.ranks_ended, n.expected_ranks) and n.init.dummy_health)]
+    if head.server_ready and head.init.launched and not head.init.fired_up:
+        # its server reading is older than this launch (the previous server's), or warming up
+        return DeploymentStatus("starting", f"{head.label}: launched, its ready line not logged yet")
     if head.server_ready and not not_up:
         return DeploymentStatus("ready", f"rank 0 answers and the ranks of all {len(nodes)} nodes are up")
     if head.server_ready and not_up:

@@ -55,7 +55,7 @@ class DeploymentWatch:
             if transport is None or not transport.state.usable:
                 return key, NodeProbe(time.time(), error=f"{node.label} not connected")
             return key, await probe_node(transport, python, addr if isinstance(addr, str) else None,
-                                         timeout_s=PROBE_TIMEOUT_S)
+                                         timeout_s=PROBE_TIMEOUT_S, server_port=node.profile.server_port)
 
         results = await asyncio.gather(*(one(n.key) for n in self.deployment.nodes))
         self.probes.update(dict(results))

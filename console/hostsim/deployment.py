@@ -149,10 +149,9 @@ class DeploymentSim:
             write_shards(sim.path(MODEL_DIR), missing=1 if rank == 1 else 0)
             units = sim.path(UNITS_DIR)
             units.mkdir(parents=True, exist_ok=True)
-            old_port = free_port()
+            # the old revision on the same port (it is stopped before the new one starts)
             (units / OLD_UNIT).write_text(unit_text(sim, "SGLang: Qwen3.5-397B-A17B r1, TP16 over 2 nodes",
-                                                    mn_args(sim, OLD_MODEL_DIR, rank, old_dist)
-                                                    .replace(f"--port {sim.server_port}", f"--port {old_port}")))
+                                                    mn_args(sim, OLD_MODEL_DIR, rank, old_dist)))
             (units / NEW_UNIT).write_text(unit_text(sim, "SGLang: Qwen3.5-397B-A17B, TP16 over 2 nodes",
                                                     mn_args(sim, MODEL_DIR, rank, self.dist_init_addr)))
             drive.init(sim.root, OLD_UNIT, NEW_UNIT)

@@ -108,3 +108,32 @@ def test_a_hung_probe_is_killed_on_the_host_and_said(tmp_path: Path) -> None:
             break
         assert time.time() < deadline, "the hung probe outlived its timeout on the host"
         time.sleep(0.05)
+
+
+def test_the_probe_asks_the_nodes_server_port_on_its_loopback() -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Ok(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200 if self.path == "/health" else 404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = HTTPServer(("127.0.0.1", 0), Ok)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+
+    async def run() -> tuple[object, object]:
+        t = LocalTransport()
+        up = await probe_node(t, sys.executable, None, server_port=srv.server_address[1])
+        srv.shutdown()
+        srv.server_close()
+        down = await probe_node(t, sys.executable, None, server_port=srv.server_address[1])
+        await t.close()
+        return up, down
+
+    up, down = asyncio.run(run())
+    assert up.health == 200 and down.health is None
