@@ -31,6 +31,11 @@ def add_deploy_options(parser: argparse.ArgumentParser) -> None:
                    help="with --deployment: print the deployment as text once and exit (0: ready)")
     g.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
                    help="with --once: how long to let the nodes answer first (default 30)")
+    g.add_argument("--swap", action="store_true",
+                   help="with --once: swap every node from its compare_unit to its unit (prints the commands; "
+                        "runs them only with --yes), then print the report")
+    g.add_argument("--rollback", action="store_true", help="with --once: the swap back, every node")
+    g.add_argument("--yes", action="store_true", help="confirm the --swap/--rollback printed before it")
 
 
 def is_deployment(args: argparse.Namespace) -> bool:
@@ -40,6 +45,31 @@ def is_deployment(args: argparse.Namespace) -> bool:
 def _fail(message: str, code: int = EXIT_FAIL) -> int:
     print(f"gpuconsole: {message}", file=sys.stderr)
     return code
+
+
+async def _swap_once(watch: Any, kind: str, yes: bool, wait_s: float) -> int:
+    from console.deploy.swap import DeploymentSwap, format_report
+    from console.swap.controller import audit_path, default_who
+
+    demo = any(h.state.demo for h in watch.fleet.hosts.values())
+    swap = DeploymentSwap(watch, who=default_who(), audit_file=audit_path(demo=demo))
+    print("\n".join(swap.preview(kind)))
+    if not yes:
+        print("nothing ran: add --yes to run these commands", file=sys.stderr)
+        return EXIT_USAGE
+    await watch.start()
+    try:
+        deadline = time.monotonic() + max(0.0, wait_s)
+        while kind == "swap" and time.monotonic() < deadline:  # let the gate see every node first
+            await watch.probe_all()
+            if not swap.gate():
+                break
+            await asyncio.sleep(2.0)
+        run = await swap.run(kind, confirmed=True)
+        print(format_report(run, watch.deployment))
+        return EXIT_OK if run.outcome == "ready" else EXIT_FAIL
+    finally:
+        await watch.close()
 
 
 async def _once(watch: Any, wait_s: float) -> int:
@@ -73,7 +103,9 @@ def run_deploy_cli(args: argparse.Namespace) -> int:
         if args.demo_deployment:
             from console.hostsim.deployment import DeploymentSimThread
 
-            sim = DeploymentSimThread(args.demo_deployment, speed=getattr(args, "demo_speed", None) or 1.0)
+            # swapped from the console: nothing moves on the hosts but what the swap runs
+            sim = DeploymentSimThread(args.demo_deployment, speed=getattr(args, "demo_speed", None) or 1.0,
+                                      operator=not (args.swap or args.rollback))
             try:
                 started = sim.start()
             except Exception as exc:  # noqa: BLE001 - the demo failing to start is one line
@@ -91,12 +123,16 @@ def run_deploy_cli(args: argparse.Namespace) -> int:
             return _fail(str(exc), EXIT_USAGE)
         watch = DeploymentWatch(deployment, accept_new_host_key=bool(getattr(args, "accept_new_host_key", False)),
                                 demo=sim is not None)
+        if args.swap or args.rollback:
+            if not args.once:
+                return _fail("--swap and --rollback run with --once (the screen swaps with its S key)", EXIT_USAGE)
+            return asyncio.run(_swap_once(watch, "rollback" if args.rollback else "swap", args.yes, args.wait))
         if args.once:
             return asyncio.run(_once(watch, args.wait))
         from console.deploy.screen import DeploymentApp
 
         app = DeploymentApp(watch, screenshot=getattr(args, "screenshot", None),
-                            screenshot_after_s=getattr(args, "screenshot_after", 3.0) or 3.0)
+                            screenshot_after_s=getattr(args, "screenshot_after", 3.0) or 3.0, demo=sim is not None)
         if getattr(args, "screenshot", None):
             width, height = (int(x) for x in str(getattr(args, "screenshot_size", "120x40")).lower().split("x"))
             return int(asyncio.run(app.run_async(headless=True, size=(width, height))) or 0)

@@ -26,6 +26,10 @@ STATUS_STYLE = {"ready": "bold green", "starting": "cyan", "waiting": "bold yell
 class DeploymentScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("p", "probe", "Probe nodes"),
+        Binding("S", "swap_preview", "Swap every node"),
+        Binding("R", "rollback_preview", "Roll back every node"),
+        Binding("y", "confirm", "Confirm", show=False),
+        Binding("n", "cancel", "Cancel", show=False),
         Binding("q", "app.quit", "Quit"),
     ]
     DEFAULT_CSS = """
@@ -34,12 +38,16 @@ class DeploymentScreen(Screen[None]):
     DeploymentScreen #deploy-gpus { height: auto; max-height: 14; }
     DeploymentScreen .deploy-gpu { width: 1fr; height: auto; border: round $primary-lighten-2; padding: 0 1; }
     DeploymentScreen #deploy-faults, DeploymentScreen #deploy-checks { height: auto; padding: 0 1; }
+    DeploymentScreen #deploy-swap { height: auto; max-height: 16; padding: 0 1; border: round $warning; display: none; }
+    DeploymentScreen #deploy-swap.-shown { display: block; }
     DeploymentScreen #deploy-timeline { height: 1fr; border: round $primary-lighten-2; padding: 0 1; }
     """
 
-    def __init__(self, watch: Any) -> None:
+    def __init__(self, watch: Any, swap: Any = None) -> None:
         super().__init__()
         self.watch = watch
+        self.swap = swap  # console/deploy/swap.py's DeploymentSwap (None: this screen only watches)
+        self._pending: str | None = None  # "swap" or "rollback" previewed, waiting for y
         self._shown: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
@@ -53,6 +61,7 @@ class DeploymentScreen(Screen[None]):
                     yield pane
         yield Static(id="deploy-faults")
         yield Static(id="deploy-checks")
+        yield Static(id="deploy-swap")
         with VerticalScroll(id="deploy-timeline"):
             yield Static(id="deploy-timeline-text")
         yield Footer()
@@ -86,6 +95,48 @@ class DeploymentScreen(Screen[None]):
         self._put("deploy-checks", Text("\n".join(format_checks(self.watch.checks(), width))))
         self._put("deploy-timeline-text", Text("\n".join(format_timeline(view.timeline, 200, width))))
 
+    def _swap_box(self, text: str) -> None:
+        box = self.query_one("#deploy-swap", Static)
+        box.set_class(bool(text), "-shown")
+        box.update(Text(text))
+
+    def _preview(self, kind: str) -> None:
+        if self.swap is None:
+            return self._swap_box("this screen only watches")
+        if self.swap.read_only:
+            return self._swap_box("read-only: this session changes nothing on the hosts")
+        if self.swap.busy:
+            return self._swap_box("a swap is running: one at a time")
+        try:
+            lines = self.swap.preview(kind)
+        except ValueError as exc:
+            return self._swap_box(str(exc))
+        self._pending = kind
+        self._swap_box("\n".join(lines + ["", "y: run these commands on the hosts · n: cancel"]))
+
+    def action_swap_preview(self) -> None:
+        self._preview("swap")
+
+    def action_rollback_preview(self) -> None:
+        self._preview("rollback")
+
+    def action_cancel(self) -> None:
+        self._pending = None
+        self._swap_box("")
+
+    def action_confirm(self) -> None:
+        if self._pending is None or self.swap is None:
+            return
+        kind, self._pending = self._pending, None
+        self._swap_box(f"{kind} running…")
+        self.run_worker(self._run_swap(kind), group="deploy-swap", exclusive=True, exit_on_error=False)
+
+    async def _run_swap(self, kind: str) -> None:
+        from console.deploy.swap import format_report
+
+        run = await self.swap.run(kind, confirmed=True)
+        self._swap_box(format_report(run, self.watch.deployment))
+
     async def action_probe(self) -> None:
         await self.watch.probe_all()
         self.refresh_view()
@@ -96,15 +147,21 @@ class DeploymentApp(App[int]):
 
     TITLE = "gpuconsole · deployment"
 
-    def __init__(self, watch: Any, *, screenshot: str | None = None, screenshot_after_s: float = 3.0) -> None:
+    def __init__(self, watch: Any, *, screenshot: str | None = None, screenshot_after_s: float = 3.0,
+                 demo: bool = False) -> None:
         super().__init__()
         self.watch = watch
+        self.watch_demo = demo
         self.screenshot = screenshot
         self.screenshot_after_s = screenshot_after_s
 
     async def on_mount(self) -> None:
         await self.watch.start()
-        await self.push_screen(DeploymentScreen(self.watch))
+        from console.deploy.swap import DeploymentSwap
+        from console.swap.controller import audit_path, default_who
+
+        swap = DeploymentSwap(self.watch, who=default_who(), audit_file=audit_path(demo=self.watch_demo))
+        await self.push_screen(DeploymentScreen(self.watch, swap))
         if self.screenshot:
             self.set_timer(self.screenshot_after_s, self._shoot)
 

@@ -62,3 +62,40 @@ def test_the_screen_shows_the_status_the_nodes_and_each_nodes_gpus() -> None:
             assert "node 0 TP7" in timeline
 
     asyncio.run(run())
+
+
+def test_s_previews_every_nodes_commands_n_cancels_and_read_only_runs_nothing() -> None:
+    from console.deploy.swap import DeploymentSwap
+
+    watch = StubWatch()
+    d = watch.deployment
+    watch.deployment = type(d)(d.name, d.kind, tuple(
+        type(n)(n.profile.with_overrides({"unit": "new.service", "compare_unit": "old.service"}), n.role, n.node_rank)
+        for n in d.nodes))
+    for_real = DeploymentSwap(watch)
+    screen = DeploymentScreen(watch, for_real)
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(screen)
+
+    async def run() -> None:
+        async with Host().run_test(size=(160, 50)) as pilot:
+            await pilot.pause()
+            await pilot.press("S")
+            await pilot.pause()
+            box = screen.query_one("#deploy-swap", Static)
+            text = str(box.render())
+            assert box.has_class("-shown") and "node 1: timeout -k 5 120 systemctl stop -- " in text
+            assert "y: run these commands on the hosts" in text
+            await pilot.press("n")
+            await pilot.pause()
+            assert not box.has_class("-shown") and screen._pending is None
+            for_real.deployment = type(for_real.deployment)(
+                "big", "multinode", tuple(type(n)(n.profile.with_overrides({"read_only": True}), n.role, n.node_rank)
+                                          for n in for_real.deployment.nodes))
+            await pilot.press("S")
+            await pilot.pause()
+            assert "read-only" in str(box.render()) and screen._pending is None
+
+    asyncio.run(run())
