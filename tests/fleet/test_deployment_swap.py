@@ -92,11 +92,7 @@ def test_the_multinode_swap_from_the_console_end_to_end_with_a_report_and_a_roll
             assert len(order) == 4 and '"action": "start sglang-qwen397b.service"' in order[2] \
                 and '"node": "node 0"' in order[2], order
             back = await swap.run("rollback", confirmed=True)
-            if back.outcome != "ready":
-                Path("/tmp/deploy_debug.txt").write_text(repr((back.outcome, format_report(back, watch.deployment),
-                    [(n.label, n.init, n.server, n.server_ready, watch.probes.get(n.key)) for n in watch.view().nodes],
-                    [line.text[:80] for line in watch.view().timeline if line.node == "node0"][-40:])))
-            assert back.outcome == "ready", back.outcome
+            assert back.outcome == "ready", format_report(back, watch.deployment)
         finally:
             await watch.close()
             await sim.stop()
