@@ -193,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     from console.fleet.cli import add_fleet_options  # issue 14: --group, --demo-hosts, --prometheus, --metrics
 
     add_fleet_options(parser)
+    from console.deploy.cli import add_deploy_options  # issue 37: --deployment, --demo-deployment, --once
+
+    add_deploy_options(parser)
     parser.add_argument("--share", action="store_true",
                         help="let others attach to this console's core (gpuconsole attach; pairing)")
     from console.share.cli import add_share_options  # --invite beside --share (issue 35, item 2)
@@ -358,6 +361,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command is None and is_fleet(args):
         return run_fleet_cli(args)
+    from console.deploy.cli import is_deployment, run_deploy_cli  # issue 37
+
+    if args.command is None and is_deployment(args):
+        return run_deploy_cli(args)
     if args.command is None and args.metrics:
         from console.fleet.metrics import MetricsAddressError, parse_metrics_address
 

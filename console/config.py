@@ -194,6 +194,16 @@ class ConsoleConfig:
     source: Path | None = None
     # -- fleet (issue 14): [groups] name = ["profile", ...] ------------------------------
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # [deployments.NAME]: one model over several hosts (issue 37; console/deploy/profile.py)
+    deployments: dict[str, Any] = field(default_factory=dict)
+
+    def deployment(self, name: str) -> Any:
+        """The named deployment (console.deploy.profile.Deployment); unknown: a ConfigError."""
+        if name not in self.deployments:
+            where = f" in {self.source}" if self.source else ""
+            known = ", ".join(sorted(self.deployments)) or "none"
+            raise ConfigError(f"no deployment named {name!r}{where} (deployments: {known})"[:300])
+        return self.deployments[name]
 
     def group(self, name: str) -> list[HostProfile]:
         """The profiles a group names; an unknown group or profile is a ConfigError (one line)."""
@@ -244,5 +254,8 @@ def load_config(path: Path | None = None) -> ConsoleConfig:
         profiles = {name: _profile_from_table(name, t, candidate) for name, t in tables.items()}
         default = data.get("default_profile")
         groups = _groups_from_table(data.get("groups", {}), candidate)
-        return ConsoleConfig(profiles, default if isinstance(default, str) else None, candidate, groups)
+        from console.deploy.profile import deployments_from_table  # issue 37
+
+        deployments = deployments_from_table(data.get("deployments", {}), profiles, candidate)
+        return ConsoleConfig(profiles, default if isinstance(default, str) else None, candidate, groups, deployments)
     return ConsoleConfig({})

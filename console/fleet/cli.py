@@ -150,9 +150,17 @@ async def _run_ssh_fleet(args: argparse.Namespace, profiles: list[HostProfile],
         host = fleet.hosts.get(key)
         return None if host is None else (host.state, host.runner, None)
 
+    deployment_lines = None
+    if not args.demo_hosts:  # issue 37: the config's deployments whose hosts this fleet holds, one row each
+        from console.deploy.fleetrows import rows_for
+
+        deployments = load_config(Path(args.config) if args.config else None).deployments
+        if deployments:
+            deployment_lines = rows_for(deployments, lambda: {h.profile.name: h.state for h in fleet.hosts.values()})
     app = FleetApp(fleet.states, host_for=host_for, start=fleet.start, close=fleet.close,
                    title=f"{len(fleet.hosts)} hosts over SSH", screenshot=args.screenshot,
-                   screenshot_after_s=args.screenshot_after if args.screenshot else None)
+                   screenshot_after_s=args.screenshot_after if args.screenshot else None,
+                   deployment_lines=deployment_lines)
     try:
         return await _run_view(app, args)
     finally:

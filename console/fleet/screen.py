@@ -60,12 +60,16 @@ class FleetScreen(Screen[None]):
     FleetScreen #fleet-filter { display: none; height: 3; }
     FleetScreen #fleet-filter.-shown { display: block; }
     FleetScreen #fleet-table { height: 1fr; }
+    FleetScreen #fleet-deployments { height: auto; padding: 0 1; display: none; }
+    FleetScreen #fleet-deployments.-shown { display: block; }
     """
 
     def __init__(self, states: Sequence[HostState], open_host: Callable[[str], None] | None = None, *,
-                 title: str = "fleet", refresh_s: float = REFRESH_S) -> None:
+                 title: str = "fleet", refresh_s: float = REFRESH_S,
+                 deployment_lines: Callable[[], list[str]] | None = None) -> None:
         super().__init__()
         self.states = {s.host: s for s in states}
+        self.deployment_lines = deployment_lines  # issue 37: each deployment as one row with its nodes
         self.open_host = open_host
         self.fleet_title = title
         self.refresh_s = refresh_s
@@ -81,6 +85,7 @@ class FleetScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(self.fleet_title, id="fleet-summary")
+        yield Static(id="fleet-deployments")
         yield Input(placeholder="filter: words in host, status, model or problem (escape clears)", id="fleet-filter")
         table: DataTable[Any] = DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
         yield table
@@ -161,6 +166,11 @@ class FleetScreen(Screen[None]):
             self._sort()
         self.query_one("#fleet-summary", Static).update(
             Text(f"{self.fleet_title}: " + fleet_summary(list(self.rows.values()), self.sort_by, self.filter_text)))
+        if self.deployment_lines is not None and (full or hosts):
+            lines = self.deployment_lines()
+            box = self.query_one("#fleet-deployments", Static)
+            box.set_class(bool(lines), "-shown")
+            box.update(Text("\n".join(lines)))
         self.refresh_times_s.append(time.perf_counter() - started)
         del self.refresh_times_s[:-200]
 
@@ -236,7 +246,8 @@ class FleetApp(App[int]):
     def __init__(self, states: Sequence[HostState], *, host_for: Callable[[str], Any] | None = None,
                  start: Callable[[], Any] | None = None, close: Callable[[], Any] | None = None,
                  title: str = "fleet", screenshot: str | None = None,
-                 screenshot_after_s: float | None = None) -> None:
+                 screenshot_after_s: float | None = None,
+                 deployment_lines: Callable[[], list[str]] | None = None) -> None:
         from console.app import stylesheet_path
 
         self.CSS_PATH = str(stylesheet_path())
@@ -248,7 +259,8 @@ class FleetApp(App[int]):
         self.fleet_title = title
         self._screenshot = screenshot
         self._screenshot_after_s = screenshot_after_s
-        self.fleet_screen = FleetScreen(self.fleet_states, self.open_host, title=title)
+        self.fleet_screen = FleetScreen(self.fleet_states, self.open_host, title=title,
+                                        deployment_lines=deployment_lines)
 
     def on_mount(self) -> None:
         self.push_screen(self.fleet_screen)

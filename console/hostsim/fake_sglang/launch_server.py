@@ -86,6 +86,18 @@ class Server:
                               (6.0 + w, "caches"), (7.0 + w, "graphs"), (7.0 + w + GRAPHS_S, "graphs done"),
                               (8.0 + w + GRAPHS_S, "http"), (10.0 + w + GRAPHS_S, "ready")]
         self.lifecycle = None  # issue 24: set by main() (the simulated GPUs read it)
+        # Issue 37: one node of a multi-node server (fake_sglang/multinode.py). Node R runs its
+        # share of the TP ranks; only node 0 serves the API, the others a dummy health server.
+        from console.hostsim.fake_sglang import multinode
+
+        self.nnodes = max(1, int(getattr(args, "nnodes", None) or 1))
+        self.node_rank = int(getattr(args, "node_rank", None) or 0)
+        self.ranks = multinode.local_ranks(self.tp, self.nnodes, self.node_rank) if self.nnodes > 1 \
+            else list(range(self.tp))
+        self.dummy = self.nnodes > 1 and self.node_rank >= 1
+        self.peers = []  # rank 0: the other nodes' store connections
+        self.store = None  # rank >= 1: this node's connection to rank 0's store
+        self.http_up = threading.Event()
 
     def start_lifecycle(self, booted):
         from console.hostsim.fake_sglang.lifecycle import Lifecycle
@@ -106,7 +118,7 @@ class Server:
     # lines 10, 11, 19, 20; tests/demo/test_fakes_real.py compares).
     HTTP_PROCESS = ("INFO:", "server_args=", "The server is fired up")
 
-    def log(self, message, rank=0, all_ranks=False):
+    def log(self, message, rank=None, all_ranks=False):
         now = time.time()
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
         if os.environ.get("SGLANG_LOG_MS", "").lower() in ("1", "true"):  # SGLang's own switch
@@ -115,7 +127,7 @@ class Server:
             sys.stdout.write(f"[{stamp}] {message}\n")
             sys.stdout.flush()
             return
-        ranks = range(self.tp) if all_ranks else [rank]
+        ranks = self.ranks if all_ranks else [self.ranks[0] if rank is None else rank]
         for r in ranks:
             # " TP{r}" only when tp_size > 1, as the scheduler's prefix has it (research notes §1)
             prefix = f"[{stamp} TP{r}]" if self.tp > 1 else f"[{stamp}]"
@@ -139,6 +151,11 @@ class Server:
                                      "(Press CTRL+C to quit)"),
             "ready": self.fired_up,
         }
+        from console.hostsim.fake_sglang import multinode
+
+        if self.dummy:  # node rank >= 1: no API; a dummy health server once its schedulers are up
+            steps["http"] = self.dummy_health
+            steps["ready"] = lambda: None
         for at, step in self.boot_plan:
             delay = self.started + at / SPEED - time.time()
             if delay > 0:
@@ -146,6 +163,66 @@ class Server:
             if self.lifecycle is not None:  # issue 24: the simulated GPUs fill as this phase begins
                 self.lifecycle.phase(step)
             steps[step]()
+            if step == "http":
+                self.http_up.set()
+            if step == "launch" and self.nnodes > 1:
+                self.dist_init()
+            if step == "weights loading" and self.nnodes > 1:
+                self.check_weights()
+            if step == "weights loaded" and self.nnodes > 1:
+                multinode.barrier(self.peers, self.store)
+
+    # -- issue 37: distributed init across nodes (multinode.py) ------------------------------
+    def dist_init(self):
+        from console.hostsim.fake_sglang import multinode
+
+        a = self.args
+        began = time.time()
+        self.log("Init torch distributed begin.", all_ranks=True)
+        addr = multinode.split_addr(a.dist_init_addr or "")
+        timeout_s = float(a.dist_timeout or 600) / SPEED
+        if addr is None:  # SGLang falls back to this node's own address: the nodes never meet
+            addr = ("127.0.0.1", 1)
+        if self.node_rank == 0:
+            ok, joined, self.peers = multinode.host_store(addr, self.nnodes, timeout_s)
+            if not ok:
+                sys.stdout.write(f"torch.distributed.DistStoreError: Timed out after {float(a.dist_timeout or 600) + 1:.0f} "
+                                 f"seconds waiting for clients. {joined}/{self.nnodes} clients joined.\n")
+                sys.stdout.flush()
+                self.end("distributed init timed out", 1)
+        elif (mine := multinode.join_store(addr, self.node_rank, timeout_s)) is None:
+            sys.stdout.write(f"torch.distributed.DistNetworkError: The client socket has timed out after "
+                             f"{int(float(a.dist_timeout or 600) * 1000)}ms while trying to connect to "
+                             f"({addr[0]}, {addr[1]}).\n")
+            sys.stdout.flush()
+            self.end("distributed init timed out", 1)
+        else:
+            self.store = mine
+        world = self.tp
+        for r in self.ranks:
+            sys.stdout.write(f"[Gloo] Rank {r} is connected to {world - 1} peer ranks. "
+                             f"Expected number of connected peer ranks is : {world - 1}\n")
+        sys.stdout.flush()
+        waited = time.time() - began
+        self.log(f"Init torch distributed ends. elapsed={waited:.2f} s, mem usage=0.45 GB", all_ranks=True)
+        self.started += waited  # the rest of the boot follows the rendezvous
+
+    def check_weights(self):
+        from console.hostsim.fake_sglang import multinode
+
+        missing = multinode.incomplete_download(self.model_path or "")
+        if missing is None:
+            return
+        self.log("Scheduler hit an exception: Traceback (most recent call last):")
+        sys.stdout.write(f"FileNotFoundError: [Errno 2] No such file or directory: '{missing}'\n")
+        sys.stdout.flush()
+        self.end("weights missing", 1)
+
+    def dummy_health(self):
+        a = self.args
+        self.ready = True
+        self.http_up.set()
+        self.log(f"Dummy health check server started in background thread at {a.host or '127.0.0.1'}:{a.port}")
 
     def weights_loaded(self):
         elapsed = self.weights_s / SPEED if PAGECACHE_MODEL else 9.87
@@ -252,11 +329,13 @@ class Server:
             self.end("out of memory", 1)
         self.log("Capture target decode CUDA graph end. bs=[1, 2, 4, 8, 16, 24, 32, 40, 48], elapsed=4.92 s, "
                  "mem usage=1.58 GB, avail mem=4.26 GB.", all_ranks=True)
-        self.log("max_total_num_tokens=893440, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-                 "max_running_requests=41, context_len=262144, available_gpu_mem=4.26 GB")
+        if 0 in self.ranks:  # TP rank 0 only
+            self.log("max_total_num_tokens=893440, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+                     "max_running_requests=41, context_len=262144, available_gpu_mem=4.26 GB")
 
     def fired_up(self):
         self.ready = True
+        self.http_up.set()
         self.log("INFO:     127.0.0.1:40052 - \"GET /model_info HTTP/1.1\" 200 OK")
         self.log("The server is fired up and ready to roll!")
 
@@ -271,7 +350,7 @@ class Server:
         last_tokens, last_t = 0, time.time()
         while True:
             time.sleep(1.0 / SPEED)
-            if not self.ready:
+            if not self.ready or 0 not in self.ranks:  # batch lines: TP rank 0's node only
                 continue
             now = time.time()
             with self.lock:
@@ -334,7 +413,12 @@ class Server:
             "tp_size": self.tp,
             "speculative_algorithm": a.speculative_algorithm, "mem_fraction_static": a.mem_fraction_static,
             "context_length": a.context_length, "port": a.port, "launch_command": " ".join(self.argv),
-            "max_total_num_tokens": 893440, "status": "ready" if self.ready else "starting", "version": "0.5.23",
+            "max_total_num_tokens": 893440, "status": "ready" if self.ready else "starting",
+            "version": os.environ.get("GPUSIM_SGLANG_VERSION") or "0.5.23",
+            # issue 37: the resolved multi-node and PD args, as /server_info lists every server arg
+            "nnodes": self.nnodes, "node_rank": self.node_rank, "dist_init_addr": a.dist_init_addr,
+            "disaggregation_mode": a.disaggregation_mode or "null",
+            "disaggregation_bootstrap_port": int(a.disaggregation_bootstrap_port or 8998),
             "internal_states": [{
                 "last_gen_throughput": self.last_gen_throughput, "avg_spec_accept_length": accept,
                 "effective_max_running_requests_per_dp": 41,
@@ -387,6 +471,8 @@ def handler_for(server):
         protocol_version = "HTTP/1.1"
 
         def log_message(self, fmt, *args):
+            if server.dummy:  # the dummy health server runs uvicorn at log_level="warning"
+                return
             server.log(f'INFO:     {self.client_address[0]}:{self.client_address[1]} - "{self.requestline}" '
                        f"{args[1] if len(args) > 1 else ''}")
 
@@ -400,6 +486,12 @@ def handler_for(server):
 
         def do_GET(self):  # noqa: N802
             path = self.path.split("?")[0]
+            if server.dummy:  # a node of rank >= 1: SGLang's dummy health server and nothing else
+                code = 200 if path in ("/health", "/health_generate", "/ping") else 404
+                self.send_response(code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if path in ("/health", "/health_generate"):
                 if path == "/health_generate" and server.ready:
                     time.sleep(0.05 / SPEED)
@@ -424,6 +516,8 @@ def handler_for(server):
 
         def do_POST(self):  # noqa: N802
             path = self.path.split("?")[0]
+            if server.dummy:
+                return self.send_json(404, {"detail": "Not Found"})
             length = int(self.headers.get("Content-Length") or 0)
             try:
                 req = json.loads(self.rfile.read(length) or b"{}")
@@ -527,6 +621,11 @@ def main(argv):
     threading.Thread(target=server.stats_loop, daemon=True).start()
 
     def serve_when_up():
+        if server.nnodes > 1:  # issue 37: after the rendezvous, whenever that is
+            while not server.http_up.wait(1.0):
+                pass
+            httpd.serve_forever()
+            return
         delay = server.started + dict((s, at) for at, s in server.boot_plan)["http"] / SPEED - time.time()
         if delay > 0:
             time.sleep(delay)

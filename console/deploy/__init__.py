@@ -1,0 +1,10 @@
+"""One model over several hosts (issue 37): a deployment of nodes, each a host profile with its
+role (a rank of a multi-node server, a prefill or decode server, the router) and node rank.
+
+    profile.py   the [deployments.NAME] tables of the config, checked
+    state.py     the deployment's state, derived from its nodes' HostStates (never a copy of them)
+    probe.py     the one bounded command per node: its clock, SGLang version, the dist-init-addr
+    checks.py    the checks across nodes (the units' diff, the downloads, the rendezvous)
+    text.py      format_* functions: the deployment as text (the screen and the CLI print it)
+No module here imports Textual, except screen.py.
+"""

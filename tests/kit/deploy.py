@@ -1,0 +1,68 @@
+"""Shared test kit for deployments (issue 37): HostStates of nodes built from real parsers' outputs
+(a unit's text through side_from_text/build_report, log lines through parse_line)."""
+
+from __future__ import annotations
+
+from console.analysis.server_status import HttpFacts, ServerStatus
+from console.analysis.service_diff import HostFacts
+from console.analysis.service_report import build_report, side_from_text
+from console.config import HostProfile
+from console.core.state import ConnectionChanged, HostState, LogAppended, ReadingChanged
+from console.deploy.profile import Deployment, DeploymentNode
+from console.model import Reading
+from console.parsers.sglang_log import parse_line
+from console.transport.base import ConnectionState
+
+NOW = 1_796_284_800.0  # 2026-12-03 08:00:00 UTC
+
+
+def unit(args: str, name: str = "sglang.service") -> str:
+    return ("[Unit]\nDescription=SGLang\n[Service]\n"
+            f"ExecStart=/opt/sglang/.venv/bin/python -m sglang.launch_server {args}\n")
+
+
+def multinode_args(rank: int, *, tp: int = 16, nnodes: int = 2, dist: str = "10.0.0.1:5000",
+                   extra: str = "") -> str:
+    return (f"--model-path /models/Qwen3.5-397B-A17B --tp-size {tp} --nnodes {nnodes} --node-rank {rank} "
+            f"--dist-init-addr {dist} --host 10.0.0.{rank + 1} --port 30000 {extra}").strip()
+
+
+def deployment(kind: str = "multinode", nodes: int = 2) -> Deployment:
+    if kind == "pd":
+        return Deployment("pd", "pd", (DeploymentNode(HostProfile("gpu-a", "10.0.0.1"), "prefill", 0),
+                                       DeploymentNode(HostProfile("gpu-b", "10.0.0.2"), "decode", 0),
+                                       DeploymentNode(HostProfile("edge", "10.0.0.9"), "router", 0)))
+    return Deployment("big", "multinode", tuple(DeploymentNode(HostProfile(f"gpu-{i}", f"10.0.0.{i + 1}"), "rank", i)
+                                                for i in range(nodes)))
+
+
+def node_state(name: str, *, args: str | None = None, lines: tuple[str, ...] = (), connected: bool = True,
+               server: str | None = None, last_line_at_s: float | None = None, now: float = NOW,
+               detail: str = "Connection refused") -> HostState:
+    state = HostState(name, clock=lambda: now)
+    state.apply(ConnectionChanged(name, ConnectionState(name, "connected" if connected else "failed", now - 60,
+                                                        None if connected else detail)))
+    if args is not None:
+        report = build_report(None, side_from_text("sglang.service", unit(args)), HostFacts())
+        state.apply(ReadingChanged(name, "service", Reading("service", report, now)))
+    if server is not None:
+        status = ServerStatus(server, "answers" if server == "ready" else server, "sglang.service", "active", 1234,
+                              None, HttpFacts())
+        state.apply(ReadingChanged(name, "server", Reading("server", status, now)))
+    if lines:
+        state.apply(LogAppended(name, tuple(parse_line(line) for line in lines)))
+    if last_line_at_s is not None:
+        from console.analysis.log_state import LogSummary
+
+        summary = LogSummary("log", None, (), None, None, None, None, None, None, (), len(lines), last_line_at_s)
+        state.apply(ReadingChanged(name, "log", Reading("log", summary, now)))
+    return state
+
+
+def launch(stamp: str, ranks: range) -> list[str]:
+    return [f"[{stamp}] server_args=ServerArgs(model_path='/models/Qwen3.5-397B-A17B', tp_size=16)"] + \
+        [f"[{stamp} TP{r}] Init torch distributed begin." for r in ranks]
+
+
+def init_ends(stamp: str, ranks: range) -> list[str]:
+    return [f"[{stamp} TP{r}] Init torch distributed ends. elapsed=2.10 s, mem usage=0.45 GB" for r in ranks]
