@@ -351,7 +351,7 @@ async def run_benchmark(cfg: BenchConfig, prompts: list[Prompt],
             await asyncio.sleep(1.0)
         rng = random.Random(cfg.seed)
         results: list[RequestResult] = []
-        done = failed = 0
+        done = failed = sent = 0
         stopped = False
         t0 = time.perf_counter()
         t0_wall = time.time()
@@ -368,7 +368,7 @@ async def run_benchmark(cfg: BenchConfig, prompts: list[Prompt],
         waiting = 0
 
         async def one(p: Prompt, due: float) -> None:
-            nonlocal done, failed, waiting
+            nonlocal done, failed, waiting, sent
             if sem is not None:
                 waited = sem.locked()
                 waiting += waited
@@ -381,12 +381,14 @@ async def run_benchmark(cfg: BenchConfig, prompts: list[Prompt],
                         return
                     if waited and freed:
                         due = max(due, freed.popleft())
+                    sent += 1
                     r = await send_one(session, cfg, model, p, t0, counter=counter, scheduled=due)
                 finally:
                     if waiting:
                         freed.append(time.perf_counter())
                     sem.release()
             else:
+                sent += 1
                 r = await send_one(session, cfg, model, p, t0, counter=counter, scheduled=due)
             results.append(r)
             done += r.success
@@ -435,6 +437,7 @@ async def run_benchmark(cfg: BenchConfig, prompts: list[Prompt],
         "max_concurrency": cfg.concurrency,
         "request_rate": None if cfg.request_rate == float("inf") else cfg.request_rate,
         "stopped": stopped, "not_sent_or_cancelled": len(prompts) - len(results),
+        "sent": sent,  # requests that went out (a stop: the rest never did)
     })
     return metrics
 
