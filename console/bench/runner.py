@@ -38,6 +38,7 @@ except ImportError:  # pragma: no cover - the bench extra brings it
 from console.bench.metrics import RequestResult, calculate_metrics, client_headroom, token_times
 from console.bench.tokens import Counter
 from console.bench.workload import Prompt
+from console.units import seconds
 
 # What one response may make the client hold: a line, the whole body, and the tokens a chunk may
 # claim (the request's max_tokens, with room for servers that count a little over).
@@ -235,7 +236,7 @@ async def send_one(session: aiohttp.ClientSession, cfg: BenchConfig, model: str,
         r.error_kind, r.error = "ConnectError", _redact(f"ConnectError: {str(exc)[:120]}", cfg.api_key)
         return r
     except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
-        r.error_kind, r.error = "timeout", f"timeout after {cfg.timeout_s:g}s"
+        r.error_kind, r.error = "timeout", f"timeout after {seconds(cfg.timeout_s)}"
         return r
     except aiohttp.ClientError as exc:
         kind = type(exc).__name__
@@ -276,7 +277,7 @@ async def send_one(session: aiohttp.ClientSession, cfg: BenchConfig, model: str,
         r.error_kind, r.error = exc.kind, _redact(exc.example, cfg.api_key)
         return r
     except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
-        r.error_kind, r.error = "timeout", f"timeout after {cfg.timeout_s:g}s"
+        r.error_kind, r.error = "timeout", f"timeout after {seconds(cfg.timeout_s)}"
         return r
     except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
         r.error_kind, r.error = "stream cut", _redact(f"stream cut: {str(exc)[:120]}", cfg.api_key)
