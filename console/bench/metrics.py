@@ -54,7 +54,11 @@ def percentile_sorted(ordered: list[float], pct: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def _stats(prefix: str, values_s: list[float]) -> dict[str, float]:
+def _stats(prefix: str, values_s: list[float], *, unknown_when_empty: bool = False) -> dict[str, float | None]:
+    """mean/median/std/p90/p95/p99 in ms. With `unknown_when_empty`, no values is unknown (None),
+    not 0: a stream of one chunk per request has no gap between tokens to measure (issue 35)."""
+    if unknown_when_empty and not values_s:
+        return {f"{stat}_{prefix}_ms": None for stat in ("mean", "median", "std", "p90", "p95", "p99")}
     ms = [v * 1000 for v in values_s]
     return {
         f"mean_{prefix}_ms": statistics.fmean(ms) if ms else 0.0,
@@ -156,8 +160,8 @@ def calculate_metrics(results: list[RequestResult], duration_s: float, *, accept
         **_stats("e2e_latency", [r.latency_s for r in ok]),
         **_stats("ttft", [r.ttft_s for r in ok]),
         **_stats("tpot", tpots),
-        **_stats("itl", itls),
-        "max_itl_ms": max(itls) * 1000 if itls else 0.0,
+        **_stats("itl", itls, unknown_when_empty=True),
+        "max_itl_ms": max(itls) * 1000 if itls else None,
         "concurrency": sum(r.latency_s for r in ok) / dur,
         "max_output_tokens_per_s": peak_tokens,
         "max_concurrent_requests": peak_concurrency,
@@ -239,6 +243,11 @@ TABLE_ROWS = [
 ]
 
 
+def _ms(value: Any) -> str:
+    """A latency figure, or "unknown" (no gap between tokens was seen: one chunk per request)."""
+    return f"{value:.2f}" if isinstance(value, (int, float)) else "unknown"
+
+
 def format_table(m: dict[str, Any], *, backend: str = "gpuconsole", rate: str = "inf",
                  max_concurrency: str = "not set") -> str:
     """The result table in sglang.bench_serving's layout ("{:<40} {:<10}", banner width 50)."""
@@ -254,9 +263,9 @@ def format_table(m: dict[str, Any], *, backend: str = "gpuconsole", rate: str = 
         lines.append("{s:{c}^{n}}".format(s=title, n=50, c="-"))
         short = {"e2e_latency": "E2E Latency", "ttft": "TTFT", "tpot": "TPOT", "itl": "ITL"}[key]
         for stat, label in (("mean", "Mean"), ("median", "Median"), ("p90", "P90"), ("p95", "P95"), ("p99", "P99")):
-            lines.append("{:<40} {:<10.2f}".format(f"{label} {short} (ms):", m[f"{stat}_{key}_ms"]))
+            lines.append("{:<40} {:<10}".format(f"{label} {short} (ms):", _ms(m.get(f"{stat}_{key}_ms"))))
         if key == "itl":
-            lines.append("{:<40} {:<10.2f}".format("Max ITL (ms):", m["max_itl_ms"]))
+            lines.append("{:<40} {:<10}".format("Max ITL (ms):", _ms(m.get("max_itl_ms"))))
     lines.append("=" * 50)
     lines.extend(format_client(m))
     return "\n".join(lines)
