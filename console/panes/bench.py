@@ -453,8 +453,8 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
     BenchPane { border: round $primary 40%; border-title-color: $text; border-title-style: bold;
         height: 1fr; padding: 0 1; }
     BenchPane:focus-within, BenchPane:focus { border: round $accent; }
-    BenchPane #bench-chart { width: 3fr; height: 1fr; }
-    BenchPane #bench-table { width: 2fr; min-width: 34; height: 1fr; padding-left: 1; }
+    BenchPane #bench-chart { width: 1fr; height: 1fr; }
+    BenchPane #bench-table { width: auto; min-width: 34; max-width: 50%; height: 1fr; padding-left: 1; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("b", "run_quick", "Quick bench"),

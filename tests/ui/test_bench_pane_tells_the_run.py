@@ -100,3 +100,21 @@ async def _stop_a_sweep(app: object) -> None:
         assert len(view.results) == 1 and view.results[0]["stopped"]
         await wait_for(lambda: "sweep stopped (x) in run 1 of 3" in _bench_text(app), 10, 0.1)
         assert "c=1 stopped" in _bench_text(app)
+
+
+async def test_at_200_columns_the_results_stand_at_the_panes_edge_not_in_empty_space() -> None:
+    """Issue 35 item 9: at 200x60 the table floated with 40 empty columns right of it."""
+    from console.app import ConsoleApp
+
+    state = offline_state()
+    state.apply(BenchChanged("gpu-01", "history", runs=(BEFORE,)))
+    app = ConsoleApp(state, None)
+    async with app.run_test(size=(200, 60)) as pilot:
+        state.apply(BenchChanged("gpu-01", "start", label="c=4 · 8 × 256/128", total=8))
+        state.apply(BenchChanged("gpu-01", "result", record=dict(AFTER)))
+        state.apply(BenchChanged("gpu-01", "done"))
+        await wait_for(lambda: "4,280" in screen_text(app), 10)
+        await pilot.pause()
+        row = next(line for line in screen_text(app).splitlines() if "out tok/s" in line)
+        inside = row.rstrip().rstrip("│")
+        assert len(inside) - len(inside.rstrip()) <= 3, row  # the figures end at the border
