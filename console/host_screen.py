@@ -490,7 +490,19 @@ class HostScreen(Screen[None]):
             self.notify(why, title=title, severity="warning", markup=False)
 
     def on_download_pane_verify_requested(self, _: Any) -> None:
-        self._said("verify", self.control.verify())
+        """Asked first: hashing reads every byte of the model on the host (hundreds of GB)."""
+        from console.core.control import NoControl
+        from console.panes.download import VerifyQuestion
+
+        if isinstance(self.control, NoControl):  # nothing can be asked of this host: said at once
+            self._said("verify", self.control.verify())
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._said("verify", self.control.verify())
+
+        self.app.push_screen(VerifyQuestion(self.state.data("download")), answered)
 
     def on_bench_pane_run_requested(self, message: Any) -> None:
         self.start_bench(message.kind)

@@ -21,6 +21,7 @@ from console.sources.server import ServerWatcher, server_source
 from console.sources.service import ServiceWatcher, service_source
 from console.transport.base import Transport
 from console.transport.local import LocalTransport
+from console.units import seconds
 
 
 def make_transport(profile: HostProfile, *, accept_new_host_key: bool = False) -> Transport:
@@ -219,7 +220,7 @@ class SimulatorThread:
                         break
                     line += chunk
         if not line.endswith(b"\n"):
-            why = self._stderr_tail() or f"no answer within {timeout_s:g}s"
+            why = self._stderr_tail() or f"no answer within {seconds(timeout_s)}"
             self.stop()
             raise RuntimeError(f"the simulator did not start: {why}")
         hello = json.loads(line)

@@ -42,6 +42,18 @@ def duration(seconds: float | None) -> str:
     return f"{s // 86400}d{(s % 86400) // 3600}h"
 
 
+def seconds(value: float) -> str:
+    """A timeout or a wait as people write it: `10s`, `2.5s`, `0.25s`, `1m30s`; never `9.9999s`
+    (a deadline's remainder) or `1e+01s`."""
+    if value >= 60:
+        return duration(round(value))
+    if value >= 10:
+        return f"{round(value)}s"
+    text = f"{value:.1f}" if value >= 1 else f"{value:.2g}"
+    text = text.rstrip("0").rstrip(".") if "." in text else text
+    return f"{text}s"
+
+
 def bar(fraction: float | None, width: int) -> str:
     """A solid bar with eighth-block precision; empty cells are a light shade."""
     if fraction is None or width <= 0:
@@ -76,3 +88,20 @@ def fit_name(name: str, width: int) -> str:
     head = (width - 1) // 2
     tail = width - 1 - head
     return name[:head] + "…" + (name[-tail:] if tail else "")
+
+
+def tail_from_word(text: str, width: int) -> str:
+    """The end of `text` in `width` cells, starting at a sentence's start when one is in the
+    first half of the room, else at a word's, behind an ellipsis: "…This usually means the child
+    failed", never "…ly means the child fai…"."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    window = text[-(width - 1):]
+    sentence = next((i for i in range(2, len(window) // 2)
+                     if window[i - 1] == " " and window[i - 2] in ".!?:;" and window[i].isalnum()), None)
+    space = window.find(" ")
+    cut = sentence if sentence is not None else space + 1 if 0 <= space < len(window) - 1 else 0
+    return "…" + window[cut:]

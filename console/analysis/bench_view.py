@@ -40,6 +40,31 @@ def is_result(record: dict[str, Any]) -> bool:
     return isinstance(completed, int) and not isinstance(completed, bool) and completed > 0
 
 
+def stopped_text(metrics: dict[str, Any]) -> str:
+    """What `x` did to a run, in words: how many of its requests went out and finished, and for a
+    sweep, which run it stopped and which never ran ("sweep stopped (x) in run 1 of 4: 3 of 8
+    requests sent, 2 finished; not run: c=4 …")."""
+    total = metrics.get("num_prompts")
+    sent = metrics.get("sent")
+    completed = metrics.get("completed") or 0
+    if isinstance(sent, int) and isinstance(total, int):
+        what = f"{sent} of {total} requests sent, {completed} finished"
+    else:  # a record from before the count: what it said then
+        what = (f"{metrics.get('not_sent_or_cancelled', 0)} requests not sent or cancelled in flight, "
+                f"{completed} finished")
+    run, runs = metrics.get("sweep_run"), metrics.get("sweep_runs")
+    head = f"sweep stopped (x) in run {run} of {runs}" if run and runs else "stopped (x)"
+    if not is_result(metrics):
+        text = f"{head} before any request finished: no result" + (
+            f" ({sent} of {total} requests sent)" if isinstance(sent, int) and isinstance(total, int) else "")
+    else:
+        text = f"{head}: {what}; the figures cover the {completed} finished"
+    not_run = metrics.get("sweep_not_run") or []
+    if not_run:
+        text += "; not run: " + ", ".join(str(label).split(" ·")[0] for label in not_run)
+    return text
+
+
 def workload(record: dict[str, Any]) -> tuple[object, ...]:
     """What makes two runs comparable: concurrency, input/output lengths, dataset."""
     return tuple(record.get(k) for k in WORKLOAD_KEYS)
@@ -55,7 +80,8 @@ def before_after(runs: list[dict[str, Any]], host: str | None = None
     """Before and after a swap on one host: its latest result and the latest earlier result of
     another model there. The pair only when both ran the same workload; otherwise (None, why):
     "not comparable: c=64 at 1024/1024 (random) vs c=4 at 256/256 (random)"."""
-    results = [r for r in runs if is_result(r)]
+    # A run stopped part way (x) is no measure of the model: never before, never after (issue 35).
+    results = [r for r in runs if is_result(r) and not r.get("stopped")]
     if host is None:
         host = results[-1].get("host") if results else None
     mine = [r for r in results if r.get("host") == host]
@@ -253,13 +279,10 @@ class BenchView:
 
     def note_stop(self, metrics: dict[str, Any]) -> None:
         """After `x`: no request was sent from then on and the ones in flight were cancelled."""
-        if metrics.get("stopped") and not is_result(metrics):
-            self.stopped_note = "stopped (x) before any request finished: no result"
-            self._touch()
-        elif metrics.get("stopped"):
-            self.stopped_note = (f"stopped (x): {metrics.get('not_sent_or_cancelled', 0)} requests not sent or "
-                                 f"cancelled in flight; figures cover the {metrics.get('completed', 0)} finished")
-            self._touch()
+        if not metrics.get("stopped"):
+            return
+        self.stopped_note = stopped_text(metrics)
+        self._touch()
 
     def series(self, now_s: float, span_s: int) -> dict[str, list[tuple[float, float]]]:
         """Each series as (seconds before now, value) over the last span_s seconds."""

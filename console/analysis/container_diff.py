@@ -184,4 +184,10 @@ def build_container_report(old: ContainerSpec | None, new: ContainerSpec, facts:
     if version and version != table.version:
         lints.append(Lint("info", "image", f"the image runs SGLang {version}; flags were checked against "
                                            f"SGLang {table.version}'s table"))
-    return replace(generic, changes=tuple(changes), lints=tuple(lints))
+    source = generic.flags_source
+    if version and version == table.version:
+        # The image's own SGLang (its tag names the version) is the one the flags were read against:
+        # the gate's flags check passes, as for a unit whose interpreter was asked (issue 35 item 7).
+        source = (f"checked against the host's SGLang {version} (the image {new.image} names it; "
+                  f"the flag table of that version)")
+    return replace(generic, changes=tuple(changes), lints=tuple(lints), flags_source=source)

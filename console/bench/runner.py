@@ -38,6 +38,7 @@ except ImportError:  # pragma: no cover - the bench extra brings it
 from console.bench.metrics import RequestResult, calculate_metrics, client_headroom, token_times
 from console.bench.tokens import Counter
 from console.bench.workload import Prompt
+from console.units import seconds
 
 # What one response may make the client hold: a line, the whole body, and the tokens a chunk may
 # claim (the request's max_tokens, with room for servers that count a little over).
@@ -235,7 +236,7 @@ async def send_one(session: aiohttp.ClientSession, cfg: BenchConfig, model: str,
         r.error_kind, r.error = "ConnectError", _redact(f"ConnectError: {str(exc)[:120]}", cfg.api_key)
         return r
     except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
-        r.error_kind, r.error = "timeout", f"timeout after {cfg.timeout_s:g}s"
+        r.error_kind, r.error = "timeout", f"timeout after {seconds(cfg.timeout_s)}"
         return r
     except aiohttp.ClientError as exc:
         kind = type(exc).__name__
@@ -276,7 +277,7 @@ async def send_one(session: aiohttp.ClientSession, cfg: BenchConfig, model: str,
         r.error_kind, r.error = exc.kind, _redact(exc.example, cfg.api_key)
         return r
     except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
-        r.error_kind, r.error = "timeout", f"timeout after {cfg.timeout_s:g}s"
+        r.error_kind, r.error = "timeout", f"timeout after {seconds(cfg.timeout_s)}"
         return r
     except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
         r.error_kind, r.error = "stream cut", _redact(f"stream cut: {str(exc)[:120]}", cfg.api_key)
@@ -351,7 +352,7 @@ async def run_benchmark(cfg: BenchConfig, prompts: list[Prompt],
             await asyncio.sleep(1.0)
         rng = random.Random(cfg.seed)
         results: list[RequestResult] = []
-        done = failed = 0
+        done = failed = sent = 0
         stopped = False
         t0 = time.perf_counter()
         t0_wall = time.time()
@@ -368,7 +369,7 @@ async def run_benchmark(cfg: BenchConfig, prompts: list[Prompt],
         waiting = 0
 
         async def one(p: Prompt, due: float) -> None:
-            nonlocal done, failed, waiting
+            nonlocal done, failed, waiting, sent
             if sem is not None:
                 waited = sem.locked()
                 waiting += waited
@@ -381,12 +382,14 @@ async def run_benchmark(cfg: BenchConfig, prompts: list[Prompt],
                         return
                     if waited and freed:
                         due = max(due, freed.popleft())
+                    sent += 1
                     r = await send_one(session, cfg, model, p, t0, counter=counter, scheduled=due)
                 finally:
                     if waiting:
                         freed.append(time.perf_counter())
                     sem.release()
             else:
+                sent += 1
                 r = await send_one(session, cfg, model, p, t0, counter=counter, scheduled=due)
             results.append(r)
             done += r.success
@@ -435,6 +438,7 @@ async def run_benchmark(cfg: BenchConfig, prompts: list[Prompt],
         "max_concurrency": cfg.concurrency,
         "request_rate": None if cfg.request_rate == float("inf") else cfg.request_rate,
         "stopped": stopped, "not_sent_or_cancelled": len(prompts) - len(results),
+        "sent": sent,  # requests that went out (a stop: the rest never did)
     })
     return metrics
 

@@ -268,8 +268,11 @@ class HostRunner:
                 record = dict(metrics)
                 loop.call_soon_threadsafe(self.notice, "benchmark result",
                                           f"not saved to {self.bench_path()}: {exc.strerror or exc}", "error")
+            if len(runs) > 1:  # a sweep: which of its runs this was, and which never ran after a stop
+                record = {**record, "sweep_run": index + 1, "sweep_runs": len(runs),
+                          "sweep_not_run": labels[index + 1:] if metrics.get("stopped") else []}
             from_thread(BenchChanged(self.host, "result", record=record))
-            if index + 1 < len(runs):
+            if index + 1 < len(runs) and not metrics.get("stopped"):  # a stop ends the sweep
                 from_thread(BenchChanged(self.host, "start", label=labels[index + 1],
                                          total=runs[index + 1][0].num_prompts))
 

@@ -35,6 +35,7 @@ import msgspec
 from console.core.state import ConnectionChanged, HostInfo, HostState, ReadingChanged
 from console.model import GpuDevice, GpuStatus, Reading
 from console.transport.base import ConnectionState
+from console.units import seconds
 
 HOST_LABELS = ("Hostname", "hostname", "host", "node")
 DCGM = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE")
@@ -343,7 +344,7 @@ class PrometheusFleet:
                     if len(body) > MAX_ANSWER_BYTES:
                         raise PromQueryError(_too_large())
         except httpx.TimeoutException:
-            raise PromQueryError(f"no answer within {self.timeout_s:g}s") from None
+            raise PromQueryError(f"no answer within {seconds(self.timeout_s)}") from None
         except httpx.HTTPError as exc:
             raise PromQueryError(f"unreachable: {type(exc).__name__}: {str(exc)[:120] or 'no detail'}") from None
         samples = decode_answer(bytes(body))
@@ -367,7 +368,7 @@ class PrometheusFleet:
         try:
             return await asyncio.wait_for(self._family(names), self.timeout_s)
         except asyncio.TimeoutError:
-            raise PromQueryError(f"no answer within {self.timeout_s:g}s (for the whole answer)") from None
+            raise PromQueryError(f"no answer within {seconds(self.timeout_s)} (for the whole answer)") from None
 
     async def poll_once(self) -> None:
         import httpx

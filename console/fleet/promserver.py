@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from console.testing import free_port
+from console.units import seconds
 
 
 def find_prometheus() -> str | None:
@@ -80,7 +81,7 @@ class PrometheusServer:
             if len(result) >= count:
                 return result
             time.sleep(0.25)
-        raise PrometheusError(f"{promql}: {len(result)} series after {timeout_s:g}s, expected {count}")
+        raise PrometheusError(f"{promql}: {len(result)} series after {seconds(timeout_s)}, expected {count}")
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -19,6 +19,7 @@ from console.core.freshness import freshness
 from console.core.state import HostState
 from console.sanitize import clean_line
 from console.swap.observe import path_summary
+from console.units import fit_name
 
 # The sources a row checks for staleness; the limits are the one rule (console/core/freshness.py)
 # the panes and the header read too (issue 20).
@@ -93,6 +94,32 @@ def _model_name(server: Any, service: Any) -> str | None:
     return name.rstrip("/").rsplit("/", 1)[-1]
 
 
+def _held_gpus(gpu_status: Any) -> str | None:
+    """The GPUs still held by a server's processes, in words ("4 GPUs still held by
+    sglang::scheduler_TP* (84 GiB each, 72–81 % util)"), or None when none is."""
+    if gpu_status is None:
+        return None
+    def server_process(name: str) -> bool:
+        return name.startswith("sglang") or "scheduler_TP" in name
+
+    held = [g for g in gpu_status.gpus if g.lost_at_s is None and any(server_process(p.name) for p in g.processes)]
+    # Busy, not draining: a stopped server's memory frees at 0 % util while its schedulers exit.
+    if not held or not any((g.utilization_pct or 0) >= 10 for g in held):
+        return None
+    names = sorted({p.name for g in held for p in g.processes if server_process(p.name)})
+    name = re.sub(r"\d+$", "*", names[0]) if names else "sglang"
+    used = [g.memory_used_mib for g in held if g.memory_used_mib is not None]
+    utils = [g.utilization_pct for g in held if g.utilization_pct is not None]
+    parts = []
+    if used:
+        parts.append(f"{max(used) / 1024:.0f} GiB each" if len(held) > 1 else f"{max(used) / 1024:.0f} GiB")
+    if utils:
+        lo, hi = min(utils), max(utils)
+        parts.append(f"{lo}% util" if lo == hi else f"{lo}–{hi}% util")
+    what = f"{len(held)} GPU{'s' if len(held) > 1 else ''} still held by {clean_line(name)}"
+    return what + (f" ({', '.join(parts)})" if parts else "")
+
+
 def fleet_row(state: HostState, now_s: float | None = None) -> FleetRow:
     """The row for one host, from its state alone."""
     now = state.now() if now_s is None else now_s
@@ -155,7 +182,11 @@ def fleet_row(state: HostState, now_s: float | None = None) -> FleetRow:
         if queued is None and server.http:  # a status built without the figure (a Prometheus row)
             queued = _finite(server.http.metrics.get("sglang:num_queue_reqs"))
         if status == "dead":
-            problems.append((3, f"server dead: {server.reason}"))
+            held = _held_gpus(gpu_status)
+            # Dead by its log or unit, yet its GPUs still held and busy: a process outlived the server
+            # (a scheduler left behind by an OOM); a restart will not find the memory (issue 35 item 6).
+            problems.append((3, f"server dead ({server.reason.split(':')[0]}) but {held}: did a process outlive it?"
+                             if held else f"server dead: {server.reason}"))
         elif status == "degraded":
             problems.append((2, f"server degraded: {server.reason}"))
         elif status == "starting":
@@ -219,6 +250,54 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("problem", "Problem"),
 )
 SORT_KEYS = ("problem", "host", "util", "gpus", "gen", "server", "download")
+
+
+# The fewest cells a column keeps when the table must fit the screen; the Problem column is the
+# one to keep (issue 35 item 6): the others give way first, the widest slack first.
+MIN_WIDTH = {"host": 0, "conn": 2, "gpus": 7, "util": 4, "server": 4, "swap": 2, "model": 6, "gen": 4,
+             "reqs": 3, "download": 4, "problem": 12}
+SHRINKS = ("model", "download", "swap", "conn", "server", "reqs", "gen")  # never the host: the sort reads it
+SHORT_TITLES = {"conn": "C", "server": "Srv", "swap": "Sw", "gen": "t/s", "reqs": "R/Q", "download": "DL",
+                "model": "Model", "problem": "Problem"}  # a column narrower than its title
+
+
+def column_caps(natural: dict[str, int], width: int, padding: int = 2) -> dict[str, int]:
+    """How wide each column may be so that the table fits `width` cells with the Problem column
+    on screen: `natural` is each column's widest cell (header included). The Problem column asks
+    for a third of the room (or all it needs, if less); the others shrink to make it."""
+    budget = width - padding * len(COLUMNS) - 1  # a cell's padding each side
+    caps = {key: natural.get(key, 0) for key, _ in COLUMNS}
+    problem = min(caps["problem"], max(MIN_WIDTH["problem"], budget // 3))  # asked for; gets at least its minimum
+
+    def others() -> int:
+        return sum(v for k, v in caps.items() if k != "problem")
+
+    while others() + problem > budget:
+        slack = [k for k in SHRINKS if caps[k] > MIN_WIDTH[k]]
+        if not slack:
+            break
+        widest = max(slack, key=lambda k: caps[k] - MIN_WIDTH[k])
+        caps[widest] -= 1
+    caps["problem"] = max(MIN_WIDTH["problem"], min(caps["problem"], budget - others()))
+    return caps
+
+
+def column_title(key: str, title: str, cap: int) -> str:
+    """The column's title in its cap: whole, else its short form ("DL" for Download)."""
+    if len(title) <= cap:
+        return title
+    short = SHORT_TITLES.get(key, title)
+    return short if len(short) <= cap else short[:max(1, cap)]
+
+
+def clip_cell(key: str, text: str, cap: int) -> str:
+    """A cell in `cap` cells: a model keeps its start and end ("qwen3.5-…(moved)"), the rest
+    their start, with an ellipsis where they were cut."""
+    if len(text) <= cap or key == "host":
+        return text
+    if key == "model":
+        return fit_name(text, cap)
+    return text[:max(0, cap - 1)] + "…"
 
 
 def _num(value: float | None, fmt: str = "{:.0f}") -> str:

@@ -24,7 +24,20 @@ from textual.widgets.data_table import ColumnKey
 
 from console.core.control import NoControl
 from console.core.state import HostState
-from console.fleet.rows import COLUMNS, SORT_KEYS, FleetRow, cell_text, fleet_row, format_cells, matches, sort_key
+from console.fleet.rows import (
+    COLUMNS,
+    MIN_WIDTH,
+    SORT_KEYS,
+    FleetRow,
+    cell_text,
+    clip_cell,
+    column_caps,
+    column_title,
+    fleet_row,
+    format_cells,
+    matches,
+    sort_key,
+)
 from console.host_screen import HostScreen, host_commands, save_screenshot, save_screenshot_to
 
 __all__ = ["FleetApp", "FleetScreen", "HostScreen", "fleet_summary"]
@@ -76,7 +89,12 @@ class FleetScreen(Screen[None]):
         self.sort_by = "problem"
         self.filter_text = ""
         self.rows: dict[str, FleetRow] = {}
-        self._cells: dict[str, dict[str, str]] = {}
+        self._cells: dict[str, dict[str, str]] = {}  # as drawn (clipped to the caps)
+        self._full: dict[str, dict[str, str]] = {}  # whole, as the rows say them
+        self._order: dict[str, tuple[Any, ...]] = {}  # each row's sort key when last sorted
+        self._caps: dict[str, int] | None = None
+        self._titles: dict[str, str] = {}
+        self._cursor_host: str | None = None  # how wide each column may be at this width
         self._shown: set[str] = set()
         self._dirty: set[str] = set(self.states)
         self._unsubscribe: list[Callable[[], None]] = []
@@ -96,8 +114,6 @@ class FleetScreen(Screen[None]):
         return self.query_one("#fleet-table", DataTable)
 
     def on_mount(self) -> None:
-        for key, title in COLUMNS:
-            self.table.add_column(title, key=key)
         for state in self.states.values():
             host = state.host
             self._unsubscribe.append(state.subscribe(lambda _event, host=host: self._dirty.add(host)))
@@ -129,15 +145,67 @@ class FleetScreen(Screen[None]):
         started = time.perf_counter()
         hosts = list(self.states) if full else [h for h in self._dirty if h in self.states]
         self._dirty.clear()
+        for host in hosts:
+            self.rows[host] = fleet_row(self.states[host])
+            cells = format_cells(self.rows[host])
+            cells["host"] = host
+            self._full[host] = cells
+        caps = self._fit()
+        if caps != self._caps:
+            # A column must narrow: the table is built again (DataTable never narrows a column); one
+            # that may widen is widened by its cells. Either way every row is drawn again.
+            before, self._caps = self._caps, caps
+            titles = {key: column_title(key, title, caps[key]) for key, title in COLUMNS}
+            if before is None or any(caps[k] < before[k] for k in caps) or titles != self._titles:
+                self._rebuild()
+            hosts = list(self.states)
+        self._draw(hosts, caps)
+        self.query_one("#fleet-summary", Static).update(
+            Text(f"{self.fleet_title}: " + fleet_summary(list(self.rows.values()), self.sort_by, self.filter_text)))
+        if self.deployment_lines is not None and (full or hosts):
+            lines = self.deployment_lines()
+            box = self.query_one("#fleet-deployments", Static)
+            box.set_class(bool(lines), "-shown")
+            box.update(Text("\n".join(lines)))
+        self.refresh_times_s.append(time.perf_counter() - started)
+        del self.refresh_times_s[:-200]
+
+    def _fit(self) -> dict[str, int]:
+        """Each column's cap at this width: the Problem column stays on screen, the others give way
+        (issue 35 item 6: a model cell growing to "qwen3.5-122b :59569 (moved)" pushed it off)."""
+        natural = {key: max(MIN_WIDTH[key], cell_len(title)) for key, title in COLUMNS}
+        for host, cells in self._full.items():
+            if self.filter_text and not matches(self.rows[host], self.filter_text):
+                continue
+            for key, text in cells.items():
+                natural[key] = max(natural.get(key, 0), cell_len(text))
+        width = self.size.width or self.app.size.width or 120
+        return column_caps(natural, width)
+
+    def _rebuild(self) -> None:
+        table = self.table
+        cursor = None
+        if table.row_count:
+            cursor = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        table.clear(columns=True)
+        caps = self._caps or {}
+        self._titles = {key: column_title(key, title, caps.get(key, len(title))) for key, title in COLUMNS}
+        for key, _ in COLUMNS:
+            table.add_column(self._titles[key], key=key)
+        self._shown.clear()
+        self._cells.clear()
+        self._cursor_host = cursor  # put back on its row once the rows are there again
+
+    def on_resize(self) -> None:
+        if self._caps is not None:
+            self.refresh_rows(full=True)
+
+    def _draw(self, hosts: list[str], caps: dict[str, int]) -> None:
         table = self.table
         changed_order = False
         for host in hosts:
-            state = self.states[host]
-            row = fleet_row(state)
-            old = self.rows.get(host)
-            self.rows[host] = row
-            cells = format_cells(row)
-            cells["host"] = host
+            row = self.rows[host]
+            cells = {key: clip_cell(key, text, caps[key]) for key, text in self._full[host].items()}
             visible = matches(row, self.filter_text) if self.filter_text else True
             if not visible:
                 if host in self._shown:
@@ -160,19 +228,14 @@ class FleetScreen(Screen[None]):
                     grow = cell_len(text) > columns[ColumnKey(key)].content_width
                     table.update_cell(host, key, self._cell(row, key, text), update_width=grow)
             self._cells[host] = cells
-            if old is None or sort_key(old, self.sort_by) != sort_key(row, self.sort_by):
+            if self._order.get(host) != sort_key(row, self.sort_by):
                 changed_order = True
         if changed_order:
             self._sort()
-        self.query_one("#fleet-summary", Static).update(
-            Text(f"{self.fleet_title}: " + fleet_summary(list(self.rows.values()), self.sort_by, self.filter_text)))
-        if self.deployment_lines is not None and (full or hosts):
-            lines = self.deployment_lines()
-            box = self.query_one("#fleet-deployments", Static)
-            box.set_class(bool(lines), "-shown")
-            box.update(Text("\n".join(lines)))
-        self.refresh_times_s.append(time.perf_counter() - started)
-        del self.refresh_times_s[:-200]
+        if self._cursor_host is not None and self._cursor_host in self._shown:
+            table.move_cursor(row=table.get_row_index(self._cursor_host), animate=False)
+            self._cursor_host = None
+        self._order = {host: sort_key(row, self.sort_by) for host, row in self.rows.items()}
 
     @staticmethod
     def _cell(row: FleetRow, key: str, text: str) -> Text | str:

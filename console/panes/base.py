@@ -171,11 +171,19 @@ class ReadingPane(PaneFrame, Static, can_focus=True):
                 subtitle = f"stale {duration(reading.age_s(now))}"
                 due = label_due_s(reading.ok_at_s, now) if reading.ok_at_s is not None else None
             elif reading.data is not None:
-                subtitle = "live"
+                subtitle = "replay" if self._in_replay() else "live"  # a recording is not live
                 due = limit_due_s(reading.ok_at_s, self.STALE_AFTER_S) if reading.ok_at_s is not None else None
         self.age_due_s = due
         self.set_health(stale=bool(stale), error=reading is not None and reading.error is not None,
                         subtitle=subtitle)
+
+    def _in_replay(self) -> bool:
+        """Whether the state this pane shows is a recording played back (its replayer set it)."""
+        try:
+            state = getattr(self.screen, "state", None)
+        except Exception:  # noqa: BLE001 - no screen yet or any more: not a replay we know of
+            return False
+        return getattr(state, "replay", None) is not None
 
     def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
         return Text("waiting for the first poll…", style="dim")

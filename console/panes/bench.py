@@ -377,11 +377,20 @@ def results_table(view: BenchView, width: int, height: int = 8) -> RenderableTyp
         return Text(f"✗ {view.error}", style="bold red")
     rows = view.results[-4:] if view.results else []
     caption = None
-    if not rows:
+    tags: dict[int, str] = {}
+    # The core's before/after pair (like workloads, finished runs, this host): the run before the
+    # swap beside the one after, on the pane itself (issue 35 item 5), not only in the plan and report.
+    pair, why_not = view.comparison()
+    if rows and pair and pair[1] == rows[-1]:
+        rest = [r for r in rows[:-1] if r != pair[0]][-2:]
+        rows = [pair[0], *rest, rows[-1]]
+        tags = {0: "before", len(rows) - 1: "after"}
+        caption = f"before/after on {pair[1].get('host') or 'this host'}: {_when(pair[0])} → {_when(pair[1])}"
+    elif not rows:
         # Nothing run this session: the host's last run beside its last run of another model (the swap).
-        pair, why_not = view.comparison()  # like workloads only, results only (issue 20)
         if pair:
             rows = list(pair)
+            tags = {0: "before", 1: "after"}
             caption = f"before/after on {pair[1].get('host') or 'this host'}: {_when(pair[0])} → {_when(pair[1])}"
         else:
             rows = [r for r in view.history if is_result(r) and (view.host is None or r.get("host") == view.host)][-1:]
@@ -392,6 +401,19 @@ def results_table(view: BenchView, width: int, height: int = 8) -> RenderableTyp
     if not rows:
         return Text("No runs yet.\nb: 16 prompts at concurrency 4 (256/256 tokens)\n"
                     "B: sweep 1, 4, 16, 64 at 1k/1k (the story's)\nruns are saved to bench.jsonl", style=DIM)
+    return _table(view, rows, tags, caption)
+
+
+def _peak(r: dict[str, Any]) -> Any:
+    """The peak output rate, only when it is one: a record whose "peak" is below its own mean
+    (bench_serving's whole-second bins, an older record) shows it as unknown, never as a peak."""
+    peak, mean = r.get("max_output_tokens_per_s"), r.get("output_throughput")
+    if isinstance(peak, (int, float)) and isinstance(mean, (int, float)) and peak < mean * (1 - 1e-6):
+        return None
+    return peak
+
+
+def _table(view: BenchView, rows: list[dict[str, Any]], tags: dict[int, str], caption: str | None) -> RenderableType:
     metrics = [("req/s", "request_throughput", ".2f"), ("out tok/s", "output_throughput", ",.0f"),
                ("peak tok/s", "max_output_tokens_per_s", ",.0f"), ("TTFT p50 ms", "median_ttft_ms", ",.0f"),
                ("TTFT p99 ms", "p99_ttft_ms", ",.0f"), ("TPOT p50 ms", "median_tpot_ms", ".1f"),
@@ -401,12 +423,17 @@ def results_table(view: BenchView, width: int, height: int = 8) -> RenderableTyp
                   caption=caption, caption_style=DIM, caption_justify="left")
     # The labels never shrink ("out to…", two rows of "TTFT p…"); the figures give way instead.
     table.add_column("", style=DIM, no_wrap=True, min_width=max(len(m[0]) for m in metrics))
-    for r in rows:
+    for i, r in enumerate(rows):
         label = f"c={r.get('max_concurrency') or '∞'}"
+        if r.get("stopped"):
+            label += " stopped"
+        if i in tags:
+            label = f"{tags[i]} {label}"
         model = str(r.get("model") or "")[-14:]
-        table.add_column(f"{label}\n{model}", justify="right", overflow="fold")
+        table.add_column(f"{label}\n{model}", justify="right", overflow="fold",
+                         header_style="bold yellow" if r.get("stopped") else "bold")
     for label, key, spec in metrics:
-        values = [_fmt(r.get(key), spec) for r in rows]
+        values = [_fmt(_peak(r) if key == "max_output_tokens_per_s" else r.get(key), spec) for r in rows]
         style = "bold red" if key == "failed" and any(r.get("failed") for r in rows) else None
         table.add_row(label, *values, style=style)
     if view.stopped_note:
@@ -426,8 +453,8 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
     BenchPane { border: round $primary 40%; border-title-color: $text; border-title-style: bold;
         height: 1fr; padding: 0 1; }
     BenchPane:focus-within, BenchPane:focus { border: round $accent; }
-    BenchPane #bench-chart { width: 3fr; height: 1fr; }
-    BenchPane #bench-table { width: 2fr; min-width: 34; height: 1fr; padding-left: 1; }
+    BenchPane #bench-chart { width: 1fr; height: 1fr; }
+    BenchPane #bench-table { width: auto; min-width: 34; max-width: 50%; height: 1fr; padding-left: 1; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("b", "run_quick", "Quick bench"),

@@ -11,6 +11,8 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.reactive import reactive
+from textual.screen import ModalScreen
+from textual.widgets import Static
 
 from console.analysis.download import DownloadProgress
 from console.core.freshness import STALE_AFTER_S
@@ -175,3 +177,42 @@ class DownloadPane(ReadingPane):
 
     def action_verify(self) -> None:
         self.post_message(self.VerifyRequested())
+
+
+def format_verify_question(progress: Any) -> Text:
+    """What `v` will do on the host, before it does it: the command and how much it reads (issue
+    35 item 10: it re-hashed 249 GB unasked while every plan step asks)."""
+    t = Text()
+    t.append("Verify the files (sha256) on the host\n\n", style="bold")
+    if progress is None:
+        t.append("The download is not read yet: how much would be hashed is unknown.\n", style="yellow")
+        where = "the model directory"
+    else:
+        where = progress.model_dir
+        files = progress.files_done
+        size = gb(progress.bytes_done)
+        t.append("This runs on the host:\n\n")
+        t.append(f"cd -- {where} && for f in FILES; do sha256sum -- \"$f\"; done\n", style="cyan")
+        t.append(f"\nFILES: the finished files with a known sha256, at most {files} "
+                 f"({size} read from the host's disk, every byte, at the disk's speed).\n")
+    t.append("\nenter / y: hash them   escape / n: cancel", style="dim")
+    return t
+
+
+class VerifyQuestion(ModalScreen[bool]):
+    """Ask before hashing: the command and how much it will read; enter runs it, escape cancels."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("escape,n", "dismiss(False)", "Cancel"),
+                                             ("enter,y", "dismiss(True)", "Verify")]
+    DEFAULT_CSS = """
+    VerifyQuestion { align: center middle; }
+    VerifyQuestion > Static { width: 90; max-width: 98%; height: auto; border: round $warning;
+        background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, progress: Any) -> None:
+        super().__init__()
+        self.progress = progress
+
+    def compose(self) -> Any:
+        yield Static(format_verify_question(self.progress), id="verify-question")

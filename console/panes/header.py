@@ -28,7 +28,14 @@ def short_mount(path: str) -> str:
 
 def format_header(label: str, demo: bool, state: ConnectionState | None,
                   summary: Reading[HostSummary] | None, now_s: float | None = None, mode: str | None = None,
-                  replay: Any = None) -> Text:
+                  replay: Any = None, width: int | None = None, compact: bool = False) -> Text:
+    """One line. With `width`, a line too long for it drops, in order, the host's own name, the
+    uptime and the 5- and 15-minute loads: the free disk is the figure kept (issue 35 item 9: cut at 80)."""
+    if width is not None and not compact:
+        full = format_header(label, demo, state, summary, now_s, mode, replay)
+        if full.cell_len <= width:
+            return full
+        return format_header(label, demo, state, summary, now_s, mode, replay, compact=True)
     now = time.time() if now_s is None else now_s
     text = Text(no_wrap=True, overflow="ellipsis")
     if replay is not None:  # a ReplayInfo (issue 20): the position, the speed, the end
@@ -41,7 +48,7 @@ def format_header(label: str, demo: bool, state: ConnectionState | None,
     text.append(" ")
     host = summary.data.hostname if summary and summary.data else None
     text.append(label, style="bold")
-    if host and host != label:
+    if host and host != label and not compact:
         text.append(f" ({host})")
     text.append("  ")
     if state is None:
@@ -53,10 +60,11 @@ def format_header(label: str, demo: bool, state: ConnectionState | None,
         age = summary.age_s(now)
         if is_stale("host", summary, now):  # the one rule (console/core/freshness.py)
             text.append(f"  stale {duration(age)}", style="bold yellow")
-        text.append("  up ", style="dim")
-        text.append(duration(s.uptime_s))
+        if not compact:
+            text.append("  up ", style="dim")
+            text.append(duration(s.uptime_s))
         text.append("  load ", style="dim")
-        loads = [x for x in (s.load_1m, s.load_5m, s.load_15m) if x is not None]
+        loads = [x for x in ((s.load_1m,) if compact else (s.load_1m, s.load_5m, s.load_15m)) if x is not None]
         load_text = " ".join(f"{x:.2f}" for x in loads) or DASH
         busy = s.cpus and s.load_1m and s.load_1m > s.cpus
         text.append(load_text, style="bold yellow" if busy else "")
@@ -150,7 +158,7 @@ class HostHeader(Static):
 
     def _redraw(self) -> None:
         text = format_header(self._label, self._demo, self.state, self.summary, self.host.now(), self.mode,
-                             getattr(self.host, "replay", None))
+                             getattr(self.host, "replay", None), width=self.size.width or None)
         presence = getattr(self.host, "presence", None)
         if presence is not None and presence.clients:  # a shared session: a second line
             lines = [text, format_presence(presence, getattr(self.host, "note", None), self.me, self.host.now())]

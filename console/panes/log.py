@@ -32,7 +32,7 @@ from console.panes.log_view import (  # noqa: F401  (imported from here by tests
     wrap_rows,
 )
 from console.parsers.sglang_log import LogEvent
-from console.units import DASH, duration
+from console.units import DASH, duration, tail_from_word
 
 STATUS_STYLE = {"ready": "bold black on green", "starting": "bold black on cyan", "degraded": "bold black on yellow",
                 "dead": "bold white on red", "unknown": "bold black on grey50"}
@@ -151,7 +151,9 @@ def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary]
         last = s.errors[-1]
         t.append(f"{len(s.errors)} errors/warnings", style="bold red" if any(
             e.kind in ("exception", "oom", "crash", "watchdog", "nan", "health") for e in s.errors) else "yellow")
-        t.append(f" · last: {last.kind}: {last.message[-max(10, width - 30):]}", style="dim")
+        head = f" · last: {last.kind}: "
+        room = max(10, width - len(t.plain.rsplit("\n", 1)[-1]) - len(head))
+        t.append(head + tail_from_word(last.message, room), style="dim")
     return t
 
 

@@ -40,6 +40,11 @@ def _value(value: Any, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _not_installed(side: ServiceSide | None) -> bool:
+    """The new unit before the install: the normal state before a swap, not an error (issue 35)."""
+    return side is not None and bool(side.error) and str(side.error).endswith(": not installed yet")
+
+
 def _side(side: ServiceSide | None) -> Text:
     """A unit and its state. When that state was read is on the pane's border (`ServicePane`):
     it is polled every 15 s, and a unit started since must not read as "inactive" now."""
@@ -47,6 +52,8 @@ def _side(side: ServiceSide | None) -> Text:
     if side is None:
         return t.append("–", style=DIM)
     t.append(side.name, style="bold")
+    if _not_installed(side):
+        return t.append(" (not installed yet)", style=DIM)
     if side.error:
         return t.append(" (error)", style=BAD)
     if side.active_state is None:
@@ -124,12 +131,17 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
     errors = [x for x in r.lints if x.severity == "error"]
     warnings = [x for x in r.lints if x.severity == "warning"]
     notes = [x for x in r.lints if x.severity not in ("error", "warning")]
-    side_errors = list(dict.fromkeys(r.errors))  # the same file on both sides: its error once
+    missing = [side.name for side in (r.old, r.new) if _not_installed(side)]  # type: ignore[union-attr]
+    # the same file on both sides: its error once; a unit not installed yet is no error
+    side_errors = [e for e in dict.fromkeys(r.errors) if not any(e == f"{m}: not installed yet" for m in missing)]
     n_errors = len(errors) + len(side_errors)
     compared = r.old is not None and r.old.command is not None and r.new.command is not None
     summary = Text()
     if compared:
         summary.append(plural(r.change_count, "change"), style="bold")
+    elif missing and not n_errors:
+        summary.append(f"nothing to compare yet: {missing[0]} is not installed (the swap plan's i installs it)",
+                       style=DIM)
     else:
         summary.append("nothing compared", style="bold")
     summary.append(f" · {plural(n_errors, 'error')}", style=BAD if n_errors else OK)

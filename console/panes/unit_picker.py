@@ -28,7 +28,8 @@ class UnitPicker(ModalScreen[tuple[str, str | None] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("New unit (the one you are about to start):", id="picker-label")
+            # Its role, true before the swap and after it (never "the one you are about to start").
+            yield Label("New unit (the one the swap moves to):", id="picker-label")
             yield OptionList(*self.units, id="picker-list")
             yield Label("↑/↓ choose · enter picks · escape cancels", id="picker-hint", classes="dim")
 

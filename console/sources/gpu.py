@@ -34,6 +34,7 @@ from console.parsers.nvml import gpus_from_sample, merge_sample, parse_sampler_l
 from console.sanitize import clean_line
 from console.sources.base import describe_error
 from console.transport.base import LineStream, Transport, quote
+from console.units import seconds
 
 SAMPLER_SOURCE = (Path(__file__).parent / "nvml_sampler.py").read_text()
 PATHS = ("nvml", "nvidia-smi-stream", "nvidia-smi")
@@ -60,7 +61,7 @@ async def _lines(stream: LineStream, stall_s: float) -> AsyncIterator[bytes]:
         except StopAsyncIteration:
             return
         except asyncio.TimeoutError:
-            raise PathHung(f"no sample within {stall_s:g}s: hung (driver or tool not answering)") from None
+            raise PathHung(f"no sample within {seconds(stall_s)}: hung (driver or tool not answering)") from None
         yield raw
 
 
@@ -202,7 +203,7 @@ class GpuSource:
         try:
             return await asyncio.wait_for(first(), timeout)
         except asyncio.TimeoutError:
-            return self._error(f"no GPU sample within {timeout:g}s")
+            return self._error(f"no GPU sample within {seconds(timeout)}")
 
     # -- path 1: NVML --------------------------------------------------------------------
     async def _nvml_local(self) -> AsyncIterator[Reading[GpuStatus]]:
@@ -272,7 +273,7 @@ class GpuSource:
                         raise PathUnavailable(line[:200])
                     problems = [*problems[-(MAX_PROBLEMS - 1):], line[:200]]  # a flood stays bounded
                     if time.monotonic() - last_row > self._stall_s:
-                        raise PathHung(f"no GPU rows in {self._stall_s:g}s of output: {line[:120]}")
+                        raise PathHung(f"no GPU rows in {seconds(self._stall_s)} of output: {line[:120]}")
                     continue
                 last_row = time.monotonic()
                 if batch and gpu.index <= batch[-1].index:

@@ -14,6 +14,7 @@ from console.transport.base import CommandResult, ConnectionState, FileStat, Lin
 from console.transport.errors import CommandError, CommandTimeout
 from console.transport.shell import PersistentShell, ShellPool
 from console.transport.streams import ProcessLineStream
+from console.units import seconds
 
 
 class _LocalShellChannel:
@@ -77,7 +78,7 @@ class LocalTransport:
         except asyncio.TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            raise CommandTimeout(f"command timed out after {timeout:g}s") from None
+            raise CommandTimeout(f"command timed out after {seconds(timeout)}") from None
         return CommandResult(proc.returncode or 0, out, err, time.perf_counter() - started)
 
     async def stat(self, path: str, *, timeout: float = 10.0) -> FileStat:

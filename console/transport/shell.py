@@ -44,6 +44,7 @@ from typing import Protocol
 
 from console.transport.base import CommandResult
 from console.transport.errors import CommandError, CommandTimeout
+from console.units import seconds
 
 MAX_CAPTURE_BYTES = 32 << 20
 _READ_CHUNK = 1 << 16
@@ -271,7 +272,7 @@ class PersistentShell:
             return stdout, word, err_task.result(), truncated
         except asyncio.TimeoutError:
             self.close()
-            raise CommandTimeout(f"command timed out after {timeout:g}s") from None
+            raise CommandTimeout(f"command timed out after {seconds(timeout)}") from None
         except asyncio.CancelledError:
             self.close()
             raise
@@ -339,7 +340,7 @@ class ShellPool:
         try:
             shell = await self._acquire(timeout)
         except asyncio.TimeoutError:
-            raise CommandTimeout(f"no shell free within {timeout:g}s") from None
+            raise CommandTimeout(f"no shell free within {seconds(timeout)}") from None
         try:
             return await shell.run(script, timeout=max(0.05, deadline - time.monotonic()))
         finally:

@@ -35,6 +35,7 @@ from console.transport.errors import (
 from console.transport.hosttime import wait_for_host
 from console.transport.shell import PersistentShell, ShellPool
 from console.transport.streams import ProcessLineStream, stream_wrapper
+from console.units import seconds
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 # One SFTP read request asks for this much; a server that caps reads lower answers short and the
@@ -282,7 +283,7 @@ class SshTransport:
             raise AuthError(f"{self.label}: authentication failed for user "
                             f"{o.user or 'from ssh config/current user'}: {exc.reason}") from None
         except asyncio.TimeoutError:
-            raise ConnectError(f"{self.label}: no answer within {o.connect_timeout_s:g}s") from None
+            raise ConnectError(f"{self.label}: no answer within {seconds(o.connect_timeout_s)}") from None
         except asyncssh.Error as exc:
             raise ConnectError(f"{self.label}: {exc.reason}") from None
         except (OSError, socket.gaierror) as exc:
@@ -410,7 +411,7 @@ class SshTransport:
         try:
             result = await conn.run(script, encoding=None, timeout=timeout, stdin=asyncssh.DEVNULL)
         except asyncssh.TimeoutError:
-            raise CommandTimeout(f"command timed out after {timeout:g}s") from None
+            raise CommandTimeout(f"command timed out after {seconds(timeout)}") from None
         except asyncssh.Error as exc:
             raise CommandError(str(exc.reason)) from None
         out = result.stdout if isinstance(result.stdout, bytes) else b""
@@ -431,7 +432,7 @@ class SshTransport:
         try:
             yield
         except asyncio.TimeoutError:
-            raise CommandTimeout(f"{what} {path} timed out after {timeout:g}s") from None
+            raise CommandTimeout(f"{what} {path} timed out after {seconds(timeout)}") from None
         except asyncssh.SFTPNoSuchFile:
             raise FileNotFoundError(path) from None
         except asyncssh.SFTPPermissionDenied:
