@@ -24,6 +24,10 @@ from console.transport.base import ConnectionState, LineStream, Transport, join,
 BATCH_S = 0.15
 BATCH_MAX = 2000
 PARSE_SLICE = 100  # lines parsed between two turns of the event loop (~2-4 ms)
+# A traceback comes one journal entry (or one write) per line and may straddle two batches: it is
+# closed (one error, named by its last line) once the stream has been quiet this long, not when a
+# batch happens to end after its header (the real journald cut an OOM's traceback at its header).
+TRACEBACK_QUIET_S = 1.0
 BACKLOG_LINES = 300
 BACKLOG_BYTES = 256 << 10
 # `--all`: without it journalctl -o json prints "MESSAGE":null for a field over 4,096 bytes, and
@@ -249,7 +253,15 @@ class LogFollower:
             try:
                 ended = False
                 while not ended:
-                    item = await queue.get()
+                    if self.tracker.traceback_pending:
+                        try:
+                            item = await asyncio.wait_for(queue.get(), TRACEBACK_QUIET_S)
+                        except asyncio.TimeoutError:
+                            self.tracker.flush()  # the stream went quiet: the traceback is whole
+                            yield LogBatch((), self.tracker.summary())
+                            continue
+                    else:
+                        item = await queue.get()
                     if item is _END:
                         break
                     raw_lines = [item]
@@ -283,8 +295,6 @@ class LogFollower:
                         vacuumed, self._vacuumed_note = self._vacuumed_note, None
                         yield LogBatch((), self.tracker.summary(), note=vacuumed)
                     self.tracker.feed(events)
-                    if queue.empty():
-                        self.tracker.flush()
                     yield LogBatch(tuple(events), self.tracker.summary())
                     backoff.reset()
             finally:
@@ -292,6 +302,7 @@ class LogFollower:
                 with contextlib.suppress(BaseException):
                     await reader
                 await stream.close()
+            self.tracker.flush()  # a traceback the stream ended on is whole
             why = stream.stderr_tail.splitlines()[-1:] or [f"exit {stream.exit_status}"]
             yield LogBatch((), self.tracker.summary(), note=f"log stream ended ({why[0]}); reconnecting")
             if got:

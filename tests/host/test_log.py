@@ -191,6 +191,37 @@ async def test_file_follow_resumes_at_the_offset_and_survives_truncation(tmp_pat
         await transport.close()
 
 
+async def test_a_traceback_whose_lines_come_in_two_batches_is_one_error_named_by_its_last_line(
+        tmp_path: Path) -> None:
+    """journald hands a traceback over one entry per line: the header can end a batch. The error
+    is the whole traceback, named by its exception (the OOM), never cut at its header."""
+    log = tmp_path / "sglang.log"
+    log.write_text("[2026-01-01 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n")
+    transport = LocalTransport()
+    errors: list[object] = []
+    try:
+        follower = LogFollower(transport, log_file=str(log))
+
+        async def follow() -> None:
+            wrote = False
+            async for batch in follower.batches():
+                if not wrote and any("Traceback" in e.text for e in batch.events):
+                    wrote = True  # the header's batch is out: the rest arrives in a later one
+                    with open(log, "a") as fh:
+                        fh.write('  File "sglang/srt/managers/scheduler.py", line 3011, in run_scheduler_process\n'
+                                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+                if batch.summary.errors:
+                    errors.extend(batch.summary.errors)
+                    return
+
+        await asyncio.wait_for(follow(), 30)
+    finally:
+        await transport.close()
+    (error,) = errors
+    assert error.kind == "exception" and error.message.startswith("torch.OutOfMemoryError: CUDA out of memory")
+    assert len(error.lines) == 3
+
+
 async def test_read_a_local_log_file_once(tmp_path: Path) -> None:
     log = tmp_path / "x.log"
     log.write_text("\n".join(BEFORE_RESTART) + "\n")
