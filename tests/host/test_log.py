@@ -371,3 +371,31 @@ def test_a_nan_or_infinite_metric_is_unknown_not_a_rate() -> None:
         got = parse_prometheus(f'sglang:gen_throughput{{model="x"}} {bad}\nsglang:num_running_reqs 3\n',
                                ("sglang:gen_throughput", "sglang:num_running_reqs"))
         assert got == {"sglang:num_running_reqs": 3.0}, (bad, got)
+
+
+def test_lines_journald_suppressed_past_a_rate_limit_are_a_marked_lost_line_not_a_plain_one() -> None:
+    """Recorded on the real journald (systemd 252, tests/data/real/journal_rate_limited.json): a unit
+    that logged 200 lines past LogRateLimitBurst=20; journald's own "Suppressed N messages from UNIT"
+    is in `journalctl -u UNIT`. The log marks it as lost lines (a warning, counted), never a plain line."""
+    rec = json.loads((DATA / "real" / "journal_rate_limited.json").read_text())
+    raw = [line.encode() for line in rec["captures"][0]["stdout"].splitlines()]
+    follower = LogFollower(LocalTransport(), units=("sglang-test-flood.service",))
+    events = [e for e in (follower._parse(r) for r in raw) if e is not None]  # type: ignore[attr-defined]
+    lost = [e for e in events if e.kind == "lost"]
+    said = next(json.loads(r)["MESSAGE"] for r in raw if b"Suppressed" in r)
+    dropped = int(said.split()[1])
+    assert [(e.fields["dropped"], e.fields["unit"], e.severity) for e in lost] == [
+        (dropped, "sglang-test-flood.service", "warning")]
+    assert not any(e.kind != "lost" and "Suppressed" in e.text for e in events)
+    kept = sum(1 for e in events if e.text.startswith("flood-"))
+    assert kept + dropped == 200
+    tracker = LogTracker("t")
+    tracker.feed(events)
+    assert [e.kind for e in tracker.summary().errors] == ["lines lost"]
+
+
+def test_a_suppressed_line_from_the_server_itself_is_its_own_text() -> None:
+    """Only journald's own line counts: a server that prints the same words is a plain log line."""
+    entry = {"__CURSOR": "c", "MESSAGE": "Suppressed 5 messages from x.service", "_SYSTEMD_UNIT": "sglang.service"}
+    event = _journal_follower()._parse(json.dumps(entry).encode())  # type: ignore[attr-defined]
+    assert event is not None and event.kind != "lost"
