@@ -279,6 +279,11 @@ class LogTracker:
         self.series.append(ThroughputPoint(t_s, d.gen_tokens_per_s, d.accept_len, d.running_reqs, d.queue_reqs))
         self._series_added += 1
 
+    @property
+    def traceback_pending(self) -> bool:
+        """A traceback's header was read and its lines may still come."""
+        return self._traceback is not None
+
     def flush(self) -> None:
         """End a pending traceback (its stream went quiet)."""
         if self._traceback is not None:

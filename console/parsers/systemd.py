@@ -158,6 +158,13 @@ def parse_unit(text: str, name: str = "unit") -> Unit:
     problems: list[str] = []
     settings: dict[tuple[str, str], list[str]] = {}
     saw_section = False
+    header_at = 0  # the line of the file's "# /path" header in `systemctl cat` output (0: none)
+
+    def where(line_no: int) -> str:
+        # The line as systemd names it ("FILE:27: Missing '='"): counted in the file, not in the
+        # `systemctl cat` output whose "# /path" header comes before it.
+        return f"{sources[-1]}:{line_no - header_at}" if sources else f"line {line_no}"
+
     for line_no, line in _logical_lines(text):
         s = line.strip()
         if not s:
@@ -166,13 +173,14 @@ def parse_unit(text: str, name: str = "unit") -> Unit:
             # `systemctl cat` prefixes each file with "# /path/to/file".
             if s.startswith("# /") and (s.endswith((".service", ".conf")) or "/" in s[2:]):
                 sources.append(s[2:].strip())
+                header_at = line_no
             continue
         if s.startswith("[") and s.endswith("]"):
             section = s[1:-1]
             saw_section = True
             continue
         if "=" not in s:
-            problems.append(f"line {line_no}: not a key=value line: {s[:80]!r}")
+            problems.append(f"{where(line_no)}: not a key=value line, systemd ignores it: {s[:80]!r}")
             continue
         key, value = (part.strip() for part in s.split("=", 1))
         values = settings.setdefault((section or "", key), [])
@@ -211,7 +219,7 @@ def parse_unit(text: str, name: str = "unit") -> Unit:
                             k, v = assignment.split("=", 1)
                             env[k] = v
                         else:
-                            problems.append(f"line {line_no}: Environment entry without '=': {assignment!r}")
+                            problems.append(f"{where(line_no)}: Environment entry without '=': {assignment!r}")
                 except ParseError as exc:
                     problems.append(f"Environment: {exc}")
             elif key == "EnvironmentFile":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -24,12 +25,33 @@ from console.transport.base import ConnectionState, LineStream, Transport, join,
 BATCH_S = 0.15
 BATCH_MAX = 2000
 PARSE_SLICE = 100  # lines parsed between two turns of the event loop (~2-4 ms)
+# A traceback comes one journal entry (or one write) per line and may straddle two batches: it is
+# closed (one error, named by its last line) once the stream has been quiet this long, not when a
+# batch happens to end after its header (the real journald cut an OOM's traceback at its header).
+TRACEBACK_QUIET_S = 1.0
 BACKLOG_LINES = 300
 BACKLOG_BYTES = 256 << 10
 # `--all`: without it journalctl -o json prints "MESSAGE":null for a field over 4,096 bytes, and
 # SGLang's launch line (server_args=ServerArgs(...)) is ~16 KB (tests/data/real/journal_long_line.json).
 # _SYSTEMD_UNIT tells PID 1's own lines (init.scope) from the server's; UNIT names their unit.
 JOURNAL_JSON = ("-o", "json", "--all", "--output-fields=MESSAGE,_SYSTEMD_UNIT,UNIT", "--no-pager")
+
+
+# journald's own line when a unit logged past its rate limit (RateLimitBurst per RateLimitIntervalSec,
+# or the unit's LogRateLimit*): the lines it dropped are gone from the journal for good.
+# systemd 252: "Suppressed 180 messages from sglang-x.service" (tests/data/real/journal_rate_limited.json).
+SUPPRESSED = re.compile(r"^Suppressed (\d+) messages from (\S+)$")
+
+
+def lost_lines_event(message: str) -> LogEvent | None:
+    """journald's word that it dropped a unit's lines, as a log line marked as lost; else None."""
+    m = SUPPRESSED.match(message.strip())
+    if m is None:
+        return None
+    dropped, unit = int(m.group(1)), clean_line(m.group(2))
+    return LogEvent("lost", f"journald dropped {dropped:,} lines of {unit} (its log rate limit): they are not "
+                            "in this log", severity="warning",
+                    fields={"kind": "lines lost", "dropped": dropped, "unit": unit})
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +99,7 @@ class LogFollower:
         self._resume_cursor: str | None = None  # the entry --cursor= starts at: seen already, skipped
         self._vacuumed_note: str | None = None
         self._transition: UnitTransition | None = None
+        self._suppressed: str | None = None  # journald's "Suppressed N messages from UNIT"
 
     def _on_state(self, state: ConnectionState) -> None:
         """When the connection comes back the stream restarts now, not after a backoff grown while
@@ -133,9 +156,12 @@ class LogFollower:
 
     def _parse(self, raw: bytes) -> LogEvent | None:
         self._transition = None
+        self._suppressed = None
         text = self._decode(raw)
         if text is None:
             return None
+        if self._suppressed is not None:  # journald dropped lines: said, never silent
+            return lost_lines_event(self._suppressed)
         if self._transition is not None:  # systemd's own line about the unit: a fact, not a log line
             t = self._transition
             return LogEvent("unit", clean_line(text), severity="error" if t.failing else "info",
@@ -185,6 +211,9 @@ class LogFollower:
         message = entry.get("MESSAGE")
         if entry.get("_SYSTEMD_UNIT") == "init.scope" and isinstance(message, str):
             self._transition = parse_pid1_message(message)
+        if entry.get("_SYSTEMD_UNIT") == "systemd-journald.service" and isinstance(message, str) \
+                and SUPPRESSED.match(message.strip()):
+            self._suppressed = message
         if isinstance(message, list):  # journald sends non-UTF-8 messages as a byte array
             return bytes(b for b in message if isinstance(b, int) and 0 <= b < 256).decode("utf-8", "replace")
         return message if isinstance(message, str) else None
@@ -249,7 +278,15 @@ class LogFollower:
             try:
                 ended = False
                 while not ended:
-                    item = await queue.get()
+                    if self.tracker.traceback_pending:
+                        try:
+                            item = await asyncio.wait_for(queue.get(), TRACEBACK_QUIET_S)
+                        except asyncio.TimeoutError:
+                            self.tracker.flush()  # the stream went quiet: the traceback is whole
+                            yield LogBatch((), self.tracker.summary())
+                            continue
+                    else:
+                        item = await queue.get()
                     if item is _END:
                         break
                     raw_lines = [item]
@@ -279,12 +316,12 @@ class LogFollower:
                         if event is not None:
                             events.append(event)
                     got += len(events)
+                    for lost in (e for e in events if e.kind == "lost"):
+                        yield LogBatch((), self.tracker.summary(), note=lost.text)
                     if self._vacuumed_note is not None:
                         vacuumed, self._vacuumed_note = self._vacuumed_note, None
                         yield LogBatch((), self.tracker.summary(), note=vacuumed)
                     self.tracker.feed(events)
-                    if queue.empty():
-                        self.tracker.flush()
                     yield LogBatch(tuple(events), self.tracker.summary())
                     backoff.reset()
             finally:
@@ -292,6 +329,7 @@ class LogFollower:
                 with contextlib.suppress(BaseException):
                     await reader
                 await stream.close()
+            self.tracker.flush()  # a traceback the stream ended on is whole
             why = stream.stderr_tail.splitlines()[-1:] or [f"exit {stream.exit_status}"]
             yield LogBatch((), self.tracker.summary(), note=f"log stream ended ({why[0]}); reconnecting")
             if got:

@@ -138,3 +138,20 @@ async def test_over_ssh_the_variables_of_the_lost_env_file_are_named_and_their_s
     assert without.env_changes == ()
     (gone,) = [u for u in without.unit_changes if u.directive == "EnvironmentFile"]
     assert "not on the host" in (gone.reason or "")
+
+
+def test_a_line_without_equals_is_named_by_the_file_and_line_systemd_names() -> None:
+    """Recorded on systemd 252 (tests/data/real/systemd_syntax_error.json): a line without '=' at line
+    27 of the unit is "FILE:27: Missing '=', ignoring line."; the console reads `systemctl cat`, whose
+    "# /path" header comes first, and must name the same line (it said 28)."""
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    rec = json.loads((root / "tests/data/real/systemd_syntax_error.json").read_text())
+    said = next(c for c in rec["captures"] if "journalctl" in c["command"])["stdout"]
+    path, line = re.search(r"^(\S+\.service):(\d+): Missing '=', ignoring line\.$", said, re.M).groups()  # type: ignore[union-attr]
+    unit = (root / "console/hostsim/units/sglang-qwen122b.service").read_text().replace("{ROOT}", "")
+    broken = unit.replace("LimitNOFILE=65536", "LimitNOFILE=65536\nthis line has no equals sign\nRestartSecs=5")
+    parsed = parse_unit(f"# {path}\n{broken}", path)
+    assert [p for p in parsed.problems if "no equals sign" in p] == [
+        f"{path}:{line}: not a key=value line, systemd ignores it: 'this line has no equals sign'"]

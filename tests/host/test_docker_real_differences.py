@@ -184,3 +184,42 @@ async def test_an_st_terminated_osc_52_in_a_containers_model_path_never_reaches_
              *(r.command + r.name + json.dumps(r.labels) for r in watcher.rows)]
     assert all("\x1b" not in t and "\x07" not in t for t in texts), texts
     assert "--model-path /models/M" in (report.new.text or "")
+
+
+# -- CLI 20.10's own words (the fake docker plays CLI 28's) ----------------------------------------------
+class _Replies:
+    """A transport answering the service poll's script with one recorded real output per section."""
+
+    def __init__(self, sections: dict[str, str]) -> None:
+        self.sections = sections
+
+    async def run(self, script: str, timeout: float | None = None) -> Any:
+        text = "".join(f"@@{k}\n{v}" for k, v in self.sections.items())
+        return SimpleNamespace(text=text, stdout=text.encode(), exit_status=0, ok=True, error_text="")
+
+
+@pytest.mark.parametrize("cli", ["cli20", "cli28"])
+async def test_a_missing_container_reads_as_one_line_naming_it_on_both_clis(cli: str) -> None:
+    """CLI 20.10 says "Error: No such container: NAME", CLI 28 "Error response from daemon: …", both
+    after an empty `[]` on stdout: the service pane gets one line that names the container, and the
+    ps rows of the same CLI read as the others'."""
+    missing = _real(f"inspect_missing_{cli}")
+    ps = _real(f"ps_template_{cli}")
+    watcher = ContainerWatcher(_Replies({"inspect0": missing["stdout"] + missing["stderr"],  # type: ignore[arg-type]
+                                         "rc0": f"{missing['rc']}\n", "ps": ps["stdout"]}), "gc-missing", None)
+    specs, on_host = await watcher.read_specs(["gc-missing"])
+    assert specs == [f"gc-missing: {missing['stderr'].strip()}"] and "\n" not in specs[0] and "[]" not in specs[0]
+    assert "No such container: gc-missing" in specs[0]
+    assert [r.name for r in watcher.rows] == [r.name for r in parse_ps(_real(f"ps_json_{cli}")["stdout"])]
+    assert on_host and set(on_host) <= {r.name for r in watcher.rows}
+
+
+def test_the_stop_and_restart_timeouts_are_words_both_clis_accept() -> None:
+    """20.10 rejects `--timeout` (rc 125, recorded), 28 deprecates `--time` (a line on stdout): the
+    console's stop says `-t N`, which both took (recorded rc 0)."""
+    from console.swap import container_actions
+
+    assert _real("stop_timeout_cli20")["rc"] == 125 and "unknown flag: --timeout" in _real("stop_timeout_cli20")["stderr"]
+    assert _real("stop_t_cli20")["rc"] == 0 and _real("stop_t_cli28")["rc"] == 0
+    scripts = " ".join(c.script for a in (container_actions.stop_container("gc-old"),) for c in a.commands)
+    assert " -t " in scripts and "--timeout" not in scripts and "--time " not in scripts

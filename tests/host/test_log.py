@@ -191,6 +191,37 @@ async def test_file_follow_resumes_at_the_offset_and_survives_truncation(tmp_pat
         await transport.close()
 
 
+async def test_a_traceback_whose_lines_come_in_two_batches_is_one_error_named_by_its_last_line(
+        tmp_path: Path) -> None:
+    """journald hands a traceback over one entry per line: the header can end a batch. The error
+    is the whole traceback, named by its exception (the OOM), never cut at its header."""
+    log = tmp_path / "sglang.log"
+    log.write_text("[2026-01-01 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n")
+    transport = LocalTransport()
+    errors: list[object] = []
+    try:
+        follower = LogFollower(transport, log_file=str(log))
+
+        async def follow() -> None:
+            wrote = False
+            async for batch in follower.batches():
+                if not wrote and any("Traceback" in e.text for e in batch.events):
+                    wrote = True  # the header's batch is out: the rest arrives in a later one
+                    with open(log, "a") as fh:
+                        fh.write('  File "sglang/srt/managers/scheduler.py", line 3011, in run_scheduler_process\n'
+                                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+                if batch.summary.errors:
+                    errors.extend(batch.summary.errors)
+                    return
+
+        await asyncio.wait_for(follow(), 30)
+    finally:
+        await transport.close()
+    (error,) = errors
+    assert error.kind == "exception" and error.message.startswith("torch.OutOfMemoryError: CUDA out of memory")
+    assert len(error.lines) == 3
+
+
 async def test_read_a_local_log_file_once(tmp_path: Path) -> None:
     log = tmp_path / "x.log"
     log.write_text("\n".join(BEFORE_RESTART) + "\n")
@@ -340,3 +371,31 @@ def test_a_nan_or_infinite_metric_is_unknown_not_a_rate() -> None:
         got = parse_prometheus(f'sglang:gen_throughput{{model="x"}} {bad}\nsglang:num_running_reqs 3\n',
                                ("sglang:gen_throughput", "sglang:num_running_reqs"))
         assert got == {"sglang:num_running_reqs": 3.0}, (bad, got)
+
+
+def test_lines_journald_suppressed_past_a_rate_limit_are_a_marked_lost_line_not_a_plain_one() -> None:
+    """Recorded on the real journald (systemd 252, tests/data/real/journal_rate_limited.json): a unit
+    that logged 200 lines past LogRateLimitBurst=20; journald's own "Suppressed N messages from UNIT"
+    is in `journalctl -u UNIT`. The log marks it as lost lines (a warning, counted), never a plain line."""
+    rec = json.loads((DATA / "real" / "journal_rate_limited.json").read_text())
+    raw = [line.encode() for line in rec["captures"][0]["stdout"].splitlines()]
+    follower = LogFollower(LocalTransport(), units=("sglang-test-flood.service",))
+    events = [e for e in (follower._parse(r) for r in raw) if e is not None]  # type: ignore[attr-defined]
+    lost = [e for e in events if e.kind == "lost"]
+    said = next(json.loads(r)["MESSAGE"] for r in raw if b"Suppressed" in r)
+    dropped = int(said.split()[1])
+    assert [(e.fields["dropped"], e.fields["unit"], e.severity) for e in lost] == [
+        (dropped, "sglang-test-flood.service", "warning")]
+    assert not any(e.kind != "lost" and "Suppressed" in e.text for e in events)
+    kept = sum(1 for e in events if e.text.startswith("flood-"))
+    assert kept + dropped == 200
+    tracker = LogTracker("t")
+    tracker.feed(events)
+    assert [e.kind for e in tracker.summary().errors] == ["lines lost"]
+
+
+def test_a_suppressed_line_from_the_server_itself_is_its_own_text() -> None:
+    """Only journald's own line counts: a server that prints the same words is a plain log line."""
+    entry = {"__CURSOR": "c", "MESSAGE": "Suppressed 5 messages from x.service", "_SYSTEMD_UNIT": "sglang.service"}
+    event = _journal_follower()._parse(json.dumps(entry).encode())  # type: ignore[attr-defined]
+    assert event is not None and event.kind != "lost"

@@ -14,6 +14,9 @@ import os
 import sys
 
 GPUS = 8
+# Where the stand-in runs on a machine shared with other servers (the Docker tests: the containers'
+# processes are this machine's), only the servers whose environment carries this tag count.
+TAG = os.environ.get("STANDIN_NVIDIA_SMI_TAG")
 
 
 def _servers() -> list[tuple[int, list[int], float]]:
@@ -34,6 +37,8 @@ def _servers() -> list[tuple[int, list[int], float]]:
             continue
         if "sglang.launch_server" not in argv:
             continue
+        if TAG and env.get("STANDIN_NVIDIA_SMI_TAG") != TAG:
+            continue  # a server of another test on this machine (the Docker tests' stand-in: their own only)
         fraction = 0.85
         if "--mem-fraction-static" in argv[:-1]:
             try:

@@ -156,3 +156,41 @@ async def test_an_empty_journal_says_no_entries_only_in_text_modes(real_host: Sy
     async with connected(host) as transport:
         follower = LogFollower(transport, units=("sglang-never-ran.service",))
         assert await follower.read_backlog() == ()
+
+
+async def test_lines_journald_drops_past_its_rate_limit_are_said_lost_never_silently(real_host: SystemdHost) -> None:
+    """A unit that floods past its rate limit (here LogRateLimitBurst=20 per 2 s): journald drops
+    the rest and later writes "Suppressed N messages from UNIT"; the log says N lines are lost."""
+    unit = "sglang-test-flood.service"
+    host = real_host
+    host.put("/run/flood.sh", "for i in $(seq 1 200); do echo flood-$i; done; sleep 3; echo after-the-flood\n")
+    transient(host, unit, "exec /bin/sh /run/flood.sh", "LogRateLimitIntervalSec=2s", "LogRateLimitBurst=20")
+    host.wait(lambda: any(ln.startswith("Suppressed") for ln in journal_cat(host, unit)), 60,
+              "journald's suppression line")
+    lines = capture(host, f"journalctl -u {unit} -o json --all --output-fields=MESSAGE,_SYSTEMD_UNIT,UNIT --no-pager")
+    record(host, "journal_rate_limited.json", [lines])
+    entries = [json.loads(line) for line in str(lines["stdout"]).splitlines()]
+    said = [e for e in entries if str(e.get("MESSAGE", "")).startswith("Suppressed")]
+    assert [e["_SYSTEMD_UNIT"] for e in said] == ["systemd-journald.service"], said
+    kept = [e for e in entries if str(e.get("MESSAGE", "")).startswith("flood-")]
+    dropped = int(str(said[0]["MESSAGE"]).split()[1])
+    assert len(kept) + dropped == 200, (len(kept), dropped)  # every line is either in the journal or counted
+
+    async with connected(host) as transport:
+        follower = LogFollower(transport, units=(unit,))
+        events = await follower.read_backlog()
+        lost = [e for e in events if e.kind == "lost"]
+        assert [(e.fields["dropped"], e.fields["unit"], e.severity) for e in lost] == [(dropped, unit, "warning")]
+        assert f"journald dropped {dropped:,} lines of {unit}" in lost[0].text
+        assert any(err.kind == "lines lost" for err in follower.tracker.summary().errors)
+        # Followed: the same, and a note for the pane's toast.
+        notes: list[str] = []
+
+        async def follow() -> None:
+            async for batch in LogFollower(transport, units=(unit,)).batches():
+                notes.extend(n for n in (batch.note,) if n)
+                if any("dropped" in n for n in notes):
+                    return
+
+        await asyncio.wait_for(follow(), 60)
+    assert any(n.startswith(f"journald dropped {dropped:,} lines of {unit}") for n in notes), notes

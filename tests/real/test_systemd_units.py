@@ -224,3 +224,28 @@ def _fake_outputs(host: SystemdHost, tmp_path: Path, commands: list[str]) -> lis
         else:
             os.environ["GPUSIM_ROOT"] = old
     return outs
+
+
+async def test_a_unit_file_with_a_syntax_error_loads_and_the_service_pane_says_so_in_one_line(
+        host: SystemdHost) -> None:
+    """systemd ignores a line without '=' ("Missing '='") and an unknown key, logs a warning at
+    daemon-reload, and loads the unit; the console's diff says it in one line and works on."""
+    text = host.sh(f"cat /etc/systemd/system/{NEW_UNIT}", check=True).stdout
+    broken = text.replace("LimitNOFILE=65536", "LimitNOFILE=65536\nthis line has no equals sign\nRestartSecs=5")
+    host.put(f"/etc/systemd/system/{NEW_UNIT}", broken)
+    reload = capture(host, "systemctl daemon-reload")
+    show = capture(host, f"systemctl show -p LoadState,ActiveState -- {NEW_UNIT}")
+    said = capture(host, f"journalctl -u {NEW_UNIT} -o cat --no-pager")
+    assert reload["rc"] == 0 and "LoadState=loaded" in str(show["stdout"])  # it still loads
+    # systemd 252's words, in the unit's own journal (PID 1's lines carry UNIT=)
+    assert f"{NEW_UNIT}:27: Missing '=', ignoring line." in str(said["stdout"]), said
+    assert "Unknown key 'RestartSecs' in section [Service], ignoring." in str(said["stdout"]), said
+    record(host, "systemd_syntax_error.json", [reload, show, said])
+    async with connected(host) as transport:
+        report = await ServiceWatcher(transport, NEW_UNIT, OLD_UNIT).poll()
+    assert report.errors == () and report.new.error is None  # the rest keeps working
+    assert {"--model-path", "--served-model-name"} <= {c.flag for c in report.changes}
+    bad = [lint for lint in report.lints if "no equals sign" in lint.message]
+    assert len(bad) == 1 and "\n" not in bad[0].message, report.lints
+    assert bad[0].severity == "warning" and "not a key=value line" in bad[0].message
+    assert bad[0].message.startswith(f"/etc/systemd/system/{NEW_UNIT}:27: "), bad[0].message  # the line systemd names
