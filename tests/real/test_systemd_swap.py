@@ -26,7 +26,9 @@ from console.swap.report import SECTIONS, render_markdown
 from tests.real.console_on_host import WHO, Console, console_on, ready_reading
 from tests.real.systemd_host import NEW_UNIT, OLD_UNIT, SystemdHost, unit_text
 
-pytestmark = pytest.mark.real_systemd
+# The module's one swap and rollback (its fixture) runs inside its first test's time: under three workers on
+# two cores the whole swap took up to 200 s, so the module has the room of two ordinary tests.
+pytestmark = [pytest.mark.real_systemd, pytest.mark.timeout(480)]
 
 # The drafted new unit: the seed's, with one change the diff and the gate must see.
 DRAFT_CHANGE = ("--mem-fraction-static 0.85", "--mem-fraction-static 0.83")
