@@ -71,24 +71,32 @@ split_reply = host_replies.split_reply
 
 
 def port_check(port: int) -> str:
-    """Is anything listening on the host's loopback `port`? curl's exit status says it (7: nothing
-    there, the port is free; anything else: something accepted the connection, or no answer),
-    bounded by `timeout -k` like every remote command."""
-    url = f"http://127.0.0.1:{int(port)}/"
-    return act.bounded(["curl", "-s", "-o", "/dev/null", "--max-time", "3", "--", url], 8) + '; echo "curl_exit=$?"'
+    """Every TCP listener on the host, on every address, as the kernel lists them (/proc/net/tcp and
+    tcp6: a listener on 127.0.0.2 or [::1] only is seen too, which a connect to 127.0.0.1 missed:
+    issue 34, item 10), bounded by `timeout -k` like every remote command; `port` is judged by
+    port_verdict."""
+    # Only the header and the rows naming the port (a busy host lists thousands of connections).
+    return act.bounded(["grep", "-h", "-i", "-e", "local_address", "-e", f":{int(port):04X} ", "--",
+                        "/proc/net/tcp", "/proc/net/tcp6"], 8) + '; echo "listeners_exit=$?"'
 
 
-def port_verdict(port: int, text: str) -> str | None:
-    """None when the port is free; else why the beside server cannot have it (one line)."""
-    m = re.search(r"curl_exit=(\d+)", text)
-    if m is None:
-        return f"port {port} could not be checked on the host (no answer from the check)"
-    code = int(m.group(1))
-    if code == 7:
-        return None
-    if code in (124, 137):
+def port_verdict(port: int, text: str, bind: str = "127.0.0.1") -> str | None:
+    """None when nothing listens where a server binding `bind`:`port` would (a wildcard on either
+    side takes every address); else why the beside server cannot have it (one line)."""
+    from console.parsers import ParseError
+    from console.parsers.proc_net import conflicts, parse_listeners
+
+    if re.search(r"listeners_exit=(124|137)\b", text):
         return f"port {port} could not be checked on the host (the check timed out)"
-    return f"port {port} is taken on the host (something accepted a connection there: curl exit {code})"
+    try:
+        listeners = parse_listeners(text)
+    except ParseError:
+        return f"port {port} could not be checked on the host (no listener table in the answer)"
+    taken = sorted({ln.address for ln in listeners if conflicts(ln, bind, port)})
+    if not taken:
+        return None
+    where = ", ".join(f"[{a}]:{port}" if ":" in a else f"{a}:{port}" for a in taken[:4])
+    return f"port {port} is taken on the host (something listens on {where}; the server binds {clean(bind, 80)})"
 
 
 def beside_unit_text(text: str, gpus: tuple[int, ...], port: int) -> str:
@@ -342,6 +350,15 @@ class FastPaths:
             raise act.ActionError(f"the plan chose {self.plan.chosen}, not {path}")
         return opt
 
+    def _bind_host(self) -> str:
+        """The address the beside server binds: its drafted unit's --host (SGLang's default 127.0.0.1)."""
+        try:
+            _, new = self._commands()
+        except Exception:  # noqa: BLE001 - no draft, no report: SGLang's default, and the check says it
+            new = None
+        value = new.value("--host") if new is not None else None
+        return value if isinstance(value, str) and value else "127.0.0.1"
+
     # -- the host facts ---------------------------------------------------------------------------
     async def _read_config(self, model_dir: str | None) -> dict[str, Any] | None:
         if not model_dir:
@@ -585,7 +602,7 @@ class FastPaths:
             r = await ctl._run(who, "beside", check)
         except Exception as exc:  # the controller's _Dropped: nothing was started
             raise _refused(f"port {opt.port} could not be checked ({exc}): nothing ran") from None
-        taken = port_verdict(int(opt.port or 0), r.text)
+        taken = port_verdict(int(opt.port or 0), r.text, self._bind_host())
         if taken:
             raise _refused(f"{taken}: the beside path is refused, nothing was started; {ctl.old_unit} serves on "
                            "(restart, or free the port and plan again)")
