@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from console.hub import MAX_BODY_BYTES, HubAccess, HubError, fetch_expected
+from tests.kit.figures import record
 
 TOKEN = "hf_" + "T" * 34
 LISTING = json.dumps({"id": "o/m", "sha": "abc", "siblings": [
@@ -130,6 +131,8 @@ def test_a_huge_answer_is_refused_and_never_held(hub: tuple[str, str], mode: str
         tracemalloc.stop()
     assert "unreachable for o/m" in str(caught.value)
     assert peak < 2 * MAX_BODY_BYTES + (8 << 20), f"peak {peak / 2**20:.0f} MiB for a 100 MB answer"
+    record(f"a Hub answering 100 MB ({mode.replace('_', ' ')}), cap 16 MiB", tried=1, escaped=0,
+           memory_mib=round(peak / 2**20))
 
 
 def test_a_trickling_hub_is_dropped_at_the_deadline(hub: tuple[str, str]) -> None:
@@ -148,6 +151,7 @@ def test_a_trickling_hub_is_dropped_at_the_deadline(hub: tuple[str, str]) -> Non
     worker.join(60)  # generous: it only fails when the fetch outlives its deadline by far
     assert outcome, "the fetch was still reading a trickling answer long after its 1 s deadline"
     assert isinstance(outcome[0], HubError) and "within 1 s" in str(outcome[0]), outcome
+    record("a Hub trickling one byte every 0.2 s past a 1 s deadline", tried=1, escaped=0, held=0)
 
 
 def test_a_redirect_to_another_host_is_not_followed_and_the_token_stays(hub: tuple[str, str]) -> None:
@@ -156,6 +160,8 @@ def test_a_redirect_to_another_host_is_not_followed_and_the_token_stays(hub: tup
         _fetch(hub[0])
     assert [s for s in Hub.seen if s[0] == "127.0.0.2"] == []  # never asked, with or without the token
     assert Hub.seen[0][2] == f"Bearer {TOKEN}"
+    record("a Hub mirror redirecting to another host (127.0.0.2) with the token", tried=1, escaped=0,
+           borrowed=len([s for s in Hub.seen if s[0] == "127.0.0.2" and s[2]]))
 
 
 def test_a_redirect_on_the_same_host_is_followed(hub: tuple[str, str]) -> None:

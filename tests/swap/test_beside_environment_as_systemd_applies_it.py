@@ -18,6 +18,9 @@ from console.swap import actions as act
 from console.swap import fastpath
 from console.transport import LocalTransport
 from tests.kit.downtime import controller
+from tests.kit.figures import record
+
+ROW = "beside: unit environments that would boot the new server on the old GPUs (refused, or set right)"
 
 UNIT = """[Unit]
 Description=new
@@ -42,6 +45,7 @@ def test_every_form_of_the_old_value_is_replaced_not_mangled(old: str) -> None:
     text = fastpath.beside_unit_text(draft, (4, 5), 30001)
     assert _env(text) == {"NCCL_P2P_LEVEL": "NVL", "CUDA_VISIBLE_DEVICES": "4,5", "HF_HOME": "/h x"}
     assert "GPU-" not in text and text.count("CUDA_VISIBLE_DEVICES") == 1 and "--port 30001" in text
+    record(ROW, tried=1, failed=0)
 
 
 def test_a_later_environment_line_in_the_unit_cannot_win() -> None:
@@ -81,6 +85,7 @@ async def test_an_environment_file_that_sets_the_gpus_refuses_beside(host) -> No
     (tmp / "sglang.env").write_text("# the site's GPUs\nexport CUDA_VISIBLE_DEVICES=0,1,2,3\n")
     why = await _problem(ctl, UNIT.format(env=f"EnvironmentFile={tmp}/sglang.env"))
     assert why is not None and f"EnvironmentFile={tmp}/sglang.env sets CUDA_VISIBLE_DEVICES" in why
+    record(ROW, tried=1, failed=0)
 
 
 async def test_an_environment_file_without_the_variable_is_fine_and_a_missing_optional_one_too(host) -> None:  # noqa: ANN001
@@ -110,6 +115,7 @@ async def test_a_drop_in_that_would_win_refuses_beside(host, conf: str, said: st
     (d / "50-site.conf").write_text(conf.format(tmp=tmp))
     why = await _problem(ctl, UNIT.format(env="Environment=CUDA_VISIBLE_DEVICES=0,1,2,3"))
     assert why is not None and said in why, why
+    record(ROW, tried=1, failed=0)
 
 
 async def test_a_drop_in_masked_by_an_empty_one_of_the_same_name_in_etc_is_not_applied(host) -> None:  # noqa: ANN001
@@ -160,3 +166,4 @@ async def test_the_beside_step_checks_again_before_it_starts(host) -> None:  # n
     step = ctl.state.swap.steps["beside"]
     assert step.state == "refused" and "gpu.conf sets CUDA_VISIBLE_DEVICES=0,1,2,3" in step.detail, step.detail
     assert not any("systemctl" in c for c in ran)
+    record(ROW, tried=1, failed=0)
