@@ -128,9 +128,12 @@ def test_mounts_as_a_number_and_args_as_a_mapping_are_parse_errors_or_ignored() 
                            "Capabilities": 1, "DeviceIDs": 3, "Count": 2}]}), ("RestartCount", "x")):
         doc = [{**INSPECT[0], key: value}] if isinstance(INSPECT, list) else {**INSPECT, key: value}
         try:
-            _clean(parse_inspect(json.dumps(doc)))
-        except ParseError:
-            pass
+            specs = parse_inspect(json.dumps(doc))
+        except ParseError as exc:
+            assert str(exc) and "\n" not in str(exc)
+            continue
+        _clean(specs)
+        assert len(specs) == 1 and (key != "Mounts" or specs[0].mounts == ())  # no mounts, not a crash
 
 
 @FUZZ
@@ -138,9 +141,11 @@ def test_mounts_as_a_number_and_args_as_a_mapping_are_parse_errors_or_ignored() 
 def test_compose_files_mutated_anywhere_are_a_spec_or_a_parse_error(doc: Any, service: str | None) -> None:
     try:
         spec = parse_compose(yaml.safe_dump(doc), service, path="/srv/app/compose.yaml")
-    except ParseError:
+    except ParseError as exc:
+        assert str(exc)
         return
     _clean(spec)
+    assert spec.source == "compose" and all(isinstance(w, str) for w in spec.argv)
 
 
 def test_deploy_as_a_string_and_devices_as_a_number_are_not_crashes() -> None:
@@ -151,9 +156,12 @@ def test_deploy_as_a_string_and_devices_as_a_number_are_not_crashes() -> None:
         doc = json.loads(json.dumps(COMPOSE))
         doc["services"][name].update(patch)
         try:
-            _clean(parse_compose(yaml.safe_dump(doc), name))
-        except ParseError:
-            pass
+            spec = parse_compose(yaml.safe_dump(doc), name)
+        except ParseError as exc:
+            assert str(exc) and "\n" not in str(exc)
+            continue
+        _clean(spec)
+        assert spec.name and ("deploy" not in patch or spec.gpus is None)  # no GPUs read from a string
 
 
 @FUZZ
