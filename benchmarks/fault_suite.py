@@ -89,6 +89,9 @@ def main() -> int:
         print("|---|---:|---:|")
         for path, (passing, failing) in fuzzed.items():
             print(f"| {FUZZ_FILES[path]} (`{path}`) | {passing + failing:,} | {failing} |")
+    for line in r.stdout.splitlines():
+        if line.startswith(("FAILED ", "ERROR ")):
+            print(line[:200])
     print(f"\npytest: {r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-300:]} "
           f"({elapsed:.0f} s, GPUCONSOLE_FAULT_DROPS={os.environ.get('GPUCONSOLE_FAULT_DROPS', '50')})")
     return r.returncode
