@@ -19,8 +19,6 @@ from typing import Any, NoReturn
 from console import __version__
 from console.config import ConfigError, HostProfile, load_config
 
-
-
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 MAX_ARG_CHARS = 4096  # PATH_MAX: no path, host, unit or name the console takes is longer
 MAX_NAME_BYTES = 255  # NAME_MAX: one path component (a longer one is ENAMETOOLONG, not "no such file")
