@@ -20,6 +20,41 @@ from console import __version__
 from console.config import ConfigError, HostProfile, load_config
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+MAX_ARG_CHARS = 4096  # PATH_MAX: no path, host, unit or name the console takes is longer
+MAX_NAME_BYTES = 255  # NAME_MAX: one path component (a longer one is ENAMETOOLONG, not "no such file")
+
+
+def too_long(argv: Sequence[str]) -> str | None:
+    """Why the command line is refused before it is parsed (issue 34, item 14: a 10,000-character
+    path or --host reached open() and the resolver and printed a traceback), or None."""
+    for arg in argv:
+        if len(arg) > MAX_ARG_CHARS:
+            return f"an argument of {len(arg):,} characters (at most {MAX_ARG_CHARS:,}): {arg[:40]!r}…"
+    return None
+
+
+def name_too_long(args: argparse.Namespace) -> str | None:
+    """A value with a path component longer than NAME_MAX, said as the flag that carried it."""
+    for key, value in sorted(vars(args).items()):
+        for v in value if isinstance(value, list) else [value]:
+            if not isinstance(v, str):
+                continue
+            part = max(v.split("/"), key=lambda x: len(x.encode("utf-8", "surrogateescape")))
+            if len(part.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+                flag = key if key in ("file", "old", "new", "model") else "--" + key.replace("_", "-")
+                return (f"{flag}: a name of {len(part.encode('utf-8', 'surrogateescape'))} bytes "
+                        f"(at most {MAX_NAME_BYTES} between slashes): {v[:40]!r}…")
+    return None
+
+
+def host_problem(host: str) -> str | None:
+    """A --host that no resolver or ssh_config could take: one line instead of the resolver's error."""
+    if not host or len(host) > 253 or host.startswith("-") or any(c.isspace() or not c.isprintable() for c in host):
+        return f"not a host name: {host[:40]!r}" + ("…" if len(host) > 40 else "")
+    name = host.rsplit("@", 1)[-1].strip("[]")
+    if ":" not in name and any(len(label) > 63 for label in name.split(".")):
+        return f"not a host name (a part longer than 63 characters): {host[:40]!r}…"
+    return None
 
 
 class _HostFlag(argparse.Action):
@@ -27,6 +62,9 @@ class _HostFlag(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
+        problem = host_problem(str(values))
+        if problem:
+            parser.error(f"argument --host: {problem}")
         namespace.host = values
         namespace.hosts = [*(getattr(namespace, "hosts", None) or []), values]
 
@@ -355,7 +393,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("asyncio").setLevel(logging.ERROR)
     logging.getLogger("asyncssh").setLevel(logging.ERROR)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    problem = too_long(given)
+    if problem:
+        return _fail(problem, EXIT_USAGE)
+    args = parser.parse_args(given)
+    problem = name_too_long(args)
+    if problem:
+        return _fail(problem, EXIT_USAGE)
     # -- fleet (issue 14): many hosts, or the fleet from Prometheus ------------------------
     from console.fleet.cli import is_fleet, run_fleet_cli
 

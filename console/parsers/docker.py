@@ -156,6 +156,20 @@ def _strs(value: Any, what: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _list(value: Any) -> list[Any]:
+    """A list where the output should have one; anything else (a number, a string, a mapping where
+    a list belongs: a hostile or broken host) is no items (issue 34, item 14)."""
+    return value if isinstance(value, list) else []
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def _env_pairs(items: Any, what: str) -> tuple[tuple[str, str], ...]:
     pairs: list[tuple[str, str]] = []
     if isinstance(items, dict):
@@ -174,13 +188,13 @@ def _gpus_from_device_requests(requests: Any) -> GpuRequest | None:
     for request in requests:
         if not isinstance(request, dict):
             continue
-        caps = request.get("Capabilities") or []
+        caps = _list(request.get("Capabilities"))
         flat = {c for group in caps if isinstance(group, list) for c in group if isinstance(c, str)}
         if "gpu" not in flat and request.get("Driver") not in ("nvidia",):
             continue
-        ids = tuple(str(d) for d in (request.get("DeviceIDs") or []))
+        ids = tuple(str(d) for d in _list(request.get("DeviceIDs")) if isinstance(d, (str, int)))
         count = request.get("Count")
-        return GpuRequest(count if isinstance(count, int) and not ids else None, ids)
+        return GpuRequest(count if isinstance(count, int) and not isinstance(count, bool) and not ids else None, ids)
     return None
 
 
@@ -188,8 +202,8 @@ def _ports(bindings: Any) -> tuple[str, ...]:
     out: list[str] = []
     if not isinstance(bindings, dict):
         return ()
-    for port, hosts in sorted(bindings.items()):
-        for h in hosts or []:
+    for port, hosts in sorted(bindings.items(), key=lambda kv: str(kv[0])):
+        for h in _list(hosts):
             if isinstance(h, dict):
                 ip = h.get("HostIp") or "0.0.0.0"
                 out.append(f"{ip}:{h.get('HostPort', '')}->{port}")
@@ -209,7 +223,7 @@ def _container(obj: Any) -> ContainerSpec:
     if not argv:
         argv = _strs(config.get("Entrypoint"), "Config.Entrypoint") + _strs(config.get("Cmd"), "Config.Cmd")
     mounts: list[Mount] = []
-    for m in obj.get("Mounts") or []:
+    for m in _list(obj.get("Mounts")):
         if isinstance(m, dict) and isinstance(m.get("Destination"), str):
             mounts.append(Mount(str(m.get("Source") or m.get("Name") or ""), m["Destination"],
                                 str(m.get("Type") or "bind"), m.get("RW") is False))
@@ -222,12 +236,12 @@ def _container(obj: Any) -> ContainerSpec:
             status=state_obj.get("Status") if isinstance(state_obj.get("Status"), str) else None,
             running=state_obj.get("Running") is True, restarting=state_obj.get("Restarting") is True,
             exit_code=_int(state_obj.get("ExitCode")), oom_killed=state_obj.get("OOMKilled") is True,
-            pid=_int(state_obj.get("Pid")) or None, started_at=state_obj.get("StartedAt") or None,
-            finished_at=state_obj.get("FinishedAt") or None,
+            pid=_int(state_obj.get("Pid")) or None, started_at=_opt_str(state_obj.get("StartedAt")),
+            finished_at=_opt_str(state_obj.get("FinishedAt")),
             restart_count=_int(obj.get("RestartCount")) or 0)
     policy = host.get("RestartPolicy") if isinstance(host.get("RestartPolicy"), dict) else {}
-    restart = policy.get("Name") or None
-    if restart == "on-failure" and policy.get("MaximumRetryCount"):
+    restart = _opt_str(policy.get("Name"))
+    if restart == "on-failure" and isinstance(policy.get("MaximumRetryCount"), int) and policy["MaximumRetryCount"]:
         restart = f"on-failure:{policy['MaximumRetryCount']}"
     shm = host.get("ShmSize")
     labels = config.get("Labels") if isinstance(config.get("Labels"), dict) else {}
@@ -236,7 +250,7 @@ def _container(obj: Any) -> ContainerSpec:
         env=_env_pairs(config.get("Env"), "Config.Env"), mounts=tuple(mounts),
         gpus=_gpus_from_device_requests(host.get("DeviceRequests")),
         shm_size_bytes=shm if isinstance(shm, int) and shm > 0 else None,
-        ipc_mode=host.get("IpcMode") or None, network_mode=host.get("NetworkMode") or None,
+        ipc_mode=_opt_str(host.get("IpcMode")), network_mode=_opt_str(host.get("NetworkMode")),
         # `--network host`: Docker keeps the PortBindings it was given but publishes nothing.
         ports=() if host.get("NetworkMode") == "host" else _ports(host.get("PortBindings")), restart_policy=restart,
         id=obj.get("Id") if isinstance(obj.get("Id"), str) else None, state=state,
@@ -257,7 +271,12 @@ def parse_inspect(text: str) -> list[ContainerSpec]:
         raise ParseError("docker inspect: expected a JSON array")
     # Every string of the container's own (argv, env, labels, names) is host text: no escape
     # sequence or control character of it reaches the operator's terminal (issue 34, item 1).
-    return [_container(obj) for obj in clean_json(data)]
+    try:
+        return [_container(obj) for obj in clean_json(data)]
+    except ParseError:
+        raise
+    except (TypeError, AttributeError, ValueError, KeyError, OverflowError) as exc:  # a shape not Docker's
+        raise ParseError(f"docker inspect: a field of an unexpected type ({type(exc).__name__})") from None
 
 
 def looks_like_inspect(text: str) -> bool:
@@ -335,19 +354,25 @@ def _compose_volume(item: Any) -> Mount | None:
 
 
 def _compose_gpus(service: dict[str, Any]) -> GpuRequest | None:
-    devices = (((service.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get("devices")
+    devices = _dict(_dict(_dict(service.get("deploy")).get("resources")).get("reservations")).get("devices")
     if isinstance(devices, list):
         for d in devices:
             if not isinstance(d, dict):
                 continue
-            caps = d.get("capabilities") or []
+            caps = _list(d.get("capabilities"))
             if "gpu" not in caps and d.get("driver") != "nvidia":
                 continue
-            ids = tuple(str(x) for x in d.get("device_ids") or ())
+            ids = tuple(str(x) for x in _list(d.get("device_ids")) if isinstance(x, (str, int)))
             count = d.get("count")
             if ids:
                 return GpuRequest(None, ids)
-            return GpuRequest(-1 if count in ("all", None) else int(count), ())
+            if count in ("all", None):
+                return GpuRequest(-1, ())
+            if isinstance(count, int) and not isinstance(count, bool):
+                return GpuRequest(count, ())
+            if isinstance(count, str) and count.isascii() and count.isdigit() and len(count) < 6:
+                return GpuRequest(int(count), ())
+            raise ParseError(f"deploy.resources.reservations.devices: count {str(count)[:20]!r} is not a number")
     gpus = service.get("gpus")
     if gpus == "all":
         return GpuRequest(-1)
@@ -416,7 +441,15 @@ def parse_compose(text: str, service: str | None = None, path: str | None = None
         raise ParseError(f"compose file does not parse{where}: {getattr(exc, 'problem', exc)}") from None
     except RecursionError:
         raise ParseError("compose file nests too deeply") from None
-    data = clean_json(data)
+    try:
+        return _compose_spec(clean_json(data), service, path)
+    except ParseError:
+        raise
+    except (TypeError, AttributeError, ValueError, KeyError, OverflowError) as exc:  # a shape not Compose's
+        raise ParseError(f"compose file: a key of an unexpected type ({type(exc).__name__})") from None
+
+
+def _compose_spec(data: Any, service: str | None, path: str | None) -> ContainerSpec:
     if not isinstance(data, dict) or not isinstance(data.get("services"), dict):
         raise ParseError("compose file: no services: mapping")
     services = {str(k): v for k, v in data["services"].items() if isinstance(v, dict)}
@@ -431,8 +464,8 @@ def parse_compose(text: str, service: str | None = None, path: str | None = None
         raise ParseError(f"compose file: no service {service!r} (has: {', '.join(services) or 'none'})")
     s = services[service]
     argv = _words(s.get("entrypoint"), f"{service}.entrypoint") + _words(s.get("command"), f"{service}.command")
-    mounts = tuple(m for m in (_compose_volume(v) for v in s.get("volumes") or []) if m is not None)
-    ports = tuple(str(p) for p in s.get("ports") or [] if isinstance(p, (str, int)))
+    mounts = tuple(m for m in (_compose_volume(v) for v in _list(s.get("volumes"))) if m is not None)
+    ports = tuple(str(p) for p in _list(s.get("ports")) if isinstance(p, (str, int)))
     env_files = _strs(s.get("env_file"), f"{service}.env_file") if not isinstance(s.get("env_file"), list) or all(
         isinstance(x, str) for x in s.get("env_file")) else ()
     project = compose_project_name(data.get("name"), path) if path is not None else None

@@ -96,7 +96,10 @@ def container_state_check(name: str) -> str:
 
 def parse_container_state(text: str) -> dict[str, str]:
     parts = text.strip().split()
-    if (len(parts) != 5 or parts[1] not in ("true", "false") or parts[4] not in ("true", "false")
-            or not parts[2].lstrip("-").isdigit() or not parts[3].isdigit()):
+    # Docker's statuses are lowercase words and its numbers ASCII digits: `²` is a digit to
+    # str.isdigit and an escape sequence is not a status (issue 34: found by the fuzz target).
+    if (len(parts) != 5 or not re.fullmatch(r"[a-z]{1,20}", parts[0]) or parts[1] not in ("true", "false")
+            or parts[4] not in ("true", "false") or not re.fullmatch(r"-?[0-9]{1,10}", parts[2])
+            or not re.fullmatch(r"[0-9]{1,10}", parts[3])):
         return {}  # not the line asked for (the daemon's error, a missing container)
     return dict(zip(("status", "running", "exit_code", "restarts", "oom_killed"), parts, strict=True))

@@ -52,7 +52,6 @@ APPROVAL_KEYS = ("prewarm", "in_place", "beside", "switch_traffic")
 # download may still be running, and a partial shard list predicts nothing).
 PLAN_BEFORE = ("preflight", "stop_old")
 PORT_RE = re.compile(r"(--port[ =])(\d+)")
-CVD_RE = re.compile(r"CUDA_VISIBLE_DEVICES=[0-9,]*")
 UPDATE_BEGIN = "Update engine weights online from disk begin"
 UPDATE_END = "Update weights end."
 
@@ -71,34 +70,47 @@ split_reply = host_replies.split_reply
 
 
 def port_check(port: int) -> str:
-    """Is anything listening on the host's loopback `port`? curl's exit status says it (7: nothing
-    there, the port is free; anything else: something accepted the connection, or no answer),
-    bounded by `timeout -k` like every remote command."""
-    url = f"http://127.0.0.1:{int(port)}/"
-    return act.bounded(["curl", "-s", "-o", "/dev/null", "--max-time", "3", "--", url], 8) + '; echo "curl_exit=$?"'
+    """Every TCP listener on the host, on every address, as the kernel lists them (/proc/net/tcp and
+    tcp6: a listener on 127.0.0.2 or [::1] only is seen too, which a connect to 127.0.0.1 missed:
+    issue 34, item 10), bounded by `timeout -k` like every remote command; `port` is judged by
+    port_verdict."""
+    # Only the header and the rows naming the port (a busy host lists thousands of connections).
+    return act.bounded(["grep", "-h", "-i", "-e", "local_address", "-e", f":{int(port):04X} ", "--",
+                        "/proc/net/tcp", "/proc/net/tcp6"], 8) + '; echo "listeners_exit=$?"'
 
 
-def port_verdict(port: int, text: str) -> str | None:
-    """None when the port is free; else why the beside server cannot have it (one line)."""
-    m = re.search(r"curl_exit=(\d+)", text)
-    if m is None:
-        return f"port {port} could not be checked on the host (no answer from the check)"
-    code = int(m.group(1))
-    if code == 7:
-        return None
-    if code in (124, 137):
+def port_verdict(port: int, text: str, bind: str = "127.0.0.1") -> str | None:
+    """None when nothing listens where a server binding `bind`:`port` would (a wildcard on either
+    side takes every address); else why the beside server cannot have it (one line)."""
+    from console.parsers import ParseError
+    from console.parsers.proc_net import conflicts, parse_listeners
+
+    if re.search(r"listeners_exit=(124|137)\b", text):
         return f"port {port} could not be checked on the host (the check timed out)"
-    return f"port {port} is taken on the host (something accepted a connection there: curl exit {code})"
+    try:
+        listeners = parse_listeners(text)
+    except ParseError:
+        return f"port {port} could not be checked on the host (no listener table in the answer)"
+    taken = sorted({ln.address for ln in listeners if conflicts(ln, bind, port)})
+    if not taken:
+        return None
+    where = ", ".join(f"[{a}]:{port}" if ":" in a else f"{a}:{port}" for a in taken[:4])
+    return f"port {port} is taken on the host (something listens on {where}; the server binds {clean(bind, 80)})"
 
 
 def beside_unit_text(text: str, gpus: tuple[int, ...], port: int) -> str:
-    """The drafted unit for the beside path: its CUDA_VISIBLE_DEVICES and port replaced (added when
-    absent), nothing else changed."""
-    cvd = "CUDA_VISIBLE_DEVICES=" + ",".join(str(g) for g in gpus)
-    if CVD_RE.search(text):
-        text = CVD_RE.sub(cvd, text)
-    else:
-        text = text.replace("[Service]\n", f"[Service]\nEnvironment={cvd}\n", 1)
+    """The drafted unit for the beside path: its CUDA_VISIBLE_DEVICES set (every earlier assignment,
+    whatever its form, removed; the new one last in [Service]: console/analysis/unit_environment.py)
+    and its port replaced, nothing else changed. A unit pinned to MIG instances is refused."""
+    from console.analysis import unit_environment as ue
+
+    mig = ue.mig_problem(text)
+    if mig:
+        raise act.ActionError(mig)
+    try:
+        text = ue.set_visible_devices(text, ",".join(str(g) for g in gpus))
+    except ValueError as exc:
+        raise act.ActionError(f"the beside GPUs cannot be set in the drafted unit: {exc}") from None
     if not PORT_RE.search(text):
         raise act.ActionError("the drafted unit has no --port: the beside server needs its own")
     return PORT_RE.sub(lambda m: f"{m.group(1)}{port}", text)
@@ -123,6 +135,8 @@ class FastPaths:
         self.planned_by: str | None = None  # "paths" (the step) or "preflight" (on its own)
         self.drafted_for: str | None = None  # the path the installed unit was drafted for (None: no plan yet)
         self.plan_skipped: set[str] = set()  # the plan steps the chosen path skipped (console/swap/plan.py)
+        self.env_checked = False  # the beside unit's environment was read on the host when planning
+        self.unit_dirs: tuple[str, ...] | None = None  # None: systemd's (console/analysis/unit_environment.py)
 
     # -- the controller's hooks ----------------------------------------------------------------
     @property
@@ -342,6 +356,71 @@ class FastPaths:
             raise act.ActionError(f"the plan chose {self.plan.chosen}, not {path}")
         return opt
 
+    async def beside_environment_problem(self, gpus: tuple[int, ...], port: int) -> str | None:
+        """Why the beside unit would not get CUDA_VISIBLE_DEVICES=gpus once systemd applies its drop-ins,
+        EnvironmentFile= files and UnsetEnvironment= (read on the host, nothing changed), or None."""
+        from console.analysis import unit_environment as ue
+
+        transport = self.ctl.session.transport
+        try:
+            drafted = beside_unit_text(self.ctl._draft_text_raw(), gpus, port)
+            unit = act.check_unit(self.ctl.new_unit)
+        except (act.ActionError, OSError, UnicodeDecodeError) as exc:
+            return clean(exc)
+        bases = self.unit_dirs or ue.UNIT_DIRS
+        listing = act.bounded(["find", "-H", *ue.dropin_dirs(unit, bases), "-maxdepth", "1", "-name", "*.conf",
+                               "-print"], 15) + " 2>/dev/null"
+        try:
+            r = await self.ctl.session.transport.run(listing, timeout=25)
+        except TransportError as exc:
+            return f"the unit's drop-ins could not be listed ({clean(exc)})"
+        if r.exit_status in (124, 137):
+            return "the unit's drop-ins could not be listed (timed out)"
+        found = ue.effective_dropins([ln for ln in r.text.splitlines() if ln.startswith("/")], unit, bases)
+        if len(found) > ue.MAX_DROPINS:
+            return f"{len(found)} drop-ins for {unit}: more than the console reads ({ue.MAX_DROPINS})"
+
+        async def read(path: str) -> str | None:
+            try:
+                raw = await transport.read_file(path, max_bytes=ue.MAX_FILE_BYTES + 1, timeout=10)
+            except (TransportError, OSError, asyncio.TimeoutError):
+                return None
+            return raw.decode("utf-8", "replace") if len(raw) <= ue.MAX_FILE_BYTES else None
+
+        dropins: list[tuple[str, str]] = []
+        for path in found:
+            text = await read(path)
+            if text is None:
+                return f"the drop-in {clean(path, 120)} could not be read on the host"
+            dropins.append((path, text))
+        try:
+            files = ue.environment_file_paths(drafted, dropins)
+        except ValueError as exc:
+            return clean(exc)
+        read_files: dict[str, str | None] = {}
+        if files:
+            exist = act.bounded(["find", *files, "-maxdepth", "0", "-print"], 10) + " 2>/dev/null"
+            try:
+                present = set((await transport.run(exist, timeout=20)).text.splitlines())
+            except TransportError as exc:
+                return f"the unit's EnvironmentFile= could not be checked ({clean(exc)})"
+            for path in files:
+                if path not in present:
+                    read_files[path] = None
+                elif (text := await read(path)) is not None:
+                    read_files[path] = text
+        why = ue.visible_devices_problem(drafted, dropins, read_files, ",".join(str(g) for g in gpus))
+        return clean(why, 300) if why else None
+
+    def _bind_host(self) -> str:
+        """The address the beside server binds: its drafted unit's --host (SGLang's default 127.0.0.1)."""
+        try:
+            _, new = self._commands()
+        except Exception:  # noqa: BLE001 - no draft, no report: SGLang's default, and the check says it
+            new = None
+        value = new.value("--host") if new is not None else None
+        return value if isinstance(value, str) and value else "127.0.0.1"
+
     # -- the host facts ---------------------------------------------------------------------------
     async def _read_config(self, model_dir: str | None) -> dict[str, Any] | None:
         if not model_dir:
@@ -453,6 +532,12 @@ class FastPaths:
             # The unit on the host was drafted without the beside GPUs and port: it would boot on the old ones.
             beside = P.PathOption("beside", False, None, "the new unit was installed before the path was planned "
                                   "(plan the paths, then install again for the beside GPUs and port)")
+        if not cfp.active(ctl) and beside.possible:  # issue 34, item 6: the unit's whole environment
+            why = await self.beside_environment_problem(beside.gpus, int(beside.port or 0))
+            self.env_checked = True
+            if why:
+                beside = P.PathOption("beside", False, None, f"{why}: the new server would not boot on GPUs "
+                                      f"{beside.cuda_visible_devices} (restart, or fix the unit and plan again)")
         self.restart = pred.predict_restart(samples, total, self.residency, cache_gbps=cache_gbps)
         restart = P.restart_option(self.restart.total_s, self.restart.text)
         self.plan_error = None
@@ -585,7 +670,10 @@ class FastPaths:
             r = await ctl._run(who, "beside", check)
         except Exception as exc:  # the controller's _Dropped: nothing was started
             raise _refused(f"port {opt.port} could not be checked ({exc}): nothing ran") from None
-        taken = port_verdict(int(opt.port or 0), r.text)
+        taken = port_verdict(int(opt.port or 0), r.text, self._bind_host())
+        if not taken and self.env_checked:  # the host may have changed since the plan (a drop-in added)
+            why = await self.beside_environment_problem(opt.gpus, int(opt.port or 0))
+            taken = f"the new server would not boot on GPUs {opt.cuda_visible_devices}: {why}" if why else None
         if taken:
             raise _refused(f"{taken}: the beside path is refused, nothing was started; {ctl.old_unit} serves on "
                            "(restart, or free the port and plan again)")

@@ -288,6 +288,8 @@ class SshTransport:
             raise ConnectError(f"{self.label}: {exc.reason}") from None
         except (OSError, socket.gaierror) as exc:
             raise ConnectError(f"{self.label}: {connect_error_words(exc)}") from None
+        except UnicodeError:  # the resolver's IDNA encoding: a label over 63 characters (issue 34, item 14)
+            raise ConnectError(f"{self.label}: not a host name the resolver can look up") from None
 
     async def _classify_host_key(self, may_accept_new: bool) -> None:
         """Unknown key: refuse (or record it with --accept-new-host-key). Changed key: refuse."""
@@ -296,7 +298,7 @@ class SshTransport:
                   if k in ("port", "config")}
         try:
             key = await wait_for_host(asyncssh.get_server_host_key(o.host, **kwargs), o.connect_timeout_s)
-        except (asyncssh.Error, OSError, asyncio.TimeoutError) as exc:
+        except (asyncssh.Error, OSError, asyncio.TimeoutError, UnicodeError) as exc:
             raise ConnectError(f"{self.label}: could not read the host key: {exc}") from None
         if key is None:
             raise HostKeyUnknown(f"{self.label}: the server presented no host key")

@@ -1,5 +1,7 @@
 """The operator's Hub token goes only where the config would take it (issue 34, item 7): a real
-profile sent `Authorization: Bearer hf_…` over plain http to a mirror."""
+profile sent `Authorization: Bearer hf_…` over plain http to a mirror. The request itself is the
+bounded client's (console/hub.py fetch_model_info; its redirects in tests/hostile/test_hub_answers_bounded.py):
+here, which token it is handed."""
 
 from __future__ import annotations
 
@@ -7,11 +9,23 @@ from typing import Any
 
 import pytest
 
+import console.hub
 from console.hub import HubAccess, fetch_expected
 
+TOKEN = "hf_" + "Q" * 34
 
-class _Info:
-    siblings: list[Any] = []
+
+def _asked(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    asked: list[object] = []
+
+    def fetch_model_info(repo_id: str, revision: str, endpoint: str | None, token: str | None, *a: Any,
+                         **kw: Any) -> dict[str, Any]:
+        asked.append(token)
+        return {"siblings": []}
+
+    monkeypatch.setattr(console.hub, "fetch_model_info", fetch_model_info)
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    return asked
 
 
 @pytest.mark.parametrize(("endpoint", "sends"), [
@@ -19,26 +33,20 @@ class _Info:
     ("https://hf-mirror.example.internal", True), ("http://127.0.0.1:8080", True), (None, True)])
 def test_the_token_is_sent_only_over_https_or_to_loopback(monkeypatch: pytest.MonkeyPatch, endpoint: str | None,
                                                           sends: bool) -> None:
-    import huggingface_hub
-
-    asked: list[object] = []
-
-    def model_info(self: object, repo_id: str, **kw: Any) -> _Info:
-        asked.append(kw["token"])
-        return _Info()
-
-    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
+    asked = _asked(monkeypatch)
     monkeypatch.delenv("HF_ENDPOINT", raising=False)
     fetch_expected("org/model", access=HubAccess(endpoint=endpoint, use_cache=False))
-    assert asked == ([None] if sends else [False])  # None: huggingface_hub sends the saved token
+    assert asked == ([TOKEN] if sends else [None])
 
 
 def test_an_http_hf_endpoint_from_the_environment_gets_no_token(monkeypatch: pytest.MonkeyPatch) -> None:
-    import huggingface_hub
-
-    asked: list[object] = []
-    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda self, repo_id, **kw: asked.append(kw["token"])
-                        or _Info())
+    asked = _asked(monkeypatch)
     monkeypatch.setenv("HF_ENDPOINT", "http://10.0.0.7:8080")
     fetch_expected("org/model", access=HubAccess(use_cache=False))
-    assert asked == [False]
+    assert asked == [None]
+
+
+def test_the_simulators_hub_never_gets_the_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = _asked(monkeypatch)
+    fetch_expected("org/model", access=HubAccess(endpoint="http://127.0.0.1:9", send_token=False, use_cache=False))
+    assert asked == [None]

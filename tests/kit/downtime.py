@@ -13,8 +13,13 @@ from console.transport.base import CommandResult
 
 ROUTER = "http://127.0.0.1:30100"
 
+# /proc/net/tcp as the kernel prints it: only the old server listens (127.0.0.1:30000, 0x7530).
+TCP_HEADER = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n")
+TCP_FREE = TCP_HEADER + ("   0: 0100007F:7530 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000  0 1 1\n"
+                         "listeners_exit=0\n")
+
 ANSWERS = [
-    ("curl_exit", "curl_exit=7\n"),  # the beside port: nothing listens there
+    ("/proc/net/tcp", TCP_FREE),  # the beside port: nothing listens there
     ("update_weights_from_disk", '{"success": true, "message": "Succeeded to update model weights.", '
                                  '"num_paused_requests": 2}\n200'),
     ("add_worker", '{"status": "ok"}\n200'),

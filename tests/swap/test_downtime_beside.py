@@ -19,19 +19,19 @@ from console.session import HostSession
 from console.sources.server import ServerWatcher
 from console.swap import fastpath
 from console.swap.model import SwapStep, SwapStepChanged
-from tests.kit.downtime import Scripted
+from tests.kit.downtime import TCP_FREE, TCP_HEADER, Scripted
 from tests.kit.downtime import controller as _controller
 from tests.kit.downtime import plan as _plan
 
 
 def test_the_port_check_is_bounded_and_its_verdict_is_clear() -> None:
     cmd = fastpath.port_check(30001)
-    assert cmd.startswith("timeout -k 5 8 curl -s -o /dev/null --max-time 3 -- http://127.0.0.1:30001/")
-    assert cmd.endswith('; echo "curl_exit=$?"')
-    assert fastpath.port_verdict(30001, "curl_exit=7\n") is None
-    assert "port 30001 is taken on the host" in fastpath.port_verdict(30001, "curl_exit=0")
-    assert "port 30001 is taken" in fastpath.port_verdict(30001, "curl_exit=52")
-    assert "timed out" in fastpath.port_verdict(30001, "curl_exit=124")
+    assert cmd.startswith("timeout -k 5 8 grep -h -i -e local_address -e ':7531 ' -- /proc/net/tcp /proc/net/tcp6")
+    assert cmd.endswith('; echo "listeners_exit=$?"')
+    assert fastpath.port_verdict(30001, TCP_FREE) is None
+    taken = TCP_HEADER + "   1: 00000000:7531 00000000:0000 0A 0 0 0\n"
+    assert "port 30001 is taken on the host (something listens on 0.0.0.0:30001" in fastpath.port_verdict(30001, taken)
+    assert "timed out" in fastpath.port_verdict(30001, "listeners_exit=124")
     assert "could not be checked" in fastpath.port_verdict(30001, "")
 
 
@@ -42,9 +42,10 @@ def _beside(answers: list[tuple[str, str]]) -> tuple[object, Scripted, HostState
     return ctl, transport, state
 
 
-@pytest.mark.parametrize("answer", ["curl_exit=0", "curl_exit=52", ""])
+@pytest.mark.parametrize("answer", [TCP_HEADER + "   1: 00000000:7531 00000000:0000 0A 0 0 0\n",
+                                    TCP_HEADER + "   1: 0100007F:7531 00000000:0000 0A 0 0 0\n", ""])
 async def test_a_taken_port_refuses_the_beside_path_and_nothing_starts(answer: str) -> None:
-    ctl, transport, state = _beside([("curl_exit", answer)])
+    ctl, transport, state = _beside([("/proc/net/tcp", answer)])
     why, preview = ctl.preview("beside")
     assert preview is not None and preview.lines[1] == fastpath.port_check(30001), why  # shown first
     assert ctl.request("beside", "ana") is None
@@ -52,11 +53,11 @@ async def test_a_taken_port_refuses_the_beside_path_and_nothing_starts(answer: s
     step = state.swap.steps["beside"]
     assert step.state == "refused" and "port 30001" in step.detail and "nothing was started" in step.detail
     assert not any("systemctl start" in c for c in transport.ran)
-    assert any(a.action == "beside" and "curl_exit" in a.command for a in state.swap.audit)  # audited
+    assert any(a.action == "beside" and "/proc/net/tcp" in a.command for a in state.swap.audit)  # audited
 
 
 async def test_a_free_port_starts_the_beside_server() -> None:
-    ctl, transport, state = _beside([("curl_exit", "curl_exit=7")])
+    ctl, transport, state = _beside([("/proc/net/tcp", TCP_FREE)])
     assert ctl.request("beside", "ana") is None
     await ctl.wait_idle(10)
     assert state.swap.steps["beside"].state == "done", state.swap.steps["beside"].detail
@@ -65,7 +66,7 @@ async def test_a_free_port_starts_the_beside_server() -> None:
 
 
 async def test_the_beside_server_is_benchmarked_on_its_port_with_the_old_runs_workload() -> None:
-    ctl, transport, state = _beside([("curl_exit", "curl_exit=7")])
+    ctl, transport, state = _beside([("/proc/net/tcp", TCP_FREE)])
     old_run = {"model": "old", "max_concurrency": 4, "num_prompts": 8, "random_input_len": 256,
                "random_output_len": 128, "completed": 8, "output_throughput": 900.0, "duration": 3.0}
     state.bench.history.append(old_run)

@@ -74,7 +74,7 @@ async def test_beside_through_sshd(tmp_path: Path, sshd_connect: Any) -> None:
     port = next(o for o in plan["options"] if o["path"] == "beside")["port"]
     # The port was checked free before the start, through the host's shell.
     audit = [a for a in state.swap.audit if a.action == "beside"]
-    assert "curl_exit" in audit[0].command and "curl_exit=7" in audit[0].output_tail
+    assert "/proc/net/tcp" in audit[0].command and "listeners_exit=0" in audit[0].output_tail
     # The console's server source polls the new port now; the old server is gone.
     server = state.data("server")
     assert server.port == port and server.moved_from_port == port - 1 and server.status == "ready"
