@@ -173,9 +173,6 @@ async def run_rollback_in_place(ctl: SwapController, who: str) -> str:
 
         raise StepFailed(f"docker restart {old} exited {r.exit_status}: {(r.error_text or r.text).strip()[-200:]}")
     said = await ctl.containers._old_ready(old, started)
-    d = ctl.state.swap.downtime
-    if d is not None and d.ended_at_s is None:
-        ctl.state.apply(replace(d, ended_at_s=ctl._clock(), end_source=f"{old} ready again (rollback)"))
     return said + " (restarted with its own launch: the old weights)"
 
 

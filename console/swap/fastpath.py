@@ -36,7 +36,7 @@ from console.swap import plan as swap_plan
 from console.swap import prediction as pred
 from console.swap import prewarm as pw
 from console.swap.downtime_model import PathEvent
-from console.swap.model import DowntimeChanged, GateCheck
+from console.swap.model import GateCheck
 from console.swap.ready_wait import wait_beside_ready
 from console.transport.errors import TransportError
 
@@ -210,11 +210,6 @@ class FastPaths:
         started = ctl._clock()
         await ctl._start_unit("rollback", who, act.check_unit(ctl.old_unit), restart)
         said = await ctl._old_ready(act.check_unit(ctl.old_unit), started)
-        d = ctl.state.swap.downtime
-        if d is not None and d.ended_at_s is None:
-            from dataclasses import replace
-
-            ctl.state.apply(replace(d, ended_at_s=ctl._clock(), end_source=f"{ctl.old_unit} ready again (rollback)"))
         return said + " (the previous unit file, the old weights)"
 
     async def _rollback_beside(self, who: str) -> str:
@@ -540,8 +535,7 @@ class FastPaths:
             self._emit("outcome", outcome)
             raise _fail(f"the reply says it failed (HTTP {code}): {clean(reply.get('message'))} — the "
                                  "old weights keep serving (SGLang rolled back); nothing after this step runs")
-        ctl.state.apply(DowntimeChanged(ctl.host, start_at, f"in place: {source}", end_at,
-                                        "in place: weights updated (requests resumed)"))
+        # The pause (the downtime) is the observer's: the update's reply and the log's lines are its facts.
         self._emit("outcome", outcome)
         return (f"weights updated in place: paused {outcome['pause_s']:.1f}s, {paused} request(s) paused, "
                 f"{clean(reply.get('message'))}")
@@ -630,9 +624,7 @@ class FastPaths:
         if not result.ok:
             raise _fail(f"systemctl stop {ctl.old_unit} exited {result.exit_status}")
         self._move_endpoint(int(opt.port or 0))
-        now = ctl._clock()
-        ctl.state.apply(DowntimeChanged(ctl.host, now, "beside: the router moved traffic before the old server "
-                                                       "stopped", now, "beside: no request was refused"))
+        # No downtime (the observer writes it from the router's replies and the stop's).
         self._emit("outcome", {"path": "beside", "downtime_s": 0.0, "drained": drained, "port": opt.port,
                                "gpus": list(opt.gpus), "predicted_s": 0.0})
         return f"the router sends traffic to port {opt.port}; the old worker removed, {drained}, {ctl.old_unit} " \
