@@ -29,6 +29,7 @@ from dataclasses import replace
 from typing import Any
 
 from console.core.state import BenchChanged, LogAppended, ReadingChanged, VerifyChanged
+from console.swap import plan as swap_plan
 from console.swap.downtime_model import PathEvent
 from console.swap.model import STEP_TITLES, AuditAppended, DowntimeChanged, SwapStep, SwapStepChanged
 
@@ -368,6 +369,7 @@ class SwapObserver:
                 if at is not None and (self._update_begin_at is None or self._step("in_place").state != "running"
                                        and at > (self._step("in_place").ended_at_s or 0)):
                     self._update_begin_at = at
+                    self._began(out, "in-place", at)
                     if self._touchable("in_place"):
                         self._write(out, "in_place", state="running", started_at_s=at, ended_at_s=None,
                                     detail=f"weights updating in place since {clock(at)} ({OUTSIDE}): "
@@ -388,6 +390,20 @@ class SwapObserver:
                 self._path(out, "in-place", "seen on the host: the server updated its weights in place "
                            "(/update_weights_from_disk), no restart", end,
                            {"pause_s": round(pause, 3), "pause_source": source, "num_paused_requests": None})
+
+    def _began(self, out: list[Any], path: str, at: float) -> None:
+        """The swap began on the host along `path`: the plan's steps that path does not take (Verify
+        when the profile did not ask for it) are skipped with the table's reason, never left
+        pending (console/swap/plan.py, the one table the executor reads too)."""
+        setup = self.state.swap.setup
+        if setup is None:
+            return  # a recording without its setup: what the profile asked is not known
+        old_unit, new_unit = self.units()
+        runtime = "systemd" if (new_unit or "").endswith(".service") else "container"
+        for key, why in swap_plan.skips(path, runtime, verify_sha=setup.verify_sha):
+            step = self._step(key)
+            if step.state == "pending" and self._touchable(key):
+                self._write(out, key, state="skipped", ended_at_s=at, detail=why)
 
     def _paused(self, out: list[Any], begin: float, end: float, source: str) -> None:
         """In place: the running server held its requests from `begin` to `end` (the update's pause,
@@ -470,6 +486,7 @@ class SwapObserver:
 
     def _beside_started(self, out: list[Any], old: Any, new: Any, at: float) -> None:
         self._beside_at, self._beside_port, self._old_port = at, _port(new), _port(old)
+        self._began(out, "beside", at)
         where = ", ".join(x for x in (f"GPUs {_gpus(new)}" if _gpus(new) else "",
                                       f"port {_port(new)}" if _port(new) else "") if x)
         self._write(out, "beside", state="running", started_at_s=at, ended_at_s=None,
@@ -508,6 +525,7 @@ class SwapObserver:
             return
         self.stopped_at = at
         self.wake("gpu")
+        self._began(out, "restart", at)
         if self._touchable("preflight") and self._step("preflight").state == "pending":
             self._write(out, "preflight", state="skipped", ended_at_s=at,
                         detail=f"not run: the old service was stopped {OUTSIDE}")

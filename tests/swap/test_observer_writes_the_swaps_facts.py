@@ -216,3 +216,29 @@ def test_pid1s_lines_carry_journalds_own_time() -> None:
     event = follower._parse(raw)
     assert event is not None and event.kind == "unit" and event.fields["transition"] == "stopping"
     assert event.ts is not None and abs(dt.datetime.fromisoformat(event.ts).timestamp() - (T0 + 7.5)) < 1e-3
+
+
+def test_verify_not_asked_for_reads_skipped_once_the_swap_began_never_pending() -> None:
+    """The story's observed swap showed "Verify the files (sha256)" pending though the profile never
+    asked for it: once the host's swap began, it is `skipped (not asked for)`."""
+    from console.swap.plan import NOT_ASKED_VERIFY
+
+    h = Host()
+    assert h.state.swap.steps["verify"].state == "pending"
+    h.units(T0, "active", "inactive")
+    h.units(T0 + 10, "inactive", "inactive")
+    verify = h.state.swap.steps["verify"]
+    assert (verify.state, verify.detail) == ("skipped", NOT_ASKED_VERIFY)
+    asked = Host()
+    asked.feed(SwapSetup("h", OLD, NEW, "o/new", "/m/new", verify_sha=True))
+    asked.units(T0, "active", "inactive")
+    asked.units(T0 + 10, "inactive", "inactive")
+    assert asked.state.swap.steps["verify"].state == "pending"  # asked for and not run: honestly pending
+
+
+def test_an_in_place_update_seen_on_the_host_skips_the_stop_and_start_with_the_tables_reason() -> None:
+    h = Host()
+    h.log(T0 + 10, "[2026-12-01 10:00:10] Update engine weights online from disk begin. avail mem=4.26 GB")
+    steps = h.state.swap.steps
+    assert steps["stop_old"].state == steps["start_new"].state == "skipped"
+    assert steps["stop_old"].detail.startswith("in place:") and steps["verify"].state == "skipped"
