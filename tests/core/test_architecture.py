@@ -149,3 +149,17 @@ def test_only_the_observer_writes_the_downtime_clock() -> None:
     writers = [w for path in sorted(ROOT.rglob("*.py")) if path != OBSERVER for w in _downtime_writers(path)]
     assert _downtime_writers(OBSERVER), "the observer writes the clock (this scan would find nothing otherwise)"
     assert not writers, "the downtime clock written outside console/swap/observe.py:\n" + "\n".join(writers)
+
+
+def test_the_report_reads_the_swap_state_and_derives_nothing() -> None:
+    """The observer runs once, in the live core (the controller's, or a fleet host's `observe`), and
+    its facts go into the state and the recording; a report, a replay or a view never runs a second
+    one (the report once did, and re-derived the swap its recording already held)."""
+    allowed = {ROOT / "swap" / "controller.py", OBSERVER}
+    runs = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "SwapObserver" \
+                    and path not in allowed:
+                runs.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
+    assert not runs, "a SwapObserver outside the live core: " + ", ".join(runs)
