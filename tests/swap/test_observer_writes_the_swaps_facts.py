@@ -242,3 +242,75 @@ def test_an_in_place_update_seen_on_the_host_skips_the_stop_and_start_with_the_t
     steps = h.state.swap.steps
     assert steps["stop_old"].state == steps["start_new"].state == "skipped"
     assert steps["stop_old"].detail.startswith("in place:") and steps["verify"].state == "skipped"
+
+
+# -- faults: a drop, a host-side operator at the same time; live, late attach and replay agree ------
+def _views(h: Host, recorded: list[Any]) -> list[Any]:
+    """The live swap, a late attach (from the live state's snapshot) and a replay of the recording
+    (its events applied to a fresh state, nothing derived again)."""
+    attach = HostState.from_snapshot(h.state.snapshot())
+    replay = HostState("h")
+    for event in recorded:
+        replay.apply(event)
+    return [s.swap.to_data() for s in (h.state, attach, replay)]
+
+
+class Recorded(Host):
+    """A Host whose every applied event (the host's and the observer's) is kept, as the recorder does."""
+
+    def __init__(self) -> None:
+        self.recorded: list[Any] = []
+        super().__init__()
+
+    def feed(self, event: Any) -> None:
+        self.recorded.append(event)
+        self.state.apply(event)
+        for derived in self.observer.see(event):
+            if self.observer.still_valid(derived):
+                self.recorded.append(derived)
+                self.state.apply(derived)
+
+
+def test_a_drop_during_the_consoles_stop_while_an_operator_starts_the_new_unit() -> None:
+    """The console's stop loses its connection (no exit status); the host says it stopped; an
+    operator in another shell starts the new unit. The plan shows each step once, with its author:
+    the stop ana's, the start outside the console; the clock from the host's facts."""
+    h = Recorded()
+    h.units(T0, "active", "inactive")
+    h.console_step("stop_old", T0 + 5)
+    h.audit("stop_old", f"timeout -k 5 120 systemctl stop -- {OLD}", at=T0 + 9, took=4.0, status=None,
+            output="connection lost")
+    h.units(T0 + 12, "inactive", "inactive")  # read after the reconnect
+    h.unit_line(T0 + 20, NEW, "started", f"Started {NEW} - SGLang.")
+    h.units(T0 + 21, "inactive", "active")
+    h.server(T0 + 45, NEW, "ready")
+    swap = h.state.swap
+    stop, start = swap.steps["stop_old"], swap.steps["start_new"]
+    assert stop.who == "ana" and not stop.observed
+    assert start.observed and start.who is None and "outside the console" in start.detail
+    assert start.state == "done" and start.ended_at_s == T0 + 45
+    d = swap.downtime
+    assert (d.started_at_s, d.ended_at_s) == (T0 + 12, T0 + 45)
+    live, attach, replay = _views(h, h.recorded)
+    assert live == attach == replay
+    assert sum(1 for e in h.recorded if isinstance(e, SwapStepChanged) and e.step.key == "start_new"
+               and e.step.state == "done") == 1  # written once
+
+
+def test_a_console_killed_after_its_stop_leaves_the_host_to_tell_the_rest() -> None:
+    """The console that stopped the old unit is killed; the host goes on (the operator starts the
+    new unit). A console attached later, and the replay, show the stop as ana's and the rest as the
+    host did it."""
+    h = Recorded()
+    h.units(T0, "active", "inactive")
+    h.console_step("stop_old", T0 + 5)
+    h.audit("stop_old", f"timeout -k 5 120 systemctl stop -- {OLD}", at=T0 + 8, took=2.0)
+    h.feed(SwapStepChanged("h", replace(h.state.swap.steps["stop_old"], state="failed",
+                                        detail="cancelled (the console closed)")))
+    h.units(T0 + 30, "inactive", "active")
+    h.server(T0 + 60, NEW, "ready")
+    d = h.state.swap.downtime
+    assert (d.started_at_s, d.ended_at_s, d.end_source) == (T0 + 6, T0 + 60, f"{NEW} ready")
+    assert h.state.swap.steps["start_new"].observed and h.state.swap.steps["stop_old"].who == "ana"
+    live, attach, replay = _views(h, h.recorded)
+    assert live == attach == replay
