@@ -215,7 +215,6 @@ async def run_beside(ctl: SwapController, who: str) -> str:
     opt = ctl.fast._need("beside")
     new = ca.check_container(ctl.new_unit)
     (action,) = ctl.build("beside")
-    issued = ctl._clock()
     await ctl.containers._docker("beside", who, new, action.commands[0], running_after=True)
     first = await ctl.containers.state_of(new)
     restarts_before = int(first["restarts"]) if first else None
@@ -224,7 +223,7 @@ async def run_beside(ctl: SwapController, who: str) -> str:
         return ctl.containers._gone(new, await ctl.containers.state_of(new), restarts_before)
 
     await wait_beside_ready(ctl, int(opt.port or 0), stops="the new container", died=died)
-    return (f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}) after {ctl._clock() - issued:.0f}s; "
+    return (f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}); "
             "the old server still serving")
 
 

@@ -820,7 +820,8 @@ class SwapController:
             s = reading.data if reading is not None else None
             if s is not None and (reading.ok_at_s or 0) > started and s.unit == unit:  # type: ignore[union-attr]
                 if s.status == "ready" and s.unit_state == "active":  # the clock's end: the observer's
-                    return f"ready {format_duration(self._clock() - issued)} after systemctl start: {s.reason}"
+                    # no figure of its own: time to ready is the observer's (the report's timing)
+                    return f"ready after systemctl start: {s.reason}"
                 if s.status == "dead":
                     # A failed unit is final; otherwise dead twice in a row (a poll in flight while the
                     # unit started may still say inactive).
@@ -932,7 +933,7 @@ class SwapController:
                 s = None
             if s is not None:
                 if s.status == "ready" and s.unit_state == "active":
-                    return f"{unit} ready again after {self._clock() - issued:.0f}s"
+                    return f"{unit} ready again"
                 if s.unit_state == "failed" or s.unit_failing:  # a crash loop is never `failed`
                     raise StepFailed(f"{unit} failed to start again: {s.unit_failing or s.reason}"
                                      + (" — it will take the GPUs back" if "restart" in (s.unit_failing or "")
