@@ -107,7 +107,7 @@ class HostSession:
             return None
         follower = self.log_follower()
         return ServerWatcher(self.transport, self.profile.unit, self.profile.server_port,
-                             follower.tracker if follower else None)
+                             follower.tracker if follower else None, container=self.profile.container)
 
     def download_watcher(self, *, one_shot: bool = False) -> DownloadWatcher | None:
         if not self.profile.model_dir:

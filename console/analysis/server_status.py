@@ -4,7 +4,7 @@ the reason. Combines the unit's state, the log, /server_info, /metrics and /heal
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from console.analysis.log_state import LogSummary
@@ -60,6 +60,19 @@ class ServerStatus:
 
 def combine(unit: str | None, unit_state: str | None, main_pid: int | None, log: LogSummary | None,
             http: HttpFacts, now_s: float, *, unit_failing: str | None = None) -> ServerStatus:
+    """The server's status from its unit, its log and its HTTP answers. A port that answers while
+    the unit followed is inactive or failed is another process's server (the old unit's, before a
+    swap): it is never credited to that unit (`unit` None, the reason says whose it is not)."""
+    st = _combine(unit, unit_state, main_pid, log, http, now_s, unit_failing=unit_failing)
+    if unit is not None and unit_state in ("failed", "inactive", "deactivating") and http.server_info:
+        return replace(st, unit=None, unit_state=None, main_pid=None,
+                       reason=f"{st.reason} (not {unit}, which is {unit_state}: another process answers on "
+                              "the port)")
+    return st
+
+
+def _combine(unit: str | None, unit_state: str | None, main_pid: int | None, log: LogSummary | None,
+             http: HttpFacts, now_s: float, *, unit_failing: str | None = None) -> ServerStatus:
     phase = log.phase if log else None
     fatal = None
     if log is not None and log.errors:

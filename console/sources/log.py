@@ -71,6 +71,16 @@ def parse_line(text: str) -> LogEvent:
     return _parse_line(redact_text(clean_line(text)))
 
 
+def journal_time(realtime_us: object) -> str | None:
+    """journald's `__REALTIME_TIMESTAMP` (µs since the epoch, always in `journalctl -o json`) as the
+    host-local stamp SGLang's lines carry ("2026-12-01 08:03:12.123456"); None when absent or odd."""
+    if not isinstance(realtime_us, str) or not realtime_us.isdigit():
+        return None
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(int(realtime_us) / 1e6).isoformat(sep=" ", timespec="microseconds")
+
+
 class LogFollower:
     def __init__(self, transport: Transport, *, units: tuple[str, ...] = (), log_file: str | None = None,
                  backlog: int = BACKLOG_LINES, container: str | None = None,
@@ -100,6 +110,7 @@ class LogFollower:
         self._vacuumed_note: str | None = None
         self._transition: UnitTransition | None = None
         self._suppressed: str | None = None  # journald's "Suppressed N messages from UNIT"
+        self._journal_ts: str | None = None  # journald's own time of PID 1's line (the swap observer dates by it)
 
     def _on_state(self, state: ConnectionState) -> None:
         """When the connection comes back the stream restarts now, not after a backoff grown while
@@ -155,7 +166,7 @@ class LogFollower:
         return f"exec tail -c +{start + 1} -F -- {path}", note
 
     def _parse(self, raw: bytes) -> LogEvent | None:
-        self._transition = None
+        self._transition = self._journal_ts = None
         self._suppressed = None
         text = self._decode(raw)
         if text is None:
@@ -164,7 +175,7 @@ class LogFollower:
             return lost_lines_event(self._suppressed)
         if self._transition is not None:  # systemd's own line about the unit: a fact, not a log line
             t = self._transition
-            return LogEvent("unit", clean_line(text), severity="error" if t.failing else "info",
+            return LogEvent("unit", clean_line(text), ts=self._journal_ts, severity="error" if t.failing else "info",
                             fields={"kind": f"unit {t.kind}", "transition": t.kind, "unit": t.unit, "code": t.code,
                                     "status": t.status, "result": t.result, "restart_counter": t.restart_counter})
         event = parse_line(text)
@@ -211,6 +222,7 @@ class LogFollower:
         message = entry.get("MESSAGE")
         if entry.get("_SYSTEMD_UNIT") == "init.scope" and isinstance(message, str):
             self._transition = parse_pid1_message(message)
+            self._journal_ts = journal_time(entry.get("__REALTIME_TIMESTAMP"))
         if entry.get("_SYSTEMD_UNIT") == "systemd-journald.service" and isinstance(message, str) \
                 and SUPPRESSED.match(message.strip()):
             self._suppressed = message

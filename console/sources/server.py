@@ -31,9 +31,14 @@ DECODE_QUIET_S = 60.0  # requests running and no decode line this long: ask /hea
 
 
 class ServerWatcher:
-    def __init__(self, transport: Transport, unit: str | None, port: int, log: LogTracker | None) -> None:
+    def __init__(self, transport: Transport, unit: str | None, port: int, log: LogTracker | None,
+                 container: str | None = None) -> None:
         self.transport = transport
         self.unit = unit
+        # A container has no unit: its process is `docker inspect`'s State.Pid. A new container behind
+        # the port is a new process, whose health is not the old one's (the driven Docker demo called
+        # the new server ready on the old container's answers, and its benchmark got 503 "starting").
+        self.container = container
         self.port = port
         self.moved_from_port: int | None = None  # issue 24: the beside path moved the server (move_to)
         self.log = log
@@ -56,6 +61,11 @@ class ServerWatcher:
         return self._client
 
     async def _unit_state(self) -> tuple[str | None, int | None]:
+        if not self.unit and self.container:
+            r = await self.transport.run("docker inspect --type container -f '{{.State.Pid}}' -- "
+                                         f"{quote(self.container)}", timeout=10)
+            pid = r.text.strip()
+            return None, (int(pid) if pid.isdigit() and int(pid) > 0 else None)
         if not self.unit:
             return None, None
         r = await self.transport.run("systemctl show --no-pager -p ActiveState,SubState,MainPID,NRestarts,Result,"

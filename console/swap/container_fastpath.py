@@ -173,9 +173,6 @@ async def run_rollback_in_place(ctl: SwapController, who: str) -> str:
 
         raise StepFailed(f"docker restart {old} exited {r.exit_status}: {(r.error_text or r.text).strip()[-200:]}")
     said = await ctl.containers._old_ready(old, started)
-    d = ctl.state.swap.downtime
-    if d is not None and d.ended_at_s is None:
-        ctl.state.apply(replace(d, ended_at_s=ctl._clock(), end_source=f"{old} ready again (rollback)"))
     return said + " (restarted with its own launch: the old weights)"
 
 
@@ -218,7 +215,6 @@ async def run_beside(ctl: SwapController, who: str) -> str:
     opt = ctl.fast._need("beside")
     new = ca.check_container(ctl.new_unit)
     (action,) = ctl.build("beside")
-    issued = ctl._clock()
     await ctl.containers._docker("beside", who, new, action.commands[0], running_after=True)
     first = await ctl.containers.state_of(new)
     restarts_before = int(first["restarts"]) if first else None
@@ -227,7 +223,7 @@ async def run_beside(ctl: SwapController, who: str) -> str:
         return ctl.containers._gone(new, await ctl.containers.state_of(new), restarts_before)
 
     await wait_beside_ready(ctl, int(opt.port or 0), stops="the new container", died=died)
-    return (f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}) after {ctl._clock() - issued:.0f}s; "
+    return (f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}); "
             "the old server still serving")
 
 

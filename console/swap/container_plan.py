@@ -215,7 +215,6 @@ class ContainerPlan:
         (action,) = self.build("stop_old")
         issued = ctl._clock()
         await self._docker("stop_old", who, name, action.commands[0], running_after=False)
-        ctl._downtime_start(issued)
         drained = await ctl._drain("stop_old", issued)
         return f"{name} stopped; {drained}"
 
@@ -228,9 +227,6 @@ class ContainerPlan:
         issued = ctl._clock()
         await self._docker("start_new", who, name, action.commands[0], running_after=True)
         said = await self._follow_ready("start_new", name, issued, ctl._clock())
-        d = ctl.state.swap.downtime
-        if d is not None and d.ended_at_s is None:
-            ctl.state.apply(replace(d, ended_at_s=ctl._clock(), end_source=f"{name} ready"))
         waited = issued - asked
         return said + (f" (after {format_duration(waited)} waiting for approval)" if waited >= 1 else "")
 
@@ -245,11 +241,7 @@ class ContainerPlan:
         await ctl._drain("rollback", issued)
         started = ctl._clock()
         await self._docker("rollback", who, old, start, running_after=True)
-        said = await self._old_ready(old, started)
-        d = ctl.state.swap.downtime
-        if d is not None and d.ended_at_s is None:  # the service is back: the clock stops there
-            ctl.state.apply(replace(d, ended_at_s=ctl._clock(), end_source=f"{old} ready again (rollback)"))
-        return said
+        return await self._old_ready(old, started)
 
     # -- following a container to ready -----------------------------------------------------
     def _gone(self, name: str, state: dict[str, str], restarts_before: int | None) -> str | None:
@@ -286,7 +278,7 @@ class ContainerPlan:
             s = reading.data if reading is not None else None
             if s is not None and (reading.ok_at_s or 0) > started:  # type: ignore[union-attr]
                 if s.status == "ready":
-                    return f"ready {format_duration(ctl._clock() - issued)} after docker start: {s.reason}"
+                    return f"ready after docker start: {s.reason}"  # the time to ready: the observer's
                 ctl._set(key, detail=f"{name} running; {s.status}: {s.reason}")
             if time.monotonic() > deadline:
                 raise StepFailed(f"not ready within {timeout:.0f}s (ready_timeout_s): "
@@ -313,7 +305,7 @@ class ContainerPlan:
                 s = None
             if s is not None:
                 if s.status == "ready":
-                    return f"{name} ready again after {ctl._clock() - started:.0f}s"
+                    return f"{name} ready again"
                 ctl._set("rollback", detail=f"{name}: {s.status}: {s.reason}")
             if time.monotonic() > deadline:
                 raise StepFailed(f"{name} not ready within {timeout:.0f}s")

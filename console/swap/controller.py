@@ -42,7 +42,7 @@ from console.swap.model import (
     SwapStepChanged,
     format_duration,
 )
-from console.swap.observe import SwapObserver, downtime_from, freed_between, verification
+from console.swap.observe import SwapObserver, freed_between, verification
 from console.transport.errors import CommandTimeout, TransportError
 
 log = logging.getLogger("gpuconsole.swap")
@@ -722,7 +722,8 @@ class SwapController:
         before = self.state.data("gpu")  # the last reading before the stop: "freed" is this minus after
         issued = self._clock()
         await self._stop_unit("stop_old", who, unit, action.commands[0])
-        self._downtime_start(issued)
+        # The downtime's start is the observer's (console/swap/observe.py): the stop command's
+        # reply, systemd's line and the log's last served request are its facts.
         drained = await self._drain("stop_old", issued, before=before)
         return f"{unit} stopped; {drained}"
 
@@ -783,12 +784,6 @@ class SwapController:
         finally:
             unsubscribe()
 
-    def _downtime_start(self, issued: float) -> None:
-        """The old server's last served request, from the log (batch lines and API requests);
-        the stop command's time when the log shows none (console/swap/observe.py: one rule for a
-        stop run from here and one seen on the host)."""
-        self.state.apply(downtime_from(self.host, self.state.log_lines, issued, "the stop command"))
-
     async def _start_new(self, who: str) -> str:
         asked = self._clock()
         await self._approval("start_new", who)
@@ -824,12 +819,9 @@ class SwapController:
             reading = self.state.reading("server")
             s = reading.data if reading is not None else None
             if s is not None and (reading.ok_at_s or 0) > started and s.unit == unit:  # type: ignore[union-attr]
-                if s.status == "ready" and s.unit_state == "active":
-                    at = self._clock()
-                    d = self.state.swap.downtime
-                    if d is not None and d.ended_at_s is None:
-                        self.state.apply(replace(d, ended_at_s=at, end_source=f"{unit} ready"))
-                    return f"ready {format_duration(at - issued)} after systemctl start: {s.reason}"
+                if s.status == "ready" and s.unit_state == "active":  # the clock's end: the observer's
+                    # no figure of its own: time to ready is the observer's (the report's timing)
+                    return f"ready after systemctl start: {s.reason}"
                 if s.status == "dead":
                     # A failed unit is final; otherwise dead twice in a row (a poll in flight while the
                     # unit started may still say inactive).
@@ -926,11 +918,7 @@ class SwapController:
         await self._drain("rollback", issued)
         started = self._clock()
         await self._start_unit("rollback", who, old, start)
-        said = await self._old_ready(old, started)
-        d = self.state.swap.downtime
-        if d is not None and d.ended_at_s is None:  # the service is back: the clock stops there
-            self.state.apply(replace(d, ended_at_s=self._clock(), end_source=f"{old} ready again (rollback)"))
-        return said
+        return await self._old_ready(old, started)  # the clock's end: the observer's (the log's ready line)
 
     async def _old_ready(self, unit: str, issued: float) -> str:
         from console.sources.server import ServerWatcher
@@ -945,7 +933,7 @@ class SwapController:
                 s = None
             if s is not None:
                 if s.status == "ready" and s.unit_state == "active":
-                    return f"{unit} ready again after {self._clock() - issued:.0f}s"
+                    return f"{unit} ready again"
                 if s.unit_state == "failed" or s.unit_failing:  # a crash loop is never `failed`
                     raise StepFailed(f"{unit} failed to start again: {s.unit_failing or s.reason}"
                                      + (" — it will take the GPUs back" if "restart" in (s.unit_failing or "")

@@ -36,7 +36,7 @@ from console.swap import plan as swap_plan
 from console.swap import prediction as pred
 from console.swap import prewarm as pw
 from console.swap.downtime_model import PathEvent
-from console.swap.model import DowntimeChanged, GateCheck
+from console.swap.model import GateCheck
 from console.swap.ready_wait import wait_beside_ready
 from console.transport.errors import TransportError
 
@@ -224,11 +224,6 @@ class FastPaths:
         started = ctl._clock()
         await ctl._start_unit("rollback", who, act.check_unit(ctl.old_unit), restart)
         said = await ctl._old_ready(act.check_unit(ctl.old_unit), started)
-        d = ctl.state.swap.downtime
-        if d is not None and d.ended_at_s is None:
-            from dataclasses import replace
-
-            ctl.state.apply(replace(d, ended_at_s=ctl._clock(), end_source=f"{ctl.old_unit} ready again (rollback)"))
         return said + " (the previous unit file, the old weights)"
 
     async def _rollback_beside(self, who: str) -> str:
@@ -591,25 +586,26 @@ class FastPaths:
         ctl = self.ctl
         await ctl._approval("in_place", who)
         (action,) = self.build("in_place")
-        seen = len(ctl.state.log_lines)
         issued = ctl._clock()
         try:
             result = await ctl._run(who, "in_place", action.commands[0])
         except Exception as exc:  # the controller's _Dropped: the outcome is unknown
             raise _fail(f"the update's answer did not come back ({exc}): re-read /server_info before "
                                  "anything else") from None
-        answered = ctl._clock()
         code, body = split_reply(result.text)
         reply: dict[str, Any] = host_replies.reply_json(body)
         await asyncio.sleep(max(ctl.poll_s, 0.5) * 2)  # the log's lines of the update may trail the reply
-        begin, end = self._update_lines(seen)
         paused = reply.get("num_paused_requests")
-        start_at = begin if begin is not None else issued
-        end_at = end if end is not None else answered
-        source = "the server's log (Update engine weights … begin → Update weights end.)" if (
-            begin is not None and end is not None) else "the request and its reply"
+        # The pause is the observer's (console/swap/observe.py: the update's reply, then its log lines):
+        # this step reads it from the state, never times it itself.
+        d = ctl.state.swap.downtime
+        own = d is not None and d.start_source.startswith("in place") and d.started_at_s is not None \
+            and d.ended_at_s is not None and d.started_at_s >= issued - 5
+        pause = round(d.ended_at_s - d.started_at_s, 3) if own else None  # type: ignore[union-attr,operator]
+        source = (d.start_source.removeprefix("in place: ")  # type: ignore[union-attr]
+                  if own else "not measured (no reply or log line said it)")
         outcome = {"path": "in-place", "reply": reply, "http_status": code, "curl_exit": result.exit_status,
-                   "pause_s": round(max(0.0, end_at - start_at), 3), "pause_source": source,
+                   "pause_s": pause, "pause_source": source,
                    "num_paused_requests": paused, "predicted_s": self.plan.option("in-place").predicted_downtime_s
                    if self.plan else None}
         if code is None or result.exit_status not in (0, None):
@@ -625,24 +621,9 @@ class FastPaths:
             self._emit("outcome", outcome)
             raise _fail(f"the reply says it failed (HTTP {code}): {clean(reply.get('message'))} — the "
                                  "old weights keep serving (SGLang rolled back); nothing after this step runs")
-        ctl.state.apply(DowntimeChanged(ctl.host, start_at, f"in place: {source}", end_at,
-                                        "in place: weights updated (requests resumed)"))
+        # The pause (the downtime) is the observer's: the update's reply and the log's lines are its facts.
         self._emit("outcome", outcome)
-        return (f"weights updated in place: paused {outcome['pause_s']:.1f}s, {paused} request(s) paused, "
-                f"{clean(reply.get('message'))}")
-
-    def _update_lines(self, since: int) -> tuple[float | None, float | None]:
-        from console.swap.observe import log_time as _log_time
-
-        begin = end = None
-        for e in list(self.ctl.state.log_lines)[max(0, since - 50):]:
-            if e.ts is None:
-                continue
-            if UPDATE_BEGIN in e.text and begin is None:
-                begin = _log_time(e.ts)
-            elif UPDATE_END in e.text and begin is not None:
-                end = _log_time(e.ts)
-        return begin, end
+        return f"weights updated in place: {paused} request(s) paused, {clean(reply.get('message'))}"
 
     async def _server_dead(self) -> bool:
         if cfp.active(self.ctl):  # issue 26 hook: the container's state, not a unit's
@@ -677,7 +658,6 @@ class FastPaths:
         if taken:
             raise _refused(f"{taken}: the beside path is refused, nothing was started; {ctl.old_unit} serves on "
                            "(restart, or free the port and plan again)")
-        issued = ctl._clock()
         await ctl._start_unit("beside", who, unit, start)
 
         async def died() -> str | None:
@@ -690,7 +670,7 @@ class FastPaths:
                 ctl._set("beside", detail=f"booting on GPUs {opt.cuda_visible_devices}: {log.phase}")
 
         await wait_beside_ready(ctl, int(opt.port or 0), stops="the new unit", died=died, on_tick=booting)
-        return f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}) after {ctl._clock() - issued:.0f}s; " \
+        return f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}); " \
                "the old server still serving"
 
     async def _switch(self, who: str) -> str:
@@ -718,9 +698,7 @@ class FastPaths:
         if not result.ok:
             raise _fail(f"systemctl stop {ctl.old_unit} exited {result.exit_status}")
         self._move_endpoint(int(opt.port or 0))
-        now = ctl._clock()
-        ctl.state.apply(DowntimeChanged(ctl.host, now, "beside: the router moved traffic before the old server "
-                                                       "stopped", now, "beside: no request was refused"))
+        # No downtime (the observer writes it from the router's replies and the stop's).
         self._emit("outcome", {"path": "beside", "downtime_s": 0.0, "drained": drained, "port": opt.port,
                                "gpus": list(opt.gpus), "predicted_s": 0.0})
         return f"the router sends traffic to port {opt.port}; the old worker removed, {drained}, {ctl.old_unit} " \

@@ -3,6 +3,16 @@ the host, whoever did it (the console's plan, another terminal, a shell on the h
 story). The console's own steps stay the console's; a step it did not run is written in as
 observed, with the times the host's facts give ("stopped 08:03:12 (outside the console)").
 
+This module is the one writer of the swap's facts: the downtime clock (its start, its end and what
+each was read from) is written here and nowhere else, for the console's own actions exactly as for
+a host-side operator's (tests/core/test_architecture.py fails on a writer elsewhere). The facts it
+reads: the units' and containers' states (the service reading), systemd's own lines about a unit
+(journal lines of PID 1, console/parsers/systemd.py), the SGLang log (its served requests, its
+ready line, the update's lines), GPU readings, the server's readiness, and the replies of the
+commands the console ran (the audit: `systemctl stop` exited 0 at 08:03:12, the router's and the
+update's HTTP replies). The executor (controller, fastpath, container plan) records only intent
+and who.
+
 `SwapObserver.see(event)` is pure over the events it is shown: it returns the swap events to
 apply (steps, downtime) and keeps no clock of its own, only the readings' and the log's times. So
 the live core (console/swap/controller.py subscribes it) and the report (console/swap/report.py
@@ -19,8 +29,9 @@ from dataclasses import replace
 from typing import Any
 
 from console.core.state import BenchChanged, LogAppended, ReadingChanged, VerifyChanged
+from console.swap import plan as swap_plan
 from console.swap.downtime_model import PathEvent
-from console.swap.model import STEP_TITLES, DowntimeChanged, SwapStep, SwapStepChanged
+from console.swap.model import STEP_TITLES, AuditAppended, DowntimeChanged, SwapStep, SwapStepChanged
 
 OUTSIDE = "outside the console"
 DRAINED_MIB = 1024  # a GPU holding less than this (the CUDA context of nothing) counts as drained
@@ -30,6 +41,8 @@ ACTIVE = ("active", "activating", "reloading")
 UPDATE_BEGIN = "Update engine weights online from disk begin"
 UPDATE_END = "Update weights end."
 UPDATE_FAILED = "Failed to update weights"
+IN_PLACE_LOG = "the server's log (Update engine weights … begin → Update weights end.)"
+IN_PLACE_REPLY = "the request and its reply"
 READ_SLACK_S = 20.0  # the service script's own timeout: how long before its time a reading may have been taken
 # A step the console runs or has run is the console's; the observer writes only into these.
 TOUCHABLE = ("pending", "skipped", "failed", "refused")
@@ -97,6 +110,26 @@ def downtime_from(host: str, log_lines: Iterable[Any], stopped_at_s: float, how:
     if last is not None:
         return DowntimeChanged(host, min(last, stopped_at_s), "the old server's last served request, in its log")
     return DowntimeChanged(host, stopped_at_s, f"{how} (no request in the log)")
+
+
+def audited_verb(command: str) -> tuple[str, str] | None:
+    """(verb, unit or container) of an audited `systemctl stop|start|restart -- UNIT` or
+    `docker stop|start|restart … -- NAME` (inside the `timeout` that bounds it); None for anything
+    else (a script, a curl, sftp)."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    for tool in ("systemctl", "docker"):
+        if tool not in words:
+            continue
+        rest = words[words.index(tool) + 1:]
+        verb = next((w for w in rest if w in ("stop", "start", "restart")), None)
+        if verb is not None and rest and not rest[-1].startswith("-"):
+            return verb, rest[-1]
+    return None
 
 
 def _side(report: Any, unit: str | None) -> Any:
@@ -187,6 +220,9 @@ class SwapObserver:
         self._old_port: int | None = None
         self._beside_done_at: float | None = None
         self._boot_seen: tuple[Any, ...] | None = None  # the log's boot as last seen (its start, ready)
+        self._new_active: bool | None = None  # the new unit or container as the service reading saw it
+        self._rollback_at: float | None = None  # the old service started again by a rollback (its command)
+        self._log_ready_at: float | None = None  # the new server's ready line in its log (after its start)
 
     # -- what the swap is -----------------------------------------------------------------------
     def units(self) -> tuple[str | None, str | None]:
@@ -231,14 +267,7 @@ class SwapObserver:
         if isinstance(event, PathEvent):  # the console's own plan is the console's
             plan = self.state.swap.paths.get("plan")
             return plan is None or bool(plan.data().get("observed"))
-        if isinstance(event, DowntimeChanged):
-            if event.start_source.startswith("in place"):
-                now = self.state.swap.steps.get("in_place")
-                return now is None or now.observed or now.state in TOUCHABLE
-            owner = "start_new" if event.ended_at_s is not None else "stop_old"
-            now = self.state.swap.steps.get(owner)
-            return now is None or now.observed or now.state in TOUCHABLE
-        return True
+        return True  # the downtime clock is this observer's alone, whoever acted
 
     # -- events -----------------------------------------------------------------------------------
     def see(self, event: Any) -> list[Any]:
@@ -246,6 +275,11 @@ class SwapObserver:
         out: list[Any] = []
         if isinstance(event, LogAppended):
             self._update_lines(out, event.events)
+            self._unit_lines(out, event.events)
+            self._ready_lines(out, event.events)
+            return out
+        if isinstance(event, AuditAppended):
+            self._audited(out, event.entry)
             return out
         if isinstance(event, ReadingChanged) and event.reading.data is not None and event.reading.error is None:
             at = event.reading.ok_at_s
@@ -298,6 +332,8 @@ class SwapObserver:
                     and self._beside_at is None and self.stopped_at is None and _beside(old, new):
                 self._beside_started(out, old, new, at)
             self._old_active = active
+        if new is not None and new.active_state is not None:
+            self._new_active = new.active_state in ACTIVE
         if new is not None and new.active_state in ACTIVE and self.stopped_at is not None:
             self._new_started(out, at)
 
@@ -333,6 +369,7 @@ class SwapObserver:
                 if at is not None and (self._update_begin_at is None or self._step("in_place").state != "running"
                                        and at > (self._step("in_place").ended_at_s or 0)):
                     self._update_begin_at = at
+                    self._began(out, "in-place", at)
                     if self._touchable("in_place"):
                         self._write(out, "in_place", state="running", started_at_s=at, ended_at_s=None,
                                     detail=f"weights updating in place since {clock(at)} ({OUTSIDE}): "
@@ -340,7 +377,7 @@ class SwapObserver:
             elif UPDATE_FAILED in text and self._update_begin_at is not None and self._touchable("in_place"):
                 self._write(out, "in_place", state="failed", ended_at_s=log_time(e.ts),
                             detail=f"the update failed ({OUTSIDE}): the server's log says {text[:160]!r}")
-            elif UPDATE_END in text and self._update_begin_at is not None and self._touchable("in_place"):
+            elif UPDATE_END in text and self._update_begin_at is not None:
                 begin, end = self._update_begin_at, log_time(e.ts)
                 if end is None or end < begin:
                     continue
@@ -348,18 +385,108 @@ class SwapObserver:
                 self._write(out, "in_place", state="done", started_at_s=begin, ended_at_s=end,
                             detail=f"weights updated in place {clock(begin)}–{clock(end)} ({OUTSIDE}): "
                                    f"paused {pause:.1f}s (the server's log)")
-                source = "the server's log (Update engine weights … begin → Update weights end.)"
-                d = DowntimeChanged(self.host, begin, f"in place: {source}", end,
-                                    "in place: weights updated (requests resumed)")
-                if self._downtime_sent != d and self.state.swap.downtime != d:
-                    self._downtime_sent = d
-                    out.append(d)
+                source = IN_PLACE_LOG
+                self._paused(out, begin, end, source)
                 self._path(out, "in-place", "seen on the host: the server updated its weights in place "
                            "(/update_weights_from_disk), no restart", end,
                            {"pause_s": round(pause, 3), "pause_source": source, "num_paused_requests": None})
 
+    def _began(self, out: list[Any], path: str, at: float) -> None:
+        """The swap began on the host along `path`: the plan's steps that path does not take (Verify
+        when the profile did not ask for it) are skipped with the table's reason, never left
+        pending (console/swap/plan.py, the one table the executor reads too)."""
+        setup = self.state.swap.setup
+        if setup is None:
+            return  # a recording without its setup: what the profile asked is not known
+        old_unit, new_unit = self.units()
+        runtime = "systemd" if (new_unit or "").endswith(".service") else "container"
+        for key, why in swap_plan.skips(path, runtime, verify_sha=setup.verify_sha):
+            step = self._step(key)
+            if step.state == "pending" and self._touchable(key):
+                self._write(out, key, state="skipped", ended_at_s=at, detail=why)
+
+    def _paused(self, out: list[Any], begin: float, end: float, source: str) -> None:
+        """In place: the running server held its requests from `begin` to `end` (the update's pause,
+        named as one: no server stopped or booted)."""
+        d = self.state.swap.downtime
+        if source == IN_PLACE_REPLY and d is not None and d.start_source == f"in place: {IN_PLACE_LOG}" \
+                and d.started_at_s is not None and d.started_at_s >= begin - 5:
+            return  # the log's own lines of this update say it better than the request's times
+        d = DowntimeChanged(self.host, begin, f"in place: {source}", end,
+                            "in place: weights updated (requests resumed)")
+        if self._downtime_sent != d and self.state.swap.downtime != d:
+            self._downtime_sent = d
+            out.append(d)
+
+    def _audited(self, out: list[Any], entry: Any) -> None:
+        """A command the console ran, and what the host answered (its exit status, its reply): the
+        host's fact of a stop, a start or an update, dated by the command itself."""
+        if entry.exit_status != 0:
+            return  # no answer (a drop: the next readings say what happened), or it failed: nothing changed
+        issued = entry.at_s - (entry.duration_s or 0.0)
+        old_unit, new_unit = self.units()
+        if entry.action == "in_place" and "update_weights_from_disk" in entry.command:
+            from console.analysis.host_replies import reply_json, split_reply
+
+            code, body = split_reply(entry.output_tail)
+            if code == 200 and reply_json(body).get("success") is True:
+                self._paused(out, issued, entry.at_s, IN_PLACE_REPLY)
+            return
+        said = audited_verb(entry.command)
+        if said is None:
+            return
+        verb, target = said
+        if verb == "stop" and target == old_unit and entry.action == "switch_traffic":
+            # Beside: the router moved the traffic (its replies said 200) before this stop.
+            d = DowntimeChanged(self.host, entry.at_s, "beside: the router moved traffic before the old server "
+                                "stopped", entry.at_s, "beside: no request was refused")
+            self._beside_done_at = self._beside_done_at or entry.at_s
+            if self._downtime_sent != d and self.state.swap.downtime != d:
+                self._downtime_sent = d
+                out.append(d)
+        elif verb == "stop" and target == old_unit and entry.action != "rollback":
+            self._stopped(out, issued, "the stop command")
+        elif verb in ("start", "restart") and target == old_unit and entry.action == "rollback":
+            self._rollback_at = issued
+
+    def _unit_lines(self, out: list[Any], events: Iterable[Any]) -> None:
+        """systemd's own lines about a unit (PID 1's "Stopping X…", "Started X."): the old unit's
+        stop, the new one's start, at journald's time."""
+        old_unit, new_unit = self.units()
+        for e in events:
+            if e.kind != "unit" or e.ts is None:
+                continue
+            at = log_time(e.ts)
+            unit, kind = e.fields.get("unit"), e.fields.get("transition")
+            if at is None or unit is None:
+                continue
+            if unit == old_unit and kind in ("stopping", "stopped") and self._old_active \
+                    and self._beside_at is None and not self._console_moved_traffic() and self._rollback_at is None:
+                self._stopped(out, at, f"systemd stopping {unit} {clock(at)}")
+            elif unit == old_unit and kind in ("starting", "started") and self._rollback_at is not None:
+                self._rollback_at = min(self._rollback_at, at)
+
+    def _ready_lines(self, out: list[Any], events: Iterable[Any]) -> None:
+        """SGLang's own ready line ("The server is fired up and ready to roll!") after the new
+        server's start (or the rollback's): the service serves again."""
+        old_unit, new_unit = self.units()
+        for e in events:
+            if e.kind != "boot" or e.phase != "ready" or e.ts is None:
+                continue
+            at = log_time(e.ts)
+            if at is None:
+                continue
+            if self._rollback_at is not None and at >= self._rollback_at - 1:
+                self._ended(out, at, f"{old_unit} ready again (rollback)")
+            elif self.stopped_at is not None:
+                launch = self.started_at if self.started_at is not None else self._launch_at()
+                if launch is not None and launch >= self.stopped_at - 1 and at >= launch - 1:
+                    self._log_ready_at = at if self._log_ready_at is None else min(at, self._log_ready_at)
+                    self._ended(out, at, f"{new_unit} ready")
+
     def _beside_started(self, out: list[Any], old: Any, new: Any, at: float) -> None:
         self._beside_at, self._beside_port, self._old_port = at, _port(new), _port(old)
+        self._began(out, "beside", at)
         where = ", ".join(x for x in (f"GPUs {_gpus(new)}" if _gpus(new) else "",
                                       f"port {_port(new)}" if _port(new) else "") if x)
         self._write(out, "beside", state="running", started_at_s=at, ended_at_s=None,
@@ -382,9 +509,23 @@ class SwapObserver:
             out.append(PathEvent(self.host, "endpoint", json.dumps(
                 {"from_port": self._old_port, "to_port": self._beside_port, "unit": new_unit, "observed": True}), at))
 
-    def _stopped(self, out: list[Any], at: float) -> None:
+    def _stopped(self, out: list[Any], at: float, how: str | None = None) -> None:
+        """The old service stopped at `at` (the earliest fact of it wins: the stop command's issue,
+        systemd's "Stopping" line, the GPUs' memory falling, the reading that saw it inactive)."""
+        if self.stopped_at is not None:
+            if at >= self.stopped_at:
+                return
+            d = self.state.swap.downtime
+            self.stopped_at = at
+            if d is not None and d.ended_at_s is None and d == self._downtime_sent:  # ours, still open: dated back
+                how = how or f"the stop seen {clock(at)}"
+                self._downtime(out, downtime_from(self.host, self.state.log_lines, at, how))
+            if self._step("stop_old").observed and self._step("stop_old").started_at_s is not None:
+                self._write(out, "stop_old", started_at_s=at)
+            return
         self.stopped_at = at
         self.wake("gpu")
+        self._began(out, "restart", at)
         if self._touchable("preflight") and self._step("preflight").state == "pending":
             self._write(out, "preflight", state="skipped", ended_at_s=at,
                         detail=f"not run: the old service was stopped {OUTSIDE}")
@@ -392,10 +533,9 @@ class SwapObserver:
                     detail=f"stopped {clock(at)} ({OUTSIDE}); draining GPU memory")
         if self._drained_seen_at is not None and self._drained_seen_at >= at:  # seen before the stop was
             self._drained(out, self._drained_seen_at, *self._drained_mib)
-        if self._touchable("stop_old"):
-            d = self.state.swap.downtime
-            if d is None or d.ended_at_s is not None:
-                self._downtime(out, downtime_from(self.host, self.state.log_lines, at, f"the stop seen {clock(at)}"))
+        d = self.state.swap.downtime
+        if d is None or d.ended_at_s is not None:
+            self._downtime(out, downtime_from(self.host, self.state.log_lines, at, how or f"the stop seen {clock(at)}"))
 
     def _downtime(self, out: list[Any], d: DowntimeChanged) -> None:
         if self._downtime_sent == d or self.state.swap.downtime == d:
@@ -469,22 +609,45 @@ class SwapObserver:
             self.wake("server")
 
     def _server(self, out: list[Any], s: Any, at: float) -> None:
-        _, new_unit = self.units()
-        if new_unit is None or s.unit != new_unit or s.unit_state not in ACTIVE:
+        old_unit, new_unit = self.units()
+        if self._rollback_at is not None and at > self._rollback_at and s.status == "ready" \
+                and (s.unit is None or s.unit == old_unit):
+            self._ended(out, at, f"{old_unit} ready again (rollback)")
+            return
+        # A unit's state is read with the server (systemctl show); a container's is the service
+        # reading's (docker inspect): the server source follows no unit then.
+        if s.unit is None:
+            if new_unit is None or self._new_active is not True or self.stopped_at is None:
+                return
+        elif new_unit is None or s.unit != new_unit or s.unit_state not in ACTIVE:
             return
         if self.stopped_at is None:
             return  # the old server still serves on the port: nothing of the swap yet
         self._new_started(out, at)
-        if self.ready_at is not None or s.status != "ready" or s.unit_state != "active":
+        if self.ready_at is not None or s.status != "ready" or s.unit_state not in ("active", None):
             return
+        # The log's ready line dates it better than this reading (taken up to a poll later).
+        if self._log_ready_at is not None and (self.started_at or 0) - 1 <= self._log_ready_at <= at:
+            at = self._log_ready_at
         self.ready_at = at
         started = self.started_at or at
         self._write(out, "start_new", state="done", ended_at_s=at,
                     detail=f"{new_unit} started {clock(started)} ({OUTSIDE}); ready {clock(at)}, "
                            f"{at - started:.0f}s after the start: {s.reason}")
+        self._ended(out, at, f"{new_unit} ready")
+
+    def _ended(self, out: list[Any], at: float, source: str) -> None:
+        """The service serves again: the open downtime ends at `at` (the first fact of it)."""
         d = self.state.swap.downtime
-        if self._step("start_new").observed and d is not None and d.ended_at_s is None:
-            self._downtime(out, replace(d, ended_at_s=at, end_source=f"{new_unit} ready"))
+        if self._downtime_sent is not None and self._downtime_sent.started_at_s == (d.started_at_s if d else None):
+            d = self._downtime_sent  # ours, maybe not applied yet
+        if d is None or d.started_at_s is None or d.start_source.startswith(("in place", "beside")):
+            return
+        if d.ended_at_s is not None and d.ended_at_s <= at:
+            return
+        if at < d.started_at_s:
+            return
+        self._downtime(out, replace(d, ended_at_s=at, end_source=source))
 
     def _download(self, out: list[Any], d: Any, at: float) -> None:
         step = self._step("download")

@@ -23,7 +23,7 @@ from console.core.state import HostState, ReadingChanged
 from console.redact import redact_text
 from console.swap import downtime_report
 from console.swap.model import SwapStepChanged, format_duration
-from console.swap.observe import SwapObserver, _side, log_time, verification
+from console.swap.observe import _side, log_time, verification
 
 SECTIONS = ("Host", "Old → new", "Swap plan", "Diff", "Fit", "Download", "Boot timeline", "Time to ready and downtime",
             "Path and downtime", "GPU memory", "Benchmark", "Audit log")  # "Path and downtime": downtime_report.py
@@ -78,21 +78,18 @@ class ReportBuilder:
 
     _t: float = 0.0
     _gpu_seen: deque[tuple[float, Any]] = field(default_factory=lambda: deque(maxlen=120))
-    observer: SwapObserver = field(init=False)
 
     def __post_init__(self) -> None:
         # The recording's clock, not this machine's: "now" is the time of the event being fed.
         self.state = HostState(self.host, label=self.label, clock=lambda: self._t)
-        self.observer = SwapObserver(self.state)
 
     def feed(self, t: float, event: Any) -> None:
+        """One event of the session, as the state applied it. The swap's facts are the observer's,
+        written into the state live (and so into the recording): the report reads them, never
+        derives them again."""
         self.started_at_s = t if self.started_at_s is None else self.started_at_s
         self.ended_at_s = self._t = t
         self._apply(event)
-        # What the host lived, whoever did it: the same derivation the live core makes (a recording
-        # that already holds the observed steps gets the same ones again, which changes nothing).
-        for derived in self.observer.see(event):
-            self._apply(derived)
 
     def _apply(self, event: Any) -> None:
         if isinstance(event, SwapStepChanged) and event.step.key in ("stop_old", "in_place", "beside") \
@@ -131,7 +128,9 @@ class ReportBuilder:
             raise ReportError("no swap in this recording (no swap step ran or was seen on the host)")
         report = s.data("service")
         setup = swap.setup
-        old_unit, new_unit = (setup.old_unit, setup.new_unit) if setup else self.observer.units()
+        old_unit, new_unit = (setup.old_unit, setup.new_unit) if setup else (
+            (report.old.name if report is not None and report.old is not None else None),
+            (report.new.name if report is not None and report.new is not None else None))
         out: dict[str, Any] = {
             "host": {"host": s.host, "label": s.label, "from": _ts(self.started_at_s), "to": _ts(self.ended_at_s)},
             "old_new": {

@@ -118,3 +118,48 @@ def test_core_and_swap_import_each_other_only_at_the_top_of_a_module() -> None:
             hidden += [f"{_module(path)} imports {'.'.join(m.split('.')[:3])} inside a function"
                        for m, inside in _imports(path) if inside and m.startswith(other + ".")]
     assert not hidden, "\n".join(sorted(set(hidden)))
+
+
+# -- one writer of the swap's facts ----------------------------------------------------------------
+OBSERVER = ROOT / "swap" / "observe.py"  # console/swap/observe.py: the one writer of what happened
+DOWNTIME_ONLY_FIELDS = {"start_source", "end_source"}  # keywords only a DowntimeChanged has
+
+
+def _downtime_writers(path: Path) -> list[str]:
+    """Where a file builds the downtime clock: a DowntimeChanged made (or the observer's
+    `downtime_from` asked for one), or one changed with `replace(d, ended_at_s=…, end_source=…)`."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.id if isinstance(node.func, ast.Name) else \
+            node.func.attr if isinstance(node.func, ast.Attribute) else ""
+        keywords = {k.arg for k in node.keywords}
+        if name in ("DowntimeChanged", "downtime_from") or (name == "replace" and keywords & DOWNTIME_ONLY_FIELDS) \
+                or (name == "replace" and node.args and "downtime" in ast.unparse(node.args[0])
+                    and keywords & {"started_at_s", "ended_at_s"}):
+            out.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {ast.unparse(node)[:90]}")
+    return out
+
+
+def test_only_the_observer_writes_the_downtime_clock() -> None:
+    """The downtime (its start, its end, what each was read from) is written by the observer of the
+    host alone, for the console's own stop and start exactly as for a host-side operator's: the
+    executor (controller, fast paths, container plan) records intent and who, never a time."""
+    writers = [w for path in sorted(ROOT.rglob("*.py")) if path != OBSERVER for w in _downtime_writers(path)]
+    assert _downtime_writers(OBSERVER), "the observer writes the clock (this scan would find nothing otherwise)"
+    assert not writers, "the downtime clock written outside console/swap/observe.py:\n" + "\n".join(writers)
+
+
+def test_the_report_reads_the_swap_state_and_derives_nothing() -> None:
+    """The observer runs once, in the live core (the controller's, or a fleet host's `observe`), and
+    its facts go into the state and the recording; a report, a replay or a view never runs a second
+    one (the report once did, and re-derived the swap its recording already held)."""
+    allowed = {ROOT / "swap" / "controller.py", OBSERVER}
+    runs = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "SwapObserver" \
+                    and path not in allowed:
+                runs.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
+    assert not runs, "a SwapObserver outside the live core: " + ", ".join(runs)

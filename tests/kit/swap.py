@@ -227,3 +227,21 @@ def narrow_plan_state() -> HostState:
     state.apply(DowntimeChanged("h", 99.6, "the old server's last served request, in its log", 166.4,
                                 "the new server's first answered /health_generate"))
     return state
+
+
+def as_recorded(events: list[Any], host: str = "h") -> list[Any]:
+    """What a recording of a live session holds for these host events: each event, then the swap
+    facts the live observer derived from it (the report reads those, it never derives them)."""
+    from console.swap.observe import SwapObserver
+
+    live = HostState(host)
+    observer = SwapObserver(live)
+    out: list[Any] = []
+    for event in events:
+        live.apply(event)
+        out.append(event)
+        for derived in observer.see(event):
+            if observer.still_valid(derived):
+                live.apply(derived)
+                out.append(derived)
+    return out
