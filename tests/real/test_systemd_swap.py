@@ -258,8 +258,13 @@ def test_the_reports_downtime_runs_from_the_old_servers_last_served_request_to_t
     served = [m for at, pid, m in lived.old_log if pid == lived.old_pid and at < stopping
               and re.search(r"(Decode|Prefill) batch", m)]
     assert served, "the old server logged no batch"
-    assert t["downtime_from_source"] == "the old server's last served request, in its log"
-    assert d.started_at_s == pytest.approx(log_time(served[-1][1:20]), abs=1.0), (d, served[-1])
+    # The journal's batch is stamped in whole seconds: when its stamp falls after the stop command (one
+    # run in three under load), the clock starts at the stop command and says so, never at a later time.
+    if t["downtime_from_source"] == "the old server's last served request, in its log":
+        assert d.started_at_s == pytest.approx(log_time(served[-1][1:20]), abs=1.0), (d, served[-1])
+    else:
+        assert t["downtime_from_source"].endswith("(the log's last request is stamped after it)"), t
+        assert d.started_at_s < (log_time(served[-1][1:20]) or 0) + 1.0, (d, served[-1])
     assert d.started_at_s <= stopping  # never after systemd began to stop it
     assert t["downtime_s"] == pytest.approx(d.ended_at_s - d.started_at_s, abs=0.01)
     # Time to ready: from systemctl start of the new unit to its ready, inside the downtime.
