@@ -95,9 +95,10 @@ class ConsoleApp(App[int]):
         and (with `record`) the session recorded."""
         from console.core.recording import Recorder
         from console.core.runner import HostRunner
+        from console.swap.controller import SwapController
 
         state = HostState(session.profile.host or "local", label=session.transport.label, demo=session.demo)
-        runner = HostRunner(session, state)
+        runner = HostRunner(session, state, swap=SwapController)
         # The recorder first: the session's first event (the host, which panes have no source,
         # read-only) is in the recording (issue 20).
         recorder = Recorder(state, record_dir).start() if record else None

@@ -16,20 +16,22 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from console.backoff import Backoff
-from console.core.state import (
+from console.core.control import NOT_SHARED
+from console.core.events import (
     BenchChanged,
     ConnectionChanged,
-    HostState,
+    HostInfo,
     LogAppended,
     Notice,
+    PathEvent,
     ReadingChanged,
     VerifyChanged,
 )
+from console.core.state import HostState
 from console.model import Reading
 from console.session import HostSession
 from console.sources.base import PolledSource, describe_error
 from console.sources.log import LogFollower
-from console.swap.controller import SwapController
 from console.transport.base import ConnectionState
 from console.transport.errors import HostKeyError, TransportError
 
@@ -40,9 +42,13 @@ class HostRunner:
     """Owns the tasks of one host. `start()` connects (with the shared backoff policy) and starts
     every source; `close()` stops them and the transport."""
 
-    def __init__(self, session: HostSession, state: HostState) -> None:
+    def __init__(self, session: HostSession, state: HostState, *,
+                 swap: Callable[[HostRunner], Any] | None = None) -> None:
         self.session = session
         self.state = state
+        # The swap's engine (console/swap/controller.py's SwapController), given by whoever builds
+        # the runner: the core never imports the swap; without one, the swap's requests are refused.
+        self._swap_engine = swap
         self.host = state.host
         self.sources: dict[str, PolledSource[Any]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -51,11 +57,13 @@ class HostRunner:
         self.bench: Any = None
         self._bench_labels: list[str] = []
         self._swap: Any = None
+        # This runner writes the host's facts into the state: the swap is derived from them there
+        # (a step of `apply`), and the server poll follows a server that moved to another port.
+        state.observe_host(wake=self.repoll)
+        state.subscribe(self._follow_server)
 
     def announce(self) -> None:
         """The session's first event: the host's label and which panes have no source."""
-        from console.core.state import HostInfo
-
         profile = self.session.profile
         missing: list[tuple[str, str]] = []
         if not profile.model_dir:
@@ -71,7 +79,8 @@ class HostRunner:
         label = self.session.transport.label if profile.host else f"local: {self.session.transport.label}"
         self.state.apply(HostInfo(self.host, label, self.session.demo, follower.label if follower else None,
                                   tuple(missing), read_only=getattr(profile, "read_only", False)))
-        self.swap.announce()
+        if self._swap_engine is not None:
+            self.swap.announce()
 
     # -- writing into the state ------------------------------------------------------------
     def emit_reading(self, source: str, reading: Reading[Any]) -> None:
@@ -297,8 +306,21 @@ class HostRunner:
     def swap(self) -> Any:
         """The swap's actions, gate, approvals and audit (every request refused when read-only)."""
         if self._swap is None:
-            self._swap = SwapController(self)
+            if self._swap_engine is None:
+                raise RuntimeError("this runner has no swap engine (HostRunner(..., swap=SwapController))")
+            self._swap = self._swap_engine(self)
         return self._swap
+
+    def _follow_server(self, event: object) -> None:
+        """A beside swap moved the traffic to another port (the console's own, or one seen on the
+        host): the server poll and later benchmarks follow it."""
+        if not isinstance(event, PathEvent) or event.kind != "endpoint":
+            return
+        port = event.data().get("to_port")
+        if isinstance(port, int) and getattr(self.session.profile, "server_port", None) != port \
+                and hasattr(self.session, "move_server"):
+            self.session.move_server(port)
+            self.repoll("server")
 
     def swap_preview(self, key: str) -> tuple[str | None, Any]:
         return self.swap.preview(key)
@@ -328,23 +350,15 @@ class HostRunner:
         return self.swap.who
 
     def set_note(self, text: str) -> str | None:
-        from console.core.control import NOT_SHARED
-
         return NOT_SHARED
 
     def hand_over(self, to: int) -> str | None:
-        from console.core.control import NOT_SHARED
-
         return NOT_SHARED
 
     def ask_drive(self) -> str | None:
-        from console.core.control import NOT_SHARED
-
         return NOT_SHARED
 
     def accept(self, client: int) -> str | None:
-        from console.core.control import NOT_SHARED
-
         return NOT_SHARED
 
     def set_view(self, pane: str | None) -> None:

@@ -18,9 +18,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from console.core.state import BenchChanged, LogAppended, ReadingChanged, VerifyChanged
-from console.swap.downtime_model import PathEvent
-from console.swap.model import STEP_TITLES, DowntimeChanged, SwapStep, SwapStepChanged
+from console.core.events import (
+    BenchChanged,
+    DowntimeChanged,
+    LogAppended,
+    PathEvent,
+    ReadingChanged,
+    SwapStep,
+    SwapStepChanged,
+    VerifyChanged,
+)
+from console.swap.model import STEP_TITLES
 
 OUTSIDE = "outside the console"
 DRAINED_MIB = 1024  # a GPU holding less than this (the CUDA context of nothing) counts as drained
