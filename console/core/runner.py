@@ -15,7 +15,11 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from console.analysis.bench_view import is_result
 from console.backoff import Backoff
+from console.bench.runner import BenchConfig, BenchThread
+from console.bench.store import default_path, load_runs, save_run
+from console.bench.workload import random_prompts
 from console.core.control import NOT_SHARED
 from console.core.events import (
     BenchChanged,
@@ -31,7 +35,9 @@ from console.core.state import HostState
 from console.model import Reading
 from console.session import HostSession
 from console.sources.base import PolledSource, describe_error
+from console.sources.download import verifiable_files, verify_reference, verify_sha256
 from console.sources.log import LogFollower
+from console.sources.server import _settle
 from console.transport.base import ConnectionState
 from console.transport.errors import HostKeyError, TransportError
 
@@ -198,15 +204,11 @@ class HostRunner:
             self.emit_reading("log", Reading("log", follower.tracker.summary(), time.time()))
         server = session.server_watcher()
         if server is not None:
-            from console.sources.server import _settle
-
             self.emit_reading("server", Reading("server", await _settle(server), time.time()))
 
     # -- requests from views ---------------------------------------------------------------
     def verify(self) -> str | None:
         """Start the sha256 verification; returns why not, or None when it started."""
-        from console.sources.download import verifiable_files, verify_reference, verify_sha256
-
         watcher = self.session._download
         if watcher is None:
             return "no model directory"
@@ -231,13 +233,9 @@ class HostRunner:
             self.repoll("service")
 
     def _load_bench_history(self) -> None:
-        from console.bench.store import load_runs
-
         self.state.apply(BenchChanged(self.host, "history", runs=tuple(load_runs(self.bench_path()))))
 
     def bench_path(self) -> Any:
-        from console.bench.store import default_path
-
         return self.session.bench_path or default_path(demo=self.session.demo)
 
     def start_bench(self, kind: str, plan: list[tuple[int, int, int, int]] | None = None) -> str | None:
@@ -249,10 +247,6 @@ class HostRunner:
         if getattr(profile, "read_only", False) and not getattr(profile, "allow_load", False):
             return ("read-only: the console generates no load on the server; a benchmark needs --allow-load "
                     "(or allow_load = true in the profile)")
-        from console.bench.runner import BenchConfig, BenchThread
-        from console.bench.store import save_run
-        from console.bench.workload import random_prompts
-
         sweep = [(c, max(8, 2 * c), 1024, 1024) for c in (1, 4, 16, 64)]
         plan = plan or (sweep if kind == "sweep" else [(4, 16, 256, 256)])
         runs = [(BenchConfig("", concurrency=c, num_prompts=n, input_len=i, output_len=o),
@@ -267,8 +261,6 @@ class HostRunner:
         def result(index: int, metrics: dict[str, Any]) -> None:
             report = self.state.data("service")
             flags = list(report.new.command.argv) if report is not None and report.new.command else None
-            from console.analysis.bench_view import is_result
-
             try:
                 # A run stopped before any request finished is not a result: never saved (issue 20).
                 record = (save_run(metrics, self.bench_path(), host=self.state.label, flags=flags)
