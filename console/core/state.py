@@ -155,6 +155,7 @@ class HostState:
         self.gpus = GpuTracker()
         self.version = 0
         self.subscriber_errors = 0
+        self.derive_errors = 0
         self._subscribers: list[Callable[[Event], None]] = []
         self.presence = Presence(host)
         self.note: NoteChanged | None = None
@@ -275,9 +276,15 @@ class HostState:
         if self.observer is not None:
             # What the event implies for the swap, applied after it (a recording keeps the order),
             # each checked again at its turn: a step the console took over meanwhile is the console's.
-            for derived in self.observer.derive(event):
-                if self.observer.still_valid(derived):
-                    self.apply(derived)
+            try:
+                derived = self.observer.derive(event)
+            except Exception:  # the host's facts keep coming in: a failed derivation is counted and logged
+                self.derive_errors += 1
+                log.exception("the swap's observer failed on %s", type(event).__name__)
+                derived = []
+            for follow in derived:
+                if self.observer.still_valid(follow):
+                    self.apply(follow)
 
 
 
