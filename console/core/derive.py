@@ -28,7 +28,6 @@ from console.core.events import (
     LogAppended,
     NoteChanged,
     Notice,
-    PathEvent,
     Presence,
     ReadingChanged,
     StateSnapshot,
@@ -284,7 +283,8 @@ class Observe:
         self.observer = SwapObserver(state, wake=wake)
 
     def derive(self, event: Any) -> list[Any]:
-        return [e for e in self.observer.see(event) if isinstance(e, (*SWAP_EVENTS, PathEvent))]
+        """The swap events `event` implies (none for most)."""
+        return list(self.observer.see(event))
 
     def still_valid(self, event: Any) -> bool:
         return self.observer.still_valid(event)

@@ -202,3 +202,15 @@ def test_no_new_import_inside_a_function() -> None:
     assert not grown, ("imports inside a function beyond what stands (import at the top of the module; "
                        f"a cycle that forces one is the thing to fix): {grown}")
     assert not any(f.startswith("core/") for f in counts), counts
+
+
+def test_there_is_one_app() -> None:
+    """One App (console/app.py's ConsoleApp) for one host, N hosts, attach, replay and the browser:
+    a single host is a fleet of one. A second App class fails here."""
+    apps = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and any(
+                    ast.unparse(b).split("[")[0].split(".")[-1].endswith("App") for b in node.bases):
+                apps.append(f"{node.name} in {path.relative_to(ROOT.parent)}")
+    assert apps == ["ConsoleApp in console/app.py"], apps
