@@ -1,13 +1,15 @@
-"""The single-host console: a thin App that shows one `HostScreen` (console/host_screen.py) over
-one host's `HostState`. The screen holds the panes, bindings, help, palette and notices, and asks
-the host only through a `HostControl` (console/core/control.py); the app starts and stops the
-host's workers and saves screenshots."""
+"""The console's one App: a `HostScreen` (console/host_screen.py) for one host, a `FleetScreen`
+(console/fleet/screen.py) for N, whose Enter opens the same HostScreen. The screens hold the panes,
+bindings, help, palette and notices, and ask a host only through a `HostControl`
+(console/core/control.py); the app starts and stops the workers, saves screenshots, and, in a
+shared session (`attach`, the browser, `--share`), says who is attached and leaves when the core
+goes. The console, attach, replay, the fleet and the browser all run this one class."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,11 +20,15 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.worker import Worker
 
-from console.core.control import HostControl
-from console.core.state import HostState
+from console.core.control import HostControl, NoControl
+from console.core.recording import Recorder
+from console.core.runner import HostRunner
+from console.core.state import Client, HostState
+from console.fleet.screen import FleetScreen
 from console.host_screen import (  # noqa: F401  (help_text and HelpScreen: imported from here too)
     HelpScreen,
     HostScreen,
+    NoteScreen,
     help_text,
     host_commands,
     save_screenshot,
@@ -31,6 +37,7 @@ from console.host_screen import (  # noqa: F401  (help_text and HelpScreen: impo
 )
 from console.locations import stylesheet
 from console.panes.header import HostHeader
+from console.swap.controller import SwapController
 
 
 def stylesheet_path() -> Path:
@@ -55,11 +62,15 @@ def settle_heap() -> bool:
     return True
 
 
+CORE_GONE_EXIT = 3  # `attach`'s exit status when the core it mirrored went away
+
+
 class ConsoleApp(App[int]):
-    """The single-host console: it shows one `HostScreen` (console/host_screen.py), which holds
-    the panes, bindings, help, palette commands and notices. `control` is what actions go
-    through (None: a replay, nothing can be asked); `start` runs once the app is mounted (the
-    runner connecting, or a replay playing)."""
+    """The console: one `HostScreen` for one host (`state`), or the `FleetScreen` first for N
+    (`ConsoleApp.for_fleet`; Enter opens a host's HostScreen, escape comes back). `control` is
+    what a host's actions go through (None: a replay, nothing can be asked); `start` runs once the
+    app is mounted (the runner connecting, a replay playing, the fleet's workers). In a shared
+    session `control` also carries the pairing requests (`seat` is its other name)."""
 
     TITLE = "gpuconsole"
     CSS_PATH = str(stylesheet_path())
@@ -69,31 +80,63 @@ class ConsoleApp(App[int]):
         Binding("ctrl+s", "screenshot", "Screenshot", id="screenshot", tooltip="Save an SVG screenshot",
                 priority=True)]
 
-    def __init__(self, state: HostState, control: HostControl | None = None, *,
+    def __init__(self, state: HostState | None, control: HostControl | None = None, *,
                  start: Callable[[], Awaitable[Any]] | None = None, close: Callable[[], Awaitable[Any]] | None = None,
                  screenshot: str | None = None, screenshot_after_s: float | None = None,
-                 mode: str | None = None, recorder: Any = None, follow: bool = False) -> None:
+                 mode: str | None = None, recorder: Any = None, follow: bool = False,
+                 seat: HostControl | None = None, exit_when_core_goes: bool = True,
+                 fleet: Sequence[HostState] | None = None, host_for: Callable[[str], Any] | None = None,
+                 title: str = "fleet", deployment_lines: Callable[[], list[str]] | None = None) -> None:
         super().__init__()
         self.state = state
         self._start = start
         self._close = close
-        self.mode = mode  # "replay", "attach": said in the header
+        self.mode = mode  # "replay", "attach", "fleet": said in the header
         self._screenshot = screenshot
         self._screenshot_after_s = screenshot_after_s
         self.runner: Any = None
         self.recorder: Any = recorder
-        self.host_screen = HostScreen(state, control, mode=mode, recorder=recorder, follow=follow)
+        # A shared session: leave when the core goes (or, with --wait, the CLI waits for it);
+        # `--share`: the socket others attach to and the invites' files, said while sharing.
+        self.exit_when_core_goes = exit_when_core_goes
+        self.core_gone: str | None = None
+        self.share_address: str | None = None
+        self.share_lines: tuple[str, ...] = ()
+        # The fleet: its states, and (state, control, note) to open for a row's key.
+        self.fleet_states = list(fleet) if fleet is not None else []
+        self.host_for = host_for
+        self.fleet_title = title
+        self.fleet_screen: FleetScreen | None = None
+        self.host_screen: HostScreen | None = None
+        if fleet is not None:
+            self.title = "gpuconsole fleet"
+            self.fleet_screen = FleetScreen(self.fleet_states, self.open_host, title=title,
+                                            deployment_lines=deployment_lines)
+            self.bind("q", "quit", description="Quit")
+        else:
+            assert state is not None, "one host's state, or the fleet's"
+            self.host_screen = HostScreen(state, control if control is not None else seat, mode=mode,
+                                          recorder=recorder, follow=follow)
+
+    @classmethod
+    def for_fleet(cls, states: Sequence[HostState], *, host_for: Callable[[str], Any] | None = None,
+                  start: Callable[[], Any] | None = None, close: Callable[[], Any] | None = None,
+                  title: str = "fleet", screenshot: str | None = None,
+                  screenshot_after_s: float | None = None,
+                  deployment_lines: Callable[[], list[str]] | None = None) -> ConsoleApp:
+        """The fleet console: the fleet screen first; Enter opens a host. `host_for(key)` gives the
+        (state, control, note) to open for a row; `start`/`close` run the fleet's workers;
+        `deployment_lines` each deployment whose hosts the fleet holds, as one row with its nodes."""
+        return cls(None, start=start, close=close, screenshot=screenshot, screenshot_after_s=screenshot_after_s,
+                   mode="fleet", fleet=states, host_for=host_for, title=title, deployment_lines=deployment_lines)
 
     @classmethod
     def for_session(cls, session: Any, *, record: bool = False, record_dir: Path | None = None,
                     **kwargs: Any) -> ConsoleApp:
         """The usual console: a HostState for the session's host, its runner as the control,
         and (with `record`) the session recorded."""
-        from console.core.recording import Recorder
-        from console.core.runner import HostRunner
-
         state = HostState(session.profile.host or "local", label=session.transport.label, demo=session.demo)
-        runner = HostRunner(session, state)
+        runner = HostRunner(session, state, swap=SwapController)
         # The recorder first: the session's first event (the host, which panes have no source,
         # read-only) is in the recording (issue 20).
         recorder = Recorder(state, record_dir).start() if record else None
@@ -109,44 +152,111 @@ class ConsoleApp(App[int]):
         return app
 
     def get_default_screen(self) -> Screen[Any]:
-        return self.host_screen
+        return self.host_screen if self.host_screen is not None else super().get_default_screen()
+
+    def open_host(self, key: str) -> None:
+        """A fleet row's host, in the one host screen the single-host console shows; escape
+        comes back to the fleet."""
+        if self.host_for is None:
+            return
+        found = self.host_for(key)
+        if found is None:
+            self.notify(f"{key}: nothing to open", severity="warning", markup=False)
+            return
+        state, control, note = found
+        self.push_screen(HostScreen(state, control if control is not None else NoControl(
+            "no SSH session to this host (a Prometheus row): nothing can be asked of it"), back=True, note=note))
 
     # -- what the host screen holds (kept here for callers that hold the app) ----------------
     @property
+    def screen_of_host(self) -> HostScreen:
+        assert self.host_screen is not None, "a fleet console has a host screen per opened row"
+        return self.host_screen
+
+    @property
     def control(self) -> HostControl:
-        return self.host_screen.control
+        return self.screen_of_host.control
 
     @control.setter
     def control(self, control: HostControl | None) -> None:
-        self.host_screen.control = control
+        self.screen_of_host.control = control
+
+    @property
+    def seat(self) -> HostControl:
+        return self.control
+
+    @seat.setter
+    def seat(self, seat: HostControl | None) -> None:
+        self.control = seat
 
     @property
     def header(self) -> HostHeader:
-        return self.host_screen.header
+        return self.screen_of_host.header
 
     def pane(self, key: str) -> Widget:
-        return self.host_screen.pane(key)
+        return self.screen_of_host.pane(key)
 
     def _mounted_pane(self, key: str) -> Widget | None:
-        return self.host_screen._mounted_pane(key)
+        return self.screen_of_host._mounted_pane(key)
 
     def action_swap_plan(self) -> None:
-        self.host_screen.action_swap_plan()
+        self.screen_of_host.action_swap_plan()
 
     def action_swap_report(self) -> None:
-        self.host_screen.action_swap_report()
+        self.screen_of_host.action_swap_report()
 
     def action_fit(self) -> None:
-        self.host_screen.action_fit()
+        self.screen_of_host.action_fit()
 
     def start_bench(self, kind: str, plan: list[tuple[int, int, int, int]] | None = None) -> None:
-        self.host_screen.start_bench(kind, plan)
+        self.screen_of_host.start_bench(kind, plan)
+
+    # -- a shared session: who am I, the pairing commands (they live on the host screen) ------
+    @property
+    def follow(self) -> bool:
+        return self.screen_of_host.follow
+
+    @property
+    def me(self) -> Client | None:
+        if self.state is None:
+            return None
+        return next((c for c in self.state.presence.clients if c.id == self.control.client_id), None)
+
+    @property
+    def driving(self) -> bool:
+        return self.screen_of_host.driving
+
+    def core_lost(self, why: str) -> None:
+        """The core went away (its socket closed): say so, then leave (or, with --wait, the CLI
+        waits for it)."""
+        self.core_gone = why
+        self.notify(why, title="pairing", severity="error", timeout=10, markup=False)
+        if self.exit_when_core_goes:
+            self.set_timer(2.0, lambda: self.exit(CORE_GONE_EXIT))
+
+    def action_toggle_follow(self) -> None:
+        self.screen_of_host.action_toggle_follow()
+
+    def action_set_note(self) -> None:
+        self.screen_of_host.action_set_note()
+
+    def action_ask_drive(self) -> None:
+        self.screen_of_host.action_ask_drive()
+
+    def hand_over(self, to: int) -> None:
+        self.screen_of_host.hand_over(to)
+
+    def accept(self, client: int) -> None:
+        self.screen_of_host.accept(client)
 
     # -- lifecycle -----------------------------------------------------------------------
     def on_mount(self) -> None:
         self.call_after_refresh(settle_heap)  # after the first frame: the screen's objects frozen too
+        if self.fleet_screen is not None:
+            self.push_screen(self.fleet_screen)
         if self._start is not None:
-            self.run_worker(self._start(), group="host", exit_on_error=False)
+            self.run_worker(self._start(), group="fleet" if self.fleet_screen is not None else "host",
+                            exit_on_error=False)
         if self._screenshot and self._screenshot_after_s is not None:
             self.set_timer(self._screenshot_after_s, self._take_screenshot_and_exit)
 
@@ -154,11 +264,15 @@ class ConsoleApp(App[int]):
     def _worker_failed(self, event: Worker.StateChanged) -> None:
         worker_failed(self, event)
 
+    def on_ready(self) -> None:
+        for line in self.share_lines[1:]:  # `--share`'s invites: where each file is, said once, for a while
+            self.notify(line, title="pairing: invite", timeout=60, markup=False)
+
     async def on_unmount(self) -> None:
         self.workers.cancel_all()
         if self._close is not None:
-            try:
-                await asyncio.wait_for(self._close(), 4)
+            try:  # a fleet closes many connections: it is given longer
+                await asyncio.wait_for(self._close(), 8 if self.fleet_screen is not None else 4)
             except asyncio.TimeoutError:
                 pass
 
@@ -171,7 +285,10 @@ class ConsoleApp(App[int]):
                 panel.mount(Static("[b]escape[/b] closes this panel", classes="close-hint"), before=0)
 
     def action_screenshot(self) -> None:
-        save_screenshot(self)
+        if self.fleet_screen is not None:
+            save_screenshot(self, "gpuconsole-fleet")
+        else:
+            save_screenshot(self)
 
     def _take_screenshot_and_exit(self) -> None:
         assert self._screenshot
@@ -180,3 +297,12 @@ class ConsoleApp(App[int]):
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from host_commands(self, screen, super().get_system_commands(screen))
+
+
+def FleetApp(states: Sequence[HostState], **kwargs: Any) -> ConsoleApp:  # noqa: N802  (the name callers know)
+    """The fleet console: `ConsoleApp.for_fleet` (one App; a single host is a fleet of one)."""
+    return ConsoleApp.for_fleet(states, **kwargs)
+
+
+# A shared session's console is the console (`attach`, the browser, `--share`): the name callers know.
+SharedConsoleApp = ConsoleApp

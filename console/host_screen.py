@@ -33,19 +33,13 @@ from textual.widgets import Footer, Input, Label, Markdown
 from textual.worker import Worker, WorkerState
 
 from console.core.control import HostControl, NoControl
+from console.core.events import EVERYTHING, HEADER, SWAP, TOAST, changes
 from console.core.state import (
-    BenchChanged,
-    ConnectionChanged,
     Event,
-    HostInfo,
     HostState,
-    LogAppended,
-    NoteChanged,
     Notice,
     Presence,
     ReadingChanged,
-    StateSnapshot,
-    VerifyChanged,
 )
 from console.panes.base import PaneFrame, PlaceholderPane
 from console.panes.header import HostHeader
@@ -53,8 +47,7 @@ from console.panes.registry import PANES, PaneSpec, grid_shape
 from console.sources.base import describe_error
 
 FRAME_S = 1 / 60  # one flush per frame at most: a flood of events costs one repaint per frame
-HEADER = "header"  # the dirty key of the header (connection, host summary, presence, note)
-SWAP = "swap"
+# HEADER and SWAP (console/core/events.py): the dirty keys of the header and of the swap plan
 AGES = "ages"  # every pane's ages again (the state replaced: its clock may have jumped)
 
 
@@ -72,18 +65,9 @@ class Wake(Message, bubble=False):
 
 
 def event_source(event: Event) -> str:
-    """What an event changed, as the panes' `sources` in the registry name it."""
-    if isinstance(event, ReadingChanged):
-        return event.source
-    if isinstance(event, LogAppended):
-        return "log_lines"
-    if isinstance(event, VerifyChanged):
-        return "verify"
-    if isinstance(event, BenchChanged):
-        return "bench"
-    if isinstance(event, (ConnectionChanged, HostInfo, Presence, NoteChanged)):
-        return HEADER
-    return SWAP
+    """What an event changed, as the panes' `sources` in the registry name it (declared with the
+    event, in console/core/events.py)."""
+    return changes(event)
 
 
 def help_text() -> str:
@@ -337,13 +321,14 @@ class HostScreen(Screen[None]):
         """Called inside `state.apply`, maybe from a context Textual does not run (a benchmark
         thread's callback): only mark what changed and post one wake-up; the screen's own task
         flushes once per frame."""
-        if isinstance(event, Notice):
-            self._notices.append(event)
-        elif isinstance(event, StateSnapshot):  # the whole state replaced (a replay's seek): every view
+        what = changes(event)  # as the event's declaration says (console/core/events.py)
+        if what == TOAST:
+            self._notices.append(event)  # type: ignore[arg-type]
+        elif what == EVERYTHING:  # the whole state replaced (a replay's seek): every view
             self._dirty.update(source for spec in self.specs for source in spec.sources)
             self._dirty.update((HEADER, SWAP, AGES, "presence"))
         else:
-            self._dirty.add(event_source(event))
+            self._dirty.add(what)
             if isinstance(event, ReadingChanged) and event.source == "host":
                 self._dirty.add(HEADER)
             if isinstance(event, Presence):

@@ -4,7 +4,14 @@ view later is more sessions, not a rewrite."""
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import selectors
+import shutil
+import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,8 +169,6 @@ class SimulatorClock:
         self.start_s, self.speed = start_s, speed
 
     def elapsed_s(self) -> float:
-        import time
-
         return (time.time() - self.start_s) * self.speed
 
 
@@ -182,13 +187,6 @@ class SimulatorThread:
         self.cache_root: Path | None = None
 
     def start(self, timeout_s: float = 30.0) -> HostProfile:
-        import json
-        import os
-        import selectors
-        import subprocess
-        import sys
-        import time
-
         from console.hostsim.process import profile_from_json
         from console.hostsim.sandbox import mark_owner, sweep_stale
 
@@ -236,11 +234,7 @@ class SimulatorThread:
         return lines[-1] if lines else ""
 
     def stop(self) -> None:
-        import subprocess
-
         if self.cache_root is not None:
-            import shutil
-
             shutil.rmtree(self.cache_root, ignore_errors=True)
             self.cache_root = None
         process, self.process = self.process, None

@@ -12,25 +12,21 @@ The same bytes feed `snapshot --json`, the recordings, the attach protocol and t
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import typing
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from console.analysis.bench_view import BenchData
 from console.analysis.download import DownloadProgress
 from console.analysis.log_state import LogSummary
 from console.analysis.server_status import ServerStatus
 from console.analysis.service_report import ServiceReport
 from console.bench.runner import Progress
-from console.core.state import (  # pairing (issue 12)
+from console.core.events import (
+    EVENT_TYPES,
     BenchChanged,
-    ConnectionChanged,
     Event,
-    HostInfo,
-    LogAppended,
-    NoteChanged,
-    Notice,
-    Presence,
     ReadingChanged,
     StateSnapshot,
     VerifyChanged,
@@ -38,16 +34,6 @@ from console.core.state import (  # pairing (issue 12)
 from console.model import GpuStatus, HostSummary, Reading
 from console.parsers.sglang_log import LogEvent
 from console.sources.download import VerifyProgress
-from console.swap.downtime_model import PathEvent
-from console.swap.model import (
-    ApprovalChanged,
-    AuditAppended,
-    DowntimeChanged,
-    GateChanged,
-    SwapData,
-    SwapSetup,
-    SwapStepChanged,
-)
 from console.transport.base import ConnectionState
 
 # What each source's Reading holds: the decoder needs the concrete type.
@@ -60,26 +46,9 @@ SOURCE_TYPES: dict[str, type[Any]] = {
     "log": LogSummary,
 }
 
-EVENT_KINDS: dict[str, type[Any]] = {
-    "host": HostInfo,
-    "reading": ReadingChanged,
-    "log": LogAppended,
-    "connection": ConnectionChanged,
-    "notice": Notice,
-    "verify": VerifyChanged,
-    "bench": BenchChanged,
-    "presence": Presence,  # pairing (issue 12)
-    "note": NoteChanged,
-    # the swap (issue 13): every field typed, so the generic decode path takes them as they are
-    "swap_step": SwapStepChanged,
-    "swap_gate": GateChanged,
-    "swap_downtime": DowntimeChanged,
-    "swap_approval": ApprovalChanged,
-    "swap_audit": AuditAppended,
-    "swap_setup": SwapSetup,
-    "snapshot": StateSnapshot,  # the whole state (issue 20)
-    "swap_path": PathEvent,  # issue 24: the path plan, pre-warm, outcome (console/swap/downtime_model.py)
-}
+# The wire tag of every event, from its one declaration (console/core/events.py). The tags are the
+# format of every recording and of the share protocol: an event's tag never changes.
+EVENT_KINDS: dict[str, type[Any]] = dict(EVENT_TYPES)
 KIND_OF: dict[type[Any], str] = {v: k for k, v in EVENT_KINDS.items()}
 
 
@@ -151,64 +120,50 @@ def decode_event(data: bytes | str) -> Event:
             if source_type is None:
                 raise DecodeError(f"unknown source {head.source!r}")
             return msgspec.json.decode(data, type=_TypedReadingChanged[source_type]).as_event()  # type: ignore
-        if kind is VerifyChanged:
-            return VerifyChanged(**msgspec.structs.asdict(msgspec.json.decode(data, type=_TypedVerify)))
         if kind is StateSnapshot:
             return _decode_snapshot(data)
-        if kind is BenchChanged:
-            raw = msgspec.json.decode(data, type=_TypedBench)
-            fields = msgspec.structs.asdict(raw)
-            return BenchChanged(**fields)
+        typed = _TYPED.get(kind)
+        if typed is not None:  # an event with a field the state types as Any: decoded as its concrete type
+            return kind(**msgspec.structs.asdict(msgspec.json.decode(data, type=typed)))  # type: ignore[no-any-return]
         event: Event = msgspec.json.decode(data, type=kind)
         return event
     except (msgspec.DecodeError, msgspec.ValidationError, TypeError) as exc:
         raise DecodeError(f"{head.event} event: {exc}") from None
 
 
-# Typed mirrors of the events whose fields are `Any` in the state (the state stays free of the
-# codec's needs; the codec knows the concrete types).
-class _TypedVerify(msgspec.Struct, forbid_unknown_fields=False):
-    host: str
-    progress: VerifyProgress | None
+def _typed(event_type: type[Any], **concrete: Any) -> type[msgspec.Struct]:
+    """A Struct with the fields of `event_type` as declared in console/core/events.py (names, order,
+    defaults), the ones named in `concrete` given the concrete type the codec decodes them as (the
+    events keep `Any` there: the state stays free of the sources' and the benchmark's types)."""
+    hints = typing.get_type_hints(event_type)
+    fields: list[tuple[str, Any, Any]] = []
+    for f in dataclasses.fields(event_type):
+        kind = concrete.get(f.name, hints[f.name])
+        if f.default is not dataclasses.MISSING:
+            fields.append((f.name, kind, f.default))
+        elif f.default_factory is not dataclasses.MISSING:
+            fields.append((f.name, kind, msgspec.field(default_factory=f.default_factory)))
+        else:
+            fields.append((f.name, kind, msgspec.NODEFAULT))
+    return msgspec.defstruct(f"_Typed{event_type.__name__}", fields)
 
 
-class _TypedBench(msgspec.Struct):
-    host: str
-    kind: str
-    label: str | None = None
-    total: int | None = None
-    progress: Progress | None = None
-    record: dict[str, Any] | None = None
-    error: str | None = None
-    runs: tuple[dict[str, Any], ...] = ()
-
-
-class _TypedSnapshot(msgspec.Struct):
-    host: str
-    at_s: float
-    info: HostInfo
-    readings: tuple[tuple[str, msgspec.Raw], ...] = ()
-    connection: ConnectionState | None = None
-    log_lines: tuple[LogEvent, ...] = ()
-    log_lines_total: int = 0
-    notices: tuple[Notice, ...] = ()
-    verify: VerifyProgress | None = None
-    bench: BenchData = BenchData()
-    swap: SwapData = SwapData()
-    presence: Presence | None = None
-    note: NoteChanged | None = None
+_TYPED: dict[type[Any], type[msgspec.Struct]] = {
+    VerifyChanged: _typed(VerifyChanged, progress=VerifyProgress | None),
+    BenchChanged: _typed(BenchChanged, progress=Progress | None),
+}
+# A snapshot's readings are decoded each by its source's type (below), its verification as one.
+_TypedSnapshot = _typed(StateSnapshot, readings=tuple[tuple[str, msgspec.Raw], ...], verify=VerifyProgress | None)
 
 
 def _decode_snapshot(data: bytes | str) -> StateSnapshot:
     raw = msgspec.json.decode(data, type=_TypedSnapshot)
     fields = msgspec.structs.asdict(raw)
     # Each reading by its source's type; one of a source this version does not know is left out.
-    fields["readings"] = tuple((source, decode_reading(source, bytes(body))) for source, body in raw.readings
+    fields["readings"] = tuple((source, decode_reading(source, bytes(body))) for source, body in fields["readings"]
                                if source in SOURCE_TYPES)
     return StateSnapshot(**fields)
 
-
-from typing import Generic, TypeVar  # noqa: E402
 
 T = TypeVar("T")
 

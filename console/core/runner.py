@@ -15,21 +15,29 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from console.analysis.bench_view import is_result
 from console.backoff import Backoff
-from console.core.state import (
+from console.bench.runner import BenchConfig, BenchThread
+from console.bench.store import default_path, load_runs, save_run
+from console.bench.workload import random_prompts
+from console.core.control import NOT_SHARED
+from console.core.events import (
     BenchChanged,
     ConnectionChanged,
-    HostState,
+    HostInfo,
     LogAppended,
     Notice,
+    PathEvent,
     ReadingChanged,
     VerifyChanged,
 )
+from console.core.state import HostState
 from console.model import Reading
 from console.session import HostSession
 from console.sources.base import PolledSource, describe_error
+from console.sources.download import verifiable_files, verify_reference, verify_sha256
 from console.sources.log import LogFollower
-from console.swap.controller import SwapController
+from console.sources.server import _settle
 from console.transport.base import ConnectionState
 from console.transport.errors import HostKeyError, TransportError
 
@@ -40,9 +48,13 @@ class HostRunner:
     """Owns the tasks of one host. `start()` connects (with the shared backoff policy) and starts
     every source; `close()` stops them and the transport."""
 
-    def __init__(self, session: HostSession, state: HostState) -> None:
+    def __init__(self, session: HostSession, state: HostState, *,
+                 swap: Callable[[HostRunner], Any] | None = None) -> None:
         self.session = session
         self.state = state
+        # The swap's engine (console/swap/controller.py's SwapController), given by whoever builds
+        # the runner: the core never imports the swap; without one, the swap's requests are refused.
+        self._swap_engine = swap
         self.host = state.host
         self.sources: dict[str, PolledSource[Any]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -51,11 +63,13 @@ class HostRunner:
         self.bench: Any = None
         self._bench_labels: list[str] = []
         self._swap: Any = None
+        # This runner writes the host's facts into the state: the swap is derived from them there
+        # (a step of `apply`), and the server poll follows a server that moved to another port.
+        state.observe_host(wake=self.repoll)
+        state.subscribe(self._follow_server)
 
     def announce(self) -> None:
         """The session's first event: the host's label and which panes have no source."""
-        from console.core.state import HostInfo
-
         profile = self.session.profile
         missing: list[tuple[str, str]] = []
         if not profile.model_dir:
@@ -71,7 +85,8 @@ class HostRunner:
         label = self.session.transport.label if profile.host else f"local: {self.session.transport.label}"
         self.state.apply(HostInfo(self.host, label, self.session.demo, follower.label if follower else None,
                                   tuple(missing), read_only=getattr(profile, "read_only", False)))
-        self.swap.announce()
+        if self._swap_engine is not None:
+            self.swap.announce()
 
     # -- writing into the state ------------------------------------------------------------
     def emit_reading(self, source: str, reading: Reading[Any]) -> None:
@@ -189,15 +204,11 @@ class HostRunner:
             self.emit_reading("log", Reading("log", follower.tracker.summary(), time.time()))
         server = session.server_watcher()
         if server is not None:
-            from console.sources.server import _settle
-
             self.emit_reading("server", Reading("server", await _settle(server), time.time()))
 
     # -- requests from views ---------------------------------------------------------------
     def verify(self) -> str | None:
         """Start the sha256 verification; returns why not, or None when it started."""
-        from console.sources.download import verifiable_files, verify_reference, verify_sha256
-
         watcher = self.session._download
         if watcher is None:
             return "no model directory"
@@ -222,13 +233,9 @@ class HostRunner:
             self.repoll("service")
 
     def _load_bench_history(self) -> None:
-        from console.bench.store import load_runs
-
         self.state.apply(BenchChanged(self.host, "history", runs=tuple(load_runs(self.bench_path()))))
 
     def bench_path(self) -> Any:
-        from console.bench.store import default_path
-
         return self.session.bench_path or default_path(demo=self.session.demo)
 
     def start_bench(self, kind: str, plan: list[tuple[int, int, int, int]] | None = None) -> str | None:
@@ -240,10 +247,6 @@ class HostRunner:
         if getattr(profile, "read_only", False) and not getattr(profile, "allow_load", False):
             return ("read-only: the console generates no load on the server; a benchmark needs --allow-load "
                     "(or allow_load = true in the profile)")
-        from console.bench.runner import BenchConfig, BenchThread
-        from console.bench.store import save_run
-        from console.bench.workload import random_prompts
-
         sweep = [(c, max(8, 2 * c), 1024, 1024) for c in (1, 4, 16, 64)]
         plan = plan or (sweep if kind == "sweep" else [(4, 16, 256, 256)])
         runs = [(BenchConfig("", concurrency=c, num_prompts=n, input_len=i, output_len=o),
@@ -258,8 +261,6 @@ class HostRunner:
         def result(index: int, metrics: dict[str, Any]) -> None:
             report = self.state.data("service")
             flags = list(report.new.command.argv) if report is not None and report.new.command else None
-            from console.analysis.bench_view import is_result
-
             try:
                 # A run stopped before any request finished is not a result: never saved (issue 20).
                 record = (save_run(metrics, self.bench_path(), host=self.state.label, flags=flags)
@@ -300,8 +301,21 @@ class HostRunner:
     def swap(self) -> Any:
         """The swap's actions, gate, approvals and audit (every request refused when read-only)."""
         if self._swap is None:
-            self._swap = SwapController(self)
+            if self._swap_engine is None:
+                raise RuntimeError("this runner has no swap engine (HostRunner(..., swap=SwapController))")
+            self._swap = self._swap_engine(self)
         return self._swap
+
+    def _follow_server(self, event: object) -> None:
+        """A beside swap moved the traffic to another port (the console's own, or one seen on the
+        host): the server poll and later benchmarks follow it."""
+        if not isinstance(event, PathEvent) or event.kind != "endpoint":
+            return
+        port = event.data().get("to_port")
+        if isinstance(port, int) and getattr(self.session.profile, "server_port", None) != port \
+                and hasattr(self.session, "move_server"):
+            self.session.move_server(port)
+            self.repoll("server")
 
     def swap_preview(self, key: str) -> tuple[str | None, Any]:
         return self.swap.preview(key)
@@ -331,23 +345,15 @@ class HostRunner:
         return self.swap.who
 
     def set_note(self, text: str) -> str | None:
-        from console.core.control import NOT_SHARED
-
         return NOT_SHARED
 
     def hand_over(self, to: int) -> str | None:
-        from console.core.control import NOT_SHARED
-
         return NOT_SHARED
 
     def ask_drive(self) -> str | None:
-        from console.core.control import NOT_SHARED
-
         return NOT_SHARED
 
     def accept(self, client: int) -> str | None:
-        from console.core.control import NOT_SHARED
-
         return NOT_SHARED
 
     def set_view(self, pane: str | None) -> None:

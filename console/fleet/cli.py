@@ -136,8 +136,8 @@ def _start_metrics(states: Any, addr: tuple[str, int] | None) -> Any:
 
 async def _run_ssh_fleet(args: argparse.Namespace, profiles: list[HostProfile],
                          metrics_addr: tuple[str, int] | None) -> int:
+    from console.app import FleetApp
     from console.fleet.hosts import Fleet
-    from console.fleet.screen import FleetApp
 
     fleet = Fleet(profiles, accept_new_host_key=bool(args.accept_new_host_key),
                   demo=bool(args.demo_hosts))
@@ -169,19 +169,19 @@ async def _run_ssh_fleet(args: argparse.Namespace, profiles: list[HostProfile],
 
 
 async def _run_prometheus(args: argparse.Namespace, config: Any, metrics_addr: tuple[str, int] | None) -> int:
+    from console.app import ConsoleApp, FleetApp
     from console.fleet.prom import PrometheusFleet
-    from console.fleet.screen import FleetApp
 
     fleet = PrometheusFleet(args.prometheus, match=args.match, interval_s=args.prometheus_interval,
                             config=config, accept_new_host_key=bool(args.accept_new_host_key),
                             ssh_to_labels=bool(getattr(args, "ssh_to_labels", False)))
-    app: FleetApp | None = None
+    app: ConsoleApp | None = None
 
     def host_for(key: str) -> Any:
         return fleet.drill_down(key)
 
     def on_new_hosts(states: Any) -> None:
-        if app is not None:
+        if app is not None and app.fleet_screen is not None:
             app.fleet_screen.add_states(states)
 
     fleet.on_new_hosts = on_new_hosts

@@ -15,7 +15,7 @@ from console.config import HostProfile
 from console.core.runner import HostRunner
 from console.core.state import HostState
 from console.session import HostSession, make_transport
-from console.swap.observe import observe
+from console.swap.controller import SwapController
 
 log = logging.getLogger("gpuconsole.fleet")
 
@@ -35,7 +35,7 @@ class BoundedRunner(HostRunner):
     its connect timeout."""
 
     def __init__(self, session: HostSession, state: HostState, gate: asyncio.Semaphore) -> None:
-        super().__init__(session, state)
+        super().__init__(session, state, swap=SwapController)
         self.gate = gate
         self.attempts = 0
 
@@ -82,10 +82,10 @@ class Fleet:
             transport = make_transport(profile, accept_new_host_key=accept_new_host_key)
             session = HostSession(profile, transport, demo=demo)
             state = HostState(key, label=key, demo=demo)
+            # issue 24: the swap as each host lives it, and its path (the row's path cell), is derived
+            # in its state (the runner turns the observer on, and follows a server that moved)
             runner = BoundedRunner(session, state, self.gate)
             runner.announce()
-            # issue 24: the swap as each host lives it, and its path (the row's path cell)
-            observe(state, wake=getattr(runner, "repoll", None), move_server=session.move_server)
             self.hosts[key] = FleetHost(key, profile, state, runner)
 
     @property

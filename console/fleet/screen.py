@@ -10,19 +10,18 @@ cells whose text changed (an equal cell costs nothing).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from rich.cells import cell_len
 from rich.text import Text
 from textual import on
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import ColumnKey
 
-from console.core.control import NoControl
 from console.core.state import HostState
 from console.fleet.rows import (
     COLUMNS,
@@ -38,9 +37,9 @@ from console.fleet.rows import (
     matches,
     sort_key,
 )
-from console.host_screen import HostScreen, host_commands, save_screenshot, save_screenshot_to
+from console.host_screen import HostScreen
 
-__all__ = ["FleetApp", "FleetScreen", "HostScreen", "fleet_summary"]
+__all__ = ["FleetScreen", "HostScreen", "fleet_summary"]
 
 REFRESH_S = 2.0  # an overview: every other GPU sample is enough, and repaints are most of its cost
 FULL_REFRESH_EVERY = 3  # ticks: ages and staleness move without events
@@ -296,71 +295,3 @@ class FleetScreen(Screen[None]):
     def _row_selected(self, event: DataTable.RowSelected) -> None:
         if event.row_key.value is not None and self.open_host is not None:
             self.open_host(str(event.row_key.value))
-
-
-class FleetApp(App[int]):
-    """The fleet console: the fleet screen first; Enter opens a host. `host_for(key)` gives the
-    (state, control, note) to open for a row; `start`/`close` run the fleet's workers."""
-
-    TITLE = "gpuconsole fleet"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit"), Binding("ctrl+s", "screenshot", "Screenshot", priority=True)]
-
-    def __init__(self, states: Sequence[HostState], *, host_for: Callable[[str], Any] | None = None,
-                 start: Callable[[], Any] | None = None, close: Callable[[], Any] | None = None,
-                 title: str = "fleet", screenshot: str | None = None,
-                 screenshot_after_s: float | None = None,
-                 deployment_lines: Callable[[], list[str]] | None = None) -> None:
-        from console.app import stylesheet_path
-
-        self.CSS_PATH = str(stylesheet_path())
-        super().__init__()
-        self.fleet_states = list(states)
-        self.host_for = host_for
-        self._start = start
-        self._close = close
-        self.fleet_title = title
-        self._screenshot = screenshot
-        self._screenshot_after_s = screenshot_after_s
-        self.fleet_screen = FleetScreen(self.fleet_states, self.open_host, title=title,
-                                        deployment_lines=deployment_lines)
-
-    def on_mount(self) -> None:
-        self.push_screen(self.fleet_screen)
-        if self._start is not None:
-            self.run_worker(self._start(), group="fleet", exit_on_error=False)
-        if self._screenshot and self._screenshot_after_s is not None:
-            self.set_timer(self._screenshot_after_s, self._take_screenshot_and_exit)
-
-    def open_host(self, key: str) -> None:
-        if self.host_for is None:
-            return
-        found = self.host_for(key)
-        if found is None:
-            self.notify(f"{key}: nothing to open", severity="warning", markup=False)
-            return
-        state, control, note = found
-        # The one host screen, as the single-host console shows it; escape comes back here.
-        self.push_screen(HostScreen(state, control if control is not None else NoControl(
-            "no SSH session to this host (a Prometheus row): nothing can be asked of it"), back=True, note=note))
-
-    async def on_unmount(self) -> None:
-        import asyncio
-
-        self.workers.cancel_all()
-        if self._close is not None:
-            try:
-                await asyncio.wait_for(self._close(), 8)
-            except asyncio.TimeoutError:
-                pass
-
-    def action_screenshot(self) -> None:
-        save_screenshot(self, "gpuconsole-fleet")
-
-    def _take_screenshot_and_exit(self) -> None:
-        assert self._screenshot
-        save_screenshot_to(self, self._screenshot)
-        self.exit(0)
-
-    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        yield from host_commands(self, screen, super().get_system_commands(screen))

@@ -138,6 +138,7 @@ async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> 
     from console.core.state import HostState
     from console.fleet.metrics import MetricsAddressError, parse_metrics_address, start_metrics_server
     from console.share.server import ShareError, ShareServer
+    from console.swap.controller import SwapController
 
     try:
         listen = parse_listen(args.listen, "--listen", any_port=True) if args.listen else None
@@ -148,7 +149,7 @@ async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> 
         return EXIT_USAGE
     _logging()
     state = HostState(session.profile.host or "local", label=session.transport.label, demo=session.demo)
-    runner = HostRunner(session, state)
+    runner = HostRunner(session, state, swap=SwapController)
     # The recorder first: the session's first event is in the recording (issue 20).
     recorder = Recorder(state, default_dir() / "demo" if session.demo else None).start() if record else None
     runner.announce()

@@ -28,7 +28,6 @@ from console.locations import data_home
 from console.redact import redact_text
 from console.swap import actions as act
 from console.swap import container_plan, fastpath, preflight
-from console.swap.downtime_model import PathEvent
 from console.swap.errors import StepFailed, StepRefused, _Dropped
 from console.swap.model import (
     PLAN_STEPS,
@@ -42,7 +41,7 @@ from console.swap.model import (
     SwapStepChanged,
     format_duration,
 )
-from console.swap.observe import SwapObserver, freed_between, verification
+from console.swap.observe import freed_between, verification
 from console.transport.errors import CommandTimeout, TransportError
 
 log = logging.getLogger("gpuconsole.swap")
@@ -99,31 +98,10 @@ class SwapController:
         self._task: asyncio.Task[Any] | None = None
         self._download_task: asyncio.Task[Any] | None = None
         self._clock: Callable[[], float] = time.time
-        # The swap as the host lived it: steps nobody ran from here are written in as observed.
-        self.observer = SwapObserver(self.state, wake=getattr(runner, "repoll", None))
-        self._unobserve = self.state.subscribe(self._observe)
+        # The swap as the host lived it (steps nobody ran from here, written in as observed) is a
+        # step of the state's apply, turned on by the runner (console/core/derive.py: Observe).
         self.fast = fastpath.FastPaths(self)  # issue 24: path choice, prediction, pre-warm, in place, beside
         self.containers = container_plan.ContainerPlan(self)  # issue 26: the swap on containers
-
-    def _observe(self, event: object) -> None:
-        derived = self.observer.see(event)
-        if not derived:
-            return
-
-        def apply() -> None:
-            for e in derived:
-                if self.observer.still_valid(e):
-                    self.state.apply(e)
-                    if isinstance(e, PathEvent) and e.kind == "endpoint":  # a beside swap seen on the host
-                        port = e.data().get("to_port")
-                        if isinstance(port, int) and hasattr(self.session, "move_server"):
-                            self.session.move_server(port)
-                            self.runner.repoll("server")
-
-        try:  # after the event that implied them, not inside its delivery (recordings keep the order)
-            asyncio.get_running_loop().call_soon(apply)
-        except RuntimeError:
-            apply()
 
     # -- what views may ask ----------------------------------------------------------------
     @property

@@ -41,6 +41,7 @@ async def run_demo(out: Path, *, speed: float = 8.0, oom: bool = False) -> Path:
     from console.core.state import HostState
     from console.hostsim.scenario import demo_profile, start_scenario
     from console.session import HostSession, make_transport
+    from console.swap.controller import SwapController
 
     work = Path(tempfile.mkdtemp(prefix="gpuconsole-swap-demo-"))
     sim = await simulated_host(work, speed)
@@ -48,7 +49,7 @@ async def run_demo(out: Path, *, speed: float = 8.0, oom: bool = False) -> Path:
     profile = demo_profile(sim).with_overrides({"gpu_interval_s": 0.5})
     session = HostSession(profile, make_transport(profile), demo=True, bench_path=work / "bench.jsonl")
     state = HostState("gpu-sim-01", label="gpu-sim-01 (simulated 4 × RTX PRO 6000)", demo=True)
-    runner = HostRunner(session, state)
+    runner = HostRunner(session, state, swap=SwapController)
     swap = runner.swap
     swap.poll_s = 0.2
     swap.bench_plan = [(1, 4, 256, 128), (4, 8, 256, 128), (16, 32, 256, 128)]
@@ -89,6 +90,7 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
     from console.core.state import HostState
     from console.hostsim import downtime_scenario as ds
     from console.session import HostSession, make_transport
+    from console.swap.controller import SwapController
 
     work = work or Path(tempfile.mkdtemp(prefix=f"gpuconsole-{path}-demo-"))
     sim = await simulated_host(work, speed)
@@ -102,7 +104,7 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
     gpus = 8 if path == "beside" else 4
     state = HostState("gpu-sim-01", label=f"gpu-sim-01 (simulated {gpus} × RTX PRO 6000, {path}, speed {speed:g})",
                       demo=True)
-    runner = HostRunner(session, state)
+    runner = HostRunner(session, state, swap=SwapController)
     swap = runner.swap
     swap.poll_s = 0.2
     swap.audit_file = work / "audit.jsonl"

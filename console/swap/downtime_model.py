@@ -1,11 +1,9 @@
-"""The faster paths' data in the state (issue 24): one event, its kinds, and the steps' titles.
-No I/O, no Textual. `PathEvent.data_json` is JSON text so the codec moves it as a plain string."""
+"""The faster paths' data in the state (issue 24): its event's kinds and the steps' titles (the
+event, PathEvent, is declared with every event in console/core/events.py). No I/O, no Textual."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from typing import Any
+from console.core.events import PathEvent  # declared once, with every event
 
 PATH_EVENT_KINDS = ("plan", "prewarm", "outcome")
 FAST_STEPS: tuple[tuple[str, str], ...] = (
@@ -16,20 +14,4 @@ FAST_STEPS: tuple[tuple[str, str], ...] = (
     ("switch_traffic", "Move traffic to the new server, then stop the old one"),
 )
 
-
-@dataclass(frozen=True, slots=True)
-class PathEvent:
-    """kind "plan": the PathPlan and the restart prediction; "prewarm": its progress; "outcome":
-    what the chosen path measured (downtime per phase, paused requests)."""
-
-    host: str
-    kind: str
-    data_json: str
-    at_s: float = 0.0
-
-    def data(self) -> dict[str, Any]:
-        try:
-            value = json.loads(self.data_json)
-        except ValueError:
-            return {}
-        return value if isinstance(value, dict) else {}
+__all__ = ["PATH_EVENT_KINDS", "FAST_STEPS", "PathEvent"]

@@ -1,6 +1,7 @@
-"""What the swap is made of, as plain frozen data: the plan's steps, the preflight gate's checks,
-approvals, the audit log and the downtime clock. No Textual, no I/O: the state (console.core.state)
-holds these, the codec moves them, every view reads them.
+"""The swap's view in the state: the plan's steps, the preflight gate's checks, approvals, the audit
+log and the downtime clock, kept from the swap's events (declared with every event in
+console/core/events.py). No Textual, no I/O: the state (console.core.state) holds it, every view
+reads it.
 """
 
 from __future__ import annotations
@@ -9,7 +10,21 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from console.swap.downtime_model import FAST_STEPS, PathEvent
+from console.core.events import (  # declared once, with every event (named here for the swap's modules)
+    SWAP_EVENTS,
+    ApprovalChanged,
+    AuditAppended,
+    AuditEntry,
+    DowntimeChanged,
+    GateChanged,
+    GateCheck,
+    PathEvent,
+    SwapData,
+    SwapSetup,
+    SwapStep,
+    SwapStepChanged,
+)
+from console.swap.downtime_model import FAST_STEPS
 
 # "refused": the gate or the two-person rule said no before anything ran (the old service still
 # serves; there is nothing to roll back), which is not a failure.
@@ -28,151 +43,6 @@ PLAN_STEPS: tuple[tuple[str, str], ...] = (
 ROLLBACK = ("rollback", "Roll back: stop the new service, start the old one")
 STEP_TITLES = dict((*PLAN_STEPS, ROLLBACK, *FAST_STEPS))  # FAST_STEPS: issue 24's paths
 AUDIT_KEEP = 500
-
-
-@dataclass(frozen=True, slots=True)
-class SwapStep:
-    key: str
-    title: str
-    state: str = "pending"  # one of STEP_STATES
-    started_at_s: float | None = None
-    ended_at_s: float | None = None
-    detail: str = ""  # why it failed, what it is waiting for, what it found
-    commands: tuple[str, ...] = ()  # the exact commands it ran (or will run)
-    who: str | None = None
-    # Not run by the console's plan: seen on the host (another terminal, a shell, the demo's story),
-    # with the times the host's facts gave (console/swap/observe.py).
-    observed: bool = False
-
-    @property
-    def duration_s(self) -> float | None:
-        if self.started_at_s is None or self.ended_at_s is None:
-            return None
-        return max(0.0, self.ended_at_s - self.started_at_s)
-
-
-@dataclass(frozen=True, slots=True)
-class GateCheck:
-    """One preflight check. `ok` None: could not be decided (that fails the gate too), unless the
-    check is not `required` (the profile does not ask for it): then it is "not checked", which
-    neither passes as a ✓ nor blocks. A check that found a fault (`ok` False) always blocks."""
-
-    name: str
-    ok: bool | None
-    reason: str
-    overridden_by: str | None = None
-    required: bool = True
-
-    @property
-    def passes(self) -> bool:
-        return self.ok is True or self.overridden_by is not None or (not self.required and self.ok is None)
-
-    @property
-    def verdict(self) -> str:
-        """What the check says, in one word: passed, failed, unknown, not checked, overridden."""
-        if self.ok is True:
-            return "passed"
-        if self.overridden_by is not None:
-            return "overridden"
-        if self.ok is None:
-            return "not checked" if not self.required else "unknown"
-        return "failed"
-
-
-@dataclass(frozen=True, slots=True)
-class AuditEntry:
-    """One command run on the host on someone's behalf (already redacted)."""
-
-    who: str
-    at_s: float
-    action: str
-    command: str
-    exit_status: int | None  # None: no exit status came back (timeout, connection lost)
-    output_tail: str
-    duration_s: float | None = None
-    note: str = ""
-
-
-# -- events (appended to console.core.state's events; registered in the codec) -------------------
-@dataclass(frozen=True, slots=True)
-class SwapStepChanged:
-    """A step of the swap plan started, finished, failed or was skipped."""
-
-    host: str
-    step: SwapStep
-
-
-@dataclass(frozen=True, slots=True)
-class GateChanged:
-    """The preflight gate's checks as last evaluated (with any overrides)."""
-
-    host: str
-    checks: tuple[GateCheck, ...]
-    at_s: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class DowntimeChanged:
-    """The downtime clock: from the old server's last served request to the new one's ready."""
-
-    host: str
-    started_at_s: float | None
-    start_source: str  # what the start was read from ("log: last decode batch", ...)
-    ended_at_s: float | None = None
-    end_source: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalChanged:
-    """A two-person-rule request: asked (pending), granted, denied or withdrawn."""
-
-    host: str
-    request_id: str
-    action: str
-    commands: tuple[str, ...]
-    requested_by: str
-    requested_at_s: float
-    status: str = "pending"  # pending, granted, denied, withdrawn
-    decided_by: str | None = None
-    decided_at_s: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AuditAppended:
-    host: str
-    entry: AuditEntry
-
-
-@dataclass(frozen=True, slots=True)
-class SwapSetup:
-    """What this swap is: the units and model, and the rules the profile set (read-only, approval)."""
-
-    host: str
-    old_unit: str | None
-    new_unit: str | None
-    repo_id: str | None
-    model_dir: str | None
-    read_only: bool = False
-    require_approval: bool = False
-    verify_sha: bool = False
-    busy: str | None = None  # the action running now, if any
-
-
-SWAP_EVENTS = (SwapStepChanged, GateChanged, DowntimeChanged, ApprovalChanged, AuditAppended, SwapSetup, PathEvent)
-
-
-@dataclass(frozen=True, slots=True)
-class SwapData:
-    """The whole swap view as plain data (the state's snapshot, issue 20)."""
-
-    setup: SwapSetup | None = None
-    steps: tuple[SwapStep, ...] = ()
-    gate: tuple[GateCheck, ...] = ()
-    gate_at_s: float | None = None
-    downtime: DowntimeChanged | None = None
-    approvals: tuple[ApprovalChanged, ...] = ()
-    audit: tuple[AuditEntry, ...] = ()
-    paths: tuple[PathEvent, ...] = ()  # issue 24: the path plan, pre-warm, outcome
 
 
 # -- the view of it, kept in the state -------------------------------------------------------------
@@ -345,3 +215,12 @@ def audit_summary(e: Any) -> str:
     first = cmd.splitlines()[0] if cmd else ""
     lines = cmd.count("\n") + 1
     return first + (f"  (+{lines - 1} lines)" if lines > 1 else "") + (f" ({e.note})" if e.note else "")
+
+
+__all__ = [
+    "STEP_STATES", "PLAN_STEPS", "ROLLBACK", "STEP_TITLES", "AUDIT_KEEP", "SwapView", "format_duration",
+    "audit_summary",
+    # declared in console/core/events.py, named here for the swap's modules
+    "SWAP_EVENTS", "ApprovalChanged", "AuditAppended", "AuditEntry", "DowntimeChanged", "GateChanged", "GateCheck",
+    "PathEvent", "SwapData", "SwapSetup", "SwapStep", "SwapStepChanged",
+]

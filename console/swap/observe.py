@@ -28,10 +28,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from console.core.state import BenchChanged, LogAppended, ReadingChanged, VerifyChanged
+from console.core.events import (
+    AuditAppended,
+    BenchChanged,
+    DowntimeChanged,
+    LogAppended,
+    PathEvent,
+    ReadingChanged,
+    SwapStep,
+    SwapStepChanged,
+    VerifyChanged,
+)
 from console.swap import plan as swap_plan
-from console.swap.downtime_model import PathEvent
-from console.swap.model import STEP_TITLES, AuditAppended, DowntimeChanged, SwapStep, SwapStepChanged
+from console.swap.model import STEP_TITLES
 
 OUTSIDE = "outside the console"
 DRAINED_MIB = 1024  # a GPU holding less than this (the CUDA context of nothing) counts as drained

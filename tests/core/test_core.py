@@ -36,6 +36,7 @@ from console.hostsim.story import T_WEIGHTS_BEGIN
 from console.model import GpuStatus, Reading
 from console.session import HostSession
 from console.snapshot import snapshot_json
+from console.swap.controller import SwapController
 from console.transport.base import ConnectionState
 from console.transport.ssh import SshTransport
 from tests.kit.hosts import DATA, sim_options, wait_for
@@ -59,7 +60,7 @@ async def _live_events(sim: HostSimulator, timeout_s: float) -> tuple[list[objec
     state = HostState("127.0.0.1", label="demo", demo=True)
     events: list[object] = []
     state.subscribe(events.append)
-    runner = HostRunner(session, state)
+    runner = HostRunner(session, state, swap=SwapController)
     runner.announce()
     await runner.start()
     try:
@@ -214,7 +215,7 @@ async def test_every_source_polls_at_once_when_the_connection_comes_back(tmp_pat
         profile = demo_profile(sim)
         session = HostSession(profile, SshTransport(sim_options(sim)), demo=True)
         state = HostState("127.0.0.1")
-        runner = HostRunner(session, state)
+        runner = HostRunner(session, state, swap=SwapController)
         await runner.start()
         try:
             await wait_for(lambda: state.reading("host") is not None and state.reading("host").data, timeout=15)

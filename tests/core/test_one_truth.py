@@ -25,6 +25,7 @@ from console.model import Reading
 from console.session import HostSession, make_transport
 from console.share.client import attach
 from console.share.server import ShareServer
+from console.swap.controller import SwapController
 from console.swap.model import ApprovalChanged, SwapStep, SwapStepChanged
 from tests.kit.hosts import wait_for
 
@@ -82,7 +83,7 @@ async def _demo_core(tmp_path: Path, recorder: list[Recorder] | None = None,
         profile = demo_profile(sim)
         session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
         state = HostState("127.0.0.1", label="sim", demo=True)
-        runner = HostRunner(session, state)
+        runner = HostRunner(session, state, swap=SwapController)
         if recorder is not None:  # every 4 s a snapshot: the seeks below start from one
             recorder.append(Recorder(state, tmp_path / "rec", snapshot_every_s=4.0).start())
         runner.announce()

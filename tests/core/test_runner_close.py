@@ -11,6 +11,7 @@ from console.core.runner import HostRunner
 from console.core.state import HostState
 from console.hostsim.scenario import demo_profile
 from console.session import HostSession, make_transport
+from console.swap.controller import SwapController
 
 
 async def test_close_ends_a_task_that_swallowed_the_first_cancel(tmp_path: Path) -> None:
@@ -26,7 +27,7 @@ async def test_close_ends_a_task_that_swallowed_the_first_cancel(tmp_path: Path)
             return str(tmp_path / "host" / p.lstrip("/"))
 
     profile = demo_profile(_Sim())  # type: ignore[arg-type]
-    runner = HostRunner(HostSession(profile, make_transport(profile), demo=True), HostState("h", label="h"))
+    runner = HostRunner(HostSession(profile, make_transport(profile), demo=True), HostState("h", label="h"), swap=SwapController)
     swallowed = asyncio.Event()
 
     async def source() -> None:

@@ -250,7 +250,7 @@ def offline_states(count: int) -> list[HostState]:
 
 
 async def test_thirty_hosts_fit_80x24_by_scrolling_and_rows_stay_keyed_by_host() -> None:
-    from console.fleet.screen import FleetApp
+    from console.app import FleetApp
 
     states = offline_states(30)
     opened: list[str] = []
@@ -280,7 +280,7 @@ async def test_thirty_hosts_fit_80x24_by_scrolling_and_rows_stay_keyed_by_host()
 
 
 async def test_filter_hides_rows_and_escape_brings_them_back() -> None:
-    from console.fleet.screen import FleetApp
+    from console.app import FleetApp
 
     states = offline_states(5)
     states[3].apply(ConnectionChanged("gpu-03", ConnectionState("gpu-03", "failed", time.time(), "refused")))
@@ -298,7 +298,8 @@ async def test_filter_hides_rows_and_escape_brings_them_back() -> None:
 
 
 async def test_enter_opens_the_hosts_panes_over_ssh_and_escape_returns(two_sims: list[HostSimulator]) -> None:
-    from console.fleet.screen import FleetApp, FleetScreen, HostScreen
+    from console.app import FleetApp
+    from console.fleet.screen import FleetScreen, HostScreen
     from console.panes.header import HostHeader
 
     fleet = Fleet([sim_profile(s, f"gpu-sim-{i + 1:02d}") for i, s in enumerate(two_sims)])
@@ -399,7 +400,8 @@ async def test_metrics_on_the_one_host_console_serves_its_readings(tmp_path: Pat
 
 
 async def test_the_host_screen_maximizes_with_number_keys_and_escape_steps_back() -> None:
-    from console.fleet.screen import FleetApp, FleetScreen, HostScreen
+    from console.app import FleetApp
+    from console.fleet.screen import FleetScreen, HostScreen
 
     states = offline_states(2)
     app = FleetApp(states, host_for=lambda key: (next(s for s in states if s.host == key), None, None))

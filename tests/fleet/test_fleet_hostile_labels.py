@@ -16,7 +16,7 @@ LABELS = ["[/]", "[bold red]RED[/bold red]", "[link=http://evil.example/]click[/
 
 
 async def test_hostile_labels_render_as_their_text_and_crash_nothing() -> None:
-    from console.fleet.screen import FleetApp
+    from console.app import FleetApp
 
     states = [HostState(label, label=label) for label in LABELS]
     app = FleetApp(states, host_for=lambda key: None)
@@ -83,8 +83,8 @@ def test_model_and_uuid_labels_are_cleaned_of_escapes() -> None:
 async def test_a_host_label_with_line_breaks_is_one_host_on_the_fleet_screen() -> None:
     """A `Hostname` label `a\\nb\\rc` (issue 34, item 9): the GPU series were keyed by the raw label,
     the server's by the cleaned one, and the fleet screen crashed (KeyError)."""
+    from console.app import FleetApp
     from console.fleet.prom import _Sample, group_samples
-    from console.fleet.screen import FleetApp
 
     raw = "a\nb\rc"
     dcgm = [_Sample(_Labels(name="DCGM_FI_DEV_FB_USED", gpu="0", Hostname=raw), (1.0, "5"))]

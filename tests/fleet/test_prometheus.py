@@ -267,8 +267,9 @@ def test_the_simulated_dcgm_exporter_speaks_the_recorded_format() -> None:
 
 async def test_enter_on_a_prometheus_row_opens_ssh_to_the_profile_of_that_name(
         prometheus: PrometheusServer, fleet_sim: Any) -> None:
+    from console.app import FleetApp
     from console.config import ConsoleConfig
-    from console.fleet.screen import FleetApp, FleetScreen, HostScreen
+    from console.fleet.screen import FleetScreen, HostScreen
 
     _, profiles = fleet_sim
     config = ConsoleConfig({profiles[0].name: profiles[0]})  # only the first host has a profile

@@ -29,6 +29,7 @@ from console.hostsim.downloader import DownloadPlan
 from console.hostsim.fake_docker import add_container, append_log
 from console.hostsim.scenario import NEW_CONTAINER, OLD_CONTAINER, demo_profile, start_scenario, write_hub_cache
 from console.session import HostSession, make_transport
+from console.swap.controller import SwapController
 from console.testing import Sshd, start_sshd
 from console.transport.ssh import SshTransport
 from tests.kit.docker import inspect as _inspect
@@ -313,7 +314,7 @@ async def _over_sshd(tmp_path: Path, sim: HostSimulator, profile: Any,
                       user=sshd.user)
     session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
     state = HostState(sim.host_path("/"), label="sshd")
-    runner = HostRunner(session, state)
+    runner = HostRunner(session, state, swap=SwapController)
     runner.swap.poll_s = 0.2
     if setup is not None:
         setup(runner.swap)

@@ -18,6 +18,7 @@ from console.hostsim.scenario import demo_profile
 from console.session import HostSession, make_transport
 from console.share.client import ShareClient, attach
 from console.share.server import ShareServer
+from console.swap.controller import SwapController
 
 
 @dataclass
@@ -44,7 +45,7 @@ async def running_core(sim: HostSimulator, tmp_path: Path) -> AsyncIterator[Core
     profile = demo_profile(sim)
     session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
     state = HostState("127.0.0.1", label="sim", demo=True)
-    runner = HostRunner(session, state)
+    runner = HostRunner(session, state, swap=SwapController)
     runner.announce()
     short = Path(tempfile.mkdtemp(prefix="gc-"))  # AF_UNIX paths are short
     server = await ShareServer(state, runner).start(unix_path=short / "core.sock", tcp=("127.0.0.1", 0))

@@ -26,6 +26,7 @@ from console.hostsim import HostSimulator
 from console.hostsim.downloader import DownloadPlan
 from console.hostsim.scenario import demo_profile, start_scenario, write_hub_cache
 from console.session import HostSession, make_transport
+from console.swap.controller import SwapController
 from console.swap.model import (
     ApprovalChanged,
     AuditAppended,
@@ -160,7 +161,7 @@ async def driven_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, scenar
                                         "known_hosts": str(sshd.known_hosts)})
         session = HostSession(prof, make_transport(prof), demo=True, bench_path=tmp_path / "bench.jsonl")
         state = HostState(sim.host_path("/"), label="sim")
-        runner = HostRunner(session, state)
+        runner = HostRunner(session, state, swap=SwapController)
         if swap_poll_s is not None:
             runner.swap.poll_s = swap_poll_s
         if bench_plan is not None:

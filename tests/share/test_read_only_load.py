@@ -10,11 +10,12 @@ from types import SimpleNamespace
 from console.config import HostProfile
 from console.core.runner import HostRunner
 from console.core.state import HostState
+from console.swap.controller import SwapController
 
 
 def _runner(**profile: object) -> HostRunner:
     session = SimpleNamespace(profile=HostProfile(name="h", host="h", **profile))  # type: ignore[arg-type]
-    return HostRunner(session, HostState("h"))  # type: ignore[arg-type]
+    return HostRunner(session, HostState("h"), swap=SwapController)  # type: ignore[arg-type]
 
 
 async def test_a_benchmark_is_refused_under_read_only_without_allow_load() -> None:

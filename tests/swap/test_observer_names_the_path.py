@@ -173,13 +173,16 @@ async def test_the_fleet_demos_hosts_swap_by_more_than_one_path_and_their_rows_s
 
 
 def test_the_one_host_console_follows_a_beside_swap_seen_on_the_host_to_the_new_port() -> None:
-    from console.swap.controller import SwapController
+    """The runner (the host's one writer) observes the swap in its state and points the server poll
+    at the port a beside swap seen on the host moved to."""
+    from console.core.runner import HostRunner
 
     moved: list[int] = []
     polled: list[str] = []
-    session = SimpleNamespace(demo=True, profile=SimpleNamespace(), move_server=moved.append)
-    runner = SimpleNamespace(state=HostState("h"), host="h", session=session, repoll=polled.append)
-    ctl = SwapController(runner)
+    session = SimpleNamespace(demo=True, profile=SimpleNamespace(server_port=30000), move_server=moved.append)
+    runner = HostRunner(session, HostState("h"))  # type: ignore[arg-type]
+    runner.repoll = polled.append  # type: ignore[method-assign]
+    ctl = runner
     old_on = _side("old.service", "active")
     new_on = _side("new.service", "active", port=30001, gpus="4,5,6,7")
     for at, old, new in ((T0, old_on, _side("new.service", "inactive", port=30001, gpus="4,5,6,7")),

@@ -52,8 +52,7 @@ def test_every_control_implements_the_whole_protocol() -> None:
 
 
 async def test_console_fleet_and_replay_show_the_same_host_screen_with_help_and_plan() -> None:
-    from console.app import ConsoleApp
-    from console.fleet.screen import FleetApp
+    from console.app import ConsoleApp, FleetApp
     from console.host_screen import HelpScreen, HostScreen
     from console.panes.swap import SwapScreen
 
@@ -95,7 +94,7 @@ async def test_console_fleet_and_replay_show_the_same_host_screen_with_help_and_
 
 
 async def test_a_prometheus_row_opens_a_screen_that_says_why_nothing_can_be_asked() -> None:
-    from console.fleet.screen import FleetApp
+    from console.app import FleetApp
 
     state = offline_state()
     fleet = FleetApp([state], host_for=lambda key: (state, None, None))
