@@ -24,6 +24,8 @@ from console.core.control import HostControl, NoControl
 from console.core.recording import Recorder
 from console.core.runner import HostRunner
 from console.core.state import Client, HostState
+from console.deploy.screen import DeploymentScreen
+from console.deploy.swap import DeploymentSwap
 from console.fleet.screen import FleetScreen
 from console.host_screen import (  # noqa: F401  (help_text and HelpScreen: imported from here too)
     HelpScreen,
@@ -37,7 +39,7 @@ from console.host_screen import (  # noqa: F401  (help_text and HelpScreen: impo
 )
 from console.locations import stylesheet
 from console.panes.header import HostHeader
-from console.swap.controller import SwapController
+from console.swap.controller import SwapController, audit_path, default_who
 
 
 def stylesheet_path() -> Path:
@@ -86,7 +88,8 @@ class ConsoleApp(App[int]):
                  mode: str | None = None, recorder: Any = None, follow: bool = False,
                  seat: HostControl | None = None, exit_when_core_goes: bool = True,
                  fleet: Sequence[HostState] | None = None, host_for: Callable[[str], Any] | None = None,
-                 title: str = "fleet", deployment_lines: Callable[[], list[str]] | None = None) -> None:
+                 title: str = "fleet", deployment_lines: Callable[[], list[str]] | None = None,
+                 first_screen: Screen[Any] | None = None) -> None:
         super().__init__()
         self.state = state
         self._start = start
@@ -108,13 +111,16 @@ class ConsoleApp(App[int]):
         self.fleet_title = title
         self.fleet_screen: FleetScreen | None = None
         self.host_screen: HostScreen | None = None
-        if fleet is not None:
+        self.first_screen = first_screen  # a deployment's screen: shown first, as a fleet's is
+        if first_screen is not None:
+            self.bind("q", "quit", description="Quit")
+        elif fleet is not None:
             self.title = "gpuconsole fleet"
             self.fleet_screen = FleetScreen(self.fleet_states, self.open_host, title=title,
                                             deployment_lines=deployment_lines)
             self.bind("q", "quit", description="Quit")
         else:
-            assert state is not None, "one host's state, or the fleet's"
+            assert state is not None, "one host's state, or the fleet's, or a first screen"
             self.host_screen = HostScreen(state, control if control is not None else seat, mode=mode,
                                           recorder=recorder, follow=follow)
 
@@ -129,6 +135,17 @@ class ConsoleApp(App[int]):
         `deployment_lines` each deployment whose hosts the fleet holds, as one row with its nodes."""
         return cls(None, start=start, close=close, screenshot=screenshot, screenshot_after_s=screenshot_after_s,
                    mode="fleet", fleet=states, host_for=host_for, title=title, deployment_lines=deployment_lines)
+
+    @classmethod
+    def for_deployment(cls, watch: Any, *, screenshot: str | None = None, screenshot_after_s: float = 3.0,
+                       demo: bool = False) -> ConsoleApp:
+        """`gpuconsole --deployment NAME`: the deployment's screen first (it starts the watch: every
+        node's session and probe); every node closed on quit."""
+        swap = DeploymentSwap(watch, who=default_who(), audit_file=audit_path(demo=demo))
+        app = cls(None, close=watch.close, screenshot=screenshot, screenshot_after_s=screenshot_after_s,
+                  mode="deployment", first_screen=DeploymentScreen(watch, swap, start_watch=True))
+        app.title = "gpuconsole · deployment"
+        return app
 
     @classmethod
     def for_session(cls, session: Any, *, record: bool = False, record_dir: Path | None = None,
@@ -254,6 +271,8 @@ class ConsoleApp(App[int]):
         self.call_after_refresh(settle_heap)  # after the first frame: the screen's objects frozen too
         if self.fleet_screen is not None:
             self.push_screen(self.fleet_screen)
+        if self.first_screen is not None:
+            self.push_screen(self.first_screen)
         if self._start is not None:
             self.run_worker(self._start(), group="fleet" if self.fleet_screen is not None else "host",
                             exit_on_error=False)

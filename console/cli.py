@@ -9,9 +9,12 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import math
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -350,8 +353,6 @@ def check_paths(args: argparse.Namespace, profile: HostProfile) -> str | None:
 
 
 def resolve_profile(args: argparse.Namespace) -> HostProfile:
-    from pathlib import Path
-
     config = load_config(Path(args.config) if args.config else None)
     profile = config.pick(args.profile, args.host)
     overrides = {k: getattr(args, k, None) for k in (  # a subcommand may not offer every one
@@ -386,8 +387,6 @@ async def _with_session(args: argparse.Namespace, profile: HostProfile, body: An
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    import logging
-
     # asyncio's own warnings ("socket.send() raised exception" while a connection closes) would
     # be written over the TUI; our errors reach the operator through the panes and stderr instead.
     logging.getLogger("asyncio").setLevel(logging.ERROR)
@@ -430,7 +429,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem:
         return _fail(problem, EXIT_USAGE)
 
-    import signal
 
     def terminated(signum: int, frame: object) -> None:
         raise SystemExit(128 + signum)  # unwinds through the `finally`s: the demo's sandbox is removed
@@ -492,8 +490,6 @@ async def _run_view(app: Any, args: argparse.Namespace) -> int:
 
 
 async def _replay(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from console.app import ConsoleApp
     from console.core.recording import RecordingError, Replayer, read_recording
     from console.core.state import HostState
@@ -524,8 +520,6 @@ async def _replay(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from console.core.recording import RecordingError, default_dir
     from console.swap.report import ReportError, render, report_from_recording
 
@@ -608,8 +602,6 @@ async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
         return await _with_session(args, profile, doctor)
 
     async def run_app(session: Any) -> int:
-        import signal
-
         from console.app import ConsoleApp
         from console.core.recording import default_dir
 
@@ -620,7 +612,6 @@ async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
             _with_demo_operator(app)
         # SIGTERM (`kill`) ends the app as `q` does: Textual leaves the alternate screen and restores
         # the terminal, then the demo's sandbox is removed on the way out.
-        import threading
 
         if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: app.exit(128 + signal.SIGTERM))

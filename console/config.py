@@ -8,6 +8,7 @@ A profile is picked by `--profile NAME`, or by `--host` naming a profile or its 
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import sys
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from console.locations import config_home
 
@@ -107,8 +109,6 @@ def endpoint_problem(url: str) -> str | None:
     """Why a Hub mirror or router URL is refused, or None: only https, or http to loopback (a token
     never goes over plain http to another host); no leading `-`, no link-local address (the cloud
     metadata service, 169.254.169.254), no credentials in the URL (issue 34, item 7)."""
-    import ipaddress
-    from urllib.parse import urlsplit
 
     if url.startswith("-") or any(c.isspace() or ord(c) < 32 for c in url):
         return "must be a URL, not an option or text with spaces"

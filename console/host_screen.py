@@ -32,6 +32,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Label, Markdown
 from textual.worker import Worker, WorkerState
 
+from console.analysis.fit import calibration, inputs_from_command, plan_fit
 from console.core.control import HostControl, NoControl
 from console.core.events import EVERYTHING, HEADER, SWAP, TOAST, changes
 from console.core.state import (
@@ -41,6 +42,7 @@ from console.core.state import (
     Presence,
     ReadingChanged,
 )
+from console.locations import data_home
 from console.panes.base import PaneFrame, PlaceholderPane
 from console.panes.header import HostHeader
 from console.panes.registry import PANES, PaneSpec, grid_shape
@@ -160,7 +162,6 @@ class NoteScreen(ModalScreen[str | None]):
 def screenshot_dir() -> Path:
     """Under the XDG data dir beside the recordings (never the working directory: a walk left
     SVGs in the repository's screenshots/); the notice says where."""
-    from console.locations import data_home
 
     shots = data_home() / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
@@ -476,7 +477,6 @@ class HostScreen(Screen[None]):
 
     def on_download_pane_verify_requested(self, _: Any) -> None:
         """Asked first: hashing reads every byte of the model on the host (hundreds of GB)."""
-        from console.core.control import NoControl
         from console.panes.download import VerifyQuestion
 
         if isinstance(self.control, NoControl):  # nothing can be asked of this host: said at once
@@ -521,7 +521,6 @@ class HostScreen(Screen[None]):
 
     def action_fit(self) -> None:
         """The fit planner for the new unit, from the host's state."""
-        from console.analysis.fit import calibration, inputs_from_command, plan_fit
         from console.panes.fit import FitScreen, format_fit
 
         state = self.state

@@ -15,6 +15,7 @@ import math
 import os
 import re
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,6 @@ async def _get_json(url: str, token: str | None, timeout_s: float, name: str,
                     max_bytes: int = MAX_BODY_BYTES) -> Any:
     """GET one JSON answer within a total deadline and a body cap, following only same-host
     redirects (the token never goes to another host)."""
-    import zlib
 
     headers = {"User-Agent": f"gpuconsole/{_version()}", "Accept": "application/json",
                "Accept-Encoding": "gzip"}

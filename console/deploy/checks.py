@@ -20,6 +20,7 @@ from typing import Any
 
 from console.deploy.probe import NodeProbe, split_addr
 from console.deploy.profile import Deployment
+from console.deploy.state import _command
 
 MUST_DIFFER = ("--node-rank",)
 MAY_DIFFER = ("--host",)  # each node binds its own address (SGLang's multi-node examples)
@@ -131,7 +132,6 @@ def rendezvous_checks(addr: str | None, nodes: Sequence[tuple[str, NodeProbe | N
 
 def run_checks(d: Deployment, states: Mapping[str, Any], probes: Mapping[str, NodeProbe]) -> tuple[Check, ...]:
     """Every check over the deployment, as the nodes' states and probes hold them now."""
-    from console.deploy.state import _command  # the one reader of a node's command line
 
     out: list[Check] = []
     for _role, members in d.groups:

@@ -18,6 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from console.config import ConfigError, load_config
+from console.deploy.swap import DeploymentSwap, format_report
+from console.deploy.text import format_deployment
+from console.deploy.watch import DeploymentWatch
+from console.swap.controller import audit_path, default_who
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -48,9 +52,6 @@ def _fail(message: str, code: int = EXIT_FAIL) -> int:
 
 
 async def _swap_once(watch: Any, kind: str, yes: bool, wait_s: float) -> int:
-    from console.deploy.swap import DeploymentSwap, format_report
-    from console.swap.controller import audit_path, default_who
-
     demo = any(h.state.demo for h in watch.fleet.hosts.values())
     swap = DeploymentSwap(watch, who=default_who(), audit_file=audit_path(demo=demo))
     print("\n".join(swap.preview(kind)))
@@ -73,8 +74,6 @@ async def _swap_once(watch: Any, kind: str, yes: bool, wait_s: float) -> int:
 
 
 async def _once(watch: Any, wait_s: float) -> int:
-    from console.deploy.text import format_deployment
-
     await watch.start()
     try:
         deadline = time.monotonic() + max(0.0, wait_s)
@@ -92,8 +91,6 @@ async def _once(watch: Any, wait_s: float) -> int:
 
 
 def run_deploy_cli(args: argparse.Namespace) -> int:
-    from console.deploy.watch import DeploymentWatch
-
     if getattr(args, "deployment", None) and getattr(args, "demo_deployment", None):
         return _fail("give --deployment NAME or --demo-deployment KIND, not both", EXIT_USAGE)
     if not 0 <= args.wait <= 86400:
@@ -129,10 +126,11 @@ def run_deploy_cli(args: argparse.Namespace) -> int:
             return asyncio.run(_swap_once(watch, "rollback" if args.rollback else "swap", args.yes, args.wait))
         if args.once:
             return asyncio.run(_once(watch, args.wait))
-        from console.deploy.screen import DeploymentApp
+        from console.app import ConsoleApp
 
-        app = DeploymentApp(watch, screenshot=getattr(args, "screenshot", None),
-                            screenshot_after_s=getattr(args, "screenshot_after", 3.0) or 3.0, demo=sim is not None)
+        app = ConsoleApp.for_deployment(watch, screenshot=getattr(args, "screenshot", None),
+                                        screenshot_after_s=getattr(args, "screenshot_after", 3.0) or 3.0,
+                                        demo=sim is not None)
         if getattr(args, "screenshot", None):
             width, height = (int(x) for x in str(getattr(args, "screenshot_size", "120x40")).lower().split("x"))
             return int(asyncio.run(app.run_async(headless=True, size=(width, height))) or 0)

@@ -5,16 +5,16 @@ HostStates and probes) and redraws at most once a second, only what changed; it 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.text import Text
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from console.deploy.swap import format_report
 from console.deploy.text import format_checks, format_faults, format_nodes, format_status_line, format_timeline
 from console.panes.gpu import format_gpu_status
 
@@ -43,9 +43,10 @@ class DeploymentScreen(Screen[None]):
     DeploymentScreen #deploy-timeline { height: 1fr; border: round $primary-lighten-2; padding: 0 1; }
     """
 
-    def __init__(self, watch: Any, swap: Any = None) -> None:
+    def __init__(self, watch: Any, swap: Any = None, *, start_watch: bool = False) -> None:
         super().__init__()
         self.watch = watch
+        self.start_watch = start_watch  # the console's first screen starts the watch (its nodes' sessions)
         self.swap = swap  # console/deploy/swap.py's DeploymentSwap (None: this screen only watches)
         self._pending: str | None = None  # "swap" or "rollback" previewed, waiting for y
         self._shown: dict[str, str] = {}
@@ -66,7 +67,9 @@ class DeploymentScreen(Screen[None]):
             yield Static(id="deploy-timeline-text")
         yield Footer()
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
+        if self.start_watch:
+            await self.watch.start()
         self.query_one("#deploy-timeline").border_title = "one timeline · console clock (UTC) · node and rank"
         self.refresh_view()
         self.set_interval(REFRESH_S, self.refresh_view)
@@ -132,47 +135,9 @@ class DeploymentScreen(Screen[None]):
         self.run_worker(self._run_swap(kind), group="deploy-swap", exclusive=True, exit_on_error=False)
 
     async def _run_swap(self, kind: str) -> None:
-        from console.deploy.swap import format_report
-
         run = await self.swap.run(kind, confirmed=True)
         self._swap_box(format_report(run, self.watch.deployment))
 
     async def action_probe(self) -> None:
         await self.watch.probe_all()
         self.refresh_view()
-
-
-class DeploymentApp(App[int]):
-    """`gpuconsole --deployment NAME`: starts the watch, shows its screen, closes every node on quit."""
-
-    TITLE = "gpuconsole · deployment"
-
-    def __init__(self, watch: Any, *, screenshot: str | None = None, screenshot_after_s: float = 3.0,
-                 demo: bool = False) -> None:
-        super().__init__()
-        self.watch = watch
-        self.watch_demo = demo
-        self.screenshot = screenshot
-        self.screenshot_after_s = screenshot_after_s
-
-    async def on_mount(self) -> None:
-        await self.watch.start()
-        from console.deploy.swap import DeploymentSwap
-        from console.swap.controller import audit_path, default_who
-
-        swap = DeploymentSwap(self.watch, who=default_who(), audit_file=audit_path(demo=self.watch_demo))
-        await self.push_screen(DeploymentScreen(self.watch, swap))
-        if self.screenshot:
-            self.set_timer(self.screenshot_after_s, self._shoot)
-
-    async def _shoot(self) -> None:
-        await self.watch.probe_all()
-        screen = self.screen
-        if isinstance(screen, DeploymentScreen):
-            screen.refresh_view()
-        path = Path(self.screenshot or "deployment.svg")
-        self.save_screenshot(path.name, str(path.parent))
-        self.exit(0)
-
-    async def on_unmount(self) -> None:
-        await self.watch.close()

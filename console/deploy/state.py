@@ -13,6 +13,7 @@ from the node's probe (probe.py). What is not known is said as unknown: nothing 
 from __future__ import annotations
 
 import calendar
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -385,7 +386,6 @@ def derive(d: Deployment, states: Mapping[str, Any], probes: Mapping[str, NodePr
     nodes = tuple(node_view(n, states.get(n.key), probes.get(n.key)) for n in d.nodes)
     if now_s is None:
         first = next((s for s in states.values() if s is not None), None)
-        import time
 
         now_s = first.now() if first is not None else time.time()
     return DeploymentView(d.name, d.kind, nodes, deployment_status(d, nodes, now_s),

@@ -14,6 +14,7 @@ from console.deploy.checks import Check, run_checks
 from console.deploy.probe import NodeProbe, probe_node
 from console.deploy.profile import Deployment
 from console.deploy.state import DeploymentView, _command, derive
+from console.fleet.hosts import Fleet
 
 PROBE_EVERY_S = 15.0
 PROBE_TIMEOUT_S = 10.0
@@ -21,8 +22,6 @@ PROBE_TIMEOUT_S = 10.0
 
 class DeploymentWatch:
     def __init__(self, deployment: Deployment, *, accept_new_host_key: bool = False, demo: bool = False) -> None:
-        from console.fleet.hosts import Fleet
-
         self.deployment = deployment
         # the fleet's key of each node is the node's key ("node0", "prefill0", "router")
         profiles = [replace(n.profile, name=n.key) for n in deployment.nodes]

@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from console.config import ConfigError, HostProfile, load_config
+from console.deploy.fleetrows import rows_for
+from console.fleet.metrics import MetricsAddressError, parse_metrics_address, start_metrics_server
+from console.fleet.prom import PrometheusFleet, PromQueryError, check_match, check_url
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 MAX_DEMO_HOSTS = 200
@@ -69,14 +72,12 @@ def run_fleet_cli(args: argparse.Namespace) -> int:
     """Validate, start the simulators if asked, and run the fleet console."""
     metrics_addr = None
     if args.metrics:
-        from console.fleet.metrics import MetricsAddressError, parse_metrics_address
 
         try:
             metrics_addr = parse_metrics_address(args.metrics)
         except MetricsAddressError as exc:
             return _fail(str(exc), EXIT_USAGE)
     if args.prometheus:
-        from console.fleet.prom import PromQueryError, check_match, check_url
 
         try:
             check_url(args.prometheus)
@@ -129,7 +130,6 @@ async def _run_view(app: Any, args: argparse.Namespace) -> int:
 def _start_metrics(states: Any, addr: tuple[str, int] | None) -> Any:
     if addr is None:
         return None
-    from console.fleet.metrics import start_metrics_server
 
     return start_metrics_server(states, *addr)
 
@@ -152,7 +152,6 @@ async def _run_ssh_fleet(args: argparse.Namespace, profiles: list[HostProfile],
 
     deployment_lines = None
     if not args.demo_hosts:  # issue 37: the config's deployments whose hosts this fleet holds, one row each
-        from console.deploy.fleetrows import rows_for
 
         deployments = load_config(Path(args.config) if args.config else None).deployments
         if deployments:
@@ -170,7 +169,6 @@ async def _run_ssh_fleet(args: argparse.Namespace, profiles: list[HostProfile],
 
 async def _run_prometheus(args: argparse.Namespace, config: Any, metrics_addr: tuple[str, int] | None) -> int:
     from console.app import ConsoleApp, FleetApp
-    from console.fleet.prom import PrometheusFleet
 
     fleet = PrometheusFleet(args.prometheus, match=args.match, interval_s=args.prometheus_interval,
                             config=config, accept_new_host_key=bool(args.accept_new_host_key),

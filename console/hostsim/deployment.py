@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from console.config import HostProfile
-from console.hostsim import drive, placement
+from console.hostsim import HostSimulator, drive, placement
 from console.hostsim.downloader import qwen122b_config
 from console.hostsim.downtime_scenario import write_model
+from console.hostsim.server import HostIdentity
 from console.hostsim.services import UNITS_DIR, Timeline, UnitRunner, install_units
 
 MODEL_DIR = "/shared/models/Qwen3.5-397B-A17B"
@@ -124,9 +125,6 @@ class DeploymentSim:
     dist_init_addr: str | None = None
 
     async def start(self) -> None:
-        from console.hostsim import HostSimulator
-        from console.hostsim.server import HostIdentity
-
         names = ("gpu-node-0", "gpu-node-1") if self.kind == "multinode" else ("gpu-prefill", "gpu-decode", "pd-router")
         for name in names:
             sim = HostSimulator(identity=HostIdentity(hostname=name), speed=self.speed, scenario="drive")

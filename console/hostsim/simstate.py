@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,6 @@ def install_pylib(pylib: Path) -> None:
 
 
 def scenario_time() -> float:
-    import time
-
     state = load_state()
     return (time.time() - float(state["start_s"])) * float(state.get("speed", 1.0))
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import json
+import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -76,7 +78,6 @@ def journal_time(realtime_us: object) -> str | None:
     host-local stamp SGLang's lines carry ("2026-12-01 08:03:12.123456"); None when absent or odd."""
     if not isinstance(realtime_us, str) or not realtime_us.isdigit():
         return None
-    import datetime as dt
 
     return dt.datetime.fromtimestamp(int(realtime_us) / 1e6).isoformat(sep=" ", timespec="microseconds")
 
@@ -360,7 +361,6 @@ async def _pump(stream: LineStream, queue: asyncio.Queue[object]) -> None:
 
 async def read_log_file(path: str, max_bytes: int = 64 << 20) -> LogSummary:
     """`snapshot --log-file FILE`: a local file read once (the tail end if it is huge)."""
-    import os
 
     tracker = LogTracker(f"file {path}")
 

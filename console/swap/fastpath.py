@@ -27,8 +27,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from console.analysis import host_replies
+from console.analysis import unit_environment as ue
+from console.analysis.bench_view import is_result
+from console.analysis.fit import inputs_from_command
 from console.core.recording import default_dir
-from console.parsers.systemd import unit_is_failing
+from console.parsers import ParseError
+from console.parsers.proc_net import conflicts, parse_listeners
+from console.parsers.sglang_argv import NotSglang, normalize
+from console.parsers.systemd import parse_unit, unit_is_failing
 from console.swap import actions as act
 from console.swap import container_fastpath as cfp
 from console.swap import paths as P
@@ -36,7 +42,8 @@ from console.swap import plan as swap_plan
 from console.swap import prediction as pred
 from console.swap import prewarm as pw
 from console.swap.downtime_model import PathEvent
-from console.swap.model import GateCheck
+from console.swap.errors import StepFailed, StepRefused
+from console.swap.model import GateChanged, GateCheck
 from console.swap.ready_wait import wait_beside_ready
 from console.transport.errors import TransportError
 
@@ -82,8 +89,6 @@ def port_check(port: int) -> str:
 def port_verdict(port: int, text: str, bind: str = "127.0.0.1") -> str | None:
     """None when nothing listens where a server binding `bind`:`port` would (a wildcard on either
     side takes every address); else why the beside server cannot have it (one line)."""
-    from console.parsers import ParseError
-    from console.parsers.proc_net import conflicts, parse_listeners
 
     if re.search(r"listeners_exit=(124|137)\b", text):
         return f"port {port} could not be checked on the host (the check timed out)"
@@ -102,7 +107,6 @@ def beside_unit_text(text: str, gpus: tuple[int, ...], port: int) -> str:
     """The drafted unit for the beside path: its CUDA_VISIBLE_DEVICES set (every earlier assignment,
     whatever its form, removed; the new one last in [Service]: console/analysis/unit_environment.py)
     and its port replaced, nothing else changed. A unit pinned to MIG instances is refused."""
-    from console.analysis import unit_environment as ue
 
     mig = ue.mig_problem(text)
     if mig:
@@ -333,7 +337,6 @@ class FastPaths:
         except (act.ActionError, TransportError, OSError, ValueError, asyncio.TimeoutError) as exc:
             self.plan_error = clean(exc)
         except Exception as exc:  # the StepFailed of a path the profile asks for and cannot have
-            from console.swap.errors import StepFailed
 
             if not isinstance(exc, StepFailed):
                 raise
@@ -354,7 +357,6 @@ class FastPaths:
     async def beside_environment_problem(self, gpus: tuple[int, ...], port: int) -> str | None:
         """Why the beside unit would not get CUDA_VISIBLE_DEVICES=gpus once systemd applies its drop-ins,
         EnvironmentFile= files and UnsetEnvironment= (read on the host, nothing changed), or None."""
-        from console.analysis import unit_environment as ue
 
         transport = self.ctl.session.transport
         try:
@@ -470,9 +472,6 @@ class FastPaths:
         return samples + [s for s in live if s.at not in known], problems
 
     def _commands(self) -> tuple[Any, Any]:
-        from console.parsers.sglang_argv import NotSglang, normalize
-        from console.parsers.systemd import parse_unit
-
         report = self.ctl.state.data("service")
         old = report.old.command if report is not None and report.old is not None else None
         new = None
@@ -492,7 +491,6 @@ class FastPaths:
     async def plan_paths(self) -> str:
         """Read the host's facts (nothing changes there) and choose the path: the PathPlan, the
         restart's prediction, a PathEvent for the report, the gate re-evaluated."""
-        from console.analysis.fit import inputs_from_command
 
         ctl = self.ctl
         p = ctl.profile
@@ -725,7 +723,6 @@ class FastPaths:
         report compares like with like; None: the controller's plan."""
         if self.chosen != "beside":
             return None
-        from console.analysis.bench_view import is_result
 
         for run in reversed(self.ctl.state.bench.history):
             values = [run.get(k) for k in ("max_concurrency", "num_prompts", "random_input_len",
@@ -753,14 +750,11 @@ class FastPaths:
 
 def _fail(message: str) -> Exception:
     """The controller's StepFailed (imported late: the controller imports this module)."""
-    from console.swap.errors import StepFailed
 
     return StepFailed(message)
 
 
 def _refused(message: str) -> Exception:
-    from console.swap.errors import StepRefused
-
     return StepRefused(message)
 
 
@@ -786,8 +780,6 @@ def _residency_json(r: pred.Residency | None) -> dict[str, Any] | None:
 
 
 def _gate(ctl: SwapController) -> Any:
-    from console.swap.model import GateChanged
-
     return GateChanged(ctl.host, ctl.evaluate_gate(), ctl._clock())
 
 

@@ -22,12 +22,17 @@ this module existed still gives a report with its swap.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import json
+import shlex
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from console.analysis.host_replies import reply_json, split_reply
+from console.analysis.service_report import effective_environment
 from console.core.events import (
     AuditAppended,
     BenchChanged,
@@ -127,7 +132,6 @@ def audited_verb(command: str) -> tuple[str, str] | None:
     """(verb, unit or container) of an audited `systemctl stop|start|restart -- UNIT` or
     `docker stop|start|restart … -- NAME` (inside the `timeout` that bounds it); None for anything
     else (a script, a curl, sftp)."""
-    import shlex
 
     try:
         words = shlex.split(command)
@@ -160,8 +164,6 @@ def _port(side: Any) -> int | None:
 
 
 def _gpus(side: Any) -> str | None:
-    from console.analysis.service_report import effective_environment
-
     return effective_environment(side).get("CUDA_VISIBLE_DEVICES") if side is not None else None
 
 
@@ -356,7 +358,6 @@ class SwapObserver:
     def _path(self, out: list[Any], path: str, reason: str, at: float, outcome: dict[str, Any] | None = None) -> None:
         """The path into the same field the console-driven paths set (state.swap.paths): the
         report's "Path and downtime" and its JSON `swap_path` read it. Never over the console's plan."""
-        import json
 
         self.path = path
         plan = self.state.swap.paths.get("plan")
@@ -437,7 +438,6 @@ class SwapObserver:
         issued = entry.at_s - (entry.duration_s or 0.0)
         old_unit, new_unit = self.units()
         if entry.action == "in_place" and "update_weights_from_disk" in entry.command:
-            from console.analysis.host_replies import reply_json, split_reply
 
             code, body = split_reply(entry.output_tail)
             if code == 200 and reply_json(body).get("success") is True:
@@ -505,8 +505,6 @@ class SwapObserver:
         self.wake("gpu")
 
     def _beside_done(self, out: list[Any], at: float) -> None:
-        import json
-
         self._beside_done_at = at
         old_unit, new_unit = self.units()
         self._write(out, "beside", state="done", ended_at_s=at,
@@ -713,7 +711,6 @@ def observe(state: Any, *, wake: Callable[[str], None] | None = None,
     """A host's observer without a swap controller (the fleet's hosts): its derived events are
     applied after the event that implied them, as the controller does; a beside swap seen on the
     host points the server poll at the new server's port (`move_server`, the session's)."""
-    import asyncio
 
     observer = SwapObserver(state, wake=wake)
 

@@ -216,6 +216,9 @@ LAZY_IMPORTS_ALLOWED: dict[str, int] = {
     "hostsim/multihost.py": 1, "panes/fit.py": 1, "panes/service.py": 1, "parsers/nvidia_smi.py": 1, 
     "share/client.py": 1, "share/web.py": 1, "sources/base.py": 1, "sources/log.py": 1, "sources/service.py": 1, 
     "swap/ready_wait.py": 1, "testing.py": 1, "transport/local.py": 1,
+    # `--deployment`: the Textual app and the simulator, loaded only when the screen or the demo is
+    # asked for (as cli.py's own: `--once` and `--swap` never load Textual)
+    "deploy/cli.py": 2,
 }
 
 

@@ -8,6 +8,7 @@ streaming /v1/completions and /v1/chat/completions with realistic timing.
 """
 
 import argparse
+import ctypes
 import json
 import os
 import random
@@ -17,6 +18,9 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from console.hostsim.fake_sglang import multinode
+from console.hostsim.fake_sglang.lifecycle import Lifecycle
 
 SPEED = float(os.environ.get("GPUSIM_SPEED", "1") or 1)
 # Boot timeline, seconds after the process starts (story.T_NEW_START): see console/hostsim/story.py.
@@ -88,7 +92,6 @@ class Server:
         self.lifecycle = None  # issue 24: set by main() (the simulated GPUs read it)
         # Issue 37: one node of a multi-node server (fake_sglang/multinode.py). Node R runs its
         # share of the TP ranks; only node 0 serves the API, the others a dummy health server.
-        from console.hostsim.fake_sglang import multinode
 
         self.nnodes = max(1, int(getattr(args, "nnodes", None) or 1))
         self.node_rank = int(getattr(args, "node_rank", None) or 0)
@@ -100,8 +103,6 @@ class Server:
         self.http_up = threading.Event()
 
     def start_lifecycle(self, booted):
-        from console.hostsim.fake_sglang.lifecycle import Lifecycle
-
         plan = dict((s, at) for at, s in self.boot_plan)
         weights = plan.get("weights loaded", 14.0) - plan.get("weights loading", 4.0)
         graphs = plan.get("graphs done", 22.0) - plan.get("graphs", 17.0)
@@ -151,7 +152,6 @@ class Server:
                                      "(Press CTRL+C to quit)"),
             "ready": self.fired_up,
         }
-        from console.hostsim.fake_sglang import multinode
 
         if self.dummy:  # node rank >= 1: no API; a dummy health server once its schedulers are up
             steps["http"] = self.dummy_health
@@ -174,8 +174,6 @@ class Server:
 
     # -- issue 37: distributed init across nodes (multinode.py) ------------------------------
     def dist_init(self):
-        from console.hostsim.fake_sglang import multinode
-
         a = self.args
         began = time.time()
         self.log("Init torch distributed begin.", all_ranks=True)
@@ -208,8 +206,6 @@ class Server:
         self.started += waited  # the rest of the boot follows the rendezvous
 
     def check_weights(self):
-        from console.hostsim.fake_sglang import multinode
-
         missing = multinode.incomplete_download(self.model_path or "")
         if missing is None:
             return
@@ -587,7 +583,6 @@ def die_with_parent():
     """The simulator started us: if it dies without stopping us (killed, crashed), so do we."""
     parent = os.getppid()
     try:
-        import ctypes
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):

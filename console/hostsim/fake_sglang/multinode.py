@@ -19,6 +19,7 @@ unreachable one does on real hosts. One TCP connection per node (not per rank) s
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket
 import time
 from pathlib import Path
@@ -156,7 +157,6 @@ def incomplete_download(model_path: str) -> str | None:
     partials = sorted((root / ".cache" / "huggingface" / "download").rglob("*.incomplete"))
     index = root / "model.safetensors.index.json"
     try:
-        import json
 
         shards = sorted(set(json.loads(index.read_text()).get("weight_map", {}).values()))
     except (OSError, ValueError, AttributeError):
