@@ -459,6 +459,7 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         self._pictures: OrderedDict[tuple[object, ...], Text] = OrderedDict()  # drawn charts by their inputs
         self.chart_builds = 0  # plotext rebuilds (tests read it)
         self.chart_draws = 0  # chart repaints asked of Textual (tests read it)
+        self._laid_out_for: tuple[object, ...] | None = None  # the sizes it was last laid out for
         self.table_draws = 0  # table repaints asked of Textual (tests read it)
 
     def compose(self) -> Any:
@@ -564,7 +565,12 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         self.redraw()
 
     def relayout(self) -> None:
-        self.redraw(force=True)
+        """Laid out again (maximized, restored, the plan docked): drawn again only if its size
+        changed (the screen asks every pane after each such change, most keep their size)."""
+        sizes = tuple(self.query_one(f"#bench-{part}", Static).content_size for part in ("chart", "table"))
+        if sizes != self._laid_out_for:
+            self._laid_out_for = sizes
+            self.redraw(force=True)
 
     def action_run_quick(self) -> None:
         self.post_message(self.RunRequested("quick"))

@@ -42,6 +42,9 @@ async def test_the_bench_pane_and_the_plan_have_no_timer_and_draw_nothing_when_n
         bench = screen.pane("bench")
         assert not list(bench._timers), "the benchmark pane polls on a timer of its own"
         assert not [t for t in plan._timers if t.name != "screen_update"], "the swap plan polls on a timer of its own"
+        # The plan docked: the panes are laid out again for their new sizes (drawn then, once).
+        await wait_for(lambda: bench._laid_out_for == tuple(
+            bench.query_one(f"#bench-{part}").content_size for part in ("chart", "table")), timeout=30)
         await pilot.pause()
         drawn = (bench.table_draws, bench.chart_draws, plan.plan_draws)
         for _ in range(5):  # the screen's timer ticks and flushes with nothing new: nothing drawn
@@ -119,4 +122,9 @@ async def test_a_pane_left_out_beside_the_plan_is_not_drawn_until_it_is_shown_ag
         assert bench.table_draws == draws  # not seen beside the plan at 80 columns: not drawn
         await pilot.press("escape")
         await wait_for(lambda: not isinstance(app.screen, SwapScreen) and bench.display, timeout=30)
-        await wait_for(lambda: "RUNNING" in screen_text(app), timeout=30)  # what it missed, at the restore
+        def shown() -> bool:  # the state's clock moves on, as it does live, and the screen ticks
+            clock.t += 0.1
+            screen._tick()
+            return "RUNNING" in screen_text(app)
+
+        await wait_for(shown, timeout=30)  # what it missed, at the restore
