@@ -72,8 +72,15 @@ def find_peer(path: str | None) -> list[str] | None:
     return None
 
 
-def run_ours(url: str, n: int, c: int, a: argparse.Namespace, work: Path) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "console", "bench", "--url", url, "--num-prompts", str(n),
+# Our client as it runs without the `bench` extra's uvloop and orjson (its fallbacks: asyncio's
+# own loop, the json module), in the same virtualenv: the two imports made to fail.
+STDLIB = ("import runpy, sys; sys.modules['uvloop'] = None; sys.modules['orjson'] = None; "
+          "sys.argv[0] = 'console'; runpy.run_module('console', run_name='__main__', alter_sys=True)")
+
+
+def run_ours(url: str, n: int, c: int, a: argparse.Namespace, work: Path, stdlib: bool = False) -> dict[str, Any]:
+    python = [sys.executable, "-c", STDLIB] if stdlib else [sys.executable, "-m", "console"]
+    cmd = [*python, "bench", "--url", url, "--num-prompts", str(n),
            "--input-len", str(a.input_len), "--output-len", str(a.output_len), "--concurrency", str(c),
            "--warmup", "1", "--json", "--output-file", str(work / "ours.jsonl")]
     if a.tokenizer:
@@ -158,6 +165,8 @@ def main() -> int:
     ap.add_argument("--tokenizer", action="store_true",
                     help="also give gpuconsole the tokenizer (it counts with usage when the server sends it)")
     ap.add_argument("--json-out", help="write the whole report here")
+    ap.add_argument("--stdlib-too", action="store_true",
+                    help="also our client without uvloop and orjson (asyncio's loop, json), in the same reps")
     a = ap.parse_args()
     peer = None if a.no_peer else find_peer(a.bench_serving_file)
     work = Path(tempfile.mkdtemp(prefix="gpuconsole-bench-client-"))
@@ -175,18 +184,26 @@ def main() -> int:
         try:
             for c in levels:
                 n = a.zero_requests if scenario == "zero" else max(30, a.paced_requests_per_c * c)
-                raw: dict[str, list[dict[str, float]]] = {"gpuconsole": [], "bench_serving": []}
+                clients = ["gpuconsole", *(["gpuconsole (stdlib)"] if a.stdlib_too else []), "bench_serving"]
+                raw: dict[str, list[dict[str, float]]] = {name: [] for name in clients}
+                ratios: list[float] = []
                 for rep in range(a.reps):
-                    order = ["gpuconsole", "bench_serving"] if rep % 2 == 0 else ["bench_serving", "gpuconsole"]
+                    order = clients if rep % 2 == 0 else list(reversed(clients))
                     for client in order:
                         if client == "bench_serving" and peer is None:
                             continue
                         truth(url)  # reset
-                        m = run_ours(url, n, c, a, work) if client == "gpuconsole" else \
-                            run_peer(peer, url, n, c, a, work)  # type: ignore[arg-type]
+                        load = os.getloadavg()[0]
+                        m = run_ours(url, n, c, a, work, stdlib=client.endswith("(stdlib)")) \
+                            if client.startswith("gpuconsole") else run_peer(peer, url, n, c, a, work)  # type: ignore[arg-type]
                         r = row(m, truth(url), n, c)
+                        r["load_1m"] = round(load, 2)
                         raw[client].append(r)
                         print(f"{scenario} c={c} rep {rep} {client}: {json.dumps(r)}", file=sys.stderr, flush=True)
+                    if raw["gpuconsole"] and raw.get("bench_serving") and len(raw["bench_serving"]) == rep + 1:
+                        # The ratio within one rep (both runs a minute apart), not of two medians.
+                        ratios.append(round(raw["gpuconsole"][-1]["req_s"] / raw["bench_serving"][-1]["req_s"], 2))
+                report.setdefault("req_s_ratio_by_rep", {})[f"{scenario} c={c}"] = ratios
                 key = f"{scenario} c={c}"
                 report["raw"][key] = raw
                 report["results"][key] = {k: medians(v) for k, v in raw.items() if v}

@@ -204,7 +204,16 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, s
         from console.fleet.hosts import MAX_CONNECTING
 
         fleet = Fleet(profiles, demo=sim != "quiet", max_connecting=max_connecting or MAX_CONNECTING)
-        app = FleetApp(fleet.states, start=fleet.start, close=fleet.close, title="bench")
+        marks: dict[str, float] = {}
+
+        async def timed_close() -> None:  # when the app's quit reached the fleet's close, and its end
+            marks.setdefault("close_started", time.monotonic())
+            try:
+                await fleet.close()
+            finally:
+                marks.setdefault("close_returned", time.monotonic())
+
+        app = FleetApp(fleet.states, start=fleet.start, close=timed_close, title="bench")
         cpu_start, rss_start = cpu_s(), rss_mib()[0]
         started = time.monotonic()
         task = await run_app(app)
@@ -286,13 +295,25 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, s
             "load_average_1m": [round(load0, 2), round(load1, 2)],
         }
         print(json.dumps(result), file=sys.stderr, flush=True)  # the figures, even if the exit hangs
+        ports = {p.port for p in profiles}
+        result["connections_before_exit"] = open_connections(ports)
         app.exit()
-        closing = time.monotonic()
+        closing, cpu_closing = time.monotonic(), cpu_s()
         try:
+            try:
+                await asyncio.wait_for(asyncio.shield(task), 2.0)
+            except asyncio.TimeoutError:
+                # The goal's bound passed: what is still running, by where each task waits.
+                result["connections_open_after_2s"] = open_connections(ports)
+                result["tasks_left_after_2s"] = tasks_left(task)
             await asyncio.wait_for(task, 120)
             result["exit_s"] = round(time.monotonic() - closing, 2)
         except asyncio.TimeoutError:
             result["exit_s"] = "did not exit within 120 s"
+        result["exit_cpu_s"] = round(cpu_s() - cpu_closing, 2)
+        result["exit_timeline_s"] = {k: round(v - closing, 2) for k, v in marks.items()}
+        result["connections_open_after_exit"] = open_connections(ports)
+        result["load_average_1m_at_exit"] = round(os.getloadavg()[0], 2)
         SshTransport.run = original  # type: ignore[method-assign]
         return result
     finally:
@@ -304,6 +325,49 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, s
                 proc.wait(60)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def open_connections(ports: set[int]) -> int:
+    """This process's TCP connections to the simulated hosts' ports still open (any state but
+    closed: an ESTABLISHED or a half-closed one still holds the host's sshd session)."""
+    inodes = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+            if remote_port in ports and fields[9] in inodes and fields[3] != "07":  # 07: TCP_CLOSE
+                count += 1
+    return count
+
+
+def tasks_left(app_task: asyncio.Task[Any]) -> dict[str, int]:
+    """The loop's tasks still pending (the app's own left out), counted by the innermost frame of
+    the console's code each waits in ("console/sources/gpu.py:59 _lines")."""
+    where: collections.Counter[str] = collections.Counter()
+    for t in asyncio.all_tasks():
+        if t is app_task or t is asyncio.current_task() or t.done():
+            continue
+        frames = t.get_stack(limit=50)
+        ours = [f for f in frames if "/console/" in f.f_code.co_filename]
+        f = (ours or frames or [None])[-1]
+        if f is None:
+            where["(no frame)"] += 1
+            continue
+        path = f.f_code.co_filename.split("/console/", 1)[-1]
+        where[f"{path}:{f.f_lineno} {f.f_code.co_name}"] += 1
+    return dict(where.most_common(12))
 
 
 def main_queries(fleet: Any) -> None:

@@ -76,7 +76,10 @@ def rss_mib() -> float:
     return float("nan")
 
 
-async def flood(rate: int, seconds: float) -> dict[str, object]:
+BUSY = "while True: pass"
+
+
+async def flood(rate: int, seconds: float, busy: int = 0) -> dict[str, object]:
     from console.app import ConsoleApp
     from console.config import HostProfile
     from console.panes.log import LogPane
@@ -105,6 +108,7 @@ async def flood(rate: int, seconds: float) -> dict[str, object]:
     gc.callbacks.append(on_gc)
     lags: list[float] = []
     rss: list[float] = []
+    spinners: list[subprocess.Popen[bytes]] = []
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             # Start the flood once the console follows the log (a line written now has reached its
@@ -120,10 +124,14 @@ async def flood(rate: int, seconds: float) -> dict[str, object]:
                                      f"(connection: {app.state.connection})")
                 await asyncio.sleep(0.1)
             root = str(Path(__file__).resolve().parent.parent)
+            # The condition: another process keeps a core busy (`--busy 1`) while the flood runs.
+            spinners += [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(busy)]
+            load_before = os.getloadavg()[0]
             writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(rate), str(seconds), root],
                                       stdout=subprocess.PIPE, text=True)
             start = time.perf_counter()
             cpu0 = time.process_time()
+            loop_cpu0 = time.thread_time()  # the UI's thread alone (the loop runs on this thread)
             before_flood = app.state.log_lines_total
             counting_gc[0] = True
             while writer.poll() is None:
@@ -133,30 +141,50 @@ async def flood(rate: int, seconds: float) -> dict[str, object]:
                 if int(time.perf_counter() - start) > len(rss):
                     rss.append(rss_mib())
             counting_gc[0] = False
+            load_after = os.getloadavg()[0]
+            for spinner in spinners:
+                spinner.kill()
+                spinner.wait()
             written = int(writer.stdout.read().strip()) if writer.stdout else 0
             cpu_s = time.process_time() - cpu0
             flood_s = time.perf_counter() - start
             pane = app.query_one(LogPane)
-            deadline = time.time() + 30
-            while time.time() < deadline:
+            # Every line, however long a loaded machine takes: wait while lines still arrive (gives
+            # up after 30 s without one).
+            seen, last_seen, idle_since = 0, -1, time.time()
+            while time.time() - idle_since < 30:
                 seen = app.state.log_lines_total - before_flood  # what the host's state received
                 if seen >= written:
                     break
+                if seen != last_seen:
+                    last_seen, idle_since = seen, time.time()
                 await asyncio.sleep(0.2)
+            loop_cpu_s = time.thread_time() - loop_cpu0
+            catch_up_s = time.perf_counter() - start - flood_s
             kept = len(pane.lines)
             shown = pane.log_widget.line_count
     finally:
+        for spinner in spinners:
+            if spinner.poll() is None:
+                spinner.kill()
+                spinner.wait()
         gc.callbacks.remove(on_gc)
         sshd.stop()
     steady = rss[len(rss) // 4:] or rss
     full_gc = sorted(full_gc_ms)
-    return {"rate_lines_per_s": rate, "seconds": seconds, "lines_written": written, "lines_seen": seen,
+    return {"rate_lines_per_s": rate, "seconds": seconds, "busy_processes": busy,
+            "load_average_1m": [round(load_before, 2), round(load_after, 2)],
+            "lines_written": written, "lines_seen": seen,
             "lag_ms": {"p50": round(percentile(lags, 50), 2), "p99": round(percentile(lags, 99), 2),
                        "max": round(max(lags), 1)},
             "rss_mib": {"start": round(rss[0], 1), "end": round(rss[-1], 1),
                         "growth_after_first_quarter": round(steady[-1] - steady[0], 1)},
             "pane_lines_kept": kept, "log_widget_lines": shown,
             "console_cpu_pct_during_flood": round(100 * cpu_s / flood_s, 1),
+            # CPU time, which the machine's load does not inflate: the UI thread's per 1,000 lines
+            # (until every line had arrived), and how long after the flood the last line came.
+            "ui_thread_cpu_ms_per_1k_lines": round(1e6 * loop_cpu_s / max(seen, 1), 2),
+            "catch_up_s_after_the_flood": round(catch_up_s, 1),
             "full_gc_during_flood": {"count": len(full_gc), "cpu_ms_total": round(sum(full_gc), 1),
                                      "cpu_ms_median": round(full_gc[len(full_gc) // 2], 1) if full_gc else None,
                                      "cpu_ms_max": round(full_gc[-1], 1) if full_gc else None}}
@@ -167,8 +195,9 @@ if __name__ == "__main__":
     ap.add_argument("--rate", type=int, default=20_000)
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--parser-only", action="store_true")
+    ap.add_argument("--busy", type=int, default=0, help="processes that each keep a core busy during the flood")
     a = ap.parse_args()
     os.environ.setdefault("TERM", "xterm-256color")
     print(json.dumps({"parser_lines_per_s": round(parser_rate())}, indent=2))
     if not a.parser_only:
-        print(json.dumps(asyncio.run(flood(a.rate, a.seconds)), indent=2))
+        print(json.dumps(asyncio.run(flood(a.rate, a.seconds, a.busy)), indent=2))

@@ -372,9 +372,10 @@ class HostScreen(Screen[None]):
             if not wanted:
                 continue
             pane = self._mounted_pane(spec.key)
-            if maximized is not None and pane is not maximized and isinstance(pane, PaneFrame):
-                # Hidden behind the maximized pane: nothing it draws is seen. Its news waits for
-                # the restore (then one call per source, with the state as it is by then).
+            if isinstance(pane, PaneFrame) and (maximized is not None and pane is not maximized or not pane.display):
+                # Hidden behind the maximized pane, or left out beside the swap plan on a narrow
+                # screen: nothing it draws is seen. Its news waits for the restore (then one call
+                # per source, with the state as it is by then: `_relayout`).
                 self._hidden_dirty.update(wanted)
                 continue
             if isinstance(pane, PaneFrame):
@@ -382,6 +383,10 @@ class HostScreen(Screen[None]):
                     pane.state_changed(self.state, source)
         if AGES in dirty:  # the clock may have jumped (a seek back): every pane's ages now, due or not
             self._update_ages(force=True)
+        if dirty & {SWAP, HEADER, "presence"}:  # the plan beside the panes, if open (no timer of its own)
+            plan = self._plan_beside()
+            if plan is not None:
+                plan.refresh_plan()
         if "presence" in dirty:
             self._drive_requests()
         if "presence" in dirty and self.follow:
@@ -409,6 +414,18 @@ class HostScreen(Screen[None]):
         if header is not None:
             header.tick()
         self._update_ages()
+        plan = self._plan_beside()
+        if plan is not None:  # its clocks ("downtime 12s", a running step's seconds) move each second
+            plan.refresh_plan()
+
+    def _plan_beside(self) -> Any:
+        """The swap plan docked beside these panes, when it is open."""
+        from console.panes.swap import SwapScreen
+
+        for screen in self.app.screen_stack:
+            if isinstance(screen, SwapScreen) and screen._host_below() is self:
+                return screen
+        return None
 
     def _frames(self) -> list[Any]:
         """The panes with a frame, found once (a CSS query every second cost more than the ages)."""
@@ -424,8 +441,8 @@ class HostScreen(Screen[None]):
         self._ages_at = now
         maximized = self.maximized
         for pane in self._frames():
-            if maximized is not None and pane is not maximized:
-                continue
+            if maximized is not None and pane is not maximized or not pane.display:
+                continue  # not seen: its ages are drawn at the restore (`_relayout`)
             due = pane.age_due_s
             if force or (due is not None and due <= now):
                 self.age_updates += 1

@@ -485,6 +485,9 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         self._chart_empty = True
         self._pictures: OrderedDict[tuple[object, ...], Text] = OrderedDict()  # drawn charts by their inputs
         self.chart_builds = 0  # plotext rebuilds (tests read it)
+        self.chart_draws = 0  # chart repaints asked of Textual (tests read it)
+        self._laid_out_for: tuple[object, ...] | None = None  # the sizes it was last laid out for
+        self.table_draws = 0  # table repaints asked of Textual (tests read it)
 
     def compose(self) -> Any:
         yield Static(id="bench-chart")
@@ -493,34 +496,60 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
     def on_mount(self) -> None:
         self.border_title = f"{self.PANE_KEY} {self.PANE_TITLE}"
         self.border_subtitle = "c sweep chart · b run · B sweep · x stop"
-        self.set_interval(0.5, self.redraw)  # at most 2 Hz: plotext rebuilds cost 5-100 ms
+        # No timer of its own (issue 33/36: one refresh path): the host screen's flush calls
+        # `state_changed` when the benchmark's state moved, and its one age timer calls
+        # `update_age` once `age_due_s` has come (a throttled change, the time axis scrolling).
         self.redraw(force=True)
 
+    # While a run goes, its table changes with every finished request (40 a second at c=32) and
+    # holds a plotext chart: at most twice a second then, like the time chart.
+    TABLE_EVERY_S = 0.5
+    LIVE_CHART_EVERY_S = 0.5
+    IDLE_CHART_EVERY_S = 5.0  # plotext rebuilds cost 5-100 ms; enough for the time axis to scroll
+
     def redraw(self, force: bool = False) -> None:
-        """The table follows every change, at most twice a second while a run goes; the chart is
-        throttled (plotext rebuilds cost 5-100 ms): twice a second while a benchmark runs, every 5 s
-        otherwise, which is enough for the server's own slow-moving throughput and for the time
-        axis to scroll. Called every 0.5 s, so a throttled change is drawn at the next tick."""
-        now = time.time()
+        """Draw what changed, no more often than its throttle: the table at every change (twice a
+        second at most while a run goes); the chart twice a second while a benchmark runs, every
+        5 s otherwise, and then only while something on it moves with time. What is held back is
+        drawn when `age_due_s` comes (the screen's age timer)."""
+        now = self.now()
+        if now < self._drawn_at or now < self._table_drawn_at:  # a replay seeked back: nothing held
+            force = True
         signature = self.view.table_signature()
-        # While a run goes its table changes with every finished request (40 a second at c=32) and
-        # holds a plotext chart: at most twice a second then, like the time chart.
-        live_throttled = self.view.live is not None and now - self._table_drawn_at < 0.5
+        live_throttled = self.view.live is not None and now - self._table_drawn_at < self.TABLE_EVERY_S
         if force or (signature != self._table_version and not live_throttled):
             self._table_version = signature
             self._table_drawn_at = now
             table = self.query_one("#bench-table", Static)
             size = table.content_size
+            self.table_draws += 1
             table.update(results_table(self.view, size.width or 40, size.height or 8))
-        every = 0.5 if self.view.live is not None else 5.0
+        if force or self._chart_due(now) is not None and self._chart_due(now) <= now:  # type: ignore[operator]
+            if force or self.display:
+                self._draw_chart(now)
+        self.age_due_s = self._next_due(now)
+
+    def _chart_due(self, now: float) -> float | None:
+        """When the chart should next be drawn; None: nothing on it can change until an event."""
         moved = self.view.version != self._drawn_version
-        # A chart still saying "no throughput yet" is drawn again as soon as its first points are
-        # there, not up to 5 s later (a fresh 80x24 console showed it beside the log's 232 tok/s).
-        waiting = self._chart_empty and moved
-        if not force and not waiting and (not moved or now - self._drawn_at < every) and now - self._drawn_at < 5.0:
-            return
-        if not force and not self.display:
-            return
+        if self._chart_empty and moved:
+            # A chart still saying "no throughput yet" is drawn as soon as its first points are
+            # there, not up to 5 s later (a fresh 80x24 console showed it beside the log's 232 tok/s).
+            return now
+        every = self.LIVE_CHART_EVERY_S if self.view.live is not None else self.IDLE_CHART_EVERY_S
+        if moved:
+            return self._drawn_at + every
+        if self._chart_empty or self.sweep_mode:
+            return None  # an empty chart, or the sweep's: time does not move it
+        return self._drawn_at + self.IDLE_CHART_EVERY_S  # the time axis scrolls its points away
+
+    def _next_due(self, now: float) -> float | None:
+        dues = [d for d in (self._chart_due(now),) if d is not None]
+        if self.view.table_signature() != self._table_version:
+            dues.append(self._table_drawn_at + self.TABLE_EVERY_S)
+        return min(dues) if dues else None
+
+    def _draw_chart(self, now: float) -> None:
         self._drawn_version, self._drawn_at = self.view.version, now
         chart_widget = self.query_one("#bench-chart", Static)
         size = chart_widget.content_size
@@ -531,7 +560,12 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         if key is not None and key == self._chart_key:
             return  # the same picture: no repaint, no layout (an idle chart every 5 s)
         self._chart_key = key
+        self.chart_draws += 1
         chart_widget.update(drawn, layout=False)  # the chart's size is the pane's, not its text's
+
+    def update_age(self, now_s: float | None = None) -> None:
+        """The screen's age timer: what was held back is due (or the clock went back)."""
+        self.redraw()
 
     def _picture(self, w: int, h: int) -> Text:
         """The chart for this size, from the pictures already drawn when its inputs at the chart's
@@ -558,7 +592,12 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         self.redraw()
 
     def relayout(self) -> None:
-        self.redraw(force=True)
+        """Laid out again (maximized, restored, the plan docked): drawn again only if its size
+        changed (the screen asks every pane after each such change, most keep their size)."""
+        sizes = tuple(self.query_one(f"#bench-{part}", Static).content_size for part in ("chart", "table"))
+        if sizes != self._laid_out_for:
+            self._laid_out_for = sizes
+            self.redraw(force=True)
 
     def action_run_quick(self) -> None:
         self.post_message(self.RunRequested("quick"))

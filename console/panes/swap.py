@@ -339,6 +339,7 @@ class SwapScreen(ModalScreen[None]):
         self._shown: tuple[int, int] | None = None
         self.queued: str | None = None  # a key pressed while an action ran, safe to run next
         self._asked: set[str] = set()  # approval requests already put in front of this person
+        self.plan_draws = 0  # how many times the plan was drawn (tests read it)
 
     @property
     def read_only(self) -> bool:
@@ -355,10 +356,15 @@ class SwapScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         self._dock()
         self.refresh_plan()
-        self.set_interval(0.5, self.refresh_plan)
+        # Beside a host screen the plan is refreshed by that screen's one refresh path (its flush
+        # when the swap's state moved, its age timer while a clock runs: issue 33/36), never by a
+        # timer of its own. Alone (a test's app, nothing below to drive it) it looks twice a second.
+        if self._host_below() is None:
+            self.set_interval(0.5, self.refresh_plan)
 
     def on_resize(self) -> None:
         self._dock()
+        self.call_after_refresh(self.refresh_plan)  # its width is part of what it draws
 
     def on_unmount(self) -> None:
         host = self._host_below()
@@ -383,6 +389,10 @@ class SwapScreen(ModalScreen[None]):
             strip.styles.margin = (top, 0, 0, 0)
 
     def refresh_plan(self) -> None:
+        """Draw the plan if what it shows changed (the swap's version, its running clock's
+        second, the width), and run a key queued while the last action ran."""
+        if not self.is_attached:
+            return
         view: SwapView = self.state.swap
         self._pending_requests(view)
         setup = view.setup
@@ -396,6 +406,7 @@ class SwapScreen(ModalScreen[None]):
         if key == self._shown:
             return
         self._shown = key
+        self.plan_draws += 1
         self.query_one("#swap-plan", Static).update(format_plan(view, self.state.now(), read_only=self.read_only,
                                                                 width=width))
 

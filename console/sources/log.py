@@ -10,8 +10,10 @@ import datetime as dt
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from console.analysis.log_state import LogSummary, LogTracker
@@ -26,7 +28,23 @@ from console.transport.base import ConnectionState, LineStream, Transport, join,
 
 BATCH_S = 0.15
 BATCH_MAX = 2000
-PARSE_SLICE = 100  # lines parsed between two turns of the event loop (~2-4 ms)
+PARSE_SLICE = 100  # lines parsed between two offers of the GIL to the UI's thread (~2-4 ms)
+# Decoding, cleaning, redacting and parsing a batch run on this one thread, not on the event loop
+# (issue 36: at 20k lines/s they were most of the loop's time and its lag). One thread for every
+# follower: each follower waits for its batch before it reads the next, so its lines stay in order
+# and its resume point (offset, cursor) has one writer at a time.
+_PARSER: ThreadPoolExecutor | None = None
+_PARSER_LOCK = threading.Lock()
+
+
+def parser_thread() -> ThreadPoolExecutor:
+    global _PARSER
+    with _PARSER_LOCK:
+        if _PARSER is None:
+            _PARSER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuconsole-log-parse")
+        return _PARSER
+
+
 # A traceback comes one journal entry (or one write) per line and may straddle two batches: it is
 # closed (one error, named by its last line) once the stream has been quiet this long, not when a
 # batch happens to end after its header (the real journald cut an OOM's traceback at its header).
@@ -185,6 +203,30 @@ class LogFollower:
             event = replace(event, ts=self._docker_ts[:19].replace("T", " "))
         return event
 
+    def _parse_batch(self, raw_lines: list[bytes]) -> list[LogEvent]:
+        """A batch's events in the lines' order (on the parser thread)."""
+        events = []
+        for i, raw in enumerate(raw_lines):
+            if i and i % PARSE_SLICE == 0:
+                time.sleep(0)  # the GIL offered to the UI's thread: it waits for at most a slice
+            event = self._parse(raw)
+            if event is not None:
+                events.append(event)
+        return events
+
+    async def _parse_off_loop(self, raw_lines: list[bytes]) -> list[LogEvent]:
+        """`_parse_batch` on the parser thread. Cancelled meanwhile, it still waits for the
+        thread to finish the batch (a few ms) before the cancel goes on: nothing else may touch
+        the follower's resume point while the thread writes it."""
+        if not raw_lines:
+            return []
+        done = asyncio.get_running_loop().run_in_executor(parser_thread(), self._parse_batch, raw_lines)
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            await asyncio.wait({done})
+            raise
+
     def _decode(self, raw: bytes) -> str | None:
         self._docker_ts = None
         if self.container is not None:
@@ -251,13 +293,10 @@ class LogFollower:
         saved = self.offset
         self.offset = 0
         self._skip_partial = False
-        events = []
-        for raw in result.stdout.split(b"\n"):
-            if raw:
-                event = self._parse(raw)
-                if event is not None:
-                    events.append(event)
-        self.offset = saved
+        try:
+            events = await self._parse_off_loop([raw for raw in result.stdout.split(b"\n") if raw])
+        finally:
+            self.offset = saved
         self.tracker.feed(events)
         self.tracker.flush()
         return tuple(events)
@@ -319,15 +358,7 @@ class LogFollower:
                             ended = True
                             break
                         raw_lines.append(item)
-                    events = []
-                    for i, raw in enumerate(raw_lines):
-                        if i and i % PARSE_SLICE == 0:
-                            # Let the UI draw between slices: a 2,000-line batch parsed at once held
-                            # the loop 60-200 ms in a 20k lines/s flood (issue 23).
-                            await asyncio.sleep(0)
-                        event = self._parse(raw)  # type: ignore[arg-type]
-                        if event is not None:
-                            events.append(event)
+                    events = await self._parse_off_loop(raw_lines)  # type: ignore[arg-type]
                     got += len(events)
                     for lost in (e for e in events if e.kind == "lost"):
                         yield LogBatch((), self.tracker.summary(), note=lost.text)

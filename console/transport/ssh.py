@@ -368,12 +368,15 @@ class SshTransport:
                 return
             old_pool = self._pool
             self._conn = None
+            # Said before the old channels are tidied (awaits): a caller that sees "connected"
+            # must find a connection (a swap step re-reading its outcome after a drop asked at once,
+            # found no connection, and gave up on its retries while the state still said connected).
+            self._set_state("reconnecting", "connection lost")
             if old_pool:
                 await old_pool.close()
-            for stream in self._streams:
+            streams, self._streams = self._streams, []
+            for stream in streams:
                 await stream.close()
-            self._streams.clear()
-            self._set_state("reconnecting", "connection lost")
             backoff = Backoff(initial_s=0.5)
             while not self._closing:
                 await backoff.failed()

@@ -125,5 +125,9 @@ class ProcessLineStream:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._reaper(), 5)
         self._stderr_task.cancel()
-        with contextlib.suppress(BaseException):
-            await self._stderr_task
+        # asyncio.wait, not `await task` under suppress(BaseException): that swallowed the cancel of
+        # whoever was closing (a source's `finally` as the runner stopped it), so a quitting fleet's
+        # GPU sources ran on for another round each (issue 36).
+        await asyncio.wait({self._stderr_task})
+        if not self._stderr_task.cancelled():
+            self._stderr_task.exception()  # retrieved: a reader that failed is not reported again
