@@ -8,7 +8,7 @@ import asyncio
 from textual.widgets import Static
 
 from console.deploy.fleetrows import deployment_rows
-from console.fleet.screen import FleetApp
+from console.app import FleetApp
 from tests.kit.deploy import NOW, deployment, launch, multinode_args, node_state
 
 
