@@ -28,14 +28,15 @@ def short_mount(path: str) -> str:
 
 def format_header(label: str, demo: bool, state: ConnectionState | None,
                   summary: Reading[HostSummary] | None, now_s: float | None = None, mode: str | None = None,
-                  replay: Any = None, width: int | None = None, compact: bool = False) -> Text:
-    """One line. With `width`, a line too long for it drops, in order, the host's own name, the
-    uptime and the 5- and 15-minute loads: the free disk is the figure kept (issue 35 item 9: cut at 80)."""
+                  replay: Any = None, width: int | None = None, compact: int = 0) -> Text:
+    """One line. With `width`, a line too long for it drops the uptime and the 5- and 15-minute
+    loads first (compact 1), then names the host by its own name alone, without the address the
+    console reached it by (compact 2): the free disk is the figure kept (issue 35 item 9: cut at 80)."""
     if width is not None and not compact:
-        full = format_header(label, demo, state, summary, now_s, mode, replay)
-        if full.cell_len <= width:
-            return full
-        return format_header(label, demo, state, summary, now_s, mode, replay, compact=True)
+        for level in (0, 1, 2):
+            line = format_header(label, demo, state, summary, now_s, mode, replay, compact=level)
+            if line.cell_len <= width or level == 2:
+                return line
     now = time.time() if now_s is None else now_s
     text = Text(no_wrap=True, overflow="ellipsis")
     if replay is not None:  # a ReplayInfo (issue 20): the position, the speed, the end
@@ -47,9 +48,12 @@ def format_header(label: str, demo: bool, state: ConnectionState | None,
         text.append(" DEMO ", style="bold black on yellow")
     text.append(" ")
     host = summary.data.hostname if summary and summary.data else None
-    text.append(label, style="bold")
-    if host and host != label and not compact:
-        text.append(f" ({host})")
+    if host and host != label and compact >= 2:
+        text.append(host, style="bold")  # short of room: the host's own name, not the address reached
+    else:
+        text.append(label, style="bold")
+        if host and host != label:
+            text.append(f" ({host})")
     text.append("  ")
     if state is None:
         text.append("● starting", style="dim")

@@ -22,6 +22,7 @@ from console.core.recording import Recorder
 from console.core.runner import HostRunner
 from console.core.state import HostState, Notice
 from console.session import HostSession, make_transport
+from console.swap.controller import SwapController
 from console.swap.report import report_from_recording
 
 WHO = "ana"
@@ -72,7 +73,7 @@ async def console_on(profile: HostProfile, directory: Path, *, label: str, poll_
     directory.mkdir(parents=True, exist_ok=True)
     session = HostSession(profile, make_transport(profile), bench_path=directory / "bench.jsonl")
     state = HostState(label, label=label)
-    runner = HostRunner(session, state)
+    runner = HostRunner(session, state, swap=SwapController)
     runner.swap.poll_s = poll_s
     runner.swap.audit_file = directory / "audit.jsonl"
     notices: list[Notice] = []
