@@ -391,7 +391,7 @@ class SwapScreen(ModalScreen[None]):
     def refresh_plan(self) -> None:
         """Draw the plan if what it shows changed (the swap's version, its running clock's
         second, the width), and run a key queued while the last action ran."""
-        if not self.is_attached:
+        if not self.is_attached or not self.query("#swap-plan"):  # pushed, not composed yet: the flush came first
             return
         view: SwapView = self.state.swap
         self._pending_requests(view)
