@@ -62,6 +62,19 @@ def _model_name(side: Any) -> str | None:
     return None
 
 
+
+def _used_mib(status: Any) -> int:
+    return sum(g.memory_used_mib or 0 for g in getattr(status, "gpus", ()) or ())
+
+
+def _before_the_drain(samples: list[Any]) -> Any:
+    """The GPUs as they were before the stop: the last sample before its start, stepped back over
+    samples already falling (a stop seen late, by a poll, begins after the drain it caused)."""
+    i = len(samples) - 1
+    while i > 0 and _used_mib(samples[i - 1]) > _used_mib(samples[i]) + 1024:
+        i -= 1
+    return samples[i]
+
 @dataclass
 class ReportBuilder:
     """Fed every event of a session in order (a recording, or a live state's events)."""
@@ -78,6 +91,7 @@ class ReportBuilder:
 
     _t: float = 0.0
     _gpu_seen: deque[tuple[float, Any]] = field(default_factory=lambda: deque(maxlen=120))
+    _before_since: float | None = None  # the stop's start that "before" was chosen by
 
     def __post_init__(self) -> None:
         # The recording's clock, not this machine's: "now" is the time of the event being fed.
@@ -93,11 +107,14 @@ class ReportBuilder:
 
     def _apply(self, event: Any) -> None:
         if isinstance(event, SwapStepChanged) and event.step.key in ("stop_old", "in_place", "beside") \
-                and event.step.state in ("running", "done") and self.gpu_before is None:
-            # The last sample taken before the stop (an observed stop is dated back to the host's facts).
-            since = event.step.started_at_s
+                and event.step.state in ("running", "done") and (
+                    self.gpu_before is None or (event.step.started_at_s is not None and self._before_since is not None
+                                                and event.step.started_at_s < self._before_since)):
+            # The last sample taken before the stop; an observed stop is dated back to the host's
+            # facts (systemd's own "Stopping" line) after it was first seen, and "before" with it.
+            since = self._before_since = event.step.started_at_s
             earlier = [g for at, g in self._gpu_seen if since is None or at < since]
-            self.gpu_before = earlier[-1] if earlier else self.state.data("gpu")
+            self.gpu_before = _before_the_drain(earlier) if earlier else self.gpu_before or self.state.data("gpu")
         self.state.apply(event)
         if isinstance(event, ReadingChanged) and event.source == "service" and self.old_side is None \
                 and event.reading.data is not None and self.state.swap.steps["install"].state == "pending":
