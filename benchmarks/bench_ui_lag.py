@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_client import truth  # noqa: E402
 from benchmarks.loopback_server import start_in_process  # noqa: E402
-from console.bench.metrics import percentile  # noqa: E402
+from console.domain.bench.metrics import percentile  # noqa: E402
 
 _TCK = os.sysconf("SC_CLK_TCK")
 
@@ -75,9 +75,9 @@ def client(m: dict[str, Any]) -> dict[str, Any]:
 
 
 async def in_console(url: str, n: int, c: int) -> dict[str, Any]:
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
     from console.config import HostProfile
-    from console.session import HostSession, make_transport
+    from console.host.session import HostSession, make_transport
 
     port = int(url.rsplit(":", 1)[1])
     profile = HostProfile(name="local", server_port=port)

@@ -47,7 +47,7 @@ def diff_megabyte(tmp: Path) -> float:
 
 
 def fit_no_hub(tmp: Path) -> float:
-    from console.testing import free_port
+    from console.demo.sshd import free_port
 
     return _cli("fit", "Qwen/Qwen3.5-122B-A10B", "--gpus", "4", "--gpu-mem", "96",
                 env={"HF_ENDPOINT": f"http://127.0.0.1:{free_port()}", "HF_HOME": str(tmp / "hf")})
@@ -55,8 +55,8 @@ def fit_no_hub(tmp: Path) -> float:
 
 def bench_stop() -> float:
     from benchmarks.loopback_server import start_in_process
-    from console.bench.runner import BenchConfig, run_benchmark
-    from console.bench.workload import random_prompts
+    from console.domain.bench.runner import BenchConfig, run_benchmark
+    from console.domain.bench.workload import random_prompts
 
     proc, url = start_in_process(ttft_ms=50, itl_ms=50)
     try:
@@ -75,7 +75,7 @@ def bench_stop() -> float:
 
 
 def backoff_wake() -> float:
-    from console.backoff import Backoff
+    from console.host.backoff import Backoff
 
     async def run() -> float:
         b = Backoff()

@@ -40,8 +40,8 @@ ROWS: list[tuple[str, dict[str, Any]]] = [
 
 
 async def poll_cost(host: Any, polls: int = 3) -> dict[str, float]:
-    from console.sources.download import DownloadWatcher
-    from console.transport.ssh import SshTransport
+    from console.host.sources.download import DownloadWatcher
+    from console.host.transport.ssh import SshTransport
 
     t = SshTransport(host.sshd.options())
     await t.connect()

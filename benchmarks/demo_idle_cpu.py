@@ -1,7 +1,7 @@
 """The console's CPU once the demo's story is steady (download done, new model serving).
 
 Runs what users run, `gpuconsole --demo` (headless at 120x40 through --screenshot): the console
-starts the simulated host in its own process (console.hostsim.process) and connects to it over
+starts the simulated host in its own process (console.demo.hostsim.process) and connects to it over
 SSH like to a real host. The console's CPU (utime + stime from /proc/PID/stat, every thread) is
 read between `--from` and `--to` seconds, the simulator's separately; `--runs` runs, median.
 Target (issue 16): <= 2 % of one core for the console itself.
@@ -34,10 +34,10 @@ def children(pid: int) -> list[int]:
 
 
 def simulator_pid(console: int) -> int | None:
-    """The demo's simulator: the console's child running console.hostsim.process."""
+    """The demo's simulator: the console's child running console.demo.hostsim.process."""
     for child in children(console):
         try:
-            if b"console.hostsim.process" in Path(f"/proc/{child}/cmdline").read_bytes():
+            if b"console.demo.hostsim.process" in Path(f"/proc/{child}/cmdline").read_bytes():
                 return child
         except FileNotFoundError:
             continue

@@ -23,11 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from console.doctor import percentile  # noqa: E402
-from console.hostsim.downloader import DownloadPlan, LocalDirDownloader, RepoFile  # noqa: E402
-from console.sources.download import DownloadWatcher  # noqa: E402
-from console.testing import start_sshd  # noqa: E402
-from console.transport.ssh import SshOptions, SshTransport  # noqa: E402
+from console.cli.doctor import percentile  # noqa: E402
+from console.demo.hostsim.downloader import DownloadPlan, LocalDirDownloader, RepoFile  # noqa: E402
+from console.host.sources.download import DownloadWatcher  # noqa: E402
+from console.demo.sshd import start_sshd  # noqa: E402
+from console.host.transport.ssh import SshOptions, SshTransport  # noqa: E402
 
 
 class Counting:

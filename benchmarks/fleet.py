@@ -5,8 +5,8 @@
     python benchmarks/fleet.py prometheus --hosts 500 --cycles 12 # 500 generated hosts from a real Prometheus
 
 ssh: N simulated hosts in a child process: by default all served from that one process
-(console.hostsim.multihost: quiet hosts, each its own port and host key), or with `--sim story`
-the demo's story hosts (console.fleet.demo.FleetSimulator). This process runs the fleet (one
+(console.demo.hostsim.multihost: quiet hosts, each its own port and host key), or with `--sim story`
+the demo's story hosts (console.demo.fleet_demo.FleetSimulator). This process runs the fleet (one
 HostState + SSH session + runner per host, the default cadences) under the fleet screen,
 headless at 120x40. After `--warmup` s it measures for `--seconds` s: CPU of this process
 (/proc/self/stat), RSS (VmRSS, VmHWM), the round trip of every polled command per host
@@ -47,7 +47,7 @@ import json, logging, sys
 logging.getLogger("asyncio").setLevel(logging.ERROR)
 sys.path.insert(0, sys.argv[2])
 from dataclasses import asdict
-from console.fleet.demo import FleetSimulator
+from console.demo.fleet_demo import FleetSimulator
 sim = FleetSimulator(int(sys.argv[1]), exporters=False, first_index=int(sys.argv[3]))
 profiles = sim.start()
 print(json.dumps([asdict(p) for p in profiles]), flush=True)
@@ -58,7 +58,7 @@ sim.stop()
 GEN = r"""
 import asyncio, math, sys, time
 sys.path.insert(0, sys.argv[3])
-from console.hostsim.dcgm_exporter import DcgmExporter
+from console.demo.hostsim.dcgm_exporter import DcgmExporter
 hosts, gpus = int(sys.argv[1]), int(sys.argv[2])
 def page():
     t = time.time()
@@ -136,7 +136,7 @@ async def run_app(app: Any) -> asyncio.Task[Any]:
 async def handshake_cost(profiles: list[Any], sim_pids: list[int], count: int) -> dict[str, Any]:
     """Is the key exchange what limits connecting (issue 23 item 5)? `count` hosts connected one
     after another before the fleet starts: wall, this process's CPU and the simulator's, per host."""
-    from console.session import make_transport
+    from console.host.session import make_transport
 
     done = []
     c0, s0, w0 = cpu_s(), sum(pid_cpu_s(p) for p in sim_pids), time.perf_counter()
@@ -156,15 +156,15 @@ async def handshake_cost(profiles: list[Any], sim_pids: list[int], count: int) -
 async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, sim: str = "quiet",
                     max_connecting: int | None = None, handshakes: int = 0) -> dict[str, Any]:
     from console.config import HostProfile
-    from console.fleet.hosts import Fleet
-    from console.fleet.screen import FleetApp
-    from console.transport.ssh import SshTransport
+    from console.domain.fleet.hosts import Fleet
+    from console.ui.fleet_screen import FleetApp
+    from console.host.transport.ssh import SshTransport
 
     if sim == "quiet":
-        # Every host in ONE process (console.hostsim.multihost): its own port, host key and
+        # Every host in ONE process (console.demo.hostsim.multihost): its own port, host key and
         # sandbox; tools are `sh` scripts over files, so the hosts cost this machine little.
         procs = 1
-        sims = [subprocess.Popen([sys.executable, "-m", "console.hostsim.multihost", str(hosts)], cwd=ROOT,
+        sims = [subprocess.Popen([sys.executable, "-m", "console.demo.hostsim.multihost", str(hosts)], cwd=ROOT,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)]
     else:
         # The story's hosts (a Python process per tool call, a simulated SGLang each), in several
@@ -181,8 +181,8 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, s
             profiles += [HostProfile(**{k: tuple(v) if isinstance(v, list) else v for k, v in p.items()})
                          for p in json.loads(proc.stdout.readline())]
         # As the demo does: the Hub's answer for the simulated repo comes from a local cache.
-        from console.hostsim.downloader import DownloadPlan
-        from console.hostsim.scenario import write_hub_cache
+        from console.demo.hostsim.downloader import DownloadPlan
+        from console.demo.hostsim.scenario import write_hub_cache
 
         cache = Path(tempfile.mkdtemp(prefix="fleet-bench-cache-"))
         os.environ["GPUCONSOLE_CACHE_DIR"] = str(cache)
@@ -201,7 +201,7 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, s
 
         handshake = await handshake_cost(profiles, [p.pid for p in sims], handshakes) if handshakes else None
         SshTransport.run = timed_run  # type: ignore[method-assign]
-        from console.fleet.hosts import MAX_CONNECTING
+        from console.domain.fleet.hosts import MAX_CONNECTING
 
         fleet = Fleet(profiles, demo=sim != "quiet", max_connecting=max_connecting or MAX_CONNECTING)
         marks: dict[str, float] = {}
@@ -354,7 +354,7 @@ def open_connections(ports: set[int]) -> int:
 
 def tasks_left(app_task: asyncio.Task[Any]) -> dict[str, int]:
     """The loop's tasks still pending (the app's own left out), counted by the innermost frame of
-    the console's code each waits in ("console/sources/gpu.py:59 _lines")."""
+    the console's code each waits in ("console/host/sources/gpu.py:59 _lines")."""
     where: collections.Counter[str] = collections.Counter()
     for t in asyncio.all_tasks():
         if t is app_task or t is asyncio.current_task() or t.done():
@@ -373,7 +373,7 @@ def tasks_left(app_task: asyncio.Task[Any]) -> dict[str, int]:
 def main_queries(fleet: Any) -> None:
     """Make `fleet` query as main did at d2e6719: one `__name__=~"A|B|C|D"` regex selector per
     family, no total deadline or size cap (for the before/after in one run)."""
-    from console.fleet.prom import decode_answer, selector
+    from console.domain.fleet.prom import decode_answer, selector
 
     async def family(names: tuple[str, ...]) -> list[Any]:
         response = await fleet._client.get("/api/v1/query", params={
@@ -385,8 +385,8 @@ def main_queries(fleet: Any) -> None:
 
 async def prometheus_variant(url: str, variant: str, cycles: int, interval: float,
                              server_pid: int) -> dict[str, Any]:
-    from console.fleet.prom import PrometheusFleet
-    from console.fleet.screen import FleetApp
+    from console.domain.fleet.prom import PrometheusFleet
+    from console.ui.fleet_screen import FleetApp
 
     fleet = PrometheusFleet(url, interval_s=interval, timeout_s=10)
     if variant == "main":
@@ -453,7 +453,7 @@ async def prometheus_variant(url: str, variant: str, cycles: int, interval: floa
 
 async def bench_prometheus(hosts: int, gpus: int, cycles: int, interval: float,
                            variants: list[str]) -> dict[str, Any]:
-    from console.fleet.promserver import ScrapeTarget, start_prometheus
+    from console.demo.promserver import ScrapeTarget, start_prometheus
 
     gen = subprocess.Popen([sys.executable, "-c", GEN, str(hosts), str(gpus), str(ROOT)], stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, text=True)
@@ -508,7 +508,7 @@ def main() -> None:
     ssh.add_argument("--handshakes", type=int, default=10,
                      help="hosts connected one after another before the fleet: each handshake's CPU (0: none)")
     ssh.add_argument("--sim", choices=("quiet", "story"), default="quiet",
-                     help="quiet: every host in one process (console.hostsim.multihost, cheap sh tools); "
+                     help="quiet: every host in one process (console.demo.hostsim.multihost, cheap sh tools); "
                           "story: the demo's story hosts (a Python process per tool call)")
     prom = sub.add_parser("prometheus")
     prom.add_argument("--hosts", type=int, default=500)

@@ -42,9 +42,9 @@ LONG_VENV = f"/tmp/gpuconsole-validation-{os.getpid()}/a-long-virtualenv-directo
 
 
 async def main(out: Path) -> int:
-    from console.hostsim import HostSimulator
-    from console.transport import LocalTransport
-    from console.transport.ssh import SshOptions, SshTransport
+    from console.demo.hostsim import HostSimulator
+    from console.host.transport import LocalTransport
+    from console.host.transport.ssh import SshOptions, SshTransport
 
     out.mkdir(parents=True, exist_ok=True)
     # The whole virtualenv under a long name (a symlinked interpreter alone would not find its venv).
@@ -65,7 +65,7 @@ async def main(out: Path) -> int:
     (out / "busy_nvidia_smi.txt").write_text(sh("nvidia-smi"))
     (out / "busy_utilization_q.txt").write_text(sh("nvidia-smi -q -d UTILIZATION"))
     report["truth_before"] = truth_now()
-    from console.sources.gpu import SAMPLER_SOURCE
+    from console.host.sources.gpu import SAMPLER_SOURCE
 
     (out / "busy_nvml_sampler.jsonl").write_text(sh(f"timeout 3.5 {sys.executable} -u -c "
                                                     f"{__import__('shlex').quote(SAMPLER_SOURCE)} 0.5"))

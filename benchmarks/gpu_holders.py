@@ -13,11 +13,11 @@ Run on a GPU host (the project's lent H200):
    project's asyncssh host server: the NVML sampler, the `nvidia-smi -lms` stream, one-shot
    nvidia-smi) and compares every GPU (by UUID) and every process (by pid) with nvidia-smi.
 3. The drain: the holders exit one by one in --exit-order while two console paths read over SSH;
-   `console.analysis.gpu_drain.DrainWatch` reports each freeing and the holders left. Every
+   `console.domain.analysis.gpu_drain.DrainWatch` reports each freeing and the holders left. Every
    reading is written out so the tests replay it.
 4. The fit: one process allocates rank 0's bf16 shard of a 122B-like layer set (the shapes of
    `shard_tensors`, SGLang's TP sharding rules) after a one-rank NCCL init; the GPU memory it holds
-   is compared with `console.analysis.fit.plan_fit`'s per-GPU weights and context overhead.
+   is compared with `console.domain.analysis.fit.plan_fit`'s per-GPU weights and context overhead.
 Everything lands in OUT_DIR; stdout gets one JSON summary.
 """
 
@@ -138,8 +138,8 @@ def sh(cmd: str) -> str:
 
 
 def truth_now() -> dict:
-    from console.parsers.nvidia_smi import parse_compute_apps, parse_gpu_csv, query_apps_command, query_gpu_command
-    from console.snapshot import to_jsonable
+    from console.host.parsers.nvidia_smi import parse_compute_apps, parse_gpu_csv, query_apps_command, query_gpu_command
+    from console.cli.snapshot import to_jsonable
 
     gpu_csv = sh(query_gpu_command())
     apps_csv = sh(query_apps_command())
@@ -171,8 +171,8 @@ def compare(label: str, data: dict | None, truth: dict) -> list[dict]:
 
 
 async def read_paths(report: dict, transport, local: bool, label: str) -> None:
-    from console.snapshot import to_jsonable
-    from console.sources.gpu import PATHS, GpuSource
+    from console.cli.snapshot import to_jsonable
+    from console.host.sources.gpu import PATHS, GpuSource
 
     for path in PATHS if not local else ("nvml",):
         source = GpuSource(transport, local=local, interval_s=0.5, apps_every_s=0.5)
@@ -196,9 +196,9 @@ async def read_paths(report: dict, transport, local: bool, label: str) -> None:
 
 
 async def drain(report: dict, transport, holders: list[dict], order: list[int], out: Path) -> None:
-    from console.analysis.gpu_drain import DrainWatch
-    from console.snapshot import to_jsonable
-    from console.sources.gpu import PATHS, GpuSource
+    from console.domain.analysis.gpu_drain import DrainWatch
+    from console.cli.snapshot import to_jsonable
+    from console.host.sources.gpu import PATHS, GpuSource
 
     result: dict = {"exits": [], "paths": {}}
     stop = asyncio.Event()
@@ -252,8 +252,8 @@ async def drain(report: dict, transport, holders: list[dict], order: list[int], 
 
 
 def fit(report: dict, tps: list[int], out: Path) -> None:
-    from console.analysis.fit import CONTEXT_OVERHEAD_GIB
-    from console.hostsim.downloader import qwen122b_config
+    from console.domain.analysis.fit import CONTEXT_OVERHEAD_GIB
+    from console.demo.hostsim.downloader import qwen122b_config
 
     cfg = qwen122b_config()
     full = tensor_bytes(shard_tensors(cfg, 1))
@@ -266,7 +266,7 @@ def fit(report: dict, tps: list[int], out: Path) -> None:
 
 
 def _fit_one(report: dict, cfg: dict, full: int, tp: int, out: Path) -> None:
-    from console.analysis.fit import FitInputs, plan_fit
+    from console.domain.analysis.fit import FitInputs, plan_fit
 
     shapes = [s for _, s in shard_tensors(cfg, tp)]
     p = subprocess.Popen([sys.executable, "-c", SHARD, json.dumps(shapes)], stdin=subprocess.PIPE,
@@ -306,9 +306,9 @@ def _fit_one(report: dict, cfg: dict, full: int, tp: int, out: Path) -> None:
 
 async def main(out: Path, gibs: list[tuple[int, float]], order: list[int], tps: list[int],
                ranks: list[float] | None = None) -> int:
-    from console.hostsim import HostSimulator
-    from console.transport import LocalTransport
-    from console.transport.ssh import SshOptions, SshTransport
+    from console.demo.hostsim import HostSimulator
+    from console.host.transport import LocalTransport
+    from console.host.transport.ssh import SshOptions, SshTransport
 
     out.mkdir(parents=True, exist_ok=True)
     report: dict = {"host": os.uname().nodename, "gib": [g for _, g in gibs], "exit_order": order,
@@ -352,7 +352,7 @@ async def main(out: Path, gibs: list[tuple[int, float]], order: list[int], tps: 
     (out / "held_lms.txt").write_text(sh("timeout 1.6 nvidia-smi --query-gpu=index,name,uuid,memory.used,"
                                          "memory.total,utilization.gpu,temperature.gpu,power.draw,power.limit "
                                          "--format=csv,noheader,nounits -lms 500"))
-    from console.sources.gpu import SAMPLER_SOURCE
+    from console.host.sources.gpu import SAMPLER_SOURCE
 
     (out / "held_nvml_sampler.jsonl").write_text(sh(f"timeout 2.5 {sys.executable} -u -c "
                                                     f"{__import__('shlex').quote(SAMPLER_SOURCE)} 1"))

@@ -1,6 +1,6 @@
 """(On a GPU host) the CPU of each NVML call the GPU sampler makes, in the calling thread, and of a whole sample.
 
-`python3 benchmarks/gpu_sampler_calls.py console/sources/nvml_sampler.py` on the host: set beside
+`python3 benchmarks/gpu_sampler_calls.py console/host/sources/nvml_sampler.py` on the host: set beside
 `gpu_sampler_cost.py`'s whole-process figure, it says how much of a sample is NVML and Python in the
 sampler's own thread, and so how much is the process's wake-up and the kernel (under gVisor, the NVML
 ioctls' round trips). Stdlib and pynvml only.

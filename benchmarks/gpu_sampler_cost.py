@@ -8,7 +8,7 @@ the steady cost per sample, the process's start not in it (the start is said apa
 path (`nvidia-smi --query-gpu=…` once per sample, the console's last fallback) is timed as the
 CPU of each child from getrusage. Rounds are interleaved. A torch process holding 2 GiB on GPU 0
 (when torch is there) gives every sample a process to name. Stdlib only: run it with the host's
-python3, e.g. `python3 benchmarks/gpu_sampler_cost.py OUT --sampler now=console/sources/nvml_sampler.py`.
+python3, e.g. `python3 benchmarks/gpu_sampler_cost.py OUT --sampler now=console/host/sources/nvml_sampler.py`.
 """
 
 from __future__ import annotations

@@ -24,15 +24,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from console.parsers.nvidia_smi import (  # noqa: E402
+from console.host.parsers.nvidia_smi import (  # noqa: E402
     parse_compute_apps,
     parse_gpu_csv,
     query_apps_command,
     query_gpu_command,
 )
-from console.snapshot import to_jsonable  # noqa: E402
-from console.sources.gpu import PATHS, SAMPLER_SOURCE, GpuSource  # noqa: E402
-from console.transport import LocalTransport  # noqa: E402
+from console.cli.snapshot import to_jsonable  # noqa: E402
+from console.host.sources.gpu import PATHS, SAMPLER_SOURCE, GpuSource  # noqa: E402
+from console.host.transport import LocalTransport  # noqa: E402
 
 HOLDER = """
 import sys, torch
@@ -83,8 +83,8 @@ def stream_cost(cmd: list[str], seconds: float, count_line: str) -> dict[str, fl
 
 
 async def ssh_paths(report: dict) -> None:
-    from console.hostsim import HostSimulator
-    from console.transport.ssh import SshOptions, SshTransport
+    from console.demo.hostsim import HostSimulator
+    from console.host.transport.ssh import SshOptions, SshTransport
 
     async with HostSimulator(simulate_tools=False) as server:
         transport = SshTransport(SshOptions(
@@ -170,7 +170,7 @@ async def main(out: Path, alloc_gib: float) -> int:
                                              "cpu_ms_p50": statistics.median(cpus)}}
     # In-process NVML cost per sample.
     try:
-        from console.sources import nvml_sampler
+        from console.host.sources import nvml_sampler
 
         pynvml, handles, driver = nvml_sampler.open_nvml()
         started_cpu = time.process_time()

@@ -143,7 +143,7 @@ class Host:
 
 
 def start_host(gpus: int = 2, model_files: int | None = 60, log: bool = True) -> Host:
-    from console.testing import start_sshd
+    from console.demo.sshd import start_sshd
 
     d = Path(tempfile.mkdtemp(prefix="gpuconsole-cost-"))
     bin_dir = fake_gpu_bin(d / "bin", gpus)
@@ -208,9 +208,9 @@ def _console(config: dict[str, Any]) -> None:
     import asyncio
 
     sys.path.insert(0, str(ROOT))
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
     from console.config import HostProfile
-    from console.session import HostSession, make_transport
+    from console.host.session import HostSession, make_transport
 
     profile = HostProfile(name="bench", host="127.0.0.1", port=config["port"], user=config["user"],
                           identity=config["identity"], known_hosts=config["known_hosts"],

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from console.doctor import percentile  # noqa: E402
-from console.parsers.sglang_log import parse_line  # noqa: E402
+from console.cli.doctor import percentile  # noqa: E402
+from console.host.parsers.sglang_log import parse_line  # noqa: E402
 
 DECODE = ("[2026-04-08 14:05:{s:02d} TP0] Decode batch, #running-req: 48, #full token: 412000, full token usage: "
           "0.11, mamba num: 96, mamba usage: 0.26, accept len: 3.12, accept rate: 0.71, cuda graph: True, "
@@ -80,11 +80,11 @@ BUSY = "while True: pass"
 
 
 async def flood(rate: int, seconds: float, busy: int = 0) -> dict[str, object]:
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
     from console.config import HostProfile
-    from console.panes.log import LogPane
-    from console.session import HostSession, make_transport
-    from console.testing import start_sshd
+    from console.ui.panes.log import LogPane
+    from console.host.session import HostSession, make_transport
+    from console.demo.sshd import start_sshd
 
     sshd = start_sshd()
     log = Path(tempfile.mkdtemp(prefix="gpuconsole-flood-")) / "sglang.log"

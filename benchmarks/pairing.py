@@ -34,8 +34,8 @@ SIM = r"""
 import asyncio, json, logging, sys
 logging.getLogger("asyncio").setLevel(logging.ERROR)
 sys.path.insert(0, sys.argv[1])
-from console.hostsim import HostSimulator
-from console.hostsim.scenario import start_scenario, demo_profile
+from console.demo.hostsim import HostSimulator
+from console.demo.hostsim.scenario import start_scenario, demo_profile
 async def main():
     sim = HostSimulator()
     await sim.start()
@@ -63,7 +63,7 @@ def cpu_s(pid: int) -> float:
 # -- one attached client ----------------------------------------------------------------------
 async def client_main(sock: str, seconds: float, out: str, name: str, from_wall: float) -> None:
     from console.core.state import ReadingChanged
-    from console.share.app import SharedConsoleApp
+    from console.ui.attach_app import SharedConsoleApp
     from console.share.client import RemoteControl, attach
 
     client = await attach(sock, name=name)

@@ -6,7 +6,7 @@
   coreutils' `timeout -k` in its own process group (two more fork+execs per poll).
 
 Each sample is `gpuconsole doctor --json` (its `rtt_ms.persistent.p50`, `--runs` polls of
-`true`) against OpenSSH's sshd on 127.0.0.1 (`console.testing.start_sshd`, the tests' fixture),
+`true`) against OpenSSH's sshd on 127.0.0.1 (`console.demo.sshd.start_sshd`, the tests' fixture),
 the two modes alternating round by round so that load from other processes falls on both. The
 wrapper mode is chosen by taking bash away from the shell's setup (`WATCHDOG_SHELL`), in a
 process of its own, so the doctor is the real CLI either way.
@@ -28,14 +28,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from console.testing import start_sshd  # noqa: E402
+from console.demo.sshd import start_sshd  # noqa: E402
 
 DOCTOR = """
 import sys
-import console.transport.shell as shell
+import console.host.transport.shell as shell
 if sys.argv[1] == "wrapper":
     shell.WATCHDOG_SHELL = "gc-no-such-bash"  # the setup finds no bash: `timeout -k` per command
-from console.cli import main
+from console.cli.main import main
 raise SystemExit(main(sys.argv[2:]))
 """
 
@@ -45,7 +45,7 @@ def loadavg() -> float:
 
 
 def doctor(mode: str, sshd: object, runs: int, home: str) -> dict[str, float]:
-    s = sshd  # console.testing.Sshd
+    s = sshd  # console.demo.sshd.Sshd
     argv = ["doctor", "--json", "--runs", str(runs), "--host", "127.0.0.1", "--port", str(s.port),  # type: ignore[attr-defined]
             "--user", s.user, "--identity", str(s.client_key), "--known-hosts", str(s.known_hosts)]  # type: ignore[attr-defined]
     env = {**os.environ, "HOME": home, "XDG_CONFIG_HOME": f"{home}/.config", "XDG_DATA_HOME": f"{home}/.local/share",

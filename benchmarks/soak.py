@@ -63,7 +63,7 @@ def children(pid: int) -> list[int]:
 def simulator_pid(core: int) -> int | None:
     for child in children(core):
         try:
-            if b"console.hostsim.process" in Path(f"/proc/{child}/cmdline").read_bytes():
+            if b"console.demo.hostsim.process" in Path(f"/proc/{child}/cmdline").read_bytes():
                 return child
         except OSError:
             continue

@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from console.doctor import percentile  # noqa: E402
-from console.testing import start_sshd  # noqa: E402
-from console.transport.ssh import SshOptions, SshTransport  # noqa: E402
+from console.cli.doctor import percentile  # noqa: E402
+from console.demo.sshd import start_sshd  # noqa: E402
+from console.host.transport.ssh import SshOptions, SshTransport  # noqa: E402
 
 
 def summary(xs: list[float]) -> dict[str, float]:

@@ -51,11 +51,11 @@ def main(warmup_s: float, window_s: float) -> dict[str, Any]:
     global _counting
     from textual.screen import Screen
 
-    import console.host_screen as host_screen
-    import console.panes.bench as bench
-    from console.app import ConsoleApp
+    import console.ui.host_screen as host_screen
+    import console.ui.panes.bench as bench
+    from console.ui.app import ConsoleApp
     from console.config import HostProfile
-    from console.session import HostSession, make_transport
+    from console.host.session import HostSession, make_transport
 
     _count(Screen, "_compositor_refresh", "compositor refresh")
     _count(Screen, "_refresh_layout", "layout")

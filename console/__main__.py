@@ -1,3 +1,3 @@
-from console.cli import main
+from console.cli.main import main
 
 raise SystemExit(main())

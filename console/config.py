@@ -70,7 +70,7 @@ class HostProfile:
     router_url: str | None = None  # issue 24: an SGLang router / model gateway in front of the server (beside path)
     swap_path: str | None = None  # issue 24: "in-place", "beside" or "restart" (default: the least downtime)
     # The Hub (or a mirror) asked for the repo's file list; None: $HF_ENDPOINT, else huggingface.co.
-    # The demo's is its simulated host's own, on loopback (console/hostsim/fake_hub.py).
+    # The demo's is its simulated host's own, on loopback (console/demo/hostsim/fake_hub.py).
     hub_endpoint: str | None = None
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> HostProfile:
@@ -194,11 +194,11 @@ class ConsoleConfig:
     source: Path | None = None
     # -- fleet (issue 14): [groups] name = ["profile", ...] ------------------------------
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # [deployments.NAME]: one model over several hosts (issue 37; console/deploy/profile.py)
+    # [deployments.NAME]: one model over several hosts (issue 37; console/domain/deploy/profile.py)
     deployments: dict[str, Any] = field(default_factory=dict)
 
     def deployment(self, name: str) -> Any:
-        """The named deployment (console.deploy.profile.Deployment); unknown: a ConfigError."""
+        """The named deployment (console.domain.deploy.profile.Deployment); unknown: a ConfigError."""
         if name not in self.deployments:
             where = f" in {self.source}" if self.source else ""
             known = ", ".join(sorted(self.deployments)) or "none"
@@ -254,7 +254,7 @@ def load_config(path: Path | None = None) -> ConsoleConfig:
         profiles = {name: _profile_from_table(name, t, candidate) for name, t in tables.items()}
         default = data.get("default_profile")
         groups = _groups_from_table(data.get("groups", {}), candidate)
-        from console.deploy.profile import deployments_from_table  # issue 37
+        from console.domain.deploy.profile import deployments_from_table  # issue 37
 
         deployments = deployments_from_table(data.get("deployments", {}), profiles, candidate)
         return ConsoleConfig(profiles, default if isinstance(default, str) else None, candidate, groups, deployments)

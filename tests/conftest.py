@@ -17,10 +17,10 @@ from pathlib import Path
 import hypothesis  # noqa: F401 - imported first: a late import (the plugin's summary) hits CPython 3.11.7's "AST constructor recursion depth mismatch"
 import pytest
 
-from console.hostsim import HostSimulator
-from console.testing import Sshd
-from console.transport import LocalTransport, Transport
-from console.transport.ssh import SshTransport
+from console.demo.hostsim import HostSimulator
+from console.demo.sshd import Sshd
+from console.host.transport import LocalTransport, Transport
+from console.host.transport.ssh import SshTransport
 from tests.kit import netguard
 from tests.kit.hosts import DATA, require_sshd, sim_options, wait_for  # noqa: F401 - also for older imports
 from tests.kit.isolation import XDG_DEFAULTS, leftovers, snapshot_user_dirs, split_changes, user_dirs
@@ -155,7 +155,7 @@ async def transport(request: pytest.FixtureRequest, sim: HostSimulator) -> Async
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     """OpenSSH's sshd on 127.0.0.1 with temporary keys, for this test session only."""
-    from console.testing import SshdError, start_sshd
+    from console.demo.sshd import SshdError, start_sshd
 
     require_sshd()
     try:

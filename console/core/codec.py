@@ -18,11 +18,11 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from console.analysis.download import DownloadProgress
-from console.analysis.log_state import LogSummary
-from console.analysis.server_status import ServerStatus
-from console.analysis.service_report import ServiceReport
-from console.bench.runner import Progress
+from console.domain.analysis.download import DownloadProgress
+from console.domain.analysis.log_state import LogSummary
+from console.domain.analysis.server_status import ServerStatus
+from console.domain.analysis.service_report import ServiceReport
+from console.domain.bench.runner import Progress
 from console.core.events import (
     EVENT_TYPES,
     BenchChanged,
@@ -32,9 +32,9 @@ from console.core.events import (
     VerifyChanged,
 )
 from console.model import GpuStatus, HostSummary, Reading
-from console.parsers.sglang_log import LogEvent
-from console.sources.download import VerifyProgress
-from console.transport.base import ConnectionState
+from console.host.parsers.sglang_log import LogEvent
+from console.host.sources.download import VerifyProgress
+from console.host.transport.base import ConnectionState
 
 # What each source's Reading holds: the decoder needs the concrete type.
 SOURCE_TYPES: dict[str, type[Any]] = {

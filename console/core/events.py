@@ -7,7 +7,7 @@ builds (`EVENTS`), so adding an event is one declaration here (and its meaning i
 takes it). The tags are the wire format of every recording ever written: never change one.
 
 Events and the data they carry are plain frozen dataclasses (msgspec encodes them as they are).
-No Textual, no I/O, nothing from `console.swap`: the swap's engine imports these, never the reverse.
+No Textual, no I/O, nothing from `console.domain.swap`: the swap's engine imports these, never the reverse.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from console.analysis.bench_view import BenchData
+from console.domain.analysis.bench_view import BenchData
 from console.model import Reading
-from console.parsers.sglang_log import LogEvent
-from console.transport.base import ConnectionState
+from console.host.parsers.sglang_log import LogEvent
+from console.host.transport.base import ConnectionState
 
 # What an event changes, as the host screen's dirty keys and the pane registry's `sources` name it.
 HEADER = "header"  # the header: connection, host summary, presence, note
@@ -112,7 +112,7 @@ class Notice:
 @dataclass(frozen=True, slots=True)
 class VerifyChanged:
     host: str
-    progress: Any  # console.sources.download.VerifyProgress (the codec decodes it as one)
+    progress: Any  # console.host.sources.download.VerifyProgress (the codec decodes it as one)
 
 
 @event("bench", changes="bench")
@@ -125,7 +125,7 @@ class BenchChanged:
     kind: str
     label: str | None = None
     total: int | None = None
-    progress: Any = None  # console.bench.runner.Progress (the codec decodes it as one)
+    progress: Any = None  # console.domain.bench.runner.Progress (the codec decodes it as one)
     record: dict[str, Any] | None = None
     error: str | None = None
     runs: tuple[dict[str, Any], ...] = ()
@@ -175,14 +175,14 @@ class NoteChanged:
 class SwapStep:
     key: str
     title: str
-    state: str = "pending"  # one of console.swap.model.STEP_STATES
+    state: str = "pending"  # one of console.core.derive.swap_view.STEP_STATES
     started_at_s: float | None = None
     ended_at_s: float | None = None
     detail: str = ""  # why it failed, what it is waiting for, what it found
     commands: tuple[str, ...] = ()  # the exact commands it ran (or will run)
     who: str | None = None
     # Not run by the console's plan: seen on the host (another terminal, a shell, the demo's story),
-    # with the times the host's facts gave (console/swap/observe.py).
+    # with the times the host's facts gave (console/core/derive/swap_observer.py).
     observed: bool = False
 
     @property
@@ -355,7 +355,7 @@ class StateSnapshot:
     log_lines: tuple[LogEvent, ...] = ()
     log_lines_total: int = 0
     notices: tuple[Notice, ...] = ()
-    verify: Any = None  # console.sources.download.VerifyProgress
+    verify: Any = None  # console.host.sources.download.VerifyProgress
     bench: BenchData = field(default_factory=BenchData)
     swap: SwapData = field(default_factory=SwapData)
     presence: Presence | None = None

@@ -15,11 +15,11 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from console.analysis.bench_view import is_result
-from console.backoff import Backoff
-from console.bench.runner import BenchConfig, BenchThread
-from console.bench.store import default_path, load_runs, save_run
-from console.bench.workload import random_prompts
+from console.domain.analysis.bench_view import is_result
+from console.host.backoff import Backoff
+from console.domain.bench.runner import BenchConfig, BenchThread
+from console.domain.bench.store import default_path, load_runs, save_run
+from console.domain.bench.workload import random_prompts
 from console.core.control import NOT_SHARED
 from console.core.events import (
     BenchChanged,
@@ -33,13 +33,13 @@ from console.core.events import (
 )
 from console.core.state import HostState
 from console.model import Reading
-from console.session import HostSession
-from console.sources.base import PolledSource, describe_error
-from console.sources.download import verifiable_files, verify_reference, verify_sha256
-from console.sources.log import LogFollower
-from console.sources.server import _settle
-from console.transport.base import ConnectionState
-from console.transport.errors import HostKeyError, TransportError
+from console.host.session import HostSession
+from console.host.sources.base import PolledSource, describe_error
+from console.host.sources.download import verifiable_files, verify_reference, verify_sha256
+from console.host.sources.log import LogFollower
+from console.host.sources.server import _settle
+from console.host.transport.base import ConnectionState
+from console.host.transport.errors import HostKeyError, TransportError
 
 log = logging.getLogger("gpuconsole.runner")
 
@@ -52,7 +52,7 @@ class HostRunner:
                  swap: Callable[[HostRunner], Any] | None = None) -> None:
         self.session = session
         self.state = state
-        # The swap's engine (console/swap/controller.py's SwapController), given by whoever builds
+        # The swap's engine (console/domain/swap/controller.py's SwapController), given by whoever builds
         # the runner: the core never imports the swap; without one, the swap's requests are refused.
         self._swap_engine = swap
         self.host = state.host
@@ -296,7 +296,7 @@ class HostRunner:
             return "stopped: no new request; the ones in flight are cancelled"
         return None
 
-    # -- the swap (issue 13): console/swap/controller.py ------------------------------------
+    # -- the swap (issue 13): console/domain/swap/controller.py ------------------------------------
     @property
     def swap(self) -> Any:
         """The swap's actions, gate, approvals and audit (every request refused when read-only)."""

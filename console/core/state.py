@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from console.analysis.bench_view import BenchView
+from console.domain.analysis.bench_view import BenchView
 from console.core.derive import GPU_HISTORY, BenchStep, GpuTracker, Observe, Step, Store, SwapStore
 from console.core.events import (
     EVENTS,
@@ -44,9 +44,9 @@ from console.core.events import (
     VerifyChanged,
 )
 from console.model import Reading
-from console.parsers.sglang_log import LogEvent
-from console.swap.model import SwapView
-from console.transport.base import ConnectionState
+from console.host.parsers.sglang_log import LogEvent
+from console.core.derive.swap_view import SwapView
+from console.host.transport.base import ConnectionState
 from console.units import duration
 
 log = logging.getLogger("gpuconsole.state")
@@ -171,7 +171,7 @@ class HostState:
 
     def observe_host(self, *, wake: Callable[[str], None] | None = None) -> Observe:
         """Make this state the host's writer's: the swap is derived from the host's facts as the
-        events arrive (console/swap/observe.py). A mirror (attach, replay) never calls it: it
+        events arrive (console/core/derive/swap_observer.py). A mirror (attach, replay) never calls it: it
         receives what the writer's observer wrote. `wake` asks a source for a fresh reading."""
         if self.observer is None:
             self.observer = Observe(self, wake)

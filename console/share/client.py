@@ -20,7 +20,7 @@ from typing import Any
 from console.core import codec
 from console.core.state import ConnectionChanged, HostInfo, HostState, Notice, ReadingChanged
 from console.share import protocol as p
-from console.transport.base import ConnectionState
+from console.host.transport.base import ConnectionState
 
 CORE_GONE = "the core (gpuconsole serve) is gone"
 

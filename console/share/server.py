@@ -599,8 +599,8 @@ def encode_preview(preview: Any) -> str:
 
 def decode_preview(text: str) -> Any:
     """`encode_preview`'s text back into the Preview the confirmation dialog shows."""
-    from console.swap.controller import Preview
-    from console.swap.model import GateCheck
+    from console.domain.swap.controller import Preview
+    from console.core.derive.swap_view import GateCheck
 
     data = json.loads(text)
     gate = tuple(msgspec.convert(g, GateCheck) for g in data.get("gate") or ())

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from console import __version__
-from console.testing import Sshd
+from console.demo.sshd import Sshd
 from tests.kit.cli import gpuconsole
 
 
@@ -86,7 +86,7 @@ def test_screenshot_after_seconds_writes_an_svg_and_exits_0(tmp_path: Path) -> N
 def test_every_option_has_help_and_subcommands_list_only_what_they_use() -> None:
     import argparse
 
-    from console.cli import build_parser
+    from console.cli.main import build_parser
 
     parser = build_parser()
     subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
@@ -107,7 +107,7 @@ def test_every_option_has_help_and_subcommands_list_only_what_they_use() -> None
 
 
 def test_a_closed_port_says_connection_refused() -> None:
-    from console.testing import free_port
+    from console.demo.sshd import free_port
 
     out = gpuconsole("snapshot", "--json", "--host", "127.0.0.1", "--port", str(free_port()), "--user", "root",
                      "--connect-timeout", "3", timeout=30)

@@ -128,8 +128,8 @@ def test_a_huge_integer_in_bench_history_does_not_stop_the_app(tmp_path: Path) -
 
 
 def test_tp_size_zero_with_a_model_config_is_an_error_lint() -> None:
-    from console.analysis.service_diff import HostFacts
-    from console.analysis.service_report import build_report, side_from_text
+    from console.domain.analysis.service_diff import HostFacts
+    from console.domain.analysis.service_report import build_report, side_from_text
 
     new = side_from_text("b", "[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server --model-path /m "
                               "--tp-size 0\n")

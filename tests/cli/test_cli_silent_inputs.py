@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from console.hostsim.downloader import qwen122b_config
+from console.demo.hostsim.downloader import qwen122b_config
 
 
 def _run(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from console import cli
+from console.cli import main as cli
 from tests.kit.figures import record
 
 HUGE = "/tmp/" + "a" * 10_000

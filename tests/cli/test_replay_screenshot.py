@@ -9,7 +9,7 @@ from pathlib import Path
 
 from console.core.recording import Recorder
 from console.core.state import HostInfo, HostState, LogAppended
-from console.parsers.sglang_log import parse_line
+from console.host.parsers.sglang_log import parse_line
 
 
 def test_replay_saves_a_screenshot_and_exits(tmp_path: Path) -> None:
@@ -23,7 +23,7 @@ def test_replay_saves_a_screenshot_and_exits(tmp_path: Path) -> None:
     shot.parent.mkdir()
     env = dict(os.environ, HOME=str(tmp_path), XDG_DATA_HOME=str(tmp_path / "data"),
                XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_STATE_HOME=str(tmp_path / "state"))
-    done = subprocess.run([sys.executable, "-c", "import sys; from console.cli import main; sys.exit(main())", "replay", "--screenshot", str(shot),
+    done = subprocess.run([sys.executable, "-c", "import sys; from console.cli.main import main; sys.exit(main())", "replay", "--screenshot", str(shot),
                            "--screenshot-after", "1.5", "--screenshot-size", "80x24", str(recorder.path)],
                           capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

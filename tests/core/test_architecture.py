@@ -12,10 +12,10 @@ import pytest
 
 
 @pytest.mark.parametrize("module", [
-    "console.parsers.host", "console.sources.host", "console.transport", "console.transport.ssh",
-    "console.model", "console.config", "console.doctor", "console.snapshot", "console.backoff",
+    "console.host.parsers.host", "console.host.sources.host", "console.host.transport", "console.host.transport.ssh",
+    "console.model", "console.config", "console.cli.doctor", "console.cli.snapshot", "console.host.backoff",
     "console.core.state", "console.core.codec", "console.core.runner", "console.core.recording",
-    "console.model", "console.config", "console.doctor", "console.snapshot",
+    "console.model", "console.config", "console.cli.doctor", "console.cli.snapshot",
     "console.share.protocol", "console.share.server", "console.share.client",  # the pairing core runs headless
 ])
 def test_headless_layers_do_not_import_textual(module: str) -> None:
@@ -79,13 +79,13 @@ def _module(path: Path) -> str:
 
 
 def _swap_graph() -> dict[str, set[str]]:
-    files = {_module(p): p for p in (ROOT / "swap").glob("*.py")}
+    files = {_module(p): p for p in (ROOT / "domain" / "swap").glob("*.py")}
     return {mod: {m for m, _ in _imports(path) if m in files and m != mod} for mod, path in files.items()}
 
 
 def test_the_swap_package_has_no_import_cycle() -> None:
     """Every import counts, at the top or inside a function (a cycle hidden in a function is
-    still a cycle): the steps never import the executor (console/swap/errors.py is below both)."""
+    still a cycle): the steps never import the executor (console/domain/swap/errors.py is below both)."""
     graph = _swap_graph()
     cycles: list[list[str]] = []
     state: dict[str, int] = {}
@@ -104,14 +104,14 @@ def test_the_swap_package_has_no_import_cycle() -> None:
     for node in sorted(graph):
         if node not in state:
             walk(node, [])
-    assert not cycles, "import cycles in console/swap: " + "; ".join(" → ".join(c) for c in cycles)
+    assert not cycles, "import cycles in console/domain/swap: " + "; ".join(" → ".join(c) for c in cycles)
 
 
 def test_core_and_swap_import_each_other_only_at_the_top_of_a_module() -> None:
-    """An import written inside a function between console/core and console/swap hides an arrow
+    """An import written inside a function between console/core and console/domain/swap hides an arrow
     of the layering (208 of them once); the demo, a command's entry, is the one lazy loader."""
     hidden = []
-    for package, other in (("core", "console.swap"), ("swap", "console.core")):
+    for package, other in (("core", "console.domain.swap"), ("domain/swap", "console.core")):
         for path in sorted((ROOT / package).glob("*.py")):
             if path.name == "demo.py":
                 continue
@@ -121,7 +121,7 @@ def test_core_and_swap_import_each_other_only_at_the_top_of_a_module() -> None:
 
 
 # -- one writer of the swap's facts ----------------------------------------------------------------
-OBSERVER = ROOT / "swap" / "observe.py"  # console/swap/observe.py: the one writer of what happened
+OBSERVER = ROOT / "core" / "derive" / "swap_observer.py"  # console/core/derive/swap_observer.py: the one writer of what happened
 DOWNTIME_ONLY_FIELDS = {"start_source", "end_source"}  # keywords only a DowntimeChanged has
 
 
@@ -148,14 +148,14 @@ def test_only_the_observer_writes_the_downtime_clock() -> None:
     executor (controller, fast paths, container plan) records intent and who, never a time."""
     writers = [w for path in sorted(ROOT.rglob("*.py")) if path != OBSERVER for w in _downtime_writers(path)]
     assert _downtime_writers(OBSERVER), "the observer writes the clock (this scan would find nothing otherwise)"
-    assert not writers, "the downtime clock written outside console/swap/observe.py:\n" + "\n".join(writers)
+    assert not writers, "the downtime clock written outside console/core/derive/swap_observer.py:\n" + "\n".join(writers)
 
 
 def test_the_report_reads_the_swap_state_and_derives_nothing() -> None:
     """The observer runs once, in the live core (a step of the runner's state's apply), and
     its facts go into the state and the recording; a report, a replay or a view never runs a second
     one (the report once did, and re-derived the swap its recording already held)."""
-    allowed = {ROOT / "core" / "derive.py", OBSERVER}  # the live core's derive step, and the observer's own
+    allowed = {ROOT / "core" / "derive" / "__init__.py", OBSERVER}  # the live core's derive step, and the observer's own
     runs = []
     for path in sorted(ROOT.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -165,35 +165,31 @@ def test_the_report_reads_the_swap_state_and_derives_nothing() -> None:
     assert not runs, "a SwapObserver outside the live core: " + ", ".join(runs)
 
 
-# -- the core imports the swap's state (its view and its observer), never the swap's engine -----------
-# console/swap/model.py (the swap view), observe.py (the observer) and downtime_model.py are the
-# swap's state: they import only the core and below, and the target tree (DESIGN.md) puts them in
-# core/derive/swap.py. The engine (controller, fast paths, containers, report) imports the core; the
-# core reaches it only through what it is handed (HostRunner(..., swap=SwapController)).
-SWAP_STATE = {"console.swap.model", "console.swap.observe", "console.swap.downtime_model",
-              "console.swap.plan"}  # plan: the path x runtime table, data the observer reads
+# -- the swap's state is derived in the core; the core never imports the swap's engine -------------------
+# console/core/derive/: swap_view.py (the swap view), swap_observer.py (the one writer of the swap's
+# facts), downtime.py and swap_plan.py (the path x runtime table the observer reads) are steps of the
+# core's apply, like the GPU and bench views. The engine (console/domain/swap: controller, fast paths,
+# containers, report) imports the core; the core reaches it only through what it is handed
+# (HostRunner(..., swap=SwapController)).
+SWAP_STATE = {"console.core.derive.swap_view", "console.core.derive.swap_observer", "console.core.derive.downtime",
+              "console.core.derive.swap_plan"}
 
 
-def _top(module: str) -> str:
-    return ".".join(module.split(".")[:3])
-
-
-def test_the_core_imports_only_the_swaps_state_and_the_swaps_state_only_the_core() -> None:
-    up = sorted({f"{_module(path)} imports {_top(m)}" for path in (ROOT / "core").glob("*.py")
-                 for m, _ in _imports(path) if m.startswith("console.swap.") and _top(m) not in SWAP_STATE})
+def test_the_swaps_state_lives_in_the_core_and_the_core_imports_no_swap_engine() -> None:
+    derive = {_module(p) for p in (ROOT / "core" / "derive").glob("*.py")}
+    assert SWAP_STATE <= derive, derive  # the tree this test reads, found
+    up = sorted({f"{_module(path)} imports {m}" for path in (ROOT / "core").rglob("*.py")
+                 for m, _ in _imports(path) if m.startswith("console.domain.swap")})
     assert not up, "the core imports the swap's engine:\n" + "\n".join(up)
-    files = {_module(p): p for p in (ROOT / "swap").glob("*.py")}
-    out = sorted({f"{mod} imports {_top(m)}" for mod in SWAP_STATE for m, _ in _imports(files[mod])
-                  if m.startswith("console.swap.") and _top(m) not in SWAP_STATE})
-    assert not out, "the swap's state imports the swap's engine:\n" + "\n".join(out)
 
 
 def test_loading_the_core_loads_no_swap_engine() -> None:
     code = ("import sys, console.core.runner, console.core.state, console.core.codec, console.core.recording; "
-            "print(sorted(m for m in sys.modules if m.startswith('console.swap.')))")
+            "print(sorted(m for m in sys.modules if m.startswith('console.core.derive.') "
+            "or m.startswith('console.domain.swap')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(ast.literal_eval(out.stdout))
-    assert loaded and loaded <= SWAP_STATE, loaded
+    assert loaded & SWAP_STATE and not any(m.startswith("console.domain.swap") for m in loaded), loaded
 
 
 # -- imports written inside a function: none new (issue 33 item 5) ------------------------------------
@@ -201,24 +197,24 @@ def test_loading_the_core_loads_no_swap_engine() -> None:
 # aim is the lazy Textual load of the headless commands only; a count here may only go down. The
 # core has none: it appears nowhere below.
 LAZY_IMPORTS_ALLOWED: dict[str, int] = {
-    "cli.py": 31, "swap/demo.py": 18, "share/cli.py": 17, "session.py": 6, "hostsim/tools.py": 11, 
-    "fleet/prom.py": 10, "swap/fastpath.py": 10, "fleet/cli.py": 8, "host_screen.py": 8, 
-    "hostsim/fake_docker.py": 8, "panes/bench.py": 8, "swap/controller.py": 8, "fit_cli.py": 7, 
-    "hostsim/fake_sglang/launch_server.py": 7, "hostsim/scenario.py": 7, "swap/container_plan.py": 6, 
-    "transport/ssh.py": 6, "hostsim/docker_drive.py": 5, "hostsim/process.py": 5, "panes/registry.py": 5, 
-    "share/server.py": 5, "sources/gpu.py": 5, "app.py": 1, "fleet/demo.py": 4, "hostsim/drive.py": 4, 
-    "hostsim/server.py": 4, "swap/container_fastpath.py": 4, "swap/observe.py": 4, "swap/report.py": 4, 
-    "bench/runner.py": 3, "diff_cli.py": 3, "hostsim/services.py": 3, "hub.py": 3, "swap/preflight.py": 3, 
-    "analysis/service_diff.py": 2, "config.py": 2, "fleet/screen.py": 2, "hostsim/fleet_paths.py": 2, 
-    "panes/swap.py": 2, "parsers/docker.py": 2, "snapshot.py": 2, "sources/download.py": 2, 
-    "sources/nvml_sampler.py": 2, "analysis/download.py": 1, "bench/tokens.py": 1, "fleet/metrics.py": 1, 
-    "hostsim/__init__.py": 1, "hostsim/downtime_scenario.py": 1, "hostsim/fake_nvidia_smi.py": 1, 
-    "hostsim/multihost.py": 1, "panes/fit.py": 1, "panes/service.py": 1, "parsers/nvidia_smi.py": 1, 
-    "share/client.py": 1, "share/web.py": 1, "sources/base.py": 1, "sources/log.py": 1, "sources/service.py": 1, 
-    "swap/ready_wait.py": 1, "testing.py": 1, "transport/local.py": 1,
+    "cli/main.py": 31, "demo/swap_demo.py": 18, "cli/share.py": 17, "host/session.py": 6, "demo/hostsim/tools.py": 11, 
+    "domain/fleet/prom.py": 10, "domain/swap/fastpath.py": 10, "cli/fleet.py": 8, "ui/host_screen.py": 8, 
+    "demo/hostsim/fake_docker.py": 8, "ui/panes/bench.py": 8, "domain/swap/controller.py": 8, "cli/fit.py": 7, 
+    "demo/hostsim/fake_sglang/launch_server.py": 7, "demo/hostsim/scenario.py": 7, "domain/swap/container_plan.py": 6, 
+    "host/transport/ssh.py": 6, "demo/hostsim/docker_drive.py": 5, "demo/hostsim/process.py": 5, "ui/panes/registry.py": 5, 
+    "share/server.py": 5, "host/sources/gpu.py": 5, "ui/app.py": 1, "demo/fleet_demo.py": 4, "demo/hostsim/drive.py": 4, 
+    "demo/hostsim/server.py": 4, "domain/swap/container_fastpath.py": 4, "core/derive/swap_observer.py": 4, "domain/swap/report.py": 4, 
+    "domain/bench/runner.py": 3, "cli/diff.py": 3, "demo/hostsim/services.py": 3, "host/hub.py": 3, "domain/swap/preflight.py": 3, 
+    "domain/analysis/service_diff.py": 2, "config.py": 2, "ui/fleet_screen.py": 2, "demo/hostsim/fleet_paths.py": 2, 
+    "ui/panes/swap.py": 2, "host/parsers/docker.py": 2, "cli/snapshot.py": 2, "host/sources/download.py": 2, 
+    "host/sources/nvml_sampler.py": 2, "domain/analysis/download.py": 1, "domain/bench/tokens.py": 1, "domain/fleet/metrics.py": 1, 
+    "demo/hostsim/__init__.py": 1, "demo/hostsim/downtime_scenario.py": 1, "demo/hostsim/fake_nvidia_smi.py": 1, 
+    "demo/hostsim/multihost.py": 1, "ui/panes/fit.py": 1, "ui/panes/service.py": 1, "host/parsers/nvidia_smi.py": 1, 
+    "share/client.py": 1, "ui/web.py": 1, "host/sources/base.py": 1, "host/sources/log.py": 1, "host/sources/service.py": 1, 
+    "domain/swap/ready_wait.py": 1, "demo/sshd.py": 1, "host/transport/local.py": 1,
     # `--deployment`: the Textual app and the simulator, loaded only when the screen or the demo is
     # asked for (as cli.py's own: `--once` and `--swap` never load Textual)
-    "deploy/cli.py": 2,
+    "cli/deploy.py": 2,
 }
 
 
@@ -254,7 +250,7 @@ def test_no_new_import_inside_a_function() -> None:
 
 
 def test_there_is_one_app() -> None:
-    """One App (console/app.py's ConsoleApp) for one host, N hosts, attach, replay and the browser:
+    """One App (console/ui/app.py's ConsoleApp) for one host, N hosts, attach, replay and the browser:
     a single host is a fleet of one. A second App class fails here."""
     apps = []
     for path in sorted(ROOT.rglob("*.py")):
@@ -262,4 +258,4 @@ def test_there_is_one_app() -> None:
             if isinstance(node, ast.ClassDef) and any(
                     ast.unparse(b).split("[")[0].split(".")[-1].endswith("App") for b in node.bases):
                 apps.append(f"{node.name} in {path.relative_to(ROOT.parent)}")
-    assert apps == ["ConsoleApp in console/app.py"], apps
+    assert apps == ["ConsoleApp in console/ui/app.py"], apps

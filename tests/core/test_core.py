@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rich.text import Text
 
-from console.backoff import Backoff
+from console.host.backoff import Backoff
 from console.core import codec
 from console.core.recording import Recorder, RecordingError, Replayer, read_recording
 from console.core.runner import HostRunner, run_one_cycle
@@ -30,15 +30,15 @@ from console.core.state import (
     ReadingChanged,
     VerifyChanged,
 )
-from console.hostsim import HostSimulator
-from console.hostsim.scenario import demo_profile, start_scenario
-from console.hostsim.story import T_WEIGHTS_BEGIN
+from console.demo.hostsim import HostSimulator
+from console.demo.hostsim.scenario import demo_profile, start_scenario
+from console.demo.hostsim.story import T_WEIGHTS_BEGIN
 from console.model import GpuStatus, Reading
-from console.session import HostSession
-from console.snapshot import snapshot_json
-from console.swap.controller import SwapController
-from console.transport.base import ConnectionState
-from console.transport.ssh import SshTransport
+from console.host.session import HostSession
+from console.cli.snapshot import snapshot_json
+from console.domain.swap.controller import SwapController
+from console.host.transport.base import ConnectionState
+from console.host.transport.ssh import SshTransport
 from tests.kit.hosts import DATA, sim_options, wait_for
 from tests.kit.readings import gpu, gpu_reading
 
@@ -89,8 +89,8 @@ async def test_every_event_of_a_live_session_round_trips_through_the_codec(tmp_p
 
 
 def test_the_other_event_types_round_trip() -> None:
-    from console.bench.runner import Progress
-    from console.sources.download import VerifyProgress
+    from console.domain.bench.runner import Progress
+    from console.host.sources.download import VerifyProgress
 
     samples = [
         Notice("h", "log", "resumed after the journal cursor", "warning", 12.5),
@@ -144,7 +144,7 @@ async def test_snapshot_of_a_booting_server_says_starting_as_the_app_does(tmp_pa
     assert out["server"]["status"] == "starting", out["server"]
     # The setup pins the boot past "weights loading" and before the server is up: the phase is one
     # of those in between, the same in the server's status as in the log's summary.
-    from console.parsers.sglang_log import BOOT_PHASES
+    from console.host.parsers.sglang_log import BOOT_PHASES
 
     between = BOOT_PHASES[BOOT_PHASES.index("weights loading"):BOOT_PHASES.index("http up")]
     assert out["log"]["phase"] in between, out["log"]["phase"]
@@ -171,7 +171,7 @@ def test_a_gpu_that_drops_out_stays_as_lost_and_its_neighbour_keeps_its_own_hist
 
 
 def test_the_gpu_pane_draws_a_lost_gpu_in_red_with_its_age() -> None:
-    from console.panes.gpu import format_gpu_status
+    from console.ui.panes.gpu import format_gpu_status
 
     state = HostState("h")
     state.apply(ReadingChanged("h", "gpu", gpu_reading(gpu(0, 10_000), gpu(1, 100_000), at=100.0)))
@@ -238,9 +238,9 @@ async def test_every_source_polls_at_once_when_the_connection_comes_back(tmp_pat
 async def test_a_toy_pane_registered_once_is_in_the_help_the_palette_and_the_layout() -> None:
     from textual.widgets import Static
 
-    from console.app import ConsoleApp, help_text
-    from console.panes.base import ReadingPane
-    from console.panes.registry import PaneSpec, register, unregister
+    from console.ui.app import ConsoleApp, help_text
+    from console.ui.panes.base import ReadingPane
+    from console.ui.panes.registry import PaneSpec, register, unregister
 
     class ToyPane(ReadingPane):
         def render_reading(self, reading: Reading[object] | None) -> Text:
@@ -267,7 +267,7 @@ async def test_a_toy_pane_registered_once_is_in_the_help_the_palette_and_the_lay
 
 
 async def test_a_pane_whose_render_fails_says_so_and_keeps_its_last_frame() -> None:
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     state = HostState("h")
     state.apply(ReadingChanged("h", "gpu", gpu_reading(gpu(0, 10_000), at=time.time())))
@@ -300,7 +300,7 @@ def _pane_texts(app: object) -> dict[str, str]:
 
 
 async def test_replay_of_a_recorded_demo_shows_the_same_panes_as_the_live_run(tmp_path: Path) -> None:
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     sim = HostSimulator(tmp_path / "h", speed=4.0)
     await sim.start()
@@ -415,8 +415,8 @@ def test_recordings_rotate_and_the_oldest_go_past_the_total(tmp_path: Path) -> N
 
 
 def test_decode_stats_are_typed_from_a_real_decode_line() -> None:
-    from console.analysis.log_state import LogTracker
-    from console.parsers.sglang_log import parse_line
+    from console.domain.analysis.log_state import LogTracker
+    from console.host.parsers.sglang_log import parse_line
 
     # tests/data/sglang_real_lines.txt line 24, verbatim from a user's issue (PROVENANCE.md): speculative
     # decoding's accept length and CUDA graphs on one line.

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from console.analysis.service_report import side_from_text
+from console.domain.analysis.service_report import side_from_text
 from console.core import codec
 from console.core.derive import BenchStep, GpuTracker, Store, SwapStore
 from console.core.events import ReadingChanged, SwapStepChanged

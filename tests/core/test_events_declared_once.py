@@ -57,7 +57,7 @@ def test_the_state_takes_every_declared_event_and_refuses_any_other() -> None:
 
 
 def test_the_host_screen_knows_what_every_event_changes() -> None:
-    from console.panes.registry import PANES
+    from console.ui.panes.registry import PANES
 
     drawn = {source for spec in PANES for source in spec.sources}
     known = drawn | {events.HEADER, events.SWAP, events.TOAST, events.EVERYTHING, "bench", "verify", "log_lines"}

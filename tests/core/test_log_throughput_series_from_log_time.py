@@ -6,10 +6,10 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
-from console.analysis.log_state import LogTracker
+from console.domain.analysis.log_state import LogTracker
 from console.core.state import HostState, ReadingChanged
 from console.model import Reading
-from console.parsers.sglang_log import LogEvent, parse_line
+from console.host.parsers.sglang_log import LogEvent, parse_line
 
 END = float(int(time.time()))  # the newest line's second
 

@@ -19,14 +19,14 @@ from console.core import codec
 from console.core.recording import Recorder, Replayer, read_recording
 from console.core.runner import HostRunner
 from console.core.state import BenchChanged, HostInfo, HostState, Notice, ReadingChanged, StateSnapshot
-from console.hostsim import HostSimulator, story
-from console.hostsim.scenario import demo_profile, start_scenario
+from console.demo.hostsim import HostSimulator, story
+from console.demo.hostsim.scenario import demo_profile, start_scenario
 from console.model import Reading
-from console.session import HostSession, make_transport
+from console.host.session import HostSession, make_transport
 from console.share.client import attach
 from console.share.server import ShareServer
-from console.swap.controller import SwapController
-from console.swap.model import ApprovalChanged, SwapStep, SwapStepChanged
+from console.domain.swap.controller import SwapController
+from console.core.derive.swap_view import ApprovalChanged, SwapStep, SwapStepChanged
 from tests.kit.hosts import wait_for
 
 SPEED = 4.0  # the story at 4 scenario seconds a second: the old server stops 11 s in, the new is ready at 19 s
@@ -40,13 +40,13 @@ def _plain(renderable: Any, width: int = 120) -> str:
 
 def pane_texts(state: HostState, now_s: float) -> dict[str, str]:
     """What every pane says about `state` at `now_s`, as plain text (the panes' own format functions)."""
-    from console.panes.bench import chart, results_table
-    from console.panes.download import format_download, format_verify
-    from console.panes.gpu import format_gpu_status
-    from console.panes.header import format_header, format_presence
-    from console.panes.log import format_status
-    from console.panes.service import format_service
-    from console.panes.swap import format_plan
+    from console.ui.panes.bench import chart, results_table
+    from console.ui.panes.download import format_download, format_verify
+    from console.ui.panes.gpu import format_gpu_status
+    from console.ui.panes.header import format_header, format_presence
+    from console.ui.panes.log import format_status
+    from console.ui.panes.service import format_service
+    from console.ui.panes.swap import format_plan
 
     texts = {
         "header": format_header(state.label, state.demo, state.connection, state.reading("host"), now_s).plain,
@@ -236,9 +236,9 @@ def test_a_snapshot_is_written_every_few_minutes_and_replay_at_seeks_to_the_one_
 def test_the_usual_console_records_its_first_event(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`announce()` ran before `Recorder.start()`: the host's info (read-only, the missing panes)
     was lost from every recording."""
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
     from console.config import HostProfile
-    from console.session import HostSession, make_transport
+    from console.host.session import HostSession, make_transport
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     profile = HostProfile(name="p", host="10.1.230.174", read_only=True)
@@ -300,7 +300,7 @@ async def test_replay_says_its_position_speed_and_end(tmp_path: Path) -> None:
 
 # -- 5. facts derived once, in the core ------------------------------------------------------------
 def _service(old: tuple[str, str], new: tuple[str, str]) -> Any:
-    from console.analysis.service_report import ServiceReport, ServiceSide
+    from console.domain.analysis.service_report import ServiceReport, ServiceSide
 
     def side(name_state: tuple[str, str]) -> ServiceSide:
         return ServiceSide(name_state[0], None, None, None, active_state=name_state[1])
@@ -309,7 +309,7 @@ def _service(old: tuple[str, str], new: tuple[str, str]) -> Any:
 
 
 def _log_with(series: list[tuple[float, float]], ready: bool = False, launch_at: str = "08:00:00") -> Any:
-    from console.analysis.log_state import BootStep, LogSummary, ThroughputPoint
+    from console.domain.analysis.log_state import BootStep, LogSummary, ThroughputPoint
 
     boot = (BootStep("launch", launch_at, 0.0, ""),) + ((BootStep("ready", "08:01:00", 60.0, ""),) if ready else ())
     return LogSummary("log", "ready" if ready else "launch", boot, None, None, None, None, None, None, (), 0, None,
@@ -317,7 +317,7 @@ def _log_with(series: list[tuple[float, float]], ready: bool = False, launch_at:
 
 
 def test_showing_the_other_side_as_old_marks_nothing_and_a_named_unit_stopping_does() -> None:
-    from console.swap.model import SwapSetup
+    from console.core.derive.swap_view import SwapSetup
 
     clock = _Clock(100.0)
     state = HostState("h", clock=clock)
@@ -338,7 +338,7 @@ def test_showing_the_other_side_as_old_marks_nothing_and_a_named_unit_stopping_d
 
 
 def test_the_server_series_has_a_gap_where_no_server_existed() -> None:
-    from console.panes.bench import chart
+    from console.ui.panes.bench import chart
 
     clock = _Clock(1000.0)
     state = HostState("h", clock=clock)
@@ -367,8 +367,8 @@ def _run(model: str, c: int, i: int, o: int, completed: int = 16, **extra: Any) 
 
 
 def test_before_after_pairs_only_like_workloads() -> None:
-    from console.analysis.bench_view import before_after
-    from console.panes.bench import results_table
+    from console.domain.analysis.bench_view import before_after
+    from console.ui.panes.bench import results_table
 
     old, new = "Qwen3.5-397B", "Qwen3.5-122B"
     pair, why = before_after([_run(old, 64, 1024, 1024), _run(new, 4, 256, 256)], "lab")
@@ -383,7 +383,7 @@ def test_before_after_pairs_only_like_workloads() -> None:
 
 
 def test_a_run_stopped_before_any_request_finished_is_not_a_result() -> None:
-    from console.panes.bench import results_table
+    from console.ui.panes.bench import results_table
 
     old, new = "Qwen3.5-397B", "Qwen3.5-122B"
     state = HostState("h")
@@ -403,10 +403,10 @@ def test_a_run_stopped_before_any_request_finished_is_not_a_result() -> None:
 
 def test_one_freshness_rule_for_the_gpu_pane_the_fleet_row_and_the_header() -> None:
     from console.core.freshness import is_stale
-    from console.fleet.rows import fleet_row
+    from console.domain.fleet.rows import fleet_row
     from console.model import GpuDevice, GpuStatus, HostSummary
-    from console.panes.gpu import GpuPane
-    from console.panes.header import format_header
+    from console.ui.panes.gpu import GpuPane
+    from console.ui.panes.header import format_header
 
     state = HostState("h", clock=_Clock(1010.0))
     gpu = GpuDevice(0, "x", "GPU-0", 1, 2, 5, 40, 100.0, 600.0)
@@ -420,10 +420,10 @@ def test_one_freshness_rule_for_the_gpu_pane_the_fleet_row_and_the_header() -> N
 
 
 def test_a_fleet_row_shows_no_throughput_for_a_server_that_is_loading_weights() -> None:
-    from console.analysis.log_state import LogTracker
-    from console.analysis.server_status import HttpFacts, ServerStatus
-    from console.fleet.rows import fleet_row
-    from console.parsers.sglang_log import parse_line
+    from console.domain.analysis.log_state import LogTracker
+    from console.domain.analysis.server_status import HttpFacts, ServerStatus
+    from console.domain.fleet.rows import fleet_row
+    from console.host.parsers.sglang_log import parse_line
 
     # The log as the tracker sums it: the old server's decode line at 990, then this boot's launch
     # (the summary starts each boot afresh: the row needs no rule of its own for a booting server).
@@ -440,7 +440,7 @@ def test_a_fleet_row_shows_no_throughput_for_a_server_that_is_loading_weights() 
 
 def test_one_verification_state_whoever_ran_it() -> None:
     from console.core.state import VerifyChanged
-    from console.sources.download import VerifyProgress
+    from console.host.sources.download import VerifyProgress
 
     state = HostState("h")
     assert state.verification.state == "not run"
@@ -471,9 +471,9 @@ def test_a_sources_reading_reads_live_to_its_limit_and_stale_just_after(source: 
 
 @pytest.mark.parametrize(("pane", "limit_s"), [("gpu", 5.0), ("download", 25.0), ("service", 60.0)])
 def test_each_pane_turns_yellow_at_its_sources_shipped_limit(pane: str, limit_s: float) -> None:
-    from console.panes.download import DownloadPane
-    from console.panes.gpu import GpuPane
-    from console.panes.service import ServicePane
+    from console.ui.panes.download import DownloadPane
+    from console.ui.panes.gpu import GpuPane
+    from console.ui.panes.service import ServicePane
 
     cls = {"gpu": GpuPane, "download": DownloadPane, "service": ServicePane}[pane]
     reading = Reading(pane, object(), 1000.0)
@@ -483,7 +483,7 @@ def test_each_pane_turns_yellow_at_its_sources_shipped_limit(pane: str, limit_s:
 
 def test_the_header_says_the_host_summary_is_stale_only_past_15_seconds() -> None:
     from console.model import HostSummary
-    from console.panes.header import format_header
+    from console.ui.panes.header import format_header
 
     host = Reading("host", HostSummary("h", None, 1.0, 0.1, 0.1, 0.1, 8, ()), 1000.0)
     assert "stale" not in format_header("h", False, None, host, 1015.0).plain

@@ -10,19 +10,19 @@ from typing import Any
 
 import pytest
 
-from console.analysis.service_diff import HostFacts
-from console.analysis.service_report import build_report, side_from_text, with_other_way
+from console.domain.analysis.service_diff import HostFacts
+from console.domain.analysis.service_report import build_report, side_from_text, with_other_way
 from console.core.control import NoControl
 from console.core.recording import Recorder, read_recording
 from console.core.state import HostInfo, HostState, ReadingChanged
-from console.hostsim import HostSimulator
-from console.hostsim.scenario import NEW_UNIT, OLD_UNIT, demo_profile, start_scenario
+from console.demo.hostsim import HostSimulator
+from console.demo.hostsim.scenario import NEW_UNIT, OLD_UNIT, demo_profile, start_scenario
 from console.model import Reading
-from console.session import HostSession, make_transport
-from console.transport.ssh import SshTransport
+from console.host.session import HostSession, make_transport
+from console.host.transport.ssh import SshTransport
 from tests.kit.hosts import sim_options, wait_for
 
-UNITS = Path(__file__).resolve().parent.parent.parent / "console" / "hostsim" / "units"
+UNITS = Path(__file__).resolve().parent.parent.parent / "console" / "demo" / "hostsim" / "units"
 
 
 class _Clock:
@@ -60,7 +60,7 @@ def _pane_text(app: Any) -> str:
 
 # -- 1. `s` is the view's choice: no event, nothing asked -----------------------------------------
 async def test_s_in_the_diff_pane_flips_the_view_and_creates_no_event(tmp_path: Path) -> None:
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     state = HostState("h", label="h", clock=_Clock())
     state.apply(HostInfo("h", "h"))
@@ -103,7 +103,7 @@ async def test_s_in_the_diff_pane_flips_the_view_and_creates_no_event(tmp_path: 
 async def test_the_service_source_delivers_the_other_way_as_a_flipped_watcher_read_it(sim: HostSimulator) -> None:
     """The other way round is what watching the old unit as the new gave (its own paths, model
     config, SGLang flags), read in the same poll."""
-    from console.sources.service import ServiceWatcher
+    from console.host.sources.service import ServiceWatcher
 
     await start_scenario(sim, driven=False)
     transport = SshTransport(sim_options(sim))
@@ -133,7 +133,7 @@ async def test_the_service_source_delivers_the_other_way_as_a_flipped_watcher_re
 async def test_s_on_the_live_console_asks_the_host_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With a real runner: the watcher keeps its units and no service reading follows the key
     (it re-read the units flipped, and the new reading went to every client and the recording)."""
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     sim = HostSimulator(tmp_path / "host", speed=1.0)
@@ -171,8 +171,8 @@ LAUNCH = '[2026-01-01 10:05:00] server_args=ServerArgs(model_path="/models/new")
 
 
 def _tracker_after_a_restart() -> Any:
-    from console.analysis.log_state import LogTracker
-    from console.parsers.sglang_log import parse_line
+    from console.domain.analysis.log_state import LogTracker
+    from console.host.parsers.sglang_log import parse_line
 
     tracker = LogTracker("journal: sglang.service")
     for i in range(5):
@@ -183,8 +183,8 @@ def _tracker_after_a_restart() -> Any:
 
 
 def test_a_new_boot_starts_the_logs_throughput_series_afresh() -> None:
-    from console.analysis.log_state import LogTracker
-    from console.parsers.sglang_log import parse_line
+    from console.domain.analysis.log_state import LogTracker
+    from console.host.parsers.sglang_log import parse_line
 
     summary = _tracker_after_a_restart().summary()
     assert summary.phase == "launch" and summary.series == () and summary.last_decode is None
@@ -202,8 +202,8 @@ def test_a_new_boot_starts_the_logs_throughput_series_afresh() -> None:
 def test_the_status_line_and_the_fleet_row_say_nothing_of_the_last_boots_throughput() -> None:
     """The status's gen tok/s and the fleet row read the summary: during the new boot (5 s after the
     old server's last decode line) neither shows the old server's 116 tok/s."""
-    from console.analysis.server_status import HttpFacts, combine
-    from console.fleet.rows import fleet_row
+    from console.domain.analysis.server_status import HttpFacts, combine
+    from console.domain.fleet.rows import fleet_row
 
     summary = _tracker_after_a_restart().summary()
     status = combine("new.service", "active", 42, summary, HttpFacts(), 999.0)
@@ -220,8 +220,8 @@ def _age(state: HostState) -> HostState:
     """Readings old by known amounts at the state's clock: a GPU lost 12 s ago (in the sample 20 s
     ago, missing from the one 12 s ago, the last), so the GPU reading is stale by 12 s; a download
     stalled for 30 s; a log quiet for 90 s."""
-    from console.analysis.download import DownloadProgress
-    from console.analysis.log_state import LogSummary
+    from console.domain.analysis.download import DownloadProgress
+    from console.domain.analysis.log_state import LogSummary
     from console.model import GpuDevice, GpuStatus
 
     t = state.now()
@@ -248,7 +248,7 @@ def _ages(app: Any) -> dict[str, str]:
 async def test_the_panes_draw_their_ages_on_the_states_clock() -> None:
     """The GPU and download panes drew "LOST … ago", "stale …" and "STALLED for …" against the wall
     clock: 56 years for a state whose clock says 12 s."""
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     clock = _Clock(1_000_000.0)
     app = ConsoleApp(_age(HostState("h", label="h", clock=clock)), None)
@@ -262,7 +262,7 @@ async def test_the_panes_draw_their_ages_on_the_states_clock() -> None:
 
 
 async def test_a_replay_seeked_to_t_draws_the_ages_the_live_screen_drew_at_t(tmp_path: Path) -> None:
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
     from console.core.recording import Replayer
 
     clock = _Clock(1_000_000.0)
@@ -293,11 +293,11 @@ def test_the_log_status_line_and_the_fleet_row_give_the_same_throughput() -> Non
     """An idle server: its last decode line (116 tok/s, 48 running, 3 queued) is a minute old and
     its gauges say 0. The fleet row said 0 tok/s; the log pane's status line, computing its own,
     said "gen 116 tok/s run 48 queue 3" for the same state."""
-    from console.analysis.log_state import LogTracker
-    from console.analysis.server_status import HttpFacts, combine
-    from console.fleet.rows import fleet_row
-    from console.panes.log import format_status
-    from console.parsers.sglang_log import parse_line
+    from console.domain.analysis.log_state import LogTracker
+    from console.domain.analysis.server_status import HttpFacts, combine
+    from console.domain.fleet.rows import fleet_row
+    from console.ui.panes.log import format_status
+    from console.host.parsers.sglang_log import parse_line
 
     tracker = LogTracker("log")
     tracker.feed([parse_line(DECODE.replace("#queue-req: 0", "#queue-req: 3").format(s=0))], 940.0)
@@ -325,10 +325,10 @@ def test_the_log_status_line_and_the_fleet_row_give_the_same_throughput() -> Non
 async def test_the_log_pane_says_a_stale_server_status_as_the_fleet_row_does() -> None:
     """The server was last read 45 s ago (its limit is 30 s): the fleet row and the header's rule
     call it stale; the log pane's status line said "READY serving" as if it were now."""
-    from console.analysis.server_status import HttpFacts, ServerStatus
-    from console.app import ConsoleApp
-    from console.fleet.rows import fleet_row
-    from console.panes.log import format_status
+    from console.domain.analysis.server_status import HttpFacts, ServerStatus
+    from console.ui.app import ConsoleApp
+    from console.domain.fleet.rows import fleet_row
+    from console.ui.panes.log import format_status
 
     clock = _Clock(1000.0)
     state = HostState("h", label="h", clock=clock)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from console.core.runner import HostRunner
 from console.core.state import HostState
-from console.hostsim.scenario import demo_profile
-from console.session import HostSession, make_transport
-from console.swap.controller import SwapController
+from console.demo.hostsim.scenario import demo_profile
+from console.host.session import HostSession, make_transport
+from console.domain.swap.controller import SwapController
 
 
 async def test_close_ends_a_task_that_swallowed_the_first_cancel(tmp_path: Path) -> None:

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from console.hostsim import HostSimulator
-from console.hostsim.downloader import REPO_ID, DownloadPlan
-from console.hostsim.scenario import MODEL_DIR, demo_profile
-from console.hub import HubAccess, HubError, fetch_expected
-from console.session import HostSession, make_transport
-from console.sources.download import DownloadWatcher
-from console.transport import LocalTransport
+from console.demo.hostsim import HostSimulator
+from console.demo.hostsim.downloader import REPO_ID, DownloadPlan
+from console.demo.hostsim.scenario import MODEL_DIR, demo_profile
+from console.host.hub import HubAccess, HubError, fetch_expected
+from console.host.session import HostSession, make_transport
+from console.host.sources.download import DownloadWatcher
+from console.host.transport import LocalTransport
 from tests.kit import netguard
 from tests.kit.hosts import wait_for
 
@@ -72,7 +72,7 @@ async def test_the_simulated_hub_answers_as_the_hub_does(sim: HostSimulator) -> 
     with pytest.raises(HubError, match="RepositoryNotFound"):
         await asyncio.to_thread(fetch_expected, "Qwen/Nope", access=access)
     # use_cache=False: a demo's answer never lands in the user's cache
-    from console.hub import cache_dir
+    from console.host.hub import cache_dir
 
     assert not cache_dir().exists() or not any(cache_dir().iterdir())
 
@@ -99,7 +99,7 @@ async def test_a_failed_hub_lookup_is_retrieved_even_when_its_watcher_is_gone(
     def offline(*_a: Any, **_k: Any) -> Any:
         raise HubError("Hub unreachable for Qwen/Tiny: ConnectError: no network")
 
-    monkeypatch.setattr("console.hub.fetch_expected", offline)
+    monkeypatch.setattr("console.host.hub.fetch_expected", offline)
     loop = asyncio.get_running_loop()
     reported: list[dict[str, Any]] = []
     old = loop.get_exception_handler()

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from console.hostsim.sandbox import PREFIXES, sweep_stale
+from console.demo.hostsim.sandbox import PREFIXES, sweep_stale
 from tests.kit.pty import read_pty
 
 

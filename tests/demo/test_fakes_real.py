@@ -18,12 +18,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from console.analysis.server_status import parse_prometheus
-from console.hostsim import fake_journalctl, tools
-from console.parsers.sglang_log import parse_line
-from console.sources.log import LogFollower
-from console.sources.server import METRICS
-from console.transport import LocalTransport
+from console.domain.analysis.server_status import parse_prometheus
+from console.demo.hostsim import fake_journalctl, tools
+from console.host.parsers.sglang_log import parse_line
+from console.host.sources.log import LogFollower
+from console.host.sources.server import METRICS
+from console.host.transport import LocalTransport
 from tests.kit.hosts import DATA
 
 JOURNAL = json.loads((DATA / "journalctl_real.json").read_text())
@@ -227,7 +227,7 @@ def test_systemctl_is_active_quiet_prints_nothing_and_answers_every_unit(tmp_pat
 
 # -- SGLang's log --------------------------------------------------------------------------------
 def _fake_sglang(tp: int) -> object:
-    from console.hostsim.fake_sglang.launch_server import Server
+    from console.demo.hostsim.fake_sglang.launch_server import Server
 
     args = SimpleNamespace(tp_size=tp, served_model_name="m", model_path="/m", speculative_algorithm=None)
     return Server(args, ["python3", "-m", "sglang.launch_server"])

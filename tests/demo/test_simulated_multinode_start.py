@@ -34,7 +34,7 @@ class Node:
         self.port = port
         env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUSIM_SPEED": "20", "GPUSIM_ROOT": str(tmp)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "console.hostsim.fake_sglang.launch_server", "--model-path", str(model),
+            [sys.executable, "-m", "console.demo.hostsim.fake_sglang.launch_server", "--model-path", str(model),
              "--tp-size", "4", "--port", str(port), "--nnodes", "2", "--node-rank", str(rank),
              "--dist-init-addr", dist, "--dist-timeout", str(timeout_s), *extra],
             stdout=self.log.open("w"), stderr=subprocess.STDOUT, env=env, cwd=tmp)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from console.hostsim.fake_sglang.pd_router import parse
+from console.demo.hostsim.fake_sglang.pd_router import parse
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,12 +59,12 @@ def test_the_router_is_healthy_only_while_both_sides_answer(tmp_path: Path) -> N
     procs = []
     try:
         for mode, port in (("prefill", p_port), ("decode", d_port)):
-            procs.append(subprocess.Popen([sys.executable, "-m", "console.hostsim.fake_sglang.launch_server",
+            procs.append(subprocess.Popen([sys.executable, "-m", "console.demo.hostsim.fake_sglang.launch_server",
                                            "--model-path", str(tmp_path), "--port", str(port),
                                            "--disaggregation-mode", mode], env=env, cwd=tmp_path,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         log = tmp_path / "router.log"
-        procs.append(subprocess.Popen([sys.executable, "-m", "console.hostsim.fake_sglang.pd_router",
+        procs.append(subprocess.Popen([sys.executable, "-m", "console.demo.hostsim.fake_sglang.pd_router",
                                        "--pd-disaggregation", "--prefill", f"http://127.0.0.1:{p_port}", "8998",
                                        "--decode", f"http://127.0.0.1:{d_port}", "--host", "0.0.0.0",
                                        "--port", str(r_port)], env=env, cwd=tmp_path, stdout=log.open("w"),

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from console.bench.metrics import RequestResult, calculate_metrics, format_table, percentile
-from console.bench.runner import BenchConfig, run_benchmark
-from console.bench.store import compare_pair, load_runs, save_run
-from console.bench.workload import WorkloadError, random_prompts, sharegpt_prompts
-from console.hostsim import HostSimulator
-from console.hostsim.scenario import start_scenario
+from console.domain.bench.metrics import RequestResult, calculate_metrics, format_table, percentile
+from console.domain.bench.runner import BenchConfig, run_benchmark
+from console.domain.bench.store import compare_pair, load_runs, save_run
+from console.domain.bench.workload import WorkloadError, random_prompts, sharegpt_prompts
+from console.demo.hostsim import HostSimulator
+from console.demo.hostsim.scenario import start_scenario
 from tests.kit.bench import FaultyServer
 
 
@@ -73,7 +73,7 @@ async def faulty() -> object:
 
 
 async def test_every_failure_is_counted_with_its_reason_and_the_run_completes(faulty: str) -> None:
-    from console.bench.workload import Prompt
+    from console.domain.bench.workload import Prompt
 
     prompts = [Prompt(f"{mode} words", 2, 4) for mode in ("ok", "e400", "e503", "malformed", "cut", "hang", "ok")]
     cfg = BenchConfig(faulty, concurrency=7, warmup=1, timeout_s=1.0)
@@ -89,7 +89,7 @@ async def test_every_failure_is_counted_with_its_reason_and_the_run_completes(fa
 async def test_connection_refused_fails_the_requests_not_the_client() -> None:
     import socket
 
-    from console.bench.workload import Prompt
+    from console.domain.bench.workload import Prompt
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -163,9 +163,9 @@ async def test_bench_cli_json_keys(faulty: str, tmp_path: Path) -> None:
 
 
 def test_the_view_puts_tokens_on_the_wall_clock_and_draws_a_sweep() -> None:
-    from console.analysis.bench_view import BenchView
-    from console.bench.runner import Progress
-    from console.panes.bench import chart, sweep_chart
+    from console.domain.analysis.bench_view import BenchView
+    from console.domain.bench.runner import Progress
+    from console.ui.panes.bench import chart, sweep_chart
 
     view = BenchView()
     view.start("c=4", 2, now_s=1000.0)
@@ -182,9 +182,9 @@ def test_the_view_puts_tokens_on_the_wall_clock_and_draws_a_sweep() -> None:
 def test_live_percentiles_are_charted_during_a_run() -> None:
     from rich.console import Console
 
-    from console.analysis.bench_view import BenchView
-    from console.bench.runner import Progress
-    from console.panes.bench import results_table
+    from console.domain.analysis.bench_view import BenchView
+    from console.domain.bench.runner import Progress
+    from console.ui.panes.bench import results_table
 
     view = BenchView()
     view.start("c=4", 10, now_s=0.0)
@@ -201,8 +201,8 @@ def test_live_percentiles_are_charted_during_a_run() -> None:
 def test_without_runs_this_session_the_pane_compares_before_and_after_the_swap() -> None:
     from rich.console import Console
 
-    from console.analysis.bench_view import BenchView
-    from console.panes.bench import results_table
+    from console.domain.analysis.bench_view import BenchView
+    from console.ui.panes.bench import results_table
 
     view = BenchView()
     view.history = [{"model": "qwen3.5-397b", "max_concurrency": 16, "output_throughput": 900.0},
@@ -224,7 +224,7 @@ async def test_one_bad_response_fails_that_request_only_and_allocates_little(fau
     fails its own request with a reason; the run completes; the client never holds much."""
     import tracemalloc
 
-    from console.bench.workload import Prompt
+    from console.domain.bench.workload import Prompt
 
     prompts = [Prompt(f"{mode} words", 2, 4) for mode in ("ok", "malformed", "huge", "longline", "ok")]
     tracemalloc.start()
@@ -240,7 +240,7 @@ async def test_one_bad_response_fails_that_request_only_and_allocates_little(fau
 
 
 async def test_errors_are_grouped_by_kind_with_one_example(faulty: str) -> None:
-    from console.bench.workload import Prompt
+    from console.domain.bench.workload import Prompt
 
     m = await run_benchmark(BenchConfig(faulty, concurrency=4, warmup=0), [Prompt("e500 x", 2, 4)] * 10
                             + [Prompt("ok x", 2, 4)])
@@ -290,7 +290,7 @@ async def test_without_usage_tokens_are_counted_not_chunks(loopback: object, tmp
     """Issue 16 item 5: a server that sends no usage: tokens from the model's tokenizer when at hand,
     else from finish_reason "length" (max_tokens exactly); the run says which way was used."""
     from benchmarks.loopback_server import build_tokenizer
-    from console.bench.tokens import load_counter
+    from console.domain.bench.tokens import load_counter
 
     prompts = random_prompts(4, 8, 40)
     counter = load_counter(str(build_tokenizer(tmp_path / "tok")))
@@ -329,7 +329,7 @@ async def test_stop_sends_nothing_more_and_cancels_the_requests_in_flight(loopba
 
 
 def test_read_api_key_from_env_or_file_never_a_literal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from console.bench.cli import ApiKeyError, read_api_key
+    from console.cli.bench import ApiKeyError, read_api_key
 
     monkeypatch.setenv("BENCH_KEY", "sekrit-123")
     assert read_api_key("env:BENCH_KEY") == "sekrit-123"
@@ -370,15 +370,15 @@ def test_before_after_pairs_runs_of_one_host_and_the_demo_keeps_its_own_file(tmp
     assert compare_pair(runs, host="laptop") is None  # one model only there: nothing to compare
     assert compare_pair(runs + [{"host": "laptop", "model": "other", "timestamp": 4.0}]) == (runs[1], {
         "host": "laptop", "model": "other", "timestamp": 4.0})
-    from console.bench.store import default_path
+    from console.domain.bench.store import default_path
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert default_path(demo=True) != default_path() and default_path(demo=True).parent == tmp_path / "gpuconsole"
 
 
 def test_chart_labels_are_whole_and_the_axes_honest() -> None:
-    from console.analysis.bench_view import BenchView
-    from console.panes.bench import chart, nice_ticks, sweep_chart, tick_label
+    from console.domain.analysis.bench_view import BenchView
+    from console.ui.panes.bench import chart, nice_ticks, sweep_chart, tick_label
 
     assert nice_ticks(0, 85) == [0, 25, 50, 75, 100] and tick_label(1500) == "1.5k" and tick_label(90, "%") == "90%"
     view = BenchView()
@@ -405,9 +405,9 @@ def test_chart_labels_are_whole_and_the_axes_honest() -> None:
 
 
 def test_the_swap_is_marked_on_the_time_chart() -> None:
-    from console.analysis.bench_view import BenchView
-    from console.analysis.log_state import BootStep
-    from console.panes.bench import chart
+    from console.domain.analysis.bench_view import BenchView
+    from console.domain.analysis.log_state import BootStep
+    from console.ui.panes.bench import chart
 
     class Summary:
         def __init__(self, *steps: tuple[str, str]) -> None:
@@ -428,8 +428,8 @@ def test_the_swap_is_marked_on_the_time_chart() -> None:
 def test_a_stopped_run_says_what_stop_did() -> None:
     from rich.console import Console
 
-    from console.analysis.bench_view import BenchView
-    from console.panes.bench import results_table
+    from console.domain.analysis.bench_view import BenchView
+    from console.ui.panes.bench import results_table
 
     view = BenchView()
     view.finish({"max_concurrency": 4, "stopped": True, "not_sent_or_cancelled": 12, "completed": 4,
@@ -444,12 +444,12 @@ def test_a_stopped_run_says_what_stop_did() -> None:
 
 @pytest.mark.parametrize("loopback", [{"itl_ms": 50.0}], indirect=True)
 async def test_the_consoles_bench_runs_in_a_worker_process_and_stops_on_x(loopback: object) -> None:
-    """The app's runs go through BenchThread -> `python -m console.bench.worker`: progress and the
+    """The app's runs go through BenchThread -> `python -m console.domain.bench.worker`: progress and the
     result come back; `x` (stop) ends the run within seconds, the in-flight requests cancelled."""
     import contextlib
     import threading
 
-    from console.bench.runner import BenchThread
+    from console.domain.bench.runner import BenchThread
 
     @contextlib.asynccontextmanager
     async def url():  # type: ignore[no-untyped-def]
@@ -481,8 +481,8 @@ async def test_the_consoles_bench_runs_in_a_worker_process_and_stops_on_x(loopba
 
 
 def test_swap_marks_never_overwrite_the_legend_nor_each_other() -> None:
-    from console.analysis.bench_view import BenchView
-    from console.panes.bench import chart
+    from console.domain.analysis.bench_view import BenchView
+    from console.ui.panes.bench import chart
 
     view = BenchView()
     now = 10_000.0

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from console.bench.metrics import RequestResult, calculate_metrics, client_headroom, format_table
-from console.bench.runner import BenchConfig, run_benchmark
-from console.bench.workload import random_prompts
+from console.domain.bench.metrics import RequestResult, calculate_metrics, client_headroom, format_table
+from console.domain.bench.runner import BenchConfig, run_benchmark
+from console.domain.bench.workload import random_prompts
 
 KEYS = ("client_send_lag_p50_ms", "client_send_lag_p99_ms", "client_send_lag_max_ms", "client_cpu_pct",
         "client_bound", "client_bound_reason")

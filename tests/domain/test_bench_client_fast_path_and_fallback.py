@@ -11,7 +11,7 @@ import sys
 PROBE = """
 import asyncio, json, sys
 {block}
-from console.bench import runner
+from console.domain.bench import runner
 
 async def which_loop():
     return type(asyncio.get_running_loop()).__module__

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from console.bench.metrics import RequestResult, calculate_metrics, format_table
+from console.domain.bench.metrics import RequestResult, calculate_metrics, format_table
 
 
 def test_one_chunk_per_answer_leaves_the_inter_token_latency_unknown() -> None:

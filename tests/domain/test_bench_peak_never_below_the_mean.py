@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from console.bench.metrics import RequestResult, calculate_metrics
+from console.domain.bench.metrics import RequestResult, calculate_metrics
 
 
 def _run(rng: random.Random, duration_s: float) -> list[RequestResult]:

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from console.bench.runner import Progress
+from console.domain.bench.runner import Progress
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -25,14 +25,14 @@ async def _loopback(**kwargs: object) -> tuple[object, asyncio.AbstractServer]:
 
 
 async def _worker_lines(url: str, n: int, every_s: float) -> list[dict[str, object]]:
-    from console.bench.workload import random_prompts
+    from console.domain.bench.workload import random_prompts
 
     prompts = random_prompts(n, 8, 16)
     job = {"config": {"base_url": url, "concurrency": 4, "num_prompts": n, "input_len": 8, "output_len": 16,
                       "warmup": 0},
            "prompts": [[p.text, p.prompt_len, p.output_len] for p in prompts], "progress_every_s": every_s}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "console.bench.worker", stdin=asyncio.subprocess.PIPE,
+        sys.executable, "-m", "console.domain.bench.worker", stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT)
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(json.dumps(job).encode() + b"\n")  # stdin stays open: closing it stops the run
@@ -70,8 +70,8 @@ async def test_the_console_gets_every_requests_progress_through_the_batches() ->
     import contextlib
     import threading
 
-    from console.bench.runner import BenchConfig, BenchThread
-    from console.bench.workload import random_prompts
+    from console.domain.bench.runner import BenchConfig, BenchThread
+    from console.domain.bench.workload import random_prompts
 
     srv, server = await _loopback(itl_ms=2.0)
 
@@ -97,7 +97,7 @@ async def test_the_console_gets_every_requests_progress_through_the_batches() ->
 
 
 def test_a_batch_is_written_only_when_flushed_and_keeps_what_the_chart_needs() -> None:
-    from console.bench.worker import ProgressBatch
+    from console.domain.bench.worker import ProgressBatch
 
     written: list[dict[str, object]] = []
     batch = ProgressBatch(written.append)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from console.analysis.fit import FitInputs, auto_mem_fraction, calibration, plan_fit
-from console.analysis.log_state import LogTracker
-from console.hostsim.downloader import qwen122b_config
-from console.panes.fit import format_fit
-from console.parsers.sglang_log import parse_line
+from console.domain.analysis.fit import FitInputs, auto_mem_fraction, calibration, plan_fit
+from console.domain.analysis.log_state import LogTracker
+from console.demo.hostsim.downloader import qwen122b_config
+from console.ui.panes.fit import format_fit
+from console.host.parsers.sglang_log import parse_line
 
 W122 = 248_837_128_000
 
@@ -171,7 +171,7 @@ def test_does_not_fit_shows_the_card_and_exits_3(tmp_path: Path) -> None:
 def test_a_repo_id_without_the_hub_fails_fast_with_a_hint(tmp_path: Path) -> None:
     import os
 
-    from console.testing import free_port
+    from console.demo.sshd import free_port
 
     env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{free_port()}", "HF_HOME": str(tmp_path / "hf")}
     out = subprocess.run([sys.executable, "-m", "console", "fit", "Qwen/Qwen3.5-122B-A10B", "--gpus", "4",
@@ -192,8 +192,8 @@ def test_the_comparison_table_has_headers() -> None:
 def test_an_fp8_kv_cache_halves_each_tokens_bytes_and_the_fit_shows_about_twice_the_tokens() -> None:
     """`--kv-cache-dtype fp8_e4m3` on the new unit's command: one byte per K/V element instead of the
     checkpoint's bf16 two (SGLang's kv_cache_dtype); the same memory holds about twice the tokens."""
-    from console.analysis.fit import inputs_from_command
-    from console.parsers.sglang_argv import normalize
+    from console.domain.analysis.fit import inputs_from_command
+    from console.host.parsers.sglang_argv import normalize
 
     def planned(*flags: str) -> object:
         cmd = normalize(["python", "-m", "sglang.launch_server", "--model-path", "/m", "--tp-size", "4", *flags])

@@ -11,12 +11,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from console.analysis.service_diff import HostFacts
-from console.analysis.service_report import build_report, report_json, side_from_text
+from console.domain.analysis.service_diff import HostFacts
+from console.domain.analysis.service_report import build_report, report_json, side_from_text
 from console.model import Reading
-from console.panes.service import format_service
-from console.parsers.sglang_argv import normalize
-from console.parsers.sglang_flags import FlagSpec, builtin_table
+from console.ui.panes.service import format_service
+from console.host.parsers.sglang_argv import normalize
+from console.host.parsers.sglang_flags import FlagSpec, builtin_table
 
 INT_CHOICE_FLAGS = ("--log-requests-level", "--fuseep-mode", "--max-lora-chunk-size", "--dsa-triton-union")
 

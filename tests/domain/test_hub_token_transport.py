@@ -1,6 +1,6 @@
 """The operator's Hub token goes only where the config would take it (issue 34, item 7): a real
 profile sent `Authorization: Bearer hf_…` over plain http to a mirror. The request itself is the
-bounded client's (console/hub.py fetch_model_info; its redirects in tests/hostile/test_hub_answers_bounded.py):
+bounded client's (console/host/hub.py fetch_model_info; its redirects in tests/hostile/test_hub_answers_bounded.py):
 here, which token it is handed."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-import console.hub
-from console.hub import HubAccess, fetch_expected
+import console.host.hub
+from console.host.hub import HubAccess, fetch_expected
 
 TOKEN = "hf_" + "Q" * 34
 
@@ -23,7 +23,7 @@ def _asked(monkeypatch: pytest.MonkeyPatch) -> list[object]:
         asked.append(token)
         return {"siblings": []}
 
-    monkeypatch.setattr(console.hub, "fetch_model_info", fetch_model_info)
+    monkeypatch.setattr(console.host.hub, "fetch_model_info", fetch_model_info)
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     return asked
 

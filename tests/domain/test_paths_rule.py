@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from console.analysis.service_diff import HostFacts, lint
-from console.parsers.sglang_argv import normalize
-from console.paths import exists_and_real_script, forbidden_prefix, parse_exists_and_real
-from console.swap.preflight import _under
+from console.domain.analysis.service_diff import HostFacts, lint
+from console.host.parsers.sglang_argv import normalize
+from console.domain.paths import exists_and_real_script, forbidden_prefix, parse_exists_and_real
+from console.domain.swap.preflight import _under
 
 UNDER = ["/data/m", "/shared/../data/m", "//data/m", "///data/m", "/data/./m", "/data", "/data/", "/./data/x/../m"]
 NOT_UNDER = ["/database/m", "/shared/m", "/shared/data/m", "/dat"]
@@ -56,7 +56,7 @@ def _gate_says(path: str, prefix: str, real: dict[str, str]) -> str:
     """What the swap gate's paths check tells the operator for a new unit whose --model-path is `path`."""
     from types import SimpleNamespace
 
-    from console.swap.preflight import check_paths
+    from console.domain.swap.preflight import check_paths
 
     cmd = normalize(["python", "-m", "sglang.launch_server", "--model-path", path])
     report = SimpleNamespace(new=SimpleNamespace(command=cmd), real_paths=real)

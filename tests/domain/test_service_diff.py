@@ -10,22 +10,22 @@ from pathlib import Path
 
 import pytest
 
-from console.analysis.service_diff import HostFacts, lint
-from console.analysis.service_report import build_report, report_json, side_from_text
-from console.hostsim import HostSimulator
-from console.hostsim.downloader import qwen122b_config
-from console.hostsim.scenario import NEW_UNIT, OLD_UNIT, start_scenario
+from console.domain.analysis.service_diff import HostFacts, lint
+from console.domain.analysis.service_report import build_report, report_json, side_from_text
+from console.demo.hostsim import HostSimulator
+from console.demo.hostsim.downloader import qwen122b_config
+from console.demo.hostsim.scenario import NEW_UNIT, OLD_UNIT, start_scenario
 from console.model import Reading
-from console.panes.service import format_service
-from console.parsers import ParseError
-from console.parsers.sglang_argv import NotSglang, normalize
-from console.parsers.sglang_flags import builtin_table, table_from_help
-from console.parsers.systemd import parse_unit, split_systemd_words
-from console.sources.service import ServiceWatcher
-from console.transport.ssh import SshTransport
+from console.ui.panes.service import format_service
+from console.host.parsers import ParseError
+from console.host.parsers.sglang_argv import NotSglang, normalize
+from console.host.parsers.sglang_flags import builtin_table, table_from_help
+from console.host.parsers.systemd import parse_unit, split_systemd_words
+from console.host.sources.service import ServiceWatcher
+from console.host.transport.ssh import SshTransport
 from tests.kit.hosts import sim_options
 
-UNITS = Path(__file__).parent.parent.parent / "console" / "hostsim" / "units"
+UNITS = Path(__file__).parent.parent.parent / "console" / "demo" / "hostsim" / "units"
 
 
 def seeds_unit(name: str) -> str:
@@ -179,7 +179,7 @@ def test_argparse_semantics_match_sglangs_own_parser() -> None:
     """The fake `sglang.launch_server` builds SGLang 0.5.23's real argparse table: our verdicts agree with it."""
     import argparse
 
-    from console.hostsim.fake_sglang.launch_server import build_parser
+    from console.demo.hostsim.fake_sglang.launch_server import build_parser
 
     parser = build_parser()
     parser.exit_on_error = False
@@ -196,7 +196,7 @@ def test_argparse_semantics_match_sglangs_own_parser() -> None:
 
 
 def test_flags_read_from_help_match_the_builtin_table() -> None:
-    from console.hostsim.fake_sglang.launch_server import build_parser
+    from console.demo.hostsim.fake_sglang.launch_server import build_parser
 
     table = table_from_help(build_parser().format_help(), "0.5.23")
     assert table.lookup("--tp").spec and table.lookup("--tp").spec.flag == "--tp-size"  # type: ignore[union-attr]

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from console.analysis.service_diff import HostFacts, diff_units
-from console.analysis.service_report import build_report, report_json, side_from_text
+from console.domain.analysis.service_diff import HostFacts, diff_units
+from console.domain.analysis.service_report import build_report, report_json, side_from_text
 from console.model import Reading
-from console.parsers.systemd import parse_unit
+from console.host.parsers.systemd import parse_unit
 
-UNITS = Path(__file__).resolve().parent.parent.parent / "console" / "hostsim" / "units"
+UNITS = Path(__file__).resolve().parent.parent.parent / "console" / "demo" / "hostsim" / "units"
 OLD = (UNITS / "sglang-qwen397b.service").read_text()
 NEW = (UNITS / "sglang-qwen122b.service").read_text()
 
@@ -22,7 +22,7 @@ def _report(old: str, new: str, facts: HostFacts | None = None):  # type: ignore
 
 
 def test_the_seeds_new_unit_dropping_the_old_environment_file_is_a_visible_change() -> None:
-    from console.panes.service import format_service
+    from console.ui.panes.service import format_service
 
     r = _report(OLD, NEW)
     assert len(r.changes) == 9 and r.env_changes == ()  # the flags and Environment= alone saw nothing of it
@@ -111,9 +111,9 @@ def test_the_same_unit_under_another_name_has_no_unit_changes() -> None:
 
 
 async def test_over_ssh_the_variables_of_the_lost_env_file_are_named_and_their_secrets_hidden(sim) -> None:  # type: ignore[no-untyped-def]
-    from console.hostsim.scenario import NEW_UNIT, OLD_UNIT, start_scenario
-    from console.sources.service import ServiceWatcher
-    from console.transport.ssh import SshTransport
+    from console.demo.hostsim.scenario import NEW_UNIT, OLD_UNIT, start_scenario
+    from console.host.sources.service import ServiceWatcher
+    from console.host.transport.ssh import SshTransport
     from tests.kit.hosts import sim_options
 
     await start_scenario(sim)
@@ -150,7 +150,7 @@ def test_a_line_without_equals_is_named_by_the_file_and_line_systemd_names() -> 
     rec = json.loads((root / "tests/data/real/systemd_syntax_error.json").read_text())
     said = next(c for c in rec["captures"] if "journalctl" in c["command"])["stdout"]
     path, line = re.search(r"^(\S+\.service):(\d+): Missing '=', ignoring line\.$", said, re.M).groups()  # type: ignore[union-attr]
-    unit = (root / "console/hostsim/units/sglang-qwen122b.service").read_text().replace("{ROOT}", "")
+    unit = (root / "console/demo/hostsim/units/sglang-qwen122b.service").read_text().replace("{ROOT}", "")
     broken = unit.replace("LimitNOFILE=65536", "LimitNOFILE=65536\nthis line has no equals sign\nRestartSecs=5")
     parsed = parse_unit(f"# {path}\n{broken}", path)
     assert [p for p in parsed.problems if "no equals sign" in p] == [

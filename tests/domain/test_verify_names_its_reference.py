@@ -6,11 +6,11 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from console.analysis.download import ExpectedFile, ExpectedFiles
-from console.hub import HubAccess
-from console.panes.download import format_verify
-from console.sources.download import DownloadWatcher, VerifyProgress, verifiable_files, verify_reference, verify_sha256
-from console.transport import LocalTransport
+from console.domain.analysis.download import ExpectedFile, ExpectedFiles
+from console.host.hub import HubAccess
+from console.ui.panes.download import format_verify
+from console.host.sources.download import DownloadWatcher, VerifyProgress, verifiable_files, verify_reference, verify_sha256
+from console.host.transport import LocalTransport
 
 BODY = b"weights" * 100
 
@@ -56,7 +56,7 @@ async def test_values_from_the_hub_name_the_hub_they_came_from(tmp_path: Path) -
 
 
 def test_the_gate_and_a_recording_without_a_reference_say_what_is_known() -> None:
-    from console.swap.preflight import check_sha
+    from console.domain.swap.preflight import check_sha
 
     class State:
         verify = VerifyProgress(2, 10, 2, 10, 2, finished=True, reference="the listing hf download kept")

@@ -4,10 +4,10 @@ node; --dist-init-addr reachable from every node by the node's own bounded probe
 
 from __future__ import annotations
 
-from console.analysis.download import DownloadProgress
-from console.deploy.checks import download_checks, flag_checks, rendezvous_checks, run_checks
-from console.deploy.probe import NodeProbe
-from console.parsers.sglang_argv import normalize
+from console.domain.analysis.download import DownloadProgress
+from console.domain.deploy.checks import download_checks, flag_checks, rendezvous_checks, run_checks
+from console.domain.deploy.probe import NodeProbe
+from console.host.parsers.sglang_argv import normalize
 from tests.kit.deploy import NOW, deployment, multinode_args, node_state
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from console.config import load_config
-from console.deploy.watch import DeploymentWatch
-from console.hostsim.deployment import DeploymentSim
+from console.domain.deploy.watch import DeploymentWatch
+from console.demo.hostsim.deployment import DeploymentSim
 
 
 async def until(predicate: object, timeout: float, what: str, show: object = None) -> None:

@@ -7,8 +7,8 @@ import asyncio
 
 from textual.widgets import Static
 
-from console.deploy.fleetrows import deployment_rows
-from console.app import FleetApp
+from console.domain.deploy.fleetrows import deployment_rows
+from console.ui.app import FleetApp
 from tests.kit.deploy import NOW, deployment, launch, multinode_args, node_state
 
 

@@ -6,8 +6,8 @@ plus its measured offset, and the faults (unreachable node, another SGLang versi
 
 from __future__ import annotations
 
-from console.deploy.probe import NodeProbe
-from console.deploy.state import derive
+from console.domain.deploy.probe import NodeProbe
+from console.domain.deploy.state import derive
 from tests.kit.deploy import NOW, deployment, init_ends, launch, multinode_args, node_state
 
 T0 = "2026-12-03 08:00:00"

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from console.config import HostProfile, load_config
-from console.deploy.profile import Deployment, DeploymentNode
-from console.deploy.swap import DeploymentSwap, format_report
-from console.deploy.watch import DeploymentWatch
-from console.hostsim.deployment import DeploymentSim
+from console.domain.deploy.profile import Deployment, DeploymentNode
+from console.domain.deploy.swap import DeploymentSwap, format_report
+from console.domain.deploy.watch import DeploymentWatch
+from console.demo.hostsim.deployment import DeploymentSim
 
 
 class PlanOnly:

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from console.cli import build_parser, main
+from console.cli.main import build_parser, main
 from console.config import HostProfile
 from console.core.state import ConnectionChanged, HostState, ReadingChanged
-from console.fleet.hosts import Fleet, host_keys
-from console.fleet.rows import fleet_row, format_cells, matches, sort_key
-from console.hostsim import HostSimulator
-from console.hostsim.server import HostIdentity
+from console.domain.fleet.hosts import Fleet, host_keys
+from console.domain.fleet.rows import fleet_row, format_cells, matches, sort_key
+from console.demo.hostsim import HostSimulator
+from console.demo.hostsim.server import HostIdentity
 from console.model import GpuDevice, GpuStatus, Reading
-from console.transport.base import ConnectionState
+from console.host.transport.base import ConnectionState
 from tests.kit.hosts import wait_for
 
 
@@ -250,7 +250,7 @@ def offline_states(count: int) -> list[HostState]:
 
 
 async def test_thirty_hosts_fit_80x24_by_scrolling_and_rows_stay_keyed_by_host() -> None:
-    from console.app import FleetApp
+    from console.ui.app import FleetApp
 
     states = offline_states(30)
     opened: list[str] = []
@@ -280,7 +280,7 @@ async def test_thirty_hosts_fit_80x24_by_scrolling_and_rows_stay_keyed_by_host()
 
 
 async def test_filter_hides_rows_and_escape_brings_them_back() -> None:
-    from console.app import FleetApp
+    from console.ui.app import FleetApp
 
     states = offline_states(5)
     states[3].apply(ConnectionChanged("gpu-03", ConnectionState("gpu-03", "failed", time.time(), "refused")))
@@ -298,9 +298,9 @@ async def test_filter_hides_rows_and_escape_brings_them_back() -> None:
 
 
 async def test_enter_opens_the_hosts_panes_over_ssh_and_escape_returns(two_sims: list[HostSimulator]) -> None:
-    from console.app import FleetApp
-    from console.fleet.screen import FleetScreen, HostScreen
-    from console.panes.header import HostHeader
+    from console.ui.app import FleetApp
+    from console.ui.fleet_screen import FleetScreen, HostScreen
+    from console.ui.panes.header import HostHeader
 
     fleet = Fleet([sim_profile(s, f"gpu-sim-{i + 1:02d}") for i, s in enumerate(two_sims)])
 
@@ -332,7 +332,7 @@ def test_the_collector_exports_per_gpu_values_and_omits_unknowns() -> None:
     from prometheus_client import generate_latest
     from prometheus_client.registry import CollectorRegistry
 
-    from console.fleet.metrics import FleetCollector
+    from console.domain.fleet.metrics import FleetCollector
 
     state = state_with("h1", [gpu(0, 1024, 50), gpu(1, None, None)])
     registry = CollectorRegistry(auto_describe=False)
@@ -348,7 +348,7 @@ def test_the_collector_exports_per_gpu_values_and_omits_unknowns() -> None:
 def test_metrics_server_serves_on_loopback_and_closes() -> None:
     import httpx
 
-    from console.fleet.metrics import start_metrics_server
+    from console.domain.fleet.metrics import start_metrics_server
 
     server = start_metrics_server([state_with("h1", [gpu(0, 1024, 50)])], "127.0.0.1", 0)
     try:
@@ -378,7 +378,7 @@ def test_demo_hosts_starts_a_fleet_of_simulated_hosts_in_the_fleet_screen(tmp_pa
 async def test_metrics_on_the_one_host_console_serves_its_readings(tmp_path: Path) -> None:
     import httpx
 
-    from console.testing import free_port
+    from console.demo.sshd import free_port
 
     port = free_port()
     run = asyncio.ensure_future(asyncio.to_thread(main, [
@@ -400,8 +400,8 @@ async def test_metrics_on_the_one_host_console_serves_its_readings(tmp_path: Pat
 
 
 async def test_the_host_screen_maximizes_with_number_keys_and_escape_steps_back() -> None:
-    from console.app import FleetApp
-    from console.fleet.screen import FleetScreen, HostScreen
+    from console.ui.app import FleetApp
+    from console.ui.fleet_screen import FleetScreen, HostScreen
 
     states = offline_states(2)
     app = FleetApp(states, host_for=lambda key: (next(s for s in states if s.host == key), None, None))
@@ -425,7 +425,7 @@ async def test_the_host_screen_maximizes_with_number_keys_and_escape_steps_back(
 
 
 def test_a_dead_server_shows_no_throughput_from_its_last_log_line() -> None:
-    from console.analysis.server_status import HttpFacts, ServerStatus
+    from console.domain.analysis.server_status import HttpFacts, ServerStatus
 
     state = state_with("h1", [gpu(0, 600, 0)])
     dead = ServerStatus("dead", "unit inactive", "x.service", "inactive", None, None, HttpFacts(), 116.0, None, 2.0)
@@ -445,7 +445,7 @@ def test_serve_exports_the_headless_cores_readings_for_prometheus(tmp_path: Path
 
     import httpx
 
-    from console.testing import free_port
+    from console.demo.sshd import free_port
 
     port = free_port()
     env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)}

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from console.transport.hosttime import wait_for_host
+from console.host.transport.hosttime import wait_for_host
 
 
 async def _hog(stop: asyncio.Event, block_s: float) -> None:
@@ -76,8 +76,8 @@ async def test_an_answer_on_time_and_no_timeout_pass_through() -> None:
 async def test_the_ssh_connect_timeout_is_the_hosts_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """SshTransport's connect: a host answering after 3 s of wall clock, while the loop stalls 0.3 s
     at a time, is connected with a 1.5 s timeout (before: asyncio.wait_for gave up after 2.5 s)."""
-    from console.transport import hosttime, ssh
-    from console.transport.ssh import SshOptions, SshTransport
+    from console.host.transport import hosttime, ssh
+    from console.host.transport.ssh import SshOptions, SshTransport
 
     loop = asyncio.get_running_loop()
     seen: dict[str, object] = {}
@@ -108,9 +108,9 @@ async def test_the_fleet_keeps_32_handshakes_in_flight_and_connects_every_host()
     and every host gets its turn."""
     from console.config import HostProfile
     from console.core.state import HostState
-    from console.fleet.hosts import Fleet
-    from console.session import HostSession
-    from console.transport.base import ConnectionState
+    from console.domain.fleet.hosts import Fleet
+    from console.host.session import HostSession
+    from console.host.transport.base import ConnectionState
 
     inflight = peak = 0
 

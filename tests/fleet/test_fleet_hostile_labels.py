@@ -8,15 +8,15 @@ from __future__ import annotations
 from rich.text import Text
 
 from console.core.state import HostState, Notice
-from console.fleet.prom import NO_HOST, PrometheusFleet, _Labels, host_of
-from console.fleet.rows import cell_text, fleet_row, format_cells, host_label, ssh_target
+from console.domain.fleet.prom import NO_HOST, PrometheusFleet, _Labels, host_of
+from console.domain.fleet.rows import cell_text, fleet_row, format_cells, host_label, ssh_target
 
 LABELS = ["[/]", "[bold red]RED[/bold red]", "[link=http://evil.example/]click[/link]", "[", "x[/]y",
           "\\[escaped]", "[@click=app.quit]q[/]", "gpu-01"]
 
 
 async def test_hostile_labels_render_as_their_text_and_crash_nothing() -> None:
-    from console.app import FleetApp
+    from console.ui.app import FleetApp
 
     states = [HostState(label, label=label) for label in LABELS]
     app = FleetApp(states, host_for=lambda key: None)
@@ -71,7 +71,7 @@ async def test_enter_on_a_label_without_a_profile_opens_no_ssh_without_the_opera
 
 
 def test_model_and_uuid_labels_are_cleaned_of_escapes() -> None:
-    from console.fleet.prom import _Sample, group_samples
+    from console.domain.fleet.prom import _Sample, group_samples
 
     metric = _Labels(name="DCGM_FI_DEV_FB_USED", gpu="0", UUID="GPU-1\x1b]0;T\x07", modelName="H200\x1b]52;c;eA==\x07",
                      Hostname="gpu-01")
@@ -83,8 +83,8 @@ def test_model_and_uuid_labels_are_cleaned_of_escapes() -> None:
 async def test_a_host_label_with_line_breaks_is_one_host_on_the_fleet_screen() -> None:
     """A `Hostname` label `a\\nb\\rc` (issue 34, item 9): the GPU series were keyed by the raw label,
     the server's by the cleaned one, and the fleet screen crashed (KeyError)."""
-    from console.app import FleetApp
-    from console.fleet.prom import _Sample, group_samples
+    from console.ui.app import FleetApp
+    from console.domain.fleet.prom import _Sample, group_samples
 
     raw = "a\nb\rc"
     dcgm = [_Sample(_Labels(name="DCGM_FI_DEV_FB_USED", gpu="0", Hostname=raw), (1.0, "5"))]

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from console.analysis.server_status import HttpFacts, ServerStatus
+from console.domain.analysis.server_status import HttpFacts, ServerStatus
 from console.core.state import ConnectionChanged, HostState, ReadingChanged
-from console.fleet.rows import fleet_row
+from console.domain.fleet.rows import fleet_row
 from console.model import GpuDevice, GpuProcess, GpuStatus, Reading
-from console.transport.base import ConnectionState
+from console.host.transport.base import ConnectionState
 from tests.kit.hosts import wait_for
 from tests.kit.screens import screen_text
 
@@ -38,7 +38,7 @@ def _state(host: str, *, status: str = "ready", reason: str = "serving", port: i
 
 @pytest.mark.parametrize("size", SIZES)
 async def test_a_grown_model_cell_never_pushes_the_problem_column_off_the_screen(size: tuple[int, int]) -> None:
-    from console.app import FleetApp
+    from console.ui.app import FleetApp
 
     # Host names are never cut (the sort and Enter read them): at 80 columns a short name leaves room.
     a, b = ("gpu-07", "gpu-03") if size[0] < 100 else ("gpu-h200-node-07.dc1", "gpu-h200-node-03.dc1")

@@ -7,9 +7,9 @@ import asyncio
 import contextlib
 from dataclasses import replace
 
-from console.fleet.hosts import Fleet
-from console.hostsim.multihost import MultiHostServer
-from console.transport.ssh import SshOptions, SshTransport
+from console.domain.fleet.hosts import Fleet
+from console.demo.hostsim.multihost import MultiHostServer
+from console.host.transport.ssh import SshOptions, SshTransport
 from tests.kit.hosts import wait_for
 
 

@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from console.hostsim.multihost import MultiHostServer, main
-from console.parsers.nvidia_smi import parse_gpu_csv
-from console.transport import HostKeyUnknown
-from console.transport.ssh import SshOptions, SshTransport
+from console.demo.hostsim.multihost import MultiHostServer, main
+from console.host.parsers.nvidia_smi import parse_gpu_csv
+from console.host.transport import HostKeyUnknown
+from console.host.transport.ssh import SshOptions, SshTransport
 from tests.kit.hosts import wait_for
 
 
@@ -54,7 +54,7 @@ async def test_hosts_in_one_process_each_have_their_own_port_key_and_name() -> N
 
 
 async def test_the_fleet_reads_every_simulated_host() -> None:
-    from console.fleet.hosts import Fleet
+    from console.domain.fleet.hosts import Fleet
 
     server = MultiHostServer(4)
     profiles = await server.start()

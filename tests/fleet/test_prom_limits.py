@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-import console.fleet.prom as prom
-from console.fleet.prom import DCGM, SGLANG, PrometheusFleet, decode_answer, gpu_status, group_samples
+import console.domain.fleet.prom as prom
+from console.domain.fleet.prom import DCGM, SGLANG, PrometheusFleet, decode_answer, gpu_status, group_samples
 
 
 def _answer(samples: list[tuple[dict[str, str], str]]) -> bytes:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from console.fleet.prom import (
+from console.domain.fleet.prom import (
     NO_HOST,
     PrometheusFleet,
     PromQueryError,
@@ -27,9 +27,9 @@ from console.fleet.prom import (
     group_samples,
     selector,
 )
-from console.fleet.promserver import PrometheusServer, ScrapeTarget, find_prometheus, start_prometheus
-from console.fleet.rows import fleet_row
-from console.hostsim import story
+from console.demo.promserver import PrometheusServer, ScrapeTarget, find_prometheus, start_prometheus
+from console.domain.fleet.rows import fleet_row
+from console.demo.hostsim import story
 from tests.kit.hosts import wait_for
 
 
@@ -46,7 +46,7 @@ def prometheus_binary() -> str:
 @pytest.fixture(scope="module")
 def fleet_sim() -> Iterator[Any]:
     """Two simulated hosts; the story slowed so both stay on the old, serving model during the test."""
-    from console.fleet.demo import FleetSimulator
+    from console.demo.fleet_demo import FleetSimulator
 
     saved = os.environ.get("GPUCONSOLE_CACHE_DIR")
     sim = FleetSimulator(2, speed=0.2)
@@ -176,7 +176,7 @@ async def test_the_fleet_fills_from_a_real_prometheus_and_marks_a_stopped_series
 
 async def test_nan_inf_and_a_missing_gpu_label_scraped_by_prometheus_are_said_on_the_row(
         prometheus_binary: str, tmp_path: Path) -> None:
-    from console.hostsim.dcgm_exporter import DcgmExporter
+    from console.demo.hostsim.dcgm_exporter import DcgmExporter
 
     page = ('# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n'
             'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-x",Hostname="odd-host"} NaN\n'
@@ -206,8 +206,8 @@ async def test_nan_inf_and_a_missing_gpu_label_scraped_by_prometheus_are_said_on
 
 async def test_our_exporter_is_scraped_by_a_real_prometheus(prometheus_binary: str, fleet_sim: Any,
                                                              tmp_path: Path) -> None:
-    from console.fleet.hosts import Fleet
-    from console.fleet.metrics import MIB, start_metrics_server
+    from console.domain.fleet.hosts import Fleet
+    from console.domain.fleet.metrics import MIB, start_metrics_server
 
     _, profiles = fleet_sim
     fleet = Fleet(profiles)
@@ -238,7 +238,7 @@ def test_the_simulated_dcgm_exporter_speaks_the_recorded_format() -> None:
     """Same metric names, HELP and TYPE lines and label names in the same order as the real one."""
     import re
 
-    from console.hostsim.dcgm_exporter import dcgm_metrics
+    from console.demo.hostsim.dcgm_exporter import dcgm_metrics
 
     recorded = (Path(__file__).parent.parent / "data" / "dcgm_exporter_l40s.txt").read_text().splitlines()
     ours = dcgm_metrics(story.gpu_states(10.0)[:1], "gpu-sim-01").splitlines()
@@ -267,9 +267,9 @@ def test_the_simulated_dcgm_exporter_speaks_the_recorded_format() -> None:
 
 async def test_enter_on_a_prometheus_row_opens_ssh_to_the_profile_of_that_name(
         prometheus: PrometheusServer, fleet_sim: Any) -> None:
-    from console.app import FleetApp
+    from console.ui.app import FleetApp
     from console.config import ConsoleConfig
-    from console.fleet.screen import FleetScreen, HostScreen
+    from console.ui.fleet_screen import FleetScreen, HostScreen
 
     _, profiles = fleet_sim
     config = ConsoleConfig({profiles[0].name: profiles[0]})  # only the first host has a profile

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from console.deploy.probe import parse_probe, probe_node, probe_script, split_addr
-from console.transport.local import LocalTransport
+from console.domain.deploy.probe import parse_probe, probe_node, probe_script, split_addr
+from console.host.transport.local import LocalTransport
 
 
 def test_the_clock_line_gives_the_skew_with_the_zone_taken_out() -> None:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from console.analysis.container_diff import build_container_report, side_from_container
-from console.analysis.service_diff import HostFacts
-from console.analysis.service_report import report_json
-from console.parsers import ParseError
-from console.parsers.docker import (
+from console.domain.analysis.container_diff import build_container_report, side_from_container
+from console.domain.analysis.service_diff import HostFacts
+from console.domain.analysis.service_report import report_json
+from console.host.parsers import ParseError
+from console.host.parsers.docker import (
     ContainerState,
     GpuRequest,
     container_id_from_cgroup,
@@ -193,7 +193,7 @@ def test_gpuconsole_diff_takes_compose_services_and_inspect_files(tmp_path):
 
 
 def test_a_docker_inspect_of_8_mib_is_read_and_a_larger_one_is_refused_as_not_docker_output() -> None:
-    from console.parsers.docker import ParseError, parse_inspect
+    from console.host.parsers.docker import ParseError, parse_inspect
 
     doc = json.dumps([{"Id": "c0ffee", "Name": "/sglang-new", "Config": {"Image": "lmsysorg/sglang:v0.5.23"},
                        "HostConfig": {}}])

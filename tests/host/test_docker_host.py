@@ -8,9 +8,9 @@ import asyncio
 import json
 from pathlib import Path
 
-from console.hostsim.fake_docker import DAEMON_DOWN, add_container, append_log
-from console.sources.container import ContainerWatcher
-from console.sources.log import LogFollower
+from console.demo.hostsim.fake_docker import DAEMON_DOWN, add_container, append_log
+from console.host.sources.container import ContainerWatcher
+from console.host.sources.log import LogFollower
 from tests.kit.docker import inspect as _inspect
 
 DATA = Path(__file__).parent.parent / "data" / "docker"
@@ -100,7 +100,7 @@ async def test_the_log_follows_docker_logs_with_dockers_timestamps_and_resumes_w
 async def test_a_unit_not_installed_yet_says_so_not_a_parse_error(sim, sim_transport):
     """`systemctl cat` of a unit with no file exits 1; the script read the exit status of its own
     `echo` (always 0), so the pane said "(error) · not a unit file" (issue 22 item 10)."""
-    from console.sources.service import ServiceWatcher
+    from console.host.sources.service import ServiceWatcher
 
     report = await ServiceWatcher(sim_transport, "sglang-nothere.service", None).poll()
     assert report.new.error == "sglang-nothere.service: not installed yet"
@@ -113,7 +113,7 @@ class _ScriptedTransport:
         self.text, self.scripts = text, []
 
     async def run(self, script: str, *, timeout: float = 10.0):
-        from console.transport.base import CommandResult
+        from console.host.transport.base import CommandResult
 
         self.scripts.append(script)
         return CommandResult(0, self.text.encode(), b"", 0.01)
@@ -121,8 +121,8 @@ class _ScriptedTransport:
 
 async def test_gpu_processes_are_named_by_their_container():
     from console.model import GpuDevice, GpuProcess
-    from console.panes.gpu import format_gpu_status
-    from console.sources.gpu import GpuSource
+    from console.ui.panes.gpu import format_gpu_status
+    from console.host.sources.gpu import GpuSource
 
     cid = "3f1c9e2a7b6d4c5e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9012a3b4c5d6e7"
     transport = _ScriptedTransport(f"@@pid48213\n{(DATA / 'cgroup_v2_docker.txt').read_text()}"
@@ -147,8 +147,8 @@ async def test_gpu_processes_are_named_by_their_container():
 async def test_the_container_lookup_script_runs_in_a_real_shell():
     import os
 
-    from console.sources.gpu import GpuSource
-    from console.transport.local import LocalTransport
+    from console.host.sources.gpu import GpuSource
+    from console.host.transport.local import LocalTransport
 
     source = GpuSource(LocalTransport(), local=True)
     await source._lookup_containers([os.getpid()])
@@ -157,7 +157,7 @@ async def test_the_container_lookup_script_runs_in_a_real_shell():
 
 async def test_the_log_moves_from_the_old_container_to_the_new_when_the_old_stops(sim, sim_transport):
     """`docker logs -f` ends when its container stops; the follower then follows the running one."""
-    from console.hostsim.fake_docker import main as docker_cli
+    from console.demo.hostsim.fake_docker import main as docker_cli
 
     root = sim.root
     add_container(root, _inspect(root, "old", "data/models", running=True, model="A", extra=[]), ["old line 1"])
@@ -187,9 +187,9 @@ async def test_the_log_moves_from_the_old_container_to_the_new_when_the_old_stop
 
 
 async def test_the_docker_demo_scenario_shows_the_seeds_services_as_containers(tmp_path):
-    from console.hostsim import HostSimulator
-    from console.hostsim.scenario import NEW_CONTAINER, OLD_CONTAINER, demo_profile, start_scenario
-    from console.transport.ssh import SshTransport
+    from console.demo.hostsim import HostSimulator
+    from console.demo.hostsim.scenario import NEW_CONTAINER, OLD_CONTAINER, demo_profile, start_scenario
+    from console.host.transport.ssh import SshTransport
     from tests.kit.hosts import sim_options, wait_for
 
     sim = HostSimulator(tmp_path / "host", scenario="docker")

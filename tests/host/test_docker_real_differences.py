@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from console.analysis.container_diff import container_changes
-from console.hostsim.fake_docker import add_container, append_log
-from console.parsers.docker import ContainerRow, compose_container_on_host, parse_compose, parse_inspect, parse_ps
-from console.sources.container import ComposeLogFollower, ContainerWatcher, container_script
-from console.sources.log import LogFollower
-from console.swap.container_plan import ContainerPlan
+from console.domain.analysis.container_diff import container_changes
+from console.demo.hostsim.fake_docker import add_container, append_log
+from console.host.parsers.docker import ContainerRow, compose_container_on_host, parse_compose, parse_inspect, parse_ps
+from console.host.sources.container import ComposeLogFollower, ContainerWatcher, container_script
+from console.host.sources.log import LogFollower
+from console.domain.swap.container_plan import ContainerPlan
 from tests.kit.docker import inspect as _inspect
 
 REAL = Path(__file__).parent.parent / "data" / "real"
@@ -82,7 +82,7 @@ def _ok(text: str = "") -> SimpleNamespace:
 
 
 async def test_a_crash_looping_new_container_is_not_called_already_running_at_install() -> None:
-    from console.swap.controller import StepFailed
+    from console.domain.swap.controller import StepFailed
 
     state_line = _real("inspect_state_restarting")["stdout"]  # "restarting true 1 N false"
     assert state_line.split()[:2] == ["restarting", "true"]
@@ -100,8 +100,8 @@ async def test_a_crash_looping_new_container_is_not_called_already_running_at_in
 
 
 async def test_a_failed_docker_start_names_the_daemons_reason_not_the_clis_summary() -> None:
-    from console.swap import container_actions as ca
-    from console.swap.controller import StepFailed
+    from console.domain.swap import container_actions as ca
+    from console.domain.swap.controller import StepFailed
 
     recorded = _real("start_missing_binary")
     ctl = _Ctl([SimpleNamespace(ok=False, exit_status=recorded["rc"], text="", error_text=recorded["stderr"])])
@@ -217,7 +217,7 @@ async def test_a_missing_container_reads_as_one_line_naming_it_on_both_clis(cli:
 def test_the_stop_and_restart_timeouts_are_words_both_clis_accept() -> None:
     """20.10 rejects `--timeout` (rc 125, recorded), 28 deprecates `--time` (a line on stdout): the
     console's stop says `-t N`, which both took (recorded rc 0)."""
-    from console.swap import container_actions
+    from console.domain.swap import container_actions
 
     assert _real("stop_timeout_cli20")["rc"] == 125 and "unknown flag: --timeout" in _real("stop_timeout_cli20")["stderr"]
     assert _real("stop_t_cli20")["rc"] == 0 and _real("stop_t_cli28")["rc"] == 0

@@ -4,7 +4,7 @@ command of the console goes through a real SSH connection and a real login shell
 seeds' two services as containers and as compose services, the log and the status, the swap end to
 end, a failed start rolled back, the GPU-to-container mapping (a real process in a real cgroup).
 
-The driven scenario's services run in this process (console/hostsim/docker_drive.py); only the SSH
+The driven scenario's services run in this process (console/demo/hostsim/docker_drive.py); only the SSH
 side is OpenSSH's instead of the simulator's own."""
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ import pytest
 
 from console.core.runner import HostRunner
 from console.core.state import HostState
-from console.hostsim import HostSimulator
-from console.hostsim.downloader import DownloadPlan
-from console.hostsim.fake_docker import add_container, append_log
-from console.hostsim.scenario import NEW_CONTAINER, OLD_CONTAINER, demo_profile, start_scenario, write_hub_cache
-from console.session import HostSession, make_transport
-from console.swap.controller import SwapController
-from console.testing import Sshd, start_sshd
-from console.transport.ssh import SshTransport
+from console.demo.hostsim import HostSimulator
+from console.demo.hostsim.downloader import DownloadPlan
+from console.demo.hostsim.fake_docker import add_container, append_log
+from console.demo.hostsim.scenario import NEW_CONTAINER, OLD_CONTAINER, demo_profile, start_scenario, write_hub_cache
+from console.host.session import HostSession, make_transport
+from console.domain.swap.controller import SwapController
+from console.demo.sshd import Sshd, start_sshd
+from console.host.transport.ssh import SshTransport
 from tests.kit.docker import inspect as _inspect
 from tests.kit.hosts import require_sshd
 
@@ -64,7 +64,7 @@ class Bare:
     transport: SshTransport
 
     async def docker(self, *args: str) -> tuple[int | None, str]:
-        from console.transport.base import quote
+        from console.host.transport.base import quote
 
         r = await self.transport.run("docker " + " ".join(quote(a) for a in args) + " 2>&1", timeout=30)
         return r.exit_status, r.text
@@ -76,7 +76,7 @@ async def bare(tmp_path: Path) -> AsyncIterator[Bare]:
     root = tmp_path / "host"
     bin_dir = root / ".sim" / "bin"
     bin_dir.mkdir(parents=True)
-    (bin_dir / "docker").write_text(f"#!{sys.executable}\nimport sys\nfrom console.hostsim.tools import main\n"
+    (bin_dir / "docker").write_text(f"#!{sys.executable}\nimport sys\nfrom console.demo.hostsim.tools import main\n"
                                     "raise SystemExit(main('docker', sys.argv[1:]))\n")
     (bin_dir / "docker").chmod(0o755)
     parent = str(Path(__file__).resolve().parent.parent.parent)
@@ -105,7 +105,7 @@ def _compose_file(root: Path, *, container_names: bool) -> Path:
 
 
 async def test_the_seeds_services_diff_over_sshd_as_containers_and_as_compose_services(bare: Bare) -> None:
-    from console.sources.container import ContainerWatcher
+    from console.host.sources.container import ContainerWatcher
 
     root = bare.root
     (root / "shared" / "models" / "Qwen3.5-122B-A10B").mkdir(parents=True)
@@ -142,7 +142,7 @@ async def test_the_seeds_services_diff_over_sshd_as_containers_and_as_compose_se
 async def test_a_compose_file_without_container_name_is_found_by_composes_labels(bare: Bare) -> None:
     """Item 2: the container Compose created (its labels name the service and the project) is the
     new side, with no `container` in the profile; before it exists, PROJECT-SERVICE-1."""
-    from console.sources.container import ContainerWatcher
+    from console.host.sources.container import ContainerWatcher
 
     root = bare.root
     (root / "shared" / "models").mkdir(parents=True)
@@ -168,7 +168,7 @@ async def test_a_compose_only_profile_follows_the_log_of_composes_container(bare
     """Item 3: with `compose` and no `container`, the log follows `docker logs` of the container
     Compose made for the service (and its status comes from the same lines)."""
     from console.config import HostProfile
-    from console.session import HostSession
+    from console.host.session import HostSession
 
     root = bare.root
     (root / "shared" / "models").mkdir(parents=True)
@@ -228,7 +228,7 @@ async def test_docker_ps_prints_the_real_clis_table_and_json_over_ssh(bare: Bare
 async def test_bad_compose_input_is_one_line_over_ssh(bare: Bare) -> None:
     """Item 7: a compose file that does not parse, a missing one, an unknown service, a daemon that
     is down: the fake says what Compose says, the service pane one clean line."""
-    from console.sources.container import ContainerWatcher
+    from console.host.sources.container import ContainerWatcher
 
     root = bare.root
     bad = root / "bad.yaml"
@@ -255,8 +255,8 @@ async def test_gpu_processes_map_to_their_container_through_a_real_cgroup(bare: 
     names its containers' (cgroup v1 `/docker/<id>`); its pid's /proc/PID/cgroup read over SSH, the
     id looked up in `docker ps`."""
     from console.model import GpuDevice, GpuProcess
-    from console.panes.gpu import format_gpu_status
-    from console.sources.gpu import GpuSource
+    from console.ui.panes.gpu import format_gpu_status
+    from console.host.sources.gpu import GpuSource
 
     cid = (b"sglang-qwen397b".hex() * 8)[:64]
     group = Path("/sys/fs/cgroup/pids/docker") / cid
@@ -423,7 +423,7 @@ async def test_a_hostile_name_on_composes_labels_is_not_taken(bare: Bare) -> Non
     """Item 7: a container on the host that carries the service's Compose labels under a name Docker
     would never give (a leading dash, a metacharacter) is not what the console names, follows or
     acts on: it keeps Compose's own PROJECT-SERVICE-1."""
-    from console.sources.container import ContainerWatcher
+    from console.host.sources.container import ContainerWatcher
 
     root = bare.root
     (root / "shared" / "models").mkdir(parents=True)
@@ -444,7 +444,7 @@ async def test_in_place_on_a_container_end_to_end_over_sshd(tmp_path: Path, monk
     paths step reads both config.json through the mounts and chooses in place; the update goes to
     the containerised server (the fake SGLang) and succeeds; the step names the launch of a later
     restart; rolling back restarts the old container."""
-    from console.hostsim import downtime_scenario as ds
+    from console.demo.hostsim import downtime_scenario as ds
 
     _offline(tmp_path, monkeypatch)
     sim = HostSimulator(tmp_path / "host", speed=4 * SPEED, scenario="drive")  # the update and the reboot: seconds
@@ -458,11 +458,11 @@ async def test_in_place_on_a_container_end_to_end_over_sshd(tmp_path: Path, monk
 
 
 async def _in_place_on_containers(tmp_path: Path, sim: HostSimulator, dt: Any) -> None:
-    from console.hostsim import downtime_scenario as ds
-    from console.hostsim.containers import container_inspect, mirror_units_as_containers
-    from console.hostsim.docker_drive import MAP_FILE
-    from console.hostsim.downloader import qwen122b_config, qwen122b_files
-    from console.hostsim.scenario import NEW_UNIT
+    from console.demo.hostsim import downtime_scenario as ds
+    from console.demo.hostsim.containers import container_inspect, mirror_units_as_containers
+    from console.demo.hostsim.docker_drive import MAP_FILE
+    from console.demo.hostsim.downloader import qwen122b_config, qwen122b_files
+    from console.demo.hostsim.scenario import NEW_UNIT
 
     sizes = [f.size for f in qwen122b_files() if f.path.endswith(".safetensors")]
     ds.write_model(sim.path(ds.FT_MODEL_DIR), qwen122b_config(), sizes)  # downloaded beside (the download step's)
@@ -513,7 +513,7 @@ async def test_beside_on_containers_end_to_end_over_sshd(tmp_path: Path, monkeyp
     the new one created with `--gpus '"device=4,5,6,7"'` and the next port; paths chooses beside, the
     new container starts and gets ready while the old serves, the router moves the traffic and the
     old container stops with `docker stop`: downtime 0."""
-    from console.hostsim import downtime_scenario as ds
+    from console.demo.hostsim import downtime_scenario as ds
 
     _offline(tmp_path, monkeypatch)
     sim = HostSimulator(tmp_path / "host", speed=4 * SPEED, scenario="drive")
@@ -527,13 +527,13 @@ async def test_beside_on_containers_end_to_end_over_sshd(tmp_path: Path, monkeyp
 
 
 async def _beside_on_containers(tmp_path: Path, sim: HostSimulator, dt: Any) -> None:
-    from console.hostsim import downtime_scenario as ds
-    from console.hostsim.containers import mirror_units_as_containers
-    from console.hostsim.docker_drive import MAP_FILE
-    from console.hostsim.downloader import qwen122b_config, qwen122b_files
-    from console.hostsim.scenario import NEW_UNIT, OLD_UNIT
-    from console.hostsim.services import UNITS_DIR
-    from console.swap.fastpath import beside_unit_text
+    from console.demo.hostsim import downtime_scenario as ds
+    from console.demo.hostsim.containers import mirror_units_as_containers
+    from console.demo.hostsim.docker_drive import MAP_FILE
+    from console.demo.hostsim.downloader import qwen122b_config, qwen122b_files
+    from console.demo.hostsim.scenario import NEW_UNIT, OLD_UNIT
+    from console.demo.hostsim.services import UNITS_DIR
+    from console.domain.swap.fastpath import beside_unit_text
 
     sizes = [f.size for f in qwen122b_files() if f.path.endswith(".safetensors")]
     ds.write_model(sim.path("/shared/models/Qwen3.5-122B-A10B"), qwen122b_config(), sizes)

@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 from huggingface_hub._local_folder import _short_hash as hub_short_hash
 
-from console.analysis.download import ExpectedFile, ExpectedFiles, ProgressTracker, summarize
-from console.hostsim import HostSimulator
-from console.hostsim.downloader import GB, DownloadPlan, LocalDirDownloader
+from console.domain.analysis.download import ExpectedFile, ExpectedFiles, ProgressTracker, summarize
+from console.demo.hostsim import HostSimulator
+from console.demo.hostsim.downloader import GB, DownloadPlan, LocalDirDownloader
 from console.model import Reading
-from console.panes.download import format_download
-from console.parsers import ParseError
-from console.parsers.hf_listing import listing_script, parse_index, parse_listing, short_hash
-from console.sources.download import DirectoryProblem, DownloadWatcher
-from console.transport import LocalTransport
-from console.transport.ssh import SshTransport
+from console.ui.panes.download import format_download
+from console.host.parsers import ParseError
+from console.host.parsers.hf_listing import listing_script, parse_index, parse_listing, short_hash
+from console.host.sources.download import DirectoryProblem, DownloadWatcher
+from console.host.transport import LocalTransport
+from console.host.transport.ssh import SshTransport
 from tests.kit.download import FakeHub, small_plan
 from tests.kit.hosts import sim_options
 
@@ -32,7 +32,7 @@ def test_partial_names_use_huggingface_hubs_own_short_hash() -> None:
 
 
 def expected_for(plan: DownloadPlan) -> ExpectedFiles:
-    from console.hub import expected_from_siblings
+    from console.host.hub import expected_from_siblings
 
     return expected_from_siblings(plan.hub_siblings())  # type: ignore[arg-type]
 
@@ -121,7 +121,7 @@ async def test_names_with_spaces_quotes_and_newlines_are_listed(tmp_path: Path) 
 
 
 def test_rate_eta_stall_and_restart() -> None:
-    from console.analysis.download import DownloadProgress
+    from console.domain.analysis.download import DownloadProgress
 
     def progress(t: float, done: int) -> DownloadProgress:
         return DownloadProgress("/m", None, "hub", done, 1000, 0, 4, 0, 4, (), None, None, None, 10**9, True,
@@ -220,7 +220,7 @@ def fake_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
 
 
 def test_hub_file_list_through_huggingface_hub_and_its_cache(fake_hub: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from console.hub import HubError, fetch_expected
+    from console.host.hub import HubError, fetch_expected
 
     expected = fetch_expected("Qwen/Tiny")
     assert expected.source == "hub" and len(expected.shards) == 4
@@ -251,8 +251,8 @@ async def test_hub_unreachable_falls_back_to_the_index(tmp_path: Path, monkeypat
 
 
 def test_download_json_keys_are_the_documented_ones() -> None:
-    from console.analysis.download import DownloadProgress
-    from console.snapshot import download_json
+    from console.domain.analysis.download import DownloadProgress
+    from console.cli.snapshot import download_json
 
     p = DownloadProgress("/m", "r", "hub", 1, 2, 0, 1, 0, 1, (), None, None, None, 5, True, False, (), 0.0)
     keys = set(download_json(Reading("download", p, 0.0)) or {})
@@ -272,7 +272,7 @@ async def test_sha256_of_finished_files_is_verified_on_the_host(tmp_path: Path) 
     """Real sha256sum on real files: a matching file, a corrupted one, one that vanished."""
     import hashlib
 
-    from console.sources.download import verify_sha256
+    from console.host.sources.download import verify_sha256
 
     good, bad = tmp_path / "a.safetensors", tmp_path / "b b.safetensors"
     good.write_bytes(b"weights" * 1000)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console.analysis.download import DownloadProgress, ProgressTracker
-from console.panes.download import verdict
-from console.sources.download import DownloadWatcher
-from console.transport import LocalTransport
+from console.domain.analysis.download import DownloadProgress, ProgressTracker
+from console.ui.panes.download import verdict
+from console.host.sources.download import DownloadWatcher
+from console.host.transport import LocalTransport
 from tests.kit.download import model_dir, poll, write_safetensors
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -52,7 +52,7 @@ async def test_without_listing_or_hub_the_safetensors_header_names_a_truncated_o
 
 
 async def test_a_partial_file_knows_its_final_size_from_its_header(tmp_path: Path) -> None:
-    from console.parsers.hf_listing import short_hash
+    from console.host.parsers.hf_listing import short_hash
 
     model, sizes = model_dir(tmp_path)
     shard = model / "model-00002-of-00002.safetensors"
@@ -85,7 +85,7 @@ async def test_a_poll_that_brings_only_changes_tells_the_same_truth_as_a_full_li
         tmp_path: Path) -> None:
     """Issue 16: a 100k-file directory polled by changes (host-side sums); the picture must equal a
     whole listing's at every step, through partial files, renames, a deletion and a file moved in."""
-    from console.hostsim.downloader import LocalDirDownloader
+    from console.demo.hostsim.downloader import LocalDirDownloader
     from tests.kit.download import small_plan
 
     model = tmp_path / "m"
@@ -139,8 +139,8 @@ async def test_a_poll_that_brings_only_changes_tells_the_same_truth_as_a_full_li
 def test_the_host_clock_in_a_comma_locale_and_a_host_without_awk() -> None:
     """bash's EPOCHREALTIME follows LC_NUMERIC ("1796051657,63"); a host without awk gives no sums:
     the watcher falls back to whole listings instead of re-listing twice per poll."""
-    from console.parsers.hf_listing import parse_changes
-    from console.sources.download import _host_now
+    from console.host.parsers.hf_listing import parse_changes
+    from console.host.sources.download import _host_now
 
     text = "@@now\n1796051657,630213\n@@df\n@@files\n\n"
     assert _host_now(text) == 1796051657.630213
@@ -174,7 +174,7 @@ async def test_without_index_or_listing_a_truncated_or_padded_shard_is_named_fro
 def test_a_shard_one_byte_short_or_long_of_its_header_is_named_and_the_exact_size_passes() -> None:
     from types import SimpleNamespace
 
-    from console.analysis.download import header_problems
+    from console.domain.analysis.download import header_problems
 
     finals = {"a.safetensors": SimpleNamespace(size_bytes=99), "b.safetensors": SimpleNamespace(size_bytes=101),
               "c.safetensors": SimpleNamespace(size_bytes=100), "d.safetensors": SimpleNamespace(size_bytes=5)}
@@ -200,8 +200,8 @@ async def test_a_truncated_safetensors_file_outside_the_index_keeps_the_download
 
 def test_a_listing_line_with_a_negative_or_odd_size_is_no_file_so_no_negative_bytes_are_shown() -> None:
     """Found by the fuzz test's property (bytes done >= 0): `f -1 100 a` counted -1 bytes done."""
-    from console.analysis.download import summarize
-    from console.parsers.hf_listing import parse_listing
+    from console.domain.analysis.download import summarize
+    from console.host.parsers.hf_listing import parse_listing
 
     listing = parse_listing("@@df\n\n@@files\nf -1 100 a.safetensors\0f 1_000 100 b.safetensors\0"
                             "f 7 100 c.safetensors\0\n@@blobs\n")

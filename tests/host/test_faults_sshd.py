@@ -26,13 +26,13 @@ from pathlib import Path
 
 import pytest
 
-from console.sources.gpu import GpuSource
-from console.sources.log import LogFollower
-from console.sources.service import ServiceWatcher
-from console.testing import Sshd, start_sshd
-from console.transport import CommandTimeout
-from console.transport.shell import KILL_GRACE_S, host_time_limit
-from console.transport.ssh import SshTransport
+from console.host.sources.gpu import GpuSource
+from console.host.sources.log import LogFollower
+from console.host.sources.service import ServiceWatcher
+from console.demo.sshd import Sshd, start_sshd
+from console.host.transport import CommandTimeout
+from console.host.transport.shell import KILL_GRACE_S, host_time_limit
+from console.host.transport.ssh import SshTransport
 from tests.kit.figures import record
 from tests.kit.hosts import require_sshd
 
@@ -101,7 +101,7 @@ def fault_host(tmp_path: Path) -> Iterator[FaultHost]:
     bin_dir.mkdir()
     (sim_root / ".sim" / "journal").mkdir(parents=True)
     host = FaultHost(directory, bin_dir, sim_root, None)  # type: ignore[arg-type]
-    host.tool("journalctl", f"exec {sys.executable} -c 'import sys; from console.hostsim import fake_journalctl as j; "
+    host.tool("journalctl", f"exec {sys.executable} -c 'import sys; from console.demo.hostsim import fake_journalctl as j; "
                             "sys.exit(j.main(sys.argv[1:]))' \"$@\" --marker={sim_root}")
     host.sshd = start_sshd(directory, extra_config=host.extra_config)
     try:
@@ -274,7 +274,7 @@ async def test_a_hanging_nvidia_smi_is_reported_and_killed_on_the_host(fault_hos
     await asyncio.wait_for(watch(), 30)
     assert any("hung" in e for e in errors), errors
     watcher = ServiceWatcher(connected, "x.service", None)
-    import console.sources.service as service_module
+    import console.host.sources.service as service_module
 
     service_module.GPU_COUNT_TIMEOUT_S = 1.0
     try:
@@ -306,7 +306,7 @@ async def test_a_timed_out_command_is_killed_on_the_host_after_quit(fault_host: 
 
 CHILD = """
 import asyncio, sys
-from console.transport.ssh import SshOptions, SshTransport
+from console.host.transport.ssh import SshOptions, SshTransport
 async def main():
     t = SshTransport(SshOptions(host="127.0.0.1", port={port}, user={user!r}, identity={key!r},
                                 known_hosts={known!r}, ssh_config=(), connect_timeout_s=5))
@@ -398,7 +398,7 @@ async def test_a_full_disk_on_the_consoles_own_data_dir(full_disk: Path, fault_h
     assert json.loads(stdout)["completed"] == 2, "the figures are still printed"
     known = full_disk / "known_hosts"
     t = SshTransport(fault_host.sshd.options(known_hosts=str(known), accept_new_host_key=True))
-    from console.transport import ConnectError
+    from console.host.transport import ConnectError
 
     with pytest.raises(ConnectError, match="could not record the host key"):
         await t.connect()
@@ -411,7 +411,7 @@ async def test_log_lines_resume_as_soon_as_the_connection_is_back(fault_host: Fa
     """The follower's backoff grew while the host was down; it must not outlast the outage. Its
     waits are made an hour long here: only the wake-up on reconnection can bring the lines back
     within the test's wait (a wall-clock bound said this before; issue 27)."""
-    from console.backoff import Backoff
+    from console.host.backoff import Backoff
 
     log = fault_host.sim_root / "sglang.log"
     log.write_text("[2026-01-01 10:00:00] before\n")

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from console.hostsim import HostSimulator, story
+from console.demo.hostsim import HostSimulator, story
 from console.model import GpuStatus, Reading
-from console.panes.gpu import format_gpu_status
-from console.parsers.nvidia_smi import parse_compute_apps, parse_gpu_csv
-from console.parsers.nvml import gpus_from_sample, parse_sampler_line
-from console.sources.gpu import PATHS, GpuSource
-from console.transport.ssh import SshTransport
+from console.ui.panes.gpu import format_gpu_status
+from console.host.parsers.nvidia_smi import parse_compute_apps, parse_gpu_csv
+from console.host.parsers.nvml import gpus_from_sample, parse_sampler_line
+from console.host.sources.gpu import PATHS, GpuSource
+from console.host.transport.ssh import SshTransport
 from tests.kit.hosts import DATA, sim_options
 
 H200 = DATA / "h200"
@@ -169,7 +169,7 @@ def test_eight_gpus_and_a_total_fit_at_120x40() -> None:
 def test_nvidia_smi_na_fields_are_unknown_and_infinite_readings_are_no_readings() -> None:
     """Hand-made lines in nvidia-smi's documented shapes (tests/data/PROVENANCE.md: a uuid of N/A):
     not a value; `inf`/`nan` are no readings either, so the pane shows them unknown."""
-    from console.parsers.nvidia_smi import parse_gpu_line
+    from console.host.parsers.nvidia_smi import parse_gpu_line
 
     gpu = parse_gpu_line("0, NVIDIA H200, N/A, 41579, 143771, 87, 54, inf, nan")
     assert gpu is not None

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from console.analysis.gpu_drain import DrainWatch
+from console.domain.analysis.gpu_drain import DrainWatch
 from console.model import GpuDevice, GpuProcess, GpuStatus, Reading
-from console.parsers.nvidia_smi import attach_processes, parse_compute_apps, parse_gpu_csv, parse_gpu_line
-from console.parsers.nvidia_smi_table import parse_table
-from console.parsers.nvml import gpus_from_sample, parse_sampler_line
+from console.host.parsers.nvidia_smi import attach_processes, parse_compute_apps, parse_gpu_csv, parse_gpu_line
+from console.host.parsers.nvidia_smi_table import parse_table
+from console.host.parsers.nvml import gpus_from_sample, parse_sampler_line
 
 DATA = Path(__file__).parent.parent / "data" / "h200" / "holders"
 REPORT = json.loads((DATA / "report.json").read_text())
@@ -71,7 +71,7 @@ def test_every_console_path_reads_what_nvidia_smi_read_to_the_mib() -> None:
 @pytest.mark.parametrize("name", ["held_nvidia_smi.txt", "idle_nvidia_smi.txt", "fit_tp4_nvidia_smi.txt",
                                   "../nvidia_smi_full.txt", "../busy/busy_nvidia_smi.txt"])
 def test_the_simulators_table_is_the_recorded_table_byte_for_byte(name: str) -> None:
-    from console.hostsim.fake_nvidia_smi import render_table
+    from console.demo.hostsim.fake_nvidia_smi import render_table
 
     text = (DATA / name).read_text()
     lines = text.splitlines()
@@ -85,7 +85,7 @@ def test_the_simulators_table_is_the_recorded_table_byte_for_byte(name: str) -> 
 
 
 def test_the_simulators_plain_table_shows_the_same_gpus_and_processes_as_its_csv() -> None:
-    from console.hostsim import fake_nvidia_smi
+    from console.demo.hostsim import fake_nvidia_smi
 
     t = 400.0  # the story's old server serving: every GPU holds weights and KV
     out: list[str] = []
@@ -157,7 +157,7 @@ def test_a_gpu_whose_processes_are_hidden_still_reports_its_drain_in_order() -> 
 
 async def test_the_swaps_drain_step_names_each_freeing_and_the_holder_left() -> None:
     from console.core.state import HostState, ReadingChanged
-    from console.swap.controller import SwapController
+    from console.domain.swap.controller import SwapController
 
     state = HostState("h")
     runner = SimpleNamespace(state=state, host="h", session=SimpleNamespace(profile=SimpleNamespace(
@@ -184,8 +184,8 @@ def test_the_fit_planners_weights_per_gpu_match_a_real_bf16_shard_allocation() -
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
     from benchmarks.gpu_holders import shard_tensors, tensor_bytes
-    from console.analysis.fit import FitInputs, plan_fit
-    from console.hostsim.downloader import qwen122b_config
+    from console.domain.analysis.fit import FitInputs, plan_fit
+    from console.demo.hostsim.downloader import qwen122b_config
 
     cfg = qwen122b_config()
     full = tensor_bytes(shard_tensors(cfg, 1))
@@ -203,7 +203,7 @@ def test_the_sampler_turns_nvml_bytes_into_the_mib_nvidia_smi_prints() -> None:
     """20 memory states of the H200 (benchmarks/gpu_rounding.py): NVML's v2 bytes beside nvidia-smi's
     MiB of the same moment. nvidia-smi rounds up; the nearest MiB was 1 MiB short in 10 of them
     (the 7,898 vs 7,899 and 37,074 vs 37,075 seen in the busy and drain runs)."""
-    from console.sources.nvml_sampler import mib
+    from console.host.sources.nvml_sampler import mib
 
     rows = json.loads((DATA.parent / "rounding.json").read_text())
     assert len(rows) == 20

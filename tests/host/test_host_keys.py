@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from console.testing import Sshd
-from console.transport import HostKeyChanged, HostKeyRevoked, HostKeyUnknown
-from console.transport.ssh import SshTransport
+from console.demo.sshd import Sshd
+from console.host.transport import HostKeyChanged, HostKeyRevoked, HostKeyUnknown
+from console.host.transport.ssh import SshTransport
 
 pytestmark = pytest.mark.sshd
 

@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from console.analysis.log_state import LogTracker
-from console.analysis.server_status import HttpFacts, combine, parse_prometheus
-from console.hostsim import HostSimulator
-from console.hostsim.scenario import NEW_UNIT, OLD_UNIT, start_scenario
-from console.hostsim.services import Journal
+from console.domain.analysis.log_state import LogTracker
+from console.domain.analysis.server_status import HttpFacts, combine, parse_prometheus
+from console.demo.hostsim import HostSimulator
+from console.demo.hostsim.scenario import NEW_UNIT, OLD_UNIT, start_scenario
+from console.demo.hostsim.services import Journal
 from console.model import Reading
-from console.panes.log import display_text, format_status
-from console.parsers.sglang_log import batch_fields, parse_line
-from console.sources.log import LogFollower, read_log_file
-from console.sources.server import ServerWatcher
-from console.transport import LocalTransport
-from console.transport.ssh import SshTransport
+from console.ui.panes.log import display_text, format_status
+from console.host.parsers.sglang_log import batch_fields, parse_line
+from console.host.sources.log import LogFollower, read_log_file
+from console.host.sources.server import ServerWatcher
+from console.host.transport import LocalTransport
+from console.host.transport.ssh import SshTransport
 from tests.kit.hosts import DATA, sim_options
 from tests.kit.log import collect as _collect
 
@@ -354,7 +354,7 @@ def test_invalid_utf8_in_a_journal_byte_array_is_shown_as_replacement_characters
 
 def test_a_journal_byte_array_reaches_the_log_pane_as_clean_text() -> None:
     """Through the whole line path: the escape sequences of lnav #1087's message are cleaned."""
-    from console.sources.log import parse_line as source_parse_line
+    from console.host.sources.log import parse_line as source_parse_line
 
     sample = JOURNAL["byte_array_messages"][0]
     entry = dict(JOURNAL["export_entry_systemd_pr_33021"], MESSAGE=sample["MESSAGE"])

@@ -8,8 +8,8 @@ import asyncio
 import threading
 from pathlib import Path
 
-from console.sources.log import LogFollower
-from console.transport import LocalTransport
+from console.host.sources.log import LogFollower
+from console.host.transport import LocalTransport
 
 
 async def test_a_big_batch_is_parsed_off_the_loop_and_every_line_arrives_in_order(tmp_path: Path) -> None:

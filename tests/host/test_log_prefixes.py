@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from console.parsers.sglang_log import PREFIX, batch_fields, parse_line
+from console.host.parsers.sglang_log import PREFIX, batch_fields, parse_line
 
 DATA = Path(__file__).parent.parent / "data"
 REAL = [ln for ln in (DATA / "sglang_real_lines.txt").read_text().splitlines() if ln.strip()]

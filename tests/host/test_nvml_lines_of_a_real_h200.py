@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from console.parsers.nvml import gpus_from_sample, merge_sample, parse_sampler_line
+from console.host.parsers.nvml import gpus_from_sample, merge_sample, parse_sampler_line
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "h200" / "sampler_cost"
 

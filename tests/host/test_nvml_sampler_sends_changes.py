@@ -11,9 +11,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from console.parsers.nvml import gpus_from_sample, merge_sample, parse_sampler_line
-from console.sources import nvml_sampler
-from console.sources.gpu import SAMPLER_SOURCE
+from console.host.parsers.nvml import gpus_from_sample, merge_sample, parse_sampler_line
+from console.host.sources import nvml_sampler
+from console.host.sources.gpu import SAMPLER_SOURCE
 
 # A pynvml of one GPU and one process whose memory grows by 1 MiB every third sample; every call
 # the sampler makes is counted in $COUNTS (one line per call: the function's name).

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from console.parsers import ParseError
-from console.parsers.host import parse_df, parse_host_summary
+from console.host.parsers import ParseError
+from console.host.parsers.host import parse_df, parse_host_summary
 from tests.kit.hosts import DATA
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from console.transport import LocalTransport
-from console.transport.shell import frame, runs_in_shell
+from console.host.transport import LocalTransport
+from console.host.transport.shell import frame, runs_in_shell
 
 
 @pytest.mark.parametrize("script", [

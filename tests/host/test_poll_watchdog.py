@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-import console.transport.shell as shell_module
-from console.transport import CommandError, CommandTimeout, LocalTransport, Transport
-from console.transport.shell import KILL_GRACE_S, host_time_limit
-from console.transport.ssh import SshTransport
+import console.host.transport.shell as shell_module
+from console.host.transport import CommandError, CommandTimeout, LocalTransport, Transport
+from console.host.transport.shell import KILL_GRACE_S, host_time_limit
+from console.host.transport.ssh import SshTransport
 from tests.kit.hosts import sim_options
 
 
@@ -58,7 +58,7 @@ async def test_a_command_we_gave_up_on_dies_on_the_host(tmp_path: Path, monkeypa
                                                         sim: object, watchdog: bool) -> None:
     """Over SSH (the simulator: a closed channel closes the shell's stdin and kills nothing, as
     sshd) the host's side alone must end the command."""
-    from console.hostsim import HostSimulator
+    from console.demo.hostsim import HostSimulator
 
     assert isinstance(sim, HostSimulator)
     if not watchdog:
@@ -82,7 +82,7 @@ async def test_a_command_we_gave_up_on_dies_on_the_host(tmp_path: Path, monkeypa
 
 CHILD = """
 import asyncio, sys
-from console.transport import LocalTransport
+from console.host.transport import LocalTransport
 async def main():
     t = LocalTransport()
     await t.run("true", timeout=5)

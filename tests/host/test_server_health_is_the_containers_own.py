@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from console.sources.server import ServerWatcher
-from console.transport.base import CommandResult
+from console.host.sources.server import ServerWatcher
+from console.host.transport.base import CommandResult
 
 
 @dataclass

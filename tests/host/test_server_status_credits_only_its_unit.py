@@ -4,8 +4,8 @@ running."""
 
 from __future__ import annotations
 
-from console.analysis.server_status import HttpFacts, combine
-from console.snapshot import server_json
+from console.domain.analysis.server_status import HttpFacts, combine
+from console.cli.snapshot import server_json
 
 ANSWERING = HttpFacts(server_info={"status": "ready"}, health_ok=True, health_at_s=100.0, health_ever_ok=True)
 

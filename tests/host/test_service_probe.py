@@ -9,11 +9,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from console.analysis.service_report import build_report, side_from_text
+from console.domain.analysis.service_report import build_report, side_from_text
 from console.model import Reading
-from console.panes.service import format_service
-from console.sources.service import ServiceWatcher, service_script
-from console.transport import LocalTransport
+from console.ui.panes.service import format_service
+from console.host.sources.service import ServiceWatcher, service_script
+from console.host.transport import LocalTransport
 
 
 def _fake_python(tmp_path: Path) -> tuple[Path, Path]:
@@ -69,7 +69,7 @@ def test_the_pane_says_which_binary_ran() -> None:
     old = side_from_text("a", "[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server --model-path /m\n")
     new = side_from_text("b", "[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server --model-path /m "
                               "--disable-cuda-graph\n")
-    from console.analysis.service_diff import HostFacts
+    from console.domain.analysis.service_diff import HostFacts
 
     report = build_report(old, new, HostFacts(), flags_source="checked against the host's SGLang 0.5.99",
                           flags_binary="/opt/venv/bin/python")
@@ -89,7 +89,7 @@ async def test_a_hanging_nvidia_smi_leaves_the_gpu_count_unknown_not_the_diff_fa
     (fake / "nvidia-smi").write_text("#!/bin/sh\nsleep 600\n")
     (fake / "nvidia-smi").chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}:/usr/bin:/bin")
-    monkeypatch.setattr("console.sources.service.GPU_COUNT_TIMEOUT_S", 1.0)
+    monkeypatch.setattr("console.host.sources.service.GPU_COUNT_TIMEOUT_S", 1.0)
     transport = LocalTransport()
     try:
         watcher = ServiceWatcher(transport, "new.service", None)

@@ -10,8 +10,8 @@ from pathlib import Path
 import asyncssh.sftp
 import pytest
 
-from console.hostsim import HostSimulator
-from console.transport.ssh import SshTransport
+from console.demo.hostsim import HostSimulator
+from console.host.transport.ssh import SshTransport
 from tests.kit.hosts import sim_options
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console.testing import Sshd
-from console.transport.ssh import SshTransport
+from console.demo.sshd import Sshd
+from console.host.transport.ssh import SshTransport
 
 
 async def test_a_poll_sends_one_packet_and_the_cipher_is_aes_gcm(sshd: Sshd) -> None:

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from console.transport.streams import ProcessLineStream
+from console.host.transport.streams import ProcessLineStream
 
 
 class Silent:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from console.transport.streams import split_lines
+from console.host.transport.streams import split_lines
 
 
 class Buffered:

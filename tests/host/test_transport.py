@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from console.testing import Sshd
-from console.transport import (
+from console.demo.sshd import Sshd
+from console.host.transport import (
     AuthError,
     CommandTimeout,
     ConnectError,
@@ -23,7 +23,7 @@ from console.transport import (
     join,
     quote,
 )
-from console.transport.ssh import SshTransport
+from console.host.transport.ssh import SshTransport
 from tests.kit.hosts import sim_options, wait_for
 
 NASTY = [
@@ -152,7 +152,7 @@ async def test_a_stream_whose_command_exits_ends_with_its_status(transport: Tran
 
 async def test_quiet_stream_dies_when_the_connection_drops(sim: object) -> None:
     """Without a pty a quiet `tail -f` would linger on the host after the console is gone."""
-    from console.hostsim import HostSimulator
+    from console.demo.hostsim import HostSimulator
 
     assert isinstance(sim, HostSimulator)
     tag = uuid.uuid4().hex
@@ -197,7 +197,7 @@ async def test_http_reaches_the_host_through_a_port_forward(transport: Transport
 
 
 async def test_unknown_host_key_is_refused_with_its_fingerprint(sim: object, tmp_path: Path) -> None:
-    from console.hostsim import HostSimulator
+    from console.demo.hostsim import HostSimulator
 
     assert isinstance(sim, HostSimulator)
     known = tmp_path / "known_hosts"
@@ -211,7 +211,7 @@ async def test_unknown_host_key_is_refused_with_its_fingerprint(sim: object, tmp
 
 
 async def test_accept_new_host_key_records_it_then_a_changed_key_is_refused(sim: object, tmp_path: Path) -> None:
-    from console.hostsim import HostSimulator
+    from console.demo.hostsim import HostSimulator
 
     assert isinstance(sim, HostSimulator)
     known = tmp_path / "known_hosts"
@@ -250,12 +250,12 @@ async def test_closed_port_fails_fast_with_a_connect_error(monkeypatch: pytest.M
     for the connect timeout (a long one here: a timeout would say "no answer within 60s")."""
     import socket
 
-    import console.transport.ssh as ssh_module
+    import console.host.transport.ssh as ssh_module
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    from console.transport.ssh import SshOptions
+    from console.host.transport.ssh import SshOptions
 
     attempts: list[str] = []
     real_connect = ssh_module.asyncssh.connect
@@ -277,7 +277,7 @@ async def test_closed_port_fails_fast_with_a_connect_error(monkeypatch: pytest.M
 
 
 async def test_reconnects_after_the_connection_drops(sim: object) -> None:
-    from console.hostsim import HostSimulator
+    from console.demo.hostsim import HostSimulator
 
     assert isinstance(sim, HostSimulator)
     t = SshTransport(sim_options(sim))

@@ -9,15 +9,15 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from console.analysis.log_state import LogTracker
-from console.analysis.service_report import ServiceReport, ServiceSide
+from console.domain.analysis.log_state import LogTracker
+from console.domain.analysis.service_report import ServiceReport, ServiceSide
 from console.core.state import HostState, ReadingChanged
 from console.model import Reading
-from console.panes.service import format_service
-from console.parsers.sglang_log import parse_line
-from console.swap.actions import RemoteCommand
-from console.swap.controller import SwapController
-from console.swap.observe import SwapObserver
+from console.ui.panes.service import format_service
+from console.host.parsers.sglang_log import parse_line
+from console.domain.swap.actions import RemoteCommand
+from console.domain.swap.controller import SwapController
+from console.core.derive.swap_observer import SwapObserver
 
 
 def _log(tracker: LogTracker, *lines: str) -> Reading[Any]:
@@ -66,7 +66,7 @@ async def test_the_unit_state_says_when_it_was_read_once_on_the_border_never_wra
     the screenshots): the read time is said once, on the pane's border, beside live/stale."""
     from textual.app import App, ComposeResult
 
-    from console.panes.service import ServicePane
+    from console.ui.panes.service import ServicePane
 
     at = time.mktime((2026, 12, 1, 13, 22, 5, 0, 0, -1))
 
@@ -104,8 +104,8 @@ async def test_the_unit_state_says_when_it_was_read_once_on_the_border_never_wra
 def test_no_head_line_of_the_diff_is_folded_at_column_0() -> None:
     """The summary and a category's shared reason break at spaces under their first character
     (the maximized pane at 120x40 folded "…the checkpoint / has 1 MTP layer(s)" at column 0)."""
-    from console.analysis.service_diff import FlagChange
-    from console.panes.service import CATEGORY_ORDER
+    from console.domain.analysis.service_diff import FlagChange
+    from console.ui.panes.service import CATEGORY_ORDER
 
     def side(name: str) -> ServiceSide:
         return ServiceSide(name, "/opt/sglang/bin/python", None, None, active_state="active", main_pid=1)

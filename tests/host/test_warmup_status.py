@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from console.analysis.log_state import LogTracker
-from console.analysis.server_status import WARMUP_GRACE_S, HttpFacts, combine
-from console.parsers.sglang_log import parse_line
+from console.domain.analysis.log_state import LogTracker
+from console.domain.analysis.server_status import WARMUP_GRACE_S, HttpFacts, combine
+from console.host.parsers.sglang_log import parse_line
 
 READY = "[2026-01-01 10:00:30] The server is fired up and ready to roll!"
 BOOT = ["[2026-01-01 10:00:00] server_args=ServerArgs(model_path='m', tp_size=2)",
@@ -59,10 +59,10 @@ def test_a_503_six_seconds_after_the_ready_line_is_the_warm_up_not_degraded() ->
 
 async def test_a_serving_server_gets_no_generation_while_health_and_the_log_agree(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from console.hostsim import HostSimulator
-    from console.hostsim.scenario import OLD_UNIT, start_scenario
-    from console.sources import server as server_source
-    from console.transport.ssh import SshTransport
+    from console.demo.hostsim import HostSimulator
+    from console.demo.hostsim.scenario import OLD_UNIT, start_scenario
+    from console.host.sources import server as server_source
+    from console.host.transport.ssh import SshTransport
     from tests.kit.hosts import sim_options, wait_for
 
     monkeypatch.setattr(server_source, "HEALTH_EVERY_S", 0.3)  # the 25 s, shortened

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from console.parsers.sglang_log import parse_line
-from console.sources.log import LogFollower, read_log_file
-from console.transport import LocalTransport
+from console.host.parsers.sglang_log import parse_line
+from console.host.sources.log import LogFollower, read_log_file
+from console.host.transport import LocalTransport
 from tests.kit.log import collect as _collect
 
 BAD_BOOT_LINES = [
@@ -66,7 +66,7 @@ def test_snapshot_log_file_with_a_malformed_line_prints_json_not_a_traceback(tmp
 def test_a_corrupt_hub_cache_is_rebuilt_not_fatal(tmp_path: Path, monkeypatch) -> None:
     import pytest
 
-    from console.hub import HubError, _cache_path, fetch_expected
+    from console.host.hub import HubError, _cache_path, fetch_expected
     from tests.kit.download import FakeHub, small_plan
 
     monkeypatch.setenv("GPUCONSOLE_CACHE_DIR", str(tmp_path / "cache"))

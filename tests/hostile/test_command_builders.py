@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from console.doctor import path_probe_script
-from console.parsers.hf_listing import listing_script, parse_listing
-from console.parsers.host import host_summary_script, parse_host_summary
-from console.sources.download import verify_sha256
-from console.sources.log import LogFollower
-from console.sources.server import ServerWatcher
-from console.sources.service import service_script
-from console.transport.local import LocalTransport
+from console.cli.doctor import path_probe_script
+from console.host.parsers.hf_listing import listing_script, parse_listing
+from console.host.parsers.host import host_summary_script, parse_host_summary
+from console.host.sources.download import verify_sha256
+from console.host.sources.log import LogFollower
+from console.host.sources.server import ServerWatcher
+from console.host.sources.service import service_script
+from console.host.transport.local import LocalTransport
 from tests.kit.figures import record
 
 DASHED = ["-delete", "--version", "--help", "-h", "-", "--", "-rf", "-exec=rm", "--unit=x"]

@@ -4,9 +4,9 @@ real file); only what is drawn is cleaned."""
 
 from __future__ import annotations
 
-from console.analysis.download import DownloadProgress, PartialFile
+from console.domain.analysis.download import DownloadProgress, PartialFile
 from console.model import Reading
-from console.panes.download import format_download
+from console.ui.panes.download import format_download
 
 EVIL = "model-\x1b]52;c;cHduZWQ=\x07-00001\x1b[31m.safetensors"
 

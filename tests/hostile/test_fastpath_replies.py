@@ -6,7 +6,7 @@ traceback; the recorded outcome's reply is cleaned at any depth."""
 from __future__ import annotations
 
 from console.sanitize import has_control
-from console.swap import fastpath
+from console.domain.swap import fastpath
 
 RLO = "\u202e"
 
@@ -32,7 +32,7 @@ def test_a_curl_answer_ending_in_a_non_ascii_digit_has_no_code() -> None:
 
 
 def test_the_update_replys_json_is_cleaned_at_any_depth_and_only_an_object_counts() -> None:
-    from console.analysis.host_replies import reply_json
+    from console.domain.analysis.host_replies import reply_json
 
     reply = reply_json('{"success": false, "message": "bad\\u202e shard\\u001b]0;T\\u0007", '
                        '"nested": [{"k\\u2067": "v\\u009b31m"}]}')

@@ -22,10 +22,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.analysis import unit_environment as ue
-from console.analysis.host_replies import clean_reply, reply_json, split_reply
-from console.parsers import ParseError
-from console.parsers.docker import (
+from console.domain.analysis import unit_environment as ue
+from console.domain.analysis.host_replies import clean_reply, reply_json, split_reply
+from console.host.parsers import ParseError
+from console.host.parsers.docker import (
     container_id_from_cgroup,
     docker_error_text,
     parse_compose,
@@ -33,10 +33,10 @@ from console.parsers.docker import (
     parse_ps,
     restart_loop_of,
 )
-from console.parsers.proc_net import parse_listeners
-from console.sources.log import LogFollower
-from console.swap.container_actions import parse_container_state
-from console.swap.fastpath import port_verdict
+from console.host.parsers.proc_net import parse_listeners
+from console.host.sources.log import LogFollower
+from console.domain.swap.container_actions import parse_container_state
+from console.domain.swap.fastpath import port_verdict
 
 DATA = Path(__file__).parent.parent / "data" / "docker"
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,

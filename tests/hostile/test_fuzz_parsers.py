@@ -17,24 +17,24 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from console.analysis.download import expected_from_index, summarize
-from console.analysis.log_state import LogTracker
-from console.analysis.server_status import parse_prometheus
-from console.analysis.service_report import side_from_text
-from console.bench.store import load_runs
-from console.hub import _read_cache
-from console.parsers import ParseError, split_sections
-from console.parsers.hf_listing import parse_index, parse_listing
-from console.parsers.host import parse_df, parse_host_summary
-from console.parsers.nvidia_smi import parse_compute_apps, parse_gpu_csv, parse_gpu_line
-from console.parsers.nvml import gpus_from_sample, parse_sampler_line
-from console.parsers.sglang_argv import NotSglang, normalize
-from console.parsers.sglang_flags import table_from_help
-from console.parsers.sglang_log import batch_fields, parse_line
-from console.parsers.systemd import parse_env_file, parse_unit, split_systemd_words
+from console.domain.analysis.download import expected_from_index, summarize
+from console.domain.analysis.log_state import LogTracker
+from console.domain.analysis.server_status import parse_prometheus
+from console.domain.analysis.service_report import side_from_text
+from console.domain.bench.store import load_runs
+from console.host.hub import _read_cache
+from console.host.parsers import ParseError, split_sections
+from console.host.parsers.hf_listing import parse_index, parse_listing
+from console.host.parsers.host import parse_df, parse_host_summary
+from console.host.parsers.nvidia_smi import parse_compute_apps, parse_gpu_csv, parse_gpu_line
+from console.host.parsers.nvml import gpus_from_sample, parse_sampler_line
+from console.host.parsers.sglang_argv import NotSglang, normalize
+from console.host.parsers.sglang_flags import table_from_help
+from console.host.parsers.sglang_log import batch_fields, parse_line
+from console.host.parsers.systemd import parse_env_file, parse_unit, split_systemd_words
 from console.redact import redact_json, redact_text
-from console.sources.log import LogFollower
-from console.transport import LocalTransport
+from console.host.sources.log import LogFollower
+from console.host.transport import LocalTransport
 
 DATA = Path(__file__).parent.parent / "data"
 # No wall-clock deadline (issue 27): a loaded machine is no parser bug; `_fast` bounds CPU time.
@@ -328,7 +328,7 @@ def test_bench_history_never_raises(tmp_path_factory: pytest.TempPathFactory, do
 def test_linear_word_splitting_is_shlex_split(text: str) -> None:
     import shlex
 
-    from console.parsers.shell_words import split_words
+    from console.host.parsers.shell_words import split_words
 
     try:
         expected: object = shlex.split(text)
@@ -342,7 +342,7 @@ def test_linear_word_splitting_is_shlex_split(text: str) -> None:
 
 
 def test_word_splitting_and_flag_lookup_are_linear() -> None:
-    from console.analysis.service_report import side_from_text
+    from console.domain.analysis.service_report import side_from_text
 
     assert _fast(side_from_text, "x", "x" * 1_000_000).command is None
     side = _fast(side_from_text, "x", "python -m sglang.launch_server --model-path /m " + "--tp 2 " * 5000)
@@ -359,7 +359,7 @@ def test_a_fast_path_reply_parses_to_a_code_and_clean_text(parts: list[str]) -> 
     """Property (issue 34): any curl answer splits into an int code or None, and every string the
     fast paths show or record from it (the one-line detail, each string of the JSON) holds no
     control character, escape sequence or bidi override."""
-    from console.analysis.host_replies import clean_reply, reply_json, split_reply
+    from console.domain.analysis.host_replies import clean_reply, reply_json, split_reply
     from console.sanitize import clean_json, has_control
 
     text = "".join(parts)

@@ -35,7 +35,7 @@ async def _say_in_a_running_console(say: Any) -> list[str]:
 
 @pytest.mark.asyncio
 async def test_a_swap_refusal_quoting_a_bind_mount_with_brackets_is_shown_as_it_is() -> None:
-    from console.panes.swap import SwapScreen
+    from console.ui.panes.swap import SwapScreen
 
     shown = await _say_in_a_running_console(lambda app: SwapScreen(None, None, "ana")._say(HOSTILE))
     assert shown == [HOSTILE]
@@ -43,7 +43,7 @@ async def test_a_swap_refusal_quoting_a_bind_mount_with_brackets_is_shown_as_it_
 
 @pytest.mark.asyncio
 async def test_a_busy_step_whose_detail_holds_markup_is_shown_as_it_is() -> None:
-    from console.panes.swap import SwapScreen
+    from console.ui.panes.swap import SwapScreen
 
     detail = "copying /srv/x[/]y"
     state = SimpleNamespace(info=SimpleNamespace(read_only=False), swap=SimpleNamespace(
@@ -59,7 +59,7 @@ async def test_a_busy_step_whose_detail_holds_markup_is_shown_as_it_is() -> None
 
 @pytest.mark.asyncio
 async def test_a_failed_worker_whose_error_quotes_host_text_is_shown_as_it_is() -> None:
-    from console.host_screen import worker_failed
+    from console.ui.host_screen import worker_failed
 
     event = SimpleNamespace(state=WorkerState.ERROR, worker=SimpleNamespace(
         error=RuntimeError(HOSTILE), group="swap-preview"))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from console.swap import actions as a
+from console.domain.swap import actions as a
 from tests.kit.figures import record
 
 HOSTILE = [
@@ -220,9 +220,9 @@ def _controller(backend: str, path: str, old: str, new: str) -> object:
     from types import SimpleNamespace
 
     from console.core.state import HostState
-    from console.swap import paths as P
-    from console.swap.controller import SwapController
-    from console.swap.model import SwapStep, SwapStepChanged
+    from console.domain.swap import paths as P
+    from console.domain.swap.controller import SwapController
+    from console.core.derive.swap_view import SwapStep, SwapStepChanged
 
     names = ({"compare_unit": old, "unit": new} if backend == "unit" else
              {"compare_unit": "old.service", "unit": "new.service", "compare_container": old, "container": new})
@@ -247,7 +247,7 @@ def test_a_hostile_unit_or_container_name_is_refused_on_every_path_before_any_co
                                                                                       path: str) -> None:
     """Whichever path the swap takes, on units or containers, a profile's old or new name that is
     not a name is refused with that name in the message: the operator sees why, nothing runs."""
-    from console.swap.actions import ActionError
+    from console.domain.swap.actions import ActionError
 
     what = "not a unit name" if backend == "unit" else "not a container name"
     for key, used in NAMES_USED[backend, path].items():

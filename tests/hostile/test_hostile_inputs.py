@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
-from console.analysis.service_report import side_from_text
-from console.parsers.sglang_flags import table_from_help
+from console.domain.analysis.service_report import side_from_text
+from console.host.parsers.sglang_flags import table_from_help
 from console.redact import redact_text
 
 
 def test_a_deeply_nested_sse_chunk_is_a_malformed_response_even_without_orjson(monkeypatch) -> None:
-    from console.bench import runner
+    from console.domain.bench import runner
 
     monkeypatch.setattr(runner, "_loads", json.loads)
     monkeypatch.setattr(runner, "_JsonError", json.JSONDecodeError)
@@ -30,7 +30,7 @@ def test_repeated_no_prefixes_are_linear_not_quadratic() -> None:
     child with a hard limit well above the linear cost and far below the quadratic one: a
     quadratic regex is killed by the limit."""
     code = ("import resource; resource.setrlimit(resource.RLIMIT_CPU, (20, 20));"
-            "from console.analysis.service_report import side_from_text;"
+            "from console.domain.analysis.service_report import side_from_text;"
             "from console.redact import redact_text;"
             "t = 'python -m sglang.launch_server ' + '--no-' * 40000;"
             "side_from_text('x', t); redact_text(t); redact_text('-' * 200000);"

@@ -15,7 +15,7 @@ import pytest
 from console.core import codec
 from console.core import recording as r
 from console.core.state import BenchChanged, Notice
-from console.swap.model import SwapSetup, SwapStep, SwapStepChanged
+from console.core.derive.swap_view import SwapSetup, SwapStep, SwapStepChanged
 from tests.kit.figures import record
 
 HEADER = json.dumps({"format": "gpuconsole-recording", "version": 1, "host": "h"}).encode() + b"\n"
@@ -46,7 +46,7 @@ def test_an_entry_whose_time_is_not_a_time_is_skipped(tmp_path: Path, t: bytes) 
 @pytest.mark.parametrize("number", BAD_NUMBERS)
 def test_a_throughput_that_is_not_finite_is_skipped_and_the_report_renders(tmp_path: Path, number: bytes,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    from console.cli import main
+    from console.cli.main import main
 
     record = {"label": "x", "timestamp": 5.0, "output_throughput": 123.0, "concurrency": 4, "model": "m"}
     line = _entry(b"3.0", BenchChanged("h", "result", record=record)).replace(b"123.0", number)

@@ -73,7 +73,7 @@ def test_a_block_keeps_its_lines_and_json_is_cleaned_at_any_depth() -> None:
 
 # -- at each source -----------------------------------------------------------------------------
 def test_a_log_line_is_cleaned_before_it_is_parsed() -> None:
-    from console.sources.log import parse_line
+    from console.host.sources.log import parse_line
 
     event = parse_line(f"[2026-01-01 10:00:00 TP0] ERROR boom{TITLE}{CLIP} api_key=sk-abcdefgh1234")
     _no_control(event.text)
@@ -82,8 +82,8 @@ def test_a_log_line_is_cleaned_before_it_is_parsed() -> None:
 
 def test_gpu_process_and_device_names_are_cleaned_in_every_reading() -> None:
     from console.model import GpuDevice, GpuProcess
-    from console.sources.gpu import GpuSource
-    from console.transport import LocalTransport
+    from console.host.sources.gpu import GpuSource
+    from console.host.transport import LocalTransport
 
     source = GpuSource(LocalTransport(), local=True)
     gpu = GpuDevice(0, f"H200{TITLE}", f"GPU-1{CLIP}", 1, 2, 3, 4, 5.0, 6.0,
@@ -97,7 +97,7 @@ def test_gpu_process_and_device_names_are_cleaned_in_every_reading() -> None:
 
 
 def test_unit_text_local_or_from_the_host_is_cleaned() -> None:
-    from console.analysis.service_report import side_from_text
+    from console.domain.analysis.service_report import side_from_text
 
     side = side_from_text("x.service", f"[Unit]\nDescription=evil{TITLE}\n[Service]\n"
                                        f"Environment=NOTE=a{CLIP}b\nExecStart=/opt/venv/bin/python -m "
@@ -108,7 +108,7 @@ def test_unit_text_local_or_from_the_host_is_cleaned() -> None:
 
 
 def test_errors_are_cleaned() -> None:
-    from console.sources.base import describe_error
+    from console.host.sources.base import describe_error
 
     assert describe_error(RuntimeError(f"nvidia-smi: {CLIP}failed")) == "RuntimeError: nvidia-smi: failed"
 
@@ -119,8 +119,8 @@ def _crafted(tmp_path: Path) -> Path:
     from console.core.recording import Recorder
     from console.core.state import HostState, LogAppended, NoteChanged, ReadingChanged
     from console.model import GpuDevice, GpuProcess, GpuStatus, Reading
-    from console.parsers.sglang_log import LogEvent
-    from console.swap.model import AuditAppended, AuditEntry, SwapSetup
+    from console.host.parsers.sglang_log import LogEvent
+    from console.core.derive.swap_view import AuditAppended, AuditEntry, SwapSetup
 
     state = HostState("gpu-01", label="gpu-01")
     rec = Recorder(state, tmp_path / "rec").start()
@@ -201,10 +201,10 @@ def test_replay_report_and_diff_write_no_escape_sequence_to_the_terminal(tmp_pat
 # -- the live console on a planted host: every pane -------------------------------------------------
 @pytest.fixture
 async def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[object]:
-    from console.app import ConsoleApp
-    from console.hostsim import HostSimulator
-    from console.hostsim.scenario import demo_profile, start_scenario
-    from console.session import HostSession, make_transport
+    from console.ui.app import ConsoleApp
+    from console.demo.hostsim import HostSimulator
+    from console.demo.hostsim.scenario import demo_profile, start_scenario
+    from console.host.session import HostSession, make_transport
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     sim = HostSimulator(tmp_path / "host")
@@ -240,7 +240,7 @@ async def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
 
 
 async def test_planted_escape_sequences_reach_no_pane_and_no_recording(planted: object, tmp_path: Path) -> None:
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
     from tests.kit.hosts import wait_for
 
     app = planted

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from console.hub import MAX_BODY_BYTES, HubAccess, HubError, fetch_expected
+from console.host.hub import MAX_BODY_BYTES, HubAccess, HubError, fetch_expected
 from tests.kit.figures import record
 
 TOKEN = "hf_" + "T" * 34

@@ -12,8 +12,8 @@ from markdown_it import MarkdownIt
 
 from console.core.recording import Recorder
 from console.core.state import HostState
-from console.swap.model import AuditAppended, AuditEntry, SwapSetup
-from console.swap.report import render, report_from_recording
+from console.core.derive.swap_view import AuditAppended, AuditEntry, SwapSetup
+from console.domain.swap.report import render, report_from_recording
 
 HOSTILE = ["<script>alert(1)</script>", "[click](javascript:alert(1))", "![img](http://evil.example/x.png)",
            "# Heading", "<img src=x onerror=alert(1)>", "a | b", "`code`", "**bold**", "\\", "- item",

@@ -12,14 +12,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from console.analysis.service_diff import HostFacts
-from console.analysis.service_report import build_report, report_json, side_from_text
+from console.domain.analysis.service_diff import HostFacts
+from console.domain.analysis.service_report import build_report, report_json, side_from_text
 from console.model import Reading
-from console.panes.service import format_service
+from console.ui.panes.service import format_service
 from console.redact import REDACTED, redact_json
-from console.snapshot import log_json
-from console.sources.log import LogFollower
-from console.transport import LocalTransport
+from console.cli.snapshot import log_json
+from console.host.sources.log import LogFollower
+from console.host.transport import LocalTransport
 from tests.kit.figures import record
 
 

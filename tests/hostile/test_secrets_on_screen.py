@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from console.app import ConsoleApp
-from console.session import HostSession
+from console.ui.app import ConsoleApp
+from console.host.session import HostSession
 from tests.kit.figures import record
 from tests.kit.hosts import wait_for
 
@@ -21,9 +21,9 @@ UNIT = "/etc/systemd/system/sglang-qwen397b.service"
 
 @pytest.fixture
 async def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[ConsoleApp, list[str]]]:
-    from console.hostsim import HostSimulator
-    from console.hostsim.scenario import demo_profile, start_scenario
-    from console.session import make_transport
+    from console.demo.hostsim import HostSimulator
+    from console.demo.hostsim.scenario import demo_profile, start_scenario
+    from console.host.session import make_transport
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     sim = HostSimulator(tmp_path / "host")

@@ -3,15 +3,15 @@
 
 from __future__ import annotations
 
-from console.analysis.server_status import HttpFacts, ServerStatus
-from console.analysis.service_diff import HostFacts
-from console.analysis.service_report import build_report, side_from_text
+from console.domain.analysis.server_status import HttpFacts, ServerStatus
+from console.domain.analysis.service_diff import HostFacts
+from console.domain.analysis.service_report import build_report, side_from_text
 from console.config import HostProfile
 from console.core.state import ConnectionChanged, HostState, LogAppended, ReadingChanged
-from console.deploy.profile import Deployment, DeploymentNode
+from console.domain.deploy.profile import Deployment, DeploymentNode
 from console.model import Reading
-from console.parsers.sglang_log import parse_line
-from console.transport.base import ConnectionState
+from console.host.parsers.sglang_log import parse_line
+from console.host.transport.base import ConnectionState
 
 NOW = 1_796_284_800.0  # 2026-12-03 08:00:00 UTC
 
@@ -52,7 +52,7 @@ def node_state(name: str, *, args: str | None = None, lines: tuple[str, ...] = (
     if lines:
         state.apply(LogAppended(name, tuple(parse_line(line) for line in lines)))
     if last_line_at_s is not None:
-        from console.analysis.log_state import LogSummary
+        from console.domain.analysis.log_state import LogSummary
 
         summary = LogSummary("log", None, (), None, None, None, None, None, None, (), len(lines), last_line_at_s)
         state.apply(ReadingChanged(name, "log", Reading("log", summary, now)))

@@ -7,10 +7,10 @@ import http.server
 import json
 from pathlib import Path
 
-from console.analysis.download import DownloadProgress
-from console.hostsim.downloader import DownloadPlan, RepoFile
-from console.sources.download import DownloadWatcher
-from console.transport import LocalTransport
+from console.domain.analysis.download import DownloadProgress
+from console.demo.hostsim.downloader import DownloadPlan, RepoFile
+from console.host.sources.download import DownloadWatcher
+from console.host.transport import LocalTransport
 
 
 def small_plan(**kw: object) -> DownloadPlan:

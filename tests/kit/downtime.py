@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from console.core.state import HostState
-from console.swap import paths as P
-from console.swap.controller import SwapController
-from console.transport.base import CommandResult
+from console.domain.swap import paths as P
+from console.domain.swap.controller import SwapController
+from console.host.transport.base import CommandResult
 
 ROUTER = "http://127.0.0.1:30100"
 

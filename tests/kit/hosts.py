@@ -11,8 +11,8 @@ from pathlib import Path
 import hypothesis  # noqa: F401 - imported first: a late import (the plugin's summary) hits CPython 3.11.7's "AST constructor recursion depth mismatch"
 import pytest
 
-from console.hostsim import HostSimulator
-from console.transport.ssh import SshOptions
+from console.demo.hostsim import HostSimulator
+from console.host.transport.ssh import SshOptions
 
 DATA = Path(__file__).parent.parent / "data"
 
@@ -28,7 +28,7 @@ def sim_options(sim: HostSimulator, **overrides: object) -> SshOptions:
 
 def require_sshd() -> None:
     """OpenSSH's sshd can run here, else skip (fail in CI: the CI must test against OpenSSH)."""
-    from console.testing import find_sshd
+    from console.demo.sshd import find_sshd
 
     if find_sshd() is None:
         if os.environ.get("CI") == "true":

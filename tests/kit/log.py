@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from console.sources.log import LogFollower
+from console.host.sources.log import LogFollower
 
 
 async def collect(follower: LogFollower, until: object, timeout: float = 15.0) -> list[str]:

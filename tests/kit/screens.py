@@ -7,13 +7,13 @@ import io
 import pytest
 from rich.console import Console
 
-from console.app import ConsoleApp
+from console.ui.app import ConsoleApp
 from console.config import HostProfile
 from console.core.state import HostInfo, HostState
-from console.hostsim import HostSimulator
-from console.panes.header import HostHeader
-from console.session import HostSession
-from console.transport.ssh import SshTransport
+from console.demo.hostsim import HostSimulator
+from console.ui.panes.header import HostHeader
+from console.host.session import HostSession
+from console.host.transport.ssh import SshTransport
 from tests.kit.hosts import sim_options
 
 

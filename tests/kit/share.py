@@ -13,12 +13,12 @@ import pytest
 
 from console.core.runner import HostRunner
 from console.core.state import HostState
-from console.hostsim import HostSimulator
-from console.hostsim.scenario import demo_profile
-from console.session import HostSession, make_transport
+from console.demo.hostsim import HostSimulator
+from console.demo.hostsim.scenario import demo_profile
+from console.host.session import HostSession, make_transport
 from console.share.client import ShareClient, attach
 from console.share.server import ShareServer
-from console.swap.controller import SwapController
+from console.domain.swap.controller import SwapController
 
 
 @dataclass

@@ -22,12 +22,12 @@ from console.config import HostProfile
 from console.core.recording import Recorder
 from console.core.runner import HostRunner
 from console.core.state import HostState
-from console.hostsim import HostSimulator
-from console.hostsim.downloader import DownloadPlan
-from console.hostsim.scenario import demo_profile, start_scenario, write_hub_cache
-from console.session import HostSession, make_transport
-from console.swap.controller import SwapController
-from console.swap.model import (
+from console.demo.hostsim import HostSimulator
+from console.demo.hostsim.downloader import DownloadPlan
+from console.demo.hostsim.scenario import demo_profile, start_scenario, write_hub_cache
+from console.host.session import HostSession, make_transport
+from console.domain.swap.controller import SwapController
+from console.core.derive.swap_view import (
     ApprovalChanged,
     AuditAppended,
     AuditEntry,
@@ -126,7 +126,7 @@ async def story_host(tmp_path: Path, *, scenario: str = "drive", speed: float = 
 def sshd_for(sim: HostSimulator, directory: Path) -> Any:
     """OpenSSH's sshd whose sessions see the simulated host's fake tools (systemctl, systemd-run,
     hf, nvidia-smi, journalctl) first on their PATH, and its sandbox."""
-    from console.testing import SshdError, find_sshd, start_sshd
+    from console.demo.sshd import SshdError, find_sshd, start_sshd
 
     if find_sshd() is None or os.geteuid() != 0:
         if os.environ.get("CI") == "true":
@@ -189,7 +189,7 @@ async def driven_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, scenar
 def demo_app(sim: HostSimulator, tmp_path: Path, **profile_changes: object) -> Any:
     """The console's app on the story's host, recording into tmp_path/rec (the palette's report
     is written next to the recording)."""
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     prof = demo_profile(sim).with_overrides(profile_changes)
     return ConsoleApp.for_session(HostSession(prof, make_transport(prof), demo=True,
@@ -233,7 +233,7 @@ def narrow_plan_state() -> HostState:
 def as_recorded(events: list[Any], host: str = "h") -> list[Any]:
     """What a recording of a live session holds for these host events: each event, then the swap
     facts the live observer derived from it (the report reads those, it never derives them)."""
-    from console.swap.observe import SwapObserver
+    from console.core.derive.swap_observer import SwapObserver
 
     live = HostState(host)
     observer = SwapObserver(live)

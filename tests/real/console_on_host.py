@@ -21,9 +21,9 @@ from console.config import HostProfile
 from console.core.recording import Recorder
 from console.core.runner import HostRunner
 from console.core.state import HostState, Notice
-from console.session import HostSession, make_transport
-from console.swap.controller import SwapController
-from console.swap.report import report_from_recording
+from console.host.session import HostSession, make_transport
+from console.domain.swap.controller import SwapController
+from console.domain.swap.report import report_from_recording
 
 WHO = "ana"
 

@@ -3,7 +3,7 @@ real docker CLI on PATH with DOCKER_HOST at the tests' own dockerd (tests/real/d
 simulated SGLang server running inside real containers of the test image, and what the tests record
 of the real CLI's output (tests/data/real/docker_*.json, with the versions and the exact command).
 
-The container's SGLang is console/hostsim/fake_sglang/launch_server.py (stdlib only): the checkout's
+The container's SGLang is console/demo/hostsim/fake_sglang/launch_server.py (stdlib only): the checkout's
 `console/` is bind-mounted read-only and put on PYTHONPATH; with `--network host` it listens on this
 machine's loopback (a free port per container).
 """
@@ -23,9 +23,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from console.hostsim import HostSimulator
-from console.testing import Sshd, find_sshd, start_sshd
-from console.transport.ssh import SshOptions, SshTransport
+from console.demo.hostsim import HostSimulator
+from console.demo.sshd import Sshd, find_sshd, start_sshd
+from console.host.transport.ssh import SshOptions, SshTransport
 from tests.real.daemons import IMAGE_TAG, Dockerd
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ REAL_DATA = CHECKOUT / "tests" / "data" / "real"
 # `python3 -m sglang.launch_server` as SGLang's image runs it: a one-line `sglang` package (shim_dir)
 # that runs the simulated server, mounted beside the checkout's console/ on PYTHONPATH.
 SGLANG = ("python3", "-m", "sglang.launch_server")
-SHIM = "import sys\nfrom console.hostsim.fake_sglang.launch_server import main\nmain(sys.argv[1:])\n"
+SHIM = "import sys\nfrom console.demo.hostsim.fake_sglang.launch_server import main\nmain(sys.argv[1:])\n"
 
 
 def shim_dir(dockerd: Dockerd) -> Path:
@@ -202,15 +202,15 @@ async def close_host(host: RealDockerHost) -> None:
 
 # -- the container swap plan with a stand-in controller -------------------------------------------------
 class PlanCtl:
-    """What console/swap/container_plan.py's steps use of the SwapController, around a real
+    """What console/domain/swap/container_plan.py's steps use of the SwapController, around a real
     transport: its commands run for real through SSH on the real daemon; the service reading is
     the console's ContainerWatcher's, the server reading its ServerWatcher's (polled on `repoll`).
     No GPUs here: the drain answers at once (said as such)."""
 
     def __init__(self, transport: SshTransport, *, new: str | None, old: str | None, port: int,
                  compose: str | None = None, compose_service: str | None = None, ready_timeout_s: float = 90) -> None:
-        from console.sources.container import ContainerWatcher
-        from console.sources.server import ServerWatcher
+        from console.host.sources.container import ContainerWatcher
+        from console.host.sources.server import ServerWatcher
 
         self.profile = SimpleNamespace(container=new, compare_container=old, compose=compose,
                                        compose_service=compose_service, require_approval=False,

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """A STAND-IN `nvidia-smi` for the real-systemd container (there are no GPUs here): it prints what
-the simulator's fake prints (console/hostsim/fake_nvidia_smi.py: the same CSV queries and table),
+the simulator's fake prints (console/demo/hostsim/fake_nvidia_smi.py: the same CSV queries and table),
 but the memory comes from the processes systemd really runs in this container, never from a
 scenario: every live `sglang.launch_server` process holds `--mem-fraction-static` of each GPU its
 own CUDA_VISIBLE_DEVICES names (read from /proc/PID/environ), and only while it is alive.
@@ -51,7 +51,7 @@ def _servers() -> list[tuple[int, list[int], float]]:
 
 
 def gpu_states_now(_t: float) -> tuple:
-    from console.hostsim import story
+    from console.demo.hostsim import story
 
     holders: dict[int, list[tuple[int, str, int]]] = {i: [] for i in range(GPUS)}
     for pid, gpus, fraction in _servers():
@@ -69,7 +69,7 @@ def gpu_states_now(_t: float) -> tuple:
 
 def main() -> int:
     sys.path.insert(0, "/opt/gpuconsole")  # the checkout's console/, mounted read-only
-    from console.hostsim import drive, fake_nvidia_smi
+    from console.demo.hostsim import drive, fake_nvidia_smi
 
     args = sys.argv[1:]
     if "--version" in args:

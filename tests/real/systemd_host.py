@@ -9,8 +9,8 @@ Run exactly as research/real_daemons.md found to work on this machine kind:
 - sshd on 127.0.0.1:PORT, key auth only (a key this test run made), host keys made at boot by
   `ssh-keygen -A` (a drop-in of ssh.service), known_hosts written for the console's transport;
 - the checkout's console/ bind-mounted read-only at /opt/gpuconsole/console: the simulated SGLang
-  (console/hostsim/fake_sglang/launch_server.py, stdlib only) runs from it;
-- the two seed units of console/hostsim/units/ with `{ROOT}` = / and the server's port a free one,
+  (console/demo/hostsim/fake_sglang/launch_server.py, stdlib only) runs from it;
+- the two seed units of console/demo/hostsim/units/ with `{ROOT}` = / and the server's port a free one,
   each with a drop-in that sets the simulated SGLang's environment (PYTHONPATH, GPUSIM_*);
 - a STAND-IN `nvidia-smi` (tests/real/standin_nvidia_smi.py; no GPUs here) whose memory follows the
   `sglang.launch_server` processes systemd really runs in the container.
@@ -30,11 +30,11 @@ from pathlib import Path
 
 import pytest
 
-from console.transport.ssh import SshTransport
+from console.host.transport.ssh import SshTransport
 from tests.real.daemons import IMAGE_TAG, DaemonUnavailable, Dockerd
 
 CHECKOUT = Path(__file__).resolve().parents[2]
-UNITS = ("sglang-qwen397b.service", "sglang-qwen122b.service")  # old, new (console/hostsim/scenario.py)
+UNITS = ("sglang-qwen397b.service", "sglang-qwen122b.service")  # old, new (console/demo/hostsim/scenario.py)
 OLD_UNIT, NEW_UNIT = UNITS
 MOUNTED_CONSOLE = "/opt/gpuconsole"
 SPEED = 10.0  # the simulated SGLang's clock: a 25 s boot in 2.5 s
@@ -47,8 +47,8 @@ def free_port() -> int:
 
 
 def unit_text(name: str, server_port: int) -> str:
-    """The seed unit as the simulator writes it (console/hostsim/services.py), on this host's root."""
-    text = (CHECKOUT / "console/hostsim/units" / name).read_text().replace("{ROOT}", "")
+    """The seed unit as the simulator writes it (console/demo/hostsim/services.py), on this host's root."""
+    text = (CHECKOUT / "console/demo/hostsim/units" / name).read_text().replace("{ROOT}", "")
     return text.replace("--port 30000", f"--port {server_port}")
 
 
@@ -111,7 +111,7 @@ class SystemdHost:
 
     # -- the console's side -----------------------------------------------------------------
     def ssh_options(self, **overrides: object) -> object:
-        from console.transport.ssh import SshOptions
+        from console.host.transport.ssh import SshOptions
 
         values: dict[str, object] = dict(host="127.0.0.1", port=self.ssh_port, user="root",
                                          identity=str(self.client_key), known_hosts=str(self.known_hosts),
@@ -120,7 +120,7 @@ class SystemdHost:
         return SshOptions(**values)  # type: ignore[arg-type]
 
     def transport(self) -> object:
-        from console.transport.ssh import SshTransport
+        from console.host.transport.ssh import SshTransport
 
         return SshTransport(self.ssh_options())  # type: ignore[arg-type]
 

@@ -5,7 +5,7 @@ ready, rollback; a crash-looping new container, a missing entrypoint binary, one
 the compose service (Compose v2 as a CLI plugin of the run's own), an impostor with forged Compose
 labels, escape sequences from a container, the daemon down and a compose file that does not parse.
 
-The swap's steps are console/swap/container_plan.py's own, run with a stand-in controller
+The swap's steps are console/domain/swap/container_plan.py's own, run with a stand-in controller
 (tests/real/docker_host.PlanCtl): every docker command is the plan's, run for real."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from console.sources.container import ComposeLogFollower, ContainerWatcher
-from console.sources.log import LogFollower
-from console.sources.server import ServerWatcher
-from console.swap.container_plan import ContainerPlan
-from console.swap.controller import StepFailed
+from console.host.sources.container import ComposeLogFollower, ContainerWatcher
+from console.host.sources.log import LogFollower
+from console.host.sources.server import ServerWatcher
+from console.domain.swap.container_plan import ContainerPlan
+from console.domain.swap.controller import StepFailed
 from tests.real.compose_plugin import install_plugin
 from tests.real.daemons import IMAGE_TAG, Dockerd
 from tests.real.docker_host import (
@@ -161,7 +161,7 @@ async def test_the_gpu_to_container_mapping_reads_a_real_containers_cgroup(
         host: RealDockerHost, dockerd: Dockerd, pair: tuple[str, str, int]) -> None:
     import os
 
-    from console.sources.gpu import GpuSource
+    from console.host.sources.gpu import GpuSource
 
     _new, old, _port = pair
     pid = inspect(dockerd, old)["State"]["Pid"]

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from console.parsers.docker import docker_error_text, parse_inspect, parse_ps
-from console.sources.container import PS_TEMPLATE
-from console.swap import container_actions as ca
+from console.host.parsers.docker import docker_error_text, parse_inspect, parse_ps
+from console.host.sources.container import PS_TEMPLATE
+from console.domain.swap import container_actions as ca
 from tests.real.daemons import DEBIAN_DOCKER_CLI, IMAGE_TAG, Dockerd
 from tests.real.docker_host import CHECKOUT, free_port, inspect, normalise, record, run_sglang, until
 
@@ -49,7 +49,7 @@ def looping(dockerd: Dockerd) -> Iterator[str]:
 
 def _fake(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, GPUSIM_ROOT=str(root), PYTHONPATH=str(CHECKOUT))
-    code = "import sys; from console.hostsim.tools import main; raise SystemExit(main('docker', sys.argv[1:]))"
+    code = "import sys; from console.demo.hostsim.tools import main; raise SystemExit(main('docker', sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=30,
                           check=False)
 
@@ -186,7 +186,7 @@ def test_the_fake_docker_prints_what_the_real_cli_prints_for_the_consoles_comman
         dockerd: Dockerd, serving: str, tmp_path: Path) -> None:
     """Same commands to both: the missing container (inspect, state check, start), the deprecated
     flag and -t, the state line and the ps template of a running container (ids/times normalised)."""
-    from console.hostsim.fake_docker import add_container
+    from console.demo.hostsim.fake_docker import add_container
 
     real_obj = inspect(dockerd, serving)
     add_container(tmp_path, real_obj)

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from console.sources.log import LogFollower
+from console.host.sources.log import LogFollower
 from tests.real.systemd_host import SystemdHost, capture, connected, record
 
 pytestmark = pytest.mark.real_systemd

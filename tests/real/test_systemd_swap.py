@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from console.config import HostProfile
-from console.swap.observe import log_time
-from console.swap.report import SECTIONS, render_markdown
+from console.core.derive.swap_observer import log_time
+from console.domain.swap.report import SECTIONS, render_markdown
 from tests.real.console_on_host import WHO, Console, console_on, ready_reading
 from tests.real.systemd_host import NEW_UNIT, OLD_UNIT, SystemdHost, unit_text
 
@@ -50,7 +50,7 @@ def profile(host: SystemdHost, directory: Path, **changes: Any) -> HostProfile:
 def model_dirs(host: SystemdHost) -> None:
     """Both units' model directories on the host, the new one with its config.json (no weights: the
     gate's diff checks the paths exist, its fit reads the config)."""
-    from console.hostsim.downloader import qwen122b_config
+    from console.demo.hostsim.downloader import qwen122b_config
 
     host.sh("mkdir -p /data/models/Qwen3.5-397B-A17B-NVFP4 /shared/models/Qwen3.5-122B-A10B", check=True)
     host.put("/shared/models/Qwen3.5-122B-A10B/config.json", json.dumps(qwen122b_config(), indent=2))
@@ -138,12 +138,12 @@ def _swap_and_roll_back(host: SystemdHost, directory: Path) -> LivedSwap:
             began = time.time()
             said["install"] = await console.run_step("install")
             assert said["install"][0] == "done", said["install"]
-            gate = console.swap.evaluate_gate()
+            gate = console.domain.swap.evaluate_gate()
             # The operator overrides what the gate cannot judge on this host (no model directory
             # watched, no GPUs: the stand-in), by typing each check's name.
             for check in gate:
                 if not check.passes:
-                    assert console.swap.override(check.name, check.name, WHO) is None
+                    assert console.domain.swap.override(check.name, check.name, WHO) is None
             said["preflight"] = await console.run_step("preflight")
             said["stop_old"] = await console.run_step("stop_old")
             said["start_new"] = await console.run_step("start_new")

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from console.sources.log import LogFollower
-from console.sources.server import ServerWatcher
-from console.sources.service import ServiceWatcher
-from console.swap.controller import StepFailed, SwapController
+from console.host.sources.log import LogFollower
+from console.host.sources.server import ServerWatcher
+from console.host.sources.service import ServiceWatcher
+from console.domain.swap.controller import StepFailed, SwapController
 from tests.real.systemd_host import NEW_UNIT, OLD_UNIT, SystemdHost, capture, connected, record
 
 pytestmark = pytest.mark.real_systemd
@@ -193,7 +193,7 @@ def _fake_outputs(host: SystemdHost, tmp_path: Path, commands: list[str]) -> lis
     import shlex
     from contextlib import redirect_stderr, redirect_stdout
 
-    from console.hostsim import tools
+    from console.demo.hostsim import tools
 
     root = tmp_path / "SIM"
     unit_dir = root / "etc/systemd/system"

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from console.config import HostProfile
 from console.core.runner import HostRunner
 from console.core.state import HostState
-from console.swap.controller import SwapController
+from console.domain.swap.controller import SwapController
 
 
 def _runner(**profile: object) -> HostRunner:

@@ -13,9 +13,9 @@ import pytest
 
 from console.core import codec
 from console.core.state import Client, HostState, NoteChanged, Presence
-from console.hostsim import HostSimulator
-from console.hostsim.scenario import demo_profile
-from console.session import HostSession, make_transport
+from console.demo.hostsim import HostSimulator
+from console.demo.hostsim.scenario import demo_profile
+from console.host.session import HostSession, make_transport
 from console.share import protocol as p
 from console.share.client import AttachError, ShareClient, attach
 from console.share.server import ShareServer
@@ -31,7 +31,7 @@ from tests.kit.share import (
 async def demo_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Core]:
     """A core on the demo: the swap story running on the simulator (in this process, so that
     the test can count the host's SSH connections)."""
-    from console.hostsim.scenario import start_scenario
+    from console.demo.hostsim.scenario import start_scenario
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     simulator = HostSimulator(tmp_path / "demo-host")
@@ -61,7 +61,7 @@ def test_presence_and_note_events_round_trip_through_the_codec() -> None:
 
 
 def test_the_pairing_line_names_everyone_and_who_drives() -> None:
-    from console.panes.header import format_presence
+    from console.ui.panes.header import format_presence
 
     presence = Presence("h", (Client(1, "ana", "driver"), Client(2, "ben"), Client(3, "cy")), asking=(3,))
     note = NoteChanged("h", "waiting for the 122B to finish CUDA graphs", "ben", 100.0)
@@ -295,7 +295,7 @@ async def test_clients_are_told_when_the_core_goes(core: Core) -> None:
 
 # -- the console as a client (real Textual pilots) -----------------------------------------------
 def shared_app(client: ShareClient, **kwargs: object) -> object:
-    from console.share.app import SharedConsoleApp
+    from console.ui.attach_app import SharedConsoleApp
     from console.share.client import RemoteControl
 
     control = RemoteControl(client)
@@ -306,7 +306,7 @@ def shared_app(client: ShareClient, **kwargs: object) -> object:
 
 
 def header(app: object) -> str:
-    from console.panes.header import HostHeader
+    from console.ui.panes.header import HostHeader
 
     return str(app.query_one(HostHeader).render())  # type: ignore[attr-defined]
 
@@ -386,7 +386,7 @@ async def test_two_terminal_consoles_show_who_is_attached_and_the_observer_is_re
 
 
 async def test_an_attached_console_says_the_core_went_and_exits(core: Core) -> None:
-    from console.share.app import CORE_GONE_EXIT
+    from console.ui.attach_app import CORE_GONE_EXIT
 
     app = shared_app(await attach(core.sock, name="ana"))
     async with app.run_test(size=(140, 45)) as pilot:  # type: ignore[attr-defined]
@@ -434,7 +434,7 @@ async def test_two_terminals_and_a_browser_see_the_same_swap_with_one_ssh_connec
 
     from playwright.async_api import async_playwright
 
-    from console.share.web import WebShare
+    from console.ui.web import WebShare
 
     web = await WebShare(core.sock, "127.0.0.1", _free_port(), core.server.token).start()
     ana_app = shared_app(await attach(core.sock, name="ana"))
@@ -494,7 +494,7 @@ async def test_the_console_that_shares_drives_and_an_attached_observer_is_refuse
                                                                                 tmp_path: Path) -> None:
     """`gpuconsole --share`: the usual console, its core serving; its own seat goes through the same
     role checks (after handing over, its benchmark key is refused too)."""
-    from console.share.app import SharedConsoleApp
+    from console.ui.attach_app import SharedConsoleApp
 
     profile = demo_profile(sim)
     session = HostSession(profile, make_transport(profile), demo=True, bench_path=tmp_path / "bench.jsonl")
@@ -528,7 +528,7 @@ async def test_the_console_that_shares_drives_and_an_attached_observer_is_refuse
 async def test_an_observers_gate_override_is_refused_and_changes_nothing(core: Core) -> None:
     """Ben observes while Ana drives: his typed override of a gate check is refused with both
     names, and the gate keeps the check failing; Ana's same request is carried out."""
-    from console.swap import preflight
+    from console.domain.swap import preflight
 
     check = preflight.CHECKS[0]
     ana, ta = await attached(core.sock, "ana")

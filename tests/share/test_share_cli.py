@@ -97,7 +97,7 @@ def test_serve_attach_wrong_token_and_the_core_killed_under_its_client(short_dir
     stderr = core_log.text()
     assert "refused 127.0.0.1" in stderr and token not in stderr
     # The killed core had no chance to remove its demo's Hub cache: the next demo sweeps it.
-    from console.hostsim.sandbox import sweep_stale
+    from console.demo.hostsim.sandbox import sweep_stale
 
     assert [p.name.startswith("gpuconsole-demo-cache-") for p in sweep_stale()] == [True]
 

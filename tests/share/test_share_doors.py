@@ -22,7 +22,7 @@ from textual.app import App
 from console.core.state import Client, HostState, Presence, same_person, who_can_approve
 from console.share import protocol as p
 from console.share.server import ShareServer
-from console.swap.model import ApprovalChanged, SwapSetup
+from console.core.derive.swap_view import ApprovalChanged, SwapSetup
 from tests.kit.cli import gpuconsole
 from tests.kit.figures import record
 from tests.kit.hosts import wait_for
@@ -146,7 +146,7 @@ def test_a_token_file_that_is_not_one_is_refused_in_one_line(tmp_path: Path, kin
 
 
 def test_a_good_token_file_is_read() -> None:
-    from console.share.cli import read_token_file
+    from console.cli.share import read_token_file
 
     fd, name = tempfile.mkstemp()
     os.write(fd, b"  tok-en_1  \n")
@@ -168,7 +168,7 @@ def _free_port() -> int:
 async def test_the_first_browser_address_works_once_and_its_tab_is_who_it_was_issued_to(core) -> None:
     import aiohttp
 
-    from console.share import web as webmod
+    from console.ui import web as webmod
 
     server, sock, _ = core
     bob = server.invite("bob")
@@ -299,7 +299,7 @@ def _state(presence: Presence) -> HostState:
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
 async def test_the_requester_on_another_connection_is_told_who_can_approve_not_offered_a_dialog(size) -> None:
-    from console.panes.swap import ApproveScreen, SwapScreen
+    from console.ui.panes.swap import ApproveScreen, SwapScreen
 
     control = Control(2)  # ana2: ana's uid, another terminal
     app = Host(SwapScreen(_state(PRESENCE), control, "ana2"))
@@ -314,7 +314,7 @@ async def test_the_requester_on_another_connection_is_told_who_can_approve_not_o
 
 
 async def test_the_drivers_own_a_says_who_can_approve() -> None:
-    from console.panes.swap import SwapScreen
+    from console.ui.panes.swap import SwapScreen
 
     app = Host(SwapScreen(_state(PRESENCE), Control(1), "ana"))
     async with app.run_test(size=(120, 40)) as pilot:
@@ -327,7 +327,7 @@ async def test_the_drivers_own_a_says_who_can_approve() -> None:
 
 
 async def test_the_invited_person_is_offered_the_dialog_and_approves() -> None:
-    from console.panes.swap import ApproveScreen, SwapScreen
+    from console.ui.panes.swap import ApproveScreen, SwapScreen
 
     control = Control(3)
     app = Host(SwapScreen(_state(PRESENCE), control, "bob"))

@@ -20,7 +20,7 @@ import pytest
 from console.core.state import HostState
 from console.share import protocol as p
 from console.share.server import ShareServer
-from console.swap.model import ApprovalChanged
+from console.core.derive.swap_view import ApprovalChanged
 from tests.kit.figures import record
 
 

@@ -17,7 +17,7 @@ from console.core.state import HostState
 
 
 def test_the_audit_log_is_created_0600_and_a_wider_one_is_narrowed(tmp_path: Path) -> None:
-    from console.swap.controller import SwapController
+    from console.domain.swap.controller import SwapController
 
     for existing in (None, 0o644):
         path = tmp_path / f"a{existing}" / "gpuconsole" / "audit.jsonl"
@@ -41,7 +41,7 @@ def _free_port() -> int:
 
 
 async def test_the_browser_token_moves_to_a_cookie_and_is_never_in_the_page() -> None:
-    from console.share.web import COOKIE, WebShare
+    from console.ui.web import COOKIE, WebShare
 
     short = Path(tempfile.mkdtemp(prefix="gc-"))
     web = await WebShare(short / "core.sock", "127.0.0.1", _free_port(), "T0KEN-of-the-serve",
@@ -70,7 +70,7 @@ async def test_the_browser_token_moves_to_a_cookie_and_is_never_in_the_page() ->
 
 
 async def test_a_tab_over_the_cap_is_refused_with_a_line() -> None:
-    from console.share.web import WebShare
+    from console.ui.web import WebShare
 
     short = Path(tempfile.mkdtemp(prefix="gc-"))
     web = await WebShare(short / "core.sock", "127.0.0.1", _free_port(), "tok", max_tabs=0).start()
@@ -90,7 +90,7 @@ async def test_a_tabs_attach_that_ignores_quit_is_killed() -> None:
     """Item 11: a closed tab's attach process must end (textual-serve's stop waits forever)."""
     import asyncio
 
-    from console.share.web import stop_tab
+    from console.ui.web import stop_tab
 
     process = await asyncio.create_subprocess_exec("sleep", "600")
 

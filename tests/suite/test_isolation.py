@@ -27,12 +27,12 @@ def test_each_test_has_its_own_home_and_xdg_dirs(_test_home: Path) -> None:
 
 
 def test_the_products_default_paths_are_the_tests_own(_test_home: Path) -> None:
-    from console.bench.store import default_path
+    from console.domain.bench.store import default_path
     from console.config import config_search_paths
     from console.core.recording import default_dir
-    from console.hub import cache_dir
+    from console.host.hub import cache_dir
     from console.share.server import runtime_dir
-    from console.swap.controller import audit_path
+    from console.domain.swap.controller import audit_path
 
     paths = [audit_path(), audit_path(demo=True), default_dir(), default_path(), default_path(demo=True),
              cache_dir(), runtime_dir(), *config_search_paths()]
@@ -64,7 +64,7 @@ def test_the_leftover_check_names_a_demo_cache_and_a_sandbox(tmp_path: Path) -> 
 
 
 def test_a_demos_actions_go_to_the_demos_own_audit_file() -> None:
-    from console.swap.controller import SwapController, audit_path
+    from console.domain.swap.controller import SwapController, audit_path
 
     def controller(demo: bool) -> SwapController:
         session = SimpleNamespace(demo=demo, profile=SimpleNamespace())
@@ -80,7 +80,7 @@ def test_a_demos_actions_go_to_the_demos_own_audit_file() -> None:
 
 def test_the_fleet_demo_removes_its_hub_cache() -> None:
     """A fleet demo once left one /tmp/gpuconsole-demo-cache-* per run (issue 22 item 22)."""
-    from console.fleet.demo import FleetSimulator
+    from console.demo.fleet_demo import FleetSimulator
 
     tmp = Path(tempfile.gettempdir())
     sim = FleetSimulator(1, speed=0.2, exporters=False)

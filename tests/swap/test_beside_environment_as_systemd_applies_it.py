@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from console.analysis import unit_environment as ue
-from console.parsers.systemd import parse_unit
-from console.swap import actions as act
-from console.swap import fastpath
-from console.transport import LocalTransport
+from console.domain.analysis import unit_environment as ue
+from console.host.parsers.systemd import parse_unit
+from console.domain.swap import actions as act
+from console.domain.swap import fastpath
+from console.host.transport import LocalTransport
 from tests.kit.downtime import controller
 from tests.kit.figures import record
 
@@ -150,7 +150,7 @@ async def test_the_beside_step_checks_again_before_it_starts(host) -> None:  # n
     async def run(script: str, timeout: float = 30):  # noqa: ANN202 - the port table scripted, the rest real
         ran.append(script)
         if "/proc/net/tcp" in script:
-            from console.transport.base import CommandResult
+            from console.host.transport.base import CommandResult
 
             return CommandResult(0, TCP_FREE.encode(), b"", 0.01)
         if "systemctl" in script:

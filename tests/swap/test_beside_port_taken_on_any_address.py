@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from console.parsers.proc_net import Listener, conflicts
-from console.swap import fastpath
-from console.transport import LocalTransport
+from console.host.parsers.proc_net import Listener, conflicts
+from console.domain.swap import fastpath
+from console.host.transport import LocalTransport
 from tests.kit.figures import record
 
 ROW = "beside: a port held on another address (127.0.0.2, ::1) than the one checked"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from console.swap import container_actions as ca
-from console.swap.actions import ActionError
+from console.domain.swap import container_actions as ca
+from console.domain.swap.actions import ActionError
 
 HOSTILE = ["", "-rm", "--help", "a b", "a;touch /tmp/x", "$(id)", "`id`", "a\nb", "a'b", 'a"b', "ä", "../x",
            "a/b" * 200, "x" * 600]

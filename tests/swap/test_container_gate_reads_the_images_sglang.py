@@ -8,11 +8,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from console.analysis.container_diff import build_container_report
-from console.analysis.service_diff import HostFacts
-from console.parsers.docker import parse_compose
-from console.parsers.sglang_flags import builtin_table
-from console.swap.preflight import check_flags
+from console.domain.analysis.container_diff import build_container_report
+from console.domain.analysis.service_diff import HostFacts
+from console.host.parsers.docker import parse_compose
+from console.host.parsers.sglang_flags import builtin_table
+from console.domain.swap.preflight import check_flags
 
 DATA = Path(__file__).parent.parent / "data" / "docker"
 

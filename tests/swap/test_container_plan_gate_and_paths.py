@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from console.swap.container_plan import ContainerPlan
+from console.domain.swap.container_plan import ContainerPlan
 
 
 class _Refused(Exception):
@@ -42,7 +42,7 @@ async def test_the_container_stop_runs_the_controllers_one_gate_and_approval() -
 
 # -- item 5: the faster paths on containers ---------------------------------------------------------
 def _spec(name: str, source: str, *, gpus: tuple[str, ...] = ("0", "1", "2", "3"), port: int = 30000) -> Any:
-    from console.parsers.docker import ContainerSpec, GpuRequest, Mount
+    from console.host.parsers.docker import ContainerSpec, GpuRequest, Mount
 
     return ContainerSpec(name, "lmsysorg/sglang:v0.5.23-cu129",
                          ("python3", "-m", "sglang.launch_server", "--model-path", "/models/M", "--port", str(port)),
@@ -53,7 +53,7 @@ class _FastCtl:
     """A controller as the faster paths see it, on containers."""
 
     def __init__(self, old: Any, new: Any, model_dir: str) -> None:
-        from console.swap.fastpath import FastPaths
+        from console.domain.swap.fastpath import FastPaths
 
         watcher = SimpleNamespace(specs={"old": old, "new": new})
         self.session = SimpleNamespace(service_watcher=lambda: watcher)
@@ -68,7 +68,7 @@ class _FastCtl:
 
 
 def _plan(chosen: str, port: int | None = None, gpus: tuple[int, ...] = ()) -> Any:
-    from console.swap import paths as P
+    from console.domain.swap import paths as P
 
     ip = P.PathOption("in-place", chosen == "in-place", 5.0, "same architecture")
     bs = P.PathOption("beside", chosen == "beside", 0.0, "free GPUs", gpus=gpus, port=port)
@@ -86,7 +86,7 @@ def test_in_place_posts_the_new_models_path_as_the_running_container_sees_it() -
 
 
 def test_in_place_is_not_possible_when_the_running_container_cannot_see_the_new_model() -> None:
-    from console.swap import container_fastpath as cfp
+    from console.domain.swap import container_fastpath as cfp
 
     ctl = _FastCtl(_spec("sglang-old", "/data/models"), _spec("sglang-new", "/shared/models"),
                    "/shared/models/Qwen3.5-122B-A10B")
@@ -99,7 +99,7 @@ def test_in_place_is_not_possible_when_the_running_container_cannot_see_the_new_
 
 
 def test_the_old_models_config_is_read_through_the_old_containers_mount() -> None:
-    from console.swap import container_fastpath as cfp
+    from console.domain.swap import container_fastpath as cfp
 
     ctl = _FastCtl(_spec("sglang-old", "/data/models"), _spec("sglang-new", "/shared/models"), "/shared/models/N")
     assert cfp.host_model_path(ctl, "/models/Qwen3.5-397B-A17B-NVFP4") == "/data/models/Qwen3.5-397B-A17B-NVFP4"
@@ -118,7 +118,7 @@ def test_in_place_on_a_container_rolls_back_by_restarting_the_old_container() ->
 
 
 def test_beside_needs_the_new_container_on_the_chosen_gpus_and_port() -> None:
-    from console.swap import container_fastpath as cfp
+    from console.domain.swap import container_fastpath as cfp
 
     plan = _plan("beside", port=30001, gpus=(4, 5, 6, 7))
     ctl = _FastCtl(_spec("sglang-old", "/shared/models"), _spec("sglang-new", "/shared/models"), "/shared/models/N")
@@ -168,8 +168,8 @@ async def test_the_path_step_on_containers_reads_the_old_config_through_its_moun
     chosen when the running container sees the new model's directory, refused (with the mounts) when not."""
     import json
 
-    from console.analysis.container_diff import side_from_container
-    from console.transport.local import LocalTransport
+    from console.domain.analysis.container_diff import side_from_container
+    from console.host.transport.local import LocalTransport
 
     cfg = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_hidden_layers": 48,
            "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 151936}
@@ -191,7 +191,7 @@ async def test_the_path_step_on_containers_reads_the_old_config_through_its_moun
         ctl.host, ctl.evaluate_gate, ctl._clock = "h", lambda: (), lambda: 0.0
 
         def no_draft() -> str:
-            from console.swap.actions import ActionError
+            from console.domain.swap.actions import ActionError
 
             raise ActionError("no drafted unit")
 

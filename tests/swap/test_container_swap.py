@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from console.config import HostProfile
-from console.hostsim import HostSimulator
-from console.hostsim.scenario import NEW_CONTAINER, OLD_CONTAINER
-from console.swap.report import report_from_recording
+from console.demo.hostsim import HostSimulator
+from console.demo.hostsim.scenario import NEW_CONTAINER, OLD_CONTAINER
+from console.domain.swap.report import report_from_recording
 from tests.kit.swap import Driven, driven_host
 from tests.kit.swap import run_step as _run
 from tests.kit.swap import step as _step
@@ -200,7 +200,7 @@ async def test_a_compose_service_is_pulled_created_and_swapped_in(tmp_path: Path
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The new side as a compose service whose image is not on the host: install pulls it and
     creates the container (`docker compose create`), named by the file's container_name."""
-    from console.hostsim import docker_drive
+    from console.demo.hostsim import docker_drive
 
     def compose_service(sim: HostSimulator, profile: HostProfile) -> HostProfile:
         return replace(profile, container=None, compose=sim.host_path(docker_drive.COMPOSE_FILE),
@@ -237,7 +237,7 @@ async def test_a_compose_service_is_pulled_created_and_swapped_in(tmp_path: Path
 
 async def test_a_docker_daemon_down_at_the_start_is_one_line_and_the_rollback_works_once_it_is_back(
         driven: Driven) -> None:
-    from console.hostsim.fake_docker import DAEMON_DOWN
+    from console.demo.hostsim.fake_docker import DAEMON_DOWN
 
     d = driven
     await _ready_to_swap(d)
@@ -256,7 +256,7 @@ async def test_a_docker_daemon_down_at_the_start_is_one_line_and_the_rollback_wo
 
 
 def test_a_container_that_exits_or_restarts_in_a_loop_is_named_with_its_exit_code() -> None:
-    from console.swap.container_plan import ContainerPlan
+    from console.domain.swap.container_plan import ContainerPlan
 
     plan = ContainerPlan.__new__(ContainerPlan)  # _gone reads nothing of the controller
     up = {"status": "running", "running": "true", "exit_code": "0", "restarts": "0", "oom_killed": "false"}

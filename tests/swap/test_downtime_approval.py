@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from console.core.state import HostState
-from console.swap.controller import SwapController
+from console.domain.swap.controller import SwapController
 from tests.kit.downtime import controller as _controller
 from tests.kit.downtime import plan as _plan
 

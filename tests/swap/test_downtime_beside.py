@@ -15,10 +15,10 @@ import pytest
 
 from console.config import HostProfile
 from console.core.state import HostState
-from console.session import HostSession
-from console.sources.server import ServerWatcher
-from console.swap import fastpath
-from console.swap.model import SwapStep, SwapStepChanged
+from console.host.session import HostSession
+from console.host.sources.server import ServerWatcher
+from console.domain.swap import fastpath
+from console.core.derive.swap_view import SwapStep, SwapStepChanged
 from tests.kit.downtime import TCP_FREE, TCP_HEADER, Scripted
 from tests.kit.downtime import controller as _controller
 from tests.kit.downtime import plan as _plan

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from console.hostsim import drive, placement
-from console.hostsim.fake_sglang import lifecycle
-from console.testing import free_port
+from console.demo.hostsim import drive, placement
+from console.demo.hostsim.fake_sglang import lifecycle
+from console.demo.sshd import free_port
 
 OLD, NEW = "old.service", "new.service"
 
@@ -58,7 +58,7 @@ async def test_a_server_on_gpus_4_to_7_fills_them_as_it_boots_and_frees_them_whe
     (host / ".sim" / "drive.json").write_text(json.dumps(data))
     env = {**os.environ, "GPUSIM_ROOT": str(host), "GPUSIM_UNIT": NEW, "GPUSIM_SPEED": str(speed),
            "GPUSIM_START": str(start), "CUDA_VISIBLE_DEVICES": "4,5,6,7"}
-    proc = subprocess.Popen([sys.executable, "-m", "console.hostsim.fake_sglang.launch_server", "--model-path",
+    proc = subprocess.Popen([sys.executable, "-m", "console.demo.hostsim.fake_sglang.launch_server", "--model-path",
                              str(host / "m"), "--tp", "4", "--port", str(free_port())], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     seen: list[int] = []

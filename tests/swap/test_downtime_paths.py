@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from console.analysis.fit import FitInputs
-from console.hostsim.downloader import qwen122b_config
+from console.domain.analysis.fit import FitInputs
+from console.demo.hostsim.downloader import qwen122b_config
 from console.model import GpuDevice, GpuProcess, GpuStatus
-from console.parsers.sglang_log import parse_line
-from console.swap import paths, prediction, prewarm
-from console.swap.actions import ActionError
+from console.host.parsers.sglang_log import parse_line
+from console.domain.swap import paths, prediction, prewarm
+from console.domain.swap.actions import ActionError
 from tests.kit.downtime import boot_lines as _boot_lines
 
 GIB = 1 << 30
@@ -307,7 +307,7 @@ def test_fincore_command_is_bounded_and_says_when_missing() -> None:
 def test_a_boot_after_a_plan_carries_its_page_cache_residency(tmp_path: Path) -> None:
     from console.core.recording import Recorder
     from console.core.state import HostState, LogAppended
-    from console.swap.downtime_model import PathEvent
+    from console.core.derive.downtime import PathEvent
 
     state = HostState("h")
     rec = Recorder(state, tmp_path).start()

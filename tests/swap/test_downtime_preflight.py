@@ -16,16 +16,16 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from console.analysis.service_report import ServiceReport, ServiceSide
+from console.domain.analysis.service_report import ServiceReport, ServiceSide
 from console.core.recording import Recorder
 from console.core.state import HostState, LogAppended, ReadingChanged
-from console.hostsim.downloader import qwen122b_config
+from console.demo.hostsim.downloader import qwen122b_config
 from console.model import GpuDevice, GpuProcess, GpuStatus, Reading
-from console.parsers.sglang_argv import normalize
-from console.parsers.sglang_log import parse_line
-from console.swap import preflight
-from console.swap.controller import SwapController
-from console.swap.model import SwapStep, SwapStepChanged
+from console.host.parsers.sglang_argv import normalize
+from console.host.parsers.sglang_log import parse_line
+from console.domain.swap import preflight
+from console.domain.swap.controller import SwapController
+from console.core.derive.swap_view import SwapStep, SwapStepChanged
 from tests.kit.downtime import Scripted
 from tests.kit.downtime import boot_lines as _boot_lines
 

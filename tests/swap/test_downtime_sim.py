@@ -11,11 +11,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from console.hostsim import HostSimulator, pagecache
-from console.hostsim import downtime_scenario as ds
-from console.hostsim.scenario import MODEL_DIR, NEW_UNIT, OLD_MODEL_DIR, OLD_UNIT
-from console.swap import prediction, prewarm
-from console.transport.ssh import SshTransport
+from console.demo.hostsim import HostSimulator, pagecache
+from console.demo.hostsim import downtime_scenario as ds
+from console.demo.hostsim.scenario import MODEL_DIR, NEW_UNIT, OLD_MODEL_DIR, OLD_UNIT
+from console.domain.swap import prediction, prewarm
+from console.host.transport.ssh import SshTransport
 from tests.kit.hosts import sim_options
 
 SPEED = 20.0
@@ -108,7 +108,7 @@ async def test_the_weights_phase_follows_the_simulated_page_cache(tmp_path: Path
         old = sim.host_path(OLD_MODEL_DIR)
         await _ready(sim.server_port, 120)
         journal = (sim.root / ".sim" / "journal" / f"{OLD_UNIT}.jsonl").read_text().splitlines()
-        from console.parsers.sglang_log import parse_line
+        from console.host.parsers.sglang_log import parse_line
 
         events = [parse_line(json.loads(ln)["MESSAGE"]) for ln in journal]
         (boot,) = prediction.boots_from_events(events)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from console.swap.demo import render_all, run_path_demo
+from console.demo.swap_demo import render_all, run_path_demo
 
 pytestmark = pytest.mark.sshd
 SPEED = 32.0
@@ -22,7 +22,7 @@ SPEED = 32.0
 @pytest.fixture
 def sshd_connect(tmp_path: Path) -> Any:
     """`connect` for run_path_demo: OpenSSH's sshd whose sessions see the simulated host's tools."""
-    from console.testing import SshdError, find_sshd, start_sshd
+    from console.demo.sshd import SshdError, find_sshd, start_sshd
 
     if find_sshd() is None or os.geteuid() != 0:
         if os.environ.get("CI") == "true":
@@ -80,7 +80,7 @@ async def test_beside_through_sshd(tmp_path: Path, sshd_connect: Any) -> None:
     assert server.port == port and server.moved_from_port == port - 1 and server.status == "ready"
     assert {g.index for g in state.data("gpu").gpus if g.processes} == {4, 5, 6, 7}
     # The new server's benchmark ran with the before-benchmark's workload: comparable.
-    from console.analysis.bench_view import before_after, is_result
+    from console.domain.analysis.bench_view import before_after, is_result
 
     results = [r for r in state.bench.history if is_result(r)]
     assert len(results) >= 2

@@ -1,10 +1,10 @@
 """The downtime clock's start and the words that say where it came from agree (one rule for a stop
-run from here and one seen on the host: console/swap/observe.py downtime_from)."""
+run from here and one seen on the host: console/core/derive/swap_observer.py downtime_from)."""
 
 from __future__ import annotations
 
-from console.parsers.sglang_log import parse_line
-from console.swap.observe import downtime_from, log_time
+from console.host.parsers.sglang_log import parse_line
+from console.core.derive.swap_observer import downtime_from, log_time
 
 BATCH = ("[2026-12-03 09:00:{s} TP0] Decode batch, #running-req: 5, #full token: 12000, full token usage: 0.01, "
          "cuda graph: True, gen throughput (token/s): 100.00, #queue-req: 0")

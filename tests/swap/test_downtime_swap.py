@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from console.swap import fastpath, prediction
-from console.swap.actions import ActionError
-from console.swap.demo import render_all, run_path_demo
-from console.swap.report import SECTIONS, render_html, render_markdown
+from console.domain.swap import fastpath, prediction
+from console.domain.swap.actions import ActionError
+from console.demo.swap_demo import render_all, run_path_demo
+from console.domain.swap.report import SECTIONS, render_html, render_markdown
 
 SPEED = 16.0
 
@@ -26,7 +26,7 @@ def test_the_beside_unit_gets_its_gpus_and_port_and_nothing_else() -> None:
             "ExecStart=/py -m sglang.launch_server --model-path /m --port 30000 --tp 4\n")
     out = fastpath.beside_unit_text(text, (4, 5, 6, 7), 30001)
     # The old assignment leaves its line (the other one stays), the new one is the last of [Service]
-    # (a later assignment wins: console/analysis/unit_environment.py); nothing else changed.
+    # (a later assignment wins: console/domain/analysis/unit_environment.py); nothing else changed.
     assert out == ('[Service]\nEnvironment="NCCL_P2P_LEVEL=NVL"\n'
                    "ExecStart=/py -m sglang.launch_server --model-path /m --port 30001 --tp 4\n"
                    "Environment=CUDA_VISIBLE_DEVICES=4,5,6,7\n")

@@ -8,12 +8,12 @@ from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
-from console.analysis.service_report import side_from_text
+from console.domain.analysis.service_report import side_from_text
 from console.core.state import HostState, LogAppended, ReadingChanged
 from console.model import Reading
-from console.parsers.sglang_log import LogEvent
-from console.swap.downtime_report import section
-from console.swap.observe import SwapObserver, path_summary
+from console.host.parsers.sglang_log import LogEvent
+from console.domain.swap.downtime_report import section
+from console.core.derive.swap_observer import SwapObserver, path_summary
 
 T0 = dt.datetime(2026, 12, 1, 10, 0, 0).timestamp()
 
@@ -118,7 +118,7 @@ def test_two_servers_on_the_same_port_and_gpus_are_not_beside() -> None:
 
 
 def test_the_fleet_cell_names_the_path_and_its_downtime() -> None:
-    from console.fleet.rows import fleet_row, format_cells
+    from console.domain.fleet.rows import fleet_row, format_cells
 
     h = Host()
     h.log(T0 + 10, "Update engine weights online from disk begin. avail mem=4.26 GB")
@@ -136,10 +136,10 @@ async def test_the_fleet_demos_hosts_swap_by_more_than_one_path_and_their_rows_s
         monkeypatch: Any) -> None:
     import asyncio
 
-    from console.fleet.demo import FleetSimulator
-    from console.fleet.hosts import Fleet
-    from console.fleet.rows import fleet_row, format_cells
-    from console.hostsim.fleet_paths import fleet_path
+    from console.demo.fleet_demo import FleetSimulator
+    from console.domain.fleet.hosts import Fleet
+    from console.domain.fleet.rows import fleet_row, format_cells
+    from console.demo.hostsim.fleet_paths import fleet_path
 
     # gpu-sim-01 restarts (its old unit stops 45 scenario seconds in), gpu-sim-03 updates in place and
     # gpu-sim-04 swaps beside (both at once: their story is past 45 s); gpu-sim-02 restarts 25 s in

@@ -12,13 +12,13 @@ from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
-from console.analysis.service_report import side_from_text
+from console.domain.analysis.service_report import side_from_text
 from console.core.state import HostState, LogAppended, ReadingChanged
 from console.model import Reading
-from console.parsers.sglang_log import LogEvent, parse_line
-from console.sources.log import LogFollower
-from console.swap.model import AuditAppended, AuditEntry, SwapSetup, SwapStep, SwapStepChanged
-from console.swap.observe import SwapObserver
+from console.host.parsers.sglang_log import LogEvent, parse_line
+from console.host.sources.log import LogFollower
+from console.core.derive.swap_view import AuditAppended, AuditEntry, SwapSetup, SwapStep, SwapStepChanged
+from console.core.derive.swap_observer import SwapObserver
 
 T0 = dt.datetime(2026, 12, 1, 10, 0, 0).timestamp()
 OLD, NEW = "old.service", "new.service"
@@ -221,7 +221,7 @@ def test_pid1s_lines_carry_journalds_own_time() -> None:
 def test_verify_not_asked_for_reads_skipped_once_the_swap_began_never_pending() -> None:
     """The story's observed swap showed "Verify the files (sha256)" pending though the profile never
     asked for it: once the host's swap began, it is `skipped (not asked for)`."""
-    from console.swap.plan import NOT_ASKED_VERIFY
+    from console.core.derive.swap_plan import NOT_ASKED_VERIFY
 
     h = Host()
     assert h.state.swap.steps["verify"].state == "pending"

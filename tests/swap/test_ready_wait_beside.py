@@ -1,5 +1,5 @@
 """One wait for a server started beside the old one, for units and containers alike
-(console/swap/ready_wait.py, once two copies in fastpath.py and container_fastpath.py)."""
+(console/domain/swap/ready_wait.py, once two copies in fastpath.py and container_fastpath.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from console.swap.controller import StepFailed
-from console.swap.ready_wait import wait_beside_ready
-from console.transport.errors import CommandTimeout
+from console.domain.swap.controller import StepFailed
+from console.domain.swap.ready_wait import wait_beside_ready
+from console.host.transport.errors import CommandTimeout
 
 
 def _ctl(answers: list[Any], *, timeout_s: float = 600.0) -> Any:

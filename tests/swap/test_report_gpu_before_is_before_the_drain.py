@@ -5,7 +5,7 @@ drain (the default demo's report said 81,680 MiB "before" where the old server h
 from __future__ import annotations
 
 from console.model import GpuDevice, GpuStatus
-from console.swap.report import _before_the_drain
+from console.domain.swap.report import _before_the_drain
 
 
 def _status(*used: int) -> GpuStatus:

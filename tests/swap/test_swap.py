@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from console.hostsim.scenario import NEW_UNIT, OLD_UNIT
-from console.swap.report import report_from_recording
+from console.demo.hostsim.scenario import NEW_UNIT, OLD_UNIT
+from console.domain.swap.report import report_from_recording
 from tests.kit.swap import Driven, demo_app, demo_env, driven_host, story_host
 from tests.kit.swap import run_step as _run
 from tests.kit.swap import step as _step
@@ -99,7 +99,7 @@ async def test_the_seeds_swap_end_to_end_from_the_consoles_actions(driven: Drive
 
 
 def check_report(r: dict[str, object]) -> None:
-    from console.swap.report import SECTIONS, render_html, render_markdown
+    from console.domain.swap.report import SECTIONS, render_html, render_markdown
 
     on = r["old_new"]
     assert on["old_unit"] == OLD_UNIT and on["new_unit"] == NEW_UNIT
@@ -320,7 +320,7 @@ def _palette_titles(app: object) -> list[str]:
 
 async def test_the_plan_screen_confirms_the_exact_commands_and_installs_the_unit(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from console.panes.swap import ConfirmScreen, SwapScreen
+    from console.ui.panes.swap import ConfirmScreen, SwapScreen
 
     async with _driven_app(tmp_path, monkeypatch) as app, \
             app.run_test(size=(130, 45)) as pilot:  # type: ignore[attr-defined]

@@ -9,8 +9,8 @@ import pytest
 
 from console.core.codec import decode_event, encode_event
 from console.core.state import HostState
-from console.swap import actions as act
-from console.swap.model import (
+from console.domain.swap import actions as act
+from console.core.derive.swap_view import (
     AuditAppended,
     AuditEntry,
 )
@@ -74,7 +74,7 @@ def _recording(tmp_path, events):  # type: ignore[no-untyped-def]
 
 
 def test_report_cli_renders_a_recording_and_refuses_what_is_not_one(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
-    from console.cli import main
+    from console.cli.main import main
 
     path = _recording(tmp_path, [EVENTS[-1], EVENTS[0], EVENTS[2], EVENTS[4], EVENTS[1]])
     assert main(["report", str(path), "--format", "json"]) == 0
@@ -94,7 +94,7 @@ def test_report_cli_renders_a_recording_and_refuses_what_is_not_one(tmp_path, ca
 
 
 def test_the_report_redacts_secrets_that_reached_an_audit_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from console.swap.report import render, report_from_recording
+    from console.domain.swap.report import render, report_from_recording
 
     leak = AuditAppended("h", AuditEntry("ana", 1.0, "download", "HF_TOKEN=hf_abcdefghijklmnop1234 hf download",
                                          0, "token=hf_abcdefghijklmnop1234", 0.1))
@@ -107,7 +107,7 @@ def test_the_report_redacts_secrets_that_reached_an_audit_line(tmp_path) -> None
 async def test_a_streams_stderr_written_after_its_stdout_closed_is_there_when_the_lines_end() -> None:
     """Found while running the swap's sshd tests before test_transport's stream test: stderr can
     arrive after stdout's end (and the exit status), so the tail read right then was empty."""
-    from console.transport.local import LocalTransport
+    from console.host.transport.local import LocalTransport
 
     t = LocalTransport()
     try:

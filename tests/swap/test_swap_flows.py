@@ -10,9 +10,9 @@ from typing import Any
 from textual.widgets import Input
 
 from console.core.state import HostState
-from console.panes.swap import ApproveScreen, ConfirmScreen, OverrideScreen, SwapScreen, format_plan
-from console.swap.controller import Preview
-from console.swap.model import (
+from console.ui.panes.swap import ApproveScreen, ConfirmScreen, OverrideScreen, SwapScreen, format_plan
+from console.domain.swap.controller import Preview
+from console.core.derive.swap_view import (
     ApprovalChanged,
     AuditAppended,
     AuditEntry,

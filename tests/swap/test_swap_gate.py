@@ -4,14 +4,14 @@ verification state that the plan, the gate and the report all read."""
 
 from __future__ import annotations
 
-from console.analysis.download import DownloadProgress
+from console.domain.analysis.download import DownloadProgress
 from console.core.state import HostState, ReadingChanged, VerifyChanged
 from console.model import Reading
-from console.panes.swap import format_plan
-from console.sources.download import VerifyProgress
-from console.swap import preflight
-from console.swap.model import GateChanged, GateCheck, SwapSetup, SwapStep, SwapStepChanged
-from console.swap.report import ReportBuilder
+from console.ui.panes.swap import format_plan
+from console.host.sources.download import VerifyProgress
+from console.domain.swap import preflight
+from console.core.derive.swap_view import GateChanged, GateCheck, SwapSetup, SwapStep, SwapStepChanged
+from console.domain.swap.report import ReportBuilder
 from tests.kit.swap import as_recorded
 
 
@@ -76,7 +76,7 @@ def test_a_refusal_is_drawn_as_a_refusal_without_rollback_advice() -> None:
 def test_verifying_in_the_download_pane_is_what_the_plan_the_gate_and_the_report_say() -> None:
     """`v` in the Download pane verifies 40/40: the plan's Verify step is done, the gate's sha256 check
     passes (asked for by the profile or not), the report says 40/40 and not "pending"."""
-    from console.swap.observe import SwapObserver
+    from console.core.derive.swap_observer import SwapObserver
 
     builder = ReportBuilder("h", "h")
     state = builder.state

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from console.hostsim.scenario import NEW_UNIT, OLD_UNIT, draft_unit_path
-from console.session import make_transport
-from console.swap.report import SECTIONS, render_html, render_markdown, report_from_recording
+from console.demo.hostsim.scenario import NEW_UNIT, OLD_UNIT, draft_unit_path
+from console.host.session import make_transport
+from console.domain.swap.report import SECTIONS, render_html, render_markdown, report_from_recording
 from tests.kit.swap import Driven as Host
 from tests.kit.swap import demo_app, demo_env, story_host
 from tests.kit.swap import driven_host as _driven_host
@@ -130,7 +130,7 @@ async def test_a_swap_done_entirely_outside_the_console_over_plain_ssh_is_observ
 
 async def test_the_palettes_report_and_gpuconsole_report_agree_on_the_story_swaps_downtime(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from console.cli import main
+    from console.cli.main import main
 
     demo_env(tmp_path, monkeypatch)
     async with story_host(tmp_path, scenario="swap", speed=4.0) as sim:
@@ -166,7 +166,7 @@ async def test_the_demos_operator_drives_the_swap_through_the_plan_screens_keys(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`./scripts/demo.sh` (--demo-scenario operator): the swap is the console's own plan, driven at
     its keys with each confirmation on screen; the old model's run is the report's "before"."""
-    from console.panes.swap import ConfirmScreen, drive_plan_as_operator
+    from console.ui.panes.swap import ConfirmScreen, drive_plan_as_operator
 
     demo_env(tmp_path, monkeypatch)
     confirmations: list[str] = []
@@ -207,7 +207,7 @@ async def test_the_demos_operator_drives_the_swap_through_the_plan_screens_keys(
 
 
 def test_the_two_person_rule_can_be_tried_in_the_demo() -> None:
-    from console.cli import build_parser
+    from console.cli.main import build_parser
 
     args = build_parser().parse_args(["--demo", "--require-approval", "--demo-scenario", "operator"])
     assert args.require_approval is True and args.demo_scenario == "operator"
@@ -233,11 +233,11 @@ def _lived_downtime(log: tuple[str, ...], stopped_at: float, ready_at: float) ->
     new one ready at `ready_at` (each reading's time is the host's)."""
     from types import SimpleNamespace
 
-    from console.analysis.service_report import ServiceReport, ServiceSide
+    from console.domain.analysis.service_report import ServiceReport, ServiceSide
     from console.core.state import HostState, LogAppended, ReadingChanged
     from console.model import Reading
-    from console.parsers.sglang_log import parse_line
-    from console.swap.observe import SwapObserver
+    from console.host.parsers.sglang_log import parse_line
+    from console.core.derive.swap_observer import SwapObserver
 
     state = HostState("h", clock=lambda: 0.0)  # the console's own clock is nowhere in the answer
     observer = SwapObserver(state)
@@ -261,7 +261,7 @@ def _lived_downtime(log: tuple[str, ...], stopped_at: float, ready_at: float) ->
 
 
 def test_the_downtime_runs_from_the_last_served_request_to_the_new_servers_ready_on_the_hosts_stamps() -> None:
-    from console.swap.observe import log_time
+    from console.core.derive.swap_observer import log_time
 
     stop, ready = log_time("2026-12-01 15:04:12"), log_time("2026-12-01 15:05:40")
     assert stop is not None and ready is not None
@@ -273,7 +273,7 @@ def test_the_downtime_runs_from_the_last_served_request_to_the_new_servers_ready
 
 
 def test_a_batch_line_alone_dates_the_start_and_a_log_that_served_nothing_starts_at_the_stop() -> None:
-    from console.swap.observe import log_time
+    from console.core.derive.swap_observer import log_time
 
     stop, ready = log_time("2026-12-01 15:04:12"), log_time("2026-12-01 15:05:40")
     assert stop is not None and ready is not None

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from console.app import ConsoleApp, HelpScreen
-from console.hostsim import HostSimulator
-from console.session import HostSession
+from console.ui.app import ConsoleApp, HelpScreen
+from console.demo.hostsim import HostSimulator
+from console.host.session import HostSession
 from tests.kit.hosts import wait_for
 from tests.kit.screens import (
     header_text,
@@ -20,7 +20,7 @@ from tests.kit.screens import (
 @pytest.fixture
 def demo_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ConsoleApp]:
     """The app against the full demo (scenario running), with bench runs saved under tmp_path."""
-    from console.session import SimulatorThread, make_transport
+    from console.host.session import SimulatorThread, make_transport
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     sim = SimulatorThread()
@@ -102,7 +102,7 @@ async def test_the_demo_runs_a_benchmark_from_the_pane_and_saves_it(demo_app: Co
 
 
 async def test_the_fit_view_opens_from_the_diff_pane(demo_app: ConsoleApp) -> None:
-    from console.panes.fit import FitScreen
+    from console.ui.panes.fit import FitScreen
 
     app = demo_app
     async with app.run_test(size=(120, 40)) as pilot:

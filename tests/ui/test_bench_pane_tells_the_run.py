@@ -29,7 +29,7 @@ def _bench_text(app: object) -> str:
 
 @pytest.mark.parametrize("size", SIZES)
 async def test_the_run_before_the_swap_stands_beside_the_run_after_it(size: tuple[int, int]) -> None:
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     state = offline_state()
     state.apply(BenchChanged("gpu-01", "history", runs=(BEFORE,)))
@@ -50,7 +50,7 @@ async def test_the_run_before_the_swap_stands_beside_the_run_after_it(size: tupl
 
 @pytest.mark.parametrize("size", SIZES)
 async def test_a_peak_below_its_own_mean_is_not_shown_as_a_peak(size: tuple[int, int]) -> None:
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     state = offline_state()
     app = ConsoleApp(state, None)
@@ -68,8 +68,8 @@ async def test_a_peak_below_its_own_mean_is_not_shown_as_a_peak(size: tuple[int,
 
 
 async def test_a_sweep_stopped_with_x_says_so_and_how_many_requests_went_out(tmp_path: Path) -> None:
-    from console.app import ConsoleApp
-    from console.session import HostSession, SimulatorThread, make_transport
+    from console.ui.app import ConsoleApp
+    from console.host.session import HostSession, SimulatorThread, make_transport
 
     sim = SimulatorThread()
     profile = sim.start()
@@ -104,7 +104,7 @@ async def _stop_a_sweep(app: object) -> None:
 
 async def test_at_200_columns_the_results_stand_at_the_panes_edge_not_in_empty_space() -> None:
     """Issue 35 item 9: at 200x60 the table floated with 40 empty columns right of it."""
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     state = offline_state()
     state.apply(BenchChanged("gpu-01", "history", runs=(BEFORE,)))

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from console.analysis.bench_view import BenchView
+from console.domain.analysis.bench_view import BenchView
 
 
 def _swap_view(now: float) -> BenchView:
@@ -30,7 +30,7 @@ SIZES = [(46, 5), (46, 6), (46, 7), (60, 8), (76, 10), (110, 14), (116, 17)]  # 
 @pytest.mark.parametrize(("width", "height"), SIZES)
 def test_the_time_chart_names_each_axis_by_its_series(width: int, height: int) -> None:
     """Item 17: no plotext "L"/"⅃" side glyphs; a legend row says which series reads on which axis."""
-    from console.panes.bench import chart
+    from console.ui.panes.bench import chart
 
     now = 10_000.0
     text = chart(_swap_view(now), width, height, now).plain
@@ -58,7 +58,7 @@ def test_mark_labels_stay_inside_the_plot_and_ticks_sit_where_their_values_are(w
     """Item 17: mark labels never overwrite the y-axis labels ("400r stopped", "GPU utilold server
     stopped"), and each tick label is on the row of its value (the 80x24 chart put 100/50/25/0 %
     on evenly spaced rows)."""
-    from console.panes.bench import chart
+    from console.ui.panes.bench import chart
 
     now = 10_000.0
     view = _swap_view(now)
@@ -82,7 +82,7 @@ def test_mark_labels_stay_inside_the_plot_and_ticks_sit_where_their_values_are(w
 
 
 def test_the_sweep_chart_names_its_axes_too() -> None:
-    from console.panes.bench import sweep_chart
+    from console.ui.panes.bench import sweep_chart
 
     view = BenchView()
     for c, tok, p99 in ((1, 100.0, 40.0), (4, 380.0, 55.0), (16, 1200.0, 90.0), (64, 2100.0, 400.0)):
@@ -99,7 +99,7 @@ async def test_the_chart_draws_its_first_points_at_once_not_five_seconds_later()
     from textual.app import App, ComposeResult
     from textual.widgets import Static
 
-    from console.panes.bench import BenchPane
+    from console.ui.panes.bench import BenchPane
 
     view = BenchView()
 
@@ -127,10 +127,10 @@ async def test_the_log_view_has_no_dead_row_under_its_last_line(size: tuple[int,
     """The virtual log view drew an empty dark row and a scrollbar stub under the last line (its
     horizontal scrollbar, for lines wider than the pane): every row of the view shows a line, and
     a line cut at the edge says so with "…"."""
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
     from console.core.state import HostInfo, HostState, LogAppended
-    from console.panes.log import LogPane
-    from console.parsers.sglang_log import parse_line
+    from console.ui.panes.log import LogPane
+    from console.host.parsers.sglang_log import parse_line
     from tests.kit.hosts import wait_for
 
     state = HostState("gpu-01", label="gpu-01")
@@ -160,8 +160,8 @@ def test_the_gpu_history_fills_its_width(width: int) -> None:
 
     from console.core.state import GpuTracker
     from console.model import GpuStatus, Reading
-    from console.panes.gpu import format_gpu_status
-    from console.parsers.nvidia_smi import parse_gpu_csv
+    from console.ui.panes.gpu import format_gpu_status
+    from console.host.parsers.nvidia_smi import parse_gpu_csv
 
     tracker = GpuTracker()
     base = GpuStatus("nvml", tuple(parse_gpu_csv("\n".join(
@@ -184,9 +184,9 @@ def test_the_gpu_history_fills_its_width(width: int) -> None:
 async def test_help_says_where_the_swap_plan_the_report_and_pairing_are(size: tuple[int, int]) -> None:
     """Item 8: `?` mentions the Swap plan (and its keys), the report and pairing, with the keys
     that open them."""
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
     from console.core.state import HostState
-    from console.host_screen import HelpScreen, help_text
+    from console.ui.host_screen import HelpScreen, help_text
 
     text = " ".join(help_text().split())
     for words in ("**The swap plan** (`p`)", "`s` stop the old server", "`a` approves",
@@ -213,9 +213,9 @@ class _Shared:
 async def test_asks_to_drive_is_a_notice_to_the_driver() -> None:
     """Item 8: a peer asking to drive rings the driver's bell, puts up a toast and a header notice
     (before: only the words "(asks to drive)" in the header's second line); once per request."""
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
     from console.core.state import Client, HostState, Presence
-    from console.panes.header import format_presence
+    from console.ui.panes.header import format_presence
     from tests.kit.screens import screen_text
 
     state = HostState("gpu-01")
@@ -244,9 +244,9 @@ async def test_asks_to_drive_is_a_notice_to_the_driver() -> None:
 def test_the_fit_views_memory_parts_are_coloured_by_meaning() -> None:
     """Item 16 (the rest): the GDN bar was magenta and the speculative state's yellow; a memory
     part is no error and no warning: red, magenta and yellow stay for verdicts."""
-    from console.analysis.fit import FitInputs, plan_fit
-    from console.hostsim.downloader import qwen122b_config
-    from console.panes.fit import format_fit
+    from console.domain.analysis.fit import FitInputs, plan_fit
+    from console.demo.hostsim.downloader import qwen122b_config
+    from console.ui.panes.fit import format_fit
 
     r = plan_fit(FitInputs(qwen122b_config(), 248_837_128_000, 8, 139.8, tp=4, speculative_algorithm="NEXTN"))
     assert r.fits and r.mamba_state_gib > 0 and r.spec_state_gib > 0
@@ -266,8 +266,8 @@ def test_the_reports_audit_table_has_one_line_per_action_a_final_status_and_scri
     "started": one line per action with a final status; every script whole, in an appendix."""
     from console.core.recording import Recorder
     from console.core.state import HostState
-    from console.swap.model import AuditAppended, AuditEntry
-    from console.swap.report import render, report_from_recording
+    from console.core.derive.swap_view import AuditAppended, AuditEntry
+    from console.domain.swap.report import render, report_from_recording
     from tests.kit.swap import EVENTS
 
     script = "\n".join(f"echo step {i} of the install && true  # line {i}" for i in range(1, 21))
@@ -300,9 +300,9 @@ def test_the_reports_audit_table_has_one_line_per_action_a_final_status_and_scri
 async def test_the_plans_first_line_shows_under_the_two_line_header(size: tuple[int, int]) -> None:
     """Item 15 (a guard: not reproduced): a console in a shared session has a two-line header; the
     swap plan opened there still shows its first line, old → new, and the header's both lines."""
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
     from console.core.state import Client, HostState, Presence
-    from console.panes.swap import SwapScreen
+    from console.ui.panes.swap import SwapScreen
     from tests.kit.screens import screen_text
     from tests.kit.swap import EVENTS
 
@@ -327,7 +327,7 @@ async def test_the_plans_first_line_shows_under_the_two_line_header(size: tuple[
 def test_mode_badges_and_series_blues_are_not_the_themes_violet_ansi_blue() -> None:
     """Seen in the walk's PNGs: the ATTACH badge, the GPU utilization series and the fit view's GDN
     bar in ANSI "blue", which the theme draws violet, next to magenta (the error colour)."""
-    from console.panes.header import format_header
+    from console.ui.panes.header import format_header
 
     for mode in ("attach", "replay"):
         styles = [str(s.style) for s in format_header("gpu-01", False, None, None, mode=mode).spans]
@@ -338,8 +338,8 @@ def test_a_short_gpu_history_ends_at_now_on_the_right() -> None:
     """Seen at 200x60 maximized: a history still filling up hung at the left of its column with the
     newest sample mid-row and blanks before the utilization figure; it ends at the right, at now."""
     from console.model import GpuStatus, Reading
-    from console.panes.gpu import format_gpu_status
-    from console.parsers.nvidia_smi import parse_gpu_csv
+    from console.ui.panes.gpu import format_gpu_status
+    from console.host.parsers.nvidia_smi import parse_gpu_csv
 
     gpus = tuple(parse_gpu_csv("0, NVIDIA H200, GPU-0, 40000, 143771, 50, 40, 300.00, 700.00").gpus)
     reading = Reading("gpu", GpuStatus("nvml", gpus, memory_history=((0.3,) * 10,),
@@ -353,9 +353,9 @@ def test_a_short_gpu_history_ends_at_now_on_the_right() -> None:
 def test_the_download_panes_counts_stay_on_one_row(width: int) -> None:
     """Seen at 80x24: "shards 12/39  files 17/45  in flight" and its "3" wrapped onto a row of its
     own; the row narrows its gaps, then drops the files count, and never runs past the pane."""
-    from console.analysis.download import DownloadProgress
+    from console.domain.analysis.download import DownloadProgress
     from console.model import Reading
-    from console.panes.download import format_download
+    from console.ui.panes.download import format_download
 
     p = DownloadProgress("/m", "Qwen/Qwen3.5-122B-A10B", "hub", 95_600_000_000, 248_900_000_000, 12, 39, 17, 45,
                          (), None, None, None, 801_600_000_000, True, False, (), 0.0)

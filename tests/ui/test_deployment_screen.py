@@ -9,10 +9,10 @@ from typing import Any
 from textual.app import App
 from textual.widgets import Static
 
-from console.deploy.checks import run_checks
-from console.deploy.screen import DeploymentScreen
-from console.deploy.state import derive
-from console.deploy.text import format_status_line
+from console.domain.deploy.checks import run_checks
+from console.ui.deploy_screen import DeploymentScreen
+from console.domain.deploy.state import derive
+from console.domain.deploy.text import format_status_line
 from tests.kit.deploy import NOW, deployment, launch, multinode_args, node_state
 from tests.kit.readings import gpu, gpu_reading
 
@@ -65,7 +65,7 @@ def test_the_screen_shows_the_status_the_nodes_and_each_nodes_gpus() -> None:
 
 
 def test_s_previews_every_nodes_commands_n_cancels_and_read_only_runs_nothing() -> None:
-    from console.deploy.swap import DeploymentSwap
+    from console.domain.deploy.swap import DeploymentSwap
 
     watch = StubWatch()
     d = watch.deployment

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from console.deploy.checks import Check
-from console.deploy.probe import NodeProbe
-from console.deploy.state import derive
-from console.deploy.text import format_deployment, format_fleet_row, format_nodes, format_status_line, format_timeline
+from console.domain.deploy.checks import Check
+from console.domain.deploy.probe import NodeProbe
+from console.domain.deploy.state import derive
+from console.domain.deploy.text import format_deployment, format_fleet_row, format_nodes, format_status_line, format_timeline
 from tests.kit.deploy import NOW, deployment, launch, multinode_args, node_state
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from console.analysis.log_state import LogError, LogSummary
+from console.domain.analysis.log_state import LogError, LogSummary
 from console.core.state import HostState, ReadingChanged
 from console.model import Reading
 from console.units import seconds, tail_from_word
@@ -26,8 +26,8 @@ def test_timeouts_are_written_as_people_write_them() -> None:
 
 
 async def test_a_local_command_past_its_deadline_says_a_whole_figure() -> None:
-    from console.transport.errors import CommandTimeout
-    from console.transport.local import LocalTransport
+    from console.host.transport.errors import CommandTimeout
+    from console.host.transport.local import LocalTransport
 
     transport = LocalTransport()
     with pytest.raises(CommandTimeout) as raised:
@@ -48,7 +48,7 @@ def test_an_excerpt_starts_at_a_sentence_or_a_word() -> None:
 
 @pytest.mark.parametrize("size", SIZES)
 async def test_the_log_panes_last_error_is_never_cut_inside_a_word(size: tuple[int, int]) -> None:
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     state: HostState = offline_state()
     app = ConsoleApp(state, None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from console.app import ConsoleApp
+from console.ui.app import ConsoleApp
 from tests.kit.hosts import wait_for
 from tests.kit.screens import app, header_text  # noqa: F401 - the fixture
 

@@ -1,5 +1,5 @@
 """One host screen for every view (issue 20 item 2): the console, the fleet's Enter, an attached
-client and replay show `console.host_screen.HostScreen`; one `HostControl` protocol implemented
+client and replay show `console.ui.host_screen.HostScreen`; one `HostControl` protocol implemented
 in full; one refresh path, coalesced per frame. Rendered text at 80x24 and 120x40."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from console.core.control import HostControl, NoControl, protocol_methods
 from console.core.state import LogAppended, Notice, ReadingChanged
 from console.model import Reading
-from console.parsers.sglang_log import parse_line
+from console.host.parsers.sglang_log import parse_line
 from tests.kit.screens import offline_state, screen_text
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -23,17 +23,17 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 def test_there_is_one_host_screen_class_and_every_view_imports_it() -> None:
     defined = [p.relative_to(ROOT) for p in (ROOT / "console").rglob("*.py")
                if re.search(r"^class HostScreen\b", p.read_text(), re.M)]
-    assert defined == [Path("console/host_screen.py")]
-    from console.fleet import screen as fleet
-    from console.host_screen import HostScreen
+    assert defined == [Path("console/ui/host_screen.py")]
+    from console.ui import fleet_screen as fleet
+    from console.ui.host_screen import HostScreen
 
     assert fleet.HostScreen is HostScreen
-    for module in ("console/app.py", "console/fleet/screen.py"):
-        assert "from console.host_screen import" in (ROOT / module).read_text(), module
+    for module in ("console/ui/app.py", "console/ui/fleet_screen.py"):
+        assert "from console.ui.host_screen import" in (ROOT / module).read_text(), module
 
 
 def test_views_do_not_probe_their_control() -> None:
-    for module in ("console/app.py", "console/host_screen.py", "console/fleet/screen.py", "console/share/app.py"):
+    for module in ("console/ui/app.py", "console/ui/host_screen.py", "console/ui/fleet_screen.py", "console/ui/attach_app.py"):
         text = (ROOT / module).read_text()
         assert "hasattr(" not in text and "getattr(" not in text, module
 
@@ -52,9 +52,9 @@ def test_every_control_implements_the_whole_protocol() -> None:
 
 
 async def test_console_fleet_and_replay_show_the_same_host_screen_with_help_and_plan() -> None:
-    from console.app import ConsoleApp, FleetApp
-    from console.host_screen import HelpScreen, HostScreen
-    from console.panes.swap import SwapScreen
+    from console.ui.app import ConsoleApp, FleetApp
+    from console.ui.host_screen import HelpScreen, HostScreen
+    from console.ui.panes.swap import SwapScreen
 
     for size in ((80, 24), (120, 40)):
         texts = {}
@@ -94,7 +94,7 @@ async def test_console_fleet_and_replay_show_the_same_host_screen_with_help_and_
 
 
 async def test_a_prometheus_row_opens_a_screen_that_says_why_nothing_can_be_asked() -> None:
-    from console.app import FleetApp
+    from console.ui.app import FleetApp
 
     state = offline_state()
     fleet = FleetApp([state], host_for=lambda key: (state, None, None))
@@ -109,8 +109,8 @@ async def test_a_prometheus_row_opens_a_screen_that_says_why_nothing_can_be_aske
 
 # -- one refresh path ---------------------------------------------------------------------------
 async def test_a_burst_of_events_costs_one_flush_and_the_panes_show_the_newest() -> None:
-    from console.app import ConsoleApp
-    from console.panes.download import DownloadPane
+    from console.ui.app import ConsoleApp
+    from console.ui.panes.download import DownloadPane
 
     state = offline_state()
     app = ConsoleApp(state, None)
@@ -143,7 +143,7 @@ async def test_notices_from_another_thread_context_are_shown() -> None:
     neither raise nor drop them."""
     import contextvars
 
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     state = offline_state()
     app = ConsoleApp(state, None)
@@ -157,8 +157,8 @@ async def test_notices_from_another_thread_context_are_shown() -> None:
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 async def test_ctrl_s_saves_a_screenshot_on_the_swap_plan_too(size: tuple[int, int], tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from console.app import ConsoleApp
-    from console.panes.swap import SwapScreen
+    from console.ui.app import ConsoleApp
+    from console.ui.panes.swap import SwapScreen
 
     monkeypatch.chdir(tmp_path)
     app = ConsoleApp(offline_state(), None)
@@ -177,7 +177,7 @@ async def test_ctrl_s_saves_a_screenshot_on_the_swap_plan_too(size: tuple[int, i
 async def test_a_maximized_pane_lays_out_again_at_once() -> None:
     """Issue 22 item 14: the chart was drawn for the grid's width until its next throttled redraw
     (5 s idle); maximized, it is drawn for the whole width at once."""
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     state = offline_state()
     now = time.time()

@@ -6,11 +6,11 @@ import time
 
 from textual.widgets import HelpPanel, OptionList
 
-from console.app import ConsoleApp, HelpScreen, help_text
+from console.ui.app import ConsoleApp, HelpScreen, help_text
 from console.model import DiskUsage, GpuDevice, GpuProcess, GpuStatus, HostSummary, Reading
-from console.panes.gpu import format_gpu_status
-from console.panes.header import HostHeader, format_header
-from console.panes.unit_picker import UnitPicker
+from console.ui.panes.gpu import format_gpu_status
+from console.ui.panes.header import HostHeader, format_header
+from console.ui.panes.unit_picker import UnitPicker
 from console.units import fit_name
 from tests.kit.hosts import wait_for
 from tests.kit.screens import (
@@ -38,8 +38,8 @@ def test_names_are_whole_where_there_is_room_and_marked_where_cut() -> None:
 
 
 def test_the_download_pane_shows_the_whole_repo_id() -> None:
-    from console.analysis.download import DownloadProgress
-    from console.panes.download import format_download
+    from console.domain.analysis.download import DownloadProgress
+    from console.ui.panes.download import format_download
 
     repo = "Qwen/Qwen3.5-122B-A10B-Instruct"
     p = DownloadProgress("/m", repo, "listing", 100, 100, 39, 39, 50, 50, (), None, None, None, None, None, True, (), 0)

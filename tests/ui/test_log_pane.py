@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from textual.app import App, ComposeResult
 
-from console.app import ConsoleApp, help_text
-from console.panes.log import LogLines, LogPane, event_style, format_subtitle, wrap_rows
-from console.parsers.sglang_log import parse_line
+from console.ui.app import ConsoleApp, help_text
+from console.ui.panes.log import LogLines, LogPane, event_style, format_subtitle, wrap_rows
+from console.host.parsers.sglang_log import parse_line
 from tests.kit.hosts import DATA, wait_for
 
 REAL = (DATA / "sglang_real_lines.txt").read_text().splitlines()
@@ -24,7 +24,7 @@ def test_other_real_log_formats_parse() -> None:
     # python logging's `asctime - LEVEL - name:` prefix gives the time, like SGLang's own prefix
     assert events[0].ts == "2025-02-26 15:44:36,973"
     # `Decode batch.` with a trailing `,`, an extra field, the `,` separator: the figures come through
-    from console.parsers.sglang_log import batch_fields
+    from console.host.parsers.sglang_log import batch_fields
     assert batch_fields(events[2])["gen throughput (token/s)"] == 65.75 and batch_fields(events[2])["#queue-req"] == 0
     assert batch_fields(events[3])["#cache_miss"] == 1 and batch_fields(events[4])["#running-req"] == 5
     # `(Proc pid=N) LEVEL date [file.py:line]`: the level sets the severity, the process is the rank label
@@ -92,7 +92,7 @@ def test_wrap_keeps_every_character() -> None:
 @pytest.fixture
 def fast_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ConsoleApp]:
     """The demo swap at 8× (ready after ~10 s)."""
-    from console.session import HostSession, SimulatorThread, make_transport
+    from console.host.session import HostSession, SimulatorThread, make_transport
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     sim = SimulatorThread(speed=8.0)
@@ -204,7 +204,7 @@ async def test_at_80x24_the_log_pane_still_shows_lines(fast_demo: ConsoleApp) ->
 async def test_the_status_block_never_wraps_into_the_tail() -> None:
     """A long decode line is cut with an ellipsis, not wrapped onto a second row (which would take a
     row from the tail)."""
-    from console.analysis.log_state import LogTracker
+    from console.domain.analysis.log_state import LogTracker
     from console.model import Reading
 
     app = OnePane()

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from console.core.state import LOG_LINES, HostInfo, HostState, LogAppended
-from console.panes.log import LogPane
-from console.panes.log_view import is_own_poll, wrap_rows
-from console.parsers.sglang_log import parse_line
+from console.ui.panes.log import LogPane
+from console.ui.panes.log_view import is_own_poll, wrap_rows
+from console.host.parsers.sglang_log import parse_line
 from tests.kit.hosts import wait_for
 from tests.kit.screens import screen_text
 
@@ -33,7 +33,7 @@ def lines(template: str, n: int, start: int = 0) -> tuple:
 
 
 def app_for(state: HostState):  # type: ignore[no-untyped-def]
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     return ConsoleApp(state, None)
 
@@ -158,7 +158,7 @@ async def test_wrapped_rows_fit_the_pane_and_n_jumps_to_red_lines() -> None:
 
 
 def _boot_summary():  # type: ignore[no-untyped-def]
-    from console.analysis.log_state import BootStep, LogSummary
+    from console.domain.analysis.log_state import BootStep, LogSummary
 
     phases = ["launch", "weights loading", "weights loaded", "mamba cache", "kv cache", "cuda graphs",
               "cuda graphs done", "capacity", "http up", "ready"]
@@ -168,7 +168,7 @@ def _boot_summary():  # type: ignore[no-untyped-def]
 
 def test_the_boot_timeline_takes_a_second_row_rather_than_being_cut() -> None:
     from console.model import Reading
-    from console.panes.log import format_status
+    from console.ui.panes.log import format_status
 
     reading = Reading("log", _boot_summary(), 0.0)
     narrow = format_status(None, reading, 60).plain.splitlines()

@@ -6,9 +6,9 @@ nothing changed they are not drawn again."""
 
 from __future__ import annotations
 
-from console.bench.runner import Progress
+from console.domain.bench.runner import Progress
 from console.core.state import BenchChanged, HostInfo, HostState
-from console.swap.model import SwapStep, SwapStepChanged
+from console.core.derive.swap_view import SwapStep, SwapStepChanged
 from tests.kit.hosts import wait_for
 from tests.kit.screens import screen_text
 
@@ -28,8 +28,8 @@ def _state(clock: _Clock) -> HostState:
 
 
 async def test_the_bench_pane_and_the_plan_have_no_timer_and_draw_nothing_when_nothing_changed() -> None:
-    from console.app import ConsoleApp
-    from console.panes.swap import SwapScreen
+    from console.ui.app import ConsoleApp
+    from console.ui.panes.swap import SwapScreen
 
     clock = _Clock()
     state = _state(clock)
@@ -55,8 +55,8 @@ async def test_the_bench_pane_and_the_plan_have_no_timer_and_draw_nothing_when_n
 
 
 async def test_the_plan_follows_the_swap_through_the_screens_flush() -> None:
-    from console.app import ConsoleApp
-    from console.panes.swap import SwapScreen
+    from console.ui.app import ConsoleApp
+    from console.ui.panes.swap import SwapScreen
 
     clock = _Clock()
     state = _state(clock)
@@ -74,7 +74,7 @@ async def test_the_plan_follows_the_swap_through_the_screens_flush() -> None:
 
 
 async def test_a_change_held_back_by_the_throttle_is_drawn_when_due_by_the_age_timer() -> None:
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     clock = _Clock()
     state = _state(clock)
@@ -103,8 +103,8 @@ async def test_a_change_held_back_by_the_throttle_is_drawn_when_due_by_the_age_t
 
 
 async def test_a_pane_left_out_beside_the_plan_is_not_drawn_until_it_is_shown_again() -> None:
-    from console.app import ConsoleApp
-    from console.panes.swap import SwapScreen
+    from console.ui.app import ConsoleApp
+    from console.ui.panes.swap import SwapScreen
 
     clock = _Clock()
     state = _state(clock)

@@ -18,8 +18,8 @@ def _overlaps(a: object, b: object) -> bool:
 
 @pytest.mark.parametrize("size", SIZES)
 async def test_the_swap_plan_opens_beside_the_gpu_and_log_panes_not_over_them(size: tuple[int, int]) -> None:
-    from console.app import ConsoleApp
-    from console.panes.swap import SwapScreen
+    from console.ui.app import ConsoleApp
+    from console.ui.panes.swap import SwapScreen
 
     app = ConsoleApp(offline_state(), None)
     async with app.run_test(size=size) as pilot:
@@ -50,7 +50,7 @@ async def test_the_swap_plan_opens_beside_the_gpu_and_log_panes_not_over_them(si
 
 @pytest.mark.parametrize("size", SIZES)
 async def test_the_plans_footer_shows_the_plans_keys_not_the_log_panes(size: tuple[int, int]) -> None:
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     app = ConsoleApp(offline_state(), None)
     async with app.run_test(size=size) as pilot:

@@ -7,8 +7,8 @@ from __future__ import annotations
 from textual.widgets import Static
 
 from console.core.state import HostState
-from console.panes.swap import SwapScreen, format_plan
-from console.swap.model import GateChanged, GateCheck, SwapStep, SwapStepChanged
+from console.ui.panes.swap import SwapScreen, format_plan
+from console.core.derive.swap_view import GateChanged, GateCheck, SwapStep, SwapStepChanged
 from tests.kit.swap import PlanHost as Host
 from tests.kit.swap import narrow_plan_state as narrow_state
 

@@ -4,7 +4,7 @@ seen in session 4's walk: "seen on / the host", "from / 13:21:06")."""
 
 from __future__ import annotations
 
-from console.panes.swap import format_plan
+from console.ui.panes.swap import format_plan
 from tests.kit.swap import narrow_plan_state as _state
 
 
@@ -22,7 +22,7 @@ def test_a_narrow_plan_keeps_each_step_and_the_downtime_within_its_width() -> No
 
 def test_a_gate_check_named_with_nine_letters_keeps_a_space_before_its_reason() -> None:
     """Seen in the walk (issue 35 item 9): "✓ swap pathrestart: …"."""
-    from console.swap.model import GateCheck
+    from console.core.derive.swap_view import GateCheck
 
     view = _state().swap
     view.gate = (GateCheck("swap path", True, "restart: the old service stops first"), GateCheck("flags", True, "ok"))

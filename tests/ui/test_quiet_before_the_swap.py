@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from console.analysis.service_report import ServiceReport, ServiceSide
+from console.domain.analysis.service_report import ServiceReport, ServiceSide
 from console.core.state import ReadingChanged
 from console.model import Reading
 from tests.kit.hosts import wait_for
@@ -20,7 +20,7 @@ NEW = "sglang-qwen122b.service"
 
 @pytest.mark.parametrize("size", SIZES)
 async def test_the_diff_pane_before_the_install_is_not_an_error(size: tuple[int, int]) -> None:
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     state = offline_state()
     old = ServiceSide("sglang-qwen397b.service", "[Service]\n", None, None, active_state="active", main_pid=26722)
@@ -43,7 +43,7 @@ async def test_the_diff_pane_before_the_install_is_not_an_error(size: tuple[int,
 async def test_the_unit_picker_does_not_promise_a_start(size: tuple[int, int]) -> None:
     from textual.app import App
 
-    from console.panes.unit_picker import UnitPicker
+    from console.ui.panes.unit_picker import UnitPicker
 
     class One(App[None]):
         def on_mount(self) -> None:

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from console.app import ConsoleApp
+from console.ui.app import ConsoleApp
 from console.core.state import HostState, ReadingChanged
 from console.model import DiskUsage, GpuDevice, GpuStatus, HostSummary, Reading
-from console.panes.gpu import GpuPane
-from console.panes.header import HostHeader
+from console.ui.panes.gpu import GpuPane
+from console.ui.panes.header import HostHeader
 
 
 def gpu_reading(used: int, at: float) -> Reading[GpuStatus]:

@@ -17,7 +17,7 @@ SIZES = [(80, 24), (120, 40), (200, 60)]
 
 @pytest.mark.parametrize("size", SIZES)
 async def test_the_panes_of_a_replay_say_replay_not_live(size: tuple[int, int]) -> None:
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     state = offline_state()
     now = time.time()

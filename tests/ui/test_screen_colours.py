@@ -20,13 +20,13 @@ def alarm_spans(text: Text) -> list[str]:
 
 
 def test_the_replay_badge_is_not_an_alarm() -> None:
-    from console.panes.header import format_header
+    from console.ui.panes.header import format_header
 
     assert alarm_spans(format_header("gpu-01", False, None, None, mode="replay")) == []
 
 
 def test_the_gpu_utilization_history_is_not_red_or_magenta() -> None:
-    from console.panes.gpu import format_gpu_status
+    from console.ui.panes.gpu import format_gpu_status
 
     state = HostState("h")
     now = time.time()
@@ -39,14 +39,14 @@ def test_the_gpu_utilization_history_is_not_red_or_magenta() -> None:
 
 
 def test_the_diffs_old_and_removed_values_are_not_red() -> None:
-    from console.panes import service
+    from console.ui.panes import service
 
     assert "red" not in service.MARK["removed"][1] and "red" not in service.OLD
 
 
 def test_fleet_rows_are_coloured_by_status() -> None:
-    from console.fleet.rows import fleet_row
-    from console.fleet.screen import FleetScreen
+    from console.domain.fleet.rows import fleet_row
+    from console.ui.fleet_screen import FleetScreen
 
     state = HostState("gpu-01")
     state.apply(HostInfo("gpu-01", "gpu-01"))
@@ -60,8 +60,8 @@ def test_fleet_rows_are_coloured_by_status() -> None:
 
 def test_the_sweep_axis_says_seconds_and_a_few_runs_are_marked() -> None:
     """Issue 22 item 17: "2.0 s", not "2kms"; a sweep of four points shows each point."""
-    from console.analysis.bench_view import BenchView
-    from console.panes.bench import sweep_chart
+    from console.domain.analysis.bench_view import BenchView
+    from console.ui.panes.bench import sweep_chart
 
     view = BenchView()
     for c, tok, p99 in ((1, 100.0, 40.0), (4, 380.0, 300.0), (16, 1200.0, 900.0), (64, 2100.0, 2000.0)):

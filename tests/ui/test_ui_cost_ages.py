@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from console.analysis.log_state import LogSummary
+from console.domain.analysis.log_state import LogSummary
 from console.core.freshness import is_stale
 from console.core.state import HostState, ReadingChanged
 from console.model import GpuDevice, GpuStatus, Reading
@@ -50,7 +50,7 @@ def _spy(screen: Any, keys: tuple[str, ...]) -> tuple[Counter[str], Counter[str]
 async def test_a_live_pane_is_not_asked_until_its_label_would_change() -> None:
     """Before: every pane's ages were worked out every second, whatever they said (a GPU pane
     saying "live" was asked 4 times in 4 s; its label could only change at 5 s)."""
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     clock, state, t0 = _gpu_state()
     app = ConsoleApp(state, None)
@@ -108,7 +108,7 @@ async def test_the_log_pane_is_asked_when_quiet_is_said_and_then_in_10_s_steps()
     """A log whose last line was 10 s ago says nothing of it until 30 s ("quiet 30s"), then counts
     in 10 s steps: before, its subtitle and status line were worked out every second, and from
     30 to 60 s the label was repainted every second (issue 36: 19 of a quiet host's 34 refreshes)."""
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     clock, state, t0 = _quiet_log_state(10.0)
     app = ConsoleApp(state, None)
@@ -136,7 +136,7 @@ async def test_the_log_pane_is_asked_when_quiet_is_said_and_then_in_10_s_steps()
 async def test_past_a_minute_the_quiet_label_moves_in_10_s_steps() -> None:
     """A quiet host's log pane repainted its subtitle every second ("quiet 5m12s", "5m13s" …), the
     screen's last 1 Hz repaint there: past a minute it counts in 10 s steps (rounded down)."""
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     clock, state, t0 = _quiet_log_state(60.0)
     app = ConsoleApp(state, None)
@@ -159,7 +159,7 @@ async def test_past_a_minute_the_quiet_label_moves_in_10_s_steps() -> None:
 
 
 async def test_a_pane_behind_a_maximized_one_is_not_asked_and_is_right_after_the_restore() -> None:
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     clock, state, t0 = _gpu_state()
     app = ConsoleApp(state, None)
@@ -181,7 +181,7 @@ async def test_a_pane_behind_a_maximized_one_is_not_asked_and_is_right_after_the
 
 
 def test_a_finished_download_polled_every_10_s_is_not_stale_between_polls() -> None:
-    """A complete download is polled every 10 s (console/sources/download.py): its pane turned
+    """A complete download is polled every 10 s (console/host/sources/download.py): its pane turned
     yellow "stale 10s" for a moment every cycle, each time restyling the pane twice."""
     reading = Reading("download", object(), 1000.0)
     for late_s in (10.2, 10.5, 12.0):  # a poll on time, and one a little late
@@ -191,7 +191,7 @@ def test_a_finished_download_polled_every_10_s_is_not_stale_between_polls() -> N
 
 async def test_a_pane_hidden_behind_a_maximized_one_renders_no_data_and_shows_the_latest_after() -> None:
     """Before: every GPU reading (1 Hz) re-rendered the GPU pane behind a maximized log pane."""
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     clock, state, _ = _gpu_state()
     app = ConsoleApp(state, None)

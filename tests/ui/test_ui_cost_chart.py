@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from console.analysis.bench_view import BenchView
+from console.domain.analysis.bench_view import BenchView
 from console.core.state import HostState, ReadingChanged
 from console.model import GpuDevice, GpuStatus, Reading
 
@@ -29,7 +29,7 @@ def _gpu(state: HostState, at: float, util: int) -> None:
 
 @pytest.fixture
 def builds(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    import console.panes.bench as bench
+    import console.ui.panes.bench as bench
 
     calls: list[float] = []
     real = bench.chart
@@ -43,7 +43,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 
 async def test_a_flat_series_scrolling_is_not_rebuilt_and_a_change_is(builds: list[float]) -> None:
-    from console.app import ConsoleApp
+    from console.ui.app import ConsoleApp
 
     clock = _Clock()
     state = HostState("h", label="h", clock=clock)
@@ -76,7 +76,7 @@ async def test_a_flat_series_scrolling_is_not_rebuilt_and_a_change_is(builds: li
 def test_the_chart_at_its_resolution_draws_what_the_exact_chart_draws() -> None:
     """The inputs at the chart's resolution keep every #22 behaviour: the legend row, the size,
     the same rows and labels (points move by less than a dot)."""
-    from console.panes.bench import ChartInputs, chart
+    from console.ui.panes.bench import ChartInputs, chart
 
     now = 10_000.0
     view = BenchView()

@@ -12,7 +12,7 @@ import pytest
 
 
 def test_settling_the_heap_leaves_the_collector_only_new_objects(monkeypatch: pytest.MonkeyPatch) -> None:
-    import console.app as app_module
+    import console.ui.app as app_module
 
     monkeypatch.setattr(app_module, "_heap_settled", False)
     before = len(gc.get_objects())
@@ -26,7 +26,7 @@ def test_settling_the_heap_leaves_the_collector_only_new_objects(monkeypatch: py
 
 
 async def test_the_console_settles_its_heap_once_it_has_drawn(monkeypatch: pytest.MonkeyPatch) -> None:
-    import console.app as app_module
+    import console.ui.app as app_module
     from console.core.state import HostState
 
     calls: list[Any] = []

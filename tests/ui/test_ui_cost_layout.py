@@ -10,8 +10,8 @@ from typing import Any
 
 from textual.app import App, ComposeResult
 
-from console.panes.log import LogPane
-from console.parsers.sglang_log import parse_line
+from console.ui.panes.log import LogPane
+from console.host.parsers.sglang_log import parse_line
 
 
 class OnePane(App[None]):

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from console.analysis.download import DownloadProgress
+from console.domain.analysis.download import DownloadProgress
 from console.core.state import ReadingChanged
 from console.model import Reading
 from tests.kit.screens import offline_state, screen_text
@@ -33,8 +33,8 @@ class Counting:
 
 @pytest.mark.parametrize("size", SIZES)
 async def test_v_shows_what_it_will_hash_and_waits_for_a_yes(size: tuple[int, int]) -> None:
-    from console.app import ConsoleApp
-    from console.panes.download import VerifyQuestion
+    from console.ui.app import ConsoleApp
+    from console.ui.panes.download import VerifyQuestion
 
     state = offline_state()
     progress = DownloadProgress("/shared/models/Qwen3.5-122B-A10B", "Qwen/Qwen3.5-122B-A10B", "hub",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from console.panes.wrap import hang
+from console.ui.panes.wrap import hang
 
 
 def test_long_lines_wrap_at_words_under_their_bullet() -> None:
@@ -26,7 +26,7 @@ def test_long_lines_wrap_at_words_under_their_bullet() -> None:
 async def test_the_fit_screen_hangs_its_continuation_rows() -> None:
     from textual.app import App
 
-    from console.panes.fit import FitScreen
+    from console.ui.panes.fit import FitScreen
 
     body = Text("⚠ " + " ".join(f"word{i}" for i in range(60)))
 

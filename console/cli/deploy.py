@@ -1,0 +1,142 @@
+"""`gpuconsole --deployment NAME` and `--demo-deployment multinode|pd` (issue 37).
+
+    --deployment NAME          the [deployments.NAME] of the config, on one screen
+    --demo-deployment KIND     simulated hosts forming one deployment (console/demo/hostsim/deployment.py)
+    --once                     no screen: watch until the nodes have answered (at most --wait
+                               seconds), print the deployment as text, exit 0 when it is ready,
+                               1 when not (scripts, CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from console.config import ConfigError, load_config
+from console.domain.deploy.swap import DeploymentSwap, format_report
+from console.domain.deploy.text import format_deployment
+from console.domain.deploy.watch import DeploymentWatch
+from console.domain.swap.controller import audit_path, default_who
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+def add_deploy_options(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("deployment options (one model over several hosts)")
+    g.add_argument("--deployment", metavar="NAME", help="open a [deployments.NAME] of the config on one screen")
+    g.add_argument("--demo-deployment", choices=["multinode", "pd"],
+                   help="a simulated deployment: two nodes over --nnodes 2, or prefill/decode behind a router")
+    g.add_argument("--once", action="store_true",
+                   help="with --deployment: print the deployment as text once and exit (0: ready)")
+    g.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
+                   help="with --once: how long to let the nodes answer first (default 30)")
+    g.add_argument("--swap", action="store_true",
+                   help="with --once: swap every node from its compare_unit to its unit (prints the commands; "
+                        "runs them only with --yes), then print the report")
+    g.add_argument("--rollback", action="store_true", help="with --once: the swap back, every node")
+    g.add_argument("--yes", action="store_true", help="confirm the --swap/--rollback printed before it")
+
+
+def is_deployment(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "deployment", None) or getattr(args, "demo_deployment", None))
+
+
+def _fail(message: str, code: int = EXIT_FAIL) -> int:
+    print(f"gpuconsole: {message}", file=sys.stderr)
+    return code
+
+
+async def _swap_once(watch: Any, kind: str, yes: bool, wait_s: float) -> int:
+    demo = any(h.state.demo for h in watch.fleet.hosts.values())
+    swap = DeploymentSwap(watch, who=default_who(), audit_file=audit_path(demo=demo))
+    print("\n".join(swap.preview(kind)))
+    if not yes:
+        print("nothing ran: add --yes to run these commands", file=sys.stderr)
+        return EXIT_USAGE
+    await watch.start()
+    try:
+        deadline = time.monotonic() + max(0.0, wait_s)
+        while kind == "swap" and time.monotonic() < deadline:  # let the gate see every node first
+            await watch.probe_all()
+            if not swap.gate():
+                break
+            await asyncio.sleep(2.0)
+        run = await swap.run(kind, confirmed=True)
+        print(format_report(run, watch.deployment))
+        return EXIT_OK if run.outcome == "ready" else EXIT_FAIL
+    finally:
+        await watch.close()
+
+
+async def _once(watch: Any, wait_s: float) -> int:
+    await watch.start()
+    try:
+        deadline = time.monotonic() + max(0.0, wait_s)
+        while time.monotonic() < deadline:
+            view = watch.view()
+            if view.status.status in ("ready", "failed"):
+                break
+            await asyncio.sleep(0.5)
+        await watch.probe_all()
+        view = watch.view()
+        print(format_deployment(view, watch.checks()))
+        return EXIT_OK if view.status.status == "ready" else EXIT_FAIL
+    finally:
+        await watch.close()
+
+
+def run_deploy_cli(args: argparse.Namespace) -> int:
+    if getattr(args, "deployment", None) and getattr(args, "demo_deployment", None):
+        return _fail("give --deployment NAME or --demo-deployment KIND, not both", EXIT_USAGE)
+    if not 0 <= args.wait <= 86400:
+        return _fail(f"--wait must be 0-86400 seconds, got {args.wait:g}", EXIT_USAGE)
+    sim = None
+    try:
+        if args.demo_deployment:
+            from console.demo.hostsim.deployment import DeploymentSimThread
+
+            # swapped from the console: nothing moves on the hosts but what the swap runs
+            sim = DeploymentSimThread(args.demo_deployment, speed=getattr(args, "demo_speed", None) or 1.0,
+                                      operator=not (args.swap or args.rollback))
+            try:
+                started = sim.start()
+            except Exception as exc:  # noqa: BLE001 - the demo failing to start is one line
+                return _fail(f"the deployment simulator did not start: {exc}")
+            cfg = Path(tempfile.mkdtemp(prefix="gpuconsole-deploy-")) / "config.toml"
+            cfg.write_text(started.config_toml("demo"))
+            config_path: Path | None = cfg
+            name = "demo"
+        else:
+            config_path = Path(args.config) if args.config else None
+            name = args.deployment
+        try:
+            deployment = load_config(config_path).deployment(name)
+        except ConfigError as exc:
+            return _fail(str(exc), EXIT_USAGE)
+        watch = DeploymentWatch(deployment, accept_new_host_key=bool(getattr(args, "accept_new_host_key", False)),
+                                demo=sim is not None)
+        if args.swap or args.rollback:
+            if not args.once:
+                return _fail("--swap and --rollback run with --once (the screen swaps with its S key)", EXIT_USAGE)
+            return asyncio.run(_swap_once(watch, "rollback" if args.rollback else "swap", args.yes, args.wait))
+        if args.once:
+            return asyncio.run(_once(watch, args.wait))
+        from console.ui.app import ConsoleApp
+
+        app = ConsoleApp.for_deployment(watch, screenshot=getattr(args, "screenshot", None),
+                                        screenshot_after_s=getattr(args, "screenshot_after", 3.0) or 3.0,
+                                        demo=sim is not None)
+        if getattr(args, "screenshot", None):
+            width, height = (int(x) for x in str(getattr(args, "screenshot_size", "120x40")).lower().split("x"))
+            return int(asyncio.run(app.run_async(headless=True, size=(width, height))) or 0)
+        return int(app.run() or 0)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if sim is not None:
+            sim.stop()

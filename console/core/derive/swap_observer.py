@@ -1,0 +1,741 @@
+"""The swap as the host lived it: the plan's steps and the downtime clock follow what happens on
+the host, whoever did it (the console's plan, another terminal, a shell on the host, the demo's
+story). The console's own steps stay the console's; a step it did not run is written in as
+observed, with the times the host's facts give ("stopped 08:03:12 (outside the console)").
+
+This module is the one writer of the swap's facts: the downtime clock (its start, its end and what
+each was read from) is written here and nowhere else, for the console's own actions exactly as for
+a host-side operator's (tests/core/test_architecture.py fails on a writer elsewhere). The facts it
+reads: the units' and containers' states (the service reading), systemd's own lines about a unit
+(journal lines of PID 1, console/host/parsers/systemd.py), the SGLang log (its served requests, its
+ready line, the update's lines), GPU readings, the server's readiness, and the replies of the
+commands the console ran (the audit: `systemctl stop` exited 0 at 08:03:12, the router's and the
+update's HTTP replies). The executor (controller, fastpath, container plan) records only intent
+and who.
+
+`SwapObserver.see(event)` is pure over the events it is shown: it returns the swap events to
+apply (steps, downtime) and keeps no clock of its own, only the readings' and the log's times. So
+the live core (console/domain/swap/controller.py subscribes it) and the report (console/domain/swap/report.py
+feeds it a recording) derive the same plan from the same events, and a recording made before
+this module existed still gives a report with its swap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import shlex
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+from console.domain.analysis.host_replies import reply_json, split_reply
+from console.domain.analysis.service_report import effective_environment
+from console.core.events import (
+    AuditAppended,
+    BenchChanged,
+    DowntimeChanged,
+    LogAppended,
+    PathEvent,
+    ReadingChanged,
+    SwapStep,
+    SwapStepChanged,
+    VerifyChanged,
+)
+from console.core.derive import swap_plan as swap_plan
+from console.core.derive.swap_view import STEP_TITLES
+
+OUTSIDE = "outside the console"
+DRAINED_MIB = 1024  # a GPU holding less than this (the CUDA context of nothing) counts as drained
+SERVED_PATHS = ("/v1/", "/generate")
+ACTIVE = ("active", "activating", "reloading")
+# The lines real SGLang writes around /update_weights_from_disk (console/domain/swap/fastpath.py reads the same).
+UPDATE_BEGIN = "Update engine weights online from disk begin"
+UPDATE_END = "Update weights end."
+UPDATE_FAILED = "Failed to update weights"
+IN_PLACE_LOG = "the server's log (Update engine weights … begin → Update weights end.)"
+IN_PLACE_REPLY = "the request and its reply"
+READ_SLACK_S = 20.0  # the service script's own timeout: how long before its time a reading may have been taken
+# A step the console runs or has run is the console's; the observer writes only into these.
+TOUCHABLE = ("pending", "skipped", "failed", "refused")
+
+
+def verification(state: Any) -> Any:
+    """The one verification state the plan, the gate and the report read (the Download pane's `v`
+    and the plan's Verify step write the same one). The one place to change when the core keeps it
+    elsewhere."""
+    return state.verify
+
+
+def log_time(ts: str | None) -> float | None:
+    """A log line's own stamp ("2026-11-30 15:04:05[.123]", host local time) as epoch seconds."""
+    if not ts:
+        return None
+    try:
+        if len(ts) <= 12:  # "15:04:05": today
+            ts = f"{dt.date.today().isoformat()} {ts}"
+        return dt.datetime.fromisoformat(ts).timestamp()
+    except ValueError:
+        return None
+
+
+def clock(at_s: float | None) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(at_s)) if at_s else "?"
+
+
+def freed_between(before: Any, after: Any) -> list[str]:
+    """What each GPU freed: its memory in the reading before the stop minus the reading after
+    ("GPU 0 91,204 MiB (91,204 → 0 MiB)"), never the last sample seen on the way down. Empty when
+    either reading is missing."""
+    if before is None or after is None:
+        return []
+    then = {g.index: g.memory_used_mib for g in before.gpus if g.lost_at_s is None and g.memory_used_mib is not None}
+    out = []
+    for g in sorted(after.gpus, key=lambda d: d.index):
+        was, now = then.get(g.index), g.memory_used_mib
+        if was is None or now is None or g.lost_at_s is not None or was <= now:
+            continue
+        out.append(f"GPU {g.index} {was - now:,} MiB ({was:,} → {now:,} MiB)")
+    return out
+
+
+def last_served_at(log_lines: Iterable[Any], before_s: float, slack_s: float = 5.0) -> float | None:
+    """The newest served request (a prefill/decode batch, or a POST to the API) in the log at or
+    before `before_s` (+ slack: the log's clock and ours differ a little); None when the log has none
+    within the hour."""
+    for event in reversed(list(log_lines)):
+        if event.ts is None:
+            continue
+        served = event.kind in ("decode", "prefill") or (
+            event.kind == "access" and "POST" in event.text and any(p in event.text for p in SERVED_PATHS))
+        if not served:
+            continue
+        at = log_time(event.ts)
+        if at is not None and at <= before_s + slack_s:
+            return at if before_s - at < 3600 else None
+    return None
+
+
+def downtime_from(host: str, log_lines: Iterable[Any], stopped_at_s: float, how: str) -> DowntimeChanged:
+    """The clock's start: the old server's last served request, else the stop itself."""
+    last = last_served_at(log_lines, stopped_at_s)
+    if last is not None and last <= stopped_at_s:
+        return DowntimeChanged(host, last, "the old server's last served request, in its log")
+    if last is not None:  # stamped after the stop (a whole-second stamp, or a batch served while stopping)
+        return DowntimeChanged(host, stopped_at_s, f"{how} (the log's last request is stamped after it)")
+    return DowntimeChanged(host, stopped_at_s, f"{how} (no request in the log)")
+
+
+def audited_verb(command: str) -> tuple[str, str] | None:
+    """(verb, unit or container) of an audited `systemctl stop|start|restart -- UNIT` or
+    `docker stop|start|restart … -- NAME` (inside the `timeout` that bounds it); None for anything
+    else (a script, a curl, sftp)."""
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    for tool in ("systemctl", "docker"):
+        if tool not in words:
+            continue
+        rest = words[words.index(tool) + 1:]
+        verb = next((w for w in rest if w in ("stop", "start", "restart")), None)
+        if verb is not None and rest and not rest[-1].startswith("-"):
+            return verb, rest[-1]
+    return None
+
+
+def _side(report: Any, unit: str | None) -> Any:
+    """The side of the service report that describes `unit` (by name: which side a view shows as
+    old is a view's choice, never a host fact)."""
+    if report is None or unit is None:
+        return None
+    for side in (report.old, report.new):
+        if side is not None and side.name == unit:
+            return side
+    return None
+
+
+def _port(side: Any) -> int | None:
+    value = side.command.value("--port") if side is not None and side.command is not None else None
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def _gpus(side: Any) -> str | None:
+    return effective_environment(side).get("CUDA_VISIBLE_DEVICES") if side is not None else None
+
+
+def _beside(old: Any, new: Any) -> bool:
+    """Two servers at once: only beside one another (another port, or other GPUs); the same port
+    and GPUs cannot both serve, so that is not a beside start (it is about to fail or replace)."""
+    po, pn, go, gn = _port(old), _port(new), _gpus(old), _gpus(new)
+    other_gpus = go is not None and gn is not None and not set(go.split(",")) & set(gn.split(","))
+    return (po is not None and pn is not None and po != pn) or other_gpus
+
+
+def path_summary(state: Any, now_s: float | None = None) -> tuple[str, float | None, bool] | None:
+    """(path, downtime seconds or None when unknown, finished) of the host's swap, from the one
+    state the console-driven paths and the observer both write (state.swap); None: no swap seen."""
+    swap = state.swap
+    plan = swap.paths.get("plan")
+    path = ((plan.data().get("plan") or {}).get("chosen") if plan is not None else None)
+    stop = swap.steps.get("stop_old")
+    for key, name in (("in_place", "in-place"), ("beside", "beside")):
+        step = swap.steps.get(key)
+        if step is not None and step.state == "running":
+            return name, None, False  # under way (again): its downtime is known once it is over
+    if path is None and stop is not None and stop.state not in ("pending", "skipped"):
+        path = "restart"
+    if path is None:
+        return None
+    d = swap.downtime
+    if path == "beside":
+        outcome = swap.paths.get("outcome")
+        done = outcome is not None or any(s.state == "done" for k, s in swap.steps.items() if k == "switch_traffic")
+        return path, 0.0 if done else None, done
+    if d is None or d.started_at_s is None:
+        return path, None, False
+    if d.ended_at_s is not None:
+        return path, max(0.0, d.ended_at_s - d.started_at_s), True
+    now = state.now() if now_s is None else now_s
+    return path, max(0.0, now - d.started_at_s), False
+
+
+class SwapObserver:
+    """Derives the plan's observed steps and the downtime clock from the host's facts."""
+
+    def __init__(self, state: Any, *, wake: Callable[[str], None] | None = None) -> None:
+        self.state = state
+        self.host = state.host
+        self.wake = wake or (lambda source: None)  # ask a source for a fresh reading (the live core)
+        self._units: tuple[str | None, str | None] | None = None
+        self._old_active: bool | None = None
+        self._old_active_at: float | None = None  # last reading that saw the old unit serving
+        self._gpu_drop_at: float | None = None
+        self._drained_seen_at: float | None = None  # the first drained sample after the drop
+        self._drained_mib: tuple[int, int] = (0, 0)
+        self._last_gpu_mib: int | None = None
+        self.stopped_at: float | None = None
+        self.drained_at: float | None = None
+        self.started_at: float | None = None
+        self.ready_at: float | None = None
+        self._sent: dict[str, SwapStep] = {}
+        self._downtime_sent: DowntimeChanged | None = None
+        self._ready_ended_downtime = False
+        # issue 24: the path the host took, from its facts alone (the update's log lines; a new
+        # server started while the old one served)
+        self._update_begin_at: float | None = None
+        self.path: str | None = None
+        self._beside_at: float | None = None  # the new unit seen active while the old one served
+        self._beside_port: int | None = None
+        self._old_port: int | None = None
+        self._beside_done_at: float | None = None
+        self._boot_seen: tuple[Any, ...] | None = None  # the log's boot as last seen (its start, ready)
+        self._new_active: bool | None = None  # the new unit or container as the service reading saw it
+        self._rollback_at: float | None = None  # the old service started again by a rollback (its command)
+        self._log_ready_at: float | None = None  # the new server's ready line in its log (after its start)
+
+    # -- what the swap is -----------------------------------------------------------------------
+    def units(self) -> tuple[str | None, str | None]:
+        setup = self.state.swap.setup
+        if setup is not None and (setup.old_unit or setup.new_unit):
+            return setup.old_unit, setup.new_unit
+        if self._units is None:  # a recording without its setup: the first reading's units, latched
+            report = self.state.data("service")
+            if report is not None:
+                self._units = (report.old.name if report.old is not None else None, report.new.name)
+        return self._units or (None, None)
+
+    # -- the steps --------------------------------------------------------------------------------
+    def _step(self, key: str) -> SwapStep:
+        """The step as it stands: the console's own, else what this observer wrote last (its events
+        may not be applied yet)."""
+        step = self.state.swap.steps.get(key) or SwapStep(key, STEP_TITLES[key])
+        sent = self._sent.get(key)
+        if sent is None or (not step.observed and step.state not in TOUCHABLE):
+            return step
+        return sent
+
+    def _touchable(self, key: str) -> bool:
+        step = self._step(key)
+        return step.observed or step.state in TOUCHABLE
+
+    def _write(self, out: list[Any], key: str, **changes: Any) -> None:
+        if not self._touchable(key):
+            return
+        step = replace(self._step(key), observed=True, who=None, commands=(), **changes)
+        if self._step(key) == step:
+            return
+        self._sent[key] = step
+        out.append(SwapStepChanged(self.host, step))
+
+    def still_valid(self, event: Any) -> bool:
+        """At the moment a derived event is applied (the live core applies them a moment later):
+        a step the console has taken over since is the console's, and so is the clock then."""
+        if isinstance(event, SwapStepChanged):
+            now = self.state.swap.steps.get(event.step.key)
+            return now is None or now.observed or now.state in TOUCHABLE
+        if isinstance(event, PathEvent):  # the console's own plan is the console's
+            plan = self.state.swap.paths.get("plan")
+            return plan is None or bool(plan.data().get("observed"))
+        return True  # the downtime clock is this observer's alone, whoever acted
+
+    # -- events -----------------------------------------------------------------------------------
+    def see(self, event: Any) -> list[Any]:
+        """The swap events this host event implies (empty for most)."""
+        out: list[Any] = []
+        if isinstance(event, LogAppended):
+            self._update_lines(out, event.events)
+            self._unit_lines(out, event.events)
+            self._ready_lines(out, event.events)
+            return out
+        if isinstance(event, AuditAppended):
+            self._audited(out, event.entry)
+            return out
+        if isinstance(event, ReadingChanged) and event.reading.data is not None and event.reading.error is None:
+            at = event.reading.ok_at_s
+            if at is None:
+                return out
+            data = event.reading.data
+            if event.source == "service":
+                self._service(out, data, at)
+            elif event.source == "gpu":
+                self._gpu(out, data, at)
+            elif event.source == "server":
+                self._server(out, data, at)
+            elif event.source == "download":
+                self._download(out, data, at)
+            elif event.source == "log":
+                self._log(data)
+        elif isinstance(event, VerifyChanged) and event.progress is not None:
+            self._verify(out, event.progress)
+        elif isinstance(event, BenchChanged) and event.kind == "result" and event.record is not None:
+            self._bench(out, event.record)
+        return out
+
+    def _service(self, out: list[Any], report: Any, at: float) -> None:
+        old_unit, new_unit = self.units()
+        old, new = _side(report, old_unit), _side(report, new_unit)
+        if new is not None and new.error is None and new.unit is not None and self._step("install").state != "done":
+            self._write(out, "install", state="done", started_at_s=at, ended_at_s=at,
+                        detail=f"{new_unit} found installed {clock(at)} ({OUTSIDE})")
+        if old is not None and old.active_state is not None:
+            active = old.active_state in ACTIVE
+            if active:
+                if self._gpu_drop_at is not None and self._gpu_drop_at < at - READ_SLACK_S:
+                    self._gpu_drop_at = None  # memory fell long before a reading that still saw it serving
+                self._old_active_at = at
+            elif self._old_active and self.stopped_at is None and self._console_moved_traffic():
+                # The console's own "Move traffic …, stop the old one" stopped it: that step is the
+                # stop (its author is the console's), not a stop and a start seen outside it.
+                self._beside_done_at = at
+            elif self._old_active and self.stopped_at is None and self._beside_at is not None \
+                    and self._touchable("beside"):
+                self._beside_done(out, at)
+            elif self._old_active and self.stopped_at is None and not self._beside_done_at:
+                # The GPUs' memory falling since the last reading that saw it serving dates the stop
+                # better than this reading (the service is read every 15 s, and a reading's time is
+                # when its script ended, up to READ_SLACK_S after `systemctl show` ran).
+                drop = self._gpu_drop_at
+                since = (self._old_active_at or 0) - READ_SLACK_S
+                self._stopped(out, drop if drop is not None and since < drop <= at else at)
+            if active and new is not None and new is not old and new.active_state in ACTIVE \
+                    and self._beside_at is None and self.stopped_at is None and _beside(old, new):
+                self._beside_started(out, old, new, at)
+            self._old_active = active
+        if new is not None and new.active_state is not None:
+            self._new_active = new.active_state in ACTIVE
+        if new is not None and new.active_state in ACTIVE and self.stopped_at is not None:
+            self._new_started(out, at)
+
+    def _console_moved_traffic(self) -> bool:
+        step = self.state.swap.steps.get("switch_traffic")
+        return step is not None and not step.observed and step.state in ("running", "done")
+
+    # -- issue 24: the faster paths as the host lived them ------------------------------------------
+    def _path(self, out: list[Any], path: str, reason: str, at: float, outcome: dict[str, Any] | None = None) -> None:
+        """The path into the same field the console-driven paths set (state.swap.paths): the
+        report's "Path and downtime" and its JSON `swap_path` read it. Never over the console's plan."""
+
+        self.path = path
+        plan = self.state.swap.paths.get("plan")
+        if plan is not None and not plan.data().get("observed"):
+            return
+        option = {"path": path, "possible": True, "reason": reason, "predicted_downtime_s": None, "details": []}
+        data = {"observed": True, "plan": {"chosen": path, "forced": False, "observed": True, "options": [option]}}
+        if plan is None or plan.data() != data:
+            out.append(PathEvent(self.host, "plan", json.dumps(data), at))
+        if outcome is not None:
+            out.append(PathEvent(self.host, "outcome", json.dumps({"path": path, "observed": True, **outcome}), at))
+
+    def _update_lines(self, out: list[Any], events: Iterable[Any]) -> None:
+        """SGLang's own lines around /update_weights_from_disk (every TP rank writes them): the
+        pause is from the first "begin" to the last "end" of one update."""
+        for e in events:
+            text = e.text or ""
+            if UPDATE_BEGIN in text:
+                at = log_time(e.ts)
+                # the other ranks' lines of the same begin are not a new update
+                if at is not None and (self._update_begin_at is None or self._step("in_place").state != "running"
+                                       and at > (self._step("in_place").ended_at_s or 0)):
+                    self._update_begin_at = at
+                    self._began(out, "in-place", at)
+                    if self._touchable("in_place"):
+                        self._write(out, "in_place", state="running", started_at_s=at, ended_at_s=None,
+                                    detail=f"weights updating in place since {clock(at)} ({OUTSIDE}): "
+                                           "requests paused")
+            elif UPDATE_FAILED in text and self._update_begin_at is not None and self._touchable("in_place"):
+                self._write(out, "in_place", state="failed", ended_at_s=log_time(e.ts),
+                            detail=f"the update failed ({OUTSIDE}): the server's log says {text[:160]!r}")
+            elif UPDATE_END in text and self._update_begin_at is not None:
+                begin, end = self._update_begin_at, log_time(e.ts)
+                if end is None or end < begin:
+                    continue
+                pause = end - begin
+                self._write(out, "in_place", state="done", started_at_s=begin, ended_at_s=end,
+                            detail=f"weights updated in place {clock(begin)}–{clock(end)} ({OUTSIDE}): "
+                                   f"paused {pause:.1f}s (the server's log)")
+                source = IN_PLACE_LOG
+                self._paused(out, begin, end, source)
+                self._path(out, "in-place", "seen on the host: the server updated its weights in place "
+                           "(/update_weights_from_disk), no restart", end,
+                           {"pause_s": round(pause, 3), "pause_source": source, "num_paused_requests": None})
+
+    def _began(self, out: list[Any], path: str, at: float) -> None:
+        """The swap began on the host along `path`: the plan's steps that path does not take (Verify
+        when the profile did not ask for it) are skipped with the table's reason, never left
+        pending (console/core/derive/swap_plan.py, the one table the executor reads too)."""
+        setup = self.state.swap.setup
+        if setup is None:
+            return  # a recording without its setup: what the profile asked is not known
+        old_unit, new_unit = self.units()
+        runtime = "systemd" if (new_unit or "").endswith(".service") else "container"
+        for key, why in swap_plan.skips(path, runtime, verify_sha=setup.verify_sha):
+            step = self._step(key)
+            if step.state == "pending" and self._touchable(key):
+                self._write(out, key, state="skipped", ended_at_s=at, detail=why)
+
+    def _paused(self, out: list[Any], begin: float, end: float, source: str) -> None:
+        """In place: the running server held its requests from `begin` to `end` (the update's pause,
+        named as one: no server stopped or booted)."""
+        d = self.state.swap.downtime
+        if source == IN_PLACE_REPLY and d is not None and d.start_source == f"in place: {IN_PLACE_LOG}" \
+                and d.started_at_s is not None and d.started_at_s >= begin - 5:
+            return  # the log's own lines of this update say it better than the request's times
+        d = DowntimeChanged(self.host, begin, f"in place: {source}", end,
+                            "in place: weights updated (requests resumed)")
+        if self._downtime_sent != d and self.state.swap.downtime != d:
+            self._downtime_sent = d
+            out.append(d)
+
+    def _audited(self, out: list[Any], entry: Any) -> None:
+        """A command the console ran, and what the host answered (its exit status, its reply): the
+        host's fact of a stop, a start or an update, dated by the command itself."""
+        if entry.exit_status != 0:
+            return  # no answer (a drop: the next readings say what happened), or it failed: nothing changed
+        issued = entry.at_s - (entry.duration_s or 0.0)
+        old_unit, new_unit = self.units()
+        if entry.action == "in_place" and "update_weights_from_disk" in entry.command:
+
+            code, body = split_reply(entry.output_tail)
+            if code == 200 and reply_json(body).get("success") is True:
+                self._paused(out, issued, entry.at_s, IN_PLACE_REPLY)
+            return
+        said = audited_verb(entry.command)
+        if said is None:
+            return
+        verb, target = said
+        if verb == "stop" and target == old_unit and entry.action == "switch_traffic":
+            # Beside: the router moved the traffic (its replies said 200) before this stop.
+            d = DowntimeChanged(self.host, entry.at_s, "beside: the router moved traffic before the old server "
+                                "stopped", entry.at_s, "beside: no request was refused")
+            self._beside_done_at = self._beside_done_at or entry.at_s
+            if self._downtime_sent != d and self.state.swap.downtime != d:
+                self._downtime_sent = d
+                out.append(d)
+        elif verb == "stop" and target == old_unit and entry.action != "rollback":
+            self._stopped(out, issued, "the stop command")
+        elif verb in ("start", "restart") and target == old_unit and entry.action == "rollback":
+            self._rollback_at = issued
+
+    def _unit_lines(self, out: list[Any], events: Iterable[Any]) -> None:
+        """systemd's own lines about a unit (PID 1's "Stopping X…", "Started X."): the old unit's
+        stop, the new one's start, at journald's time."""
+        old_unit, new_unit = self.units()
+        for e in events:
+            if e.kind != "unit" or e.ts is None:
+                continue
+            at = log_time(e.ts)
+            unit, kind = e.fields.get("unit"), e.fields.get("transition")
+            if at is None or unit is None:
+                continue
+            if unit == old_unit and kind in ("stopping", "stopped") and self._old_active \
+                    and self._beside_at is None and not self._console_moved_traffic() and self._rollback_at is None:
+                self._stopped(out, at, f"systemd stopping {unit} {clock(at)}")
+            elif unit == old_unit and kind in ("starting", "started") and self._rollback_at is not None:
+                self._rollback_at = min(self._rollback_at, at)
+
+    def _ready_lines(self, out: list[Any], events: Iterable[Any]) -> None:
+        """SGLang's own ready line ("The server is fired up and ready to roll!") after the new
+        server's start (or the rollback's): the service serves again."""
+        old_unit, new_unit = self.units()
+        for e in events:
+            if e.kind != "boot" or e.phase != "ready" or e.ts is None:
+                continue
+            at = log_time(e.ts)
+            if at is None:
+                continue
+            if self._rollback_at is not None and at >= self._rollback_at - 1:
+                self._ended(out, at, f"{old_unit} ready again (rollback)")
+            elif self.stopped_at is not None:
+                launch = self.started_at if self.started_at is not None else self._launch_at()
+                if launch is not None and launch >= self.stopped_at - 1 and at >= launch - 1:
+                    self._log_ready_at = at if self._log_ready_at is None else min(at, self._log_ready_at)
+                    self._ended(out, at, f"{new_unit} ready")
+
+    def _beside_started(self, out: list[Any], old: Any, new: Any, at: float) -> None:
+        self._beside_at, self._beside_port, self._old_port = at, _port(new), _port(old)
+        self._began(out, "beside", at)
+        where = ", ".join(x for x in (f"GPUs {_gpus(new)}" if _gpus(new) else "",
+                                      f"port {_port(new)}" if _port(new) else "") if x)
+        self._write(out, "beside", state="running", started_at_s=at, ended_at_s=None,
+                    detail=f"{new.name} started {clock(at)} beside {old.name} ({where}) while it serves ({OUTSIDE})")
+        self.wake("gpu")
+
+    def _beside_done(self, out: list[Any], at: float) -> None:
+        self._beside_done_at = at
+        old_unit, new_unit = self.units()
+        self._write(out, "beside", state="done", ended_at_s=at,
+                    detail=f"{new_unit} started {clock(self._beside_at)} beside the old one ({OUTSIDE})")
+        self._write(out, "switch_traffic", state="done", started_at_s=at, ended_at_s=at,
+                    detail=f"{old_unit} stopped {clock(at)} after {new_unit} started beside it ({OUTSIDE}): "
+                           "no downtime")
+        self._path(out, "beside", "seen on the host: a new server started beside the old one (other GPUs or "
+                   "port), then the old one stopped", at, {"downtime_s": 0.0})
+        if self._beside_port is not None and self._old_port is not None and self._beside_port != self._old_port:
+            out.append(PathEvent(self.host, "endpoint", json.dumps(
+                {"from_port": self._old_port, "to_port": self._beside_port, "unit": new_unit, "observed": True}), at))
+
+    def _stopped(self, out: list[Any], at: float, how: str | None = None) -> None:
+        """The old service stopped at `at` (the earliest fact of it wins: the stop command's issue,
+        systemd's "Stopping" line, the GPUs' memory falling, the reading that saw it inactive)."""
+        if self.stopped_at is not None:
+            if at >= self.stopped_at:
+                return
+            d = self.state.swap.downtime
+            self.stopped_at = at
+            if d is not None and d.ended_at_s is None and d == self._downtime_sent:  # ours, still open: dated back
+                how = how or f"the stop seen {clock(at)}"
+                self._downtime(out, downtime_from(self.host, self.state.log_lines, at, how))
+            if self._step("stop_old").observed and self._step("stop_old").started_at_s is not None:
+                self._write(out, "stop_old", started_at_s=at)
+            return
+        self.stopped_at = at
+        self.wake("gpu")
+        self._began(out, "restart", at)
+        if self._touchable("preflight") and self._step("preflight").state == "pending":
+            self._write(out, "preflight", state="skipped", ended_at_s=at,
+                        detail=f"not run: the old service was stopped {OUTSIDE}")
+        self._write(out, "stop_old", state="running", started_at_s=at, ended_at_s=None,
+                    detail=f"stopped {clock(at)} ({OUTSIDE}); draining GPU memory")
+        if self._drained_seen_at is not None and self._drained_seen_at >= at:  # seen before the stop was
+            self._drained(out, self._drained_seen_at, *self._drained_mib)
+        d = self.state.swap.downtime
+        if d is None or d.ended_at_s is not None:
+            self._downtime(out, downtime_from(self.host, self.state.log_lines, at, how or f"the stop seen {clock(at)}"))
+
+    def _downtime(self, out: list[Any], d: DowntimeChanged) -> None:
+        if self._downtime_sent == d or self.state.swap.downtime == d:
+            return
+        moved = self.state.swap.steps.get("switch_traffic")
+        if moved is not None and moved.state in ("running", "done"):
+            return  # the beside path: traffic moved before the old server stopped, so no downtime (issue 24)
+        self._downtime_sent = d
+        out.append(d)
+
+    def _gpu(self, out: list[Any], status: Any, at: float) -> None:
+        gpus = [g for g in status.gpus if g.lost_at_s is None]
+        if not gpus:
+            return
+        sampled = status.sampled_at_s or at
+        total = sum(g.memory_used_mib or 0 for g in gpus)
+        if self._last_gpu_mib is not None and self._old_active and self.stopped_at is None \
+                and total < self._last_gpu_mib * 0.97 and self._gpu_drop_at is None:
+            self._gpu_drop_at = sampled
+            self.wake("service")  # memory is going: is the old unit still running?
+        if self._last_gpu_mib is not None and self._old_active and self.stopped_at is None \
+                and self._beside_at is None and total > self._last_gpu_mib + DRAINED_MIB:
+            self.wake("service")  # memory is filling while the old one serves: a server starting beside it?
+        self._last_gpu_mib = total
+        drained = all((g.memory_used_mib or 0) <= DRAINED_MIB for g in gpus)
+        if drained and self._gpu_drop_at is not None and self._drained_seen_at is None:
+            self._drained_seen_at, self._drained_mib = sampled, (total, len(gpus))
+        if self.stopped_at is not None and self.drained_at is None and sampled >= self.stopped_at and drained:
+            self._drained(out, sampled, total, len(gpus))
+
+    def _drained(self, out: list[Any], at: float, total: int, count: int) -> None:
+        self.drained_at = at
+        self._write(out, "stop_old", state="done", ended_at_s=at,
+                    detail=f"stopped {clock(self.stopped_at)} ({OUTSIDE}); GPU memory drained "
+                           f"{clock(at)} ({total:,} MiB in use on {count} GPUs)")
+
+    def _new_started(self, out: list[Any], at: float) -> None:
+        if self.started_at is not None:
+            return
+        launch = self._launch_at()
+        self.started_at = launch if launch is not None and self.stopped_at is not None \
+            and launch >= self.stopped_at - 1 and launch <= at else at
+        if self.drained_at is None and self._step("stop_old").observed:
+            self._write(out, "stop_old", state="done", ended_at_s=self.started_at,
+                        detail=f"stopped {clock(self.stopped_at)} ({OUTSIDE}); the new unit started "
+                               f"{clock(self.started_at)} before the drain was seen")
+        _, new_unit = self.units()
+        self._write(out, "start_new", state="running", started_at_s=self.started_at, ended_at_s=None,
+                    detail=f"{new_unit} started {clock(self.started_at)} ({OUTSIDE}); booting")
+        self.wake("server")
+
+    def _launch_at(self) -> float | None:
+        summary = self.state.data("log")
+        for b in reversed(summary.boot if summary is not None else ()):
+            if b.phase == "launch":
+                return log_time(b.at)
+        return None
+
+    def _log(self, summary: Any) -> None:
+        # A new boot or its ready line in the log: the units' state is read now, not at its next
+        # 15 s poll (the diff pane said "inactive" while the log beside it showed the server serving).
+        boot = summary.boot
+        seen = (boot[0].at, boot[0].phase, any(b.phase == "ready" for b in boot)) if boot else None
+        if seen != self._boot_seen:
+            if seen is not None:
+                self.wake("service")
+            self._boot_seen = seen
+        # The ready line in the log: read the server now rather than at its next 5 s poll.
+        if self.started_at is not None and self.ready_at is None and summary.boot \
+                and summary.boot[-1].phase == "ready":
+            self.wake("server")
+
+    def _server(self, out: list[Any], s: Any, at: float) -> None:
+        old_unit, new_unit = self.units()
+        if self._rollback_at is not None and at > self._rollback_at and s.status == "ready" \
+                and (s.unit is None or s.unit == old_unit):
+            self._ended(out, at, f"{old_unit} ready again (rollback)")
+            return
+        # A unit's state is read with the server (systemctl show); a container's is the service
+        # reading's (docker inspect): the server source follows no unit then.
+        if s.unit is None:
+            if new_unit is None or self._new_active is not True or self.stopped_at is None:
+                return
+        elif new_unit is None or s.unit != new_unit or s.unit_state not in ACTIVE:
+            return
+        if self.stopped_at is None:
+            return  # the old server still serves on the port: nothing of the swap yet
+        self._new_started(out, at)
+        if self.ready_at is not None or s.status != "ready" or s.unit_state not in ("active", None):
+            return
+        # The log's ready line dates it better than this reading (taken up to a poll later).
+        if self._log_ready_at is not None and (self.started_at or 0) - 1 <= self._log_ready_at <= at:
+            at = self._log_ready_at
+        self.ready_at = at
+        started = self.started_at or at
+        self._write(out, "start_new", state="done", ended_at_s=at,
+                    detail=f"{new_unit} started {clock(started)} ({OUTSIDE}); ready {clock(at)}, "
+                           f"{at - started:.0f}s after the start: {s.reason}")
+        self._ended(out, at, f"{new_unit} ready")
+
+    def _ended(self, out: list[Any], at: float, source: str) -> None:
+        """The service serves again: the open downtime ends at `at` (the first fact of it)."""
+        d = self.state.swap.downtime
+        if self._downtime_sent is not None and self._downtime_sent.started_at_s == (d.started_at_s if d else None):
+            d = self._downtime_sent  # ours, maybe not applied yet
+        if d is None or d.started_at_s is None or d.start_source.startswith(("in place", "beside")):
+            return
+        if d.ended_at_s is not None and d.ended_at_s <= at:
+            return
+        if at < d.started_at_s:
+            return
+        self._downtime(out, replace(d, ended_at_s=at, end_source=source))
+
+    def _download(self, out: list[Any], d: Any, at: float) -> None:
+        step = self._step("download")
+        if d.complete is True and not d.partial_files:
+            if step.state != "done":
+                self._write(out, "download", state="done", started_at_s=step.started_at_s or at, ended_at_s=at,
+                            detail=f"complete: {d.shards_done}/{d.shards_total} shards, sizes match "
+                                   f"(seen {clock(at)}, {OUTSIDE})")
+        elif d.partial_files and (step.state == "pending" or step.observed):
+            # Files arriving that the console did not ask for: another terminal's `hf download`.
+            if step.observed and step.state == "running" and step.detail.startswith(f"{d.shards_done}/"):
+                return  # one event per finished shard, not per poll
+            self._write(out, "download", state="running", started_at_s=step.started_at_s or at, ended_at_s=None,
+                        detail=f"{d.shards_done}/{d.shards_total if d.shards_total is not None else '?'} shards, "
+                               f"files arriving ({OUTSIDE})")
+
+    def _verify(self, out: list[Any], v: Any) -> None:
+        at = getattr(v, "at_s", None) or self.state.now()
+        if v.error:
+            self._write(out, "verify", state="failed", ended_at_s=at, detail=f"verification failed: {v.error}")
+        elif not v.finished:
+            step = self._step("verify")
+            if not (step.observed and step.state == "running"):
+                self._write(out, "verify", state="running", started_at_s=at, ended_at_s=None,
+                            detail=f"sha256 running: {v.done_files}/{v.total_files} files (started outside the plan)")
+        elif v.mismatched:
+            self._write(out, "verify", state="failed", ended_at_s=at,
+                        detail=f"{len(v.mismatched)} file(s) differ from the listing's sha256: "
+                               f"{', '.join(v.mismatched[:3])}")
+        else:
+            step = self._step("verify")
+            self._write(out, "verify", state="done", started_at_s=step.started_at_s or at, ended_at_s=at,
+                        detail=f"{v.matched}/{v.total_files} files match their sha256 (verified outside the plan)")
+
+    def _bench(self, out: list[Any], record: dict[str, Any]) -> None:
+        if self.ready_at is None and self._step("start_new").state != "done":
+            return  # a run of the old model: the comparison's "before"
+        ready = self.ready_at or self._step("start_new").ended_at_s or 0.0
+        stamp = float(record.get("timestamp") or 0) or self.state.now()
+        if stamp < ready:
+            return
+        tput = record.get("output_throughput")
+        step = self._step("benchmark")
+        runs = 1 + (int(step.detail.split(" ", 1)[0]) if step.observed and step.detail[:1].isdigit() else 0)
+        self._write(out, "benchmark", state="done", started_at_s=step.started_at_s or stamp, ended_at_s=stamp,
+                    detail=f"{runs} run(s) of the new model outside the plan; last: "
+                           + (f"{tput:.0f} output tok/s" if isinstance(tput, (int, float)) else "no throughput"))
+
+
+def observe(state: Any, *, wake: Callable[[str], None] | None = None,
+            move_server: Callable[[int], None] | None = None) -> SwapObserver:
+    """A host's observer without a swap controller (the fleet's hosts): its derived events are
+    applied after the event that implied them, as the controller does; a beside swap seen on the
+    host points the server poll at the new server's port (`move_server`, the session's)."""
+
+    observer = SwapObserver(state, wake=wake)
+
+    def on_event(event: object) -> None:
+        derived = observer.see(event)
+        if not derived:
+            return
+
+        def apply() -> None:
+            for e in derived:
+                if observer.still_valid(e):
+                    state.apply(e)
+                    if move_server is not None and isinstance(e, PathEvent) and e.kind == "endpoint":
+                        port = e.data().get("to_port")
+                        if isinstance(port, int):
+                            move_server(port)
+
+        try:
+            asyncio.get_running_loop().call_soon(apply)
+        except RuntimeError:
+            apply()
+
+    state.subscribe(on_event)
+    return observer
+
+
+__all__ = ["SwapObserver", "observe", "path_summary", "freed_between",
+           "verification", "last_served_at", "downtime_from", "log_time", "OUTSIDE"]

@@ -1,0 +1,226 @@
+"""The swap's view in the state: the plan's steps, the preflight gate's checks, approvals, the audit
+log and the downtime clock, kept from the swap's events (declared with every event in
+console/core/events.py). No Textual, no I/O: the state (console.core.state) holds it, every view
+reads it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from console.core.events import (  # declared once, with every event (named here for the swap's modules)
+    SWAP_EVENTS,
+    ApprovalChanged,
+    AuditAppended,
+    AuditEntry,
+    DowntimeChanged,
+    GateChanged,
+    GateCheck,
+    PathEvent,
+    SwapData,
+    SwapSetup,
+    SwapStep,
+    SwapStepChanged,
+)
+from console.core.derive.downtime import FAST_STEPS
+
+# "refused": the gate or the two-person rule said no before anything ran (the old service still
+# serves; there is nothing to roll back), which is not a failure.
+STEP_STATES = ("pending", "running", "done", "failed", "skipped", "refused")
+
+# The story's swap, in order; rollback is offered, not planned.
+PLAN_STEPS: tuple[tuple[str, str], ...] = (
+    ("download", "Download the model"),
+    ("verify", "Verify the files (sha256)"),
+    ("install", "Install the new unit"),
+    ("preflight", "Preflight gate"),
+    ("stop_old", "Stop the old service, drain GPU memory"),
+    ("start_new", "Start the new service, wait for ready"),
+    ("benchmark", "Benchmark, beside the old model's last run"),
+)
+ROLLBACK = ("rollback", "Roll back: stop the new service, start the old one")
+STEP_TITLES = dict((*PLAN_STEPS, ROLLBACK, *FAST_STEPS))  # FAST_STEPS: issue 24's paths
+AUDIT_KEEP = 500
+
+
+# -- the view of it, kept in the state -------------------------------------------------------------
+@dataclass
+class SwapView:
+    setup: SwapSetup | None = None
+    steps: dict[str, SwapStep] = field(default_factory=lambda: {k: SwapStep(k, t) for k, t in PLAN_STEPS})
+    gate: tuple[GateCheck, ...] = ()
+    gate_at_s: float | None = None
+    downtime: DowntimeChanged | None = None
+    approvals: dict[str, ApprovalChanged] = field(default_factory=dict)
+    audit: deque[AuditEntry] = field(default_factory=lambda: deque(maxlen=AUDIT_KEEP))
+    paths: dict[str, PathEvent] = field(default_factory=dict)  # issue 24: the path plan, pre-warm, outcome
+    version: int = 0
+
+    def apply(self, event: object) -> None:
+        if isinstance(event, SwapStepChanged):
+            self.steps[event.step.key] = event.step
+        elif isinstance(event, GateChanged):
+            self.gate, self.gate_at_s = event.checks, event.at_s
+        elif isinstance(event, DowntimeChanged):
+            self.downtime = event
+        elif isinstance(event, ApprovalChanged):
+            self.approvals[event.request_id] = event
+        elif isinstance(event, AuditAppended):
+            self.audit.append(event.entry)
+        elif isinstance(event, SwapSetup):
+            self.setup = event
+        elif isinstance(event, PathEvent):
+            self.paths[event.kind] = event
+        self.version += 1
+
+    def to_data(self) -> SwapData:
+        return SwapData(self.setup, tuple(self.steps.values()), self.gate, self.gate_at_s, self.downtime,
+                        tuple(self.approvals.values()), tuple(self.audit), tuple(self.paths.values()))
+
+    def restore(self, data: SwapData) -> None:
+        self.setup, self.gate, self.gate_at_s, self.downtime = data.setup, data.gate, data.gate_at_s, data.downtime
+        self.steps = {k: SwapStep(k, t) for k, t in PLAN_STEPS}
+        self.steps.update((step.key, step) for step in data.steps)
+        self.approvals = {a.request_id: a for a in data.approvals}
+        self.audit = deque(data.audit, maxlen=AUDIT_KEEP)
+        self.paths = {p.kind: p for p in data.paths}
+        self.version += 1
+
+    @property
+    def pending_approvals(self) -> list[ApprovalChanged]:
+        return [a for a in self.approvals.values() if a.status == "pending"]
+
+    def downtime_s(self, now_s: float) -> float | None:
+        d = self.downtime
+        if d is None or d.started_at_s is None:
+            return None
+        return max(0.0, (d.ended_at_s if d.ended_at_s is not None else now_s) - d.started_at_s)
+
+    def path(self) -> str | None:
+        """The path this swap takes or took: the plan's choice (the console's or the one seen on
+        the host), else a restart once the old service was stopped; None: no swap yet."""
+        plan = self.paths.get("plan")
+        chosen = ((plan.data().get("plan") or {}).get("chosen") if plan is not None else None)
+        if isinstance(chosen, str):
+            return chosen
+        stop = self.steps.get("stop_old")
+        return "restart" if stop is not None and stop.state not in ("pending", "skipped") else None
+
+    def began_at_s(self) -> float | None:
+        """When the host began to change for the new model: the old service's stop, the in-place
+        update, or the new server's start beside the old one (the last run before it is the old
+        model's)."""
+        marks = [s.started_at_s for k in ("stop_old", "in_place", "beside")
+                 if (s := self.steps.get(k)) is not None and s.state not in ("pending", "skipped", "refused")
+                 and s.started_at_s is not None]
+        d = self.downtime
+        if d is not None and d.started_at_s is not None and not d.start_source.startswith("beside"):
+            marks.append(d.started_at_s)
+        return min(marks) if marks else None
+
+    def time_to_ready(self) -> tuple[float, str, str] | None:
+        """(seconds, from what, to what): the new server's own boot on every path. In place the
+        running server is ready with the new weights when the update ends: the pause is its time
+        to ready. None: not ready (yet), or its start is not known."""
+        d = self.downtime
+        path = self.path()
+        if path == "in-place":
+            step = self.steps.get("in_place")
+            if d is not None and d.start_source.startswith("in place") and d.started_at_s is not None \
+                    and d.ended_at_s is not None:
+                return max(0.0, d.ended_at_s - d.started_at_s), "the update's begin (the server's log)", \
+                    "the update's end: serving the new weights"
+            if step is not None and step.state == "done" and step.duration_s is not None:
+                return step.duration_s, "the update's request", "its reply: serving the new weights"
+            return None
+        key, verb = ("beside", "beside") if path == "beside" else ("start_new", "start_new")
+        step = self.steps.get(key)
+        if step is None or step.state != "done":
+            return None
+        starts = [e.at_s - (e.duration_s or 0.0) for e in self.audit
+                  if e.action == verb and " start -- " in e.command and e.exit_status == 0]
+        start_at = starts[-1] if starts else step.started_at_s
+        if key == "start_new" and d is not None and d.ended_at_s is not None and d.end_source.endswith(" ready"):
+            ready_at: float | None = d.ended_at_s
+        else:
+            ready_at = step.ended_at_s
+        if start_at is None or ready_at is None or ready_at < start_at:
+            return None
+        started = "the new unit's start" + (" (systemctl start)" if starts else " (seen on the host)")
+        return ready_at - start_at, started, "the new server ready"
+
+    def downtime_parts(self) -> list[tuple[str, float]]:
+        """The downtime in named parts that add up to it: (what, seconds). The approval a start
+        waited for is its own part, not hidden in the boot. In place the whole of it is the
+        update's pause; beside there is none (traffic moved before the old server stopped)."""
+        d = self.downtime
+        if d is None or d.started_at_s is None or d.ended_at_s is None:
+            return []
+        if d.start_source.startswith("beside"):
+            return []
+        if d.start_source.startswith("in place"):
+            return [("in-place pause (requests held while the weights load)", d.ended_at_s - d.started_at_s)]
+        stop, start = self.steps.get("stop_old"), self.steps.get("start_new")
+        approved = [a.decided_at_s for a in self.approvals.values() if a.action == "start_new"
+                    and a.status == "granted" and a.decided_at_s is not None and start is not None
+                    and start.started_at_s is not None and a.decided_at_s >= start.started_at_s]
+        marks: list[tuple[str, float | None]] = [
+            ("last request → stop", stop.started_at_s if stop else None),
+            ("drain", stop.ended_at_s if stop else None),
+            ("stopped → start", start.started_at_s if start else None),
+            ("approval wait", approved[-1] if approved else None),
+            ("boot to ready", d.ended_at_s)]
+        parts: list[tuple[str, float]] = []
+        at = d.started_at_s
+        for name, mark in marks:
+            if mark is None or mark < at or mark > d.ended_at_s:
+                continue
+            if mark - at >= 0.5 or name == "boot to ready":
+                parts.append((name, mark - at))
+            at = mark
+        return parts
+
+    def ordered_steps(self) -> list[SwapStep]:
+        keys = [k for k, _ in PLAN_STEPS] + [ROLLBACK[0]]
+        # issue 24: a faster path's steps, in the order they started (after the plan's own)
+        extra = sorted((s for k, s in self.steps.items() if k not in keys), key=lambda s: s.started_at_s or 0.0)
+        return [self.steps[k] for k in keys if k in self.steps] + extra
+
+
+def format_duration(seconds: float | None) -> str:
+    """The one rounding of a duration, for the plan, the report and the notices: whole seconds."""
+    if seconds is None:
+        return "–"
+    total = int(round(max(0.0, seconds)))
+    m, sec = divmod(total, 60)
+    return f"{m}m{sec:02d}s" if m else f"{sec}s"
+
+
+def audit_summary(e: Any) -> str:
+    """One line for one audited action: what it did, not the first 100 characters of its script."""
+    cmd = e.command or ""
+    words = cmd.split()
+    for verb in ("stop", "start", "daemon-reload", "restart"):
+        if "systemctl" in words and verb in words:
+            unit = words[-1] if verb != "daemon-reload" else ""
+            return f"systemctl {verb} {unit}".strip() + (f" ({e.note})" if e.note else "")
+    if cmd.startswith("sftp put"):
+        return cmd.split("  (")[0]
+    if "sha256sum" in cmd:
+        return f"sha256 of {max(1, cmd.count(chr(39)) // 2)} file(s)" + (f" ({e.note})" if e.note else "")
+    if "hf download" in cmd or " hf " in cmd:
+        return "hf download (detached)" + (f" ({e.note})" if e.note else "")
+    first = cmd.splitlines()[0] if cmd else ""
+    lines = cmd.count("\n") + 1
+    return first + (f"  (+{lines - 1} lines)" if lines > 1 else "") + (f" ({e.note})" if e.note else "")
+
+
+__all__ = [
+    "STEP_STATES", "PLAN_STEPS", "ROLLBACK", "STEP_TITLES", "AUDIT_KEEP", "SwapView", "format_duration",
+    "audit_summary",
+    # declared in console/core/events.py, named here for the swap's modules
+    "SWAP_EVENTS", "ApprovalChanged", "AuditAppended", "AuditEntry", "DowntimeChanged", "GateChanged", "GateCheck",
+    "PathEvent", "SwapData", "SwapSetup", "SwapStep", "SwapStepChanged",
+]

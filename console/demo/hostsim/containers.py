@@ -1,0 +1,116 @@
+"""The seeds' swap in containers (`--demo-scenario docker`, issue 26): the simulator's services
+run as before (real fake-SGLang processes along the story's timeline) and are mirrored, four times
+a second, as the Docker containers an operator would have: `docker inspect` objects whose state
+follows the service's, the model directories bind-mounted at /models, and each service's output
+as `docker logs --timestamps` prints it. The simulated `docker` CLI (fake_docker.py) reads them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from console.host.parsers.systemd import parse_unit
+
+if TYPE_CHECKING:
+    from console.demo.hostsim.server import HostSimulator
+
+IMAGE = "lmsysorg/sglang:v0.5.23-cu129"
+
+
+def _rfc3339(us: int) -> str:
+    dt = datetime.fromtimestamp(us / 1e6, timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{(us % 1_000_000) * 1000:09d}Z"
+
+
+def container_inspect(sim: HostSimulator, unit: str, name: str, models_host: str,
+                      state: dict[str, Any], image: str = IMAGE, inside: str = "/models") -> dict[str, Any]:
+    """The container a unit would be: its ExecStart argv with the model path as seen inside
+    (`inside`: where the models' directory is mounted; the host's own path is a bind of itself)."""
+    text = sim.path(f"/etc/systemd/system/{unit}").read_text()
+    main = parse_unit(text, unit).main_command
+    host_models = sim.path(models_host)
+    inside = str(host_models) if inside == "=" else inside
+    argv = [a.replace(str(host_models), inside) for a in (main.argv if main else ())]
+    argv = ["python3", *argv[1:]] if argv else []
+    # A unit that pins its GPUs (Environment=CUDA_VISIBLE_DEVICES=4,5,6,7) is a container run with
+    # --gpus '"device=4,5,6,7"'; else --gpus all.
+    pinned = re.search(r"CUDA_VISIBLE_DEVICES=([0-9,]+)", text)
+    request = ({"Driver": "", "Count": 0, "DeviceIDs": pinned.group(1).split(","), "Capabilities": [["gpu"]],
+                "Options": {}} if pinned else
+               {"Driver": "", "Count": -1, "DeviceIDs": None, "Capabilities": [["gpu"]], "Options": {}})
+    running = state.get("active") == "active"
+    failed = state.get("active") == "failed"
+    return {
+        "Id": (name.encode().hex() * 8)[:64], "Created": "2026-11-28T07:41:12.118503992Z",
+        "Path": "/opt/nvidia/nvidia_entrypoint.sh", "Args": argv,
+        "State": {"Status": "running" if running else "exited", "Running": running, "Paused": False,
+                  "Restarting": False, "OOMKilled": False, "Dead": False, "Pid": int(state.get("pid") or 0),
+                  "ExitCode": 1 if failed else 0, "Error": "", "StartedAt": "2026-11-28T07:41:13.002117455Z",
+                  "FinishedAt": "0001-01-01T00:00:00Z"},
+        "Image": "sha256:" + "9b1f0c3d" * 8, "Name": "/" + name, "RestartCount": 0,
+        "HostConfig": {"Binds": [f"{host_models}:{inside}:ro"], "NetworkMode": "host",
+                       "PortBindings": {}, "RestartPolicy": {"Name": "no", "MaximumRetryCount": 0},
+                       "IpcMode": "host", "ShmSize": 67108864,
+                       "DeviceRequests": [request]},
+        "Mounts": [{"Type": "bind", "Source": str(host_models), "Destination": inside, "Mode": "ro",
+                    "RW": False, "Propagation": "rprivate"}],
+        "Config": {"Hostname": name, "Env": ["NCCL_P2P_LEVEL=NVL", "PATH=/usr/local/bin:/usr/bin:/bin"],
+                   "Cmd": argv, "Image": image, "Entrypoint": ["/opt/nvidia/nvidia_entrypoint.sh"], "Labels": {}},
+    }
+
+
+async def mirror_units_as_containers(sim: HostSimulator, mapping: dict[str, tuple[str, ...]],
+                                     every_s: float = 0.25) -> None:
+    """`mapping`: unit → (container name, the host directory mounted at /models[, its image[, the
+    mount's path inside, "=" for the host's own]])."""
+    d = sim.root / ".sim" / "containers"
+    d.mkdir(parents=True, exist_ok=True)
+    offsets: dict[str, int] = {}
+    last: dict[str, str] = {}
+    while True:
+        try:
+            units = json.loads((sim.root / ".sim" / "units.json").read_text())
+        except (OSError, ValueError):
+            units = {}
+        for unit, (name, models, *image) in mapping.items():
+            if not sim.path(f"/etc/systemd/system/{unit}").exists():
+                continue
+            # The output first, then the state: a `docker logs -f` that sees the container stopped has
+            # its last lines already (Docker's follow ends after them).
+            _copy_journal(sim.root / ".sim" / "journal" / f"{unit}.jsonl", d / f"{name}.log", offsets, unit)
+            obj = json.dumps(container_inspect(sim, unit, name, models, units.get(unit, {}), *image), indent=4)
+            if last.get(name) != obj:
+                tmp = d / f".{name}.tmp"
+                tmp.write_text(obj)
+                tmp.replace(d / f"{name}.json")
+                last[name] = obj
+        await asyncio.sleep(every_s)
+
+
+def _copy_journal(journal: Path, log: Path, offsets: dict[str, int], key: str) -> None:
+    if not journal.exists():
+        log.touch()
+        return
+    with journal.open("rb") as f:
+        f.seek(offsets.get(key, 0))
+        chunk = f.read()
+    end = chunk.rfind(b"\n") + 1
+    if end <= 0:
+        return
+    offsets[key] = offsets.get(key, 0) + end
+    lines = []
+    for raw in chunk[:end].splitlines():
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        message = entry.get("MESSAGE")
+        if isinstance(message, str):
+            lines.append(f"{_rfc3339(int(entry.get('__REALTIME_TIMESTAMP', 0)))} {message}\n")
+    with log.open("a", encoding="utf-8") as f:
+        f.writelines(lines)

@@ -1,0 +1,259 @@
+"""The demo's swap driven end to end through the console's core, recorded, and its report rendered:
+
+    python -m console.demo.swap_demo screenshots/ [--oom] [--speed 8]
+    python -m console.demo.swap_demo OUT --path in-place|beside|restart   (issue 24: the faster paths)
+
+Runs the simulator's driven scenario (real SSH, SFTP, the simulated systemctl/hf and SGLang), a
+benchmark of the old model, then every step of the plan from the SwapController (a failed boot
+rolls back with --oom), and writes swap-report.{md,html,json} (and .png with headless chromium).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+async def simulated_host(work: Path, speed: float) -> Any:
+    """The one set-up every demo shares: offline Hugging Face (the simulated host's Hub answers), the
+    console's cache and data dirs under `work` (a demo never writes the user's), the driven
+    simulator started. Returns the HostSimulator (its scenario is the caller's)."""
+    from console.demo.hostsim import HostSimulator
+
+    os.environ["HF_ENDPOINT"] = "http://127.0.0.1:1"
+    os.environ["GPUCONSOLE_CACHE_DIR"] = str(work / "cache")
+    os.environ["XDG_DATA_HOME"] = str(work / "data")
+    sim = HostSimulator(work / "host", speed=speed, scenario="drive")
+    await sim.start()
+    return sim
+
+
+async def run_demo(out: Path, *, speed: float = 8.0, oom: bool = False) -> Path:
+    from console.core.recording import Recorder
+    from console.core.runner import HostRunner
+    from console.core.state import HostState
+    from console.demo.hostsim.scenario import demo_profile, start_scenario
+    from console.host.session import HostSession, make_transport
+    from console.domain.swap.controller import SwapController
+
+    work = Path(tempfile.mkdtemp(prefix="gpuconsole-swap-demo-"))
+    sim = await simulated_host(work, speed)
+    await start_scenario(sim, oom=oom)
+    profile = demo_profile(sim).with_overrides({"gpu_interval_s": 0.5})
+    session = HostSession(profile, make_transport(profile), demo=True, bench_path=work / "bench.jsonl")
+    state = HostState("gpu-sim-01", label="gpu-sim-01 (simulated 4 × RTX PRO 6000)", demo=True)
+    runner = HostRunner(session, state, swap=SwapController)
+    swap = runner.swap
+    swap.poll_s = 0.2
+    swap.bench_plan = [(1, 4, 256, 128), (4, 8, 256, 128), (16, 32, 256, 128)]
+    recorder = Recorder(state, work / "recordings").start()
+    runner.announce()
+    await runner.start()
+    try:
+        await _until(lambda: state.data("service") is not None and state.data("gpu") is not None)
+        # The old model's run on this host, for the comparison.
+        runner.start_bench("sweep", [(4, 8, 256, 128)])
+        await _until(lambda: runner.bench is None or not runner.bench.running)
+        await play(swap, state, ("download", "verify", "install", "preflight", "stop_old", "start_new", "benchmark"))
+        await asyncio.sleep(1.0)
+    finally:
+        recorder.close()
+        await runner.close()
+        await sim.stop()
+    assert recorder.path is not None
+    return recorder.path
+
+
+PATH_STEPS = {
+    "in-place": ("download", "paths", "install", "preflight", "in_place", "benchmark"),
+    "beside": ("download", "paths", "install", "preflight", "beside", "benchmark", "switch_traffic"),
+    "restart": ("download", "paths", "prewarm", "paths", "install", "preflight", "stop_old", "start_new", "benchmark"),
+}
+
+
+async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path | None = None,
+                        faults: dict[str, Any] | None = None, quiet: bool = False,
+                        steps: tuple[str, ...] | None = None, rollback: bool = True,
+                        connect: Any = None) -> tuple[Path, Any]:
+    """One of issue 24's paths on its simulated host, driven by the SwapController: the old server
+    boots first (the host's recorded boot the prediction learns from), then the path's steps.
+    Returns (the recording, the final HostState)."""
+    from console.core.recording import Recorder
+    from console.core.runner import HostRunner
+    from console.core.state import HostState
+    from console.demo.hostsim import downtime_scenario as ds
+    from console.host.session import HostSession, make_transport
+    from console.domain.swap.controller import SwapController
+
+    work = work or Path(tempfile.mkdtemp(prefix=f"gpuconsole-{path}-demo-"))
+    sim = await simulated_host(work, speed)
+    faults = dict(faults or {})
+    margin = faults.pop("prewarm_margin_gib", 64)
+    dt = await ds.start(sim, path, earlier_boot=True, **faults)
+    profile = dt.profile.with_overrides({"router_url": dt.router_url})
+    if connect is not None:  # another SSH server in front of the same simulated host (tests: OpenSSH's sshd)
+        profile = profile.with_overrides(connect(sim))
+    session = HostSession(profile, make_transport(profile), demo=True, bench_path=work / "bench.jsonl")
+    gpus = 8 if path == "beside" else 4
+    state = HostState("gpu-sim-01", label=f"gpu-sim-01 (simulated {gpus} × RTX PRO 6000, {path}, speed {speed:g})",
+                      demo=True)
+    runner = HostRunner(session, state, swap=SwapController)
+    swap = runner.swap
+    swap.poll_s = 0.2
+    swap.audit_file = work / "audit.jsonl"
+    swap.bench_plan = [(1, 4, 256, 128), (4, 8, 256, 128)]
+    swap.fast.recordings_dir = work / "recordings"
+    swap.fast.prewarm_rate_mbps = 1_000_000  # the simulated disk's rate bounds it (console/demo/hostsim/pagecache.py)
+    swap.fast.prewarm_margin_gib = int(margin)
+    recorder = Recorder(state, work / "recordings").start()
+    runner.announce()
+    await runner.start()
+    try:
+        await _until(lambda: state.data("service") is not None and state.data("gpu") is not None)
+        await _until(lambda: state.data("server") is not None and state.data("server").status == "ready", 600)
+        # The old model's run on this host: the workload the new server is benchmarked with (before/after).
+        runner.start_bench("sweep", [(4, 8, 256, 128)])
+        await _until(lambda: runner.bench is None or not runner.bench.running, 600)
+        await play(swap, state, steps or PATH_STEPS[path], quiet=quiet, rollback=rollback)
+        await asyncio.sleep(1.0)
+    finally:
+        recorder.close()
+        await runner.close()
+        await dt.close()
+        await sim.stop()
+    assert recorder.path is not None
+    return recorder.path, state
+
+
+async def play(swap: Any, state: Any, keys: tuple[str, ...], *, quiet: bool = False, rollback: bool = True,
+               timeout_s: float = 900) -> None:
+    """The steps one by one from the SwapController, as an operator confirms them; a failed step
+    stops the plan and its offered rollback is taken (unless `rollback` is False)."""
+    for key in keys:
+        why = swap.request(key, "ana")
+        if why:
+            raise SystemExit(f"{key}: {why}")
+        await swap.wait_idle(timeout_s)
+        await swap.wait_download(timeout_s)
+        step = state.swap.steps[key]
+        if not quiet:
+            print(f"{key}: {step.state} — {step.detail}", file=sys.stderr)
+        if step.state in ("failed", "refused"):
+            if rollback and step.state == "failed" and swap.request("rollback", "ana") is None:
+                await swap.wait_idle(timeout_s)
+                if not quiet:
+                    rb = state.swap.steps["rollback"]
+                    print(f"rollback: {rb.state} — {rb.detail}", file=sys.stderr)
+            break
+
+
+async def _until(ready: Any, timeout_s: float = 300) -> None:
+    for _ in range(int(timeout_s / 0.2)):
+        if ready():
+            return
+        await asyncio.sleep(0.2)
+    raise SystemExit("the demo host did not get there in time")
+
+
+async def run_tui_demo(out: Path, *, speed: float = 8.0) -> Path:
+    """The same swap driven through the console's own screens (headless Textual pilot): the plan
+    screen's keys, each confirmation's enter; SVG screenshots of the plan at its moments."""
+    from console.ui.app import ConsoleApp
+    from console.demo.hostsim.scenario import demo_profile, start_scenario
+    from console.ui.panes.swap import ConfirmScreen
+    from console.host.session import HostSession, make_transport
+
+    work = Path(tempfile.mkdtemp(prefix="gpuconsole-swap-tui-"))
+    sim = await simulated_host(work, speed)
+    await start_scenario(sim)
+    profile = demo_profile(sim).with_overrides({"gpu_interval_s": 0.5})
+    app = ConsoleApp.for_session(HostSession(profile, make_transport(profile), demo=True,
+                                             bench_path=work / "bench.jsonl"), record=True, record_dir=work / "rec")
+    await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
+    try:
+        async with app.run_test(size=(130, 48)) as pilot:
+            state = app.state
+            app.runner.swap.bench_plan = [(1, 4, 256, 128), (4, 8, 256, 128)]
+            await _until(lambda: state.data("service") is not None and state.data("gpu") is not None)
+            app.action_swap_plan()
+            await pilot.pause()
+            shots = {"download": "swap-plan-1-download", "stop_old": "swap-plan-2-confirm-stop",
+                     "benchmark": "swap-plan-3-done"}
+            for key, letter in (("download", "d"), ("install", "i"), ("preflight", "g"), ("stop_old", "s"),
+                                ("start_new", "n"), ("benchmark", "b")):
+                await pilot.press(letter)
+                await pilot.pause(0.3)
+                if not isinstance(app.screen, ConfirmScreen):
+                    raise SystemExit(f"{key}: no confirmation came up")
+                if key == "stop_old":
+                    app.save_screenshot(f"{shots[key]}.svg", str(out))
+                await pilot.press("enter")
+                if key == "download":
+                    await _until(lambda: (state.data("download") is not None
+                                          and state.data("download").bytes_done > 120e9))
+                    await pilot.pause(0.6)
+                    app.save_screenshot(f"{shots[key]}.svg", str(out))
+                await _until(lambda k=key: state.swap.steps[k].state in ("done", "failed", "skipped"), 600)
+                print(f"{key}: {state.swap.steps[key].state} — {state.swap.steps[key].detail}", file=sys.stderr)
+            await pilot.pause(1.0)
+            app.save_screenshot(f"{shots['benchmark']}.svg", str(out))
+    finally:
+        await sim.stop()
+    return out
+
+
+def render_all(recording: Path, out: Path, name: str = "swap-report") -> list[Path]:
+    from console.domain.swap.report import render, report_from_recording
+
+    report = report_from_recording(recording)
+    report["host"]["recording"] = recording.name  # not this machine's temp path
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for fmt, ext in (("md", "md"), ("html", "html"), ("json", "json")):
+        path = out / f"{name}.{ext}"
+        path.write_text(render(report, fmt), encoding="utf-8")
+        written.append(path)
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium:
+        png = out / f"{name}.png"
+        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={png}",
+                        "--window-size=1200,4400", "--hide-scrollbars", (out / f"{name}.html").resolve().as_uri()],
+                       check=False, capture_output=True, timeout=120)
+        if png.exists():
+            written.append(png)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m console.demo.swap_demo")
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--oom", action="store_true", help="the new server runs out of memory; roll back")
+    parser.add_argument("--speed", type=float, default=8.0)
+    parser.add_argument("--tui", action="store_true", help="drive it through the console's screens; save SVGs")
+    parser.add_argument("--path", choices=("in-place", "beside", "restart"),
+                        help="issue 24: play this path on its simulated host; writes swap-report-<path>.*")
+    args = parser.parse_args(argv)
+    if args.path:
+        recording, _ = asyncio.run(run_path_demo(args.out, args.path, speed=args.speed))
+        for path in render_all(recording, args.out, f"swap-report-{args.path}"):
+            print(path)
+        return 0
+    if args.tui:
+        asyncio.run(run_tui_demo(args.out, speed=args.speed))
+        return 0
+    recording = asyncio.run(run_demo(args.out, speed=args.speed, oom=args.oom))
+    name = "swap-report-rollback" if args.oom else "swap-report"
+    for path in render_all(recording, args.out, name):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

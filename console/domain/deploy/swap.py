@@ -1,0 +1,268 @@
+"""The swap across a deployment's nodes (issue 37): every node's old unit stopped (each drained),
+the new units started in the order SGLang needs (rank 0 first: it hosts the rendezvous store the
+others join; prefill before decode), ready only when the whole deployment is ready (state.derive),
+and a rollback of every node.
+
+Each host command is the single-host swap's own action (console/domain/swap/actions.py: `systemctl stop|
+start -- UNIT` under the host's `timeout -k`, quoted, checked unit names), run through that node's
+transport; `plan()` lists them all before anything runs (the confirmation shows them), the gate is
+the checks across nodes (checks.py: flags, downloads, rendezvous) and no node's fault, and every
+command is appended to the swap's audit log (console/domain/swap/controller.py's audit file). Under
+read_only nothing runs. What happened is read back from the nodes' own states (their units, GPU
+readings and log lines), never written by the swap: the report shows each node's timeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from console.domain.deploy.checks import Check
+from console.domain.deploy.profile import Deployment, DeploymentNode
+from console.domain.deploy.state import INIT_BEGIN, INIT_ENDS, DUMMY_HEALTH, FIRED_UP, message
+from console.domain.swap import actions as act
+
+DRAIN_FRACTION = 0.05  # a node is drained when its GPUs hold less than this share of their memory
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStep:
+    node: str  # the node's key
+    label: str
+    title: str  # "stop sglang-qwen397b-r1.service"
+    command: act.RemoteCommand
+
+
+@dataclass
+class NodeTimeline:
+    """What happened on one node, in the console's clock: the swap's own intents (issued) and what
+    the node's state showed (unit inactive, GPUs drained, its log's init and ready lines)."""
+
+    label: str
+    events: list[tuple[float, str]] = field(default_factory=list)
+
+    def add(self, at_s: float, what: str) -> None:
+        self.events.append((at_s, what))
+
+
+@dataclass
+class SwapRun:
+    kind: str  # "swap" or "rollback"
+    started_at_s: float
+    outcome: str = "running"  # "ready", "failed: …", "refused: …"
+    ended_at_s: float | None = None
+    nodes: dict[str, NodeTimeline] = field(default_factory=dict)
+
+
+def start_order(d: Deployment) -> list[DeploymentNode]:
+    """Rank 0 first (it opens the store at --dist-init-addr), then the other ranks; prefill before
+    decode; the router is not swapped (its URLs name the same servers)."""
+    role_order = {"rank": 0, "prefill": 0, "decode": 1}
+    nodes = [n for n in d.nodes if n.role != "router"]
+    return sorted(nodes, key=lambda n: (role_order.get(n.role, 2), n.node_rank))
+
+
+class DeploymentSwap:
+    def __init__(self, watch: Any, *, who: str = "operator", ready_timeout_s: float = 600.0,
+                 drain_timeout_s: float = 120.0, audit_file: Path | None = None,
+                 clock: Any = time.time) -> None:
+        self.watch = watch
+        self.deployment: Deployment = watch.deployment
+        self.who = who
+        self.ready_timeout_s = ready_timeout_s
+        self.drain_timeout_s = drain_timeout_s
+        self.audit_file = audit_file
+        self.clock = clock
+        self.runs: list[SwapRun] = []
+        self.busy = False
+
+    # -- what runs, before it runs ----------------------------------------------------------
+    @property
+    def read_only(self) -> bool:
+        return any(n.profile.read_only for n in self.deployment.nodes)
+
+    def plan(self, kind: str = "swap") -> list[NodeStep]:
+        """Every host command, in order (raises ActionError on a unit name a command cannot hold)."""
+        steps: list[NodeStep] = []
+        order = start_order(self.deployment)
+        stop_units = {n.key: (n.profile.compare_unit if kind == "swap" else n.profile.unit) for n in order}
+        start_units = {n.key: (n.profile.unit if kind == "swap" else n.profile.compare_unit) for n in order}
+        for n in reversed(order):  # stop: the other ranks first, rank 0 last (nothing waits on a store)
+            a = act.stop_service(act.check_unit(stop_units[n.key]))
+            steps.append(NodeStep(n.key, n.label, f"stop {stop_units[n.key]}", a.commands[0]))
+        for n in order:
+            a = act.start_service(act.check_unit(start_units[n.key]))
+            steps.append(NodeStep(n.key, n.label, f"start {start_units[n.key]}", a.commands[0]))
+        return steps
+
+    def preview(self, kind: str = "swap") -> list[str]:
+        """The lines the confirmation shows: each node's exact command, then what is waited for."""
+        lines = [f"# {kind} of {self.deployment.name}: {len(start_order(self.deployment))} nodes"]
+        for s in self.plan(kind):
+            lines.append(f"{s.label}: {s.command.script}")
+            if s.title.startswith("stop"):
+                lines.append(f"{s.label}: then wait: the unit inactive and its GPU memory drained")
+        lines.append("then wait: the whole deployment ready (rank 0 answers, every node's ranks up)")
+        return lines
+
+    def gate(self) -> list[str]:
+        """Why the swap may not start now (empty: it may): a failed check or a fault of any node."""
+        why = [f"{c.name}: {c.message}" for c in self.watch.checks() if c.severity == "error"]
+        why += [f"fault: {f}" for f in self.watch.view().faults]
+        return why
+
+    # -- running -----------------------------------------------------------------------------
+    async def run(self, kind: str = "swap", *, confirmed: bool = False) -> SwapRun:
+        run = SwapRun(kind, self.clock(), nodes={n.key: NodeTimeline(n.label) for n in start_order(self.deployment)})
+        self.runs.append(run)
+        if self.read_only:
+            return self._end(run, "refused: read-only: this session changes nothing on the hosts")
+        if not confirmed:
+            return self._end(run, "refused: not confirmed (the preview lists what would run)")
+        if self.busy:
+            return self._end(run, "refused: a swap is running: one at a time")
+        if kind == "swap" and hasattr(self.watch, "probe_all"):
+            await self.watch.probe_all()  # the gate judges the nodes as they are now, not at the last probe
+        if kind == "swap" and (why := self.gate()):
+            return self._end(run, "refused: the gate: " + "; ".join(why[:3]))
+        try:
+            steps = self.plan(kind)
+        except act.ActionError as exc:
+            return self._end(run, f"refused: {exc}")
+        self.busy = True
+        try:
+            stops = [s for s in steps if s.title.startswith("stop")]
+            starts = [s for s in steps if s.title.startswith("start")]
+            # every node stopped at once, each followed until its unit is inactive and drained
+            results = await asyncio.gather(*(self._stop(run, s) for s in stops))
+            failed = [r for r in results if r]
+            if failed:
+                return self._end(run, f"failed: {failed[0]}")
+            for s in starts:
+                if (why := await self._command(run, s)):
+                    return self._end(run, f"failed: {why}")
+            return self._end(run, await self._ready(run))
+        finally:
+            self.busy = False
+
+    def _end(self, run: SwapRun, outcome: str) -> SwapRun:
+        run.outcome = outcome
+        run.ended_at_s = self.clock()
+        if not outcome.startswith("refused"):  # a refused run ran nothing: no node has a timeline
+            self._read_back(run)
+        return run
+
+    async def _command(self, run: SwapRun, s: NodeStep) -> str | None:
+        transport = self.watch.transport(s.node)
+        run.nodes[s.node].add(self.clock(), f"{s.title} issued by {self.who}")
+        if transport is None:
+            return f"{s.label}: no connection"
+        try:
+            result = await transport.run(s.command.script, timeout=s.command.timeout_s)
+        except Exception as exc:  # the transport's errors: connect, timeout, command failed
+            self._audit(s, None, f"{type(exc).__name__}: {exc}")
+            return f"{s.label}: {s.title}: {type(exc).__name__}: {exc}"
+        out = (result.stdout + result.stderr).decode("utf-8", "replace").strip()
+        self._audit(s, result.exit_status, out)
+        if result.exit_status != 0:
+            return f"{s.label}: {s.title} exited {result.exit_status}: {out[-200:]}"
+        return None
+
+    async def _stop(self, run: SwapRun, s: NodeStep) -> str | None:
+        if (why := await self._command(run, s)):
+            return why
+        unit = s.title.split(" ", 1)[1]
+        transport = self.watch.transport(s.node)
+        deadline = time.monotonic() + self.drain_timeout_s
+        inactive = drained = False
+        while time.monotonic() < deadline:
+            if not inactive:
+                try:
+                    r = await transport.run(act.unit_state_check(unit), timeout=20)
+                    inactive = act.parse_unit_state(r.stdout.decode("utf-8", "replace")).get("ActiveState") in (
+                        "inactive", "failed")
+                except Exception:  # noqa: BLE001 - read again on the next turn
+                    inactive = False
+                if inactive:
+                    run.nodes[s.node].add(self.clock(), f"{unit} inactive")
+            if inactive and not drained:
+                drained = self._drained(s.node)
+                if drained:
+                    run.nodes[s.node].add(self.clock(), "GPU memory drained")
+                    return None
+            await asyncio.sleep(0.5)
+        return f"{s.label}: {unit} " + ("did not release its GPU memory" if inactive else "did not stop") + \
+            f" within {self.drain_timeout_s:.0f} s"
+
+    def _drained(self, key: str) -> bool:
+        state = self.watch.states.get(key)
+        gpus = state.data("gpu") if state is not None else None
+        if gpus is None or not gpus.gpus:
+            return False
+        used = sum(g.memory_used_mib or 0 for g in gpus.gpus)
+        total = sum(g.memory_total_mib or 0 for g in gpus.gpus) or 1
+        return used / total < DRAIN_FRACTION
+
+    async def _ready(self, run: SwapRun) -> str:
+        deadline = time.monotonic() + self.ready_timeout_s
+        asked = 0.0
+        while time.monotonic() < deadline:
+            if time.monotonic() - asked > 3.0:  # each node's probe asks its server port too
+                asked = time.monotonic()
+                await self.watch.probe_all()
+            status = self.watch.view().status
+            if status.status == "ready":
+                return "ready"
+            if status.status == "failed":
+                return f"failed: {status.reason}"
+            await asyncio.sleep(0.5)
+        return f"failed: not ready within {self.ready_timeout_s:.0f} s: {self.watch.view().status.reason}"
+
+    def _read_back(self, run: SwapRun) -> None:
+        """Each node's own lines since the run began, as the node's state holds them: its init
+        begin/ends, its dummy health server, rank 0's ready line (times on the console's clock)."""
+        view = self.watch.view()
+        marks = {INIT_BEGIN: "distributed init began", INIT_ENDS: "distributed init ended",
+                 DUMMY_HEALTH: "dummy health server up", FIRED_UP: "ready line"}
+        seen: set[tuple[str, str]] = set()
+        for line in view.timeline:
+            if line.at_s is None or line.at_s < run.started_at_s or line.node not in run.nodes:
+                continue
+            for needle, what in marks.items():
+                if line.text.startswith(needle) and (line.node, what) not in seen:
+                    seen.add((line.node, what))
+                    run.nodes[line.node].add(line.at_s, f"{what} ({line.label})")
+        for t in run.nodes.values():
+            t.events.sort(key=lambda e: e[0])
+
+    def _audit(self, s: NodeStep, status: int | None, output: str) -> None:
+        if self.audit_file is None:
+            return
+        self.audit_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.audit_file, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"at_s": self.clock(), "who": self.who, "deployment": self.deployment.name,
+                                 "node": s.label, "host": self.deployment.node(s.node).profile.host,
+                                 "action": s.title, "command": s.command.script, "status": status,
+                                 "output": output[-500:]}) + "\n")
+
+
+def format_report(run: SwapRun, deployment: Deployment, checks: tuple[Check, ...] = ()) -> str:
+    """The run as Markdown: the outcome, then each node's timeline (seconds from the start)."""
+    took = f"{run.ended_at_s - run.started_at_s:.1f} s" if run.ended_at_s is not None else "running"
+    out = [f"# {run.kind} of {deployment.name}: {run.outcome}", "",
+           f"started {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(run.started_at_s))} UTC, took {took}", ""]
+    for key, t in run.nodes.items():
+        out.append(f"## {t.label} ({deployment.node(key).profile.host})")
+        if not t.events:
+            out.append("- nothing happened on this node")
+        for at, what in t.events:
+            out.append(f"- +{at - run.started_at_s:6.1f} s  {what}")
+        out.append("")
+    return "\n".join(out)
+
+
+__all__ = ["DeploymentSwap", "SwapRun", "format_report", "message", "start_order"]

@@ -1,0 +1,930 @@
+"""The swap, run in the core: the runner owns one `SwapController`; views ask it for a preview
+(the exact commands), confirm it once, approve, override a gate check. Everything it does reaches
+the views as state events (the plan's steps, the gate, the downtime clock, approvals, the audit
+log), so every attached client sees the same thing and a recording can be turned into a report.
+
+Rules kept here, not in a widget: read-only refuses every action; one action at a time; a
+confirmation runs once; a failed step stops the plan (rollback is offered); a step whose command
+lost the connection is re-read from the host when it is back, never assumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import difflib
+import getpass
+import json
+import logging
+import os
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from console.core.derive.swap_observer import _side, freed_between, verification
+from console.core.derive.swap_view import (
+    PLAN_STEPS,
+    STEP_TITLES,
+    ApprovalChanged,
+    AuditAppended,
+    AuditEntry,
+    GateChanged,
+    SwapSetup,
+    SwapStep,
+    SwapStepChanged,
+    format_duration,
+)
+from console.core.state import ReadingChanged
+from console.domain.swap import actions as act
+from console.domain.swap import container_plan, fastpath, preflight
+from console.domain.swap.errors import StepFailed, StepRefused, _Dropped
+from console.host.transport.errors import CommandTimeout, TransportError
+from console.locations import data_home
+from console.redact import redact_text
+
+log = logging.getLogger("gpuconsole.swap")
+
+APPROVAL_ACTIONS = ("stop_old", "start_new", "rollback", *fastpath.APPROVAL_KEYS)  # issue 24: its host changes
+ACTIONS = ("download", "stop_download", "verify", "install", "preflight", "stop_old", "start_new", "benchmark",
+           "rollback", "swap", *fastpath.KEYS)  # fastpath.KEYS: issue 24's faster paths
+# Commands that start, stop or replace a unit (or a container): the service source re-reads at once
+UNIT_ACTIONS = ("install", "stop_old", "start_new", "rollback", "in_place", "beside", "switch_traffic")
+TAIL_CHARS = 600
+DRAINED_MIB = 1024  # a GPU holding less than this (the CUDA context of nothing) counts as drained
+
+
+def default_who() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "operator"
+
+
+def audit_path(*, demo: bool = False) -> Path:
+    """The user's audit log; a demo keeps its own beside it (its simulated actions are not the user's)."""
+    return data_home() / ("demo-audit.jsonl" if demo else "audit.jsonl")
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """What a confirmation dialog shows: the action's commands, and the gate for a stop."""
+
+    id: str
+    key: str
+    title: str
+    lines: tuple[str, ...]
+    needs_approval: bool
+    gate: tuple[Any, ...] = ()
+
+
+class SwapController:
+    def __init__(self, runner: Any, *, who: str | None = None) -> None:
+        self.runner = runner
+        self.state = runner.state
+        self.host = runner.host
+        self.session = runner.session
+        self.profile = runner.session.profile
+        self.who = who or default_who()
+        self.busy: str | None = None
+        self.poll_s = 0.5
+        self.bench_plan: list[tuple[int, int, int, int]] | None = None  # None: the story's sweep
+        self.audit_file: Path | None = audit_path(demo=bool(getattr(runner.session, "demo", False)))
+        self._previews: dict[str, tuple[str, float]] = {}
+        self._consumed: set[str] = set()
+        self._overrides: dict[str, str] = {}
+        self._approvals: dict[str, asyncio.Future[str]] = {}
+        self._task: asyncio.Task[Any] | None = None
+        self._download_task: asyncio.Task[Any] | None = None
+        self._clock: Callable[[], float] = time.time
+        # The swap as the host lived it (steps nobody ran from here, written in as observed) is a
+        # step of the state's apply, turned on by the runner (console/core/derive.py: Observe).
+        self.fast = fastpath.FastPaths(self)  # issue 24: path choice, prediction, pre-warm, in place, beside
+        self.containers = container_plan.ContainerPlan(self)  # issue 26: the swap on containers
+
+    # -- what views may ask ----------------------------------------------------------------
+    @property
+    def read_only(self) -> bool:
+        return bool(getattr(self.profile, "read_only", False) or self.state.info.read_only)
+
+    @property
+    def old_unit(self) -> str | None:
+        if self.containers.active:  # issue 26 hook: the old service is a container
+            return self.containers.old_name
+        return self.profile.compare_unit
+
+    @property
+    def new_unit(self) -> str | None:
+        if self.containers.active:  # issue 26 hook: the new service is a container
+            return self.containers.new_name
+        return self.profile.unit
+
+    def announce(self) -> None:
+        self.state.apply(SwapSetup(self.host, self.old_unit, self.new_unit, self.profile.repo_id,
+                                   self.profile.model_dir, self.read_only,
+                                   bool(getattr(self.profile, "require_approval", False)),
+                                   bool(getattr(self.profile, "verify_sha", False)), self.busy))
+        if self.containers.active:  # issue 26 hook
+            self.containers.announce()
+
+    def refusal(self, key: str) -> str | None:
+        if self.read_only:
+            return "read-only: this session changes nothing on the host"
+        if key not in ACTIONS:
+            return f"no such action: {key}"
+        if self.busy is not None:
+            return f"{STEP_TITLES.get(self.busy, self.busy)} is running: one action at a time"
+        if key == "download" and self._download_followed():
+            return "the download is already running (x stops it)"
+        return None
+
+    def build(self, key: str) -> list[act.Action]:
+        """The actions behind a key, with their exact commands (raises ActionError on bad values)."""
+        p = self.profile
+        approval = bool(getattr(p, "require_approval", False))
+        if key in fastpath.KEYS:  # issue 24 hook
+            return self.fast.build(key)
+        if self.containers.active and key in container_plan.KEYS:  # issue 26 hook: docker, not systemctl
+            return self.containers.build(key)
+        if key == "download":
+            return [act.download(p.repo_id or "", p.model_dir or "")]
+        if key == "stop_download":
+            return [act.stop_download(p.model_dir or "")]
+        if key == "install":
+            return [act.install_unit(act.check_unit(self.new_unit), self._draft_text(),
+                                     time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), self._units_dir())]
+        if key == "stop_old":
+            return [act.stop_service(act.check_unit(self.old_unit), approval=approval)]
+        if key == "start_new":
+            return [act.start_service(act.check_unit(self.new_unit), approval=approval)]
+        if key == "rollback" and (fast := self.fast.rollback_actions()) is not None:  # issue 24 hook
+            return fast
+        if key == "rollback":
+            return [act.rollback(act.check_unit(self.new_unit), act.check_unit(self.old_unit), approval=approval)]
+        if key == "benchmark":
+            port = self.fast.bench_port()  # issue 24: beside, the new server on its own port
+            return [act.benchmark(self._bench_label() + (f" on port {port}, before traffic moves" if port else ""))]
+        if key == "verify":
+            commands, why = self._verify_commands()
+            return [act.Action(key, STEP_TITLES[key], commands, waits_for=why or (
+                "every file's sha256 against the listing hf download kept (or the Hub's)"))]
+        if key == "preflight":
+            return [act.Action(key, STEP_TITLES[key], (), waits_for=(
+                "every check passes (nothing runs on the host: the gate judges what the console reads)"))]
+        if key == "swap":
+            out: list[act.Action] = []
+            for step in self._remaining():
+                out += self.build(step)
+            return out
+        raise act.ActionError(f"no such action: {key}")
+
+    def preview(self, key: str) -> tuple[str | None, Preview | None]:
+        """(why not, None) or (None, the preview to confirm)."""
+        why = self.refusal(key)
+        if why:
+            return why, None
+        try:
+            built = self.build(key)
+        except (act.ActionError, OSError) as exc:
+            return str(exc), None
+        lines: list[str] = []
+        for a in built:
+            lines.append(f"# {a.title}" + ("  (needs another person's approval)" if a.needs_approval else ""))
+            lines += a.display()
+            lines += self._preview_extra(a)
+        gate: tuple[Any, ...] = ()
+        if key in ("stop_old", "swap", "preflight"):
+            gate = self.evaluate_gate()
+        pid = secrets.token_hex(6)
+        self._previews[pid] = (key, self._clock())
+        return None, Preview(pid, key, STEP_TITLES.get(key, "The swap, step by step"), tuple(lines),
+                             any(a.needs_approval for a in built), gate)
+
+    def _verify_commands(self) -> tuple[tuple[act.RemoteCommand, ...], str | None]:
+        """The exact sha256 loop `v` runs (console.host.sources.download.verify_sha256), for the preview."""
+        from console.host.sources.download import verifiable_files
+        from console.host.transport.base import operand, quote
+
+        watcher = getattr(self.session, "_download", None)
+        if watcher is None:
+            return (), "no model directory is watched: nothing to verify"
+        files = verifiable_files(watcher)
+        if not files:
+            return (), "no finished file has a known sha256 yet (the listing hf download keeps, or the Hub's)"
+        names = " ".join(quote(path) for path, _, _ in files)
+        script = (f"cd -- {operand(watcher.model_dir)} && for f in {names}; do sha256sum -- \"$f\" || "
+                  "echo \"ERROR $f\"; done")
+        return (act.RemoteCommand(script, 3600, f"sha256 of {len(files)} file(s)"),), None
+
+    def _preview_extra(self, action: act.Action) -> list[str]:
+        """What a preview must show besides the commands: the unit's text and its diff against the
+        installed one; the gate's checks as they stand."""
+
+        if action.key == "install" and action.write is not None:
+            side = _named_side(self.state.data("service"), self.new_unit)
+            installed = side.text if side is not None and side.error is None and side.text else None
+            new_text = redact_text(action.write.text)
+            out = [f"# {action.write.path}: " + ("the installed file, then the new one (diff)" if installed
+                                                  else "not installed yet; its text:")]
+            if installed is None:
+                return out + [f"  {line}" for line in new_text.splitlines()]
+            diff = list(difflib.unified_diff(installed.splitlines(), new_text.splitlines(),
+                                             "installed", "new", lineterm="", n=1))
+            return out + (diff or ["  (the same text as the installed file)"])
+        if action.key == "preflight":
+            planned = [] if self.fast.plan is not None or not self.fast.can_plan() else [
+                "# first the path is planned from the host's read-only facts (both config.json, the shards, "
+                "fincore, this host's recorded boots): the gate then shows it with its predicted downtime"]
+            return planned + ["# the checks, as they stand now:"] + [
+                f"  {c.name}: {c.verdict} — {c.reason}" for c in self.evaluate_gate()]
+        return []
+
+    def confirm(self, preview_id: str, who: str | None = None) -> str | None:
+        """Run a previewed action; a second confirmation of the same preview is refused."""
+        if preview_id in self._consumed:
+            return "already confirmed: it runs once"
+        entry = self._previews.pop(preview_id, None)
+        if entry is None:
+            return "no such confirmation (open the action again)"
+        key = entry[0]
+        why = self.refusal(key)
+        if why:
+            return why
+        self._consumed.add(preview_id)
+        self._start(key, who or self.who)
+        return None
+
+    def request(self, key: str, who: str | None = None) -> str | None:
+        """Preview and confirm at once (the API for scripts and tests)."""
+        why, preview = self.preview(key)
+        if preview is None:
+            return why
+        return self.confirm(preview.id, who)
+
+    def override(self, check: str, typed: str, who: str | None = None) -> str | None:
+        """Override one failing gate check: only by typing its exact name."""
+        if self.read_only:
+            return "read-only: this session changes nothing on the host"
+        if check not in preflight.CHECKS:
+            return f"no such check: {check}"
+        if typed.strip() != check:
+            return f"type the check's name ({check}) to override it"
+        self._overrides[check] = who or self.who
+        self._audit(who or self.who, "override", f"override gate check {check}", None, "", note="gate override")
+        self.state.apply(GateChanged(self.host, self.evaluate_gate(), self._clock()))
+        return None
+
+    def approve(self, request_id: str, who: str) -> str | None:
+        """The one hook a paired client calls: another person grants a pending request."""
+        return self._decide(request_id, who, "granted")
+
+    def deny(self, request_id: str, who: str) -> str | None:
+        return self._decide(request_id, who, "denied")
+
+    def withdraw(self, request_id: str, who: str) -> str | None:
+        """The requester takes a pending request back: the step fails, nothing runs."""
+        req = self.state.swap.approvals.get(request_id)
+        future = self._approvals.get(request_id)
+        if req is None or future is None or req.status != "pending":
+            return "no such pending request"
+        if who != req.requested_by:
+            return f"only {req.requested_by}, who asked, can withdraw it"
+        self.state.apply(replace(req, status="withdrawn", decided_by=who, decided_at_s=self._clock()))
+        if not future.done():
+            future.set_result("withdrawn")
+        return None
+
+    def _decide(self, request_id: str, who: str, status: str) -> str | None:
+        req = self.state.swap.approvals.get(request_id)
+        future = self._approvals.get(request_id)
+        if req is None or future is None or req.status != "pending":
+            return "no such pending request"
+        if not who or who == req.requested_by:
+            return "another person must approve (the two-person rule)"
+        self.state.apply(replace(req, status=status, decided_by=who, decided_at_s=self._clock()))
+        if not future.done():
+            future.set_result(status)
+        return None
+
+    def evaluate_gate(self) -> tuple[Any, ...]:
+        return preflight.evaluate(self.state, forbidden=tuple(self.profile.forbidden_prefixes),
+                                  verify_sha=bool(getattr(self.profile, "verify_sha", False)),
+                                  model_dir=self.profile.model_dir, overrides=self._overrides) \
+            + self.fast.gate_checks()  # issue 24 hook: the chosen path and its predicted downtime
+
+    async def wait_idle(self, timeout: float = 600) -> None:
+        if self._task is not None:
+            await asyncio.wait_for(asyncio.shield(self._task), timeout)
+
+    def cancel(self) -> None:
+        for task in (self._task, self._download_task):
+            if task is not None:
+                task.cancel()
+
+    async def wait_download(self, timeout: float = 600) -> None:
+        if self._download_task is not None:
+            await asyncio.wait_for(asyncio.shield(self._download_task), timeout)
+
+    # -- running ---------------------------------------------------------------------------
+    def _start(self, key: str, who: str) -> None:
+        self.busy = key
+        self.announce()
+        self._task = self.runner._spawn(self._run_key(key, who), f"swap:{key}")
+
+    async def _run_key(self, key: str, who: str) -> None:
+        try:
+            if key == "swap":
+                ran: set[str] = set()
+                # The remaining steps again after each: the preflight may plan a faster path (issue 24).
+                while (step := next((k for k in self._remaining() if k not in ran), None)) is not None:
+                    ran.add(step)
+                    if step == "download" and self._download_followed():
+                        await asyncio.shield(self._download_task)  # type: ignore[arg-type]
+                        if self.state.swap.steps["download"].state != "done":
+                            break
+                        continue
+                    if not await self._step(step, who):
+                        break
+            elif key == "download":
+                # Started, then followed in the background: the other steps (install, the gate) may
+                # run while the files arrive, as in the story.
+                if await self._step("download", who, detach=True):
+                    self._download_task = self.runner._spawn(self._follow_download_step(), "swap:download")
+            elif key == "stop_download":
+                await self._stop_download(who)
+            else:
+                await self._step(key, who)
+        finally:
+            self.busy = None
+            self.announce()
+
+    def _remaining(self) -> list[str]:
+        steps = self.state.swap.steps
+        keys = [k for k, _ in PLAN_STEPS]
+        return self.fast.remaining([k for k in keys if steps[k].state not in ("done", "skipped")])  # issue 24 hook
+
+    def _set(self, key: str, **changes: Any) -> SwapStep:
+        step = self.state.swap.steps.get(key) or SwapStep(key, STEP_TITLES[key])
+        step = replace(step, **changes)
+        self.state.apply(SwapStepChanged(self.host, step))
+        return step
+
+    def _download_followed(self) -> bool:
+        return self._download_task is not None and not self._download_task.done()
+
+    async def _follow_download_step(self) -> None:
+        try:
+            detail = await self._follow_download()
+        except StepFailed as exc:
+            if self.state.swap.steps["download"].state == "running":
+                self._set("download", state="failed", ended_at_s=self._clock(), detail=str(exc))
+                self.runner.notice("swap step failed", f"{STEP_TITLES['download']}: {exc}", "error")
+            return
+        if self.state.swap.steps["download"].state == "running":
+            self._set("download", state="done", ended_at_s=self._clock(), detail=detail)
+
+    async def _step(self, key: str, who: str, *, detach: bool = False) -> bool:
+        """Run one step to done, failed or skipped; True when the plan may go on. `detach`: the
+        download only starts (the step stays running, followed by another task)."""
+        runners: dict[str, Callable[[str], Awaitable[str]]] = {
+            "download": self._download, "verify": self._verify, "install": self._install,
+            "preflight": self._preflight, "stop_old": self._stop_old, "start_new": self._start_new,
+            "benchmark": self._benchmark, "rollback": self._rollback, **self.fast.runners(),  # issue 24 hook
+            **self.containers.runners()}  # issue 26 hook: {} unless the profile names containers
+        if key in fastpath.PLAN_BEFORE:  # issue 24 hook: the path and its prediction, before anything ran
+            await self.fast.ensure_plan()
+        try:
+            commands = tuple(line for a in self.build(key) for line in a.display())
+        except (act.ActionError, OSError) as exc:
+            self._set(key, state="failed", started_at_s=self._clock(), ended_at_s=self._clock(), detail=str(exc),
+                      who=who)
+            return False
+        self._set(key, state="running", started_at_s=self._clock(), ended_at_s=None, detail="", commands=commands,
+                  who=who)
+        try:
+            if detach:
+                await self._download_start(who)
+                self._set(key, detail="started; following the download")
+                return True
+            detail = await runners[key](who)
+        except StepRefused as exc:
+            self._set(key, state="refused", ended_at_s=self._clock(), detail=str(exc))
+            self.runner.notice("swap step refused", f"{STEP_TITLES[key]}: {exc}", "warning")
+            return False
+        except StepFailed as exc:
+            self._set(key, state="failed", ended_at_s=self._clock(), detail=str(exc))
+            if key not in ("rollback", "benchmark", "download", "verify", "preflight", "install"):
+                self.runner.notice("swap step failed", f"{STEP_TITLES[key]}: {exc} — rollback is offered", "error")
+            else:
+                self.runner.notice("swap step failed", f"{STEP_TITLES[key]}: {exc}", "error")
+            return False
+        except asyncio.CancelledError:
+            self._set(key, state="failed", ended_at_s=self._clock(), detail="cancelled (the console closed)")
+            raise
+        if detail == "skipped":
+            self._set(key, state="skipped", ended_at_s=self._clock(), detail="not asked for by the profile")
+        else:
+            self._set(key, state="done", ended_at_s=self._clock(), detail=detail)
+        return True
+
+    # -- commands, audited -----------------------------------------------------------------
+    def _audit(self, who: str, action: str, command: str, status: int | None, output: str,
+               duration_s: float | None = None, note: str = "") -> None:
+        entry = AuditEntry(who, self._clock(), action, redact_text(command), status,
+                           redact_text(output[-TAIL_CHARS:]), duration_s, note)
+        self.state.apply(AuditAppended(self.host, entry))
+        if self.audit_file is not None:
+            try:
+                self.audit_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                # 0600 like the recordings: who ran what on which host is nobody else's (issue 21, item 16)
+                fd = os.open(self.audit_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                if os.fstat(fd).st_mode & 0o077:
+                    os.fchmod(fd, 0o600)
+                with os.fdopen(fd, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps({"host": self.host, **{f: getattr(entry, f) for f in entry.__slots__}})
+                             + "\n")
+            except OSError as exc:
+                self.runner.notice("audit log", f"cannot append to {self.audit_file}: {exc}", "warning")
+
+    async def _run(self, who: str, action: str, cmd: act.RemoteCommand) -> Any:
+        """One command through the transport; its exit status is respected by the caller. Raises
+        _Dropped when no exit status came back (the outcome must be re-read from the host)."""
+        started = time.monotonic()
+        try:
+            result = await self.session.transport.run(cmd.script, timeout=cmd.timeout_s)
+        except TransportError as exc:
+            kind = "timed out" if isinstance(exc, CommandTimeout) else "connection lost"
+            self._audit(who, action, cmd.script, None, str(exc), time.monotonic() - started, note=kind)
+            raise _Dropped(f"{kind}: {exc}") from None
+        output = (result.text + ("\n" + result.error_text if result.error_text else "")).strip()
+        self._audit(who, action, cmd.script, result.exit_status, output, time.monotonic() - started)
+        if action in UNIT_ACTIONS:  # a unit started, stopped or replaced: the diff pane reads it now
+            self.runner.repoll("service")
+        return result
+
+    async def _reconnected(self, key: str, why: str, timeout_s: float = 600) -> None:
+        self._set(key, detail=f"{why}: re-reading the outcome from the host when the connection is back")
+        deadline = time.monotonic() + timeout_s
+        while not self._connected():
+            if time.monotonic() > deadline:
+                raise StepFailed(f"{why}; the host did not come back within {timeout_s:.0f}s: outcome unknown")
+            await asyncio.sleep(self.poll_s)
+
+    def _connected(self) -> bool:
+        return self.session.transport.state.status == "connected"
+
+    async def _unit_state(self, unit: str) -> dict[str, str]:
+        for _ in range(3):
+            try:
+                r = await self.session.transport.run(act.unit_state_check(unit), timeout=20)
+                return act.parse_unit_state(r.text)
+            except TransportError:
+                await self._reconnected(self.busy or "stop_old", "connection lost while reading the unit")
+        raise StepFailed(f"cannot read the state of {unit}")
+
+    # -- the steps -------------------------------------------------------------------------
+    async def _download(self, who: str) -> str:
+        await self._download_start(who)
+        return await self._follow_download()
+
+    async def _download_start(self, who: str) -> None:
+        (action,) = self.build("download")
+        try:
+            result = await self._run(who, "download", action.commands[0])
+            if not result.ok:
+                raise StepFailed(f"hf download did not start (exit {result.exit_status}): "
+                                 f"{(result.error_text or result.text).strip()[-200:]}")
+        except _Dropped as exc:
+            await self._reconnected("download", str(exc))
+
+    async def _follow_download(self) -> str:
+        model_dir = self.profile.model_dir
+        check = act.RemoteCommand(act.download_running_check(model_dir or ""), 20, "is the download running")
+        last_check = 0.0
+        while True:
+            if self.state.swap.steps["download"].state != "running":
+                raise StepFailed(self.state.swap.steps["download"].detail or "stopped")
+            d = self.state.data("download")
+            if d is not None and d.complete is True and not d.partial_files:
+                return f"complete: {d.shards_done}/{d.shards_total} shards, sizes match"
+            if d is not None:
+                eta = f", ETA {d.eta_s:.0f}s" if d.eta_s else ""
+                self._set("download", detail=f"{d.bytes_done / 1e9:.0f} of {(d.bytes_total or 0) / 1e9:.0f} GB, "
+                                             f"{d.shards_done}/{d.shards_total} shards{eta}")
+            if time.monotonic() - last_check > 5:
+                last_check = time.monotonic()
+                try:
+                    r = await self.session.transport.run(check.script, timeout=check.timeout_s)
+                    if r.text.strip() == "stopped":
+                        # hf exits when its last file is in place: a reading taken after that says
+                        # whether they are complete (under load the next poll may take seconds).
+                        asked = time.time()
+                        for _ in range(int(15 / max(self.poll_s, 0.05))):
+                            self.runner.repoll("download")
+                            await asyncio.sleep(self.poll_s)
+                            reading = self.state.reading("download")
+                            if reading is not None and (reading.ok_at_s or 0) > asked:
+                                break
+                        d = self.state.data("download")
+                        if d is not None and d.complete is True:
+                            continue
+                        raise StepFailed("hf download is no longer running and the files are not complete "
+                                         "(resume it with the download action)")
+                except TransportError:
+                    await self._reconnected("download", "connection lost")
+            await asyncio.sleep(self.poll_s)
+
+    async def _stop_download(self, who: str) -> None:
+        (action,) = self.build("stop_download")
+        try:
+            await self._run(who, "stop_download", action.commands[0])
+        except _Dropped:
+            pass
+        step = self.state.swap.steps["download"]
+        if step.state == "running":
+            self._set("download", state="failed", ended_at_s=self._clock(), detail="stopped by " + who)
+
+    async def _verify(self, who: str) -> str:
+        # A Verify the operator confirmed runs, asked for by the profile or not (issue 22 item 5).
+        commands, _ = self._verify_commands()
+        why = self.runner.verify()
+        if why:
+            raise StepFailed(why)
+        self._audit(who, "verify", commands[0].script if commands else "sha256sum of every finished file",
+                    None, "", note="started")
+        while True:
+            v = verification(self.state)
+            if v is not None and (v.finished or v.error):
+                if v.error:
+                    raise StepFailed(v.error)
+                if v.mismatched:
+                    raise StepFailed(f"{len(v.mismatched)} file(s) differ from {v.reference_text()}: "
+                                     f"{', '.join(v.mismatched[:3])}")
+                return f"{v.matched}/{v.total_files} files match {v.reference_text()}"
+            await asyncio.sleep(self.poll_s)
+
+    def _units_dir(self) -> str:
+        """Where the host's admin units live: the directory of the old (or already installed new)
+        unit's file, as `systemctl cat` showed it, when that is an /etc/systemd/system."""
+        report = self.state.data("service")
+        for side in ((report.new, report.old) if report is not None else ()):
+            if side is not None and side.unit is not None and side.unit.sources:
+                directory = os.path.dirname(side.unit.sources[0])
+                return directory if directory.endswith("/etc/systemd/system") else act.UNITS_DIR
+        raise act.ActionError("where the host's units live is not known yet (wait for the service pane)")
+
+    def _draft_text(self) -> str:
+        return self.fast.draft_text(self._draft_text_raw())  # issue 24 hook: the beside unit's GPUs and port
+
+    def _draft_text_raw(self) -> str:
+        path = getattr(self.profile, "unit_draft", None)
+        if not path:
+            raise act.ActionError("no drafted unit: set unit_draft in the profile (the new unit file on this machine)")
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+        if "[Service]" not in text:
+            raise act.ActionError(f"{path} is not a unit file (no [Service] section)")
+        return text
+
+    async def _install(self, who: str) -> str:
+        (action,) = self.build("install")
+        w = action.write
+        assert w is not None
+        transport = self.session.transport
+        try:
+            await asyncio.wait_for(transport.write_file(w.temp_path, w.text.encode()), 30)
+        except (TransportError, OSError, asyncio.TimeoutError) as exc:
+            self._audit(who, "install", f"sftp put {w.temp_path}", None, str(exc), note="write failed")
+            with contextlib.suppress(TransportError, OSError):
+                await transport.run(act.bounded(["rm", "-f", "--", w.temp_path], 10), timeout=15)
+            raise StepFailed(f"writing {w.temp_path} failed ({exc}): {w.path} is unchanged") from None
+        self._audit(who, "install", f"sftp put {w.temp_path}", 0, f"{len(w.text.encode())} bytes")
+        result = None
+        try:
+            result = await self._run(who, "install", action.commands[0])
+            if not result.ok:
+                raise StepFailed(f"install failed (exit {result.exit_status}): "
+                                 f"{(result.error_text or result.text).strip()[-200:]}")
+        except _Dropped as exc:
+            await self._reconnected("install", str(exc))
+            try:
+                now = await transport.read_file(w.path, timeout=15)
+            except (TransportError, OSError):
+                raise StepFailed(f"after the drop, {w.path} cannot be read: outcome unknown") from None
+            if now.decode("utf-8", "replace") != w.text:
+                raise StepFailed(f"after the drop, {w.path} is not the new unit: the old file is in place") from None
+            reload = act.RemoteCommand(act.bounded(["systemctl", "daemon-reload"], 60), 70, "daemon-reload")
+            try:
+                if not (await self._run(who, "install", reload)).ok:
+                    raise StepFailed("daemon-reload failed after the drop")
+            except _Dropped:
+                raise StepFailed("the connection dropped again during daemon-reload") from None
+        kept = [ln for ln in result.text.splitlines() if ln.startswith("kept ")] if result is not None else []
+        self.runner.repoll("service")
+        return f"installed {w.path}" + (f"; {kept[0]}" if kept else "") + "; daemon-reload done"
+
+    async def _fresh_service(self, wait_s: float = 30.0) -> None:
+        """After an install, the diff must describe the unit now on the host: wait for a reading
+        taken after it (the gate then judges what is really there)."""
+        install = self.state.swap.steps["install"]
+        if install.state != "done" or install.ended_at_s is None:
+            return
+        installed = install.ended_at_s
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            reading = self.state.reading("service")
+            if reading is not None and (reading.ok_at_s or 0) >= installed and reading.data is not None \
+                    and reading.data.new.command is not None:
+                return
+            self.runner.repoll("service")
+            await asyncio.sleep(self.poll_s)
+
+    async def _preflight(self, who: str) -> str:
+        await self._fresh_service()
+        checks = self.evaluate_gate()
+        self.state.apply(GateChanged(self.host, checks, self._clock()))
+        bad = preflight.failing(checks)
+        if bad:
+            raise StepRefused("the gate refuses: " + "; ".join(f"{c.name}: {c.reason}" for c in bad))
+        over = [c.name for c in checks if c.overridden_by]
+        return "every check passes" + (f" (overridden: {', '.join(over)})" if over else "")
+
+    async def _approval(self, key: str, who: str) -> None:
+        if not getattr(self.profile, "require_approval", False) or key not in APPROVAL_ACTIONS:
+            return
+        (action,) = self.build(key)
+        if not action.commands:  # issue 24: an action with no command (the operator's switch) changes nothing
+            return
+        rid = secrets.token_hex(4)
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._approvals[rid] = future
+        self.state.apply(ApprovalChanged(self.host, rid, key, tuple(action.display()), who, self._clock()))
+        # Everyone attached hears of it (a toast in every console), not only whoever opens the plan.
+        self.runner.notice("approval needed", f"{who} asks to {STEP_TITLES[key].lower()}: "
+                           + "; ".join(c.script for c in action.commands)[:300] + " (Swap plan: a approves)",
+                           "warning")
+        self._set(key, detail=f"waiting for another person's approval (request {rid})")
+        try:
+            status = await future
+        except asyncio.CancelledError:
+            req = self.state.swap.approvals.get(rid)
+            if req is not None and req.status == "pending":
+                self.state.apply(replace(req, status="withdrawn", decided_at_s=self._clock()))
+            raise
+        finally:
+            self._approvals.pop(rid, None)
+        decided = self.state.swap.approvals[rid]
+        self._audit(decided.decided_by or "?", key, f"approval {rid}: {status}", None, "", note="two-person rule")
+        if status != "granted":
+            verb = "withdrew" if status == "withdrawn" else status
+            raise StepRefused(f"{decided.decided_by} {verb} the request: nothing ran")
+        self._set(key, detail=f"approved by {decided.decided_by}")
+
+    async def gate_then_approval(self, who: str, serving: str | None) -> None:
+        """Before the old service stops (unit or container, issue 26): the gate judged on a fresh
+        reading, refused with what still serves, then the approval. One function both use."""
+        await self._fresh_service()
+        checks = self.evaluate_gate()
+        self.state.apply(GateChanged(self.host, checks, self._clock()))
+        bad = preflight.failing(checks)
+        if bad:
+            raise StepRefused("the preflight gate refuses: " + "; ".join(f"{c.name}: {c.reason}" for c in bad)
+                              + f"; nothing ran, {serving} still serves")
+        await self._approval("stop_old", who)
+
+    async def _stop_old(self, who: str) -> str:
+        await self.gate_then_approval(who, self.old_unit)
+        unit = act.check_unit(self.old_unit)
+        (action,) = self.build("stop_old")
+        before = self.state.data("gpu")  # the last reading before the stop: "freed" is this minus after
+        issued = self._clock()
+        await self._stop_unit("stop_old", who, unit, action.commands[0])
+        # The downtime's start is the observer's (console/core/derive/swap_observer.py): the stop command's
+        # reply, systemd's line and the log's last served request are its facts.
+        drained = await self._drain("stop_old", issued, before=before)
+        return f"{unit} stopped; {drained}"
+
+    async def _stop_unit(self, key: str, who: str, unit: str, cmd: act.RemoteCommand) -> None:
+        try:
+            result = await self._run(who, key, cmd)
+            if not result.ok:
+                raise StepFailed(f"systemctl stop {unit} exited {result.exit_status}: "
+                                 f"{(result.error_text or result.text).strip()[-200:]}")
+        except _Dropped as exc:
+            await self._reconnected(key, str(exc))
+            now = await self._unit_state(unit)
+            if now.get("ActiveState") in ("active", "deactivating", "activating"):
+                raise StepFailed(f"after the drop, {unit} is still {now.get('ActiveState')}: the stop did not "
+                                 "take effect") from None
+
+    async def _drain(self, key: str, since: float, *, before: Any = None) -> str:
+        from console.domain.analysis.gpu_drain import DrainWatch
+
+        deadline = time.monotonic() + float(getattr(self.profile, "drain_timeout_s", 120.0))
+        watch = DrainWatch(DRAINED_MIB)
+
+        def follow(event: Any) -> None:
+            # Every GPU reading, not only those this loop wakes for: each freeing keeps its place in order.
+            if isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.data is not None:
+                data = event.reading.data
+                if (data.sampled_at_s or event.reading.ok_at_s or 0) > since:
+                    watch.update(data)
+
+        unsubscribe = self.state.subscribe(follow)
+        try:
+            while True:
+                reading = self.state.reading("gpu")
+                status = reading.data if reading is not None else None
+                fresh = status is not None and (status.sampled_at_s or reading.ok_at_s or 0) > since  # type: ignore[union-attr]
+                if fresh:
+                    held = [g for g in status.gpus if g.lost_at_s is None and (g.memory_used_mib or 0) > DRAINED_MIB]
+                    total = sum(g.memory_used_mib or 0 for g in status.gpus)
+                    # freed = the reading before the stop minus this one; the processes in the order they let go
+                    by_gpu = freed_between(before, status)
+                    order = [f"GPU {f.gpu_index}: pid {f.pid} {f.name}".strip() for f in watch.freed if f.pid]
+                    freed = ("; freed " + ", ".join(by_gpu) if by_gpu else "") + (
+                        "; let go in this order: " + ", ".join(order) if order else "")
+                    if not held:
+                        return f"GPU memory drained ({total:,} MiB in use on {len(status.gpus)} GPUs){freed}"
+                    left = watch.detail()
+                    self._set(key, detail="draining: " + ", ".join(f"GPU {g.index} {g.memory_used_mib:,} MiB"
+                                                                   for g in held) + (f"; {left}" if left else ""))
+                if time.monotonic() > deadline:
+                    holders = [h.label() for h in watch.holders]
+                    if not holders and status is not None:
+                        for g in status.gpus:
+                            for p in g.processes or ():
+                                holders.append(f"GPU {g.index}: pid {p.pid} {p.name or ''}".strip())
+                    raise StepFailed("GPU memory not released within the drain timeout"
+                                     + (f"; still held by {', '.join(holders[:4])}" if holders else ""))
+                await asyncio.sleep(self.poll_s)
+        finally:
+            unsubscribe()
+
+    async def _start_new(self, who: str) -> str:
+        asked = self._clock()
+        await self._approval("start_new", who)
+        unit = act.check_unit(self.new_unit)
+        (action,) = self.build("start_new")
+        issued = self._clock()
+        await self._start_unit("start_new", who, unit, action.commands[0])
+        # Readings from polls that may have begun before the unit was started say nothing of it.
+        said = await self._follow_ready(unit, issued, self._clock())
+        waited = issued - asked
+        # The step's time includes the approval wait: say it, so "done 39s" and "ready 29s" add up.
+        return said + (f" (after {format_duration(waited)} waiting for approval)" if waited >= 1 else "")
+
+    async def _start_unit(self, key: str, who: str, unit: str, cmd: act.RemoteCommand) -> None:
+        try:
+            result = await self._run(who, key, cmd)
+            if not result.ok:
+                raise StepFailed(f"systemctl start {unit} exited {result.exit_status}: "
+                                 f"{(result.error_text or result.text).strip()[-200:]}")
+        except _Dropped as exc:
+            await self._reconnected(key, str(exc))
+            now = await self._unit_state(unit)
+            if now.get("ActiveState") not in ("active", "activating"):
+                raise StepFailed(f"after the drop, {unit} is {now.get('ActiveState') or 'unknown'}: "
+                                 "it is not running") from None
+
+    async def _follow_ready(self, unit: str, issued: float, started: float) -> str:
+        timeout = float(getattr(self.profile, "ready_timeout_s", 600.0))
+        deadline = time.monotonic() + timeout
+        dead_seen: set[float] = set()
+        while True:
+            self.runner.repoll("server")
+            reading = self.state.reading("server")
+            s = reading.data if reading is not None else None
+            if s is not None and (reading.ok_at_s or 0) > started and s.unit == unit:  # type: ignore[union-attr]
+                if s.status == "ready" and s.unit_state == "active":  # the clock's end: the observer's
+                    # no figure of its own: time to ready is the observer's (the report's timing)
+                    return f"ready after systemctl start: {s.reason}"
+                if s.status == "dead":
+                    # A failed unit is final; otherwise dead twice in a row (a poll in flight while the
+                    # unit started may still say inactive).
+                    dead_seen.add(reading.ok_at_s or 0)  # type: ignore[union-attr]
+                    if s.unit_state == "failed" or s.unit_failing or len(dead_seen) >= 2:
+                        raise StepFailed(f"the new server died while booting: {await self._death_cause(s.reason)}")
+                else:
+                    dead_seen.clear()
+                self._set("start_new", detail=f"{s.status}: {s.reason}")
+            if time.monotonic() > deadline:
+                raise StepFailed(f"not ready within {timeout:.0f}s (ready_timeout_s): "
+                                 f"{s.status + ': ' + s.reason if s else 'no server status'}")
+            await asyncio.sleep(self.poll_s)
+
+    async def _death_cause(self, reason: str, wait_s: float = 5.0) -> str:
+        """The unit can be seen failed before its last log lines arrive: give the log a moment
+        to bring the cause (an OOM in a traceback), then name it, not just "unit failed"."""
+        from console.domain.analysis.server_status import CAUSE_RANK
+
+        deadline = time.monotonic() + wait_s
+        while True:
+            log_summary = self.state.data("log")
+            booted = next((b.at for b in (log_summary.boot if log_summary else ())
+                           if b.phase in ("launch", "weights loading")), None)
+            errors = [e for e in (log_summary.errors if log_summary else ())
+                      if e.kind in CAUSE_RANK and (booted is None or (e.at or "") >= booted)]
+            if errors:
+                worst = max(reversed(errors), key=lambda e: CAUSE_RANK[e.kind])
+                if worst.message[:60] not in reason:
+                    return f"{reason}: {worst.kind}: {worst.message[:160]}"
+                return reason
+            if ":" in reason or time.monotonic() > deadline:
+                return reason
+            await asyncio.sleep(self.poll_s)
+
+    async def _benchmark(self, who: str) -> str:
+        # issue 24 hook: beside, the new server on its own port before traffic moves, the old run's workload
+        plan, port = self.fast.bench_plan() or self.bench_plan, self.fast.bench_port()
+        self.session.bench_port = port
+        try:
+            why = self.runner.start_bench("sweep", plan)
+            if why:
+                raise StepFailed(why)
+            self._audit(who, "benchmark", self._bench_label(plan) + (f" on port {port}" if port else ""), None, "",
+                        note="started")
+            before = len(self.state.bench.history)
+            while True:
+                await asyncio.sleep(self.poll_s)
+                if self.runner.bench is None or not self.runner.bench.running:
+                    break
+        finally:
+            self.session.bench_port = None
+        runs = self.state.bench.history[before:]
+        if not runs:
+            raise StepFailed("the benchmark produced no result")
+        last = runs[-1]
+        old = self.last_old_run(last)
+        tput = last.get("output_throughput")
+        line = f"{len(runs)} run(s); last: {tput:.0f} output tok/s" if isinstance(tput, (int, float)) else \
+            f"{len(runs)} run(s)"
+        if old is None:
+            return line + "; no earlier run of the old model on this host to compare with"
+        return line + f"; the old model ({old.get('model')}) did {old.get('output_throughput', 0):.0f} tok/s"
+
+    def last_old_run(self, new_run: dict[str, Any]) -> dict[str, Any] | None:
+        """The old model's last run on this host: before the swap began (by time: in place the
+        model's name is the same), else of another model than the new run's."""
+        from console.domain.analysis.bench_view import is_result
+
+        host = self.session.transport.label
+        began = self.state.swap.began_at_s()
+        for run in reversed(self.state.bench.history):
+            if run.get("host") not in (host, None) or not is_result(run) or run.get("stopped"):
+                continue
+            if began is not None:
+                if float(run.get("timestamp") or 0) < began:
+                    return run
+            elif run.get("model") != new_run.get("model"):
+                return run
+        return None
+
+    def _bench_label(self, plan: list[tuple[int, int, int, int]] | None = None) -> str:
+        plan = plan or self.fast.bench_plan() or self.bench_plan or [
+            (c, max(8, 2 * c), 1024, 1024) for c in (1, 4, 16, 64)]
+        return "concurrency " + ", ".join(str(c) for c, *_ in plan) + f" ({plan[0][2]}/{plan[0][3]} tokens)"
+
+    async def _rollback(self, who: str) -> str:
+        await self._approval("rollback", who)
+        new, old = act.check_unit(self.new_unit), act.check_unit(self.old_unit)
+        (action,) = self.build("rollback")
+        stop, start = action.commands
+        issued = self._clock()
+        await self._stop_unit("rollback", who, new, stop)
+        await self._drain("rollback", issued)
+        started = self._clock()
+        await self._start_unit("rollback", who, old, start)
+        return await self._old_ready(old, started)  # the clock's end: the observer's (the log's ready line)
+
+    async def _old_ready(self, unit: str, issued: float) -> str:
+        from console.host.sources.server import ServerWatcher
+
+        watcher = ServerWatcher(self.session.transport, unit, self.profile.server_port, None)
+        timeout = float(getattr(self.profile, "ready_timeout_s", 600.0))
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                s = await watcher.poll()
+            except TransportError:
+                s = None
+            if s is not None:
+                if s.status == "ready" and s.unit_state == "active":
+                    return f"{unit} ready again"
+                if s.unit_state == "failed" or s.unit_failing:  # a crash loop is never `failed`
+                    raise StepFailed(f"{unit} failed to start again: {s.unit_failing or s.reason}"
+                                     + (" — it will take the GPUs back" if "restart" in (s.unit_failing or "")
+                                        else ""))
+                self._set("rollback", detail=f"{unit}: {s.status}: {s.reason}")
+            if time.monotonic() > deadline:
+                raise StepFailed(f"{unit} not ready within {timeout:.0f}s")
+            await asyncio.sleep(max(self.poll_s, 1.0))
+
+
+def _named_side(report: Any, unit: str | None) -> Any:
+
+    return _side(report, unit)
+
+
+__all__ = ["SwapController", "Preview", "StepFailed", "StepRefused", "audit_path"]

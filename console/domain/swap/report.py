@@ -1,0 +1,660 @@
+"""The swap report, from a recording: what changed and why, the fit predicted against what the server
+logged, the download and its verification, the boot timeline, time to ready and downtime, GPU memory
+before and after, the benchmark before and after, and who did (and approved) what, when.
+
+The recording is replayed into a HostState (the same reducer the console uses), so the report says
+what the screen said. Every string is passed through `redact_text` once more on the way out.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from console.core.derive.swap_observer import _side, log_time, verification
+from console.core.derive.swap_view import SwapStepChanged, audit_summary, format_duration
+from console.core.recording import read_recording
+from console.core.state import HostState, ReadingChanged
+from console.domain.analysis.bench_view import is_result
+from console.domain.swap import downtime_report
+from console.redact import redact_text
+
+SECTIONS = ("Host", "Old → new", "Swap plan", "Diff", "Fit", "Download", "Boot timeline", "Time to ready and downtime",
+            "Path and downtime", "GPU memory", "Benchmark", "Audit log")  # "Path and downtime": downtime_report.py
+BENCH_COLUMNS = (("output_throughput", "output tok/s", "{:.1f}"), ("request_throughput", "req/s", "{:.2f}"),
+                 ("median_ttft_ms", "median TTFT ms", "{:.1f}"), ("p99_ttft_ms", "p99 TTFT ms", "{:.1f}"),
+                 ("median_itl_ms", "median ITL ms", "{:.2f}"), ("accept_length", "accept len", "{:.2f}"))
+
+
+class ReportError(ValueError):
+    """No swap in this recording, or nothing to report (one line)."""
+
+
+def _ts(at: float | None) -> str | None:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if at else None
+
+
+def _gpu_rows(status: Any) -> list[dict[str, Any]]:
+    if status is None:
+        return []
+    return [{"gpu": g.index, "used_mib": g.memory_used_mib, "total_mib": g.memory_total_mib,
+             "processes": [f"{p.pid} {p.name}" for p in g.processes]} for g in status.gpus]
+
+
+def _model_path(side: Any) -> str | None:
+    v = side.command.value("--model-path") if side is not None and side.command is not None else None
+    return v if isinstance(v, str) and v else None
+
+
+def _model_name(side: Any) -> str | None:
+    if side is None or side.command is None:
+        return None
+    for flag in ("--served-model-name", "--model-path"):
+        v = side.command.value(flag)
+        if isinstance(v, str) and v:
+            return v
+    return None
+
+
+
+def _used_mib(status: Any) -> int:
+    return sum(g.memory_used_mib or 0 for g in getattr(status, "gpus", ()) or ())
+
+
+def _before_the_drain(samples: list[Any]) -> Any:
+    """The GPUs as they were before the stop: the last sample before its start, stepped back over
+    samples already falling (a stop seen late, by a poll, begins after the drain it caused)."""
+    i = len(samples) - 1
+    while i > 0 and _used_mib(samples[i - 1]) > _used_mib(samples[i]) + 1024:
+        i -= 1
+    return samples[i]
+
+@dataclass
+class ReportBuilder:
+    """Fed every event of a session in order (a recording, or a live state's events)."""
+
+    host: str
+    label: str
+    state: HostState = field(init=False)
+    gpu_before: Any = None
+    gpu_after: Any = None
+    started_at_s: float | None = None
+    ended_at_s: float | None = None
+
+    old_side: Any = None  # the old unit as first read (before the install replaced its file: in place)
+
+    _t: float = 0.0
+    _gpu_seen: deque[tuple[float, Any]] = field(default_factory=lambda: deque(maxlen=120))
+    _before_since: float | None = None  # the stop's start that "before" was chosen by
+
+    def __post_init__(self) -> None:
+        # The recording's clock, not this machine's: "now" is the time of the event being fed.
+        self.state = HostState(self.host, label=self.label, clock=lambda: self._t)
+
+    def feed(self, t: float, event: Any) -> None:
+        """One event of the session, as the state applied it. The swap's facts are the observer's,
+        written into the state live (and so into the recording): the report reads them, never
+        derives them again."""
+        self.started_at_s = t if self.started_at_s is None else self.started_at_s
+        self.ended_at_s = self._t = t
+        self._apply(event)
+
+    def _apply(self, event: Any) -> None:
+        if isinstance(event, SwapStepChanged) and event.step.key in ("stop_old", "in_place", "beside") \
+                and event.step.state in ("running", "done") and (
+                    self.gpu_before is None or (event.step.started_at_s is not None and self._before_since is not None
+                                                and event.step.started_at_s < self._before_since)):
+            # The last sample taken before the stop; an observed stop is dated back to the host's
+            # facts (systemd's own "Stopping" line) after it was first seen, and "before" with it.
+            since = self._before_since = event.step.started_at_s
+            earlier = [g for at, g in self._gpu_seen if since is None or at < since]
+            self.gpu_before = _before_the_drain(earlier) if earlier else self.gpu_before or self.state.data("gpu")
+        self.state.apply(event)
+        if isinstance(event, ReadingChanged) and event.source == "service" and self.old_side is None \
+                and event.reading.data is not None and self.state.swap.steps["install"].state == "pending":
+            setup = self.state.swap.setup
+            side = _side(event.reading.data, setup.old_unit if setup is not None else None) \
+                or event.reading.data.old
+            if side is not None and side.command is not None:
+                self.old_side = side
+        if isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.data is not None \
+                and self.gpu_before is None:
+            self._gpu_seen.append((event.reading.data.sampled_at_s or event.reading.ok_at_s or self._t,
+                                   self.state.data("gpu")))
+        if isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.error is None:
+            steps = self.state.swap.steps
+            if self.gpu_before is not None and any(
+                    (st := steps.get(k)) is not None and st.state in ("done", "failed")
+                    for k in ("start_new", "in_place", "beside")):
+                self.gpu_after = self.state.data("gpu")
+            rollback = self.state.swap.steps.get("rollback")
+            if rollback is not None and rollback.state in ("done", "failed"):
+                self.gpu_after = self.state.data("gpu")
+
+    def build(self) -> dict[str, Any]:
+        s = self.state
+        swap = s.swap
+        if all(step.state == "pending" for step in swap.steps.values()) and swap.downtime is None \
+                and not swap.audit:
+            raise ReportError("no swap in this recording (no swap step ran or was seen on the host)")
+        report = s.data("service")
+        setup = swap.setup
+        old_unit, new_unit = (setup.old_unit, setup.new_unit) if setup else (
+            (report.old.name if report is not None and report.old is not None else None),
+            (report.new.name if report is not None and report.new is not None else None))
+        out: dict[str, Any] = {
+            "host": {"host": s.host, "label": s.label, "from": _ts(self.started_at_s), "to": _ts(self.ended_at_s)},
+            "old_new": {
+                "old_unit": old_unit, "new_unit": new_unit,
+                "old_model": _model_name(self.old_side or (report.old if report else None)),
+                "new_model": _model_name(report.new if report else None),
+                "old_model_dir": _model_path(self.old_side or (report.old if report else None)),
+                "repo_id": setup.repo_id if setup else None, "model_dir": setup.model_dir if setup else None,
+            },
+            "steps": [{"key": st.key, "title": st.title, "state": st.state, "started": _ts(st.started_at_s),
+                       "duration_s": st.duration_s, "detail": st.detail, "who": st.who}
+                      for st in swap.ordered_steps()],
+            "gate": [{"check": c.name, "ok": c.ok, "reason": c.reason, "overridden_by": c.overridden_by}
+                     for c in swap.gate],
+        }
+        out["diff"] = {
+            "changes": [{"flag": c.flag, "change": c.change, "old": c.old, "new": c.new, "category": c.category,
+                         "reason": c.reason} for c in (report.changes if report else ())],
+            "env_changes": [{"name": e.name, "change": e.change, "old": e.old, "new": e.new}
+                            for e in (report.env_changes if report else ())],
+            "lints": [{"severity": lint.severity, "flag": lint.flag, "message": lint.message}
+                      for lint in (report.lints if report else ())],
+        }
+        out["fit"] = self._fit()
+        out["download"] = self._download()
+        out["boot"], out["boot_note"] = self._boot()
+        d = swap.downtime
+        # The new server's own boot on every path (in place: the update's pause), from the state.
+        ready = swap.time_to_ready()
+        path = swap.path()
+        step = swap.steps.get({"in-place": "in_place", "beside": "beside"}.get(path or "", "start_new"))
+        out["timing"] = {
+            "time_to_ready_s": ready[0] if ready else None,
+            "time_to_ready_from": ready[1] if ready else None,
+            "time_to_ready_to": ready[2] if ready else None,
+            "start_new_state": step.state if step else None,
+            "downtime_s": swap.downtime_s(self.ended_at_s or 0.0) if d else None,
+            "downtime_running": bool(d is not None and d.ended_at_s is None),
+            "downtime_parts": [{"part": n, "seconds": v} for n, v in swap.downtime_parts()],
+            "downtime_from": _ts(d.started_at_s) if d else None, "downtime_from_source": d.start_source if d else None,
+            "downtime_to": _ts(d.ended_at_s) if d else None,
+            "downtime_to_source": (d.end_source or "not ready yet (still running at the end of the recording)")
+            if d else None,
+        }
+        # issue 24 hook: swap_path, downtime_s, predicted_downtime_s and the path's section
+        out.update(downtime_report.section(s, out["timing"]["downtime_s"]))
+        out["gpu"] = {"before": _gpu_rows(self.gpu_before), "after": _gpu_rows(self.gpu_after or s.data("gpu"))}
+        out["bench"] = self._bench(out["old_new"])
+        out["audit"] = [{"who": e.who, "at": _ts(e.at_s), "action": e.action, "command": e.command,
+                         "exit_status": e.exit_status, "output_tail": e.output_tail, "note": e.note}
+                        for e in swap.audit]
+        out["approvals"] = [{"action": a.action, "requested_by": a.requested_by, "requested_at": _ts(a.requested_at_s),
+                             "status": a.status, "decided_by": a.decided_by, "decided_at": _ts(a.decided_at_s)}
+                            for a in swap.approvals.values()]
+        return _redact(out)
+
+    def _boot(self) -> tuple[list[dict[str, Any]], str | None]:
+        """The swap's own boot: the new server's (restart, beside); in place, the update's lines
+        (no server booted). A boot the log shows from before the swap began is not this swap's."""
+        swap = self.state.swap
+        log = self.state.data("log")
+        boot = list(log.boot if log else ())
+        began = swap.began_at_s()
+        launch = next((log_time(b.at) for b in boot if b.phase == "launch"), None)
+        earlier = began is not None and launch is not None and launch < began - 1
+        d = swap.downtime
+        if swap.path() == "in-place":
+            rows = []
+            if d is not None and d.start_source.startswith("in place") and d.started_at_s is not None:
+                rows.append({"phase": "update begin", "at": _ts(d.started_at_s), "seconds": 0.0,
+                             "detail": d.start_source.removeprefix("in place: ")})
+                if d.ended_at_s is not None:
+                    rows.append({"phase": "update end", "at": _ts(d.ended_at_s),
+                                 "seconds": round(d.ended_at_s - d.started_at_s, 2), "detail": d.end_source})
+            return rows, "in place: no server booted; the running server loaded the new weights" + (
+                f" (the log's boot at {boot[0].at} is the old server's, before the swap)" if boot and earlier else "")
+        if earlier:
+            return [], (f"the new server's boot is not in the log yet (the log's boot at {boot[0].at} is the old "
+                        "server's, before the swap)")
+        return [{"phase": b.phase, "at": b.at, "seconds": b.seconds, "detail": b.detail} for b in boot], None
+
+    def _fit(self) -> dict[str, Any]:
+        from console.domain.analysis.fit import calibration
+        from console.domain.swap.preflight import fit_result
+
+        result, why = fit_result(self.state)
+        if result is None:
+            return {"predicted": None, "why_not": why, "rows": []}
+        rows = calibration(result, self.state.data("log"))
+        return {"predicted": {"fits": result.fits, "kv_tokens": result.max_total_tokens,
+                              "max_running_requests": result.max_running_requests,
+                              "weights_gib_per_gpu": round(result.weights_gib, 2),
+                              "binding": result.binding_constraint},
+                "rows": [{"what": w, "predicted": p, "logged": a} for w, p, a in rows]}
+
+    def _download(self) -> dict[str, Any]:
+        d = self.state.data("download")
+        v = verification(self.state)
+        return {
+            "model_dir": d.model_dir if d else None, "complete": d.complete if d else None,
+            "shards": f"{d.shards_done}/{d.shards_total}" if d else None,
+            "bytes_done": d.bytes_done if d else None, "bytes_total": d.bytes_total if d else None,
+            "problems": list(d.problems) if d else [],
+            "verification": None if v is None else {"files": v.total_files, "matched": v.matched,
+                                                    "mismatched": list(v.mismatched), "finished": v.finished,
+                                                    "error": v.error},
+        }
+
+    def _bench(self, old_new: dict[str, Any]) -> dict[str, Any]:
+        """Before = the old model's last run before the swap, after = the new model's runs after its
+        ready, by the swap's own times (a run of the new model is never "before"); the before
+        run is of the same workload as the last after run when there is one."""
+        # A run stopped part way (x) or that finished nothing is never a result: not before, not after.
+        runs = [r for r in self.state.bench.history if is_result(r) and not r.get("stopped")]
+        swap = self.state.swap
+        stop_at = swap.began_at_s()  # the host began to change: every run before it is the old model's
+        ready = swap.time_to_ready()
+        ready_at = None
+        if ready is not None:
+            key = {"in-place": "in_place", "beside": "beside"}.get(swap.path() or "", "start_new")
+            step = swap.steps.get(key)
+            d = swap.downtime
+            ready_at = (d.ended_at_s if key != "beside" and d is not None and d.ended_at_s is not None
+                        else step.ended_at_s if step is not None else None)
+
+        def stamp(r: dict[str, Any]) -> float:
+            return float(r.get("timestamp", 0) or 0)
+
+        if ready_at is not None:
+            after = [r for r in runs if stamp(r) >= ready_at]
+        else:
+            bench = swap.steps.get("benchmark")
+            after = [r for r in runs if bench and bench.started_at_s and stamp(r) >= bench.started_at_s - 1]
+        new_model = after[-1].get("model") if after else None
+        # Before the swap began (by its time; the model's name alone cannot tell: in place it is
+        # the same); with no known beginning, a run of another model than the new one's.
+        before_all = [r for r in runs if r not in after and (
+            stamp(r) < stop_at if stop_at is not None else new_model is None or r.get("model") != new_model)]
+        # The one like-workload rule: the newest after run that has an earlier run of the old
+        # model with its workload, and that run; the headline compares only these two.
+        pair = next(((b, a) for a in reversed(after) for b in reversed(before_all) if _workload(b) == _workload(a)),
+                    None)
+        like = [pair[0]] if pair else []
+        before = (like or before_all)[-1:] if before_all else []
+        note = None
+        if not before:
+            note = "no earlier run of the old model on this host in the recording"
+        elif after and not like:
+            note = "not comparable: the old model's last run had another workload (" \
+                   f"{_workload_text(before[0])} against {_workload_text(after[-1])})"
+        return {"before": _bench_row(before[0]) if before else None, "after": [_bench_row(r) for r in after],
+                "note": note,
+                "compared": {"before": _bench_row(pair[0]), "after": _bench_row(pair[1])} if pair else None}
+
+
+def _workload(r: dict[str, Any]) -> tuple[Any, ...]:
+    return (r.get("max_concurrency") or r.get("concurrency"), r.get("random_input_len"), r.get("random_output_len"),
+            r.get("dataset_name"))
+
+
+def _workload_text(r: dict[str, Any]) -> str:
+    c, i, o, _ = _workload(r)
+    return f"c={_fmt(c)} · {_fmt(i)}/{_fmt(o)}"
+
+
+def _bench_row(r: dict[str, Any]) -> dict[str, Any]:
+    return {"model": r.get("model"), "concurrency": r.get("max_concurrency") or r.get("concurrency_level")
+            or r.get("concurrency"), "input_len": r.get("random_input_len"), "output_len": r.get("random_output_len"),
+            "prompts": r.get("num_prompts"), "dataset": r.get("dataset_name"),
+            **{k: r.get(k) for k, _, _ in BENCH_COLUMNS}}
+
+
+def _redact(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: _redact(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redact(v) for v in value]
+    return value
+
+
+def report_from_recording(path: Path, *, in_progress: bool = False) -> dict[str, Any]:
+    """The report of a recording; `in_progress`: the session is still writing it (the palette's
+    report): its end is where the writing is, said as "in progress", never as damage."""
+    rec = read_recording(path)
+    header = rec.header
+    builder = ReportBuilder(str(header.get("host") or "?"), str(header.get("label") or header.get("host") or "?"))
+    for t, event in rec.entries:
+        builder.feed(t, event)
+    out = builder.build()
+    out["host"]["recording"] = str(path)
+    if header.get("demo"):
+        out["host"]["note"] = ("the simulated demo host: its story runs time-compressed, so durations are "
+                               "shorter than on a real host")
+    if in_progress:
+        out["host"]["in_progress"] = True
+        out["host"]["recording_note"] = (f"in progress: the session is still recording; this report reads "
+                                         f"the {len(rec.entries):,} events written so far")
+    elif rec.damage:
+        out["host"]["recording_damage"] = rec.damage
+    return out
+
+
+# -- rendering ---------------------------------------------------------------------------------------
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    if isinstance(v, (list, tuple)):
+        return " ".join(str(x) for x in v)
+    return str(v)
+
+
+def _dur(s: float | None) -> str:
+    return format_duration(s)  # the plan's rounding: one figure everywhere
+
+
+def _yes(v: Any) -> str:
+    return "yes" if v is True else "no" if v is False else "unknown"
+
+
+def headline(r: dict[str, Any]) -> list[str]:
+    """The facts first: old → new, downtime, time to ready, before/after."""
+    on, t, b = r["old_new"], r["timing"], r["bench"]
+    old, new = on["old_model"] or on["old_unit"], on["new_model"] or on["new_unit"]
+    if old == new and on.get("old_model_dir") and on.get("model_dir") and on["old_model_dir"] != on["model_dir"]:
+        # the same name serves other weights (in place): the directories say what changed
+        old, new = f"{old} ({on['old_model_dir']})", f"{new} ({on['model_dir']})"
+    lines = [f"{_fmt(old)} → {_fmt(new)}"]
+    if t["downtime_s"] is not None:
+        parts = " + ".join(f"{p['part']} {_dur(p['seconds'])}" for p in t.get("downtime_parts") or [])
+        if not parts and (t.get("downtime_from_source") or "").startswith("beside"):
+            parts = "none, traffic moved to the new server before the old one stopped"
+        lines.append(f"downtime {_dur(t['downtime_s'])}" + (" (still running at the end of the recording)"
+                                                             if t.get("downtime_running") else "")
+                     + (f": {parts}" if parts else ""))
+    else:
+        lines.append("downtime: not measured (the old service was not seen stopping)")
+    lines.append(f"time to ready {_dur(t['time_to_ready_s'])} (from {t.get('time_to_ready_from')} to "
+                 f"{t.get('time_to_ready_to')})" if t["time_to_ready_s"] is not None
+                 else f"time to ready: – (the new service: {_fmt(t['start_new_state'])})")
+    pair = b.get("compared") or {}
+    before, after = pair.get("before"), pair.get("after")
+    if before and after and isinstance(before.get("output_throughput"), (int, float)) \
+            and isinstance(after.get("output_throughput"), (int, float)):
+        lines.append(f"output tok/s {before['output_throughput']:.0f} before → {after['output_throughput']:.0f} "
+                     f"after ({_workload_text_row(after)})" + (f"; {b['note']}" if b["note"] else ""))
+    elif b["note"]:
+        lines.append(f"benchmark: {b['note']}")
+    return lines
+
+
+def _workload_text_row(x: dict[str, Any]) -> str:
+    return f"c={_fmt(x.get('concurrency'))} · {_fmt(x.get('input_len'))}/{_fmt(x.get('output_len'))}"
+
+
+def report_title(r: dict[str, Any]) -> str:
+    host = r["host"]
+    day = (host.get("from") or "")[:10]
+    return f"Swap report: {host['label']}" + (f", {day}" if day else "")
+
+
+def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], list[str]]]:
+    """(section, header, rows, notes) for every section, shared by Markdown and HTML."""
+    on = r["old_new"]
+    t = r["timing"]
+    sections: list[tuple[str, list[str], list[list[str]], list[str]]] = []
+    host = r["host"]
+    sections.append(("Host", ["host", "label", "from", "to"],
+                     [[_fmt(host["host"]), _fmt(host["label"]), _fmt(host["from"]), _fmt(host["to"])]],
+                     [n for n in (host.get("note"), host.get("recording_note"), host.get("recording_damage")) if n]))
+    sections.append(("Old → new", ["", "old", "new"], [
+        ["unit", _fmt(on["old_unit"]), _fmt(on["new_unit"])],
+        ["model", _fmt(on["old_model"]), _fmt(on["new_model"])],
+        ["repo / directory", _fmt(on.get("old_model_dir")), f"{_fmt(on['repo_id'])} → {_fmt(on['model_dir'])}"]],
+        []))
+    sections.append(("Swap plan", ["step", "state", "started", "took", "by", "detail"],
+                     [[s["title"], s["state"], _fmt(s["started"]), _dur(s["duration_s"]), _fmt(s["who"]),
+                       s["detail"]] for s in r["steps"]],
+                     [f"gate: {g['check']} {'ok' if g['ok'] else 'FAILED' if g['ok'] is False else 'unknown'}"
+                      f" — {g['reason']}" + (f" (overridden by {g['overridden_by']})" if g["overridden_by"] else "")
+                      for g in r["gate"]]))
+    diff = r["diff"]
+    sections.append(("Diff", ["flag", "change", "old", "new", "why"],
+                     [[c["flag"], c["change"], _fmt(c["old"]), _fmt(c["new"]), _fmt(c["reason"])]
+                      for c in diff["changes"]],
+                     [f"{lint['severity']}: " + (f"{lint['flag']} " if lint["flag"] and not
+                                                 lint["message"].startswith(lint["flag"]) else "") + lint["message"]
+                      for lint in diff["lints"]]
+                     + [f"environment {e['change']}: {e['name']}" for e in diff["env_changes"]]))
+    fit = r["fit"]
+    p = fit["predicted"]
+    sections.append(("Fit", ["", "predicted", "the server logged"],
+                     [[x["what"], x["predicted"], x["logged"]] for x in fit["rows"]],
+                     [f"fits: {_yes(p['fits'])}; binding: {p['binding']}" if p else
+                      f"no prediction: {fit['why_not']}"]))
+    d = r["download"]
+    v = d["verification"]
+    sections.append(("Download", ["model dir", "complete", "shards", "GB"],
+                     [[_fmt(d["model_dir"]), _yes(d["complete"]), _fmt(d["shards"]),
+                       f"{(d['bytes_done'] or 0) / 1e9:.1f} of {(d['bytes_total'] or 0) / 1e9:.1f}"]],
+                     [("sha256: not verified" if v is None else
+                       f"sha256: {v['matched']}/{v['files']} match" + (f", differ: {', '.join(v['mismatched'])}"
+                                                                      if v["mismatched"] else ""))]
+                     + d["problems"]))
+    sections.append(("Boot timeline", ["phase", "log time", "s since launch", "detail"],
+                     [[b["phase"], _fmt(b["at"]), _fmt(b["seconds"]), b["detail"]] for b in r["boot"]],
+                     [r["boot_note"]] if r.get("boot_note") else []))
+    sections.append(("Time to ready and downtime", ["", "value", "from", "to"], [
+        ["time to ready", _dur(t["time_to_ready_s"]), _fmt(t.get("time_to_ready_from") or "the new server's start"),
+         _fmt(t.get("time_to_ready_to") or t["start_new_state"])],
+        ["downtime", _dur(t["downtime_s"]), f"{_fmt(t['downtime_from'])} ({_fmt(t['downtime_from_source'])})",
+         f"{_fmt(t['downtime_to'])} ({_fmt(t['downtime_to_source'])})"],
+        *[[f"  {p['part']}", _dur(p["seconds"]), "", ""] for p in t.get("downtime_parts") or []]], []))
+    sections += downtime_report.tables(r)  # issue 24 hook
+    g = r["gpu"]
+    before = {row["gpu"]: row for row in g["before"]}
+    after = {row["gpu"]: row for row in g["after"]}
+    sections.append(("GPU memory", ["GPU", "before (MiB)", "after (MiB)", "total (MiB)"],
+                     [[str(i), _fmt((before.get(i) or {}).get("used_mib")), _fmt((after.get(i) or {}).get("used_mib")),
+                       _fmt((after.get(i) or before.get(i) or {}).get("total_mib"))]
+                      for i in sorted(set(before) | set(after))], []))
+    b = r["bench"]
+    def bench_row(which: str, x: dict[str, Any]) -> list[str]:
+        return [which, _fmt(x["model"]), _fmt(x.get("concurrency")), _fmt(x.get("input_len")),
+                _fmt(x.get("output_len")), _fmt(x.get("prompts")), _fmt(x.get("dataset"))] + [
+            _num(x.get(k), f) for k, _, f in BENCH_COLUMNS]
+
+    rows = [bench_row("before", b["before"])] if b["before"] else []
+    rows += [bench_row("after", x) for x in b["after"]]
+    sections.append(("Benchmark", ["", "model", "concurrency", "input tokens", "output tokens", "prompts", "dataset",
+                                   *[c for _, c, _ in BENCH_COLUMNS]], rows, [b["note"]] if b["note"] else []))
+    states = {st.get("key"): st.get("state") for st in r["steps"]}
+    sections.append(("Audit log", ["when", "who", "action", "what it did", "status", "output", "script"],
+                     [[_fmt(a["at"]), a["who"], a["action"], _audit_line(a), _audit_status(a, states),
+                       (a["output_tail"] or "")[-160:], f"A{i}" if "\n" in (a["command"] or "") else ""]
+                      for i, a in enumerate(r["audit"], 1)],
+                     [f"approval: {a['action']} asked by {a['requested_by']} at {a['requested_at']}: {a['status']}"
+                      + (f" by {a['decided_by']} at {a['decided_at']}" if a["decided_by"] else "")
+                      for a in r["approvals"]]))
+    return sections
+
+
+def _audit_line(a: dict[str, Any]) -> str:
+    """One line per audited action (the plan's own summary); the whole script is in the appendix."""
+
+
+    return audit_summary(SimpleNamespace(command=a["command"] or "", note=a["note"]))
+
+
+def _audit_status(a: dict[str, Any], states: dict[Any, Any]) -> str:
+    """A final status for every row: the exit status, or for what ran on (the benchmark, a
+    verification) its step's state at the end of the recording."""
+    if a["exit_status"] is not None:
+        return "ok" if a["exit_status"] == 0 else f"exit {a['exit_status']}"
+    if a["note"] == "started":
+        return {"done": "done", "failed": "failed", "running": "still running at the end"}.get(
+            states.get(a["action"]) or "", "started, no end recorded")
+    return a["note"] or "noted"
+
+
+def _scripts(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, whole script) for each audited action of more than one line: the appendix."""
+    return [(f"A{i} · {a['at']} · {a['who']} · {a['action']}", a["command"])
+            for i, a in enumerate(r["audit"], 1) if "\n" in (a["command"] or "")]
+
+
+def _num(v: Any, fmt: str) -> str:
+    return fmt.format(v) if isinstance(v, (int, float)) else "–"
+
+
+def render_json(r: dict[str, Any]) -> str:
+    return json.dumps(r, indent=2, default=str)
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#!|~<>&])|^([-+])")
+
+
+def _md_cell(text: str) -> str:
+    """Host data as Markdown text, never Markdown or HTML: `<script>`, `[x](javascript:…)`,
+    images and headings passed through before (issue 21, item 8). Redacted here, cell by cell:
+    a pass over the whole document read table pipes after `password:` as the value."""
+    text = redact_text(str(text)).replace("\r", " ").replace("\n", " ")
+    # `<`, `>` and `&` backslash-escaped (CommonMark): read as themselves in the text and on a
+    # renderer, never as a tag or an entity, and never `&gt;` in a file people read as text
+    return _MD_SPECIAL.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
+
+
+def _h(text: Any) -> str:
+    """Host data as HTML text: redacted, then escaped (never the other way round)."""
+    return html.escape(redact_text(str(text)))
+
+
+def render_markdown(r: dict[str, Any]) -> str:
+    lines = [f"# {_md_cell(report_title(r))}", ""] + [f"- **{_md_cell(h)}**" for h in headline(r)] + [""]
+    for title, header, rows, notes in _tables(r):
+        lines += [f"## {title}", ""]
+        if rows:
+            lines.append("| " + " | ".join(header) + " |")
+            lines.append("|" + "---|" * len(header))
+            lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+            lines.append("")
+        elif not notes:
+            lines += ["(nothing recorded)", ""]
+        lines += [f"- {_md_cell(n)}" for n in notes]
+        if notes:
+            lines.append("")
+    scripts = _scripts(r)
+    if scripts:
+        lines += ["## Appendix: audited scripts", ""]
+        for label, script in scripts:
+            text = redact_text(script)
+            fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+            lines += [f"### {_md_cell(label)}", "", fence + "sh", text, fence, ""]
+    return "\n".join(lines)
+
+
+def bench_chart_svg(r: dict[str, Any], width: int = 640, height: int = 220) -> str:
+    """Output tokens/s before and after, one bar per run (inline SVG: no image files, no scripts)."""
+    b = r["bench"]
+    bars: list[tuple[str, float, str]] = []
+    if b["before"] and isinstance(b["before"].get("output_throughput"), (int, float)):
+        bars.append((f"before: {b['before']['model']} c={_fmt(b['before']['concurrency'])}",
+                     float(b["before"]["output_throughput"]), "#8a8f98"))
+    for x in b["after"]:
+        if isinstance(x.get("output_throughput"), (int, float)):
+            bars.append((f"after: {x['model']} c={_fmt(x['concurrency'])}", float(x["output_throughput"]), "#2f9e44"))
+    if not bars:
+        return ""
+    top = max(v for _, v, _ in bars) or 1.0
+    bar_h = max(14, min(32, (height - 40) // len(bars) - 8))
+    h = 40 + len(bars) * (bar_h + 8)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" role="img" '
+             f'aria-label="output tokens per second, before and after">',
+             '<text x="0" y="16" font-size="13" font-family="sans-serif">output tokens/s (higher is better)</text>']
+    for i, (label, value, colour) in enumerate(bars):
+        y = 28 + i * (bar_h + 8)
+        w = int((width - 260) * value / top)
+        parts.append(f'<text x="0" y="{y + bar_h * 0.7:.0f}" font-size="11" font-family="sans-serif">'
+                     f'{html.escape(label[:36])}</text>')
+        parts.append(f'<rect x="230" y="{y}" width="{max(w, 1)}" height="{bar_h}" fill="{colour}"/>')
+        parts.append(f'<text x="{236 + w}" y="{y + bar_h * 0.7:.0f}" font-size="11" font-family="sans-serif">'
+                     f'{value:.0f}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+# Columns of long host text (paths, commands, details): they may break anywhere. Every other cell
+# (a state, a time, a figure, a step's title) breaks only between words, never "ro/ot", "pendi/ng".
+LONG_COLUMNS = ("detail", "what it did", "output", "from", "to", "why", "model dir", "label", "old", "new",
+                "command", "reason")
+
+
+def _cell_class(column: str, text: str) -> str:
+    if column in LONG_COLUMNS:
+        return ' class="long"'
+    return ' class="short"' if " " not in str(text) or len(str(text)) <= 24 else ""
+
+
+def render_html(r: dict[str, Any]) -> str:
+    e = _h  # each piece redacted, then escaped: a pass over the document ate markup after `password:`
+    body = [f"<h1>{e(report_title(r))}</h1>",
+            "<ul class=lead>" + "".join(f"<li>{e(h)}</li>" for h in headline(r)) + "</ul>"]
+    for title, header, rows, notes in _tables(r):
+        body.append(f'<section id="{e(title.lower().replace(" ", "-").replace("→", "to"))}"><h2>{e(title)}</h2>')
+        if rows:
+            body.append("<table><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr></thead><tbody>")
+            for row in rows:
+                cls = ""
+                if title == "Swap plan":
+                    cls = f' class="{e(row[1])}"'
+                body.append(f"<tr{cls}>" + "".join(f"<td{_cell_class(header[i] if i < len(header) else '', c)}>"
+                                                   f"{e(c)}</td>" for i, c in enumerate(row)) + "</tr>")
+            body.append("</tbody></table>")
+        elif not notes:
+            body.append("<p class=empty>(nothing recorded)</p>")
+        if notes:
+            body.append("<ul>" + "".join(f"<li>{e(n)}</li>" for n in notes) + "</ul>")
+        if title == "Benchmark":
+            chart = bench_chart_svg(r)
+            if chart:
+                body.append(f'<figure class="chart">{chart}</figure>')
+        body.append("</section>")
+    scripts = _scripts(r)
+    if scripts:
+        body.append('<section id="appendix"><h2>Appendix: audited scripts</h2>')
+        for label, script in scripts:
+            body.append(f"<h3>{e(label)}</h3><pre>{e(script)}</pre>")
+        body.append("</section>")
+    style = ("body{font:14px/1.4 sans-serif;margin:24px;color:#1d1f23}h1{font-size:22px}h2{font-size:16px;"
+             "border-bottom:1px solid #ccd;padding-bottom:2px;margin-top:22px}table{border-collapse:collapse;"
+             "width:100%}td,th{border:1px solid #dde;padding:3px 6px;text-align:left;vertical-align:top;"
+             "font-size:12px}th{background:#f2f3f7}tr.failed td{background:#fde8e8}tr.done td:nth-child(2)"
+             "{color:#2f7d32}.lead{font-size:16px}td{overflow-wrap:break-word}td.long{overflow-wrap:anywhere}"
+             "td.short{white-space:nowrap}h3{font-size:13px}"
+             "pre{background:#f5f6f8;padding:6px;font-size:12px;white-space:pre-wrap}")
+    doc = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>"
+           f"{e(report_title(r))}</title><style>{style}</style></head><body>{''.join(body)}</body></html>")
+    return doc
+
+
+def render(r: dict[str, Any], fmt: str) -> str:
+    if fmt == "json":
+        return render_json(r)
+    if fmt == "html":
+        return render_html(r)
+    return render_markdown(r)

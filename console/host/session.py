@@ -1,0 +1,255 @@
+"""One host session: the transport and the sources for one GPU host. Nothing global, so a fleet
+view later is more sessions, not a rewrite."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from console.config import HostProfile
+from console.locations import PACKAGE_PARENT
+from console.host.sources.base import PolledSource
+from console.host.sources.download import DownloadWatcher, download_source
+from console.host.sources.gpu import GpuSource
+from console.host.sources.host import host_summary_source
+from console.host.sources.log import LogFollower
+from console.host.sources.server import ServerWatcher, server_source
+from console.host.sources.service import ServiceWatcher, service_source
+from console.host.transport.base import Transport
+from console.host.transport.local import LocalTransport
+from console.units import seconds
+
+
+def make_transport(profile: HostProfile, *, accept_new_host_key: bool = False) -> Transport:
+    if not profile.host:
+        return LocalTransport()
+    from console.host.transport.ssh import SshOptions, SshTransport
+
+    return SshTransport(SshOptions(
+        host=profile.host, port=profile.port, user=profile.user, identity=profile.identity,
+        known_hosts=profile.known_hosts, accept_new_host_key=accept_new_host_key,
+        connect_timeout_s=profile.connect_timeout_s,
+    ))
+
+
+@dataclass
+class HostSession:
+    """The transport for one host and the sources that read it."""
+
+    profile: HostProfile
+    transport: Transport
+    demo: bool = False
+    bench_path: Path | None = None  # where benchmark runs are saved (None: the user's bench.jsonl)
+    _service: ServiceWatcher | None = None
+    _log: LogFollower | None = None
+    _download: DownloadWatcher | None = None
+    _server: ServerWatcher | None = None  # the polled server source's watcher (move_server moves it)
+    bench_port: int | None = None  # issue 24: benchmark a server on another port (beside, before traffic moves)
+
+    def polled_sources(self, *, one_shot: bool = False) -> Sequence[PolledSource[Any]]:
+        sources: list[PolledSource[Any]] = [host_summary_source(self.transport, self.profile.watched_paths())]
+        watcher = self.download_watcher(one_shot=one_shot)
+        if watcher is not None:
+            sources.append(download_source(watcher))
+        service = self.service_watcher()
+        if service is not None:
+            sources.append(service_source(service))
+        server = self.server_watcher()
+        if server is not None and not one_shot:
+            self._server = server
+            sources.append(server_source(server))
+        return sources
+
+    def service_watcher(self) -> ServiceWatcher | None:
+        profile = self.profile
+        if self._service is None and (profile.container or profile.compose):
+            from console.host.sources.container import ContainerWatcher
+
+            self._service = ContainerWatcher(self.transport, profile.container or profile.compose_service or "sglang",
+                                             profile.compare_container, compose_file=profile.compose,
+                                             compose_service=profile.compose_service,
+                                             forbidden_prefixes=profile.forbidden_prefixes)
+            return self._service
+        if not self.profile.unit:
+            return self._service
+        if self._service is None:
+            self._service = ServiceWatcher(self.transport, self.profile.unit, self.profile.compare_unit,
+                                           forbidden_prefixes=self.profile.forbidden_prefixes)
+        return self._service
+
+    def log_follower(self) -> LogFollower | None:
+        """The unit's journal (the compare unit's too, in the same stream), or --log-file."""
+        if self._log is None:
+            units = tuple(u for u in (self.profile.unit, self.profile.compare_unit) if u)
+            if self.profile.log_file:
+                self._log = LogFollower(self.transport, log_file=self.profile.log_file)
+            elif self.profile.container:
+                self._log = LogFollower(self.transport, container=self.profile.container,
+                                        compare_container=self.profile.compare_container)
+            elif self.profile.compose:  # issue 26: the container Compose names, found by the service reading
+                from console.host.sources.container import ComposeLogFollower, ContainerWatcher
+
+                watcher = self.service_watcher()
+                assert isinstance(watcher, ContainerWatcher)
+                self._log = ComposeLogFollower(self.transport, watcher,
+                                               compare_container=self.profile.compare_container)
+            elif units:
+                self._log = LogFollower(self.transport, units=units)
+        return self._log
+
+    def server_watcher(self) -> ServerWatcher | None:
+        if not self.profile.unit and not self.profile.host and not self.profile.container \
+                and not self.profile.compose:
+            return None
+        follower = self.log_follower()
+        return ServerWatcher(self.transport, self.profile.unit, self.profile.server_port,
+                             follower.tracker if follower else None, container=self.profile.container)
+
+    def download_watcher(self, *, one_shot: bool = False) -> DownloadWatcher | None:
+        if not self.profile.model_dir:
+            return None
+        from console.host.hub import HubAccess
+
+        endpoint = self.profile.hub_endpoint
+        # A demo asks only its simulated host's Hub (loopback), never huggingface.co: the real Hub
+        # knows nothing of the simulated files. Without one it asks no Hub at all.
+        hub = HubAccess(endpoint) if not self.demo else (
+            HubAccess(endpoint, "the simulated host's Hub", send_token=False, use_cache=False) if endpoint else None)
+        watcher = DownloadWatcher(self.transport, self.profile.model_dir, self.profile.repo_id,
+                                  stall_after_s=self.profile.stall_after_s, wait_for_hub_s=20.0 if one_shot else 0.0,
+                                  hub=hub)
+        if not one_shot:
+            self._download = watcher  # the app's: the verify action asks it what is finished
+        return watcher
+
+    @contextlib.asynccontextmanager
+    async def bench_url(self) -> AsyncIterator[str]:
+        """A base URL for the bench thread's own loop: over SSH, a second connection of its own
+        (its forward's bytes must not cross the UI loop), closed when the bench ends."""
+        port = self.bench_port or self.profile.server_port
+        if not self.profile.host:
+            yield f"http://127.0.0.1:{int(port)}"
+            return
+        transport = make_transport(self.profile)
+        await transport.connect()
+        try:
+            yield await transport.http_base_url(port)
+        finally:
+            await transport.close()
+
+    def move_server(self, port: int) -> None:
+        """Issue 24: the server now answers on `port` (the beside path moved the traffic there): the
+        profile's port, the polled server source and later benchmarks follow it."""
+        self.profile = self.profile.with_overrides({"server_port": int(port)})
+        if self._server is not None:
+            self._server.move_to(int(port))
+
+    def gpu_source(self) -> GpuSource:
+        return GpuSource(self.transport, local=not self.profile.host, interval_s=self.profile.gpu_interval_s)
+
+    async def close(self) -> None:
+        await self.transport.close()
+
+
+class SimulatorClock:
+    """The scenario clock of a simulator in another process (`elapsed_s()`, as HostSimulator's)."""
+
+    def __init__(self, start_s: float, speed: float) -> None:
+        self.start_s, self.speed = start_s, speed
+
+    def elapsed_s(self) -> float:
+        return (time.time() - self.start_s) * self.speed
+
+
+class SimulatorThread:
+    """The demo's host simulator, in its own process (`console.demo.hostsim.process`): what the
+    operator sees of gpuconsole's CPU is the console's alone, and the simulator never competes
+    with the UI loop. `start()` returns the demo's HostProfile; `stop()` ends it. The process
+    also ends when the console dies (its stdin closes; PR_SET_PDEATHSIG)."""
+
+    def __init__(self, speed: float = 1.0, scenario: str = "swap") -> None:
+        self.speed = speed
+        self.scenario = scenario
+        self.process: Any = None
+        self.sim: SimulatorClock | None = None  # `sim.elapsed_s()`: the scenario clock
+        self._stderr: Any = None
+        self.cache_root: Path | None = None
+
+    def start(self, timeout_s: float = 30.0) -> HostProfile:
+        from console.demo.hostsim.process import profile_from_json
+        from console.demo.hostsim.sandbox import mark_owner, sweep_stale
+
+        sweep_stale()  # what a killed demo left behind
+        # The demo has no network: its Hub is the simulated host's own, on loopback (the profile's
+        # hub_endpoint, console/demo/hostsim/fake_hub.py). Whatever it caches stays in its own dir.
+        cache_root = Path(tempfile.mkdtemp(prefix="gpuconsole-demo-cache-"))
+        mark_owner(cache_root)
+        self.cache_root = cache_root
+        os.environ["GPUCONSOLE_CACHE_DIR"] = str(cache_root)
+
+        package_parent = str(PACKAGE_PARENT)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)}
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - never the console's terminal; closed in stop()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "console.demo.hostsim.process", "--speed", repr(self.speed),
+             "--scenario", self.scenario], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._stderr, env=env, start_new_session=True)
+        assert self.process.stdout is not None
+        line = b""
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.process.stdout, selectors.EVENT_READ)
+            deadline = time.monotonic() + timeout_s
+            while not line.endswith(b"\n") and time.monotonic() < deadline:
+                if sel.select(max(0.0, deadline - time.monotonic())):
+                    chunk = os.read(self.process.stdout.fileno(), 65536)
+                    if not chunk:
+                        break
+                    line += chunk
+        if not line.endswith(b"\n"):
+            why = self._stderr_tail() or f"no answer within {seconds(timeout_s)}"
+            self.stop()
+            raise RuntimeError(f"the simulator did not start: {why}")
+        hello = json.loads(line)
+        self.sim = SimulatorClock(float(hello["start_s"]), float(hello["speed"]))
+        profile: HostProfile = profile_from_json(hello["profile"])
+        return profile
+
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        lines = self._stderr.read().decode("utf-8", "replace").strip().splitlines()
+        return lines[-1] if lines else ""
+
+    def stop(self) -> None:
+        if self.cache_root is not None:
+            shutil.rmtree(self.cache_root, ignore_errors=True)
+            self.cache_root = None
+        process, self.process = self.process, None
+        if process is None:
+            return
+        try:
+            if process.stdin is not None:
+                process.stdin.close()  # the simulator stops its services and exits
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+        finally:
+            if process.stdout is not None:
+                process.stdout.close()
+            if self._stderr is not None:
+                self._stderr.close()
+                self._stderr = None

@@ -1,0 +1,410 @@
+"""The log source: one long-lived stream (`journalctl -f -o json` for units, `tail -F` for a file),
+lines batched every 150 ms and never dropped (a full queue slows the stream, it loses nothing).
+After a reconnect it resumes after the journal cursor or at the byte offset it had reached."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+
+from console.domain.analysis.log_state import LogSummary, LogTracker
+from console.host.backoff import Backoff
+from console.host.parsers.sglang_log import LogEvent
+from console.host.parsers.sglang_log import parse_line as _parse_line
+from console.host.parsers.systemd import UnitTransition, parse_pid1_message
+from console.redact import redact_text
+from console.sanitize import clean_line
+from console.host.sources.base import describe_error
+from console.host.transport.base import ConnectionState, LineStream, Transport, join, operand
+
+BATCH_S = 0.15
+BATCH_MAX = 2000
+PARSE_SLICE = 100  # lines parsed between two offers of the GIL to the UI's thread (~2-4 ms)
+# Decoding, cleaning, redacting and parsing a batch run on this one thread, not on the event loop
+# (issue 36: at 20k lines/s they were most of the loop's time and its lag). One thread for every
+# follower: each follower waits for its batch before it reads the next, so its lines stay in order
+# and its resume point (offset, cursor) has one writer at a time.
+_PARSER: ThreadPoolExecutor | None = None
+_PARSER_LOCK = threading.Lock()
+
+
+def parser_thread() -> ThreadPoolExecutor:
+    global _PARSER
+    with _PARSER_LOCK:
+        if _PARSER is None:
+            _PARSER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuconsole-log-parse")
+        return _PARSER
+
+
+# A traceback comes one journal entry (or one write) per line and may straddle two batches: it is
+# closed (one error, named by its last line) once the stream has been quiet this long, not when a
+# batch happens to end after its header (the real journald cut an OOM's traceback at its header).
+TRACEBACK_QUIET_S = 1.0
+BACKLOG_LINES = 300
+BACKLOG_BYTES = 256 << 10
+# `--all`: without it journalctl -o json prints "MESSAGE":null for a field over 4,096 bytes, and
+# SGLang's launch line (server_args=ServerArgs(...)) is ~16 KB (tests/data/real/journal_long_line.json).
+# _SYSTEMD_UNIT tells PID 1's own lines (init.scope) from the server's; UNIT names their unit.
+JOURNAL_JSON = ("-o", "json", "--all", "--output-fields=MESSAGE,_SYSTEMD_UNIT,UNIT", "--no-pager")
+
+
+# journald's own line when a unit logged past its rate limit (RateLimitBurst per RateLimitIntervalSec,
+# or the unit's LogRateLimit*): the lines it dropped are gone from the journal for good.
+# systemd 252: "Suppressed 180 messages from sglang-x.service" (tests/data/real/journal_rate_limited.json).
+SUPPRESSED = re.compile(r"^Suppressed (\d+) messages from (\S+)$")
+
+
+def lost_lines_event(message: str) -> LogEvent | None:
+    """journald's word that it dropped a unit's lines, as a log line marked as lost; else None."""
+    m = SUPPRESSED.match(message.strip())
+    if m is None:
+        return None
+    dropped, unit = int(m.group(1)), clean_line(m.group(2))
+    return LogEvent("lost", f"journald dropped {dropped:,} lines of {unit} (its log rate limit): they are not "
+                            "in this log", severity="warning",
+                    fields={"kind": "lines lost", "dropped": dropped, "unit": unit})
+
+
+@dataclass(frozen=True, slots=True)
+class LogBatch:
+    events: tuple[LogEvent, ...]
+    summary: LogSummary
+    note: str | None = None  # "stream ended: …", "resumed after cursor", …
+    error: str | None = None
+
+
+_END = object()
+
+
+def parse_line(text: str) -> LogEvent:
+    """Clean, redact, then parse: events, errors and the server's reasons never hold a secret
+    or a terminal escape sequence (issue 21, item 1)."""
+    return _parse_line(redact_text(clean_line(text)))
+
+
+def journal_time(realtime_us: object) -> str | None:
+    """journald's `__REALTIME_TIMESTAMP` (µs since the epoch, always in `journalctl -o json`) as the
+    host-local stamp SGLang's lines carry ("2026-12-01 08:03:12.123456"); None when absent or odd."""
+    if not isinstance(realtime_us, str) or not realtime_us.isdigit():
+        return None
+
+    return dt.datetime.fromtimestamp(int(realtime_us) / 1e6).isoformat(sep=" ", timespec="microseconds")
+
+
+class LogFollower:
+    def __init__(self, transport: Transport, *, units: tuple[str, ...] = (), log_file: str | None = None,
+                 backlog: int = BACKLOG_LINES, container: str | None = None,
+                 compare_container: str | None = None) -> None:
+        if not units and not log_file and not container:
+            raise ValueError("a log source needs units, a file or a container")
+        self.transport = transport
+        self.units = units
+        self.log_file = log_file
+        self.container = container
+        # A container's log ends when it stops (`docker logs -f` exits): the follower then follows
+        # whichever of the two is running, the new one first, resuming at the last line's time.
+        self.compare_container = compare_container
+        self.since: str | None = None  # a container's last line's Docker timestamp (RFC 3339, nanoseconds)
+        self._docker_ts: str | None = None
+        self.backlog = backlog
+        self.cursor: str | None = None
+        self.offset: int | None = None
+        self.label = (f"file {log_file}" if log_file
+                      else f"docker logs of {container}" + (f" (or {compare_container})" if compare_container else "")
+                      if container else "journal of " + ", ".join(units))
+        self.tracker = LogTracker(self.label)
+        self.backoff = Backoff()
+        self._connected_status: str | None = None
+        self._watching = False
+        self._resume_cursor: str | None = None  # the entry --cursor= starts at: seen already, skipped
+        self._vacuumed_note: str | None = None
+        self._transition: UnitTransition | None = None
+        self._suppressed: str | None = None  # journald's "Suppressed N messages from UNIT"
+        self._journal_ts: str | None = None  # journald's own time of PID 1's line (the swap observer dates by it)
+
+    def _on_state(self, state: ConnectionState) -> None:
+        """When the connection comes back the stream restarts now, not after a backoff grown while
+        it was down (lines resumed up to 7.6 s late; issue 15)."""
+        if state.usable and self._connected_status not in (None, "connected"):
+            self.backoff.wake()
+        self._connected_status = state.status
+
+    # -- the command ---------------------------------------------------------------------
+    async def _command(self) -> tuple[str, str | None]:
+        if self.container is not None:
+            # --timestamps: Docker's own time for lines that carry none, and where to resume (--since).
+            args = ["docker", "logs", "--follow", "--timestamps"]
+            if self.since:
+                args += ["--since", self.since]
+                note = "resumed after the last line's Docker timestamp"
+            else:
+                args += ["--tail", str(self.backlog)]
+                note = None
+            follow = "exec " + join([*args, "--", self.container]) + " 2>&1"
+            if not self.compare_container:
+                return follow, note
+            running = join(["docker", "inspect", "--type", "container", "-f", "{{.State.Running}}", "--",
+                            self.container])
+            other = "exec " + join([*args, "--", self.compare_container]) + " 2>&1"
+            return f'if [ "$({running} 2>/dev/null)" = true ]; then {follow}; else {other}; fi', note
+        if self.log_file is None:
+            args = ["journalctl", *[f"--unit={u}" for u in self.units], "-f", *JOURNAL_JSON]
+            if self.cursor:
+                # --cursor (inclusive), then the entry itself skipped: --after-cursor of an entry a
+                # vacuum removed skips the first entry that survived (systemd 252 steps twice).
+                args.append(f"--cursor={self.cursor}")
+                self._resume_cursor = self.cursor
+                note = "resumed after the journal cursor"
+            else:
+                args += ["-n", str(self.backlog)]
+                note = None
+            return "exec " + join(args), note
+        path = operand(self.log_file)
+        size_r = await self.transport.run(f"wc -c < {path}", timeout=10)
+        size = int(size_r.text.strip()) if size_r.ok and size_r.text.strip().isdigit() else 0
+        note = None
+        if self.offset is None:
+            start = max(0, size - BACKLOG_BYTES)
+            self._skip_partial = start > 0
+        elif size < self.offset:
+            start, note = 0, "the log file shrank (truncated or rotated): reading it from the start"
+            self._skip_partial = False
+        else:
+            start, note = self.offset, "resumed at the byte offset"
+            self._skip_partial = False
+        self.offset = start
+        return f"exec tail -c +{start + 1} -F -- {path}", note
+
+    def _parse(self, raw: bytes) -> LogEvent | None:
+        self._transition = self._journal_ts = None
+        self._suppressed = None
+        text = self._decode(raw)
+        if text is None:
+            return None
+        if self._suppressed is not None:  # journald dropped lines: said, never silent
+            return lost_lines_event(self._suppressed)
+        if self._transition is not None:  # systemd's own line about the unit: a fact, not a log line
+            t = self._transition
+            return LogEvent("unit", clean_line(text), ts=self._journal_ts, severity="error" if t.failing else "info",
+                            fields={"kind": f"unit {t.kind}", "transition": t.kind, "unit": t.unit, "code": t.code,
+                                    "status": t.status, "result": t.result, "restart_counter": t.restart_counter})
+        event = parse_line(text)
+        if self._docker_ts is not None and event.ts is None:
+            # Docker's time, as SGLang writes its own: "2026-11-28 07:41:13"
+            event = replace(event, ts=self._docker_ts[:19].replace("T", " "))
+        return event
+
+    def _parse_batch(self, raw_lines: list[bytes]) -> list[LogEvent]:
+        """A batch's events in the lines' order (on the parser thread)."""
+        events = []
+        for i, raw in enumerate(raw_lines):
+            if i and i % PARSE_SLICE == 0:
+                time.sleep(0)  # the GIL offered to the UI's thread: it waits for at most a slice
+            event = self._parse(raw)
+            if event is not None:
+                events.append(event)
+        return events
+
+    async def _parse_off_loop(self, raw_lines: list[bytes]) -> list[LogEvent]:
+        """`_parse_batch` on the parser thread. Cancelled meanwhile, it still waits for the
+        thread to finish the batch (a few ms) before the cancel goes on: nothing else may touch
+        the follower's resume point while the thread writes it."""
+        if not raw_lines:
+            return []
+        done = asyncio.get_running_loop().run_in_executor(parser_thread(), self._parse_batch, raw_lines)
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            await asyncio.wait({done})
+            raise
+
+    def _decode(self, raw: bytes) -> str | None:
+        self._docker_ts = None
+        if self.container is not None:
+            text = raw.decode("utf-8", "replace")
+            ts, sep, rest = text.partition(" ")
+            if not sep or len(ts) < 20 or ts[4:5] != "-" or not ts.endswith("Z"):
+                return text  # a line of docker's own (an error): show it as it is
+            if self.since is not None and ts <= self.since:
+                return None  # seen before the reconnect: --since is inclusive
+            self.since = self._docker_ts = ts
+            return rest
+        if self.log_file is not None:
+            assert self.offset is not None
+            self.offset += len(raw) + 1
+            if self._skip_partial:
+                self._skip_partial = False
+                return None
+            return raw.decode("utf-8", "replace")
+        if raw.strip() == b"-- No entries --":  # journalctl's word for an empty backlog, not a log line
+            return None
+        try:
+            entry = json.loads(raw)
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python recurses
+            return raw.decode("utf-8", "replace")  # not JSON: a journalctl message; show it
+        if not isinstance(entry, dict):
+            return None
+        cursor = entry.get("__CURSOR")
+        if self._resume_cursor is not None:
+            resumed, self._resume_cursor = self._resume_cursor, None
+            if cursor == resumed:
+                return None  # the last entry read before the reconnect
+            self._vacuumed_note = ("the journal no longer holds the last entry read (rotated and vacuumed): "
+                                   "resumed at the oldest entry it kept")
+        if isinstance(cursor, str):
+            self.cursor = cursor
+        message = entry.get("MESSAGE")
+        if entry.get("_SYSTEMD_UNIT") == "init.scope" and isinstance(message, str):
+            self._transition = parse_pid1_message(message)
+            self._journal_ts = journal_time(entry.get("__REALTIME_TIMESTAMP"))
+        if entry.get("_SYSTEMD_UNIT") == "systemd-journald.service" and isinstance(message, str) \
+                and SUPPRESSED.match(message.strip()):
+            self._suppressed = message
+        if isinstance(message, list):  # journald sends non-UTF-8 messages as a byte array
+            return bytes(b for b in message if isinstance(b, int) and 0 <= b < 256).decode("utf-8", "replace")
+        return message if isinstance(message, str) else None
+
+    async def read_backlog(self) -> tuple[LogEvent, ...]:
+        """One read of the backlog (no following), fed to this follower's own tracker: the one
+        the server watcher reads, as in the app. For `snapshot --json`."""
+        if self.container is not None:
+            args = ["docker", "logs", "--timestamps", "--tail", "5000", "--"]
+            read = join([*args, self.container]) + " 2>&1"
+            if self.compare_container:  # the one that runs, as the follow reads (a created one has no log)
+                running = join(["docker", "inspect", "--type", "container", "-f", "{{.State.Running}}", "--",
+                                self.container])
+                read = (f'if [ "$({running} 2>/dev/null)" = true ]; then {read}; '
+                        f"else {join([*args, self.compare_container])} 2>&1; fi")
+            result = await self.transport.run(read, timeout=30)
+        elif self.log_file is None:
+            args = ["journalctl", *[f"--unit={u}" for u in self.units], *JOURNAL_JSON, "-n", "5000"]
+            result = await self.transport.run(join(args), timeout=30)
+        else:
+            result = await self.transport.run(f"tail -c {8 << 20} -- {operand(self.log_file)}", timeout=30)
+        saved = self.offset
+        self.offset = 0
+        self._skip_partial = False
+        try:
+            events = await self._parse_off_loop([raw for raw in result.stdout.split(b"\n") if raw])
+        finally:
+            self.offset = saved
+        self.tracker.feed(events)
+        self.tracker.flush()
+        return tuple(events)
+
+    async def snapshot_once(self) -> LogSummary:
+        await self.read_backlog()
+        return self.tracker.summary()
+
+    # -- the loop ------------------------------------------------------------------------
+    async def batches(self) -> AsyncIterator[LogBatch]:
+        backoff = self.backoff
+        loop = asyncio.get_running_loop()
+        if not self._watching:
+            self._watching = True
+            self.transport.on_state(self._on_state)
+        while True:
+            try:
+                command, note = await self._command()
+                stream = await self.transport.stream(command)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a source never raises
+                yield LogBatch((), self.tracker.summary(), error=f"log stream: {describe_error(exc)}")
+                await backoff.failed()
+                continue
+            if note:
+                yield LogBatch((), self.tracker.summary(), note=note)
+            queue: asyncio.Queue[object] = asyncio.Queue(maxsize=20_000)
+            reader = asyncio.ensure_future(_pump(stream, queue))
+            got = 0
+            try:
+                ended = False
+                while not ended:
+                    if self.tracker.traceback_pending:
+                        try:
+                            item = await asyncio.wait_for(queue.get(), TRACEBACK_QUIET_S)
+                        except asyncio.TimeoutError:
+                            self.tracker.flush()  # the stream went quiet: the traceback is whole
+                            yield LogBatch((), self.tracker.summary())
+                            continue
+                    else:
+                        item = await queue.get()
+                    if item is _END:
+                        break
+                    raw_lines = [item]
+                    deadline = loop.time() + BATCH_S
+                    while len(raw_lines) < BATCH_MAX:
+                        try:
+                            item = queue.get_nowait()
+                        except asyncio.QueueEmpty:
+                            wait = deadline - loop.time()
+                            if wait <= 0:
+                                break
+                            try:
+                                item = await asyncio.wait_for(queue.get(), wait)
+                            except asyncio.TimeoutError:
+                                break
+                        if item is _END:
+                            ended = True
+                            break
+                        raw_lines.append(item)
+                    events = await self._parse_off_loop(raw_lines)  # type: ignore[arg-type]
+                    got += len(events)
+                    for lost in (e for e in events if e.kind == "lost"):
+                        yield LogBatch((), self.tracker.summary(), note=lost.text)
+                    if self._vacuumed_note is not None:
+                        vacuumed, self._vacuumed_note = self._vacuumed_note, None
+                        yield LogBatch((), self.tracker.summary(), note=vacuumed)
+                    self.tracker.feed(events)
+                    yield LogBatch(tuple(events), self.tracker.summary())
+                    backoff.reset()
+            finally:
+                reader.cancel()
+                with contextlib.suppress(BaseException):
+                    await reader
+                await stream.close()
+            self.tracker.flush()  # a traceback the stream ended on is whole
+            why = stream.stderr_tail.splitlines()[-1:] or [f"exit {stream.exit_status}"]
+            yield LogBatch((), self.tracker.summary(), note=f"log stream ended ({why[0]}); reconnecting")
+            if got:
+                backoff.reset()
+            await backoff.failed()
+
+
+async def _pump(stream: LineStream, queue: asyncio.Queue[object]) -> None:
+    """Stream lines into the queue; a full queue makes us stop reading (backpressure), never drop."""
+    try:
+        async for raw in stream:
+            await queue.put(raw)
+    finally:
+        await queue.put(_END)
+
+
+async def read_log_file(path: str, max_bytes: int = 64 << 20) -> LogSummary:
+    """`snapshot --log-file FILE`: a local file read once (the tail end if it is huge)."""
+
+    tracker = LogTracker(f"file {path}")
+
+    def _read() -> list[str]:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            if size > max_bytes:
+                fh.seek(size - max_bytes)
+                fh.readline()
+            return fh.read().decode("utf-8", "replace").splitlines()
+
+    lines = await asyncio.to_thread(_read)
+    for i in range(0, len(lines), 5000):
+        tracker.feed([parse_line(line) for line in lines[i:i + 5000]], time.time())
+    tracker.flush()
+    return tracker.summary()

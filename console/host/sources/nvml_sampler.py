@@ -1,0 +1,211 @@
+"""The NVML sampler: stdlib and pynvml only, so the same file runs in-process or on the host.
+
+On the host it is started once as `python3 -u -c <this file> INTERVAL_S` over an SSH stream and
+prints one JSON line per sample; NVML queries cost microseconds (1-6 us measured on an H200)
+where a `nvidia-smi` process costs 30-40 ms. If NVML cannot start it prints {"fatal": reason}
+and exits 3, and the console falls back to nvidia-smi.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _proc_name(pynvml: Any, pid: int) -> str:
+    """NVML's own name for the process (what nvidia-smi prints), else /proc."""
+    try:
+        name = _text(pynvml.nvmlSystemGetProcessName(pid))
+        if name:
+            return name
+    except Exception:  # noqa: BLE001 - not supported, no permission, or gone
+        pass
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv = fh.read().split(b"\0")
+        name = argv[0].decode(errors="replace") if argv and argv[0] else ""
+        if name:
+            return name
+    except OSError:
+        pass
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except OSError:
+        return "?"
+
+
+def mib(n_bytes: int) -> int:
+    """MiB as nvidia-smi prints them: rounded up. Measured on an H200 (driver 580.159.04): of 20
+    memory states, ceil(used bytes / MiB) gave nvidia-smi's memory.used in all 20, the nearest MiB
+    in 10 (tests/data/h200/rounding.json)."""
+    return -(-int(n_bytes) // (1 << 20))
+
+
+def _call(fn: Any, *args: Any) -> Any:
+    """An NVML call whose 'not supported' becomes None; other errors propagate."""
+    import pynvml
+
+    try:
+        return fn(*args)
+    except pynvml.NVMLError as exc:
+        if exc.value in (pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_NO_PERMISSION):
+            return None
+        raise
+
+
+class Sampler:
+    """One host's samples, what does not change read once: a GPU's name and UUID when its
+    handle first answers, a process's name once per pid (forgotten when the pid leaves the GPU's
+    list, so a reused pid is named again), whether NVML takes the v2 memory struct."""
+
+    def __init__(self, pynvml: Any, handles: list[Any]) -> None:
+        self.pynvml, self.handles = pynvml, handles
+        self.static: dict[int, tuple[str, str]] = {}
+        self.names: dict[int, str] = {}
+        self.memory_v2 = True
+        self.name_lookups = 0  # how many process names were asked of NVML or /proc (tests count them)
+
+    def _memory(self, handle: Any) -> Any:
+        pynvml = self.pynvml
+        if self.memory_v2:
+            try:
+                return pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+            except (AttributeError, TypeError, pynvml.NVMLError):
+                self.memory_v2 = False
+        return pynvml.nvmlDeviceGetMemoryInfo(handle)
+
+    def _name(self, pid: int) -> str:
+        name = self.names.get(pid)
+        if name is None:
+            self.name_lookups += 1
+            name = self.names[pid] = _proc_name(self.pynvml, pid)
+        return name
+
+    def sample(self) -> dict[str, Any]:
+        pynvml = self.pynvml
+        gpus: list[dict[str, Any]] = []
+        seen: set[int] = set()
+        for index, handle in enumerate(self.handles):
+            try:
+                mem = self._memory(handle)
+                util = _call(pynvml.nvmlDeviceGetUtilizationRates, handle)
+                power = _call(pynvml.nvmlDeviceGetPowerUsage, handle)
+                limit = _call(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle)
+                procs = _call(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
+                static = self.static.get(index)
+                if static is None:
+                    static = self.static[index] = (_text(pynvml.nvmlDeviceGetName(handle)),
+                                                   _text(pynvml.nvmlDeviceGetUUID(handle)))
+                seen.update(p.pid for p in procs)
+                gpus.append({
+                    "index": index,
+                    "name": static[0],
+                    "uuid": static[1],
+                    "memory_used_mib": mib(mem.used),
+                    "memory_total_mib": mib(mem.total),
+                    "utilization_pct": None if util is None else util.gpu,
+                    "temperature_c": _call(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU),
+                    "power_w": None if power is None else power / 1000.0,
+                    "power_limit_w": None if limit is None else limit / 1000.0,
+                    "processes": [
+                        [p.pid, self._name(p.pid),
+                         None if p.usedGpuMemory is None else mib(p.usedGpuMemory)]
+                        for p in procs
+                    ],
+                })
+            except pynvml.NVMLError as exc:
+                gpus.append({"index": index, "error": str(exc)})
+        for pid in [pid for pid in self.names if pid not in seen]:
+            del self.names[pid]
+        return {"t": time.time(), "gpus": gpus}
+
+
+def sample(pynvml: Any, handles: list[Any]) -> dict[str, Any]:
+    """One full sample with nothing cached (see Sampler for the loop's)."""
+    return Sampler(pynvml, handles).sample()
+
+
+class Delta:
+    """A sample as the line the console reads: only what changed since the line before. A GPU
+    whose fields are all as last sent is left out; one with some changed is sent as those fields
+    with "delta": 1; the line itself says "delta": 1 when GPUs it omits are unchanged. Every
+    `full_every`-th line is whole (a resync), and so is a GPU whose fields differ in kind (an
+    error, or back from one). `console.host.parsers.nvml.merge_sample` puts them back together."""
+
+    def __init__(self, full_every: int = 60) -> None:
+        self.full_every = max(1, full_every)
+        self.sent: dict[int, dict[str, Any]] = {}
+        self.count = 0
+
+    def record(self, record: dict[str, Any]) -> dict[str, Any]:
+        full = self.count % self.full_every == 0
+        self.count += 1
+        items: list[dict[str, Any]] = []
+        for item in record["gpus"]:
+            index = item["index"]
+            before = self.sent.get(index)
+            self.sent[index] = item
+            if full or before is None or before.keys() != item.keys():
+                items.append(item)
+                continue
+            changed = {k: v for k, v in item.items() if before[k] != v}
+            if changed:
+                changed["index"] = index
+                changed["delta"] = 1
+                items.append(changed)
+        out: dict[str, Any] = {"t": record["t"], "gpus": items}
+        if not full:
+            out["delta"] = 1
+        return out
+
+
+def open_nvml() -> tuple[Any, list[Any], str]:
+    import pynvml
+
+    pynvml.nvmlInit()
+    count = pynvml.nvmlDeviceGetCount()
+    handles = []
+    for i in range(count):
+        handles.append(pynvml.nvmlDeviceGetHandleByIndex(i))
+    return pynvml, handles, _text(pynvml.nvmlSystemGetDriverVersion())
+
+
+def write(line: str) -> None:
+    """The line and its newline in one write(2) (print() under -u makes two)."""
+    data = (line + "\n").encode()
+    while data:
+        data = data[os.write(1, data):]
+
+
+def main(argv: list[str]) -> int:
+    interval = float(argv[0]) if argv else 1.0
+    try:
+        pynvml, handles, driver = open_nvml()
+    except ImportError as exc:
+        print(json.dumps({"fatal": f"pynvml is not importable by the host's python3 ({exc}); "
+                                   "pip install nvidia-ml-py"}))
+        return 3
+    except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        print(json.dumps({"fatal": f"NVML did not start: {exc}"}))
+        return 3
+    sampler, delta = Sampler(pynvml, handles), Delta()
+    encode = json.JSONEncoder(separators=(",", ":")).encode
+    write(encode({"driver": driver, "count": len(handles)}))
+    while True:
+        started = time.perf_counter()
+        record = delta.record(sampler.sample())
+        record["cost_us"] = round((time.perf_counter() - started) * 1e6, 1)
+        write(encode(record))  # one write per sample
+        time.sleep(max(0.0, interval - (time.perf_counter() - started)))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,143 @@
+"""The deployment on one screen (issue 37): its one status, its nodes (each with its GPUs as the
+host screen's GPU pane draws them, console/ui/panes/gpu.py's format_gpu_status), the faults and the
+checks, and the one timeline labelled by node and rank. It reads a DeploymentWatch (the nodes'
+HostStates and probes) and redraws at most once a second, only what changed; it holds no data."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from console.domain.deploy.swap import format_report
+from console.domain.deploy.text import format_checks, format_faults, format_nodes, format_status_line, format_timeline
+from console.ui.panes.gpu import format_gpu_status
+
+REFRESH_S = 1.0
+STATUS_STYLE = {"ready": "bold green", "starting": "cyan", "waiting": "bold yellow", "failed": "bold red",
+                "unknown": "dim"}
+
+
+class DeploymentScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("p", "probe", "Probe nodes"),
+        Binding("S", "swap_preview", "Swap every node"),
+        Binding("R", "rollback_preview", "Roll back every node"),
+        Binding("y", "confirm", "Confirm", show=False),
+        Binding("n", "cancel", "Cancel", show=False),
+        Binding("q", "app.quit", "Quit"),
+    ]
+    DEFAULT_CSS = """
+    DeploymentScreen #deploy-status { height: auto; padding: 0 1; background: $boost; }
+    DeploymentScreen #deploy-nodes { height: auto; padding: 0 1; }
+    DeploymentScreen #deploy-gpus { height: auto; max-height: 14; }
+    DeploymentScreen .deploy-gpu { width: 1fr; height: auto; border: round $primary-lighten-2; padding: 0 1; }
+    DeploymentScreen #deploy-faults, DeploymentScreen #deploy-checks { height: auto; padding: 0 1; }
+    DeploymentScreen #deploy-swap { height: auto; max-height: 16; padding: 0 1; border: round $warning; display: none; }
+    DeploymentScreen #deploy-swap.-shown { display: block; }
+    DeploymentScreen #deploy-timeline { height: 1fr; border: round $primary-lighten-2; padding: 0 1; }
+    """
+
+    def __init__(self, watch: Any, swap: Any = None, *, start_watch: bool = False) -> None:
+        super().__init__()
+        self.watch = watch
+        self.start_watch = start_watch  # the console's first screen starts the watch (its nodes' sessions)
+        self.swap = swap  # console/domain/deploy/swap.py's DeploymentSwap (None: this screen only watches)
+        self._pending: str | None = None  # "swap" or "rollback" previewed, waiting for y
+        self._shown: dict[str, str] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="deploy-status")
+        yield Static(id="deploy-nodes")
+        with Horizontal(id="deploy-gpus"):
+            for node in self.watch.deployment.nodes:
+                if node.role != "router":
+                    pane = Static(classes="deploy-gpu", id=f"deploy-gpu-{node.key}")
+                    pane.border_title = f"{node.label} · GPUs"
+                    yield pane
+        yield Static(id="deploy-faults")
+        yield Static(id="deploy-checks")
+        yield Static(id="deploy-swap")
+        with VerticalScroll(id="deploy-timeline"):
+            yield Static(id="deploy-timeline-text")
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        if self.start_watch:
+            await self.watch.start()
+        self.query_one("#deploy-timeline").border_title = "one timeline · console clock (UTC) · node and rank"
+        self.refresh_view()
+        self.set_interval(REFRESH_S, self.refresh_view)
+
+    def _put(self, widget_id: str, text: Text) -> None:
+        plain = text.plain
+        if self._shown.get(widget_id) == plain:
+            return  # an equal text costs nothing: Static.update repaints even when equal
+        self._shown[widget_id] = plain
+        self.query_one(f"#{widget_id}", Static).update(text)
+
+    def refresh_view(self) -> None:
+        view = self.watch.view()
+        width = max(40, self.size.width - 4)
+        self._put("deploy-status", Text(format_status_line(view, width), style=STATUS_STYLE.get(view.status.status, "")))
+        self._put("deploy-nodes", Text("\n".join(format_nodes(view, width))))
+        states = self.watch.states
+        panes = [n for n in self.watch.deployment.nodes if n.role != "router"]
+        for node in panes:
+            state = states.get(node.key)
+            reading = state.reading("gpu") if state is not None else None
+            pane_w = max(30, width // max(1, len(panes)) - 4)
+            self._put(f"deploy-gpu-{node.key}", format_gpu_status(reading, pane_w, 10))
+        self._put("deploy-faults", Text("\n".join(format_faults(view, width)),
+                                        style="red" if view.faults else "dim"))
+        self._put("deploy-checks", Text("\n".join(format_checks(self.watch.checks(), width))))
+        self._put("deploy-timeline-text", Text("\n".join(format_timeline(view.timeline, 200, width))))
+
+    def _swap_box(self, text: str) -> None:
+        box = self.query_one("#deploy-swap", Static)
+        box.set_class(bool(text), "-shown")
+        box.update(Text(text))
+
+    def _preview(self, kind: str) -> None:
+        if self.swap is None:
+            return self._swap_box("this screen only watches")
+        if self.swap.read_only:
+            return self._swap_box("read-only: this session changes nothing on the hosts")
+        if self.swap.busy:
+            return self._swap_box("a swap is running: one at a time")
+        try:
+            lines = self.swap.preview(kind)
+        except ValueError as exc:
+            return self._swap_box(str(exc))
+        self._pending = kind
+        self._swap_box("\n".join(lines + ["", "y: run these commands on the hosts · n: cancel"]))
+
+    def action_swap_preview(self) -> None:
+        self._preview("swap")
+
+    def action_rollback_preview(self) -> None:
+        self._preview("rollback")
+
+    def action_cancel(self) -> None:
+        self._pending = None
+        self._swap_box("")
+
+    def action_confirm(self) -> None:
+        if self._pending is None or self.swap is None:
+            return
+        kind, self._pending = self._pending, None
+        self._swap_box(f"{kind} running…")
+        self.run_worker(self._run_swap(kind), group="deploy-swap", exclusive=True, exit_on_error=False)
+
+    async def _run_swap(self, kind: str) -> None:
+        run = await self.swap.run(kind, confirmed=True)
+        self._swap_box(format_report(run, self.watch.deployment))
+
+    async def action_probe(self) -> None:
+        await self.watch.probe_all()
+        self.refresh_view()

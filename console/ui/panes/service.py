@@ -1,0 +1,313 @@
+"""The service-diff pane: old unit → new unit, changes grouped by category with their reasons,
+lints by severity, drift of the running process; `d` the raw diff, `s` swap, `u` pick units."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any, ClassVar
+
+from rich.console import RenderableType
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.reactive import reactive
+
+from console.domain.analysis.service_diff import CATEGORY_ORDER, FlagChange
+from console.domain.analysis.service_report import ServiceReport, ServiceSide
+from console.core.freshness import STALE_AFTER_S
+from console.model import Reading
+from console.ui.panes.base import ReadingPane
+
+DIM, OK, WARN, BAD = "dim", "green", "yellow", "bold red"
+# Red means an error and only that: what the new unit drops or replaces is shown grey, not red.
+OLD = "grey62"
+MARK = {"added": ("+", "green"), "removed": ("−", OLD), "changed": ("~", "yellow")}
+SEVERITY = {"error": ("✗", BAD), "warning": ("⚠", WARN), "info": ("ℹ", "cyan")}
+
+
+def _value(value: Any, width: int) -> str:
+    if value is True:
+        text = "on"
+    elif value is None:
+        text = "–"
+    elif isinstance(value, tuple):
+        text = " ".join(value)
+    else:
+        text = str(value)
+    if text.startswith("/") and text.count("/") > 1:
+        text = "…/" + text.rstrip("/").rsplit("/", 1)[-1]  # paths: the last part tells them apart
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _not_installed(side: ServiceSide | None) -> bool:
+    """The new unit before the install: the normal state before a swap, not an error (issue 35)."""
+    return side is not None and bool(side.error) and str(side.error).endswith(": not installed yet")
+
+
+def _side(side: ServiceSide | None) -> Text:
+    """A unit and its state. When that state was read is on the pane's border (`ServicePane`):
+    it is polled every 15 s, and a unit started since must not read as "inactive" now."""
+    t = Text()
+    if side is None:
+        return t.append("–", style=DIM)
+    t.append(side.name, style="bold")
+    if _not_installed(side):
+        return t.append(" (not installed yet)", style=DIM)
+    if side.error:
+        return t.append(" (error)", style=BAD)
+    if side.active_state is None:
+        return t.append(" (file)", style=DIM)
+    state = side.active_state
+    t.append(f" {state}", style=OK if state == "active" else DIM)
+    if side.main_pid:
+        t.append(f" pid {side.main_pid}", style=DIM)
+    return t
+
+
+def hang(line: Text, width: int, indent: int) -> Text:
+    """`line` broken at spaces to `width`, continuation lines indented by `indent` (Rich would fold
+    it at column 0, mid-word: "…active / pid 13995" at 80x24), its styles kept."""
+    plain = line.plain
+    if len(plain) <= width:
+        return line
+    out = Text()
+    start, room = 0, width
+    while len(plain) - start > room:
+        cut = plain.rfind(" ", start, start + room + 1)
+        if cut <= start:  # one word longer than the room: cut it
+            cut = start + room
+        out.append_text(line[start:cut])
+        out.append("\n" + " " * indent)
+        start = cut + 1 if cut < len(plain) and plain[cut] == " " else cut
+        room = max(8, width - indent)
+    out.append_text(line[start:])
+    return out
+
+
+def units_read_at(at_s: float) -> str:
+    """The clock time a service reading was taken (the recording's time in a replay)."""
+    return time.strftime("%H:%M:%S", time.localtime(at_s))
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def hanging(message: str, indent: int, width: int) -> str:
+    """`message` wrapped to `width`, continuation lines under its first character (not column 1)."""
+    import textwrap
+
+    room = max(12, width - indent)
+    lines = textwrap.wrap(message, room, break_on_hyphens=False, break_long_words=True) or [""]
+    return ("\n" + " " * indent).join(lines)
+
+
+def _lint_lines(text: Text, lints: list[Any], width: int = 10_000) -> None:
+    for x in lints:
+        icon, style = SEVERITY.get(x.severity, ("·", DIM))
+        text.append(f" {icon} ", style=style)
+        text.append(hanging(x.message, 3, width) + "\n", style=style if x.severity != "info" else "")
+
+
+def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, raw: bool = False) -> Text:
+    text = Text(no_wrap=False, overflow="fold")
+    if reading is None:
+        return Text("reading the units…", style=DIM)
+    r = reading.data
+    if r is None:
+        return Text(reading.error or "no data yet", style=BAD if reading.error else DIM)
+    width = max(width, 30)
+    wide = width >= 100
+    old_side = Text("old ", style=DIM) + _side(r.old)
+    new_side = Text("new ", style=DIM) + _side(r.new)
+    if wide and len(old_side) + 3 + len(new_side) <= width:
+        text.append_text(old_side + Text("   ") + new_side)
+    else:
+        text.append_text(hang(old_side, width, 4))
+        text.append("\n")
+        text.append_text(hang(new_side, width, 4))
+    text.append("\n")
+    errors = [x for x in r.lints if x.severity == "error"]
+    warnings = [x for x in r.lints if x.severity == "warning"]
+    notes = [x for x in r.lints if x.severity not in ("error", "warning")]
+    missing = [side.name for side in (r.old, r.new) if _not_installed(side)]  # type: ignore[union-attr]
+    # the same file on both sides: its error once; a unit not installed yet is no error
+    side_errors = [e for e in dict.fromkeys(r.errors) if not any(e == f"{m}: not installed yet" for m in missing)]
+    n_errors = len(errors) + len(side_errors)
+    compared = r.old is not None and r.old.command is not None and r.new.command is not None
+    summary = Text()
+    if compared:
+        summary.append(plural(r.change_count, "change"), style="bold")
+    elif missing and not n_errors:
+        summary.append(f"nothing to compare yet: {missing[0]} is not installed (the swap plan's i installs it)",
+                       style=DIM)
+    else:
+        summary.append("nothing compared", style="bold")
+    summary.append(f" · {plural(n_errors, 'error')}", style=BAD if n_errors else OK)
+    summary.append(f" · {plural(len(warnings), 'warning')}", style=WARN if warnings else OK)
+    summary.append(f" · {plural(len(notes), 'note')}", style=DIM)
+    if r.drift:
+        summary.append(" · DRIFT", style="bold black on yellow")
+    text.append_text(hang(summary, width, 2))
+    text.append("\n")
+    for error in side_errors:
+        text.append(f" ✗ {hanging(error, 3, width)}\n", style=BAD)
+    if r.drift:
+        text.append(f" ⚠ {r.drift_of} runs with other flags than its unit file: unit changed, not restarted\n",
+                    style="bold yellow")
+        for c in r.drift:
+            text.append(f"   {c.flag}: running {_value(c.old, 24)}, unit {_value(c.new, 24)}\n", style=WARN)
+    if raw:
+        for line in r.raw_diff or ("(no differences)",):
+            style = ("green" if line.startswith("+") else OLD if line.startswith("-")
+                     else "cyan" if line.startswith("@@") else DIM)
+            text.append(line + "\n", style=style)
+        return text
+    _lint_lines(text, errors + warnings, width)
+    if r.old is not None and r.old.command is not None and r.new.command is not None and not r.change_count:
+        text.append("no differences\n", style=OK)
+    flag_w = min(max((len(c.flag) for c in r.changes), default=10), 34 if wide else 24)
+    by_cat: dict[str, list[FlagChange]] = {}
+    for c in r.changes:
+        by_cat.setdefault(c.category, []).append(c)
+    for cat in CATEGORY_ORDER:
+        items = by_cat.get(cat)
+        if not items:
+            continue
+        reasons = {c.reason for c in items}
+        shared = reasons.pop() if len(reasons) == 1 and len(items) > 1 else None
+        text.append(cat, style="bold underline")
+        if shared:  # beside the category when it fits there, else under it
+            inline = wide and len(cat) + 2 + len(shared) <= width
+            text.append(("  " + shared) if inline else ("\n  " + hanging(shared, 2, width)), style="italic dim")
+        text.append("\n")
+        for c in items:
+            mark, style = MARK[c.change]
+            text.append(f" {mark} ", style=style + " bold")
+            text.append(f"{c.flag:<{flag_w}} ", style=style)
+            room = width - flag_w - 4
+            if c.change == "changed":
+                old_v, new_v = _value(c.old, 40), _value(c.new, 40)
+                if len(old_v) + len(new_v) + 3 > room:
+                    half = (width - 9) // 2
+                    text.append("\n     ")
+                    old_v, new_v = _value(c.old, half), _value(c.new, half)
+                text.append(old_v, style=OLD)
+                text.append(" → ")
+                text.append(new_v, style="green")
+            else:
+                text.append(_value(c.new if c.change == "added" else c.old, max(8, room)))
+            if c.reason and not shared and not c.reason.startswith("new model:"):
+                if wide and flag_w + 4 + len(c.reason) + 40 <= width:
+                    text.append("  " + c.reason, style="italic dim")
+                else:  # under the flag, and wrapped there
+                    text.append("\n     " + hanging(c.reason, 5, width), style="italic dim")
+            text.append("\n")
+    if r.env_changes:
+        text.append("environment\n", style="bold underline")
+        for e in r.env_changes:
+            mark, style = MARK[e.change]
+            text.append(f" {mark} {e.name}", style=style)
+            text.append(f" {e.old or ''}{' → ' if e.change == 'changed' else ''}{e.new or ''}\n", style=DIM)
+    if r.unit_changes:
+        text.append("unit\n", style="bold underline")
+        for u in r.unit_changes:
+            mark, style = MARK[u.change]
+            text.append(f" {mark} {u.directive}=", style=style)
+            if u.change == "changed":
+                text.append(f" {_value(u.old, 40)}", style="red")
+                text.append(" → ")
+                text.append(_value(u.new, 40), style="green")
+            else:
+                text.append(f" {_value(u.new if u.change == 'added' else u.old, max(8, width - len(u.directive) - 5))}")
+            if u.reason:
+                text.append("\n     " + hanging(u.reason, 5, width), style="italic dim")
+            text.append("\n")
+    if notes:
+        text.append("notes", style="bold underline")
+        # its own line, not in parentheses: the source may hold parentheses of its own
+        source = r.flags_source + (f"; ran {r.flags_binary}" if r.flags_binary else "")
+        text.append("\n  " + hanging(source, 2, width) + "\n", style=DIM)
+        _lint_lines(text, notes, width)
+    if reading.error:
+        text.append(f"✗ {reading.error}\n", style=BAD)
+    text.rstrip()
+    return text
+
+
+def oriented(reading: Reading[ServiceReport] | None, flipped: bool) -> Reading[ServiceReport] | None:
+    """The reading as this view shows it: `flipped`, the report the other way round (the old unit as
+    the new), as the source delivered it; the state's reading is never changed."""
+    if not flipped or reading is None or reading.data is None:
+        return reading
+    other = reading.data.flipped()
+    return reading if other is None else replace(reading, data=other)
+
+
+class ServicePane(ReadingPane):
+    PANE_TITLE: ClassVar[str] = "Service diff"
+    PANE_KEY: ClassVar[str] = "3"
+    STALE_AFTER_S: ClassVar[float] = STALE_AFTER_S["service"]  # the one rule (core/freshness.py)
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("d", "toggle_raw", "Raw diff"),
+        Binding("s", "swap", "Flip old/new"),
+        Binding("u", "pick_units", "Units"),
+        Binding("f", "fit", "Fit"),
+    ]
+
+    raw: reactive[bool] = reactive(False)
+    # `s`: show the report the other way round. This view's choice alone: the source delivers both
+    # orientations, so nothing is asked of the host and no event is made (issue 20).
+    flipped: reactive[bool] = reactive(False)
+
+    class PickRequested(Message):
+        pass
+
+    class FitRequested(Message):
+        pass
+
+    def set_health(self, *, stale: bool, error: bool, subtitle: str) -> None:
+        """The border says when the units were read ("units read 17:41:22 · live"): once, where it
+        never wraps the body (at 80x24 an "(as of …)" after each unit went onto its own line)."""
+        reading = self.reading
+        if subtitle and not error and reading is not None and reading.ok_at_s is not None:
+            subtitle = f"units read {units_read_at(reading.ok_at_s)} · {subtitle}"
+        super().set_health(stale=stale, error=error, subtitle=subtitle)
+
+    def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
+        shown = oriented(reading, self.flipped)
+        text = format_service(shown, self.content_size.width or 56, raw=self.raw)
+        if shown is not reading and reading is not None and reading.data is not None:
+            # Said in the body too: the swap plan's new unit has not changed, only this view.
+            note = Text(f"flipped in this view (s): the swap's new unit is still {reading.data.new.name}\n",
+                        style=DIM)
+            text = note + text
+        return text
+
+    def watch_raw(self) -> None:
+        self._view_changed()
+
+    def watch_flipped(self) -> None:
+        self._view_changed()
+
+    def _view_changed(self) -> None:
+        self.show(self.render_reading(self.reading))
+        self.border_title = (f"{self.PANE_KEY} {self.PANE_TITLE}" + (" (raw)" if self.raw else "")
+                             + (" (flipped)" if self.flipped else ""))
+
+    def action_toggle_raw(self) -> None:
+        self.raw = not self.raw
+
+    def action_swap(self) -> None:
+        report = self.reading.data if self.reading is not None else None
+        if not self.flipped and (report is None or report.flipped() is None):
+            self.notify("No unit to swap with: pick one with u", title="service", severity="warning")
+            return
+        self.flipped = not self.flipped
+
+    def action_pick_units(self) -> None:
+        self.post_message(self.PickRequested())
+
+    def action_fit(self) -> None:
+        self.post_message(self.FitRequested())
