@@ -226,6 +226,7 @@ class HostScreen(Screen[None]):
         self._view_sent: str | None = None
         self._drive_asked: set[int] = set()  # peers asking to drive, already announced
         self.flushes = 0  # how many flushes ran (tests and benchmarks read it)
+        self._bench_seen = -1  # the bench view's version the bench pane was last told of
         self.age_updates = 0  # how many times the age timer asked a pane (tests read it)
         self._ages_at = 0.0  # the state's clock at the last age update
         self._frame_list: list[Any] | None = None
@@ -359,6 +360,10 @@ class HostScreen(Screen[None]):
         self._woken = False
         self._flushed_at = time.monotonic()
         dirty, self._dirty = self._dirty, set()
+        bench = self.state.bench.version  # a derived view: the log's and the server's events move it too
+        if bench != self._bench_seen:
+            self._bench_seen = bench
+            dirty.add("bench")
         if not dirty:
             return
         self.flushes += 1

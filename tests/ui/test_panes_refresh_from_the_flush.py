@@ -128,3 +128,33 @@ async def test_a_pane_left_out_beside_the_plan_is_not_drawn_until_it_is_shown_ag
             return "RUNNING" in screen_text(app)
 
         await wait_for(shown, timeout=30)  # what it missed, at the restore
+
+
+async def test_the_servers_own_throughput_from_its_log_reaches_the_bench_chart_without_a_benchmark() -> None:
+    """The bench view is derived from the log's and the server's events too: the flush tells the
+    bench pane when the view moved, whatever event moved it (the merged refresh path told it only
+    of benchmark events, and a demo showed 'no throughput yet' beside the log's 580 tok/s)."""
+    import time
+    from datetime import datetime
+
+    from console.core.state import ReadingChanged
+    from console.domain.analysis.log_state import LogTracker
+    from console.host.parsers.sglang_log import parse_line
+    from console.model import Reading
+    from console.ui.app import ConsoleApp
+
+    now = float(int(time.time()))
+    state = HostState("gpu-01", label="gpu-01")
+    state.apply(HostInfo("gpu-01", "gpu-01", log_label="journal: sglang.service"))
+    tracker = LogTracker("journal")
+    app = ConsoleApp(state, None)
+    async with app.run_test(size=(160, 48)):
+        await wait_for(lambda: "no throughput yet" in screen_text(app), timeout=30)
+        for i in range(20):
+            stamp = datetime.fromtimestamp(now - 20 + i).strftime("%Y-%m-%d %H:%M:%S")
+            tracker.feed([parse_line(f"[{stamp} TP0] Decode batch. #running-req: 8, #token: 62531, token usage: "
+                                     f"0.12, gen throughput (token/s): {400 + i:.2f}, #queue-req: 0")], now)
+        state.apply(ReadingChanged("gpu-01", "log", Reading("log", tracker.summary(), now)))
+        assert state.bench.version > 0  # the view moved, with no benchmark event
+        await wait_for(lambda: "no throughput yet" not in screen_text(app) and "server gen tok/s" in screen_text(app),
+                       timeout=30)
