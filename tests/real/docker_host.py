@@ -38,10 +38,13 @@ SHIM = "import sys\nfrom console.demo.hostsim.fake_sglang.launch_server import m
 
 def shim_dir(dockerd: Dockerd) -> Path:
     package = dockerd.root / "shim" / "sglang"
-    if not (package / "launch_server.py").exists():
+    shim = package / "launch_server.py"
+    # Written again whenever it differs: the pooled root outlives a checkout (a shim of an older tree
+    # named a module that moved, and every container's server died at its import).
+    if not shim.exists() or shim.read_text() != SHIM:
         package.mkdir(parents=True, exist_ok=True)
         (package / "__init__.py").write_text("")
-        (package / "launch_server.py").write_text(SHIM)
+        shim.write_text(SHIM)
     return package
 # GPUCONSOLE_RECORD_REAL=1: the tests write what the real CLI printed into tests/data/real/.
 RECORD = os.environ.get("GPUCONSOLE_RECORD_REAL") == "1"

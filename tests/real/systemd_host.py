@@ -180,7 +180,7 @@ def systemd_host(dockerd: Dockerd, timeout_s: float = 90) -> Iterator[SystemdHos
         (stage / "opt/sglang/.venv/bin").mkdir(parents=True)
         (stage / "opt/sglang/.venv/bin/python").symlink_to("/usr/bin/python3")
         (stage / "opt/sglang/pylib").mkdir(parents=True)
-        (stage / "opt/sglang/pylib/sglang").symlink_to(f"{MOUNTED_CONSOLE}/console/hostsim/fake_sglang")
+        (stage / "opt/sglang/pylib/sglang").symlink_to(f"{MOUNTED_CONSOLE}/console/demo/hostsim/fake_sglang")
         (stage / "var/lib/gpusim").mkdir(parents=True)
         (stage / "etc/systemd/system/multi-user.target.wants").mkdir(parents=True)
         (stage / "etc/systemd/system/multi-user.target.wants/ssh.service").symlink_to(

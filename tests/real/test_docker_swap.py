@@ -70,9 +70,9 @@ async def test_the_container_swap_and_its_rollback_through_the_consoles_controll
             await console.until(lambda: (g := console.state.data("gpu")) is not None and any(
                 (x.memory_used_mib or 0) > 0 for x in g.gpus), 90, "the old container's server on the stand-in GPUs")
             said = {"install": await console.run_step("install")}
-            for check in console.domain.swap.evaluate_gate():
+            for check in console.swap.evaluate_gate():
                 if not check.passes:  # no model directory, no GPUs: the operator overrides by name
-                    assert console.domain.swap.override(check.name, check.name, WHO) is None
+                    assert console.swap.override(check.name, check.name, WHO) is None
             old_pid = inspect(dockerd, old)["State"]["Pid"]
             for key in ("preflight", "stop_old", "start_new"):
                 said[key] = await console.run_step(key)

@@ -138,12 +138,12 @@ def _swap_and_roll_back(host: SystemdHost, directory: Path) -> LivedSwap:
             began = time.time()
             said["install"] = await console.run_step("install")
             assert said["install"][0] == "done", said["install"]
-            gate = console.domain.swap.evaluate_gate()
+            gate = console.swap.evaluate_gate()
             # The operator overrides what the gate cannot judge on this host (no model directory
             # watched, no GPUs: the stand-in), by typing each check's name.
             for check in gate:
                 if not check.passes:
-                    assert console.domain.swap.override(check.name, check.name, WHO) is None
+                    assert console.swap.override(check.name, check.name, WHO) is None
             said["preflight"] = await console.run_step("preflight")
             said["stop_old"] = await console.run_step("stop_old")
             said["start_new"] = await console.run_step("start_new")
@@ -183,8 +183,9 @@ def test_every_step_of_the_swap_and_the_rollback_ran_on_the_real_host(lived: Liv
     assert said["install"][1].endswith("; daemon-reload done")
     assert lived.installed == lived.draft and len(lived.backups) == 1  # the draft in place, the old file kept
     assert said["stop_old"][1].startswith(f"{OLD_UNIT} stopped; GPU memory drained ("), said["stop_old"]
-    assert re.match(r"ready \d+s after systemctl start: serving", said["start_new"][1]), said["start_new"]
-    assert re.match(rf"{re.escape(OLD_UNIT)} ready again after \d+s", said["rollback"][1]), said["rollback"]
+    # the figure is the observer's (the step's own times, from the host), never the executor's in its words
+    assert re.match(r"ready after systemctl start: serving", said["start_new"][1]), said["start_new"]
+    assert re.match(rf"{re.escape(OLD_UNIT)} ready again", said["rollback"][1]), said["rollback"]
     # The host's own account: systemd stopped the old unit, started the new, and back.
     j = lived.journal
     stopped_old = first(j, rf"Stopped .*{re.escape('Qwen3.5-397B')}|Stopped {re.escape(OLD_UNIT)}", lived.began_s)
