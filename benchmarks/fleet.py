@@ -157,7 +157,7 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, s
                     max_connecting: int | None = None, handshakes: int = 0) -> dict[str, Any]:
     from console.config import HostProfile
     from console.domain.fleet.hosts import Fleet
-    from console.ui.fleet_screen import FleetApp
+    from console.ui.app import FleetApp
     from console.host.transport.ssh import SshTransport
 
     if sim == "quiet":
@@ -386,7 +386,7 @@ def main_queries(fleet: Any) -> None:
 async def prometheus_variant(url: str, variant: str, cycles: int, interval: float,
                              server_pid: int) -> dict[str, Any]:
     from console.domain.fleet.prom import PrometheusFleet
-    from console.ui.fleet_screen import FleetApp
+    from console.ui.app import FleetApp
 
     fleet = PrometheusFleet(url, interval_s=interval, timeout_s=10)
     if variant == "main":
