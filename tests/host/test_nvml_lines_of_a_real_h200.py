@@ -38,3 +38,18 @@ def test_lines_of_what_changed_are_a_fraction_of_whole_lines() -> None:
     now = (DATA / "sampler_now.jsonl").read_bytes().splitlines()[2:]
     before = (DATA / "sampler_before.jsonl").read_bytes().splitlines()[2:]
     assert sum(map(len, now)) / len(now) * 3 < sum(map(len, before)) / len(before)
+
+
+def test_the_clocked_sampler_lines_of_a_real_h200_merge_whole_with_the_slow_fields_kept() -> None:
+    # recorded at 20 Hz by the sampler that reads the temperature, the limit and the processes on
+    # their own clocks (benchmarks/gpu_sampler_cost.py, tests/data/h200/sampler_cost/clocked/)
+    lines = (DATA / "clocked" / "sampler_clocked.jsonl").read_text().splitlines()
+    assert json.loads(lines[0]) == {"driver": "580.159.04", "count": 1}
+    known: dict[int, dict] = {}
+    for line in lines[1:]:
+        gpus, problems = gpus_from_sample(merge_sample(known, parse_sampler_line(line)))
+        assert problems == ()
+        (gpu,) = gpus
+        assert gpu.uuid == "GPU-0d6ec259-18df-497e-5739-6a256555cd96" and gpu.power_limit_w == 700.0
+        assert gpu.temperature_c is not None and 20 <= gpu.temperature_c <= 90
+        assert [(p.pid, p.memory_mib) for p in gpu.processes] == [(559, 2658)]

@@ -61,17 +61,35 @@ def _call(fn: Any, *args: Any) -> Any:
         raise
 
 
+# How old a slow field may get (seconds) before it is read again: the GPU's temperature moves by
+# degrees over seconds, its enforced power limit only when an operator sets it. Memory, utilization
+# and power are read every sample. A GPU's processes are read again whenever its memory moved (a
+# process that starts, grows or leaves moves it) and at least every PROCS_S.
+SLOW_S = 5.0
+LIMIT_S = 60.0
+PROCS_S = 5.0
+
+
 class Sampler:
     """One host's samples, what does not change read once: a GPU's name and UUID when its
     handle first answers, a process's name once per pid (forgotten when the pid leaves the GPU's
-    list, so a reused pid is named again), whether NVML takes the v2 memory struct."""
+    list, so a reused pid is named again), whether NVML takes the v2 memory struct.
 
-    def __init__(self, pynvml: Any, handles: list[Any]) -> None:
+    With `interval_s` (the sampler on the host), the slow fields are read only as often as they
+    can move (SLOW_S, LIMIT_S, PROCS_S above): each NVML call is an ioctl, and on the H200 the
+    ioctls, not Python, were most of a sample's cost. Without it every field is read every sample."""
+
+    def __init__(self, pynvml: Any, handles: list[Any], *, interval_s: float | None = None) -> None:
         self.pynvml, self.handles = pynvml, handles
         self.static: dict[int, tuple[str, str]] = {}
         self.names: dict[int, str] = {}
         self.memory_v2 = True
         self.name_lookups = 0  # how many process names were asked of NVML or /proc (tests count them)
+        every = (lambda s: 1) if interval_s is None else (lambda s: max(1, round(s / max(interval_s, 1e-3))))
+        self.slow_every, self.limit_every, self.procs_every = every(SLOW_S), every(LIMIT_S), every(PROCS_S)
+        self.count = 0
+        self.last: dict[int, dict[str, Any]] = {}  # per GPU: the slow fields as last read, the memory then
+        self.calls = 0  # NVML calls made by sample() (tests and benchmarks count them)
 
     def _memory(self, handle: Any) -> Any:
         pynvml = self.pynvml
@@ -89,22 +107,44 @@ class Sampler:
             name = self.names[pid] = _proc_name(self.pynvml, pid)
         return name
 
+    def _due(self, every: int) -> bool:
+        return self.count % every == 0
+
     def sample(self) -> dict[str, Any]:
         pynvml = self.pynvml
         gpus: list[dict[str, Any]] = []
         seen: set[int] = set()
         for index, handle in enumerate(self.handles):
+            last = self.last.get(index)
             try:
                 mem = self._memory(handle)
                 util = _call(pynvml.nvmlDeviceGetUtilizationRates, handle)
                 power = _call(pynvml.nvmlDeviceGetPowerUsage, handle)
-                limit = _call(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle)
-                procs = _call(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
+                self.calls += 3
+                if last is None or self._due(self.limit_every):
+                    limit = _call(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle)
+                    self.calls += 1
+                else:
+                    limit = last["limit"]
+                if last is None or self._due(self.slow_every):
+                    temperature = _call(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU)
+                    self.calls += 1
+                else:
+                    temperature = last["temperature"]
+                if last is None or mem.used != last["used"] or self._due(self.procs_every):
+                    procs = _call(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
+                    self.calls += 1
+                    rows = [[p.pid, self._name(p.pid), None if p.usedGpuMemory is None else mib(p.usedGpuMemory)]
+                            for p in procs]
+                else:
+                    rows = last["processes"]
                 static = self.static.get(index)
                 if static is None:
                     static = self.static[index] = (_text(pynvml.nvmlDeviceGetName(handle)),
                                                    _text(pynvml.nvmlDeviceGetUUID(handle)))
-                seen.update(p.pid for p in procs)
+                self.last[index] = {"limit": limit, "temperature": temperature, "used": mem.used,
+                                    "processes": rows}
+                seen.update(row[0] for row in rows)
                 gpus.append({
                     "index": index,
                     "name": static[0],
@@ -112,17 +152,15 @@ class Sampler:
                     "memory_used_mib": mib(mem.used),
                     "memory_total_mib": mib(mem.total),
                     "utilization_pct": None if util is None else util.gpu,
-                    "temperature_c": _call(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU),
+                    "temperature_c": temperature,
                     "power_w": None if power is None else power / 1000.0,
                     "power_limit_w": None if limit is None else limit / 1000.0,
-                    "processes": [
-                        [p.pid, self._name(p.pid),
-                         None if p.usedGpuMemory is None else mib(p.usedGpuMemory)]
-                        for p in procs
-                    ],
+                    "processes": rows,
                 })
             except pynvml.NVMLError as exc:
+                self.last.pop(index, None)  # back from an error: every field read again
                 gpus.append({"index": index, "error": str(exc)})
+        self.count += 1
         for pid in [pid for pid in self.names if pid not in seen]:
             del self.names[pid]
         return {"t": time.time(), "gpus": gpus}
@@ -196,7 +234,7 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, ...
         print(json.dumps({"fatal": f"NVML did not start: {exc}"}))
         return 3
-    sampler, delta = Sampler(pynvml, handles), Delta()
+    sampler, delta = Sampler(pynvml, handles, interval_s=interval), Delta()
     encode = json.JSONEncoder(separators=(",", ":")).encode
     write(encode({"driver": driver, "count": len(handles)}))
     while True:
