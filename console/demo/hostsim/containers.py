@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from console.demo.hostsim import story
 from console.host.parsers.systemd import parse_unit
 
 if TYPE_CHECKING:
@@ -86,8 +87,6 @@ def container_id(name: str) -> str:
 def place_gpu_processes_in_containers(sim: HostSimulator, mapping: dict[str, tuple[str, ...]]) -> None:
     """Give each unit's simulated GPU processes (story.OLD_PID_BASE/NEW_PID_BASE + rank, what the
     simulated nvidia-smi and NVML report) its container's cgroup, read through the host's `cat`."""
-    from console.demo.hostsim import story
-
     bases = {story.OLD_UNIT: story.OLD_PID_BASE, story.NEW_UNIT: story.NEW_PID_BASE}
     for unit, (name, *_rest) in mapping.items():
         base = bases.get(unit)
