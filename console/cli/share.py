@@ -189,7 +189,7 @@ async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> 
             print(f"  {name}: {invite_line(name, sock, token_files[name], server.owner)}"
                   + (f"; browser address in {token_files[name].with_suffix('.url')}" if web is not None else ""),
                   flush=True)
-        if server.tcp_address is None and web is None:
+        if server.tcp_address is None and web is None and not invited:
             print("  (no token: the Unix socket is this user's only)", flush=True)
         await runner.start()
         stop = asyncio.Event()
