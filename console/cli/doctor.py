@@ -7,6 +7,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import httpx
+
 from console.config import HostProfile
 from console.host.sources.base import describe_error
 from console.host.transport.base import Transport, operand
@@ -90,6 +92,11 @@ async def run_doctor(transport: Transport, profile: HostProfile, *, runs: int = 
         _first_line("nvidia-smi --query-gpu=driver_version,name --format=csv,noheader")))
     checks.append(await _probe(transport, "systemctl", _first_line("systemctl --version")))
     checks.append(await _probe(transport, "journalctl", _first_line("journalctl --version")))
+    for unit in (profile.unit, profile.compare_unit):
+        if unit:
+            checks.append(await _unit_check(transport, unit))
+    if profile.server_port and not profile.container:
+        checks.append(await _server_check(transport, profile.server_port))
     paths = [p for p in (profile.model_dir, profile.log_file, *profile.disk_paths) if p]
     for path in paths:
         checks.append(await _probe(transport, f"path {path}",
@@ -100,6 +107,43 @@ async def run_doctor(transport: Transport, profile: HostProfile, *, runs: int = 
         checks.append(Check("rtt", False, describe_error(exc)))
         rtt = {}
     return {"host": transport.label, "checks": [asdict(c) for c in checks], "rtt_ms": rtt}
+
+
+async def _unit_check(transport: Transport, unit: str) -> Check:
+    """The unit as systemd knows it (`systemctl show -p LoadState -p ActiveState`) and whether the SSH
+    user reads its journal (`journalctl -u UNIT`: without the systemd-journal or adm group it shows
+    nothing and says so). A unit not installed yet is no failure: the swap plan installs it."""
+    name = f"unit {unit}"
+    try:
+        result = await transport.run(f"systemctl show -p LoadState -p ActiveState --value -- {operand(unit)}; "
+                                     f"journalctl -u {operand(unit)} -n 1 --no-pager -q -o cat 2>&1 | head -n 5",
+                                     timeout=15)
+    except Exception as exc:  # noqa: BLE001 - every failure is a failed check, not a crash
+        return Check(name, False, describe_error(exc))
+    lines = result.text.splitlines()
+    load, active, journal = (lines[0].strip() if lines else ""), (lines[1].strip() if len(lines) > 1 else ""), \
+        " ".join(lines[2:]).lower()
+    if not load:
+        return Check(name, False, (result.error_text.splitlines() or ["systemctl show answered nothing"])[-1])
+    if load == "not-found":
+        return Check(name, True, "not installed yet (the swap plan's i installs it)")
+    if "insufficient permissions" in journal or "not seeing messages" in journal:
+        return Check(name, False, f"{load}, {active}; its journal is not readable by this user "
+                                  "(add it to the systemd-journal or adm group, or log in as root)")
+    return Check(name, True, f"{load}, {active}; journal readable")
+
+
+async def _server_check(transport: Transport, port: int) -> Check:
+    """The server's port as the console reaches it: /health through the SSH forward."""
+    name = "server"
+    try:
+        base = await transport.http_base_url(port)
+        async with httpx.AsyncClient(base_url=base, timeout=5.0) as client:
+            r = await client.get("/health")
+    except Exception as exc:  # noqa: BLE001
+        return Check(name, False, f"nothing answers on the host's :{port}/health ({describe_error(exc)}); "
+                                  "the server's port is --server-port or server_port")
+    return Check(name, True, f":{port}/health answered {r.status_code}")
 
 
 def format_doctor(report: dict[str, Any]) -> str:

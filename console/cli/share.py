@@ -189,7 +189,7 @@ async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> 
             print(f"  {name}: {invite_line(name, sock, token_files[name], server.owner)}"
                   + (f"; browser address in {token_files[name].with_suffix('.url')}" if web is not None else ""),
                   flush=True)
-        if server.tcp_address is None and web is None:
+        if server.tcp_address is None and web is None and not invited:
             print("  (no token: the Unix socket is this user's only)", flush=True)
         await runner.start()
         stop = asyncio.Event()
@@ -214,6 +214,14 @@ async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> 
         await runner.close()
         if recorder is not None:
             recorder.close()
+            say_recorded(recorder.path)
+
+
+def say_recorded(path: Path | None) -> None:
+    """On leaving: where this session's recording went (issue 35 item 10)."""
+    if path is not None:
+        print(f"gpuconsole: this session was recorded in {path} (gpuconsole replay FILE; gpuconsole report FILE)",
+              file=sys.__stderr__, flush=True)
 
 
 def invite_line(name: str, sock: Path, token_file: Path, owner: str) -> str:
@@ -320,6 +328,8 @@ async def run_shared_app(args: argparse.Namespace, session: Any, run_view: Any) 
                 path.unlink()
         with contextlib.suppress(Exception):
             await server.close()
+        print(f"gpuconsole: sharing ended ({sock} removed)", file=sys.stderr, flush=True)
         if app.recorder is not None:
             app.recorder.close()
-        print(f"gpuconsole: sharing ended ({sock} removed)", file=sys.stderr, flush=True)
+            if not args.screenshot:
+                say_recorded(app.recorder.path)

@@ -35,17 +35,20 @@ from textual.worker import Worker, WorkerState
 from console.domain.analysis.fit import calibration, inputs_from_command, plan_fit
 from console.core.control import HostControl, NoControl
 from console.core.events import EVERYTHING, HEADER, SWAP, TOAST, changes
+from console.core.derive.swap_view import STEP_TITLES
 from console.core.state import (
     Event,
     HostState,
     Notice,
     Presence,
     ReadingChanged,
+    same_person,
 )
 from console.locations import data_home
 from console.ui.panes.base import PaneFrame, PlaceholderPane
 from console.ui.panes.header import HostHeader
 from console.ui.panes.registry import PANES, PaneSpec, grid_shape
+from console.ui.panes.swap import SwapScreen
 from console.host.sources.base import describe_error
 
 FRAME_S = 1 / 60  # one flush per frame at most: a flood of events costs one repaint per frame
@@ -225,6 +228,7 @@ class HostScreen(Screen[None]):
         self._unsubscribe: Callable[[], None] | None = None
         self._view_sent: str | None = None
         self._drive_asked: set[int] = set()  # peers asking to drive, already announced
+        self._approvals_told: set[str] = set()  # approval requests already announced here
         self.flushes = 0  # how many flushes ran (tests and benchmarks read it)
         self._bench_seen = -1  # the bench view's version the bench pane was last told of
         self.age_updates = 0  # how many times the age timer asked a pane (tests read it)
@@ -394,6 +398,8 @@ class HostScreen(Screen[None]):
                 plan.refresh_plan()
         if "presence" in dirty:
             self._drive_requests()
+        if SWAP in dirty:
+            self._approval_requests()
         if "presence" in dirty and self.follow:
             self._follow_driver()
 
@@ -409,6 +415,26 @@ class HostScreen(Screen[None]):
         self.app.bell()
         self.notify(f"{names} asks to drive: ctrl+p, then \"Accept: … drives\" (or hand over)",
                     title="pairing: asks to drive", severity="warning", timeout=15, markup=False)
+
+    def _approval_requests(self) -> None:
+        """A request this person can approve is news on the main screen too (the plan, once open,
+        offers the dialog): a bell and a notice, once per request; never to the requester, on any
+        of their connections (issue 35 item 2)."""
+        me = self._control.client_id
+        if me is None or not self.can_act or isinstance(self.app.screen, SwapScreen):
+            return
+        presence = self.state.presence
+        for req in self.state.swap.pending_approvals:
+            if req.request_id in self._approvals_told:
+                continue
+            self._approvals_told.add(req.request_id)
+            if req.requested_by == self._control.who or (presence is not None and same_person(presence, req.requested_by, me)):
+                continue
+            what = STEP_TITLES.get(req.action, req.action.replace("_", " "))
+            self.app.bell()
+            self.notify(f"{req.requested_by} asks for your approval: {what[:1].lower()}{what[1:]} (request "
+                        f"{req.request_id}); p opens the swap plan, where enter approves",
+                        title="two-person rule", severity="warning", timeout=30, markup=False)
 
     def _tick(self) -> None:
         """The one age timer of every pane (once a second): a pane is asked only once what it

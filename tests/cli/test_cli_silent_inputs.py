@@ -71,3 +71,15 @@ def test_leaving_the_demo_says_where_its_recording_went() -> None:
     _, err = proc.communicate(timeout=60)
     recorded = list(data.rglob("*.jsonl.gz"))
     assert len(recorded) == 1 and f"recorded in {recorded[0]}" in err, err[-500:]
+
+
+def test_fit_with_only_a_config_sizes_no_pool_from_the_unknown_weights(tmp_path: Path) -> None:
+    """The GDN state and speculative pools are what is left after the weights: with the weights
+    unknown they are unknown too (it printed 38.39 GiB of GDN state from weights counted as 0)."""
+    model = tmp_path / "only-config"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(qwen122b_config()))
+    out = _run("fit", str(model), "--gpus", "4", "--gpu-mem", "95.59")
+    gdn = next(ln for ln in out.stdout.splitlines() if ln.strip().startswith("GDN state (mamba pool)"))
+    assert "unknown" in gdn and "GiB" not in gdn, gdn
+    assert not [ln for ln in out.stdout.splitlines() if ln.strip().startswith("speculative") and "GiB" in ln]

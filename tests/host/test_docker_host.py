@@ -213,3 +213,39 @@ async def test_the_docker_demo_scenario_shows_the_seeds_services_as_containers(t
     finally:
         await transport.close()
         await sim.stop()
+
+
+async def test_the_docker_demo_names_the_container_holding_each_gpus_memory(tmp_path):
+    """The GPU pane names a process's container from `/proc/PID/cgroup` and `docker ps`, as on a
+    real Docker host (systemd cgroup driver): the simulated GPU processes answer with their
+    container's cgroup, and a pid of no simulated container answers as the host's own."""
+    from console.demo.hostsim import HostSimulator, story
+    from console.demo.hostsim.scenario import NEW_CONTAINER, OLD_CONTAINER, start_scenario
+    from console.host.sources.gpu import GpuSource
+    from console.host.transport.ssh import SshTransport
+    from console.ui.panes.gpu import format_gpu_status
+    from tests.kit.hosts import sim_options
+
+    sim = HostSimulator(tmp_path / "host", scenario="docker")
+    await sim.start()
+    transport = SshTransport(sim_options(sim))
+    try:
+        await start_scenario(sim)
+        await transport.connect()
+        source = GpuSource(transport, local=False)
+
+        async def first_named():
+            async for reading in source.readings():
+                procs = [p for g in (reading.data.gpus if reading.data else ()) for p in g.processes]
+                if procs and all(p.container for p in procs):
+                    return reading
+
+        reading = await asyncio.wait_for(first_named(), 60)
+        held = {p.pid: p.container for g in reading.data.gpus for p in g.processes}
+        assert held == {story.OLD_PID_BASE + i: OLD_CONTAINER for i in range(story.GPU_COUNT)}
+        assert f"{OLD_CONTAINER}: sglang::scheduler_TP0" in format_gpu_status(reading, width=120, height=20).plain
+        await source._lookup_containers([1])  # this machine's init: in no container
+        assert source._containers[1] is None and NEW_CONTAINER not in held.values()  # not started yet
+    finally:
+        await transport.close()
+        await sim.stop()

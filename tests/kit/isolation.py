@@ -81,7 +81,7 @@ def outside_holders(paths: set[str], root: int) -> dict[str, str]:
             continue
         try:
             fds = list((proc / "fd").iterdir())
-            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            cmd = " ".join((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").split())
         except OSError:
             continue
         for fd in fds:
@@ -94,12 +94,50 @@ def outside_holders(paths: set[str], root: int) -> dict[str, str]:
     return out
 
 
+def _unix_listeners() -> dict[str, str]:
+    """Bound Unix socket paths -> "socket:[inode]" (the kernel's table, /proc/net/unix)."""
+    out: dict[str, str] = {}
+    try:
+        lines = Path("/proc/net/unix").read_text().splitlines()[1:]
+    except OSError:
+        return out
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 8 and fields[7].startswith("/"):
+            out[fields[7]] = f"socket:[{fields[6]}]"
+    return out
+
+
+def _held(paths: set[str], root: int) -> dict[str, str]:
+    """`outside_holders`, and a socket held by its listener (the fd names the socket's inode, not
+    its path), and a file named after a held socket (`X.sock.token`, `X.sock.NAME.url`: what a
+    serve writes beside its socket) said as the socket's holder's."""
+    listeners = _unix_listeners()
+    by_socket = {listeners[p]: p for p in paths if p in listeners}
+    held = outside_holders(paths | set(by_socket), root)
+    out = {p: who for p, who in held.items() if p in paths}
+    out.update({by_socket[s]: who for s, who in held.items() if s in by_socket})
+    sockets = [p for p in out if p in listeners]
+    for p in paths - out.keys():
+        owner = next((s for s in sockets if p.startswith(s + ".")), None)
+        if owner is not None:
+            out[p] = out[owner]
+    return out
+
+
 def split_changes(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]],
                   root: int) -> tuple[list[str], list[str]]:
     """(the changes the test run may have made, the ones a process outside it holds open, said as
     such): the guard fails only on the first (issue 35 item 12)."""
     changes = describe_changes(before, after)
-    held = outside_holders({line.split(": ", 1)[1] for line in changes}, root)
+    paths = {line.split(": ", 1)[1] for line in changes}
+    held = _held(paths, root)
+    # A directory added or changed (its mtime: an entry came or went) is theirs when everything that
+    # changed beneath it is: deepest first, so that a new tree of theirs is theirs to the top.
+    for d in sorted(paths - held.keys(), key=lambda p: -p.count("/")):
+        beneath = [p for p in paths if p.startswith(d + "/")]
+        if beneath and all(p in held for p in beneath):
+            held[d] = held[beneath[0]]
     ours = [line for line in changes if line.split(": ", 1)[1] not in held]
     theirs = [f"{line} (open in {held[line.split(': ', 1)[1]]}, not a test's process)" for line in changes
               if line.split(": ", 1)[1] in held]

@@ -245,6 +245,30 @@ def test_serve_prints_where_an_invite_is_and_who_issued_it_never_the_invite(tmp_
     shutil.rmtree(short, ignore_errors=True)
 
 
+def test_serve_with_an_invite_does_not_say_the_socket_is_this_users_only(tmp_path: Path) -> None:
+    """"(no token: the Unix socket is this user's only)" was printed under bob's invite line: bob
+    attaches to that socket with his token."""
+    from tests.kit.cli import Lines, popen
+
+    short = Path(tempfile.mkdtemp(prefix="gcd-"))
+    serve = popen("--demo", "--no-record", "serve", "--socket", str(short / "core.sock"), "--invite", "bob", tmp=short)
+    out = Lines(serve.stdout)
+    try:
+        out.wait_for("  bob: invite issued by")
+        alone = popen("--demo", "--no-record", "serve", "--socket", str(short / "alone.sock"), tmp=short)
+        try:
+            alone_out = Lines(alone.stdout)
+            alone_out.wait_for("  (no token: the Unix socket is this user's only)")
+        finally:
+            alone.terminate()
+            alone.wait(15)
+    finally:
+        serve.terminate()
+        serve.wait(15)
+    assert "this user's only" not in out.text(), out.text()
+    shutil.rmtree(short, ignore_errors=True)
+
+
 def test_serve_help_names_the_demo_scenario_and_invite_rejects_a_bad_name() -> None:
     out = gpuconsole("serve", "--help")
     assert "--demo-scenario" in out.stdout and "--invite NAME" in out.stdout

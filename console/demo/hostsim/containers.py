@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from console.demo.hostsim import story
 from console.host.parsers.systemd import parse_unit
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def container_inspect(sim: HostSimulator, unit: str, name: str, models_host: str
     running = state.get("active") == "active"
     failed = state.get("active") == "failed"
     return {
-        "Id": (name.encode().hex() * 8)[:64], "Created": "2026-11-28T07:41:12.118503992Z",
+        "Id": container_id(name), "Created": "2026-11-28T07:41:12.118503992Z",
         "Path": "/opt/nvidia/nvidia_entrypoint.sh", "Args": argv,
         "State": {"Status": "running" if running else "exited", "Running": running, "Paused": False,
                   "Restarting": False, "OOMKilled": False, "Dead": False, "Pid": int(state.get("pid") or 0),
@@ -64,12 +65,49 @@ def container_inspect(sim: HostSimulator, unit: str, name: str, models_host: str
     }
 
 
+# `cat` on the simulated host: /proc/PID/cgroup of a simulated GPU process (its pid exists only in
+# the simulated nvidia-smi and NVML) is its container's cgroup, as Docker's systemd cgroup driver
+# writes it; every other read is this machine's own `cat`.
+_CAT = """#!/bin/sh
+if [ "$#" = 1 ]; then
+  case "$1" in
+    /proc/[0-9]*/cgroup) p=${1#/proc/}; f="$GPUSIM_ROOT/.sim/proc/${p%/cgroup}/cgroup"
+                         if [ -f "$f" ]; then exec /bin/cat "$f"; fi ;;
+  esac
+fi
+exec /bin/cat "$@"
+"""
+
+
+def container_id(name: str) -> str:
+    """The simulated container's full id (64 hex digits, `docker inspect`'s `Id`)."""
+    return (name.encode().hex() * 8)[:64]
+
+
+def place_gpu_processes_in_containers(sim: HostSimulator, mapping: dict[str, tuple[str, ...]]) -> None:
+    """Give each unit's simulated GPU processes (story.OLD_PID_BASE/NEW_PID_BASE + rank, what the
+    simulated nvidia-smi and NVML report) its container's cgroup, read through the host's `cat`."""
+    bases = {story.OLD_UNIT: story.OLD_PID_BASE, story.NEW_UNIT: story.NEW_PID_BASE}
+    for unit, (name, *_rest) in mapping.items():
+        base = bases.get(unit)
+        if base is None:
+            continue
+        for rank in range(8):
+            d = sim.root / ".sim" / "proc" / str(base + rank)
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "cgroup").write_text(f"0::/system.slice/docker-{container_id(name)}.scope\n")
+    cat = sim.bin_dir / "cat"
+    cat.write_text(_CAT)
+    cat.chmod(0o755)
+
+
 async def mirror_units_as_containers(sim: HostSimulator, mapping: dict[str, tuple[str, ...]],
                                      every_s: float = 0.25) -> None:
     """`mapping`: unit → (container name, the host directory mounted at /models[, its image[, the
     mount's path inside, "=" for the host's own]])."""
     d = sim.root / ".sim" / "containers"
     d.mkdir(parents=True, exist_ok=True)
+    place_gpu_processes_in_containers(sim, mapping)
     offsets: dict[str, int] = {}
     last: dict[str, str] = {}
     while True:

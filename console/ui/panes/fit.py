@@ -52,7 +52,9 @@ def format_fit(r: FitResult, calibration: list[tuple[str, str, str]] | None = No
         if gib <= 0 and label not in ("weights", "KV cache"):
             continue
         t.append(f"  {label:<36}", style="dim" if style == "dim" else "")
-        if not known and label in ("weights", "KV cache", "unused"):  # weights counted as 0: nothing to say
+        # Weights counted as 0: nothing to say of them nor of the pools sized from what they leave
+        if not known and label in ("weights", "KV cache", "unused", "GDN state (mamba pool)",
+                                   "speculative verification state"):
             t.append("unknown (the weights' size is unknown)\n", style="yellow")
             continue
         t.append(f"{gib:7.2f} GiB ")

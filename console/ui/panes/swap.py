@@ -209,7 +209,8 @@ class ConfirmScreen(ModalScreen[bool]):
             t.append("(override a check by typing its name with o on the plan screen)\n", style="dim")
         if self.preview.needs_approval:
             t.append("\nAnother attached person must approve before it runs.\n", style="yellow")
-        t.append("\nenter: run once   escape: cancel", style="bold")
+        t.append("\nenter: ask anyway (the gate is checked again: while it fails, nothing runs)   escape: cancel"
+                 if bad else "\nenter: run once   escape: cancel", style="bold")
         with VerticalScroll():
             yield Static(t, id="confirm-text")
 
