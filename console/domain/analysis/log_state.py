@@ -7,6 +7,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
+from collections.abc import Callable
 from typing import Any
 
 from console.host.parsers.sglang_log import BOOT_PHASES, LogEvent, batch_fields
@@ -178,6 +179,9 @@ class LogTracker:
         self.lines_seen = 0
         self.unparsed_lines = 0
         self.last_line_at_s: float | None = None
+        # Called (on the loop) after each batch of new lines: the server source polls a quiet host
+        # less and is woken by the log moving again (console/host/sources/server.py).
+        self.on_lines: list[Callable[[], None]] = []
 
     def _close_traceback(self) -> None:
         if self._traceback_head is not None and self._traceback is not None:
@@ -193,7 +197,11 @@ class LogTracker:
             return
         self.lines_seen += len(events)
         self.unparsed_lines += sum(1 for e in events if e.kind == "line" and "unparsed" in e.fields)
+        quiet_before = self.last_line_at_s is None or now - self.last_line_at_s > 1.0
         self.last_line_at_s = now
+        if quiet_before:  # the log moving again (not every batch of a flood)
+            for listener in self.on_lines:
+                listener()
         last_decode: LogEvent | None = None
         # the first decode line of each second of the log's time: one point each (a flood's batch
         # spans a second or two: a line or two parsed, as before)

@@ -324,7 +324,8 @@ class LogFollower:
                 continue
             if note:
                 yield LogBatch((), self.tracker.summary(), note=note)
-            queue: asyncio.Queue[object] = asyncio.Queue(maxsize=20_000)
+            # A list of lines per item (a read's, 64 KiB at most): 64 items hold up to 4 MiB.
+            queue: asyncio.Queue[object] = asyncio.Queue(maxsize=64)
             reader = asyncio.ensure_future(_pump(stream, queue))
             got = 0
             try:
@@ -341,7 +342,7 @@ class LogFollower:
                         item = await queue.get()
                     if item is _END:
                         break
-                    raw_lines = [item]
+                    raw_lines: list[bytes] = list(item)  # type: ignore[call-overload]
                     deadline = loop.time() + BATCH_S
                     while len(raw_lines) < BATCH_MAX:
                         try:
@@ -357,7 +358,7 @@ class LogFollower:
                         if item is _END:
                             ended = True
                             break
-                        raw_lines.append(item)
+                        raw_lines.extend(item)  # type: ignore[call-overload]
                     events = await self._parse_off_loop(raw_lines)  # type: ignore[arg-type]
                     got += len(events)
                     for lost in (e for e in events if e.kind == "lost"):
@@ -382,10 +383,11 @@ class LogFollower:
 
 
 async def _pump(stream: LineStream, queue: asyncio.Queue[object]) -> None:
-    """Stream lines into the queue; a full queue makes us stop reading (backpressure), never drop."""
+    """Stream lines into the queue, a list per read (one queue item per 64 KiB, not per line); a
+    full queue makes us stop reading (backpressure), never drop."""
     try:
-        async for raw in stream:
-            await queue.put(raw)
+        async for lines in stream.chunks():
+            await queue.put(lines)
     finally:
         await queue.put(_END)
 
