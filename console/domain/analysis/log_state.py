@@ -179,8 +179,8 @@ class LogTracker:
         self.lines_seen = 0
         self.unparsed_lines = 0
         self.last_line_at_s: float | None = None
-        # Called (on the loop) after each batch of new lines: the server source polls a quiet host
-        # less and is woken by the log moving again (console/host/sources/server.py).
+        # Called (on the loop) after each live batch: the server source polls a quiet host less and
+        # is woken by the log moving again (console/host/sources/server.py).
         self.on_lines: list[Callable[[], None]] = []
 
     def _close_traceback(self) -> None:
@@ -191,15 +191,15 @@ class LogTracker:
         self._traceback = None
         self._traceback_head = None
 
-    def feed(self, events: list[LogEvent], now_s: float | None = None) -> None:
+    def feed(self, events: list[LogEvent], now_s: float | None = None, *, live: bool = True) -> None:
+        """`live`: lines the log is writing now (False: a stream's backlog, old lines read at its start)."""
         now = time.time() if now_s is None else now_s
         if not events:
             return
         self.lines_seen += len(events)
         self.unparsed_lines += sum(1 for e in events if e.kind == "line" and "unparsed" in e.fields)
-        quiet_before = self.last_line_at_s is None or now - self.last_line_at_s > 1.0
         self.last_line_at_s = now
-        if quiet_before:  # the log moving again (not every batch of a flood)
+        if live:  # the log moving now (not a stream's backlog of old lines)
             for listener in self.on_lines:
                 listener()
         last_decode: LogEvent | None = None

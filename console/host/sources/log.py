@@ -49,6 +49,7 @@ def parser_thread() -> ThreadPoolExecutor:
 # closed (one error, named by its last line) once the stream has been quiet this long, not when a
 # batch happens to end after its header (the real journald cut an OOM's traceback at its header).
 TRACEBACK_QUIET_S = 1.0
+BACKLOG_S = 2.0  # lines within this long of a stream's start are its backlog (not the log moving now)
 BACKLOG_LINES = 300
 BACKLOG_BYTES = 256 << 10
 # `--all`: without it journalctl -o json prints "MESSAGE":null for a field over 4,096 bytes, and
@@ -327,6 +328,7 @@ class LogFollower:
             # A list of lines per item (a read's, 64 KiB at most): 64 items hold up to 4 MiB.
             queue: asyncio.Queue[object] = asyncio.Queue(maxsize=64)
             reader = asyncio.ensure_future(_pump(stream, queue))
+            opened = loop.time()
             got = 0
             try:
                 ended = False
@@ -366,7 +368,9 @@ class LogFollower:
                     if self._vacuumed_note is not None:
                         vacuumed, self._vacuumed_note = self._vacuumed_note, None
                         yield LogBatch((), self.tracker.summary(), note=vacuumed)
-                    self.tracker.feed(events)
+                    # What arrives in a stream's first seconds is its backlog (tail -n, journalctl -n):
+                    # old lines, not the log moving now.
+                    self.tracker.feed(events, live=loop.time() - opened > BACKLOG_S)
                     yield LogBatch(tuple(events), self.tracker.summary())
                     backoff.reset()
             finally:

@@ -204,14 +204,16 @@ def server_source(watcher: ServerWatcher, interval_s: float = 5.0) -> PolledSour
     """The server polled at the cadence `poll_every_s` chooses, said in the status it returns
     (`poll_every_s`, when not the usual), and woken when the log moves again while slowed."""
 
+    moved_at: list[float | None] = [None]  # the log's last live lines (a backlog is not the log moving)
+
     async def poll() -> ServerStatus:
         status = await watcher.poll()
-        summary = watcher.log.summary() if watcher.log else None
-        every = poll_every_s(status, summary.last_line_at_s if summary else None, time.time(), interval_s)
+        every = poll_every_s(status, moved_at[0], time.time(), interval_s)
         source.interval_s = every
         return replace(status, poll_every_s=every if every != interval_s else None)
 
     def log_moved() -> None:
+        moved_at[0] = time.time()
         if source.interval_s > interval_s:
             source.wake()
 
