@@ -163,13 +163,21 @@ def console_config(host: Host, *, seconds: float, record: bool = False) -> dict[
 
 
 def measure(config: dict[str, Any], warmup_s: float, window_s: float,
-            during: Any = None) -> dict[str, Any]:
+            during: Any = None, tree: Path | None = None) -> dict[str, Any]:
     """Start the console process, wait `warmup_s`, read its CPU over `window_s` (calling
-    `during(pid)` at the start of the window, e.g. to start a log writer), then let it exit."""
-    config = {**config, "seconds": warmup_s + window_s + 1.0}
+    `during(pid)` at the start of the window, e.g. to start a log writer), then let it exit.
+    `tree`: run the console of another checkout (a base for an interleaved A/B; this file is
+    copied into it, so both sides are measured by the same instrument)."""
+    config = {**config, "seconds": warmup_s + window_s + 1.0, "window_s": window_s + 1.0}
     env = {**os.environ, "XDG_DATA_HOME": tempfile.mkdtemp(), "TERM": "xterm-256color"}
     env.pop("GPUCONSOLE_CONFIG", None)
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), json.dumps(config)], cwd=ROOT,
+    script, cwd = Path(__file__).resolve(), ROOT
+    if tree is not None:
+        cwd = tree.resolve()
+        (cwd / "benchmarks").mkdir(exist_ok=True)
+        script = cwd / "benchmarks" / "hostkit_ab.py"
+        script.write_text(Path(__file__).read_text())
+    proc = subprocess.Popen([sys.executable, str(script), json.dumps(config)], cwd=cwd,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(warmup_s)
@@ -207,7 +215,7 @@ def median_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def _console(config: dict[str, Any]) -> None:
     import asyncio
 
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, os.getcwd())  # the tree under test (this checkout, or a base's: `measure(tree=)`)
     from console.ui.app import ConsoleApp
     from console.config import HostProfile
     from console.host.session import HostSession, make_transport
@@ -218,11 +226,25 @@ def _console(config: dict[str, Any]) -> None:
     app = ConsoleApp.for_session(HostSession(profile, make_transport(profile)), record=config["record"],
                                  record_dir=Path(config["record_dir"]))
 
+    counts = _count_repaints(config["seconds"] - config.get("window_s", 0.0)) if config.get("counts") else None
+
+    profiler = None
+    if config.get("cprofile"):  # the UI thread's profile over the window only
+        import cProfile
+
+        profiler = cProfile.Profile()
+
     async def main() -> None:
-        asyncio.get_running_loop().call_later(config["seconds"], app.exit, 0)
+        loop = asyncio.get_running_loop()
+        loop.call_later(config["seconds"], app.exit, 0)
+        if profiler is not None:
+            loop.call_later(config["seconds"] - config.get("window_s", 0.0), profiler.enable)
         await app.run_async(headless=True, size=(120, 40))
 
     asyncio.run(main())
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(config["cprofile"])
     state = app.state
     gpu, download = state.data("gpu"), state.data("download")
     # What the console saw, so a run that saw nothing cannot pass for a quiet one.
@@ -230,7 +252,39 @@ def _console(config: dict[str, Any]) -> None:
                       "download_complete": getattr(download, "complete", None),
                       "download_files": getattr(download, "files_done", None),
                       "log_lines": state.log_lines_total,
-                      "connection": state.connection.status if state.connection else None}))
+                      "connection": state.connection.status if state.connection else None,
+                      **({"counts": counts} if counts is not None else {})}))
+
+
+def _count_repaints(after_s: float) -> dict[str, Any]:
+    """What the console drew after `after_s` (the window): compositor updates (frames sent), whole
+    layouts, and `refresh()` calls by widget class. A benchmark's own instrument (`--counts`)."""
+    from collections import Counter
+
+    from textual.screen import Screen
+    from textual.widget import Widget
+
+    start = time.monotonic() + after_s
+    counts: dict[str, Any] = {"frames": 0, "layouts": 0, "refresh_by_widget": Counter()}
+    frame, layout, refresh = Screen._compositor_refresh, Screen._refresh_layout, Widget.refresh
+
+    def counted_frame(self: Any) -> None:
+        if time.monotonic() >= start:
+            counts["frames"] += 1
+        frame(self)
+
+    def counted_layout(self: Any, *a: Any, **k: Any) -> None:
+        if time.monotonic() >= start:
+            counts["layouts"] += 1
+        layout(self, *a, **k)
+
+    def counted_refresh(self: Any, *a: Any, **k: Any) -> Any:
+        if time.monotonic() >= start:
+            counts["refresh_by_widget"][f"{type(self).__name__}#{self.id}"] += 1
+        return refresh(self, *a, **k)
+
+    Screen._compositor_refresh, Screen._refresh_layout, Widget.refresh = counted_frame, counted_layout, counted_refresh  # type: ignore[method-assign]
+    return counts
 
 
 if __name__ == "__main__":

@@ -65,13 +65,25 @@ def profile(config: dict[str, object], warmup_s: float, window_s: float, out: st
     time.sleep(2)
 
 
-def main(runs: int, warmup_s: float, window_s: float, baseline: bool, profile_out: str | None) -> dict[str, object]:
+def main(runs: int, warmup_s: float, window_s: float, baseline: bool, profile_out: str | None,
+         base: Path | None = None, counts: bool = False, no_recording: bool = False,
+         cprofile_out: str | None = None) -> dict[str, object]:
     host = start_host(gpus=2, model_files=60, log=True)
+    extra: dict[str, object] = {}
     try:
-        plain, recorded = [], []
+        plain, recorded, before, loads = [], [], [], []
         for _ in range(runs):
-            plain.append(measure(console_config(host, seconds=0), warmup_s, window_s))
-            recorded.append(measure(console_config(host, seconds=0, record=True), warmup_s, window_s))
+            if base is not None:  # interleaved: base, now, base, now ... (the load falls on both)
+                loads.append(round(os.getloadavg()[0], 2))
+                before.append(measure({**console_config(host, seconds=0), "counts": counts}, warmup_s, window_s,
+                                      tree=base))
+            loads.append(round(os.getloadavg()[0], 2))
+            plain.append(measure({**console_config(host, seconds=0), "counts": counts}, warmup_s, window_s))
+            if not no_recording:
+                recorded.append(measure(console_config(host, seconds=0, record=True), warmup_s, window_s))
+        if cprofile_out:
+            extra["cprofile"] = measure({**console_config(host, seconds=0), "cprofile": cprofile_out},
+                                        warmup_s, window_s)["cpu_pct"]
         if profile_out:
             profile(console_config(host, seconds=0), warmup_s, window_s, profile_out)
         sizes = [f.stat().st_size for f in (host.directory / "recordings").rglob("*") if f.is_file()]
@@ -79,11 +91,17 @@ def main(runs: int, warmup_s: float, window_s: float, baseline: bool, profile_ou
         host.stop()
     result: dict[str, object] = {
         "window_s": window_s, "warmup_s": warmup_s, "runs": runs, "cpus_on_machine": os.cpu_count(),
-        "load_1m_at_end": os.getloadavg()[0],
-        "console": median_runs(plain), "console_recording": median_runs(recorded),
-        "recording_adds_pct": round(median_runs(recorded)["cpu_pct_median"] - median_runs(plain)["cpu_pct_median"], 2),
-        "recording_bytes_per_run": sorted(sizes),
+        "load_1m_at_each_start": loads, "load_1m_at_end": os.getloadavg()[0],
+        "console": median_runs(plain),
     }
+    if base is not None:
+        result["base"] = {"tree": str(base), **median_runs(before)}
+    if recorded:
+        result["console_recording"] = median_runs(recorded)
+        result["recording_adds_pct"] = round(median_runs(recorded)["cpu_pct_median"]
+                                             - median_runs(plain)["cpu_pct_median"], 2)
+        result["recording_bytes_per_run"] = sorted(sizes)
+    result.update(extra)
     if baseline:
         empty = sorted(empty_app(warmup_s, window_s) for _ in range(runs))
         result["empty_textual_app_pct"] = round(empty[runs // 2], 2)
@@ -97,6 +115,15 @@ if __name__ == "__main__":
     ap.add_argument("--window", type=float, default=60.0)
     ap.add_argument("--baseline", action="store_true", help="also an empty Textual app at 120x40")
     ap.add_argument("--profile", metavar="FILE", help="py-spy raw stacks of one more run (console only)")
+    ap.add_argument("--base", metavar="DIR", type=Path,
+                    help="a base checkout (e.g. `git worktree add`/`git archive` of main): its console is measured "
+                         "interleaved with this one's, run for run")
+    ap.add_argument("--counts", action="store_true",
+                    help="also count what the console drew in the window (frames, layouts, refreshes by widget)")
+    ap.add_argument("--cprofile", metavar="FILE", help="cProfile stats of the UI thread over the window of one more run")
+    ap.add_argument("--no-recording", action="store_true", help="leave out the recording-on runs")
     a = ap.parse_args()
     os.environ.setdefault("TMPDIR", tempfile.gettempdir())
-    print(json.dumps(main(a.runs, a.warmup, a.window, a.baseline, a.profile), indent=2))
+    print(json.dumps(main(a.runs, a.warmup, a.window, a.baseline, a.profile, a.base, a.counts, a.no_recording,
+                          a.cprofile),
+                     indent=2))

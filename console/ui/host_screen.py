@@ -52,8 +52,16 @@ from console.ui.panes.swap import SwapScreen
 from console.host.sources.base import describe_error
 
 FRAME_S = 1 / 60  # one flush per frame at most: a flood of events costs one repaint per frame
+# While the host's data keeps coming (the GPU each second, log batches, polls), the streaming
+# panes are flushed once a second at most: a log line or a GPU sample is on screen within a second
+# of its arrival, and a second's events cost one repaint of each pane they touch (the demo drew
+# 78 frames in 30 s, the log pane 63 times, its scrollbar 90). The first change after a quiet
+# second, and the swap, the header and presence news, still go out at the next frame.
+BUSY_FLUSH_S = 1.0
 # HEADER and SWAP (console/core/events.py): the dirty keys of the header and of the swap plan
 AGES = "ages"  # every pane's ages again (the state replaced: its clock may have jumped)
+URGENT = frozenset((HEADER, SWAP, AGES, "presence"))  # flushed at the next frame, never held for the busy second
+_monotonic = time.monotonic  # the flush cadence's clock (a test holds it still)
 
 
 class KeysFooter(Footer):
@@ -223,7 +231,8 @@ class HostScreen(Screen[None]):
         self._dirty: set[str] = set()
         self._flush_timer: Timer | None = None
         self._woken = False
-        self._flushed_at = 0.0
+        self._flushed_at = -BUSY_FLUSH_S
+        self._flush_at = 0.0  # when the pending flush (`_flush_timer`) runs, on `_monotonic`
         self._notices: list[Notice] = []
         self._unsubscribe: Callable[[], None] | None = None
         self._view_sent: str | None = None
@@ -308,6 +317,7 @@ class HostScreen(Screen[None]):
         self._dirty.update(source for spec in self.specs for source in spec.sources)
         self._dirty.add(HEADER)
         self.flush()
+        self._flushed_at = -BUSY_FLUSH_S  # what the state holds is no busy second: the first news goes out at once
         self.set_interval(1.0, self._tick)
         self.watch(self, "maximized", lambda _: self._maximized_changed(), init=False)
         if self.note:
@@ -350,19 +360,27 @@ class HostScreen(Screen[None]):
             title = f"{self.state.host}: {event.title}" if self.back else event.title
             self.notify(event.message, title=title, severity=event.severity,  # type: ignore[arg-type]
                         timeout=10 if event.severity == "error" else 4, markup=False)
+        urgent = bool(self._dirty & URGENT)
         if self._flush_timer is not None:
-            return  # a flush is due at the frame's end: it takes this change too
-        wait = self._flushed_at + FRAME_S - time.monotonic()
+            if not urgent or self._flush_at - _monotonic() <= FRAME_S:
+                return  # a flush is due soon enough: it takes this change too
+            self._flush_timer.stop()  # held for the busy second, but the swap's news goes out now
+            self._flush_timer = None
+        now = _monotonic()
+        wait = self._flushed_at + (FRAME_S if urgent else BUSY_FLUSH_S) - now
         if wait <= 0:
             self.flush()  # everything posted before this wake-up is in: one flush for all of it
-        else:  # the last flush was less than a frame ago: the next one waits for the frame
+        else:  # the last flush was less than a frame (or, busy, a second) ago: the next one waits
+            self._flush_at = now + wait
             self._flush_timer = self.set_timer(wait, self.flush)
 
     def flush(self) -> None:
         """Hand each pane the sources that changed since the last flush (one call per source)."""
+        if self._flush_timer is not None:  # called directly (a test, the mount) with one pending
+            self._flush_timer.stop()
         self._flush_timer = None
         self._woken = False
-        self._flushed_at = time.monotonic()
+        self._flushed_at = _monotonic()
         dirty, self._dirty = self._dirty, set()
         bench = self.state.bench.version  # a derived view: the log's and the server's events move it too
         if bench != self._bench_seen:

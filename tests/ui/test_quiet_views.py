@@ -14,6 +14,7 @@ from console.core.state import HostState, ReadingChanged
 from console.model import DiskUsage, GpuDevice, GpuStatus, HostSummary, Reading
 from console.ui.panes.gpu import GpuPane
 from console.ui.panes.header import HostHeader
+from tests.kit.hosts import wait_for
 
 
 def gpu_reading(used: int, at: float) -> Reading[GpuStatus]:
@@ -52,13 +53,19 @@ async def test_a_reading_that_draws_the_same_text_does_not_repaint_its_pane() ->
             state.apply(ReadingChanged("h", "gpu", gpu_reading(41579, 100.0 + t)))
         await pilot.pause()
         pane = app.query_one(GpuPane)
+        screen = app.host_screen
         with counting_refreshes(pane) as calls:
+            flushes = screen.flushes
             for t in range(70, 75):
                 state.apply(ReadingChanged("h", "gpu", gpu_reading(41579, 100.0 + t)))
+            # The screen flushes streaming news once a second at most: wait for it, then look.
+            await wait_for(lambda: screen.flushes > flushes, timeout=30)
             await pilot.pause()
         assert calls == []
         with counting_refreshes(pane) as calls:
+            flushes = screen.flushes
             state.apply(ReadingChanged("h", "gpu", gpu_reading(90000, 176.0)))
+            await wait_for(lambda: screen.flushes > flushes, timeout=30)
             await pilot.pause()
         assert calls, "a changed reading repaints the pane"
         assert not any(calls), "the same number of lines: the pane alone, no layout of the screen"

@@ -7,6 +7,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
+from collections.abc import Callable
 from typing import Any
 
 from console.host.parsers.sglang_log import BOOT_PHASES, LogEvent, batch_fields
@@ -178,6 +179,9 @@ class LogTracker:
         self.lines_seen = 0
         self.unparsed_lines = 0
         self.last_line_at_s: float | None = None
+        # Called (on the loop) after each live batch: the server source polls a quiet host less and
+        # is woken by the log moving again (console/host/sources/server.py).
+        self.on_lines: list[Callable[[], None]] = []
 
     def _close_traceback(self) -> None:
         if self._traceback_head is not None and self._traceback is not None:
@@ -187,13 +191,17 @@ class LogTracker:
         self._traceback = None
         self._traceback_head = None
 
-    def feed(self, events: list[LogEvent], now_s: float | None = None) -> None:
+    def feed(self, events: list[LogEvent], now_s: float | None = None, *, live: bool = True) -> None:
+        """`live`: lines the log is writing now (False: a stream's backlog, old lines read at its start)."""
         now = time.time() if now_s is None else now_s
         if not events:
             return
         self.lines_seen += len(events)
         self.unparsed_lines += sum(1 for e in events if e.kind == "line" and "unparsed" in e.fields)
         self.last_line_at_s = now
+        if live:  # the log moving now (not a stream's backlog of old lines)
+            for listener in self.on_lines:
+                listener()
         last_decode: LogEvent | None = None
         # the first decode line of each second of the log's time: one point each (a flood's batch
         # spans a second or two: a line or two parsed, as before)

@@ -49,6 +49,7 @@ def parser_thread() -> ThreadPoolExecutor:
 # closed (one error, named by its last line) once the stream has been quiet this long, not when a
 # batch happens to end after its header (the real journald cut an OOM's traceback at its header).
 TRACEBACK_QUIET_S = 1.0
+BACKLOG_S = 2.0  # lines within this long of a stream's start are its backlog (not the log moving now)
 BACKLOG_LINES = 300
 BACKLOG_BYTES = 256 << 10
 # `--all`: without it journalctl -o json prints "MESSAGE":null for a field over 4,096 bytes, and
@@ -324,8 +325,10 @@ class LogFollower:
                 continue
             if note:
                 yield LogBatch((), self.tracker.summary(), note=note)
-            queue: asyncio.Queue[object] = asyncio.Queue(maxsize=20_000)
+            # A list of lines per item (a read's, 64 KiB at most): 64 items hold up to 4 MiB.
+            queue: asyncio.Queue[object] = asyncio.Queue(maxsize=64)
             reader = asyncio.ensure_future(_pump(stream, queue))
+            opened = loop.time()
             got = 0
             try:
                 ended = False
@@ -341,7 +344,7 @@ class LogFollower:
                         item = await queue.get()
                     if item is _END:
                         break
-                    raw_lines = [item]
+                    raw_lines: list[bytes] = list(item)  # type: ignore[call-overload]
                     deadline = loop.time() + BATCH_S
                     while len(raw_lines) < BATCH_MAX:
                         try:
@@ -357,7 +360,7 @@ class LogFollower:
                         if item is _END:
                             ended = True
                             break
-                        raw_lines.append(item)
+                        raw_lines.extend(item)  # type: ignore[call-overload]
                     events = await self._parse_off_loop(raw_lines)  # type: ignore[arg-type]
                     got += len(events)
                     for lost in (e for e in events if e.kind == "lost"):
@@ -365,7 +368,9 @@ class LogFollower:
                     if self._vacuumed_note is not None:
                         vacuumed, self._vacuumed_note = self._vacuumed_note, None
                         yield LogBatch((), self.tracker.summary(), note=vacuumed)
-                    self.tracker.feed(events)
+                    # What arrives in a stream's first seconds is its backlog (tail -n, journalctl -n):
+                    # old lines, not the log moving now.
+                    self.tracker.feed(events, live=loop.time() - opened > BACKLOG_S)
                     yield LogBatch(tuple(events), self.tracker.summary())
                     backoff.reset()
             finally:
@@ -382,10 +387,11 @@ class LogFollower:
 
 
 async def _pump(stream: LineStream, queue: asyncio.Queue[object]) -> None:
-    """Stream lines into the queue; a full queue makes us stop reading (backpressure), never drop."""
+    """Stream lines into the queue, a list per read (one queue item per 64 KiB, not per line); a
+    full queue makes us stop reading (backpressure), never drop."""
     try:
-        async for raw in stream:
-            await queue.put(raw)
+        async for lines in stream.chunks():
+            await queue.put(lines)
     finally:
         await queue.put(_END)
 

@@ -181,5 +181,43 @@ async def _settle(watcher: ServerWatcher, rounds: int = 3) -> ServerStatus:
     return status
 
 
+QUIET_EVERY_S = 15.0  # nothing answers, no unit up, the log still: polled less
+BOOTING_EVERY_S = 2.0  # booting (the log's boot lines, a unit activating): polled more
+LOG_QUIET_S = 30.0  # a log with no line this long is still
+
+
+def poll_every_s(status: ServerStatus, last_line_at_s: float | None, now_s: float, interval_s: float) -> float:
+    """The server poll's cadence, following what changes: a host where nothing answers, no unit
+    runs and the log is still is asked every 15 s (its log moving again wakes the poll at once); a
+    booting server every 2 s (its ready moment is what the operator waits for); else `interval_s`."""
+    answering = status.http.server_info is not None
+    log_still = last_line_at_s is None or now_s - last_line_at_s > LOG_QUIET_S
+    if status.status == "starting" or (not answering and not log_still and status.phase not in (None, "ready")):
+        return min(BOOTING_EVERY_S, interval_s)  # a boot under way (by the unit, or by its log alone)
+    unit_up = status.unit_state in ("active", "activating", "reloading", "deactivating")
+    if not answering and not unit_up and status.main_pid is None and log_still:
+        return max(QUIET_EVERY_S, interval_s)
+    return interval_s
+
+
 def server_source(watcher: ServerWatcher, interval_s: float = 5.0) -> PolledSource[ServerStatus]:
-    return PolledSource("server", watcher.poll, interval_s, max_backoff_s=15.0)
+    """The server polled at the cadence `poll_every_s` chooses, said in the status it returns
+    (`poll_every_s`, when not the usual), and woken when the log moves again while slowed."""
+
+    moved_at: list[float | None] = [None]  # the log's last live lines (a backlog is not the log moving)
+
+    async def poll() -> ServerStatus:
+        status = await watcher.poll()
+        every = poll_every_s(status, moved_at[0], time.time(), interval_s)
+        source.interval_s = every
+        return replace(status, poll_every_s=every if every != interval_s else None)
+
+    def log_moved() -> None:
+        moved_at[0] = time.time()
+        if source.interval_s > interval_s:
+            source.wake()
+
+    source: PolledSource[ServerStatus] = PolledSource("server", poll, interval_s, max_backoff_s=15.0)
+    if watcher.log is not None:
+        watcher.log.on_lines.append(log_moved)
+    return source

@@ -1,0 +1,75 @@
+"""The server poll's cadence follows what changes on the host (issue 36): a host where nothing
+answers, no unit runs and the log is still is asked every 15 s, not every 5; a booting server
+every 2 s; the log moving again wakes a slowed poll at once; and the cadence, when it is not the
+usual, is said on screen beside the server's status."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime
+
+from console.domain.analysis.log_state import LogTracker
+from console.domain.analysis.server_status import HttpFacts, ServerStatus, combine
+from console.host.parsers.sglang_log import parse_line
+from console.host.sources.server import poll_every_s, server_source
+from console.model import Reading
+from console.ui.panes.log import format_status
+from tests.kit.hosts import wait_for
+
+
+def _nothing_answers(now: float, log: LogTracker | None = None) -> ServerStatus:
+    return combine(None, None, None, log.summary() if log else None,
+                   HttpFacts(server_info_error="connection refused"), now)
+
+
+def _line(now: float) -> list:
+    stamp = datetime.fromtimestamp(now).strftime("%Y-%m-%d %H:%M:%S")
+    return [parse_line(f"[{stamp}] Load weight begin. avail mem=78.12 GB")]
+
+
+def test_the_cadence_is_slower_on_a_quiet_host_and_faster_while_it_boots() -> None:
+    now = time.time()
+    quiet = _nothing_answers(now)
+    assert poll_every_s(quiet, None, now, 5.0) == 15.0  # nothing answers, no unit, no log
+    assert poll_every_s(quiet, now - 300, now, 5.0) == 15.0  # the log still for five minutes
+    assert poll_every_s(quiet, now - 3, now, 5.0) == 5.0  # the log moving: something may be coming up
+    tracker = LogTracker("file")
+    tracker.feed(_line(now), now)
+    booting = _nothing_answers(now, tracker)
+    assert booting.phase == "weights loading"  # no unit, no answer yet: the log says it boots
+    assert poll_every_s(booting, now, now, 5.0) == 2.0
+    serving = combine(None, None, None, None, HttpFacts(server_info={"version": "0.5.5"}, health_ok=True,
+                                                        health_at_s=now, health_ever_ok=True), now)
+    assert poll_every_s(serving, now - 300, now, 5.0) == 5.0
+
+
+class _Watcher:
+    def __init__(self, log: LogTracker) -> None:
+        self.log = log
+        self.polls = 0
+
+    async def poll(self) -> ServerStatus:
+        self.polls += 1
+        return _nothing_answers(time.time(), self.log)
+
+
+async def test_a_slowed_poll_says_its_cadence_and_is_woken_by_the_log() -> None:
+    tracker = LogTracker("file")
+    watcher = _Watcher(tracker)
+    source = server_source(watcher, interval_s=5.0)  # type: ignore[arg-type]
+    readings = source.readings()
+    first = await anext(readings)
+    assert first.data is not None and first.data.poll_every_s == 15.0 and source.interval_s == 15.0
+    # Said on screen, beside the status.
+    shown = format_status(Reading("server", first.data, time.time()), None, width=100).plain
+    assert "polled every 15s" in shown
+    # The log moves (a server starting by hand): the poll comes at once, not 15 s later.
+    second = asyncio.ensure_future(anext(readings))
+    await asyncio.sleep(0)
+    tracker.feed(_line(time.time()))
+    await wait_for(second.done, timeout=10)
+    status = second.result().data
+    assert status is not None and status.phase == "weights loading" and status.poll_every_s == 2.0
+    assert "polled every 2s" in format_status(Reading("server", status, time.time()), None, width=100).plain
+    await readings.aclose()
