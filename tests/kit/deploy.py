@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+from console.domain.analysis.download import DownloadProgress
 from console.domain.analysis.server_status import HttpFacts, ServerStatus
 from console.domain.analysis.service_diff import HostFacts
 from console.domain.analysis.service_report import build_report, side_from_text
 from console.config import HostProfile
 from console.core.state import ConnectionChanged, HostState, LogAppended, ReadingChanged
 from console.domain.deploy.profile import Deployment, DeploymentNode
-from console.model import Reading
+from console.model import GpuDevice, GpuStatus, Reading
 from console.host.parsers.sglang_log import parse_line
 from console.host.transport.base import ConnectionState
 
@@ -38,13 +39,24 @@ def deployment(kind: str = "multinode", nodes: int = 2) -> Deployment:
 
 def node_state(name: str, *, args: str | None = None, lines: tuple[str, ...] = (), connected: bool = True,
                server: str | None = None, last_line_at_s: float | None = None, now: float = NOW,
-               detail: str = "Connection refused") -> HostState:
+               detail: str = "Connection refused", config: dict[str, object] | None = None,
+               gpus: tuple[int, int] | None = None, weights_bytes: int | None = None) -> HostState:
+    """`config`: the new unit's model's config.json as the host's service source read it; `gpus`:
+    (count, MiB each) as nvidia-smi reports them; `weights_bytes`: the index's total_size."""
     state = HostState(name, clock=lambda: now)
     state.apply(ConnectionChanged(name, ConnectionState(name, "connected" if connected else "failed", now - 60,
                                                         None if connected else detail)))
     if args is not None:
-        report = build_report(None, side_from_text("sglang.service", unit(args)), HostFacts())
+        report = build_report(None, side_from_text("sglang.service", unit(args)), HostFacts(model_config=config))
         state.apply(ReadingChanged(name, "service", Reading("service", report, now)))
+    if gpus is not None:
+        devices = tuple(GpuDevice(i, "NVIDIA GPU", f"GPU-{name}-{i}", 0, gpus[1], 0, 30, 100.0, 700.0)
+                        for i in range(gpus[0]))
+        state.apply(ReadingChanged(name, "gpu", Reading("gpu", GpuStatus("nvml", devices, sampled_at_s=now), now)))
+    if weights_bytes is not None:
+        progress = DownloadProgress("/models/m", None, None, weights_bytes, weights_bytes, 1, 1, 1, 1, (), None,
+                                    None, None, None, None, True, (), now)
+        state.apply(ReadingChanged(name, "download", Reading("download", progress, now)))
     if server is not None:
         status = ServerStatus(server, "answers" if server == "ready" else server, "sglang.service", "active", 1234,
                               None, HttpFacts())
