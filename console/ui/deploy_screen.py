@@ -28,6 +28,8 @@ class DeploymentScreen(Screen[None]):
         Binding("p", "probe", "Probe nodes"),
         Binding("S", "swap_preview", "Swap every node"),
         Binding("R", "rollback_preview", "Roll back every node"),
+        Binding("D", "side_preview('decode')", "Swap decode alone"),
+        Binding("P", "side_preview('prefill')", "Swap prefill alone"),
         Binding("y", "confirm", "Confirm", show=False),
         Binding("n", "cancel", "Cancel", show=False),
         Binding("q", "app.quit", "Quit"),
@@ -49,6 +51,7 @@ class DeploymentScreen(Screen[None]):
         self.start_watch = start_watch  # the console's first screen starts the watch (its nodes' sessions)
         self.swap = swap  # console/domain/deploy/swap.py's DeploymentSwap (None: this screen only watches)
         self._pending: str | None = None  # "swap" or "rollback" previewed, waiting for y
+        self._side: str | None = None  # with it: one side of a PD pair alone ("prefill" or "decode")
         self._shown: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
@@ -103,19 +106,25 @@ class DeploymentScreen(Screen[None]):
         box.set_class(bool(text), "-shown")
         box.update(Text(text))
 
-    def _preview(self, kind: str) -> None:
+    def _preview(self, kind: str, side: str | None = None) -> None:
+        self._pending = self._side = None
         if self.swap is None:
             return self._swap_box("this screen only watches")
         if self.swap.read_only:
             return self._swap_box("read-only: this session changes nothing on the hosts")
         if self.swap.busy:
             return self._swap_box("a swap is running: one at a time")
+        if side is not None and (why := self.swap.side_refusal(side, kind)) is not None:
+            return self._swap_box(f"{side} alone is not allowed now: {why}")
         try:
-            lines = self.swap.preview(kind)
+            lines = self.swap.preview(kind, side)
         except ValueError as exc:
             return self._swap_box(str(exc))
-        self._pending = kind
+        self._pending, self._side = kind, side
         self._swap_box("\n".join(lines + ["", "y: run these commands on the hosts · n: cancel"]))
+
+    def action_side_preview(self, side: str) -> None:
+        self._preview("swap", side)
 
     def action_swap_preview(self) -> None:
         self._preview("swap")
@@ -130,12 +139,12 @@ class DeploymentScreen(Screen[None]):
     def action_confirm(self) -> None:
         if self._pending is None or self.swap is None:
             return
-        kind, self._pending = self._pending, None
-        self._swap_box(f"{kind} running…")
-        self.run_worker(self._run_swap(kind), group="deploy-swap", exclusive=True, exit_on_error=False)
+        kind, side, self._pending, self._side = self._pending, self._side, None, None
+        self._swap_box(f"{kind} running…" if side is None else f"{kind} of the {side} side running…")
+        self.run_worker(self._run_swap(kind, side), group="deploy-swap", exclusive=True, exit_on_error=False)
 
-    async def _run_swap(self, kind: str) -> None:
-        run = await self.swap.run(kind, confirmed=True)
+    async def _run_swap(self, kind: str, side: str | None = None) -> None:
+        run = await self.swap.run(kind, confirmed=True, side=side)
         self._swap_box(format_report(run, self.watch.deployment))
 
     async def action_probe(self) -> None:

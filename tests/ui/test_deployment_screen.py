@@ -99,3 +99,26 @@ def test_s_previews_every_nodes_commands_n_cancels_and_read_only_runs_nothing() 
             assert "read-only" in str(box.render()) and screen._pending is None
 
     asyncio.run(run())
+
+
+def test_d_on_a_multinode_deployment_says_why_one_side_cannot_go_alone() -> None:
+    from console.domain.deploy.swap import DeploymentSwap
+
+    watch = StubWatch()
+    screen = DeploymentScreen(watch, DeploymentSwap(watch))
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(screen)
+
+    async def run() -> None:
+        async with Host().run_test(size=(160, 50)) as pilot:
+            await pilot.pause()
+            await pilot.press("D")
+            await pilot.pause()
+            text = str(screen.query_one("#deploy-swap", Static).render())
+            assert text == ("decode alone is not allowed now: one side is a prefill/decode deployment's: "
+                            "a multi-node server's nodes swap together"), text
+            assert screen._pending is None
+
+    asyncio.run(run())

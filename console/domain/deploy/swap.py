@@ -3,6 +3,16 @@ the new units started in the order SGLang needs (rank 0 first: it hosts the rend
 others join; prefill before decode), ready only when the whole deployment is ready (state.derive),
 and a rollback of every node.
 
+One side of a prefill/decode pair may be swapped alone behind the router (`side="decode"` or
+`"prefill"`): the other side keeps running untouched. Only when the model allows it: the prefill
+side computes the KV cache the decode side receives, so both must run the same weights (the same
+model, revision, quantization) and agree on how the KV cache is laid out and sent (KV cache dtype,
+page size, transfer backend). A side whose target unit differs from the other side's serving unit
+in any of those is refused, naming the flag: a model change swaps both sides. A flag-only change
+(batch limits, CUDA graphs, memory fraction) may be one-sided. While any PD swap runs, the router's
+own view of its workers (router.py: its `GET /workers`) is read on the router's host and each
+change goes to the router's timeline in the report: the swapped side's worker unhealthy, then back.
+
 Each host command is the single-host swap's own action (console/domain/swap/actions.py: `systemctl stop|
 start -- UNIT` under the host's `timeout -k`, quoted, checked unit names), run through that node's
 transport; `plan()` lists them all before anything runs (the confirmation shows them), the gate is
@@ -15,6 +25,7 @@ readings and log lines), never written by the swap: the report shows each node's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -23,10 +34,18 @@ from typing import Any
 
 from console.domain.deploy.checks import Check
 from console.domain.deploy.profile import Deployment, DeploymentNode
+from console.domain.deploy.router import read_router
 from console.domain.deploy.state import INIT_BEGIN, INIT_ENDS, DUMMY_HEALTH, FIRED_UP, message
 from console.domain.swap import actions as act
 
 DRAIN_FRACTION = 0.05  # a node is drained when its GPUs hold less than this share of their memory
+ROUTER_EVERY_S = 1.0  # how often the router's /workers is read while a PD swap runs
+# What both sides of a PD pair must agree on (the KV cache prefill computes is what decode receives):
+# the weights (--model-path compared by its last component: hosts may mount models elsewhere)
+# and the KV cache's layout and transport.
+PD_MUST_MATCH = ("--model-path", "--revision", "--quantization", "--kv-cache-dtype", "--page-size",
+                 "--disaggregation-transfer-backend")
+SIDES = ("prefill", "decode")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +77,57 @@ class SwapRun:
     nodes: dict[str, NodeTimeline] = field(default_factory=dict)
 
 
-def start_order(d: Deployment) -> list[DeploymentNode]:
+def start_order(d: Deployment, side: str | None = None) -> list[DeploymentNode]:
     """Rank 0 first (it opens the store at --dist-init-addr), then the other ranks; prefill before
-    decode; the router is not swapped (its URLs name the same servers)."""
+    decode; the router is not swapped (its URLs name the same servers). `side`: that side's nodes only."""
     role_order = {"rank": 0, "prefill": 0, "decode": 1}
-    nodes = [n for n in d.nodes if n.role != "router"]
+    nodes = [n for n in d.nodes if n.role != "router" and (side is None or n.role == side)]
     return sorted(nodes, key=lambda n: (role_order.get(n.role, 2), n.node_rank))
+
+
+def _side(state: Any, which: str) -> Any:
+    report = state.data("service") if state is not None else None
+    return getattr(report, which, None)
+
+
+def _model_value(cmd: Any, flag: str) -> Any:
+    v = cmd.value(flag)
+    if flag == "--model-path" and isinstance(v, str):
+        return v.rstrip("/").rsplit("/", 1)[-1]
+    return v
+
+
+def one_side_refusal(d: Deployment, states: Any, side: str, kind: str = "swap") -> str | None:
+    """Why `side` may not be swapped alone now (None: it may), from the nodes' own service reports:
+    the side's target unit (its unit for a swap, its compare_unit for a rollback) against the unit
+    the other side is serving now."""
+    if d.kind != "pd":
+        return "one side is a prefill/decode deployment's: a multi-node server's nodes swap together"
+    if side not in SIDES:
+        return f"the side is prefill or decode, not {side!r}"
+    other = "decode" if side == "prefill" else "prefill"
+    target = "new" if kind == "swap" else "old"
+    mine = [(n, getattr(_side(states.get(n.key), target), "command", None)) for n in d.group(side)]
+    for n, cmd in mine:
+        if cmd is None:
+            return f"{n.label}'s target unit is not read yet: whether it runs the same model as {other} is not known"
+    serving = []
+    for n in d.group(other):
+        new, old = _side(states.get(n.key), "new"), _side(states.get(n.key), "old")
+        live = next((s for s in (new, old) if getattr(s, "active_state", None) == "active"
+                     and getattr(s, "command", None) is not None), None)
+        if live is None:
+            return f"{n.label} serves no unit that was read (neither is active): nothing to keep serving"
+        serving.append((n, live.command))
+    for n, cmd in mine:
+        for o, theirs in serving:
+            for flag in PD_MUST_MATCH:
+                a, b = _model_value(cmd, flag), _model_value(theirs, flag)
+                if a != b:
+                    return (f"{n.label}'s unit has {flag} {a if a is not None else '(absent)'} and {o.label} "
+                            f"serves {b if b is not None else '(absent)'}: prefill and decode must run the same "
+                            "weights and KV cache layout, so this change swaps both sides (S)")
+    return None
 
 
 class DeploymentSwap:
@@ -85,10 +149,10 @@ class DeploymentSwap:
     def read_only(self) -> bool:
         return any(n.profile.read_only for n in self.deployment.nodes)
 
-    def plan(self, kind: str = "swap") -> list[NodeStep]:
+    def plan(self, kind: str = "swap", side: str | None = None) -> list[NodeStep]:
         """Every host command, in order (raises ActionError on a unit name a command cannot hold)."""
         steps: list[NodeStep] = []
-        order = start_order(self.deployment)
+        order = start_order(self.deployment, side)
         stop_units = {n.key: (n.profile.compare_unit if kind == "swap" else n.profile.unit) for n in order}
         start_units = {n.key: (n.profile.unit if kind == "swap" else n.profile.compare_unit) for n in order}
         for n in reversed(order):  # stop: the other ranks first, rank 0 last (nothing waits on a store)
@@ -99,15 +163,31 @@ class DeploymentSwap:
             steps.append(NodeStep(n.key, n.label, f"start {start_units[n.key]}", a.commands[0]))
         return steps
 
-    def preview(self, kind: str = "swap") -> list[str]:
+    def side_refusal(self, side: str, kind: str = "swap") -> str | None:
+        return one_side_refusal(self.deployment, self.watch.states, side, kind)
+
+    def preview(self, kind: str = "swap", side: str | None = None) -> list[str]:
         """The lines the confirmation shows: each node's exact command, then what is waited for."""
-        lines = [f"# {kind} of {self.deployment.name}: {len(start_order(self.deployment))} nodes"]
-        for s in self.plan(kind):
+        if side is None:
+            lines = [f"# {kind} of {self.deployment.name}: {len(start_order(self.deployment))} nodes"]
+        else:
+            other = "decode" if side == "prefill" else "prefill"
+            lines = [f"# {kind} of {self.deployment.name}'s {side} side alone: "
+                     f"{len(start_order(self.deployment, side))} node(s); {other} keeps running, untouched"]
+        for s in self.plan(kind, side):
             lines.append(f"{s.label}: {s.command.script}")
             if s.title.startswith("stop"):
                 lines.append(f"{s.label}: then wait: the unit inactive and its GPU memory drained")
+        if self._router() is not None:
+            lines.append("meanwhile: the router's GET /workers read on its host every second (its view in the report)")
+            if side is not None:
+                lines.append(f"while {side} is down the router has no {side} worker: requests through it fail "
+                             "until it is back")
         lines.append("then wait: the whole deployment ready (rank 0 answers, every node's ranks up)")
         return lines
+
+    def _router(self) -> DeploymentNode | None:
+        return next((n for n in self.deployment.nodes if n.role == "router"), None)
 
     def gate(self) -> list[str]:
         """Why the swap may not start now (empty: it may): a failed check or a fault of any node."""
@@ -116,8 +196,11 @@ class DeploymentSwap:
         return why
 
     # -- running -----------------------------------------------------------------------------
-    async def run(self, kind: str = "swap", *, confirmed: bool = False) -> SwapRun:
-        run = SwapRun(kind, self.clock(), nodes={n.key: NodeTimeline(n.label) for n in start_order(self.deployment)})
+    async def run(self, kind: str = "swap", *, confirmed: bool = False, side: str | None = None) -> SwapRun:
+        nodes = {n.key: NodeTimeline(n.label) for n in start_order(self.deployment, side)}
+        if (router := self._router()) is not None:
+            nodes[router.key] = NodeTimeline("router (its view of the workers)")
+        run = SwapRun(kind if side is None else f"{kind} of the {side} side", self.clock(), nodes=nodes)
         self.runs.append(run)
         if self.read_only:
             return self._end(run, "refused: read-only: this session changes nothing on the hosts")
@@ -129,11 +212,14 @@ class DeploymentSwap:
             await self.watch.probe_all()  # the gate judges the nodes as they are now, not at the last probe
         if kind == "swap" and (why := self.gate()):
             return self._end(run, "refused: the gate: " + "; ".join(why[:3]))
+        if side is not None and (why := self.side_refusal(side, kind)) is not None:
+            return self._end(run, f"refused: one side alone: {why}")
         try:
-            steps = self.plan(kind)
+            steps = self.plan(kind, side)
         except act.ActionError as exc:
             return self._end(run, f"refused: {exc}")
         self.busy = True
+        observer = asyncio.ensure_future(self._observe_router(run, router)) if router is not None else None
         try:
             stops = [s for s in steps if s.title.startswith("stop")]
             starts = [s for s in steps if s.title.startswith("start")]
@@ -148,6 +234,21 @@ class DeploymentSwap:
             return self._end(run, await self._ready(run))
         finally:
             self.busy = False
+            if observer is not None:
+                observer.cancel()
+                with contextlib.suppress(BaseException):
+                    await observer
+
+    async def _observe_router(self, run: SwapRun, router: DeploymentNode) -> None:
+        """The router's view of its workers, each change on the router's timeline (until cancelled)."""
+        said = None
+        while True:
+            view = await read_router(self.watch.transport(router.key), router.profile.server_port)
+            line = view.describe()
+            if line != said:
+                said = line
+                run.nodes[router.key].add(self.clock(), f"router: {line}")
+            await asyncio.sleep(ROUTER_EVERY_S)
 
     def _end(self, run: SwapRun, outcome: str) -> SwapRun:
         run.outcome = outcome
