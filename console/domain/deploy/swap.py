@@ -13,6 +13,14 @@ in any of those is refused, naming the flag: a model change swaps both sides. A 
 own view of its workers (router.py: its `GET /workers`) is read on the router's host and each
 change goes to the router's timeline in the report: the swapped side's worker unhealthy, then back.
 
+The host swap's machinery, not a second one: when any node's profile says `require_approval`, the
+run waits (after the gate, before any command) for another person's approval — the two-person rule,
+`approve(request_id, who)` refused for the requester — asked as the host swap asks it, an
+`ApprovalChanged` in every node's HostState; each command and each decision is an `AuditAppended`
+in its node's state as well as a line of the audit file. So every node's recording holds the
+deployment swap's requests and commands, and a paired console attached to a node sees the request
+and approves it with the host screen's own key (console/domain/deploy/share.py routes it here).
+
 Each host command is the single-host swap's own action (console/domain/swap/actions.py: `systemctl stop|
 start -- UNIT` under the host's `timeout -k`, quoted, checked unit names), run through that node's
 transport; `plan()` lists them all before anything runs (the confirmation shows them), the gate is
@@ -27,16 +35,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from console.core.events import ApprovalChanged, AuditAppended, AuditEntry
 from console.domain.deploy.checks import Check
 from console.domain.deploy.profile import Deployment, DeploymentNode
 from console.domain.deploy.router import read_router
 from console.domain.deploy.state import INIT_BEGIN, INIT_ENDS, DUMMY_HEALTH, FIRED_UP, message
 from console.domain.swap import actions as act
+from console.redact import redact_text
 
 DRAIN_FRACTION = 0.05  # a node is drained when its GPUs hold less than this share of their memory
 ROUTER_EVERY_S = 1.0  # how often the router's /workers is read while a PD swap runs
@@ -46,6 +58,7 @@ ROUTER_EVERY_S = 1.0  # how often the router's /workers is read while a PD swap 
 PD_MUST_MATCH = ("--model-path", "--revision", "--quantization", "--kv-cache-dtype", "--page-size",
                  "--disaggregation-transfer-backend")
 SIDES = ("prefill", "decode")
+TAIL_CHARS = 600  # the output kept per audited command (the host swap's own figure)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +156,89 @@ class DeploymentSwap:
         self.clock = clock
         self.runs: list[SwapRun] = []
         self.busy = False
+        self._approvals: dict[str, asyncio.Future[str]] = {}
+
+    # -- the two-person rule (the host swap's events, in every node's state) ------------------
+    @property
+    def require_approval(self) -> bool:
+        return any(n.profile.require_approval for n in self.deployment.nodes)
+
+    def _states(self) -> list[Any]:
+        return [st for n in self.deployment.nodes if (st := self.watch.states.get(n.key)) is not None] \
+            if hasattr(self.watch, "states") else []
+
+    def request(self, rid: str) -> ApprovalChanged | None:
+        return next((st.swap.approvals[rid] for st in self._states()
+                     if rid in getattr(getattr(st, "swap", None), "approvals", {})), None)
+
+    def pending(self) -> list[ApprovalChanged]:
+        return [a for a in {a.request_id: a for st in self._states() for a in st.swap.approvals.values()}.values()
+                if a.status == "pending" and a.request_id in self._approvals]
+
+    def _tell(self, event: Any) -> None:
+        for st in self._states():
+            st.apply(replace(event, host=st.host) if hasattr(event, "host") else event)
+
+    def approve(self, request_id: str, who: str) -> str | None:
+        """Another person grants a pending request (the requester cannot: the two-person rule)."""
+        return self._decide(request_id, who, "granted")
+
+    def deny(self, request_id: str, who: str) -> str | None:
+        return self._decide(request_id, who, "denied")
+
+    def withdraw(self, request_id: str, who: str) -> str | None:
+        req, future = self.request(request_id), self._approvals.get(request_id)
+        if req is None or future is None or req.status != "pending":
+            return "no such pending request"
+        if who != req.requested_by:
+            return f"only {req.requested_by}, who asked, can withdraw it"
+        return self._settle(req, who, "withdrawn", future)
+
+    def _decide(self, request_id: str, who: str, status: str) -> str | None:
+        req, future = self.request(request_id), self._approvals.get(request_id)
+        if req is None or future is None or req.status != "pending":
+            return "no such pending request"
+        if not who or who == req.requested_by:
+            return "another person must approve (the two-person rule)"
+        return self._settle(req, who, status, future)
+
+    def _settle(self, req: ApprovalChanged, who: str, status: str, future: asyncio.Future[str]) -> None:
+        self._tell(replace(req, status=status, decided_by=who, decided_at_s=self.clock()))
+        if not future.done():
+            future.set_result(status)
+        return None
+
+    async def _approval(self, run: SwapRun, kind: str, side: str | None) -> str | None:
+        """Wait for another person's decision; None when granted, else why nothing runs."""
+        rid = secrets.token_hex(4)
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._approvals[rid] = future
+        action = f"{kind} of deployment {self.deployment.name}" + (f" ({side} side alone)" if side else "")
+        commands = tuple(line for line in self.preview(kind, side) if not line.startswith("#"))
+        self._tell(ApprovalChanged("", rid, action, commands, self.who, self.clock()))
+        for key in run.nodes:
+            run.nodes[key].add(self.clock(), f"waiting for another person's approval (request {rid})")
+        try:
+            status = await future
+        except asyncio.CancelledError:
+            req = self.request(rid)
+            if req is not None and req.status == "pending":
+                self._tell(replace(req, status="withdrawn", decided_at_s=self.clock()))
+            raise
+        finally:
+            self._approvals.pop(rid, None)
+        decided = self.request(rid)
+        by = decided.decided_by if decided is not None and decided.decided_by else "?"
+        for n in self.deployment.nodes:
+            self._audit_event(n.key, AuditEntry(by, self.clock(), action, f"approval {rid}: {status}", None, "",
+                                                note="two-person rule"))
+        self._audit_line({"who": by, "deployment": self.deployment.name, "action": action,
+                          "command": f"approval {rid}: {status}", "status": None, "note": "two-person rule"})
+        if status != "granted":
+            return f"{by} {'withdrew' if status == 'withdrawn' else status} the request: nothing ran"
+        for key in run.nodes:
+            run.nodes[key].add(self.clock(), f"approved by {by}")
+        return None
 
     # -- what runs, before it runs ----------------------------------------------------------
     @property
@@ -219,6 +315,15 @@ class DeploymentSwap:
         except act.ActionError as exc:
             return self._end(run, f"refused: {exc}")
         self.busy = True
+        if self.require_approval:
+            try:
+                why = await self._approval(run, kind, side)
+            except BaseException:
+                self.busy = False
+                raise
+            if why is not None:
+                self.busy = False
+                return self._end(run, f"refused: {why}")
         observer = asyncio.ensure_future(self._observe_router(run, router)) if router is not None else None
         try:
             stops = [s for s in steps if s.title.startswith("stop")]
@@ -341,14 +446,27 @@ class DeploymentSwap:
             t.events.sort(key=lambda e: e[0])
 
     def _audit(self, s: NodeStep, status: int | None, output: str) -> None:
+        """One command: an AuditAppended in its node's state (its recording, its attached views) and a
+        line of the audit file (0600, as the host swap's)."""
+        tail = redact_text(output[-TAIL_CHARS:])
+        self._audit_event(s.node, AuditEntry(self.who, self.clock(), f"{s.title} ({self.deployment.name})",
+                                             redact_text(s.command.script), status, tail, note="deployment swap"))
+        self._audit_line({"who": self.who, "deployment": self.deployment.name, "node": s.label,
+                          "host": self.deployment.node(s.node).profile.host, "action": s.title,
+                          "command": redact_text(s.command.script), "status": status, "output": tail})
+
+    def _audit_event(self, key: str, entry: AuditEntry) -> None:
+        state = self.watch.states.get(key) if hasattr(self.watch, "states") else None
+        if state is not None:
+            state.apply(AuditAppended(state.host, entry))
+
+    def _audit_line(self, record: dict[str, Any]) -> None:
         if self.audit_file is None:
             return
-        self.audit_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.audit_file, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"at_s": self.clock(), "who": self.who, "deployment": self.deployment.name,
-                                 "node": s.label, "host": self.deployment.node(s.node).profile.host,
-                                 "action": s.title, "command": s.command.script, "status": status,
-                                 "output": output[-500:]}) + "\n")
+        self.audit_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.audit_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"at_s": self.clock(), **record}) + "\n")
 
 
 def format_report(run: SwapRun, deployment: Deployment, checks: tuple[Check, ...] = ()) -> str:
