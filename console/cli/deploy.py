@@ -22,6 +22,8 @@ from console.domain.deploy.swap import DeploymentSwap, format_report
 from console.domain.deploy.text import format_deployment
 from console.domain.deploy.watch import DeploymentWatch
 from console.domain.swap.controller import audit_path, default_who
+from console.share.client import AttachError
+from console.share.deployment import AttachedWatch
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -93,6 +95,26 @@ async def _once(watch: Any, wait_s: float) -> int:
         await watch.close()
 
 
+def _console_app() -> Any:
+    from console.ui.app import ConsoleApp  # the Textual load, only when a screen is shown
+
+    return ConsoleApp
+
+
+def run_deploy_attach(args: argparse.Namespace) -> int:
+    """`gpuconsole attach --deployment NAME`: the served deployment's screen, from its nodes' shared
+    states (console/share/deployment.py); this console watches and approves, the serving one swaps."""
+    try:
+        watch = AttachedWatch.from_manifest(args.deployment, who=getattr(args, "name", None))
+    except AttachError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    app = _console_app().for_deployment(watch, attached=True)
+    try:
+        return int(app.run() or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
 def run_deploy_cli(args: argparse.Namespace) -> int:
     if getattr(args, "deployment", None) and getattr(args, "demo_deployment", None):
         return _fail("give --deployment NAME or --demo-deployment KIND, not both", EXIT_USAGE)
@@ -134,11 +156,9 @@ def run_deploy_cli(args: argparse.Namespace) -> int:
                                           getattr(args, "side", None)))
         if args.once:
             return asyncio.run(_once(watch, args.wait))
-        from console.ui.app import ConsoleApp
-
-        app = ConsoleApp.for_deployment(watch, screenshot=getattr(args, "screenshot", None),
+        app = _console_app().for_deployment(watch, screenshot=getattr(args, "screenshot", None),
                                         screenshot_after_s=getattr(args, "screenshot_after", 3.0) or 3.0,
-                                        demo=sim is not None)
+                                        demo=sim is not None, share=bool(getattr(args, "share", False)))
         if getattr(args, "screenshot", None):
             width, height = (int(x) for x in str(getattr(args, "screenshot_size", "120x40")).lower().split("x"))
             return int(asyncio.run(app.run_async(headless=True, size=(width, height))) or 0)

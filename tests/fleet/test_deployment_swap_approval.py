@@ -12,48 +12,15 @@ import stat
 import time
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-from console.domain.deploy.profile import Deployment
 from console.domain.deploy.swap import DeploymentSwap
-from tests.kit.deploy import deployment, node_state
+from tests.kit.deploy import FakeWatch, deployment
 
 
-class Host:
-    """A node's transport: every systemctl answers, the unit reads inactive (drained GPUs below)."""
-
-    def __init__(self) -> None:
-        self.ran: list[str] = []
-
-    async def run(self, script: str, timeout: float = 0) -> Any:
-        self.ran.append(script)
-        out = b"ActiveState=inactive\nSubState=dead\nMainPID=0\n" if "systemctl show" in script else b""
-        return SimpleNamespace(stdout=out, stderr=b"", exit_status=0)
-
-
-class Watch:
-    def __init__(self, d: Deployment) -> None:
-        self.deployment = d
-        self.states = {n.key: node_state(n.profile.name, gpus=(8, 143_771)) for n in d.nodes}
-        self.hosts = {n.key: Host() for n in d.nodes}
-
-    def transport(self, key: str) -> Host:
-        return self.hosts[key]
-
-    async def probe_all(self) -> dict[str, Any]:
-        return {}
-
-    def checks(self) -> tuple[()]:
-        return ()
-
-    def view(self) -> Any:
-        return SimpleNamespace(status=SimpleNamespace(status="ready", reason="ready"), faults=(), timeline=())
-
-
-def approving() -> Watch:
+def approving() -> FakeWatch:
     d = deployment()
-    return Watch(replace(d, nodes=tuple(replace(n, profile=replace(n.profile, unit="new.service",
+    return FakeWatch(replace(d, nodes=tuple(replace(n, profile=replace(n.profile, unit="new.service",
                                                                    compare_unit="old.service",
                                                                    require_approval=i == 1))
                                         for i, n in enumerate(d.nodes))))

@@ -3,13 +3,18 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 from console.domain.analysis.download import DownloadProgress
 from console.domain.analysis.server_status import HttpFacts, ServerStatus
 from console.domain.analysis.service_diff import HostFacts
 from console.domain.analysis.service_report import build_report, side_from_text
 from console.config import HostProfile
 from console.core.state import ConnectionChanged, HostState, LogAppended, ReadingChanged
+from console.domain.deploy.checks import run_checks
 from console.domain.deploy.profile import Deployment, DeploymentNode
+from console.domain.deploy.state import derive
 from console.model import GpuDevice, GpuStatus, Reading
 from console.host.parsers.sglang_log import parse_line
 from console.host.transport.base import ConnectionState
@@ -78,3 +83,44 @@ def launch(stamp: str, ranks: range) -> list[str]:
 
 def init_ends(stamp: str, ranks: range) -> list[str]:
     return [f"[{stamp} TP{r}] Init torch distributed ends. elapsed=2.10 s, mem usage=0.45 GB" for r in ranks]
+
+
+class FakeNodeHost:
+    """A node's transport: every command answers 0, `systemctl show` says the unit is inactive."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    async def run(self, script: str, timeout: float = 0) -> Any:
+        self.ran.append(script)
+        out = b"ActiveState=inactive\nSubState=dead\nMainPID=0\n" if "systemctl show" in script else b""
+        return SimpleNamespace(stdout=out, stderr=b"", exit_status=0)
+
+
+class FakeWatch:
+    """A DeploymentWatch without SSH: node states from the kit, fake transports, drained GPUs.
+    `ready`: the view says the whole deployment is ready (the swap's last wait ends at once)."""
+
+    def __init__(self, d: Deployment, *, ready: bool = True, states: dict[str, HostState] | None = None) -> None:
+        self.deployment = d
+        self.states = states or {n.key: node_state(n.profile.name, gpus=(8, 143_771)) for n in d.nodes}
+        self.hosts = {n.key: FakeNodeHost() for n in d.nodes}
+        self.probes: dict[str, Any] = {}
+        self.on_probes: list[Any] = []
+        self.ready = ready
+
+    def transport(self, key: str) -> FakeNodeHost:
+        return self.hosts[key]
+
+    async def probe_all(self) -> dict[str, Any]:
+        for callback in self.on_probes:
+            callback(self.probes)
+        return dict(self.probes)
+
+    def checks(self) -> Any:
+        return () if self.ready else run_checks(self.deployment, self.states, self.probes)
+
+    def view(self, now_s: float | None = None) -> Any:
+        if self.ready:
+            return SimpleNamespace(status=SimpleNamespace(status="ready", reason="ready"), faults=(), timeline=())
+        return derive(self.deployment, self.states, self.probes, NOW if now_s is None else now_s)
