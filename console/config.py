@@ -57,6 +57,9 @@ class HostProfile:
     stall_after_s: float = 60.0
     gpu_interval_s: float = 1.0
     connect_timeout_s: float = 10.0
+    # ProxyJump (issue 37): `[user@]host[:port]`, one hop, reached with this profile's identity and
+    # known_hosts (as `ssh -J`); unset: ~/.ssh/config's ProxyJump for the host, if any.
+    jump: str | None = None
     # The swap from the console (issue 13)
     read_only: bool = False  # no action that changes the host (also --read-only)
     # Under read_only the console also generates no load on the server: a benchmark runs only with
@@ -102,7 +105,7 @@ _PORTS = ("port", "server_port")
 _POSITIVE = ("stall_after_s", "gpu_interval_s", "connect_timeout_s")
 _TEXT = ("host", "user", "identity", "known_hosts", "model_dir", "repo_id", "unit", "compare_unit", "log_file",
          "container", "compare_container", "compose", "compose_service", "router_url", "swap_path",
-         "hub_endpoint")
+         "hub_endpoint", "jump")
 
 
 def endpoint_problem(url: str) -> str | None:
@@ -141,6 +144,9 @@ def _check_value(source: Path, name: str, key: str, value: Any) -> None:
         raise ConfigError(f"{where} must be a number above 0, got {value!r}")
     if key in _TEXT and not isinstance(value, str):
         raise ConfigError(f"{where} must be a string, got {value!r}")
+    if key == "jump" and not re.match(r"^(?:[A-Za-z0-9._][A-Za-z0-9._-]*@)?[A-Za-z0-9_][A-Za-z0-9._-]*(?::[0-9]{1,5})?$",
+                                      value):
+        raise ConfigError(f"{where} must be one jump host as [user@]host[:port], got {value!r}"[:300])
     if key == "swap_path" and value not in ("in-place", "beside", "restart"):  # issue 24
         raise ConfigError(f"{where} must be in-place, beside or restart, got {value!r}"[:300])
     if key in ("hub_endpoint", "router_url") and (why := endpoint_problem(value)) is not None:

@@ -22,6 +22,8 @@ from console.domain.deploy.swap import DeploymentSwap, format_report
 from console.domain.deploy.text import format_deployment
 from console.domain.deploy.watch import DeploymentWatch
 from console.domain.swap.controller import audit_path, default_who
+from console.share.client import AttachError
+from console.share.deployment import AttachedWatch
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -39,6 +41,9 @@ def add_deploy_options(parser: argparse.ArgumentParser) -> None:
                    help="with --once: swap every node from its compare_unit to its unit (prints the commands; "
                         "runs them only with --yes), then print the report")
     g.add_argument("--rollback", action="store_true", help="with --once: the swap back, every node")
+    g.add_argument("--side", choices=["prefill", "decode"],
+                   help="with --swap/--rollback on a pd deployment: that side alone, behind the router "
+                        "(refused when the two sides would run different weights)")
     g.add_argument("--yes", action="store_true", help="confirm the --swap/--rollback printed before it")
 
 
@@ -51,10 +56,10 @@ def _fail(message: str, code: int = EXIT_FAIL) -> int:
     return code
 
 
-async def _swap_once(watch: Any, kind: str, yes: bool, wait_s: float) -> int:
+async def _swap_once(watch: Any, kind: str, yes: bool, wait_s: float, side: str | None = None) -> int:
     demo = any(h.state.demo for h in watch.fleet.hosts.values())
     swap = DeploymentSwap(watch, who=default_who(), audit_file=audit_path(demo=demo))
-    print("\n".join(swap.preview(kind)))
+    print("\n".join(swap.preview(kind, side)))
     if not yes:
         print("nothing ran: add --yes to run these commands", file=sys.stderr)
         return EXIT_USAGE
@@ -63,10 +68,10 @@ async def _swap_once(watch: Any, kind: str, yes: bool, wait_s: float) -> int:
         deadline = time.monotonic() + max(0.0, wait_s)
         while kind == "swap" and time.monotonic() < deadline:  # let the gate see every node first
             await watch.probe_all()
-            if not swap.gate():
+            if not swap.gate() and (side is None or "not read yet" not in (swap.side_refusal(side, kind) or "")):
                 break
             await asyncio.sleep(2.0)
-        run = await swap.run(kind, confirmed=True)
+        run = await swap.run(kind, confirmed=True, side=side)
         print(format_report(run, watch.deployment))
         return EXIT_OK if run.outcome == "ready" else EXIT_FAIL
     finally:
@@ -90,6 +95,26 @@ async def _once(watch: Any, wait_s: float) -> int:
         await watch.close()
 
 
+def _console_app() -> Any:
+    from console.ui.app import ConsoleApp  # the Textual load, only when a screen is shown
+
+    return ConsoleApp
+
+
+def run_deploy_attach(args: argparse.Namespace) -> int:
+    """`gpuconsole attach --deployment NAME`: the served deployment's screen, from its nodes' shared
+    states (console/share/deployment.py); this console watches and approves, the serving one swaps."""
+    try:
+        watch = AttachedWatch.from_manifest(args.deployment, who=getattr(args, "name", None))
+    except AttachError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    app = _console_app().for_deployment(watch, attached=True)
+    try:
+        return int(app.run() or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
 def run_deploy_cli(args: argparse.Namespace) -> int:
     if getattr(args, "deployment", None) and getattr(args, "demo_deployment", None):
         return _fail("give --deployment NAME or --demo-deployment KIND, not both", EXIT_USAGE)
@@ -98,7 +123,7 @@ def run_deploy_cli(args: argparse.Namespace) -> int:
     sim = None
     try:
         if args.demo_deployment:
-            from console.demo.hostsim.deployment import DeploymentSimThread
+            from console.demo.hostsim.deployment import DECODE_TUNED_UNIT, DeploymentSimThread
 
             # swapped from the console: nothing moves on the hosts but what the swap runs
             sim = DeploymentSimThread(args.demo_deployment, speed=getattr(args, "demo_speed", None) or 1.0,
@@ -108,7 +133,9 @@ def run_deploy_cli(args: argparse.Namespace) -> int:
             except Exception as exc:  # noqa: BLE001 - the demo failing to start is one line
                 return _fail(f"the deployment simulator did not start: {exc}")
             cfg = Path(tempfile.mkdtemp(prefix="gpuconsole-deploy-")) / "config.toml"
-            cfg.write_text(started.config_toml("demo"))
+            # --side decode: the decode node's unit is the demo's flag-only change (one side may go alone)
+            cfg.write_text(started.config_toml(
+                "demo", decode_unit=DECODE_TUNED_UNIT if getattr(args, "side", None) == "decode" else None))
             config_path: Path | None = cfg
             name = "demo"
         else:
@@ -120,17 +147,18 @@ def run_deploy_cli(args: argparse.Namespace) -> int:
             return _fail(str(exc), EXIT_USAGE)
         watch = DeploymentWatch(deployment, accept_new_host_key=bool(getattr(args, "accept_new_host_key", False)),
                                 demo=sim is not None)
+        if getattr(args, "side", None) and not (args.swap or args.rollback):
+            return _fail("--side goes with --swap or --rollback", EXIT_USAGE)
         if args.swap or args.rollback:
             if not args.once:
                 return _fail("--swap and --rollback run with --once (the screen swaps with its S key)", EXIT_USAGE)
-            return asyncio.run(_swap_once(watch, "rollback" if args.rollback else "swap", args.yes, args.wait))
+            return asyncio.run(_swap_once(watch, "rollback" if args.rollback else "swap", args.yes, args.wait,
+                                          getattr(args, "side", None)))
         if args.once:
             return asyncio.run(_once(watch, args.wait))
-        from console.ui.app import ConsoleApp
-
-        app = ConsoleApp.for_deployment(watch, screenshot=getattr(args, "screenshot", None),
+        app = _console_app().for_deployment(watch, screenshot=getattr(args, "screenshot", None),
                                         screenshot_after_s=getattr(args, "screenshot_after", 3.0) or 3.0,
-                                        demo=sim is not None)
+                                        demo=sim is not None, share=bool(getattr(args, "share", False)))
         if getattr(args, "screenshot", None):
             width, height = (int(x) for x in str(getattr(args, "screenshot_size", "120x40")).lower().split("x"))
             return int(asyncio.run(app.run_async(headless=True, size=(width, height))) or 0)

@@ -405,10 +405,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command is None and is_fleet(args):
         return run_fleet_cli(args)
-    from console.cli.deploy import is_deployment, run_deploy_cli  # issue 37
+    from console.cli.deploy import is_deployment, run_deploy_attach, run_deploy_cli  # issue 37
 
     if args.command is None and is_deployment(args):
         return run_deploy_cli(args)
+    if args.command == "attach" and getattr(args, "deployment", None):
+        return run_deploy_attach(args)
     if args.command is None and args.metrics:
         from console.domain.fleet.metrics import MetricsAddressError, parse_metrics_address
 

@@ -40,6 +40,8 @@ def add_parsers(sub: Any, host: argparse.ArgumentParser) -> None:
     attach.add_argument("address", nargs="?", metavar="ADDRESS",
                         help="socket path, unix:PATH or HOST:PORT (default: the one core serving on this machine)")
     attach.add_argument("--name", help="how the others see you (default: your user name)")
+    attach.add_argument("--deployment", metavar="NAME",
+                        help="attach to a deployment served by `gpuconsole --deployment NAME --share` (issue 37)")
     attach.add_argument("--token", help="the serve's token (TCP); better GPUCONSOLE_TOKEN or --token-file "
                                         "(a command line is visible to every local user in ps)")
     attach.add_argument("--token-file", metavar="PATH", help="read the token from this file")

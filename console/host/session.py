@@ -39,7 +39,7 @@ def make_transport(profile: HostProfile, *, accept_new_host_key: bool = False) -
     return SshTransport(SshOptions(
         host=profile.host, port=profile.port, user=profile.user, identity=profile.identity,
         known_hosts=profile.known_hosts, accept_new_host_key=accept_new_host_key,
-        connect_timeout_s=profile.connect_timeout_s,
+        connect_timeout_s=profile.connect_timeout_s, jump=profile.jump,
     ))
 
 

@@ -139,12 +139,20 @@ class ConsoleApp(App[int]):
 
     @classmethod
     def for_deployment(cls, watch: Any, *, screenshot: str | None = None, screenshot_after_s: float = 3.0,
-                       demo: bool = False) -> ConsoleApp:
+                       demo: bool = False, share: bool = False, attached: bool = False) -> ConsoleApp:
         """`gpuconsole --deployment NAME`: the deployment's screen first (it starts the watch: every
-        node's session and probe); every node closed on quit."""
-        swap = DeploymentSwap(watch, who=default_who(), audit_file=audit_path(demo=demo))
-        app = cls(None, close=watch.close, screenshot=screenshot, screenshot_after_s=screenshot_after_s,
-                  mode="deployment", first_screen=DeploymentScreen(watch, swap, start_watch=True))
+        node's session and probe); every node closed on quit. `share`: served to `gpuconsole attach
+        --deployment NAME`; `attached`: the watch is such an attached one (it only watches, and approves)."""
+        swap = None if attached else DeploymentSwap(watch, who=default_who(), audit_file=audit_path(demo=demo))
+        screen = DeploymentScreen(watch, swap, start_watch=True, share=share,
+                                  approver=watch.approve if attached else None)
+
+        async def close() -> None:
+            await screen.close_share()
+            await watch.close()
+
+        app = cls(None, close=close, screenshot=screenshot, screenshot_after_s=screenshot_after_s,
+                  mode="deployment", first_screen=screen)
         app.title = "gpuconsole · deployment"
         return app
 

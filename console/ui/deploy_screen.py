@@ -15,6 +15,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from console.domain.deploy.swap import format_report
+from console.share.deployment import DeploymentShare
+from console.share.server import ShareError
 from console.domain.deploy.text import format_checks, format_faults, format_nodes, format_status_line, format_timeline
 from console.ui.panes.gpu import format_gpu_status
 
@@ -28,6 +30,9 @@ class DeploymentScreen(Screen[None]):
         Binding("p", "probe", "Probe nodes"),
         Binding("S", "swap_preview", "Swap every node"),
         Binding("R", "rollback_preview", "Roll back every node"),
+        Binding("D", "side_preview('decode')", "Swap decode alone"),
+        Binding("P", "side_preview('prefill')", "Swap prefill alone"),
+        Binding("a", "approve", "Approve a request"),
         Binding("y", "confirm", "Confirm", show=False),
         Binding("n", "cancel", "Cancel", show=False),
         Binding("q", "app.quit", "Quit"),
@@ -43,12 +48,20 @@ class DeploymentScreen(Screen[None]):
     DeploymentScreen #deploy-timeline { height: 1fr; border: round $primary-lighten-2; padding: 0 1; }
     """
 
-    def __init__(self, watch: Any, swap: Any = None, *, start_watch: bool = False) -> None:
+    def __init__(self, watch: Any, swap: Any = None, *, start_watch: bool = False, share: bool = False,
+                 approver: Any = None) -> None:
         super().__init__()
         self.watch = watch
+        self.share_it = share  # serve the deployment to `gpuconsole attach --deployment NAME` (pairing)
+        self.shared: Any = None  # the DeploymentShare once serving
+        # how this console approves a pending request: the swap's own (this person; another must
+        # approve) or, attached, a request to the serving core (it checks who this is)
+        self.approver = approver
+        self._answer = ""  # this console's last approval answer, kept beside the pending request
         self.start_watch = start_watch  # the console's first screen starts the watch (its nodes' sessions)
         self.swap = swap  # console/domain/deploy/swap.py's DeploymentSwap (None: this screen only watches)
         self._pending: str | None = None  # "swap" or "rollback" previewed, waiting for y
+        self._side: str | None = None  # with it: one side of a PD pair alone ("prefill" or "decode")
         self._shown: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
@@ -70,6 +83,13 @@ class DeploymentScreen(Screen[None]):
     async def on_mount(self) -> None:
         if self.start_watch:
             await self.watch.start()
+        if self.share_it and self.swap is not None:
+            try:
+                self.shared = await DeploymentShare(self.watch, self.swap).start()
+            except ShareError as exc:
+                self.notify(str(exc), severity="error")
+            else:
+                self.notify(f"shared: gpuconsole attach --deployment {self.watch.deployment.name}")
         self.query_one("#deploy-timeline").border_title = "one timeline · console clock (UTC) · node and rank"
         self.refresh_view()
         self.set_interval(REFRESH_S, self.refresh_view)
@@ -97,25 +117,40 @@ class DeploymentScreen(Screen[None]):
                                         style="red" if view.faults else "dim"))
         self._put("deploy-checks", Text("\n".join(format_checks(self.watch.checks(), width))))
         self._put("deploy-timeline-text", Text("\n".join(format_timeline(view.timeline, 200, width))))
+        pending = self._requests()
+        if pending:
+            req = pending[0]
+            self._put("deploy-swap", Text("\n".join([f"{req.requested_by} asks for {req.action}: waiting for "
+                                                      "another person's approval (a approves, from another "
+                                                      "person's console)", *req.commands,
+                                                      *([self._answer] if self._answer else [])])))
+            self.query_one("#deploy-swap", Static).set_class(True, "-shown")
 
     def _swap_box(self, text: str) -> None:
         box = self.query_one("#deploy-swap", Static)
         box.set_class(bool(text), "-shown")
+        self._shown["deploy-swap"] = text
         box.update(Text(text))
 
-    def _preview(self, kind: str) -> None:
+    def _preview(self, kind: str, side: str | None = None) -> None:
+        self._pending = self._side = None
         if self.swap is None:
             return self._swap_box("this screen only watches")
         if self.swap.read_only:
             return self._swap_box("read-only: this session changes nothing on the hosts")
         if self.swap.busy:
             return self._swap_box("a swap is running: one at a time")
+        if side is not None and (why := self.swap.side_refusal(side, kind)) is not None:
+            return self._swap_box(f"{side} alone is not allowed now: {why}")
         try:
-            lines = self.swap.preview(kind)
+            lines = self.swap.preview(kind, side)
         except ValueError as exc:
             return self._swap_box(str(exc))
-        self._pending = kind
+        self._pending, self._side = kind, side
         self._swap_box("\n".join(lines + ["", "y: run these commands on the hosts · n: cancel"]))
+
+    def action_side_preview(self, side: str) -> None:
+        self._preview("swap", side)
 
     def action_swap_preview(self) -> None:
         self._preview("swap")
@@ -130,13 +165,40 @@ class DeploymentScreen(Screen[None]):
     def action_confirm(self) -> None:
         if self._pending is None or self.swap is None:
             return
-        kind, self._pending = self._pending, None
-        self._swap_box(f"{kind} running…")
-        self.run_worker(self._run_swap(kind), group="deploy-swap", exclusive=True, exit_on_error=False)
+        kind, side, self._pending, self._side = self._pending, self._side, None, None
+        self._swap_box(f"{kind} running…" if side is None else f"{kind} of the {side} side running…")
+        self.run_worker(self._run_swap(kind, side), group="deploy-swap", exclusive=True, exit_on_error=False)
 
-    async def _run_swap(self, kind: str) -> None:
-        run = await self.swap.run(kind, confirmed=True)
+    async def _run_swap(self, kind: str, side: str | None = None) -> None:
+        run = await self.swap.run(kind, confirmed=True, side=side)
         self._swap_box(format_report(run, self.watch.deployment))
+
+    def _requests(self) -> list[Any]:
+        seen: dict[str, Any] = {}
+        for state in self.watch.states.values():
+            for req in state.swap.pending_approvals:
+                seen.setdefault(req.request_id, req)
+        return list(seen.values())
+
+    async def action_approve(self) -> None:
+        pending = self._requests()
+        if not pending:
+            return self._swap_box("no request waits for an approval")
+        req = pending[0]
+        if self.approver is not None:
+            why = await self.approver(req.request_id)
+        elif self.swap is not None:
+            why = self.swap.approve(req.request_id, self.swap.who)
+        else:
+            why = "this screen only watches"
+        self._answer = (f"approval of {req.action} (request {req.request_id}, asked by {req.requested_by}): "
+                        + (why or "granted"))
+        self._swap_box(self._answer)
+
+    async def close_share(self) -> None:
+        if self.shared is not None:
+            await self.shared.close()
+            self.shared = None
 
     async def action_probe(self) -> None:
         await self.watch.probe_all()

@@ -95,3 +95,11 @@ def test_may_differ_names_flags_but_never_the_rendezvous_ones(tmp_path: Path) ->
         load_config(write(tmp_path, base + 'may_differ = ["--node-rank"]\n'))
     with pytest.raises(ConfigError, match="list of flags"):
         load_config(write(tmp_path, base + 'may_differ = ["model-path"]\n'))
+
+
+def test_attach_to_a_deployment_not_served_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from console.cli.main import main
+
+    assert main(["attach", "--deployment", "qwen-397b"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gpuconsole: no deployment 'qwen-397b' is served here (no "), err

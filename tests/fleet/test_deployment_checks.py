@@ -82,7 +82,7 @@ def test_run_checks_reads_each_nodes_unit_from_its_own_state() -> None:
               "node1": node_state("gpu-1", args=multinode_args(1, extra="--tp-size 8"))}
     checks = run_checks(deployment(), states, {})
     assert "node 1: --tp-size is 16 on node 0 and 8 on node 1" in errors(list(checks))
-    assert {c.name for c in checks} == {"flags", "download", "rendezvous"}
+    assert {c.name for c in checks} == {"flags", "download", "rendezvous", "fit"}
 
 
 def test_a_flag_the_deployment_declares_may_differ_is_no_error() -> None:

@@ -3,13 +3,19 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
+from console.domain.analysis.download import DownloadProgress
 from console.domain.analysis.server_status import HttpFacts, ServerStatus
 from console.domain.analysis.service_diff import HostFacts
 from console.domain.analysis.service_report import build_report, side_from_text
 from console.config import HostProfile
 from console.core.state import ConnectionChanged, HostState, LogAppended, ReadingChanged
+from console.domain.deploy.checks import run_checks
 from console.domain.deploy.profile import Deployment, DeploymentNode
-from console.model import Reading
+from console.domain.deploy.state import derive
+from console.model import GpuDevice, GpuStatus, Reading
 from console.host.parsers.sglang_log import parse_line
 from console.host.transport.base import ConnectionState
 
@@ -38,13 +44,24 @@ def deployment(kind: str = "multinode", nodes: int = 2) -> Deployment:
 
 def node_state(name: str, *, args: str | None = None, lines: tuple[str, ...] = (), connected: bool = True,
                server: str | None = None, last_line_at_s: float | None = None, now: float = NOW,
-               detail: str = "Connection refused") -> HostState:
+               detail: str = "Connection refused", config: dict[str, object] | None = None,
+               gpus: tuple[int, int] | None = None, weights_bytes: int | None = None) -> HostState:
+    """`config`: the new unit's model's config.json as the host's service source read it; `gpus`:
+    (count, MiB each) as nvidia-smi reports them; `weights_bytes`: the index's total_size."""
     state = HostState(name, clock=lambda: now)
     state.apply(ConnectionChanged(name, ConnectionState(name, "connected" if connected else "failed", now - 60,
                                                         None if connected else detail)))
     if args is not None:
-        report = build_report(None, side_from_text("sglang.service", unit(args)), HostFacts())
+        report = build_report(None, side_from_text("sglang.service", unit(args)), HostFacts(model_config=config))
         state.apply(ReadingChanged(name, "service", Reading("service", report, now)))
+    if gpus is not None:
+        devices = tuple(GpuDevice(i, "NVIDIA GPU", f"GPU-{name}-{i}", 0, gpus[1], 0, 30, 100.0, 700.0)
+                        for i in range(gpus[0]))
+        state.apply(ReadingChanged(name, "gpu", Reading("gpu", GpuStatus("nvml", devices, sampled_at_s=now), now)))
+    if weights_bytes is not None:
+        progress = DownloadProgress("/models/m", None, None, weights_bytes, weights_bytes, 1, 1, 1, 1, (), None,
+                                    None, None, None, None, True, (), now)
+        state.apply(ReadingChanged(name, "download", Reading("download", progress, now)))
     if server is not None:
         status = ServerStatus(server, "answers" if server == "ready" else server, "sglang.service", "active", 1234,
                               None, HttpFacts())
@@ -66,3 +83,44 @@ def launch(stamp: str, ranks: range) -> list[str]:
 
 def init_ends(stamp: str, ranks: range) -> list[str]:
     return [f"[{stamp} TP{r}] Init torch distributed ends. elapsed=2.10 s, mem usage=0.45 GB" for r in ranks]
+
+
+class FakeNodeHost:
+    """A node's transport: every command answers 0, `systemctl show` says the unit is inactive."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    async def run(self, script: str, timeout: float = 0) -> Any:
+        self.ran.append(script)
+        out = b"ActiveState=inactive\nSubState=dead\nMainPID=0\n" if "systemctl show" in script else b""
+        return SimpleNamespace(stdout=out, stderr=b"", exit_status=0)
+
+
+class FakeWatch:
+    """A DeploymentWatch without SSH: node states from the kit, fake transports, drained GPUs.
+    `ready`: the view says the whole deployment is ready (the swap's last wait ends at once)."""
+
+    def __init__(self, d: Deployment, *, ready: bool = True, states: dict[str, HostState] | None = None) -> None:
+        self.deployment = d
+        self.states = states or {n.key: node_state(n.profile.name, gpus=(8, 143_771)) for n in d.nodes}
+        self.hosts = {n.key: FakeNodeHost() for n in d.nodes}
+        self.probes: dict[str, Any] = {}
+        self.on_probes: list[Any] = []
+        self.ready = ready
+
+    def transport(self, key: str) -> FakeNodeHost:
+        return self.hosts[key]
+
+    async def probe_all(self) -> dict[str, Any]:
+        for callback in self.on_probes:
+            callback(self.probes)
+        return dict(self.probes)
+
+    def checks(self) -> Any:
+        return () if self.ready else run_checks(self.deployment, self.states, self.probes)
+
+    def view(self, now_s: float | None = None) -> Any:
+        if self.ready:
+            return SimpleNamespace(status=SimpleNamespace(status="ready", reason="ready"), faults=(), timeline=())
+        return derive(self.deployment, self.states, self.probes, NOW if now_s is None else now_s)

@@ -99,3 +99,78 @@ def test_s_previews_every_nodes_commands_n_cancels_and_read_only_runs_nothing() 
             assert "read-only" in str(box.render()) and screen._pending is None
 
     asyncio.run(run())
+
+
+def test_d_on_a_multinode_deployment_says_why_one_side_cannot_go_alone() -> None:
+    from console.domain.deploy.swap import DeploymentSwap
+
+    watch = StubWatch()
+    screen = DeploymentScreen(watch, DeploymentSwap(watch))
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(screen)
+
+    async def run() -> None:
+        async with Host().run_test(size=(160, 50)) as pilot:
+            await pilot.pause()
+            await pilot.press("D")
+            await pilot.pause()
+            text = str(screen.query_one("#deploy-swap", Static).render())
+            assert text == ("decode alone is not allowed now: one side is a prefill/decode deployment's: "
+                            "a multi-node server's nodes swap together"), text
+            assert screen._pending is None
+
+    asyncio.run(run())
+
+
+def test_a_shared_screen_serves_its_nodes_and_its_a_approves_only_for_another_person() -> None:
+    from dataclasses import replace
+
+    from console.domain.deploy.swap import DeploymentSwap
+    from console.share.deployment import AttachedWatch, manifest_path
+    from tests.kit.deploy import FakeWatch
+
+    d = deployment()
+    d = replace(d, nodes=tuple(replace(n, profile=replace(n.profile, unit="new.service", compare_unit="old.service",
+                                                          require_approval=True)) for n in d.nodes))
+    watch = FakeWatch(d, ready=False, states=StubWatch().states)
+    swap = DeploymentSwap(watch, who="ana", ready_timeout_s=1, drain_timeout_s=5)
+    screen = DeploymentScreen(watch, swap, share=True)
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(screen)
+
+    async def until(predicate: Any, what: str) -> None:
+        for _ in range(1500):
+            if predicate():
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"{what} never happened")
+
+    async def run() -> None:
+        async with Host().run_test(size=(160, 50)) as pilot:
+            await until(lambda: manifest_path("big").exists(), "the deployment served")
+            attached = AttachedWatch.from_manifest("big", who="ana2")
+            await attached.start()
+            try:
+                await until(lambda: format_status_line(attached.view(NOW)) == format_status_line(watch.view(NOW)),
+                            "the attached console's status equal to the serving one's")
+                task = asyncio.ensure_future(swap.run(confirmed=True))
+                await until(lambda: swap.pending(), "the approval request")
+                rid = swap.pending()[0].request_id
+                await pilot.pause()
+                await pilot.press("a")
+                await until(lambda: "the two-person rule" in str(screen.query_one("#deploy-swap", Static).render()),
+                            "the refusal on the serving screen")
+                assert await attached.approve(rid) == ("another person must approve (the two-person rule): "
+                                                       "ana asked, and that is you")
+                assert swap.deny(rid, "ben") is None
+                assert (await task).outcome == "refused: ben denied the request: nothing ran"
+            finally:
+                await attached.close()
+                await screen.close_share()
+        assert not manifest_path("big").exists()
+
+    asyncio.run(run())

@@ -10,7 +10,10 @@ rank 0 waits at distributed init meanwhile (what the deployment's status names).
 console/demo/hostsim/drive.py: `systemctl start/stop` on each host open and close the unit's window).
 
 pd: a prefill host, a decode host and a router host (`python -m sglang_router.launch_router
---pd-disaggregation --prefill URL BOOTSTRAP --decode URL`, fake_sglang/pd_router.py).
+--pd-disaggregation --prefill URL BOOTSTRAP --decode URL`, fake_sglang/pd_router.py). The decode host
+also has DECODE_TUNED_UNIT: the serving revision's weights with one flag changed, the change that may be
+swapped on the decode side alone (`config_toml(decode_unit=DECODE_TUNED_UNIT)` points the decode
+node's `unit` at it).
 
 Each host is a full HostSimulator (real SSH, real shell, its own sandbox); all on loopback.
 Simulator behaviour, never a real host's measurements.
@@ -45,6 +48,7 @@ T_OLD_STOP = 15.0  # scenario seconds: the host-side operator stops the old unit
 T_NODE0_START = 20.0  # ... starts node 0's new unit
 T_DOWNLOAD_DONE = 50.0  # node 1's last shard lands
 SGLANG_VERSION = "0.5.23"
+DECODE_TUNED_UNIT = "sglang-decode-r1-tuned.service"  # pd: the decode side's flag-only change
 
 
 def free_port() -> int:
@@ -212,6 +216,15 @@ class DeploymentSim:
                         f"--host 127.0.0.1 --port {sim.server_port} --disaggregation-mode {mode} "
                         f"--disaggregation-transfer-backend mooncake{extra} --enable-metrics --trust-remote-code")
                 sim.path(f"{UNITS_DIR}/{unit}").write_text(unit_text(sim, f"SGLang {mode}: {Path(model).name}", args))
+            if mode == "decode":
+                # a flag-only change of the serving revision (the same weights, a lower batch limit):
+                # what may be swapped on the decode side alone, behind the router
+                args = (f"--model-path {sim.host_path(OLD_MODEL_DIR)} --served-model-name qwen3.5-397b --tp-size 8 "
+                        f"--host 127.0.0.1 --port {sim.server_port} --disaggregation-mode decode "
+                        "--disaggregation-transfer-backend mooncake --max-running-requests 128 "
+                        "--enable-metrics --trust-remote-code")
+                sim.path(f"{UNITS_DIR}/{DECODE_TUNED_UNIT}").write_text(
+                    unit_text(sim, "SGLang decode: Qwen3.5-397B-A17B-r1, at most 128 running requests", args))
             old, new = f"sglang-{mode}-r1.service", f"sglang-{mode}.service"
             drive.init(sim.root, old, new)
             # the old revision has served for hours (the watch demo's operator starts the new one)
@@ -242,8 +255,9 @@ class DeploymentSim:
         sim.add_task(runner.run())
         self._window(sim, unit, start=True)
 
-    def config_toml(self, name: str | None = None) -> str:
-        """The config a reader would write for these hosts (the README's example, live)."""
+    def config_toml(self, name: str | None = None, *, decode_unit: str | None = None) -> str:
+        """The config a reader would write for these hosts (the README's example, live). `decode_unit`:
+        the decode node's own unit (a node's `unit` overrides its profile's)."""
         name = name or ("qwen-397b" if self.kind == "multinode" else "qwen-pd")
         lines = []
         for p, _role, _rank in self.profiles:
@@ -255,7 +269,8 @@ class DeploymentSim:
             if p.model_dir:
                 lines.append(f'model_dir = "{p.model_dir}"')
             lines.append("")
-        nodes = ", ".join(f'{{ profile = "{p.name}", role = "{role}", node_rank = {rank} }}'
+        nodes = ", ".join(f'{{ profile = "{p.name}", role = "{role}", node_rank = {rank}'
+                          + (f', unit = "{decode_unit}"' if decode_unit and role == "decode" else "") + " }"
                           for p, role, rank in self.profiles)
         lines += [f"[deployments.{name}]", f'kind = "{self.kind}"', f"nodes = [{nodes}]"]
         if self.kind == "multinode":

@@ -8,6 +8,8 @@ and probes already hold:
     download   the model present and complete on every node's disk
     rendezvous --dist-init-addr reachable from every node (the probe's bounded TCP connect on the
                node: `refused` is fine before the start, the host answered)
+    fit        the model on each node's own GPUs with its own unit's flags (fit.py: the single
+               host's planner, the node's share of TP × PP)
 
 Each check says ok, error or unknown (a fact not read yet is unknown, never ok).
 """
@@ -18,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from console.domain.deploy.fit import node_fit
 from console.domain.deploy.probe import NodeProbe, split_addr
 from console.domain.deploy.profile import Deployment
 from console.domain.deploy.state import _command
@@ -144,4 +147,5 @@ def run_checks(d: Deployment, states: Mapping[str, Any], probes: Mapping[str, No
             addr = next((c.value("--dist-init-addr") for _, _, c in cmds if c is not None
                          and isinstance(c.value("--dist-init-addr"), str)), None)
             out += rendezvous_checks(addr, [(m.label, probes.get(m.key)) for m in members])
+        out += [Check("fit", f.label, f.severity, f.message) for f in (node_fit(m, states.get(m.key)) for m in members)]
     return tuple(out)

@@ -3,6 +3,24 @@ the new units started in the order SGLang needs (rank 0 first: it hosts the rend
 others join; prefill before decode), ready only when the whole deployment is ready (state.derive),
 and a rollback of every node.
 
+One side of a prefill/decode pair may be swapped alone behind the router (`side="decode"` or
+`"prefill"`): the other side keeps running untouched. Only when the model allows it: the prefill
+side computes the KV cache the decode side receives, so both must run the same weights (the same
+model, revision, quantization) and agree on how the KV cache is laid out and sent (KV cache dtype,
+page size, transfer backend). A side whose target unit differs from the other side's serving unit
+in any of those is refused, naming the flag: a model change swaps both sides. A flag-only change
+(batch limits, CUDA graphs, memory fraction) may be one-sided. While any PD swap runs, the router's
+own view of its workers (router.py: its `GET /workers`) is read on the router's host and each
+change goes to the router's timeline in the report: the swapped side's worker unhealthy, then back.
+
+The host swap's machinery, not a second one: when any node's profile says `require_approval`, the
+run waits (after the gate, before any command) for another person's approval — the two-person rule,
+`approve(request_id, who)` refused for the requester — asked as the host swap asks it, an
+`ApprovalChanged` in every node's HostState; each command and each decision is an `AuditAppended`
+in its node's state as well as a line of the audit file. So every node's recording holds the
+deployment swap's requests and commands, and a paired console attached to a node sees the request
+and approves it with the host screen's own key (console/domain/deploy/share.py routes it here).
+
 Each host command is the single-host swap's own action (console/domain/swap/actions.py: `systemctl stop|
 start -- UNIT` under the host's `timeout -k`, quoted, checked unit names), run through that node's
 transport; `plan()` lists them all before anything runs (the confirmation shows them), the gate is
@@ -15,18 +33,32 @@ readings and log lines), never written by the swap: the report shows each node's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from console.core.events import ApprovalChanged, AuditAppended, AuditEntry
 from console.domain.deploy.checks import Check
 from console.domain.deploy.profile import Deployment, DeploymentNode
+from console.domain.deploy.router import read_router
 from console.domain.deploy.state import INIT_BEGIN, INIT_ENDS, DUMMY_HEALTH, FIRED_UP, message
 from console.domain.swap import actions as act
+from console.redact import redact_text
 
 DRAIN_FRACTION = 0.05  # a node is drained when its GPUs hold less than this share of their memory
+ROUTER_EVERY_S = 1.0  # how often the router's /workers is read while a PD swap runs
+# What both sides of a PD pair must agree on (the KV cache prefill computes is what decode receives):
+# the weights (--model-path compared by its last component: hosts may mount models elsewhere)
+# and the KV cache's layout and transport.
+PD_MUST_MATCH = ("--model-path", "--revision", "--quantization", "--kv-cache-dtype", "--page-size",
+                 "--disaggregation-transfer-backend")
+SIDES = ("prefill", "decode")
+TAIL_CHARS = 600  # the output kept per audited command (the host swap's own figure)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +90,57 @@ class SwapRun:
     nodes: dict[str, NodeTimeline] = field(default_factory=dict)
 
 
-def start_order(d: Deployment) -> list[DeploymentNode]:
+def start_order(d: Deployment, side: str | None = None) -> list[DeploymentNode]:
     """Rank 0 first (it opens the store at --dist-init-addr), then the other ranks; prefill before
-    decode; the router is not swapped (its URLs name the same servers)."""
+    decode; the router is not swapped (its URLs name the same servers). `side`: that side's nodes only."""
     role_order = {"rank": 0, "prefill": 0, "decode": 1}
-    nodes = [n for n in d.nodes if n.role != "router"]
+    nodes = [n for n in d.nodes if n.role != "router" and (side is None or n.role == side)]
     return sorted(nodes, key=lambda n: (role_order.get(n.role, 2), n.node_rank))
+
+
+def _side(state: Any, which: str) -> Any:
+    report = state.data("service") if state is not None else None
+    return getattr(report, which, None)
+
+
+def _model_value(cmd: Any, flag: str) -> Any:
+    v = cmd.value(flag)
+    if flag == "--model-path" and isinstance(v, str):
+        return v.rstrip("/").rsplit("/", 1)[-1]
+    return v
+
+
+def one_side_refusal(d: Deployment, states: Any, side: str, kind: str = "swap") -> str | None:
+    """Why `side` may not be swapped alone now (None: it may), from the nodes' own service reports:
+    the side's target unit (its unit for a swap, its compare_unit for a rollback) against the unit
+    the other side is serving now."""
+    if d.kind != "pd":
+        return "one side is a prefill/decode deployment's: a multi-node server's nodes swap together"
+    if side not in SIDES:
+        return f"the side is prefill or decode, not {side!r}"
+    other = "decode" if side == "prefill" else "prefill"
+    target = "new" if kind == "swap" else "old"
+    mine = [(n, getattr(_side(states.get(n.key), target), "command", None)) for n in d.group(side)]
+    for n, cmd in mine:
+        if cmd is None:
+            return f"{n.label}'s target unit is not read yet: whether it runs the same model as {other} is not known"
+    serving = []
+    for n in d.group(other):
+        new, old = _side(states.get(n.key), "new"), _side(states.get(n.key), "old")
+        live = next((s for s in (new, old) if getattr(s, "active_state", None) == "active"
+                     and getattr(s, "command", None) is not None), None)
+        if live is None:
+            return f"{n.label} serves no unit that was read (neither is active): nothing to keep serving"
+        serving.append((n, live.command))
+    for n, cmd in mine:
+        for o, theirs in serving:
+            for flag in PD_MUST_MATCH:
+                a, b = _model_value(cmd, flag), _model_value(theirs, flag)
+                if a != b:
+                    return (f"{n.label}'s unit has {flag} {a if a is not None else '(absent)'} and {o.label} "
+                            f"serves {b if b is not None else '(absent)'}: prefill and decode must run the same "
+                            "weights and KV cache layout, so this change swaps both sides (S)")
+    return None
 
 
 class DeploymentSwap:
@@ -79,16 +156,99 @@ class DeploymentSwap:
         self.clock = clock
         self.runs: list[SwapRun] = []
         self.busy = False
+        self._approvals: dict[str, asyncio.Future[str]] = {}
+
+    # -- the two-person rule (the host swap's events, in every node's state) ------------------
+    @property
+    def require_approval(self) -> bool:
+        return any(n.profile.require_approval for n in self.deployment.nodes)
+
+    def _states(self) -> list[Any]:
+        return [st for n in self.deployment.nodes if (st := self.watch.states.get(n.key)) is not None] \
+            if hasattr(self.watch, "states") else []
+
+    def request(self, rid: str) -> ApprovalChanged | None:
+        return next((st.swap.approvals[rid] for st in self._states()
+                     if rid in getattr(getattr(st, "swap", None), "approvals", {})), None)
+
+    def pending(self) -> list[ApprovalChanged]:
+        return [a for a in {a.request_id: a for st in self._states() for a in st.swap.approvals.values()}.values()
+                if a.status == "pending" and a.request_id in self._approvals]
+
+    def _tell(self, event: Any) -> None:
+        for st in self._states():
+            st.apply(replace(event, host=st.host) if hasattr(event, "host") else event)
+
+    def approve(self, request_id: str, who: str) -> str | None:
+        """Another person grants a pending request (the requester cannot: the two-person rule)."""
+        return self._decide(request_id, who, "granted")
+
+    def deny(self, request_id: str, who: str) -> str | None:
+        return self._decide(request_id, who, "denied")
+
+    def withdraw(self, request_id: str, who: str) -> str | None:
+        req, future = self.request(request_id), self._approvals.get(request_id)
+        if req is None or future is None or req.status != "pending":
+            return "no such pending request"
+        if who != req.requested_by:
+            return f"only {req.requested_by}, who asked, can withdraw it"
+        return self._settle(req, who, "withdrawn", future)
+
+    def _decide(self, request_id: str, who: str, status: str) -> str | None:
+        req, future = self.request(request_id), self._approvals.get(request_id)
+        if req is None or future is None or req.status != "pending":
+            return "no such pending request"
+        if not who or who == req.requested_by:
+            return "another person must approve (the two-person rule)"
+        return self._settle(req, who, status, future)
+
+    def _settle(self, req: ApprovalChanged, who: str, status: str, future: asyncio.Future[str]) -> None:
+        self._tell(replace(req, status=status, decided_by=who, decided_at_s=self.clock()))
+        if not future.done():
+            future.set_result(status)
+        return None
+
+    async def _approval(self, run: SwapRun, kind: str, side: str | None) -> str | None:
+        """Wait for another person's decision; None when granted, else why nothing runs."""
+        rid = secrets.token_hex(4)
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._approvals[rid] = future
+        action = f"{kind} of deployment {self.deployment.name}" + (f" ({side} side alone)" if side else "")
+        commands = tuple(line for line in self.preview(kind, side) if not line.startswith("#"))
+        self._tell(ApprovalChanged("", rid, action, commands, self.who, self.clock()))
+        for key in run.nodes:
+            run.nodes[key].add(self.clock(), f"waiting for another person's approval (request {rid})")
+        try:
+            status = await future
+        except asyncio.CancelledError:
+            req = self.request(rid)
+            if req is not None and req.status == "pending":
+                self._tell(replace(req, status="withdrawn", decided_at_s=self.clock()))
+            raise
+        finally:
+            self._approvals.pop(rid, None)
+        decided = self.request(rid)
+        by = decided.decided_by if decided is not None and decided.decided_by else "?"
+        for n in self.deployment.nodes:
+            self._audit_event(n.key, AuditEntry(by, self.clock(), action, f"approval {rid}: {status}", None, "",
+                                                note="two-person rule"))
+        self._audit_line({"who": by, "deployment": self.deployment.name, "action": action,
+                          "command": f"approval {rid}: {status}", "status": None, "note": "two-person rule"})
+        if status != "granted":
+            return f"{by} {'withdrew' if status == 'withdrawn' else status} the request: nothing ran"
+        for key in run.nodes:
+            run.nodes[key].add(self.clock(), f"approved by {by}")
+        return None
 
     # -- what runs, before it runs ----------------------------------------------------------
     @property
     def read_only(self) -> bool:
         return any(n.profile.read_only for n in self.deployment.nodes)
 
-    def plan(self, kind: str = "swap") -> list[NodeStep]:
+    def plan(self, kind: str = "swap", side: str | None = None) -> list[NodeStep]:
         """Every host command, in order (raises ActionError on a unit name a command cannot hold)."""
         steps: list[NodeStep] = []
-        order = start_order(self.deployment)
+        order = start_order(self.deployment, side)
         stop_units = {n.key: (n.profile.compare_unit if kind == "swap" else n.profile.unit) for n in order}
         start_units = {n.key: (n.profile.unit if kind == "swap" else n.profile.compare_unit) for n in order}
         for n in reversed(order):  # stop: the other ranks first, rank 0 last (nothing waits on a store)
@@ -99,15 +259,31 @@ class DeploymentSwap:
             steps.append(NodeStep(n.key, n.label, f"start {start_units[n.key]}", a.commands[0]))
         return steps
 
-    def preview(self, kind: str = "swap") -> list[str]:
+    def side_refusal(self, side: str, kind: str = "swap") -> str | None:
+        return one_side_refusal(self.deployment, self.watch.states, side, kind)
+
+    def preview(self, kind: str = "swap", side: str | None = None) -> list[str]:
         """The lines the confirmation shows: each node's exact command, then what is waited for."""
-        lines = [f"# {kind} of {self.deployment.name}: {len(start_order(self.deployment))} nodes"]
-        for s in self.plan(kind):
+        if side is None:
+            lines = [f"# {kind} of {self.deployment.name}: {len(start_order(self.deployment))} nodes"]
+        else:
+            other = "decode" if side == "prefill" else "prefill"
+            lines = [f"# {kind} of {self.deployment.name}'s {side} side alone: "
+                     f"{len(start_order(self.deployment, side))} node(s); {other} keeps running, untouched"]
+        for s in self.plan(kind, side):
             lines.append(f"{s.label}: {s.command.script}")
             if s.title.startswith("stop"):
                 lines.append(f"{s.label}: then wait: the unit inactive and its GPU memory drained")
+        if self._router() is not None:
+            lines.append("meanwhile: the router's GET /workers read on its host every second (its view in the report)")
+            if side is not None:
+                lines.append(f"while {side} is down the router has no {side} worker: requests through it fail "
+                             "until it is back")
         lines.append("then wait: the whole deployment ready (rank 0 answers, every node's ranks up)")
         return lines
+
+    def _router(self) -> DeploymentNode | None:
+        return next((n for n in self.deployment.nodes if n.role == "router"), None)
 
     def gate(self) -> list[str]:
         """Why the swap may not start now (empty: it may): a failed check or a fault of any node."""
@@ -116,8 +292,11 @@ class DeploymentSwap:
         return why
 
     # -- running -----------------------------------------------------------------------------
-    async def run(self, kind: str = "swap", *, confirmed: bool = False) -> SwapRun:
-        run = SwapRun(kind, self.clock(), nodes={n.key: NodeTimeline(n.label) for n in start_order(self.deployment)})
+    async def run(self, kind: str = "swap", *, confirmed: bool = False, side: str | None = None) -> SwapRun:
+        nodes = {n.key: NodeTimeline(n.label) for n in start_order(self.deployment, side)}
+        if (router := self._router()) is not None:
+            nodes[router.key] = NodeTimeline("router (its view of the workers)")
+        run = SwapRun(kind if side is None else f"{kind} of the {side} side", self.clock(), nodes=nodes)
         self.runs.append(run)
         if self.read_only:
             return self._end(run, "refused: read-only: this session changes nothing on the hosts")
@@ -129,11 +308,23 @@ class DeploymentSwap:
             await self.watch.probe_all()  # the gate judges the nodes as they are now, not at the last probe
         if kind == "swap" and (why := self.gate()):
             return self._end(run, "refused: the gate: " + "; ".join(why[:3]))
+        if side is not None and (why := self.side_refusal(side, kind)) is not None:
+            return self._end(run, f"refused: one side alone: {why}")
         try:
-            steps = self.plan(kind)
+            steps = self.plan(kind, side)
         except act.ActionError as exc:
             return self._end(run, f"refused: {exc}")
         self.busy = True
+        if self.require_approval:
+            try:
+                why = await self._approval(run, kind, side)
+            except BaseException:
+                self.busy = False
+                raise
+            if why is not None:
+                self.busy = False
+                return self._end(run, f"refused: {why}")
+        observer = asyncio.ensure_future(self._observe_router(run, router)) if router is not None else None
         try:
             stops = [s for s in steps if s.title.startswith("stop")]
             starts = [s for s in steps if s.title.startswith("start")]
@@ -148,6 +339,21 @@ class DeploymentSwap:
             return self._end(run, await self._ready(run))
         finally:
             self.busy = False
+            if observer is not None:
+                observer.cancel()
+                with contextlib.suppress(BaseException):
+                    await observer
+
+    async def _observe_router(self, run: SwapRun, router: DeploymentNode) -> None:
+        """The router's view of its workers, each change on the router's timeline (until cancelled)."""
+        said = None
+        while True:
+            view = await read_router(self.watch.transport(router.key), router.profile.server_port)
+            line = view.describe()
+            if line != said:
+                said = line
+                run.nodes[router.key].add(self.clock(), f"router: {line}")
+            await asyncio.sleep(ROUTER_EVERY_S)
 
     def _end(self, run: SwapRun, outcome: str) -> SwapRun:
         run.outcome = outcome
@@ -240,14 +446,27 @@ class DeploymentSwap:
             t.events.sort(key=lambda e: e[0])
 
     def _audit(self, s: NodeStep, status: int | None, output: str) -> None:
+        """One command: an AuditAppended in its node's state (its recording, its attached views) and a
+        line of the audit file (0600, as the host swap's)."""
+        tail = redact_text(output[-TAIL_CHARS:])
+        self._audit_event(s.node, AuditEntry(self.who, self.clock(), f"{s.title} ({self.deployment.name})",
+                                             redact_text(s.command.script), status, tail, note="deployment swap"))
+        self._audit_line({"who": self.who, "deployment": self.deployment.name, "node": s.label,
+                          "host": self.deployment.node(s.node).profile.host, "action": s.title,
+                          "command": redact_text(s.command.script), "status": status, "output": tail})
+
+    def _audit_event(self, key: str, entry: AuditEntry) -> None:
+        state = self.watch.states.get(key) if hasattr(self.watch, "states") else None
+        if state is not None:
+            state.apply(AuditAppended(state.host, entry))
+
+    def _audit_line(self, record: dict[str, Any]) -> None:
         if self.audit_file is None:
             return
-        self.audit_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.audit_file, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"at_s": self.clock(), "who": self.who, "deployment": self.deployment.name,
-                                 "node": s.label, "host": self.deployment.node(s.node).profile.host,
-                                 "action": s.title, "command": s.command.script, "status": status,
-                                 "output": output[-500:]}) + "\n")
+        self.audit_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.audit_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"at_s": self.clock(), **record}) + "\n")
 
 
 def format_report(run: SwapRun, deployment: Deployment, checks: tuple[Check, ...] = ()) -> str:

@@ -27,6 +27,7 @@ class DeploymentWatch:
         profiles = [replace(n.profile, name=n.key) for n in deployment.nodes]
         self.fleet = Fleet(profiles, accept_new_host_key=accept_new_host_key, demo=demo)
         self.probes: dict[str, NodeProbe] = {}
+        self.on_probes: list[Any] = []  # called with the probes after each round (a shared deployment publishes them)
         self._probe_task: asyncio.Task[Any] | None = None
 
     @property
@@ -58,6 +59,8 @@ class DeploymentWatch:
 
         results = await asyncio.gather(*(one(n.key) for n in self.deployment.nodes))
         self.probes.update(dict(results))
+        for callback in list(self.on_probes):
+            callback(self.probes)
         return dict(results)
 
     async def _probe_loop(self) -> None:

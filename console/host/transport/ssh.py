@@ -95,6 +95,9 @@ class SshOptions:
     connect_timeout_s: float = 10.0
     keepalive_interval_s: float = 15.0
     ssh_config: tuple[str, ...] | None = None  # None: asyncssh's default (~/.ssh/config)
+    # ProxyJump (`ssh -J [user@]host[:port]`): the host is reached through this one, with the same
+    # identity and known_hosts (as OpenSSH's -J uses the same files); None: ~/.ssh/config's, if any.
+    jump: str | None = None
 
     @property
     def known_hosts_path(self) -> Path:
@@ -125,6 +128,13 @@ def _append_line(path: Path, line: str) -> None:
                 if rd.read(1) != b"\n":
                     line = "\n" + line
         fh.write(line.encode())
+
+
+def split_jump(jump: str) -> tuple[str | None, str, int | None]:
+    """`[user@]host[:port]` (one hop, as `ssh -J` takes it) into its parts."""
+    user, _, rest = jump.rpartition("@")
+    host, _, port = rest.rpartition(":") if rest.count(":") == 1 else (rest, "", "")
+    return (user or None), host, (int(port) if port.isdigit() else None)
 
 
 def _known_hosts_host(host: str, port: int | None) -> str:
@@ -271,8 +281,54 @@ class SshTransport:
         o = self.options
         return self._known_hosts().trusted(o.host, _address(o.host), o.port)
 
+    async def _open_jump(self) -> asyncssh.SSHClientConnection:
+        """The jump host's own connection (profile `jump`), its host key verified against the same
+        known_hosts (an unknown one is refused: accept it with `ssh -J` once, or add it). Every
+        failure is a ConnectError that names the jump host, so the screen says which hop refused."""
+        o = self.options
+        user, host, port = split_jump(o.jump or "")
+        where = f"{self.label}: the jump host {o.jump}"
+        kwargs: dict[str, Any] = {"known_hosts": self._known_hosts().trusted(host, _address(host), port),
+                                  "connect_timeout": None, "keepalive_interval": o.keepalive_interval_s,
+                                  "keepalive_count_max": 3}
+        if port:
+            kwargs["port"] = port
+        if user or o.user:
+            kwargs["username"] = user or o.user
+        if o.identity:
+            kwargs["client_keys"] = [os.path.expanduser(o.identity)]
+        if o.ssh_config is not None:
+            kwargs["config"] = list(o.ssh_config)
+        try:
+            return await wait_for_host(asyncssh.connect(host, **kwargs), o.connect_timeout_s)
+        except asyncssh.HostKeyNotVerifiable as exc:
+            raise ConnectError(f"{where}: its host key is not in {o.known_hosts_path} ({exc.reason})") from None
+        except asyncssh.PermissionDenied as exc:
+            raise ConnectError(f"{where}: authentication failed: {exc.reason}") from None
+        except asyncio.TimeoutError:
+            raise ConnectError(f"{where}: no answer within {seconds(o.connect_timeout_s)}") from None
+        except asyncssh.Error as exc:
+            raise ConnectError(f"{where}: {exc.reason}") from None
+        except (OSError, socket.gaierror) as exc:
+            raise ConnectError(f"{where}: {connect_error_words(exc)}") from None
+        except UnicodeError:
+            raise ConnectError(f"{where}: not a host name the resolver can look up") from None
+
     async def _open_connection(self, *, may_accept_new: bool) -> asyncssh.SSHClientConnection:
         o = self.options
+        if o.jump:
+            jump = await self._open_jump()
+            try:
+                conn = await wait_for_host(asyncssh.connect(o.host, tunnel=jump, **self._connect_kwargs()),
+                                           o.connect_timeout_s)
+            except asyncssh.ChannelOpenError as exc:  # the jump host would not open the hop
+                jump.close()
+                raise ConnectError(f"{self.label}: the jump host {o.jump} could not reach it: {exc.reason}") from None
+            except BaseException:
+                jump.close()
+                raise
+            conn.set_tunnel(jump)  # closing the connection closes the hop with it
+            return conn
         try:
             return await wait_for_host(asyncssh.connect(o.host, **self._connect_kwargs()), o.connect_timeout_s)
         except asyncssh.HostKeyNotVerifiable:

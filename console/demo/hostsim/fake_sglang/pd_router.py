@@ -7,8 +7,10 @@ The command line is the real router's (`--prefill URL [BOOTSTRAP_PORT]`, repeata
 docs/advanced_features/pd_disaggregation.md), and so are the first lines it logs (smg::server's,
 tests/data/sglang_multinode_real.json). A request goes to a prefill and a decode worker together,
 as the real router sends it; the decode worker's answer streams back. /health answers 200 when
-every worker's /health does, else 503 naming the first that does not. It listens on 127.0.0.1
-only, whatever --host says.
+every worker's /health does, else 503 naming the first that does not. `GET /workers` lists the
+workers in the Model Gateway's shape (docs.sglang.io advanced_features/sgl_model_gateway, "Worker
+Management APIs": `{"workers": [{"url", "worker_type", "is_healthy", …}], "total", "stats"}`), each
+worker's health asked when the list is asked. It listens on 127.0.0.1 only, whatever --host says.
 """
 
 from __future__ import annotations
@@ -54,6 +56,20 @@ class PdRouter(Router):
             threading.Thread(target=self._prefill, args=(url,), daemon=True).start()
         return target
 
+    def workers(self) -> dict[str, object]:
+        """`GET /workers` as the Model Gateway answers it."""
+        rows: list[dict[str, object]] = []
+        for kind, url, bootstrap in ([("prefill", u, b) for u, b in self.prefill]
+                                     + [("decode", u, None) for u in self.urls]):
+            row: dict[str, object] = {"id": url, "url": url, "model_id": "unknown", "priority": 50, "cost": 1.0,
+                                      "worker_type": kind, "is_healthy": self.healthy(url), "load": 0,
+                                      "connection_mode": "Http"}
+            if kind == "prefill":
+                row["bootstrap_port"] = bootstrap
+            rows.append(row)
+        return {"workers": rows, "total": len(rows),
+                "stats": {"prefill_count": len(self.prefill), "decode_count": len(self.urls), "regular_count": 0}}
+
     def _prefill(self, url: str) -> None:
         u = urllib.parse.urlsplit(url)
         try:
@@ -73,6 +89,8 @@ def pd_handler(router: PdRouter) -> type[BaseHTTPRequestHandler]:
             if self.path.split("?")[0] == "/health":
                 bad = router.unhealthy()
                 return self.text(200, "OK") if bad is None else self.text(503, f"worker {bad} is not healthy")
+            if self.path.split("?")[0] == "/workers":
+                return self.text(200, json.dumps(router.workers()), "application/json")
             return super().do_GET()
 
     return Handler

@@ -1,0 +1,280 @@
+"""Pairing on a deployment (issue 37), with the host pairing's own pieces: one `ShareServer` per node
+over that node's HostState (the same protocol, the same Unix socket rules: 0600 in the user's 0700
+runtime dir), and a manifest beside them that names the nodes and carries each node's last probe.
+
+    serve:   DeploymentShare(watch, swap).start()  → deploy-NAME-node0.sock, deploy-NAME-node1.sock, …
+                                                     deploy-NAME.json (the nodes, the probes; 0600)
+    attach:  await attach_deployment("NAME")       → an AttachedWatch: the deployment screen's watch
+                                                     built on the attached nodes' mirrored states
+
+The attached console derives its view from the same events (each node's mirror) and the same probes,
+so both screens say the same status, nodes, checks and timeline. Nothing on a node can be asked from a
+node's socket but what the deployment allows: the deployment's own approval requests are decided
+there (the host screen's `a`, or any client's SwapDecide), routed to the DeploymentSwap, with the
+share server's two-person rule by identity on top of the swap's own. Unix sockets only: a deployment
+is not served over TCP (yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+from console.config import HostProfile
+from console.domain.deploy.checks import Check, run_checks
+from console.domain.deploy.probe import NodeProbe
+from console.domain.deploy.profile import Deployment, DeploymentNode
+from console.domain.deploy.state import DeploymentView, derive
+from console.share import protocol as p
+from console.share.client import AttachError, ShareClient, attach
+from console.share.server import ShareServer, runtime_dir
+
+MANIFEST_VERSION = 1
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "deployment"
+
+
+def manifest_path(name: str, directory: Path | None = None) -> Path:
+    return (directory or runtime_dir()) / f"deploy-{_safe(name)}.json"
+
+
+def node_socket(name: str, key: str, directory: Path | None = None) -> Path:
+    return (directory or runtime_dir()) / f"deploy-{_safe(name)}-{_safe(key)}.sock"
+
+
+class NodeSeat:
+    """The control a node's share server carries out: the deployment's approvals, nothing else (a
+    node of a deployment is swapped from the deployment, never alone from an attached host screen)."""
+
+    def __init__(self, swap: Any, label: str) -> None:
+        self.swap = swap  # the DeploymentSwap: the share server's deny goes to control.swap.deny
+        self.why = f"{label} is part of deployment {swap.deployment.name}: it is swapped from the deployment's console"
+
+    @property
+    def client_id(self) -> int | None:
+        return None
+
+    @property
+    def who(self) -> str | None:
+        return self.swap.who
+
+    def verify(self) -> str | None:
+        return self.why
+
+    def pick_units(self, new: str, old: str | None) -> None:
+        return None
+
+    def start_bench(self, kind: str, plan: Any = None) -> str | None:
+        return self.why
+
+    def stop_bench(self) -> str | None:
+        return self.why
+
+    def swap_preview(self, key: str) -> tuple[str | None, Any]:
+        return self.why, None
+
+    async def swap_preview_async(self, key: str) -> tuple[str | None, Any]:
+        return self.why, None
+
+    def swap_confirm(self, preview_id: str, who: str | None = None) -> str | None:
+        return self.why
+
+    def swap_override(self, check: str, typed: str, who: str | None = None) -> str | None:
+        return self.why
+
+    def swap_approve(self, request_id: str, who: str) -> str | None:
+        return self.swap.approve(request_id, who)  # type: ignore[no-any-return]
+
+    def swap_withdraw(self, request_id: str, who: str) -> str | None:
+        return self.swap.withdraw(request_id, who)  # type: ignore[no-any-return]
+
+    def set_note(self, text: str) -> str | None:
+        return None
+
+    def hand_over(self, to: int) -> str | None:
+        return None
+
+    def ask_drive(self) -> str | None:
+        return None
+
+    def accept(self, client: int) -> str | None:
+        return None
+
+    def set_view(self, pane: str | None) -> None:
+        return None
+
+
+def _manifest(deployment: Deployment, probes: dict[str, NodeProbe]) -> dict[str, Any]:
+    return {"format": "gpuconsole-deployment", "version": MANIFEST_VERSION, "name": deployment.name,
+            "kind": deployment.kind, "may_differ": list(deployment.may_differ),
+            "nodes": [{"key": n.key, "role": n.role, "node_rank": n.node_rank, "profile": n.profile.name,
+                       "host": n.profile.host, "server_port": n.profile.server_port} for n in deployment.nodes],
+            "probes": {k: asdict(v) for k, v in probes.items()}}
+
+
+def write_private(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+    tmp.replace(path)
+
+
+def deployment_from_manifest(data: Any) -> tuple[Deployment, dict[str, NodeProbe]]:
+    """The deployment a manifest names (hosts as names only: nothing is connected from it), and its
+    probes; a manifest that is not one is an AttachError (one line)."""
+    if not isinstance(data, dict) or data.get("format") != "gpuconsole-deployment" or \
+            data.get("version") != MANIFEST_VERSION or not isinstance(data.get("nodes"), list):
+        raise AttachError("not a gpuconsole deployment manifest (or another version's)", final=True)
+    try:
+        nodes = tuple(DeploymentNode(HostProfile(str(n["profile"])[:100], str(n["host"])[:200] if n.get("host") else None,
+                                                 server_port=int(n.get("server_port") or 30000)),
+                                     str(n["role"]), int(n["node_rank"])) for n in data["nodes"])
+        deployment = Deployment(str(data["name"])[:100], str(data["kind"]), nodes,
+                                tuple(str(f) for f in data.get("may_differ") or ()))
+        known = {f.name for f in fields(NodeProbe)}
+        probes = {str(k): NodeProbe(**{f: v for f, v in p.items() if f in known})
+                  for k, p in (data.get("probes") or {}).items() if isinstance(p, dict)}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AttachError(f"the deployment manifest is damaged: {exc}", final=True) from None
+    return deployment, probes
+
+
+class DeploymentShare:
+    """Serves a watched deployment: a share server per node, the manifest kept with the probes."""
+
+    def __init__(self, watch: Any, swap: Any, *, directory: Path | None = None) -> None:
+        self.watch = watch
+        self.swap = swap
+        self.directory = directory
+        self.servers: dict[str, ShareServer] = {}
+        self.seats: dict[str, Any] = {}
+        self.manifest = manifest_path(watch.deployment.name, directory)
+
+    async def start(self) -> DeploymentShare:
+        d = self.watch.deployment
+        try:
+            for n in d.nodes:
+                server = ShareServer(self.watch.states[n.key], NodeSeat(self.swap, n.label), owner=self.swap.who)
+                await server.start(unix_path=node_socket(d.name, n.key, self.directory))
+                self.servers[n.key] = server
+                # the serving console's own seat: its person is this uid, so the same user attached
+                # under another name is still the requester (the share server's two-person rule)
+                self.seats[n.key] = server.local(self.swap.who or "operator")
+        except BaseException:
+            await self.close()
+            raise
+        self.publish_probes()
+        self.watch.on_probes.append(self.publish_probes)
+        return self
+
+    def publish_probes(self, *_: Any) -> None:
+        with contextlib.suppress(OSError):  # a full disk leaves attach with older probes, never the core down
+            write_private(self.manifest, _manifest(self.watch.deployment, dict(self.watch.probes)))
+
+    async def close(self) -> None:
+        with contextlib.suppress(ValueError):
+            self.watch.on_probes.remove(self.publish_probes)
+        for server in self.servers.values():
+            await server.close()
+        self.servers.clear()
+        with contextlib.suppress(OSError):
+            self.manifest.unlink()
+
+
+class AttachedWatch:
+    """The deployment screen's watch over attached nodes: their mirrored states, the serving core's
+    probes (re-read from its manifest), no transport (nothing is run from here). Built from the
+    manifest (the nodes, so the screen can be composed); `start()` attaches to every node."""
+
+    def __init__(self, deployment: Deployment, manifest: Path, probes: dict[str, NodeProbe], *,
+                 who: str | None = None, directory: Path | None = None, timeout_s: float = 10.0) -> None:
+        self.deployment = deployment
+        self.manifest = manifest
+        self.probes = probes
+        self.who = who
+        self.directory = directory
+        self.timeout_s = timeout_s
+        self.clients: dict[str, ShareClient] = {}
+        self.on_probes: list[Any] = []
+        self._pumps: list[asyncio.Task[Any]] = []
+
+    @classmethod
+    def from_manifest(cls, name: str, *, who: str | None = None, directory: Path | None = None,
+                      timeout_s: float = 10.0) -> AttachedWatch:
+        """The served deployment's manifest; an AttachError (one line) when it is not served."""
+        manifest = manifest_path(name, directory)
+        try:
+            data = json.loads(manifest.read_text())
+        except FileNotFoundError:
+            raise AttachError(f"no deployment {name!r} is served here (no {manifest})") from None
+        except (OSError, ValueError) as exc:
+            raise AttachError(f"{manifest}: {exc}") from None
+        deployment, probes = deployment_from_manifest(data)
+        return cls(deployment, manifest, probes, who=who, directory=directory, timeout_s=timeout_s)
+
+    @property
+    def states(self) -> dict[str, Any]:
+        return {k: c.state for k, c in self.clients.items()}
+
+    def transport(self, key: str) -> None:
+        return None
+
+    async def start(self) -> None:
+        """Attach to every node (as an observer: the serving console drives), then follow them."""
+        if self.clients:
+            return
+        try:
+            for n in self.deployment.nodes:
+                self.clients[n.key] = await attach(node_socket(self.deployment.name, n.key, self.directory),
+                                                   name=self.who, timeout_s=self.timeout_s, observe=True)
+        except BaseException:
+            await self.close()
+            raise
+        self._pumps = [asyncio.ensure_future(c.pump()) for c in self.clients.values()]
+
+    async def approve(self, request_id: str) -> str | None:
+        """Approve the deployment swap's request from here (the core checks who this is)."""
+        client = next(iter(self.clients.values()), None)
+        if client is None:
+            return "not attached"
+        reply = await client.request(p.SwapDecide, request=request_id, decision="approve")
+        return reply.error
+
+    async def probe_all(self) -> dict[str, NodeProbe]:
+        """The serving core's last probes (this console runs nothing on the nodes)."""
+        with contextlib.suppress(OSError, ValueError, AttachError):
+            _, self.probes = deployment_from_manifest(json.loads(self.manifest.read_text()))
+        return dict(self.probes)
+
+    def view(self, now_s: float | None = None) -> DeploymentView:
+        return derive(self.deployment, self.states, self.probes, now_s)
+
+    def checks(self) -> tuple[Check, ...]:
+        return run_checks(self.deployment, self.states, self.probes)
+
+    async def close(self) -> None:
+        for task in self._pumps:
+            task.cancel()
+        for task in self._pumps:
+            with contextlib.suppress(BaseException):
+                await task
+        for c in self.clients.values():
+            await c.close()
+        self.clients.clear()
+
+
+async def attach_deployment(name: str, *, who: str | None = None, directory: Path | None = None,
+                            timeout_s: float = 10.0) -> AttachedWatch:
+    """Attach to every node of a served deployment; an AttachError (one line) when it is not served."""
+    watch = AttachedWatch.from_manifest(name, who=who, directory=directory, timeout_s=timeout_s)
+    await watch.start()
+    return watch
