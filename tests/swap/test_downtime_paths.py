@@ -191,8 +191,9 @@ def test_the_prediction_reads_like_the_gate_says_it() -> None:
     res = prediction.Residency(0, 250 * 10**9, 39)
     p = prediction.predict_restart(boots, 250e9, res)
     rate = 58.21 * GIB * 4 / 1e9 / 119.0
-    assert p.total_s == pytest.approx(250 / rate + 2 + 12 + 4 + 3)
-    assert p.text.startswith(f"restart: predicted downtime {paths.format_duration(p.total_s)}: 250 GB weights at "
+    assert p.total_s == pytest.approx(prediction.ASSUMED_STOP_S + 250 / rate + 2 + 12 + 4 + 3)  # + the stop, assumed
+    assert p.text.startswith(f"restart: predicted downtime {paths.format_duration(p.total_s)}: stop and drain 1 s, "
+                             "250 GB weights at "
                              f"{rate:.1f} GB/s from disk, 0 % in page cache, graphs 12 s — from 3 earlier boots "
                              "on this host")
     warm = prediction.predict_restart(boots, 250e9, prediction.Residency(125 * 10**9, 250 * 10**9, 39))

@@ -246,16 +246,20 @@ async def test_beside_server_oom_stops_the_plan_the_old_serves(tmp_path: Path) -
 
 
 async def test_restart_prediction_within_ten_percent_of_the_simulator(tmp_path: Path) -> None:
-    rec, state = await run_path_demo(tmp_path / "out", "restart", speed=SPEED, work=tmp_path / "w", quiet=True,
+    # Speed 8, not 16: the console's own round trips (the stop and start commands over SSH, a GPU
+    # reading to see the drain) do not shrink with the simulator's clock, and at 16 they are a tenth
+    # of the whole on a loaded machine.
+    rec, state = await run_path_demo(tmp_path / "out", "restart", speed=8.0, work=tmp_path / "w", quiet=True,
                                      steps=("download", "paths", "install", "preflight", "stop_old", "start_new"))
     assert _steps(state)["start_new"] == "done"
     r = _report(rec, tmp_path / "out", "restart")
     d = r["downtime_paths"]
     weights = next(x for x in d["phases"] if x["phase"] == "weights")
     assert weights["measured_s"] == pytest.approx(weights["predicted_s"], rel=0.10)
-    boot = sum(x["measured_s"] for x in d["phases"] if x["phase"] != "stop" and x["measured_s"] is not None)
-    predicted = sum(x["predicted_s"] for x in d["phases"] if x["phase"] != "stop" and x["predicted_s"] is not None)
-    assert boot == pytest.approx(predicted, rel=0.10)
+    # The whole downtime predicted (its stop and drain, the unit's start, the boot) against the
+    # downtime the observer measured on the simulated host: within 10 %.
+    assert [x["phase"] for x in d["phases"]][:2] == ["stop", "start"]
+    assert r["downtime_s"] == pytest.approx(r["predicted_downtime_s"], rel=0.10), d["phases"]
     assert "from 1 earlier boot on this host" in (d["prediction_text"] or "")
     assert "0 % in page cache" in d["prediction_text"]
 

@@ -5,7 +5,7 @@ drain (the default demo's report said 81,680 MiB "before" where the old server h
 from __future__ import annotations
 
 from console.model import GpuDevice, GpuStatus
-from console.domain.swap.report import _before_the_drain
+from console.core.derive.swap_observer import before_the_drain as _before_the_drain
 
 
 def _status(*used: int) -> GpuStatus:

@@ -27,6 +27,7 @@ import datetime as dt
 import json
 import shlex
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
@@ -45,7 +46,7 @@ from console.core.events import (
     VerifyChanged,
 )
 from console.core.derive import swap_plan as swap_plan
-from console.core.derive.swap_view import STEP_TITLES
+from console.core.derive.swap_view import MEMORY, STEP_TITLES, freed_rows
 
 OUTSIDE = "outside the console"
 DRAINED_MIB = 1024  # a GPU holding less than this (the CUDA context of nothing) counts as drained
@@ -236,6 +237,7 @@ class SwapObserver:
         self._new_active: bool | None = None  # the new unit or container as the service reading saw it
         self._rollback_at: float | None = None  # the old service started again by a rollback (its command)
         self._log_ready_at: float | None = None  # the new server's ready line in its log (after its start)
+        self.memory = MemoryFacts(self.host)  # GPU memory before, after the stop, after, freed
 
     # -- what the swap is -----------------------------------------------------------------------
     def units(self) -> tuple[str | None, str | None]:
@@ -277,7 +279,7 @@ class SwapObserver:
         if isinstance(event, SwapStepChanged):
             now = self.state.swap.steps.get(event.step.key)
             return now is None or now.observed or now.state in TOUCHABLE
-        if isinstance(event, PathEvent):  # the console's own plan is the console's
+        if isinstance(event, PathEvent) and event.kind != MEMORY:  # the console's own plan is the console's
             plan = self.state.swap.paths.get("plan")
             return plan is None or bool(plan.data().get("observed"))
         return True  # the downtime clock is this observer's alone, whoever acted
@@ -560,6 +562,7 @@ class SwapObserver:
         if not gpus:
             return
         sampled = status.sampled_at_s or at
+        self.memory.see(out, self.state.swap, status, sampled, self.stopped_at)
         total = sum(g.memory_used_mib or 0 for g in gpus)
         if self._last_gpu_mib is not None and self._old_active and self.stopped_at is None \
                 and total < self._last_gpu_mib * 0.97 and self._gpu_drop_at is None:
@@ -706,6 +709,98 @@ class SwapObserver:
                            + (f"{tput:.0f} output tok/s" if isinstance(tput, (int, float)) else "no throughput"))
 
 
+# -- GPU memory before, after the stop, after, and what was freed -----------------------------------
+GPU_SEEN = 240  # the GPU readings kept to find "before" once the swap's start is known (2 min at 0.5 s)
+
+
+def used_mib(status: Any) -> int:
+    return sum(g.memory_used_mib or 0 for g in getattr(status, "gpus", ()) or () if g.lost_at_s is None)
+
+
+def before_the_drain(samples: list[Any]) -> Any:
+    """The GPUs as they were before the stop: the last sample before its start, stepped back over
+    samples already falling (a stop seen late, by a poll, begins after the drain it caused)."""
+    i = len(samples) - 1
+    while i > 0 and used_mib(samples[i - 1]) > used_mib(samples[i]) + DRAINED_MIB:
+        i -= 1
+    return samples[i]
+
+
+def gpu_rows(status: Any) -> list[dict[str, Any]]:
+    """One GPU reading as the swap's memory fact keeps it (plain data: it goes into the recording)."""
+    return [{"gpu": g.index, "used_mib": g.memory_used_mib, "total_mib": g.memory_total_mib,
+             "processes": [f"{p.pid} {p.name or ''}".strip() for p in g.processes or ()]}
+            for g in status.gpus if g.lost_at_s is None]
+
+
+def swap_ended(swap: Any) -> tuple[float, str] | None:
+    """(when, what) the swap was over, by the facts already in the swap state: the rollback's end,
+    beside the old server's stop after the traffic moved, else the service serving again (the
+    downtime's end: the new server's ready, the update's end)."""
+    rollback = swap.steps.get("rollback")
+    if rollback is not None and rollback.state in ("done", "failed") and rollback.ended_at_s is not None:
+        return rollback.ended_at_s, "after the rollback"
+    moved = swap.steps.get("switch_traffic")
+    if swap.path() == "beside":
+        if moved is not None and moved.state == "done" and moved.ended_at_s is not None:
+            return moved.ended_at_s, "after the old server stopped (traffic on the new one)"
+        return None
+    d = swap.downtime
+    if d is not None and d.ended_at_s is not None and d.started_at_s is not None:
+        return d.ended_at_s, ("after the update (the new weights serving)" if d.start_source.startswith("in place")
+                              else "after the new server was ready")
+    for key, what in (("in_place", "after the update (the new weights serving)"),
+                      ("start_new", "after the new server was ready")):
+        step = swap.steps.get(key)
+        if step is not None and step.state == "done" and step.ended_at_s is not None:
+            return step.ended_at_s, what
+    return None
+
+
+class MemoryFacts:
+    """The swap's GPU memory, from the GPU readings alone, for the console's own swap and an
+    operator's alike: "before" (the reading before the host began to change, as dated by the host's
+    facts, stepped back over a drain already under way), "stopped" (the first drained reading after
+    the old server's stop), "after" (the first reading once the swap was over) and "freed" (before
+    minus stopped, or minus after where nothing was stopped), per GPU. Written into the swap state
+    as one PathEvent of kind "memory" (the report and the stop step's text read it there)."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.seen: deque[tuple[float, Any]] = deque(maxlen=GPU_SEEN)
+        self.before_since: float | None = None  # the swap's start "before" was chosen by
+        self.fact: dict[str, Any] = {}
+
+    def see(self, out: list[Any], swap: Any, status: Any, sampled: float, stopped_at: float | None) -> None:
+        self.seen.append((sampled, status))
+        fact = dict(self.fact)
+        began = swap.began_at_s()
+        if stopped_at is not None:
+            began = stopped_at if began is None else min(began, stopped_at)
+        if began is not None and (fact.get("before") is None or (
+                self.before_since is not None and began < self.before_since)):
+            earlier = [s for at, s in self.seen if at < began]
+            if earlier:
+                before = before_the_drain(earlier)
+                fact["before"] = {"at": before.sampled_at_s or began, "gpus": gpu_rows(before)}
+                self.before_since = began
+        gpus = [g for g in status.gpus if g.lost_at_s is None]
+        if stopped_at is not None and fact.get("stopped") is None and sampled >= stopped_at \
+                and gpus and all((g.memory_used_mib or 0) <= DRAINED_MIB for g in gpus):
+            fact["stopped"] = {"at": sampled, "gpus": gpu_rows(status)}
+        ended = swap_ended(swap) if began is not None else None
+        if ended is not None and sampled >= ended[0] and (fact.get("after") or {}).get("since") != ended[0]:
+            fact["after"] = {"at": sampled, "gpus": gpu_rows(status), "since": ended[0], "what": ended[1]}
+        if fact.get("before") is not None:
+            then = fact.get("stopped") or fact.get("after")
+            if then is not None:
+                fact["freed"] = freed_rows(fact["before"]["gpus"], then["gpus"])
+                fact["freed_by"] = "the stop" if fact.get("stopped") is not None else "the swap"
+        if fact != self.fact:
+            self.fact = fact
+            out.append(PathEvent(self.host, MEMORY, json.dumps(fact), sampled))
+
+
 def observe(state: Any, *, wake: Callable[[str], None] | None = None,
             move_server: Callable[[int], None] | None = None) -> SwapObserver:
     """A host's observer without a swap controller (the fleet's hosts): its derived events are
@@ -737,5 +832,5 @@ def observe(state: Any, *, wake: Callable[[str], None] | None = None,
     return observer
 
 
-__all__ = ["SwapObserver", "observe", "path_summary", "freed_between",
+__all__ = ["SwapObserver", "MemoryFacts", "observe", "path_summary", "freed_between", "before_the_drain", "gpu_rows",
            "verification", "last_served_at", "downtime_from", "log_time", "OUTSIDE"]

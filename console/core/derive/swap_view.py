@@ -43,6 +43,9 @@ PLAN_STEPS: tuple[tuple[str, str], ...] = (
 ROLLBACK = ("rollback", "Roll back: stop the new service, start the old one")
 STEP_TITLES = dict((*PLAN_STEPS, ROLLBACK, *FAST_STEPS))  # FAST_STEPS: issue 24's paths
 AUDIT_KEEP = 500
+# The swap's GPU memory facts (console/core/derive/swap_observer.py's MemoryFacts writes them): one
+# PathEvent of this kind, {"before", "stopped", "after": {"at", "gpus": [...]}, "freed": [...]}.
+MEMORY = "memory"
 
 
 # -- the view of it, kept in the state -------------------------------------------------------------
@@ -91,6 +94,12 @@ class SwapView:
     @property
     def pending_approvals(self) -> list[ApprovalChanged]:
         return [a for a in self.approvals.values() if a.status == "pending"]
+
+    def memory(self) -> dict[str, Any]:
+        """The swap's GPU memory facts as the observer wrote them ({} when none were: a recording
+        made before they were written, or no GPU reading around the swap)."""
+        event = self.paths.get(MEMORY)
+        return event.data() if event is not None else {}
 
     def downtime_s(self, now_s: float) -> float | None:
         d = self.downtime
@@ -189,6 +198,23 @@ class SwapView:
         return [self.steps[k] for k in keys if k in self.steps] + extra
 
 
+def freed_rows(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What each GPU freed: its memory in `before` minus `after` (GPU rows as the memory fact keeps
+    them), for the GPUs that hold less after; never the last sample seen on the way down."""
+    then = {r["gpu"]: r.get("used_mib") for r in before}
+    out = []
+    for row in sorted(after, key=lambda r: r["gpu"]):
+        was, now = then.get(row["gpu"]), row.get("used_mib")
+        if isinstance(was, int) and isinstance(now, int) and was > now:
+            out.append({"gpu": row["gpu"], "mib": was - now, "from": was, "to": now})
+    return out
+
+
+def freed_lines(memory: dict[str, Any]) -> list[str]:
+    """The memory fact's "freed", one phrase per GPU: "GPU 0 91,204 MiB (91,204 → 0 MiB)"."""
+    return [f"GPU {f['gpu']} {f['mib']:,} MiB ({f['from']:,} → {f['to']:,} MiB)" for f in memory.get("freed") or ()]
+
+
 def format_duration(seconds: float | None) -> str:
     """The one rounding of a duration, for the plan, the report and the notices: whole seconds."""
     if seconds is None:
@@ -218,7 +244,8 @@ def audit_summary(e: Any) -> str:
 
 
 __all__ = [
-    "STEP_STATES", "PLAN_STEPS", "ROLLBACK", "STEP_TITLES", "AUDIT_KEEP", "SwapView", "format_duration",
+    "STEP_STATES", "PLAN_STEPS", "ROLLBACK", "STEP_TITLES", "AUDIT_KEEP", "MEMORY", "SwapView", "format_duration",
+    "freed_rows", "freed_lines",
     "audit_summary",
     # declared in console/core/events.py, named here for the swap's modules
     "SWAP_EVENTS", "ApprovalChanged", "AuditAppended", "AuditEntry", "DowntimeChanged", "GateChanged", "GateCheck",

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from console.core.derive.swap_observer import _side, freed_between, verification
+from console.core.derive.swap_observer import _side, verification
 from console.core.derive.swap_view import (
     PLAN_STEPS,
     STEP_TITLES,
@@ -36,6 +36,7 @@ from console.core.derive.swap_view import (
     SwapStep,
     SwapStepChanged,
     format_duration,
+    freed_lines,
 )
 from console.core.state import ReadingChanged
 from console.domain.swap import actions as act
@@ -740,8 +741,8 @@ class SwapController:
                 if fresh:
                     held = [g for g in status.gpus if g.lost_at_s is None and (g.memory_used_mib or 0) > DRAINED_MIB]
                     total = sum(g.memory_used_mib or 0 for g in status.gpus)
-                    # freed = the reading before the stop minus this one; the processes in the order they let go
-                    by_gpu = freed_between(before, status)
+                    # freed: the observer's fact (before the stop minus drained); the processes in the order they let go
+                    by_gpu = freed_lines(self.state.swap.memory())
                     order = [f"GPU {f.gpu_index}: pid {f.pid} {f.name}".strip() for f in watch.freed if f.pid]
                     freed = ("; freed " + ", ".join(by_gpu) if by_gpu else "") + (
                         "; let go in this order: " + ", ".join(order) if order else "")

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from console.core.derive.swap_observer import log_time
 from console.domain.swap import prediction as pred
 
-PHASES = (("stop", "stop and drain"), ("init", "launch → weights"), ("weights", "weights"),
+PHASES = (("stop", "stop and drain"), ("start", "start → launch line"), ("init", "launch → weights"),
+          ("weights", "weights"),
           ("kv", "KV / state allocation"), ("graphs", "CUDA graphs"), ("ready", "HTTP up, warmup → ready"),
           ("pause", "in-place pause"), ("downtime", "downtime"))
 
 
 def _restart_measured(state: Any) -> dict[str, float]:
-    """The last boot in the log, phase by phase, and the stop step's own duration."""
+    """The last boot in the log, phase by phase, the stop step's own duration and the start (the
+    drain seen → the server's first log line)."""
     boots = pred.boots_from_events(list(state.log_lines))
     out: dict[str, float] = {}
     stop = state.swap.steps.get("stop_old")
@@ -23,6 +26,14 @@ def _restart_measured(state: Any) -> dict[str, float]:
     if boots:
         b = boots[-1]
         out.update({"init": b.init_s, "weights": b.weights_s, "kv": b.kv_s, "graphs": b.graphs_s, "ready": b.ready_s})
+        # the start: from the drain seen (the console starts the new unit then) to the server's
+        # first line, so that the phases add up to the downtime; else systemd's "Started" line
+        launch = log_time(b.at)
+        if "stop" in out and stop is not None and stop.ended_at_s is not None and launch is not None \
+                and launch >= stop.ended_at_s:
+            out["start"] = launch - stop.ended_at_s
+        elif b.start_s is not None:
+            out["start"] = b.start_s
     return out
 
 
@@ -56,8 +67,10 @@ def section(state: Any, downtime_s: float | None) -> dict[str, Any]:
             measured = {"pause": outcome["pause_s"]}
     elif path == "beside":
         predicted = {"downtime": 0.0}
-        if outcome:
-            measured = {"downtime": float(outcome.get("downtime_s") or 0.0)}
+        # the downtime clock the observer wrote (the router's replies before the old server's stop),
+        # never a figure assumed: no clock yet is unknown, not 0
+        if downtime_s is not None:
+            measured = {"downtime": float(downtime_s)}
     rows = []
     for key, title in PHASES:
         if key in predicted or key in measured:
@@ -68,7 +81,7 @@ def section(state: Any, downtime_s: float | None) -> dict[str, Any]:
                  if o.get("path") != path and not o.get("possible")]
     return {
         "swap_path": path,
-        "downtime_s": _r(downtime_s) if path != "beside" or downtime_s is not None else 0.0,
+        "downtime_s": _r(downtime_s),  # beside: the clock the observer wrote; none yet is unknown, never 0
         "predicted_downtime_s": _r(predicted_total),
         "downtime_paths": {
             "chosen": path, "forced": bool((plan or {}).get("forced")), "why": chosen.get("reason"),
@@ -100,8 +113,8 @@ def tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], lis
     notes = [f"path: {d['chosen'] or 'unknown'}" + (" (asked for by the profile)" if d["forced"] else "")
              + (f" — {d['why']}" if d["why"] else "")]
     notes += [f"not possible: {x}" for x in d["not_taken"]]
-    if d["prediction_text"]:
-        notes.append(d["prediction_text"])
+    if d["prediction_text"] and d["chosen"] != "restart":  # the chosen restart's text is its "why" above
+        notes.append("had it restarted instead: " + d["prediction_text"].removeprefix("restart: "))
     notes += [f"assumption: {a}" for a in d["assumptions"]]
     if d["paused_requests"] is not None:
         notes.append(f"paused requests during the update: {d['paused_requests']} ({d['pause_source']})")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from console.core.recording import RecordingError, read_recording
-from console.core.state import LogAppended
+from console.core.state import LogAppended, SwapStepChanged
 from console.core.derive.downtime import PathEvent
 from console.domain.swap.paths import format_duration
 
@@ -29,6 +29,11 @@ GB = 1e9
 # When no boot on this host read a warm page cache, the warm rate is this assumption (said so in
 # the prediction): memory-bandwidth-bound copying into pinned buffers, far above any disk.
 ASSUMED_CACHE_GBPS = 12.0
+# When no earlier stop of a server on this host is recorded: the stop and drain as the console's
+# restart lives it is at least one GPU reading (the new server starts only once a reading shows the
+# memory drained; 1 s is the profile's default gpu_interval_s), plus the old server's exit.
+ASSUMED_STOP_S = 1.0
+START_WINDOW_S = 300.0  # a unit's "Started" line this long before a launch line is that server's start
 MAX_RECORDINGS = 12  # the most recent recordings read for boots (each can be tens of MB)
 RANK_RE = re.compile(r"\bTP(\d+)\b")
 
@@ -46,6 +51,8 @@ class BootSample:
     tp: int
     cached_fraction: float | None = None  # page-cache residency when it booted, when known
     at: str | None = None  # the launch line's stamp
+    start_s: float | None = None  # the unit's start (systemd's "Started" line) → the launch line, when logged
+    stop_s: float | None = None  # the stop and drain before this boot (an earlier swap's), when recorded
 
     @property
     def weights_gbps(self) -> float | None:
@@ -53,7 +60,7 @@ class BootSample:
 
     @property
     def total_s(self) -> float:
-        return self.init_s + self.weights_s + self.kv_s + self.graphs_s + self.ready_s
+        return (self.start_s or 0.0) + self.init_s + self.weights_s + self.kv_s + self.graphs_s + self.ready_s
 
 
 def _clock(ts: str | None) -> datetime | None:
@@ -73,19 +80,32 @@ class _Boot:
     fields: dict[str, dict[str, Any]] = field(default_factory=dict)
     ranks: set[int] = field(default_factory=set)
     at: str | None = None
+    start_s: float | None = None
 
 
-def boots_from_events(events: Iterable[Any], cached: dict[str, float] | None = None) -> list[BootSample]:
+def boots_from_events(events: Iterable[Any], cached: dict[str, float] | None = None,
+                      stops: dict[str, float] | None = None) -> list[BootSample]:
     """Complete boots (launch … ready) in a stream of parsed log lines (console.host.parsers.sglang_log
-    LogEvents). A boot that never got ready (an OOM) is no sample of how long a boot takes."""
+    LogEvents), each with the start before its launch when systemd's "Started" line is in the
+    stream. A boot that never got ready (an OOM) is no sample of how long a boot takes. `cached` and
+    `stops`: the page-cache residency and the stop before a boot, by its launch stamp."""
     out: list[BootSample] = []
     cur: _Boot | None = None
+    started: datetime | None = None
     for e in events:
+        if getattr(e, "kind", None) == "unit" and (getattr(e, "fields", None) or {}).get("transition") in (
+                "started", "starting"):
+            started = _clock(e.ts) or started
+            continue
         if getattr(e, "kind", None) != "boot":
             continue
         phase = e.phase
         if phase == "launch":
             cur = _Boot(at=e.ts)
+            launch = _clock(e.ts)
+            if started is not None and launch is not None and 0 <= (launch - started).total_seconds() <= START_WINDOW_S:
+                cur.start_s = (launch - started).total_seconds()
+            started = None
         if cur is None:
             continue
         for m in RANK_RE.finditer(e.ranks or ""):
@@ -95,14 +115,14 @@ def boots_from_events(events: Iterable[Any], cached: dict[str, float] | None = N
             cur.stamps[phase] = stamp
             cur.fields[phase] = dict(e.fields or {})
         if phase == "ready":
-            sample = _sample(cur, cached)
+            sample = _sample(cur, cached, stops)
             if sample is not None:
                 out.append(sample)
             cur = None
     return out
 
 
-def _sample(b: _Boot, cached: dict[str, float] | None) -> BootSample | None:
+def _sample(b: _Boot, cached: dict[str, float] | None, stops: dict[str, float] | None = None) -> BootSample | None:
     s = b.stamps
 
     def gap(a: str, z: str) -> float | None:
@@ -123,7 +143,7 @@ def _sample(b: _Boot, cached: dict[str, float] | None) -> BootSample | None:
     ready_from = "cuda graphs done" if "cuda graphs done" in s else caches[-1] if caches else "weights loaded"
     return BootSample(float(per_gpu) * (1 << 30) * tp, float(weights_s), max(0.0, kv_s), float(graphs_s),
                       max(0.0, gap("launch", "weights loading") or 0.0), max(0.0, gap(ready_from, "ready") or 0.0),
-                      tp, (cached or {}).get(b.at or ""), b.at)
+                      tp, (cached or {}).get(b.at or ""), b.at, b.start_s, (stops or {}).get(b.at or ""))
 
 
 def samples_from_recordings(directory: Path, limit: int = MAX_RECORDINGS) -> tuple[list[BootSample], list[str]]:
@@ -142,20 +162,30 @@ def samples_from_recordings(directory: Path, limit: int = MAX_RECORDINGS) -> tup
             continue
         # A boot launched after a path plan read fincore had that page-cache residency (the plan
         # after a pre-warm is the one that counts): that makes warm boots samples of the warm rate.
+        # A swap's stop and drain (the old server's stop step, done: the console's own or one the
+        # observer saw) is the stop before the next boot.
         events: list[Any] = []
         cached: dict[str, float] = {}
+        stops: dict[str, float] = {}
         fraction: float | None = None
+        stop: float | None = None
         for _, entry in rec.entries:
             if isinstance(entry, PathEvent) and entry.kind == "plan":
                 fraction = ((entry.data().get("residency") or {}).get("fraction"))
+            elif isinstance(entry, SwapStepChanged) and entry.step.key == "stop_old" and entry.step.state == "done" \
+                    and entry.step.duration_s is not None:
+                stop = entry.step.duration_s
             elif isinstance(entry, LogAppended):
                 for ev in entry.events:
-                    if getattr(ev, "kind", None) == "boot" and ev.phase == "launch" and fraction is not None \
-                            and ev.ts:
-                        cached[ev.ts] = float(fraction)
-                        fraction = None  # the next boot only (a later one may be another model's)
+                    if getattr(ev, "kind", None) == "boot" and ev.phase == "launch" and ev.ts:
+                        if fraction is not None:
+                            cached[ev.ts] = float(fraction)
+                            fraction = None  # the next boot only (a later one may be another model's)
+                        if stop is not None:
+                            stops[ev.ts] = stop
+                            stop = None
                     events.append(ev)
-        samples += boots_from_events(events, cached)
+        samples += boots_from_events(events, cached, stops)
     return samples, problems
 
 
@@ -267,22 +297,32 @@ def predict_restart(samples: list[BootSample], weights_bytes: float, residency: 
         return RestartPrediction(None, {}, weights_bytes, None, cache, frac, len(samples),
                                  "restart: predicted downtime unknown: no boot with a weights rate",
                                  tuple(assumptions))
+    stops = [s.stop_s for s in samples if s.stop_s is not None]
+    if stop_s is None and stops:
+        stop_s = statistics.median(stops)  # earlier swaps' stop and drain on this host
+    elif stop_s is None:
+        stop_s = ASSUMED_STOP_S
+        assumptions.append(f"stop and drain {ASSUMED_STOP_S:g} s assumed: no earlier stop recorded on this host "
+                           "(the new server starts once a GPU reading shows the memory drained)")
+    starts = [s.start_s for s in samples if s.start_s is not None]
+    if not starts:
+        assumptions.append("the unit's start → the server's first log line is not in the earlier boots' logs: "
+                           "counted as 0")
     phases = {
-        "stop": stop_s if stop_s is not None else 0.0,
+        "stop": stop_s,
+        "start": statistics.median(starts) if starts else 0.0,
         "init": statistics.median(s.init_s for s in samples),
         "weights": weights_seconds(weights_bytes, frac or 0.0, disk, cache),
         "kv": statistics.median(s.kv_s for s in samples),
         "graphs": statistics.median(s.graphs_s for s in samples),
         "ready": statistics.median(s.ready_s for s in samples),
     }
-    if stop_s is None:
-        assumptions.append("the stop and drain time is not known from earlier swaps: counted as 0")
     total = sum(phases.values())
     cached = residency.text() if residency is not None else "page cache not measured"
     n = len(samples)
-    text = (f"restart: predicted downtime {format_duration(total)}: {weights_bytes / GB:.0f} GB weights at "
-            f"{disk:.1f} GB/s from disk, {cached}, graphs {phases['graphs']:.0f} s — from {n} earlier "
-            f"boot{'s' if n != 1 else ''} on this host")
+    text = (f"restart: predicted downtime {format_duration(total)}: stop and drain {phases['stop']:.0f} s, "
+            f"{weights_bytes / GB:.0f} GB weights at {disk:.1f} GB/s from disk, {cached}, graphs "
+            f"{phases['graphs']:.0f} s — from {n} earlier boot{'s' if n != 1 else ''} on this host")
     return RestartPrediction(total, phases, weights_bytes, round(disk, 3), cache, frac, n, text, tuple(assumptions))
 
 

@@ -12,14 +12,13 @@ import html
 import json
 import re
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from console.core.derive.swap_observer import _side, log_time, verification
-from console.core.derive.swap_view import SwapStepChanged, audit_summary, format_duration
+from console.core.derive.swap_view import audit_summary, format_duration
 from console.core.recording import read_recording
 from console.core.state import HostState, ReadingChanged
 from console.domain.analysis.bench_view import is_result
@@ -41,13 +40,6 @@ def _ts(at: float | None) -> str | None:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if at else None
 
 
-def _gpu_rows(status: Any) -> list[dict[str, Any]]:
-    if status is None:
-        return []
-    return [{"gpu": g.index, "used_mib": g.memory_used_mib, "total_mib": g.memory_total_mib,
-             "processes": [f"{p.pid} {p.name}" for p in g.processes]} for g in status.gpus]
-
-
 def _model_path(side: Any) -> str | None:
     v = side.command.value("--model-path") if side is not None and side.command is not None else None
     return v if isinstance(v, str) and v else None
@@ -64,17 +56,18 @@ def _model_name(side: Any) -> str | None:
 
 
 
-def _used_mib(status: Any) -> int:
-    return sum(g.memory_used_mib or 0 for g in getattr(status, "gpus", ()) or ())
+def _memory(fact: dict[str, Any]) -> dict[str, Any]:
+    """The GPU memory section: the observer's facts in the swap state, as they are (never chosen
+    again here from the readings)."""
+    def part(key: str) -> dict[str, Any]:
+        return fact.get(key) or {}
 
+    return {"before": part("before").get("gpus") or [], "before_at": _ts(part("before").get("at")),
+            "stopped": part("stopped").get("gpus") or [], "stopped_at": _ts(part("stopped").get("at")),
+            "after": part("after").get("gpus") or [], "after_at": _ts(part("after").get("at")),
+            "after_what": part("after").get("what"), "freed": fact.get("freed") or [],
+            "freed_by": fact.get("freed_by"), "recorded": bool(fact)}
 
-def _before_the_drain(samples: list[Any]) -> Any:
-    """The GPUs as they were before the stop: the last sample before its start, stepped back over
-    samples already falling (a stop seen late, by a poll, begins after the drain it caused)."""
-    i = len(samples) - 1
-    while i > 0 and _used_mib(samples[i - 1]) > _used_mib(samples[i]) + 1024:
-        i -= 1
-    return samples[i]
 
 @dataclass
 class ReportBuilder:
@@ -83,16 +76,12 @@ class ReportBuilder:
     host: str
     label: str
     state: HostState = field(init=False)
-    gpu_before: Any = None
-    gpu_after: Any = None
     started_at_s: float | None = None
     ended_at_s: float | None = None
 
     old_side: Any = None  # the old unit as first read (before the install replaced its file: in place)
 
     _t: float = 0.0
-    _gpu_seen: deque[tuple[float, Any]] = field(default_factory=lambda: deque(maxlen=120))
-    _before_since: float | None = None  # the stop's start that "before" was chosen by
 
     def __post_init__(self) -> None:
         # The recording's clock, not this machine's: "now" is the time of the event being fed.
@@ -107,15 +96,6 @@ class ReportBuilder:
         self._apply(event)
 
     def _apply(self, event: Any) -> None:
-        if isinstance(event, SwapStepChanged) and event.step.key in ("stop_old", "in_place", "beside") \
-                and event.step.state in ("running", "done") and (
-                    self.gpu_before is None or (event.step.started_at_s is not None and self._before_since is not None
-                                                and event.step.started_at_s < self._before_since)):
-            # The last sample taken before the stop; an observed stop is dated back to the host's
-            # facts (systemd's own "Stopping" line) after it was first seen, and "before" with it.
-            since = self._before_since = event.step.started_at_s
-            earlier = [g for at, g in self._gpu_seen if since is None or at < since]
-            self.gpu_before = _before_the_drain(earlier) if earlier else self.gpu_before or self.state.data("gpu")
         self.state.apply(event)
         if isinstance(event, ReadingChanged) and event.source == "service" and self.old_side is None \
                 and event.reading.data is not None and self.state.swap.steps["install"].state == "pending":
@@ -124,19 +104,6 @@ class ReportBuilder:
                 or event.reading.data.old
             if side is not None and side.command is not None:
                 self.old_side = side
-        if isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.data is not None \
-                and self.gpu_before is None:
-            self._gpu_seen.append((event.reading.data.sampled_at_s or event.reading.ok_at_s or self._t,
-                                   self.state.data("gpu")))
-        if isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.error is None:
-            steps = self.state.swap.steps
-            if self.gpu_before is not None and any(
-                    (st := steps.get(k)) is not None and st.state in ("done", "failed")
-                    for k in ("start_new", "in_place", "beside")):
-                self.gpu_after = self.state.data("gpu")
-            rollback = self.state.swap.steps.get("rollback")
-            if rollback is not None and rollback.state in ("done", "failed"):
-                self.gpu_after = self.state.data("gpu")
 
     def build(self) -> dict[str, Any]:
         s = self.state
@@ -195,7 +162,7 @@ class ReportBuilder:
         }
         # issue 24 hook: swap_path, downtime_s, predicted_downtime_s and the path's section
         out.update(downtime_report.section(s, out["timing"]["downtime_s"]))
-        out["gpu"] = {"before": _gpu_rows(self.gpu_before), "after": _gpu_rows(self.gpu_after or s.data("gpu"))}
+        out["gpu"] = _memory(swap.memory())
         out["bench"] = self._bench(out["old_new"])
         out["audit"] = [{"who": e.who, "at": _ts(e.at_s), "action": e.action, "command": e.command,
                          "exit_status": e.exit_status, "output_tail": e.output_tail, "note": e.note}
@@ -466,13 +433,7 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
          f"{_fmt(t['downtime_to'])} ({_fmt(t['downtime_to_source'])})"],
         *[[f"  {p['part']}", _dur(p["seconds"]), "", ""] for p in t.get("downtime_parts") or []]], []))
     sections += downtime_report.tables(r)  # issue 24 hook
-    g = r["gpu"]
-    before = {row["gpu"]: row for row in g["before"]}
-    after = {row["gpu"]: row for row in g["after"]}
-    sections.append(("GPU memory", ["GPU", "before (MiB)", "after (MiB)", "total (MiB)"],
-                     [[str(i), _fmt((before.get(i) or {}).get("used_mib")), _fmt((after.get(i) or {}).get("used_mib")),
-                       _fmt((after.get(i) or before.get(i) or {}).get("total_mib"))]
-                      for i in sorted(set(before) | set(after))], []))
+    sections.append(_gpu_table(r["gpu"]))
     b = r["bench"]
     def bench_row(which: str, x: dict[str, Any]) -> list[str]:
         return [which, _fmt(x["model"]), _fmt(x.get("concurrency")), _fmt(x.get("input_len")),
@@ -492,6 +453,43 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
                       + (f" by {a['decided_by']} at {a['decided_at']}" if a["decided_by"] else "")
                       for a in r["approvals"]]))
     return sections
+
+
+def _gpu_table(g: dict[str, Any]) -> tuple[str, list[str], list[list[str]], list[str]]:
+    """GPU memory: before, after the stop (where one drained), freed, after; the times of the
+    readings they are and what "after" is after."""
+    before = {row["gpu"]: row for row in g["before"]}
+    stopped = {row["gpu"]: row for row in g.get("stopped") or ()}
+    after = {row["gpu"]: row for row in g["after"]}
+    freed = {row["gpu"]: row for row in g.get("freed") or ()}
+    gpus = sorted(set(before) | set(stopped) | set(after))
+    header = ["GPU", "before (MiB)"] + (["after the stop (MiB)"] if stopped else []) + [
+        "freed (MiB)", "after (MiB)", "total (MiB)"]
+    def mib(v: Any) -> str:
+        return f"{v:,}" if isinstance(v, int) else _fmt(v)
+
+    rows = []
+    for i in gpus:
+        was, then, now = before.get(i) or {}, stopped.get(i) or {}, after.get(i) or {}
+        row = [str(i), mib(was.get("used_mib"))] + ([mib(then.get("used_mib"))] if stopped else [])
+        known = was.get("used_mib") is not None and ((then if stopped else now).get("used_mib") is not None)
+        row += [mib((freed.get(i) or {}).get("mib", 0)) if known else "–", mib(now.get("used_mib")),
+                mib(now.get("total_mib") or then.get("total_mib") or was.get("total_mib"))]
+        rows.append(row)
+    notes = []
+    if not g.get("recorded"):
+        notes.append("GPU memory unknown: the recording holds no GPU memory fact of this swap (no GPU reading "
+                     "around it, or a recording made before the observer wrote them)")
+    else:
+        notes.append(f"before: the reading of {_fmt(g.get('before_at'))}, before the host began to change"
+                     if g["before"] else "before: unknown (no GPU reading before the swap began)")
+        if stopped:
+            notes.append(f"after the stop: the first drained reading, {_fmt(g.get('stopped_at'))}")
+        notes.append(f"after: the reading of {_fmt(g.get('after_at'))}, {g.get('after_what')}" if g["after"]
+                     else "after: not yet (the swap is not over in this recording)")
+        if g.get("freed_by"):
+            notes.append("freed: before minus " + ("after the stop" if g["freed_by"] == "the stop" else "after"))
+    return "GPU memory", header, rows, notes
 
 
 def _audit_line(a: dict[str, Any]) -> str:
