@@ -193,6 +193,142 @@ def _groups_from_table(table: Any, source: Path) -> dict[str, tuple[str, ...]]:
     return groups
 
 
+
+# -- [deployments.NAME]: one model served over several hosts (issue 37) -----------------------------
+# Parsed here with the rest of the file (the config is a leaf: it imports nothing above it);
+# console/domain/deploy/profile.py names these for the deployment code and says the format.
+DEPLOYMENT_KINDS = ("multinode", "pd")
+DEPLOYMENT_ROLES = ("rank", "prefill", "decode", "router")
+DEPLOYMENT_NODE_KEYS = {"profile", "role", "node_rank", "unit", "container"}
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentNode:
+    """One node of a deployment: a host profile in a role, at a node rank within that role."""
+
+    profile: HostProfile
+    role: str = "rank"  # "rank" (of a multi-node server), "prefill", "decode" or "router"
+    node_rank: int = 0  # --node-rank of this node's server within its role's group
+
+    @property
+    def key(self) -> str:
+        """The node's key: unique in its deployment, stable across polls ("node1", "prefill0")."""
+        if self.role == "router":
+            return "router"
+        return f"{'node' if self.role == 'rank' else self.role}{self.node_rank}"
+
+    @property
+    def label(self) -> str:
+        """In the operator's words: "node 1", "prefill 0", "router"."""
+        if self.role == "router":
+            return "router"
+        return f"{'node' if self.role == 'rank' else self.role} {self.node_rank}"
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    name: str
+    kind: str  # "multinode" or "pd"
+    nodes: tuple[DeploymentNode, ...]
+    # Flags the operator declares may differ between the nodes of one server beyond --host (e.g.
+    # --model-path on hosts that mount the models elsewhere); every other difference is an error.
+    may_differ: tuple[str, ...] = ()
+
+    def node(self, key: str) -> DeploymentNode:
+        return next(n for n in self.nodes if n.key == key)
+
+    def group(self, role: str) -> tuple[DeploymentNode, ...]:
+        """The nodes of one server (a role's group), by node rank."""
+        return tuple(sorted((n for n in self.nodes if n.role == role), key=lambda n: n.node_rank))
+
+    @property
+    def groups(self) -> tuple[tuple[str, tuple[DeploymentNode, ...]], ...]:
+        """Each SGLang server of the deployment with its nodes: one for multinode, prefill and
+        decode (each possibly multi-node) for pd. The router is not a server group."""
+        roles = ("rank",) if self.kind == "multinode" else ("prefill", "decode")
+        return tuple((r, self.group(r)) for r in roles if self.group(r))
+
+
+def _node(source: Path, name: str, i: int, table: Any, profiles: Mapping[str, HostProfile]) -> DeploymentNode:
+    where = f"{source}: deployment {name!r}: node {i + 1}"
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{where} must be a table like {{ profile = \"gpu-a\", node_rank = 0 }}")
+    unknown = sorted(set(table) - DEPLOYMENT_NODE_KEYS)
+    if unknown:
+        raise ConfigError(f"{where} has unknown keys: {', '.join(unknown)}"[:300])
+    prof = table.get("profile")
+    if not isinstance(prof, str) or not prof:
+        raise ConfigError(f"{where}: profile must name a host profile")
+    if prof not in profiles:
+        raise ConfigError(f"{where}: no profile named {prof!r}"[:300])
+    role = table.get("role", "rank")
+    if role not in DEPLOYMENT_ROLES:
+        raise ConfigError(f"{where}: role must be one of {', '.join(DEPLOYMENT_ROLES)}, got {role!r}"[:300])
+    rank = table.get("node_rank", 0)
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < 1024:
+        raise ConfigError(f"{where}: node_rank must be a whole number 0–1023, got {rank!r}"[:300])
+    profile = profiles[prof]
+    for key in ("unit", "container"):
+        if key in table:
+            if not isinstance(table[key], str) or not table[key] or table[key].startswith("-"):
+                raise ConfigError(f"{where}: {key} must be a name, got {table[key]!r}"[:300])
+            other = "container" if key == "unit" else "unit"
+            profile = replace(profile, **{key: table[key], other: None})
+    return DeploymentNode(profile, role, rank)
+
+
+def deployment_from_table(name: str, table: Any, profiles: Mapping[str, HostProfile], source: Path) -> Deployment:
+    where = f"{source}: deployment {name!r}"
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{where} must be a table ([deployments.{name}])")
+    unknown = sorted(set(table) - {"kind", "nodes", "may_differ"})
+    if unknown:
+        raise ConfigError(f"{where} has unknown keys: {', '.join(unknown)}"[:300])
+    kind = table.get("kind", "multinode")
+    if kind not in DEPLOYMENT_KINDS:
+        raise ConfigError(f"{where}: kind must be multinode or pd, got {kind!r}"[:300])
+    raw = table.get("nodes")
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"{where}: nodes must be a non-empty list of {{ profile = …, node_rank = … }}")
+    nodes = tuple(_node(source, name, i, t, profiles) for i, t in enumerate(raw))
+    keys = [n.key for n in nodes]
+    dup = sorted({k for k in keys if keys.count(k) > 1})
+    if dup:
+        raise ConfigError(f"{where}: two nodes have the same role and node_rank: {', '.join(dup)}")
+    if kind == "multinode":
+        if any(n.role != "rank" for n in nodes):
+            raise ConfigError(f"{where}: a multinode deployment's nodes are ranks (role = \"rank\"); "
+                              "prefill, decode and router belong to kind = \"pd\"")
+        if len(nodes) < 2:
+            raise ConfigError(f"{where}: a multinode deployment has at least two nodes")
+    else:
+        if any(n.role == "rank" for n in nodes):
+            raise ConfigError(f"{where}: a pd deployment's nodes are prefill, decode or router")
+        for role in ("prefill", "decode"):
+            if not any(n.role == role for n in nodes):
+                raise ConfigError(f"{where}: a pd deployment needs at least one {role} node")
+    by_role: dict[str, list[int]] = {}
+    for n in nodes:
+        by_role.setdefault(n.role, []).append(n.node_rank)
+    for role, ranks in by_role.items():
+        if sorted(ranks) != list(range(len(ranks))):
+            raise ConfigError(f"{where}: the {role} nodes' node_rank must be 0..{len(ranks) - 1}, "
+                              f"got {sorted(ranks)}")
+    may = table.get("may_differ", [])
+    if not isinstance(may, list) or not all(isinstance(f, str) and f.startswith("--") and " " not in f for f in may):
+        raise ConfigError(f"{where}: may_differ must be a list of flags like [\"--model-path\"]")
+    if "--node-rank" in may or "--nnodes" in may or "--dist-init-addr" in may:
+        raise ConfigError(f"{where}: may_differ cannot hold --node-rank, --nnodes or --dist-init-addr "
+                          "(the nodes must agree on those, or differ as SGLang needs)")
+    return Deployment(name, kind, nodes, tuple(may))
+
+
+def deployments_from_table(table: Any, profiles: Mapping[str, HostProfile], source: Path) -> dict[str, Deployment]:
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{source}: [deployments] must be a table of tables")
+    return {name: deployment_from_table(name, t, profiles, source) for name, t in table.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class ConsoleConfig:
     profiles: dict[str, HostProfile]
@@ -201,10 +337,10 @@ class ConsoleConfig:
     # -- fleet (issue 14): [groups] name = ["profile", ...] ------------------------------
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # [deployments.NAME]: one model over several hosts (issue 37; console/domain/deploy/profile.py)
-    deployments: dict[str, Any] = field(default_factory=dict)
+    deployments: dict[str, Deployment] = field(default_factory=dict)
 
     def deployment(self, name: str) -> Any:
-        """The named deployment (console.domain.deploy.profile.Deployment); unknown: a ConfigError."""
+        """The named deployment; unknown: a ConfigError."""
         if name not in self.deployments:
             where = f" in {self.source}" if self.source else ""
             known = ", ".join(sorted(self.deployments)) or "none"
@@ -260,8 +396,6 @@ def load_config(path: Path | None = None) -> ConsoleConfig:
         profiles = {name: _profile_from_table(name, t, candidate) for name, t in tables.items()}
         default = data.get("default_profile")
         groups = _groups_from_table(data.get("groups", {}), candidate)
-        from console.domain.deploy.profile import deployments_from_table  # issue 37
-
         deployments = deployments_from_table(data.get("deployments", {}), profiles, candidate)
         return ConsoleConfig(profiles, default if isinstance(default, str) else None, candidate, groups, deployments)
     return ConsoleConfig({})

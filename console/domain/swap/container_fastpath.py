@@ -20,25 +20,26 @@ The hooks in fastpath.py call the functions below; each is the identity for a un
 
 from __future__ import annotations
 
+import asyncio
 import posixpath
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from console.domain.analysis.container_diff import _host_path
-from console.host.parsers.docker import ContainerSpec
 from console.domain.swap import actions as act
 from console.domain.swap import container_actions as ca
+from console.domain.swap.errors import StepFailed
+from console.domain.swap.executor_api import Executor
+from console.domain.swap.paths import PathOption
+from console.domain.swap.ready_wait import wait_beside_ready
+from console.host.parsers.docker import ContainerSpec
 
-if TYPE_CHECKING:
-    from console.domain.swap.controller import SwapController
-    from console.domain.swap.paths import PathOption
 
-
-def active(ctl: SwapController) -> bool:
+def active(ctl: Executor) -> bool:
     return bool(getattr(ctl, "containers", None) is not None and ctl.containers.active)
 
 
-def spec(ctl: SwapController, side: str) -> ContainerSpec | None:
+def spec(ctl: Executor, side: str) -> ContainerSpec | None:
     """The last `docker inspect` (or compose service) read of "new" or "old"."""
     watcher = ctl.session.service_watcher() if hasattr(ctl.session, "service_watcher") else None
     specs = getattr(watcher, "specs", None) or {}
@@ -46,7 +47,7 @@ def spec(ctl: SwapController, side: str) -> ContainerSpec | None:
     return found if isinstance(found, ContainerSpec) else None
 
 
-def host_model_path(ctl: SwapController, path: str | None) -> str | None:
+def host_model_path(ctl: Executor, path: str | None) -> str | None:
     """The old server's `--model-path` as a host path: inside a container it is the container's
     path, read on the host through the old container's bind mount (None: under no mount)."""
     if not active(ctl) or not path:
@@ -57,7 +58,7 @@ def host_model_path(ctl: SwapController, path: str | None) -> str | None:
     return _host_path(path, old)
 
 
-def served_model_path(ctl: SwapController, host_dir: str) -> str:
+def served_model_path(ctl: Executor, host_dir: str) -> str:
     """The new model's host directory as the running (old) container sees it: the path POSTed to
     /update_weights_from_disk. Raises ActionError when no bind mount of the old container holds it."""
     if not active(ctl):
@@ -83,7 +84,7 @@ def served_model_path(ctl: SwapController, host_dir: str) -> str:
     return posixpath.join(best.destination, rest) if rest else best.destination
 
 
-def adjust_options(ctl: SwapController, in_place: PathOption, beside: PathOption,
+def adjust_options(ctl: Executor, in_place: PathOption, beside: PathOption,
                    model_dir: str) -> tuple[PathOption, PathOption]:
     """The paths as containers allow them: in place only when the running container sees the new
     model; beside only when the new container's launch is on the chosen GPUs and port."""
@@ -103,7 +104,7 @@ def adjust_options(ctl: SwapController, in_place: PathOption, beside: PathOption
     return in_place, beside
 
 
-def beside_misfit(ctl: SwapController, beside: PathOption) -> str | None:
+def beside_misfit(ctl: Executor, beside: PathOption) -> str | None:
     """Why the new container cannot boot beside the old one as planned (None: it can)."""
     new = spec(ctl, "new")
     name = ctl.new_unit or "the new container"
@@ -136,7 +137,7 @@ def _port_of(s: ContainerSpec) -> int | None:
     return None
 
 
-async def server_dead(ctl: SwapController) -> bool:
+async def server_dead(ctl: Executor) -> bool:
     """Did the old container die during an in-place update? `docker inspect` says exited/dead."""
     name = ca.check_container(ctl.old_unit)
     for _ in range(10):
@@ -146,14 +147,12 @@ async def server_dead(ctl: SwapController) -> bool:
             return False
         if not state or (state.get("running") != "true" and state.get("status") in ("exited", "dead")):
             return True
-        import asyncio
-
         await asyncio.sleep(ctl.poll_s)
     return False
 
 
 # -- rollback and the in-place step's word on a later restart ---------------------------------------
-def rollback_in_place(ctl: SwapController, *, approval: bool = False) -> act.Action:
+def rollback_in_place(ctl: Executor, *, approval: bool = False) -> act.Action:
     """In place on a container: the old container restarted runs its own launch, the old weights."""
     old = ca.check_container(ctl.old_unit)
     return act.Action("rollback", f"Roll back {old}: restart it (its own launch, the old weights)", (
@@ -162,34 +161,32 @@ def rollback_in_place(ctl: SwapController, *, approval: bool = False) -> act.Act
         needs_approval=approval)
 
 
-async def run_rollback_in_place(ctl: SwapController, who: str) -> str:
+async def run_rollback_in_place(ctl: Executor, who: str) -> str:
     await ctl._approval("rollback", who)
     old = ca.check_container(ctl.old_unit)
     action = rollback_in_place(ctl, approval=bool(getattr(ctl.profile, "require_approval", False)))
     started = ctl._clock()
     r = await ctl._run(who, "rollback", action.commands[0])
     if not r.ok:
-        from console.domain.swap.errors import StepFailed
-
         raise StepFailed(f"docker restart {old} exited {r.exit_status}: {(r.error_text or r.text).strip()[-200:]}")
     said = await ctl.containers._old_ready(old, started)
     return said + " (restarted with its own launch: the old weights)"
 
 
-def later_restart(ctl: SwapController) -> str:
+def later_restart(ctl: Executor) -> str:
     """What the in-place step adds: the launch a later restart must use."""
     new, old = ctl.new_unit, ctl.old_unit
     return (f"; {old} serves the new weights until it stops: a later restart is `docker start {new}` "
             f"(created by the install step, not started), not {old} (its own launch has the old weights)")
 
 
-async def run_in_place(ctl: SwapController, who: str) -> str:
+async def run_in_place(ctl: Executor, who: str) -> str:
     said: str = await ctl.fast._in_place(who)
     return said + later_restart(ctl)
 
 
 # -- beside --------------------------------------------------------------------------------------------
-def beside_action(ctl: SwapController, opt: PathOption) -> act.Action:
+def beside_action(ctl: Executor, opt: PathOption) -> act.Action:
     new = ca.check_container(ctl.new_unit)
     why = beside_misfit(ctl, opt)
     if why is not None:
@@ -199,7 +196,7 @@ def beside_action(ctl: SwapController, opt: PathOption) -> act.Action:
         waits_for=f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}), the old server serving")
 
 
-def stop_old_command(ctl: SwapController) -> act.RemoteCommand | None:
+def stop_old_command(ctl: Executor) -> act.RemoteCommand | None:
     """switch_traffic's last command on containers: `docker stop` of the old one (None: a unit)."""
     if not active(ctl):
         return None
@@ -207,11 +204,9 @@ def stop_old_command(ctl: SwapController) -> act.RemoteCommand | None:
     return act.RemoteCommand(act.bounded(["docker", "stop", "-t", "60", "--", old], 90), 100, f"stop {old}")
 
 
-async def run_beside(ctl: SwapController, who: str) -> str:
+async def run_beside(ctl: Executor, who: str) -> str:
     """`docker start` of the new container, followed to /health on its port while `docker inspect`
     says it runs; an exit fails the step with its code (the old server serves on: downtime 0)."""
-    from console.domain.swap.ready_wait import wait_beside_ready
-
     opt = ctl.fast._need("beside")
     new = ca.check_container(ctl.new_unit)
     (action,) = ctl.build("beside")
@@ -227,16 +222,14 @@ async def run_beside(ctl: SwapController, who: str) -> str:
             "the old server still serving")
 
 
-def rollback_beside(ctl: SwapController, *, approval: bool = False) -> act.Action:
+def rollback_beside(ctl: Executor, *, approval: bool = False) -> act.Action:
     new = ca.check_container(ctl.new_unit)
     return act.Action("rollback", f"Roll back: stop {new} (the old server never stopped)", (
         act.RemoteCommand(act.bounded(["docker", "stop", "-t", "60", "--", new], 90), 100, f"stop {new}"),),
         waits_for="the new server's GPUs released; the old one serves on", needs_approval=approval)
 
 
-async def run_rollback_beside(ctl: SwapController, who: str) -> str:
-    from console.domain.swap.errors import StepFailed
-
+async def run_rollback_beside(ctl: Executor, who: str) -> str:
     await ctl._approval("rollback", who)
     (action,) = ctl.build("rollback")
     r = await ctl._run(who, "rollback", action.commands[0])
@@ -246,7 +239,7 @@ async def run_rollback_beside(ctl: SwapController, who: str) -> str:
     return f"{ctl.new_unit} stopped; {ctl.old_unit} kept serving throughout"
 
 
-def rollback_action(ctl: SwapController, *, approval: bool = False) -> act.Action | None:
+def rollback_action(ctl: Executor, *, approval: bool = False) -> act.Action | None:
     """The faster paths' rollback on containers (None: the restart path's own)."""
     if ctl.fast.chosen == "in-place":
         return rollback_in_place(ctl, approval=approval)
@@ -255,7 +248,7 @@ def rollback_action(ctl: SwapController, *, approval: bool = False) -> act.Actio
     return None
 
 
-def runners(ctl: SwapController) -> dict[str, Any]:
+def runners(ctl: Executor) -> dict[str, Any]:
     """The container plan's runners for the faster paths (merged after fastpath's)."""
     if ctl.fast.chosen == "in-place":
         return {"in_place": lambda who: run_in_place(ctl, who), "rollback": lambda who: run_rollback_in_place(ctl, who)}

@@ -19,17 +19,17 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from console.host.parsers.docker import docker_error_text, restart_loop_of
+from console.core.derive.swap_view import format_duration
 from console.domain.swap import actions as act
 from console.domain.swap import container_actions as ca
 from console.domain.swap import container_fastpath
-from console.core.derive.swap_view import format_duration
+from console.domain.swap.errors import StepFailed, _Dropped
+from console.domain.swap.executor_api import Executor
+from console.host.parsers.docker import docker_error_text, restart_loop_of
+from console.host.sources.server import ServerWatcher
 from console.host.transport.errors import TransportError
-
-if TYPE_CHECKING:
-    from console.domain.swap.controller import SwapController
 
 KEYS = ("install", "stop_old", "start_new", "rollback")
 INSTALL_TITLE = "Check the image, create the new container"
@@ -50,9 +50,9 @@ def _image_of(side: Any) -> str | None:
 
 
 class ContainerPlan:
-    """The container half of the swap; `ctl` is the SwapController (its run/audit/drain/approval)."""
+    """The container half of the swap; `ctl` is the Executor (its run/audit/drain/approval)."""
 
-    def __init__(self, ctl: SwapController) -> None:
+    def __init__(self, ctl: Executor) -> None:
         self.ctl = ctl
 
     # -- what the plan is -------------------------------------------------------------------
@@ -142,14 +142,10 @@ class ContainerPlan:
                 return ca.parse_container_state(r.text)
             except TransportError:
                 await ctl._reconnected(ctl.busy or "stop_old", "connection lost while reading the container")
-        from console.domain.swap.errors import StepFailed
-
         raise StepFailed(f"cannot read the state of {name}")
 
     async def _docker(self, key: str, who: str, name: str, cmd: act.RemoteCommand, *, running_after: bool) -> None:
         """One docker command; a drop is re-read from the host (is the container up or not?)."""
-        from console.domain.swap.errors import StepFailed, _Dropped
-
         ctl = self.ctl
         try:
             result = await ctl._run(who, key, cmd)
@@ -166,8 +162,6 @@ class ContainerPlan:
 
     # -- the steps --------------------------------------------------------------------------
     async def _install(self, who: str) -> str:
-        from console.domain.swap.errors import StepFailed, _Dropped
-
         ctl = self.ctl
         ctl._set("install", title=INSTALL_TITLE)
         built = self.build("install")
@@ -261,8 +255,6 @@ class ContainerPlan:
     async def _follow_ready(self, key: str, name: str, issued: float, started: float) -> str:
         """Ready is the server's honest ready (from a reading taken after the start) while the
         container runs; a container that exits or restarts in a loop fails the step, with its cause."""
-        from console.domain.swap.errors import StepFailed
-
         ctl = self.ctl
         timeout = float(getattr(ctl.profile, "ready_timeout_s", 600.0))
         deadline = time.monotonic() + timeout
@@ -286,9 +278,6 @@ class ContainerPlan:
             await asyncio.sleep(ctl.poll_s)
 
     async def _old_ready(self, name: str, started: float) -> str:
-        from console.host.sources.server import ServerWatcher
-        from console.domain.swap.errors import StepFailed
-
         ctl = self.ctl
         watcher = ServerWatcher(ctl.session.transport, None, ctl.profile.server_port, None)
         timeout = float(getattr(ctl.profile, "ready_timeout_s", 600.0))

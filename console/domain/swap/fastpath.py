@@ -24,31 +24,29 @@ import shlex
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from console.core.derive import swap_plan as swap_plan
+from console.core.derive.downtime import PathEvent
+from console.core.derive.swap_view import GateChanged, GateCheck
+from console.core.recording import default_dir
 from console.domain.analysis import host_replies
 from console.domain.analysis import unit_environment as ue
 from console.domain.analysis.bench_view import is_result
 from console.domain.analysis.fit import inputs_from_command
-from console.core.recording import default_dir
+from console.domain.swap import actions as act
+from console.domain.swap import container_fastpath as cfp
+from console.domain.swap import paths as P
+from console.domain.swap import prediction as pred
+from console.domain.swap import prewarm as pw
+from console.domain.swap.errors import StepFailed, StepRefused
+from console.domain.swap.executor_api import Executor
+from console.domain.swap.ready_wait import wait_beside_ready
 from console.host.parsers import ParseError
 from console.host.parsers.proc_net import conflicts, parse_listeners
 from console.host.parsers.sglang_argv import NotSglang, normalize
 from console.host.parsers.systemd import parse_unit, unit_is_failing
-from console.domain.swap import actions as act
-from console.domain.swap import container_fastpath as cfp
-from console.domain.swap import paths as P
-from console.core.derive import swap_plan as swap_plan
-from console.domain.swap import prediction as pred
-from console.domain.swap import prewarm as pw
-from console.core.derive.downtime import PathEvent
-from console.domain.swap.errors import StepFailed, StepRefused
-from console.core.derive.swap_view import GateChanged, GateCheck
-from console.domain.swap.ready_wait import wait_beside_ready
 from console.host.transport.errors import TransportError
-
-if TYPE_CHECKING:
-    from console.domain.swap.controller import SwapController
 
 KEYS = ("paths", "prewarm", "in_place", "beside", "switch_traffic")
 # The steps that change the host: under the two-person rule (--require-approval) each waits for
@@ -121,7 +119,7 @@ def beside_unit_text(text: str, gpus: tuple[int, ...], port: int) -> str:
 
 
 class FastPaths:
-    def __init__(self, ctl: SwapController) -> None:
+    def __init__(self, ctl: Executor) -> None:
         self.ctl = ctl
         self.plan: P.PathPlan | None = None
         self.restart: pred.RestartPrediction | None = None
@@ -779,7 +777,7 @@ def _residency_json(r: pred.Residency | None) -> dict[str, Any] | None:
             "fraction": r.fraction, "text": r.text()}
 
 
-def _gate(ctl: SwapController) -> Any:
+def _gate(ctl: Executor) -> Any:
     return GateChanged(ctl.host, ctl.evaluate_gate(), ctl._clock())
 
 

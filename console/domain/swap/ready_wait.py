@@ -7,13 +7,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from console.domain.swap import actions as act
+from console.domain.swap.errors import StepFailed
+from console.domain.swap.executor_api import Executor
 from console.host.transport.errors import TransportError
-
-if TYPE_CHECKING:
-    from console.domain.swap.controller import SwapController
 
 
 def health_command(port: int) -> str:
@@ -21,15 +19,13 @@ def health_command(port: int) -> str:
                         f"http://127.0.0.1:{int(port)}/health"], 8)
 
 
-async def wait_beside_ready(ctl: SwapController, port: int, *, stops: str,
+async def wait_beside_ready(ctl: Executor, port: int, *, stops: str,
                             died: Callable[[], Awaitable[str | None]],
                             on_tick: Callable[[], None] | None = None) -> None:
     """Return once the new server answers /health with 200. `died()`: why the new server is gone
     (its unit failed, its container exited or restarted), or None; `stops`: what the offered
     rollback stops ("the new unit"); `on_tick`: after each unanswered probe (a progress detail).
     Raises the controller's StepFailed when it died or the profile's ready timeout passed."""
-    from console.domain.swap.errors import StepFailed
-
     health = health_command(port)
     deadline = time.monotonic() + float(getattr(ctl.profile, "ready_timeout_s", 600.0))
     while True:
