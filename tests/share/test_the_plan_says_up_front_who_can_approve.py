@@ -50,6 +50,20 @@ async def test_the_plan_says_who_can_approve_before_anything_is_asked(size) -> N
         await wait_for(lambda: "approvals: bob can approve" in _plan(app), 30)
 
 
+async def test_a_shared_console_alone_is_pointed_at_its_own_address_not_told_to_share() -> None:
+    from console.ui.panes.swap import SwapScreen
+
+    state = HostState("h", label="h")
+    state.apply(SwapSetup("h", "old.service", "new.service", None, "/m", require_approval=True))
+    state.apply(Presence("h", (Client(1, "ana", "driver", "unix", person="uid 1000"),)))
+    app = _Host(SwapScreen(state, _Seat(), "ana"))
+    app.share_address = "/run/user/1000/gpuconsole/h-1.sock"  # type: ignore[attr-defined]
+    async with app.run_test(size=(120, 40)):
+        await wait_for(lambda: app.screen.query("#swap-plan") and "approvals:" in _plan(app), 30)
+        assert "nobody attached can approve yet: another person attaches with the header's command" in _plan(app)
+        assert "--share --invite" not in _plan(app)
+
+
 async def test_without_the_rule_the_plan_says_nothing_of_approvals() -> None:
     from console.ui.panes.swap import SwapScreen
 

@@ -410,6 +410,10 @@ class SwapScreen(ModalScreen[None]):
         width = self._plan_width()
         approvers = (who_can_approve(self.state.presence, self.who)
                      if setup is not None and setup.require_approval else None)
+        if approvers and approvers.startswith("nobody") and getattr(self.app, "share_address", None):
+            # already shared (`--share`): the way in is on the header, the invites' files said beside
+            approvers = approvers.split("; a second person", 1)[0] + " yet: another person attaches " \
+                "with the header's command (an invited one with their invite's file)"
         key = (view.version, int(self.state.now()) if clock_running or running else 0, width, approvers)
         if key == self._shown:
             return
