@@ -63,7 +63,10 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
-def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width: int = 100) -> Text:
+def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width: int = 100,
+                approvers: str | None = None) -> Text:
+    """`approvers`: who can approve this person's requests under the two-person rule, said up front
+    (core/state.who_can_approve)."""
     t = Text()
     setup = view.setup
     if setup is not None:
@@ -76,6 +79,8 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
         if rules:
             t.append("   [" + ", ".join(rules) + "]", style="yellow")
         t.append("\n")
+        if setup.require_approval and approvers:
+            t.append(f"approvals: {approvers}\n", style="yellow")
     d = view.downtime
     secs = view.downtime_s(now_s)
     if d is not None and secs is not None:
@@ -337,7 +342,7 @@ class SwapScreen(ModalScreen[None]):
         self.state = state
         self.control = control
         self.who = who
-        self._shown: tuple[int, int] | None = None
+        self._shown: tuple[Any, ...] | None = None
         self.queued: str | None = None  # a key pressed while an action ran, safe to run next
         self._asked: set[str] = set()  # approval requests already put in front of this person
         self.plan_draws = 0  # how many times the plan was drawn (tests read it)
@@ -403,13 +408,19 @@ class SwapScreen(ModalScreen[None]):
         clock_running = view.downtime is not None and view.downtime.ended_at_s is None
         running = any(s.state == "running" for s in view.steps.values())
         width = self._plan_width()
-        key = (view.version, int(self.state.now()) if clock_running or running else 0, width)
+        approvers = (who_can_approve(self.state.presence, self.who)
+                     if setup is not None and setup.require_approval else None)
+        if approvers and approvers.startswith("nobody") and getattr(self.app, "share_address", None):
+            # already shared (`--share`): the way in is on the header, the invites' files said beside
+            approvers = approvers.split("; a second person", 1)[0] + " yet: another person attaches " \
+                "with the header's command (an invited one with their invite's file)"
+        key = (view.version, int(self.state.now()) if clock_running or running else 0, width, approvers)
         if key == self._shown:
             return
         self._shown = key
         self.plan_draws += 1
         self.query_one("#swap-plan", Static).update(format_plan(view, self.state.now(), read_only=self.read_only,
-                                                                width=width))
+                                                                width=width, approvers=approvers))
 
     def _plan_width(self) -> int:
         """The plan's own width: inside the border, the padding and the scrollbar (at 80x24 the
