@@ -255,8 +255,14 @@ class HostRunner:
         loop = asyncio.get_running_loop()
         apply = self.state.apply
 
+        def post(fn: Any, *args: Any) -> None:
+            """From the benchmark's thread to the console's loop; once the console has quit (its
+            loop closed while a run was under way) there is no one left to tell."""
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(fn, *args)
+
         def from_thread(event: BenchChanged) -> None:
-            loop.call_soon_threadsafe(apply, event)
+            post(apply, event)
 
         def result(index: int, metrics: dict[str, Any]) -> None:
             report = self.state.data("service")
@@ -267,8 +273,8 @@ class HostRunner:
                           if is_result(metrics) else dict(metrics))
             except OSError as exc:  # disk full on our own data dir: the result is still shown (issue 15)
                 record = dict(metrics)
-                loop.call_soon_threadsafe(self.notice, "benchmark result",
-                                          f"not saved to {self.bench_path()}: {exc.strerror or exc}", "error")
+                post(self.notice, "benchmark result",
+                     f"not saved to {self.bench_path()}: {exc.strerror or exc}", "error")
             if len(runs) > 1:  # a sweep: which of its runs this was, and which never ran after a stop
                 record = {**record, "sweep_run": index + 1, "sweep_runs": len(runs),
                           "sweep_not_run": labels[index + 1:] if metrics.get("stopped") else []}
@@ -280,7 +286,7 @@ class HostRunner:
         def done(error: str | None) -> None:
             from_thread(BenchChanged(self.host, "done", error=error))
             if error:
-                loop.call_soon_threadsafe(self.notice, "benchmark failed", error, "error")
+                post(self.notice, "benchmark failed", error, "error")
 
         self.bench = BenchThread(
             runs, self.session.bench_url,
