@@ -292,3 +292,31 @@ async def test_sha256_of_finished_files_is_verified_on_the_host(tmp_path: Path) 
     assert [s.done_files for s in states[1:-1]] == [1, 2, 3], "progress arrives file by file"
     text = format_download(Reading("download", None, 0.0), 60).plain  # no crash without data
     assert text
+
+
+def test_a_download_nobody_started_is_waiting_never_stalled() -> None:
+    # 0 bytes and no partial file for minutes is a download not begun (WAITING), not a stall: the
+    # shared operator demo showed "STALLED for 1m39s" at 0 B before anyone pressed download
+    from console.domain.analysis.download import DownloadProgress, PartialFile
+
+    def progress(t: float, done: int, partial: tuple = ()) -> DownloadProgress:
+        return DownloadProgress("/m", None, "hub", done, 1000, 0, 4, 0, 4, partial, None, None, None, 10**9,
+                                True, False, (), t)
+
+    tracker = ProgressTracker(window_s=20, stall_after_s=60)
+    for t in (0, 30, 99):
+        p = tracker.update(progress(t, 0))
+    assert p.stalled_since is None
+    assert "WAITING" in format_download(Reading("download", p, 99.0), 60, 12, 99).plain
+    # ...but a download begun (a partial file, even at 0 bytes) that stops growing is stalled
+    tracker = ProgressTracker(window_s=20, stall_after_s=60)
+    begun = (PartialFile("model-00001-of-00004.safetensors", 0, 250, True),)
+    for t in (0, 30, 99):
+        p = tracker.update(progress(t, 0, begun))
+    assert p.stalled_since == 0
+    # ...and its stall clock starts when it began, not when the console first looked
+    tracker = ProgressTracker(window_s=20, stall_after_s=60)
+    for t, partial in ((0, ()), (200, begun), (230, begun)):
+        p = tracker.update(progress(t, 0, partial))
+    assert p.stalled_since is None
+    assert tracker.update(progress(260, 0, begun)).stalled_since == 200

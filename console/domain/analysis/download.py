@@ -236,6 +236,7 @@ class ProgressTracker:
         self._samples: deque[tuple[float, int]] = deque()
         self._last_growth_s: float | None = None
         self._last_bytes: int | None = None
+        self._begun = False
 
     def update(self, p: DownloadProgress) -> DownloadProgress:
         from dataclasses import replace
@@ -264,6 +265,10 @@ class ProgressTracker:
         if p.bytes_total is not None and rate and not p.complete:
             eta = max(0.0, p.bytes_total - done) / rate
         stalled = None
-        if not p.complete and self._last_growth_s is not None and now - self._last_growth_s >= self.stall_after_s:
+        begun = done > 0 or bool(p.partial_files)  # 0 bytes and no partial file: not begun, so waiting
+        if begun and not self._begun:  # the stall clock starts when the download does
+            self._last_growth_s, self._begun = now, True
+        if (not p.complete and begun and self._last_growth_s is not None
+                and now - self._last_growth_s >= self.stall_after_s):
             stalled = self._last_growth_s
         return replace(p, rate_bytes_per_s=rate, eta_s=eta, stalled_since=stalled, problems=tuple(notes))
