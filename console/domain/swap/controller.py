@@ -6,6 +6,11 @@ log), so every attached client sees the same thing and a recording can be turned
 Rules kept here, not in a widget: read-only refuses every action; one action at a time; a
 confirmation runs once; a failed step stops the plan (rollback is offered); a step whose command
 lost the connection is re-read from the host when it is back, never assumed.
+
+This is the one executor: every key's preview and run is a step object of console/domain/swap/steps.py,
+chosen for the swap's path and runtime from the path × runtime table (console/core/derive/swap_plan.py).
+It writes each step's intent, words and who; the step's start and end are the observer's
+(console/core/derive/swap_observer.py), as are the downtime and what the host did.
 """
 
 from __future__ import annotations
