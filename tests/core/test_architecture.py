@@ -176,6 +176,41 @@ def test_only_the_observer_writes_the_downtime_clock() -> None:
     assert not writers, "the downtime clock written outside console/core/derive/swap_observer.py:\n" + "\n".join(writers)
 
 
+STEP_TIMES = {"started_at_s", "ended_at_s"}
+
+
+def _step_time_writers(path: Path) -> list[str]:
+    """Where a file gives a swap step a start or an end: a SwapStep made with one, a step's line
+    set with one (the executor's `_set(key, ended_at_s=…)`), a step replaced with one, or a step's
+    time assigned (`step.started_at_s = …`). The downtime's own replace is the clock's scan."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            name = node.func.id if isinstance(node.func, ast.Name) else \
+                node.func.attr if isinstance(node.func, ast.Attribute) else ""
+            keywords = {k.arg for k in node.keywords}
+            step_replace = name == "replace" and node.args and "downtime" not in ast.unparse(node.args[0]).lower() \
+                and not keywords & DOWNTIME_ONLY_FIELDS
+            if keywords & STEP_TIMES and (name in ("SwapStep", "_set") or step_replace):
+                out.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {ast.unparse(node)[:90]}")
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Attribute) and target.attr in STEP_TIMES \
+                        and "step" in ast.unparse(target.value).lower():
+                    out.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {ast.unparse(node)[:90]}")
+    return out
+
+
+def test_only_the_observer_writes_a_steps_start_and_end() -> None:
+    """A swap step's times (when it started, when it ended) are the observer's, for the console's
+    own steps as for those seen on the host: the executor (controller, steps, fast paths, container
+    plan) writes the step's intent, words and who, never a time; the demo and the UI write none."""
+    writers = [w for path in sorted(ROOT.rglob("*.py")) if path != OBSERVER for w in _step_time_writers(path)]
+    assert _step_time_writers(OBSERVER), "the observer writes the steps' times (the scan would find nothing otherwise)"
+    assert not writers, "a step's time written outside console/core/derive/swap_observer.py:\n" + "\n".join(writers)
+
+
 def test_the_report_reads_the_swap_state_and_derives_nothing() -> None:
     """The observer runs once, in the live core (a step of the runner's state's apply), and
     its facts go into the state and the recording; a report, a replay or a view never runs a second

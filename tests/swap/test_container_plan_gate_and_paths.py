@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from console.domain.swap import steps
 from console.domain.swap.container_plan import ContainerPlan
 
 
@@ -111,7 +112,9 @@ def test_in_place_on_a_container_rolls_back_by_restarting_the_old_container() ->
     ctl.fast.plan = _plan("in-place")
     (action,) = ctl.containers.build("rollback")
     assert [c.script for c in action.commands] == ["timeout -k 5 120 docker restart -t 60 -- sglang-old"]
-    assert set(ctl.containers.runners()) >= {"in_place", "rollback"}
+    # the plan's in-place steps on a container: `docker` runs, never systemctl's
+    assert steps.step_for(ctl, "in_place").runtimes == steps.CONTAINER == steps.step_for(ctl, "rollback").runtimes
+    assert steps.step_for(ctl, "rollback").paths == ("in-place",)
     ctl.fast.plan = _plan("restart")
     (action,) = ctl.containers.build("rollback")
     assert "docker stop -t 60 -- sglang-new" in action.commands[0].script  # the restart path's own
@@ -154,7 +157,8 @@ def test_beside_on_containers_starts_the_new_container_and_stops_the_old_with_do
     assert not any("systemctl" in c.script for c in (*beside.commands, *switch.commands))
     (rollback,) = ctl.containers.build("rollback")  # the old one never stopped: stop the new one only
     assert [c.script for c in rollback.commands] == ["timeout -k 5 90 docker stop -t 60 -- sglang-new"]
-    assert set(ctl.containers.runners()) >= {"beside", "rollback"}
+    assert steps.step_for(ctl, "beside").runtimes == steps.CONTAINER == steps.step_for(ctl, "rollback").runtimes
+    assert steps.step_for(ctl, "rollback").when is not None  # the old one never stopped: stop the new one
     # A new container created for other GPUs is refused with what to create it with.
     wrong = _FastCtl(_spec("sglang-old", "/shared/models"), _spec("sglang-new", "/shared/models"), "/shared/models/N")
     wrong.fast.plan = ctl.fast.plan

@@ -84,7 +84,7 @@ async def test_the_beside_server_is_benchmarked_on_its_port_with_the_old_runs_wo
 
     ctl.runner.start_bench = start_bench
     ctl.runner.bench = None
-    assert ctl.fast.remaining([])[-2:] == ["benchmark", "switch_traffic"]  # before the traffic moves
+    assert ctl._remaining()[-2:] == ["benchmark", "switch_traffic"]  # before the traffic moves
     why, preview = ctl.preview("benchmark")
     assert preview is not None and any("on port 30001, before traffic moves" in ln for ln in preview.lines), why
     assert ctl.request("benchmark", "ana") is None

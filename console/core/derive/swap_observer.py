@@ -276,6 +276,8 @@ class SwapObserver:
     def still_valid(self, event: Any) -> bool:
         """At the moment a derived event is applied (the live core applies them a moment later):
         a step the console has taken over since is the console's, and so is the clock then."""
+        if isinstance(event, SwapStepChanged) and not event.step.observed:
+            return self._still_the_intent(event.step)  # the times of a console step: its intent unchanged
         if isinstance(event, SwapStepChanged):
             now = self.state.swap.steps.get(event.step.key)
             return now is None or now.observed or now.state in TOUCHABLE
@@ -283,6 +285,32 @@ class SwapObserver:
             plan = self.state.swap.paths.get("plan")
             return plan is None or bool(plan.data().get("observed"))
         return True  # the downtime clock is this observer's alone, whoever acted
+
+    # -- the console's own steps: their times -------------------------------------------------------
+    def _console_step_times(self, out: list[Any], step: SwapStep) -> None:
+        """The times of a step the console runs are written here, never by the executor (it records
+        the intent and who: tests/core/test_architecture.py): a run begins when its intent reaches
+        the state, and ends when its outcome does (done, failed, refused, or skipped by the step
+        itself), on the state's clock (the wall clock live; the recording keeps what was written,
+        so a replay reads the same times). A step the plan skips was never run: it has no time."""
+        if step.observed:
+            return
+        at = self.state.now()
+        if step.state == "running" and step.started_at_s is None:
+            timed = replace(step, started_at_s=at, ended_at_s=None)
+        elif step.state in ("done", "failed", "refused") or (step.state == "skipped" and step.who is not None):
+            if step.ended_at_s is not None:
+                return
+            timed = replace(step, started_at_s=at if step.started_at_s is None else step.started_at_s, ended_at_s=at)
+        else:
+            return
+        out.append(SwapStepChanged(self.host, timed))
+
+    def _still_the_intent(self, timed: SwapStep) -> bool:
+        """A console step's times apply while the step is still the intent they date."""
+        now = self.state.swap.steps.get(timed.key)
+        return now is not None and not now.observed and \
+            replace(now, started_at_s=timed.started_at_s, ended_at_s=timed.ended_at_s) == timed
 
     # -- events -----------------------------------------------------------------------------------
     def see(self, event: Any) -> list[Any]:
@@ -295,6 +323,9 @@ class SwapObserver:
             return out
         if isinstance(event, AuditAppended):
             self._audited(out, event.entry)
+            return out
+        if isinstance(event, SwapStepChanged):
+            self._console_step_times(out, event.step)
             return out
         if isinstance(event, ReadingChanged) and event.reading.data is not None and event.reading.error is None:
             at = event.reading.ok_at_s

@@ -3,8 +3,9 @@ runtime (a systemd unit, a container, a compose service), which of the plan's st
 are skipped, with the reason the operator reads in the plan ("skipped (in place): …"), never a step
 left "pending" that the path will never take. Pure data and two functions: no I/O, no Textual.
 
-The executor (console/domain/swap/controller.py and the path modules) marks the skipped steps when the
-path is chosen (`skips`), and the "swap" action runs `steps_of` in order.
+The executor (console/domain/swap/controller.py) marks the skipped steps when the path is chosen
+(`skips`), and the "swap" action runs `steps_of` in order, each key one of the step objects of
+console/domain/swap/steps.py (its preview, its run, its rollback) for the runtime.
 """
 
 from __future__ import annotations

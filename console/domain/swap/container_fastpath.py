@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import posixpath
 from dataclasses import replace
-from typing import Any
 
 from console.domain.analysis.container_diff import _host_path
 from console.domain.swap import actions as act
@@ -248,17 +247,5 @@ def rollback_action(ctl: Executor, *, approval: bool = False) -> act.Action | No
     return None
 
 
-def runners(ctl: Executor) -> dict[str, Any]:
-    """The container plan's runners for the faster paths (merged after fastpath's)."""
-    if ctl.fast.chosen == "in-place":
-        return {"in_place": lambda who: run_in_place(ctl, who), "rollback": lambda who: run_rollback_in_place(ctl, who)}
-    if ctl.fast.chosen == "beside":
-        out = {"beside": lambda who: run_beside(ctl, who)}
-        if ctl.fast._beside_old_serving():
-            out["rollback"] = lambda who: run_rollback_beside(ctl, who)
-        return out
-    return {}
-
-
-__all__ = ["adjust_options", "beside_misfit", "host_model_path", "rollback_in_place", "runners", "served_model_path",
+__all__ = ["adjust_options", "beside_misfit", "host_model_path", "rollback_in_place", "served_model_path",
            "server_dead"]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -123,12 +122,6 @@ class ContainerPlan:
             return [ca.rollback(ca.check_container(self.new_name), ca.check_container(self.old_name),
                                 approval=approval)]
         raise act.ActionError(f"no such action: {key}")
-
-    def runners(self) -> dict[str, Callable[[str], Awaitable[str]]]:
-        if not self.active:
-            return {}
-        return {"install": self._install, "stop_old": self._stop_old, "start_new": self._start_new,
-                "rollback": self._rollback, **container_fastpath.runners(self.ctl)}  # in place on a container
 
     # -- reading a container ----------------------------------------------------------------
     async def state_of(self, name: str) -> dict[str, str]:

@@ -6,6 +6,11 @@ log), so every attached client sees the same thing and a recording can be turned
 Rules kept here, not in a widget: read-only refuses every action; one action at a time; a
 confirmation runs once; a failed step stops the plan (rollback is offered); a step whose command
 lost the connection is re-read from the host when it is back, never assumed.
+
+This is the one executor: every key's preview and run is a step object of console/domain/swap/steps.py,
+chosen for the swap's path and runtime from the path × runtime table (console/core/derive/swap_plan.py).
+It writes each step's intent, words and who; the step's start and end are the observer's
+(console/core/derive/swap_observer.py), as are the downtime and what the host did.
 """
 
 from __future__ import annotations
@@ -19,14 +24,13 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from console.core.derive.swap_observer import _side, verification
 from console.core.derive.swap_view import (
-    PLAN_STEPS,
     STEP_TITLES,
     ApprovalChanged,
     AuditAppended,
@@ -40,7 +44,7 @@ from console.core.derive.swap_view import (
 )
 from console.core.state import ReadingChanged
 from console.domain.swap import actions as act
-from console.domain.swap import container_plan, fastpath, preflight
+from console.domain.swap import container_plan, fastpath, preflight, steps
 from console.domain.swap.errors import StepFailed, StepRefused, _Dropped
 from console.host.transport.errors import CommandTimeout, TransportError
 from console.locations import data_home
@@ -142,44 +146,21 @@ class SwapController:
         return None
 
     def build(self, key: str) -> list[act.Action]:
-        """The actions behind a key, with their exact commands (raises ActionError on bad values)."""
-        p = self.profile
-        approval = bool(getattr(p, "require_approval", False))
-        if key in fastpath.KEYS:  # issue 24 hook
-            return self.fast.build(key)
-        if self.containers.active and key in container_plan.KEYS:  # issue 26 hook: docker, not systemctl
-            return self.containers.build(key)
-        if key == "download":
-            return [act.download(p.repo_id or "", p.model_dir or "")]
+        """The actions behind a key, with their exact commands (raises ActionError on bad values):
+        the preview of the step the swap's path and runtime take (console/domain/swap/steps.py)."""
         if key == "stop_download":
-            return [act.stop_download(p.model_dir or "")]
-        if key == "install":
-            return [act.install_unit(act.check_unit(self.new_unit), self._draft_text(),
-                                     time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), self._units_dir())]
-        if key == "stop_old":
-            return [act.stop_service(act.check_unit(self.old_unit), approval=approval)]
-        if key == "start_new":
-            return [act.start_service(act.check_unit(self.new_unit), approval=approval)]
-        if key == "rollback" and (fast := self.fast.rollback_actions()) is not None:  # issue 24 hook
-            return fast
-        if key == "rollback":
-            return [act.rollback(act.check_unit(self.new_unit), act.check_unit(self.old_unit), approval=approval)]
-        if key == "benchmark":
-            port = self.fast.bench_port()  # issue 24: beside, the new server on its own port
-            return [act.benchmark(self._bench_label() + (f" on port {port}, before traffic moves" if port else ""))]
-        if key == "verify":
-            commands, why = self._verify_commands()
-            return [act.Action(key, STEP_TITLES[key], commands, waits_for=why or (
-                "every file's sha256 against the listing hf download kept (or the Hub's)"))]
-        if key == "preflight":
-            return [act.Action(key, STEP_TITLES[key], (), waits_for=(
-                "every check passes (nothing runs on the host: the gate judges what the console reads)"))]
+            return [act.stop_download(self.profile.model_dir or "")]
         if key == "swap":
             out: list[act.Action] = []
             for step in self._remaining():
                 out += self.build(step)
             return out
-        raise act.ActionError(f"no such action: {key}")
+        return steps.step_for(self, key).preview(self)
+
+    def _install_action(self) -> act.Action:
+        """Install on a unit: the drafted unit written beside the old, kept as a backup, daemon-reload."""
+        return act.install_unit(act.check_unit(self.new_unit), self._draft_text(),
+                                time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), self._units_dir())
 
     def preview(self, key: str) -> tuple[str | None, Preview | None]:
         """(why not, None) or (None, the preview to confirm)."""
@@ -362,12 +343,19 @@ class SwapController:
             self.announce()
 
     def _remaining(self) -> list[str]:
-        steps = self.state.swap.steps
-        keys = [k for k, _ in PLAN_STEPS]
-        return self.fast.remaining([k for k in keys if steps[k].state not in ("done", "skipped")])  # issue 24 hook
+        """The plan's steps still to run, in order: the row of the path × runtime table for the
+        chosen path (console/core/derive/swap_plan.py), less those done or skipped."""
+        now = self.state.swap.steps
+        return steps.to_run(self, lambda k: k in now and now[k].state in ("done", "skipped"))
 
     def _set(self, key: str, **changes: Any) -> SwapStep:
+        """The step's intent and who (its state, words, commands): never its times. A new intent (a
+        run begins, the plan skips it or puts it back) carries no time over from an earlier one: the
+        observer (console/core/derive/swap_observer.py) dates each from the moment it sees it."""
         step = self.state.swap.steps.get(key) or SwapStep(key, STEP_TITLES[key])
+        state = changes.get("state")
+        if state is not None and (step.state != "running" or state == "running"):  # not the end of a run
+            step = SwapStep(step.key, step.title)  # the console's own from now on (never "observed")
         step = replace(step, **changes)
         self.state.apply(SwapStepChanged(self.host, step))
         return step
@@ -380,54 +368,50 @@ class SwapController:
             detail = await self._follow_download()
         except StepFailed as exc:
             if self.state.swap.steps["download"].state == "running":
-                self._set("download", state="failed", ended_at_s=self._clock(), detail=str(exc))
+                self._set("download", state="failed", detail=str(exc))
                 self.runner.notice("swap step failed", f"{STEP_TITLES['download']}: {exc}", "error")
             return
         if self.state.swap.steps["download"].state == "running":
-            self._set("download", state="done", ended_at_s=self._clock(), detail=detail)
+            self._set("download", state="done", detail=detail)
 
     async def _step(self, key: str, who: str, *, detach: bool = False) -> bool:
         """Run one step to done, failed or skipped; True when the plan may go on. `detach`: the
         download only starts (the step stays running, followed by another task)."""
-        runners: dict[str, Callable[[str], Awaitable[str]]] = {
-            "download": self._download, "verify": self._verify, "install": self._install,
-            "preflight": self._preflight, "stop_old": self._stop_old, "start_new": self._start_new,
-            "benchmark": self._benchmark, "rollback": self._rollback, **self.fast.runners(),  # issue 24 hook
-            **self.containers.runners()}  # issue 26 hook: {} unless the profile names containers
         if key in fastpath.PLAN_BEFORE:  # issue 24 hook: the path and its prediction, before anything ran
             await self.fast.ensure_plan()
         try:
+            step = steps.step_for(self, key)  # the step of the swap's path and runtime
             commands = tuple(line for a in self.build(key) for line in a.display())
         except (act.ActionError, OSError) as exc:
-            self._set(key, state="failed", started_at_s=self._clock(), ended_at_s=self._clock(), detail=str(exc),
+            self._set(key, state="failed", detail=str(exc),
                       who=who)
             return False
-        self._set(key, state="running", started_at_s=self._clock(), ended_at_s=None, detail="", commands=commands,
+        self._set(key, state="running", detail="", commands=commands,
                   who=who)
         try:
             if detach:
                 await self._download_start(who)
                 self._set(key, detail="started; following the download")
                 return True
-            detail = await runners[key](who)
+            detail = await step.run(self, who)
         except StepRefused as exc:
-            self._set(key, state="refused", ended_at_s=self._clock(), detail=str(exc))
+            self._set(key, state="refused", detail=str(exc))
             self.runner.notice("swap step refused", f"{STEP_TITLES[key]}: {exc}", "warning")
             return False
         except StepFailed as exc:
-            self._set(key, state="failed", ended_at_s=self._clock(), detail=str(exc))
+            self._set(key, state="failed", detail=str(exc))
             if key not in ("rollback", "benchmark", "download", "verify", "preflight", "install"):
                 self.runner.notice("swap step failed", f"{STEP_TITLES[key]}: {exc} — rollback is offered", "error")
             else:
                 self.runner.notice("swap step failed", f"{STEP_TITLES[key]}: {exc}", "error")
             return False
         except asyncio.CancelledError:
-            self._set(key, state="failed", ended_at_s=self._clock(), detail="cancelled (the console closed)")
+            self._set(key, state="failed", detail="cancelled (the console closed)")
             raise
         if detail == "skipped":
-            self._set(key, state="skipped", ended_at_s=self._clock(), detail="not asked for by the profile")
+            self._set(key, state="skipped", detail="not asked for by the profile")
         else:
-            self._set(key, state="done", ended_at_s=self._clock(), detail=detail)
+            self._set(key, state="done", detail=detail)
         return True
 
     # -- commands, audited -----------------------------------------------------------------
@@ -545,7 +529,7 @@ class SwapController:
             pass
         step = self.state.swap.steps["download"]
         if step.state == "running":
-            self._set("download", state="failed", ended_at_s=self._clock(), detail="stopped by " + who)
+            self._set("download", state="failed", detail="stopped by " + who)
 
     async def _verify(self, who: str) -> str:
         # A Verify the operator confirmed runs, asked for by the profile or not (issue 22 item 5).

@@ -22,7 +22,6 @@ import json
 import re
 import shlex
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -145,15 +144,6 @@ class FastPaths:
     def chosen(self) -> str | None:
         return self.plan.chosen if self.plan is not None else None
 
-    def runners(self) -> dict[str, Callable[[str], Awaitable[str]]]:
-        out = {"paths": self._paths, "prewarm": self._prewarm, "in_place": self._in_place, "beside": self._beside,
-               "switch_traffic": self._switch}
-        if self.chosen == "in-place":  # one unit: rolling back is the old unit file again, restarted
-            out["rollback"] = self._rollback_in_place
-        elif self._beside_old_serving():  # the old server never stopped: rolling back stops the new one
-            out["rollback"] = self._rollback_beside
-        return out
-
     def runtime(self) -> str:
         containers = getattr(self.ctl, "containers", None)
         if containers is None or not containers.active:
@@ -170,13 +160,13 @@ class FastPaths:
         for key in sorted(self.plan_skipped - set(skips)):
             step = steps.get(key)
             if step is not None and step.state == "skipped" and not step.observed:
-                ctl._set(key, state="pending", started_at_s=None, ended_at_s=None, detail="", who=None)
+                ctl._set(key, state="pending", detail="", who=None)
             self.plan_skipped.discard(key)
         for key, why in skips.items():
             step = steps.get(key)
             if step is None or step.state != "pending" or step.observed:
                 continue
-            ctl._set(key, state="skipped", started_at_s=None, ended_at_s=None, detail=why, who=None, commands=())
+            ctl._set(key, state="skipped", detail=why, who=None, commands=())
             self.plan_skipped.add(key)
 
     def _beside_old_serving(self) -> bool:
@@ -287,18 +277,6 @@ class FastPaths:
                 act.RemoteCommand(curl_json(f"{r}/remove_worker?url={old_url}", {}, 30), 40, "remove the old worker"),
                 stop), waits_for="the old server drained (no running request) before it stops")]
         raise act.ActionError(f"no such action: {key}")
-
-    def remaining(self, plan_keys: list[str]) -> list[str]:
-        """The steps of the chosen path (the controller's plan for "swap")."""
-        head = ["download", "verify", "install", "preflight"]
-        if self.chosen == "in-place":
-            keys = [*head, "in_place", "benchmark"]
-        elif self.chosen == "beside":  # the new server is benchmarked before any traffic moves to it
-            keys = [*head, "beside", "benchmark", "switch_traffic"]
-        else:
-            return plan_keys
-        steps = self.ctl.state.swap.steps
-        return [k for k in keys if k not in steps or steps[k].state not in ("done", "skipped")]
 
     def draft_text(self, text: str) -> str:
         self.drafted_for = self.chosen
