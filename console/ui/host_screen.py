@@ -376,8 +376,10 @@ class HostScreen(Screen[None]):
 
     def _flush_due(self) -> None:
         self._flush_timer = None
-        if self.is_attached:  # not after the screen was taken down
+        if self.is_attached:  # not after the screen was taken down (its next mount flushes all)
             self.flush()
+        else:
+            self._woken = False
 
     def flush(self) -> None:
         """Hand each pane the sources that changed since the last flush (one call per source)."""
