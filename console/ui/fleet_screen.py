@@ -137,7 +137,26 @@ class FleetScreen(Screen[None]):
 
     def _tick(self) -> None:
         self._ticks += 1
+        if self._covered():
+            # A host's screen (Enter) covers the fleet: nothing drawn that nobody sees (issue 36).
+            # The rows' news waits in `_dirty`; the return draws them all (`on_screen_resume`).
+            return
         self.refresh_rows(full=self._ticks % FULL_REFRESH_EVERY == 0)
+
+    def _covered(self) -> bool:
+        """Whether an opaque screen is over this one. (Textual counts the screen just below the
+        top as "current", seen through it, whatever the top's background: its repaints then
+        repaint the top screen's regions too.)"""
+        try:
+            top = self.app.screen
+        except Exception:  # noqa: BLE001 - no screen stack (closing): nothing is seen
+            return True
+        return top is not self and top.styles.background.a == 1
+
+    def on_screen_resume(self) -> None:
+        """Shown again (escape from a host): every row as it is now, at once."""
+        if self._caps is not None:  # drawn before (not the first show: on_mount draws that)
+            self.refresh_rows(full=True)
 
     # -- drawing ---------------------------------------------------------------------------
     def refresh_rows(self, *, full: bool = False) -> None:

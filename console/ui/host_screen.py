@@ -27,7 +27,6 @@ from textual.containers import Grid, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
-from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Footer, Input, Label, Markdown
 from textual.worker import Worker, WorkerState
@@ -229,7 +228,9 @@ class HostScreen(Screen[None]):
         self.follow = follow
         self.specs = list(PANES)
         self._dirty: set[str] = set()
-        self._flush_timer: Timer | None = None
+        # The pending flush: a bare loop callback, not a Textual Timer (a Timer is a task of its
+        # own, started and stopped for each held flush: once a second on a quiet host).
+        self._flush_timer: asyncio.TimerHandle | None = None
         self._woken = False
         self._flushed_at = -BUSY_FLUSH_S
         self._flush_at = 0.0  # when the pending flush (`_flush_timer`) runs, on `_monotonic`
@@ -324,6 +325,9 @@ class HostScreen(Screen[None]):
             self.notify(self.note, title=self.state.host, severity="warning", timeout=10, markup=False)
 
     def on_unmount(self) -> None:
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -364,7 +368,7 @@ class HostScreen(Screen[None]):
         if self._flush_timer is not None:
             if not urgent or self._flush_at - _monotonic() <= FRAME_S:
                 return  # a flush is due soon enough: it takes this change too
-            self._flush_timer.stop()  # held for the busy second, but the swap's news goes out now
+            self._flush_timer.cancel()  # held for the busy second, but the swap's news goes out now
             self._flush_timer = None
         now = _monotonic()
         wait = self._flushed_at + (FRAME_S if urgent else BUSY_FLUSH_S) - now
@@ -372,12 +376,19 @@ class HostScreen(Screen[None]):
             self.flush()  # everything posted before this wake-up is in: one flush for all of it
         else:  # the last flush was less than a frame (or, busy, a second) ago: the next one waits
             self._flush_at = now + wait
-            self._flush_timer = self.set_timer(wait, self.flush)
+            self._flush_timer = asyncio.get_running_loop().call_later(wait, self._flush_due)
+
+    def _flush_due(self) -> None:
+        self._flush_timer = None
+        if self.is_attached:  # not after the screen was taken down (its next mount flushes all)
+            self.flush()
+        else:
+            self._woken = False
 
     def flush(self) -> None:
         """Hand each pane the sources that changed since the last flush (one call per source)."""
         if self._flush_timer is not None:  # called directly (a test, the mount) with one pending
-            self._flush_timer.stop()
+            self._flush_timer.cancel()
         self._flush_timer = None
         self._woken = False
         self._flushed_at = _monotonic()

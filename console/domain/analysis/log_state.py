@@ -203,6 +203,7 @@ class LogTracker:
             for listener in self.on_lines:
                 listener()
         last_decode: LogEvent | None = None
+        last_prefill: LogEvent | None = None  # only the batch's last one is kept: only it is parsed
         # the first decode line of each second of the log's time: one point each (a flood's batch
         # spans a second or two: a line or two parsed, as before)
         per_second: dict[str | None, LogEvent] = {}
@@ -218,18 +219,20 @@ class LogTracker:
                 last_decode = e
                 per_second.setdefault(e.ts[:19] if e.ts else None, e)
             elif kind == "prefill":
-                self.last_prefill = {"at": e.ts, **batch_fields(e)}
+                last_prefill = e
             elif kind == "boot":
                 boots = self._boots
                 self._boot(e)
                 if self._boots != boots:  # a new server: the old one's lines of this batch are not its points
                     per_second.clear()
-                    last_decode = None
+                    last_decode = last_prefill = None
             elif kind == "traceback":
                 self._traceback_head = e
                 self._traceback = [e.text]
             elif e.severity in ("error", "warning"):
                 self.errors.append(LogError(e.ts, str(e.fields.get("kind", e.severity)), e.text[:300]))
+        if last_prefill is not None:  # (a flood's every prefill line was parsed here, on the UI loop)
+            self.last_prefill = {"at": last_prefill.ts, **batch_fields(last_prefill)}
         self._series_added = 0
         if last_decode is not None:
             self.last_decode = DecodeStats.from_fields(last_decode.ts, batch_fields(last_decode))
