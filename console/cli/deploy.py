@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from console.config import ConfigError, load_config
+from console.core.recording import RecordingError
+from console.domain.deploy.recording import ReplayWatch, is_deployment_recording
 from console.domain.deploy.swap import DeploymentSwap, format_report
 from console.domain.deploy.text import format_deployment
 from console.domain.deploy.watch import DeploymentWatch
@@ -101,6 +103,21 @@ def _console_app() -> Any:
     return ConsoleApp
 
 
+def deployment_replay_app(args: argparse.Namespace) -> Any:
+    """`gpuconsole replay DIR` of a deployment recording: its app, an exit code (a bad recording: one
+    line, 2), or None when DIR is not a deployment's recording (the host replay reads it)."""
+    path = Path(args.file)
+    if not is_deployment_recording(path):
+        return None
+    try:
+        watch = ReplayWatch(path, speed=args.speed, at_s=args.at)
+    except RecordingError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    return _console_app().for_deployment_replay(
+        watch, screenshot=getattr(args, "screenshot", None),
+        screenshot_after_s=getattr(args, "screenshot_after", None) if getattr(args, "screenshot", None) else None)
+
+
 def run_deploy_attach(args: argparse.Namespace) -> int:
     """`gpuconsole attach --deployment NAME`: the served deployment's screen, from its nodes' shared
     states (console/share/deployment.py); this console watches and approves, the serving one swaps."""
@@ -158,7 +175,8 @@ def run_deploy_cli(args: argparse.Namespace) -> int:
             return asyncio.run(_once(watch, args.wait))
         app = _console_app().for_deployment(watch, screenshot=getattr(args, "screenshot", None),
                                         screenshot_after_s=getattr(args, "screenshot_after", 3.0) or 3.0,
-                                        demo=sim is not None, share=bool(getattr(args, "share", False)))
+                                        demo=sim is not None, share=bool(getattr(args, "share", False)),
+                                        record=not getattr(args, "no_record", False))
         if getattr(args, "screenshot", None):
             width, height = (int(x) for x in str(getattr(args, "screenshot_size", "120x40")).lower().split("x"))
             return int(asyncio.run(app.run_async(headless=True, size=(width, height))) or 0)

@@ -20,23 +20,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import re
-from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from console.config import HostProfile
 from console.domain.deploy.checks import Check, run_checks
 from console.domain.deploy.probe import NodeProbe
-from console.domain.deploy.profile import Deployment, DeploymentNode
+from console.domain.deploy import recording
+from console.domain.deploy.profile import Deployment
 from console.domain.deploy.state import DeploymentView, derive
 from console.share import protocol as p
 from console.share.client import AttachError, ShareClient, attach
 from console.share.server import ShareServer, runtime_dir
-
-MANIFEST_VERSION = 1
-
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "deployment"
@@ -112,40 +107,12 @@ class NodeSeat:
         return None
 
 
-def _manifest(deployment: Deployment, probes: dict[str, NodeProbe]) -> dict[str, Any]:
-    return {"format": "gpuconsole-deployment", "version": MANIFEST_VERSION, "name": deployment.name,
-            "kind": deployment.kind, "may_differ": list(deployment.may_differ),
-            "nodes": [{"key": n.key, "role": n.role, "node_rank": n.node_rank, "profile": n.profile.name,
-                       "host": n.profile.host, "server_port": n.profile.server_port} for n in deployment.nodes],
-            "probes": {k: asdict(v) for k, v in probes.items()}}
-
-
-def write_private(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh)
-    tmp.replace(path)
-
-
 def deployment_from_manifest(data: Any) -> tuple[Deployment, dict[str, NodeProbe]]:
-    """The deployment a manifest names (hosts as names only: nothing is connected from it), and its
-    probes; a manifest that is not one is an AttachError (one line)."""
-    if not isinstance(data, dict) or data.get("format") != "gpuconsole-deployment" or \
-            data.get("version") != MANIFEST_VERSION or not isinstance(data.get("nodes"), list):
-        raise AttachError("not a gpuconsole deployment manifest (or another version's)", final=True)
+    """The manifest's deployment and probes; an AttachError (one line) when it is not one."""
     try:
-        nodes = tuple(DeploymentNode(HostProfile(str(n["profile"])[:100], str(n["host"])[:200] if n.get("host") else None,
-                                                 server_port=int(n.get("server_port") or 30000)),
-                                     str(n["role"]), int(n["node_rank"])) for n in data["nodes"])
-        deployment = Deployment(str(data["name"])[:100], str(data["kind"]), nodes,
-                                tuple(str(f) for f in data.get("may_differ") or ()))
-        known = {f.name for f in fields(NodeProbe)}
-        probes = {str(k): NodeProbe(**{f: v for f, v in p.items() if f in known})
-                  for k, p in (data.get("probes") or {}).items() if isinstance(p, dict)}
-    except (KeyError, TypeError, ValueError) as exc:
-        raise AttachError(f"the deployment manifest is damaged: {exc}", final=True) from None
-    return deployment, probes
+        return recording.deployment_from_manifest(data)
+    except recording.ManifestError as exc:
+        raise AttachError(str(exc), final=True) from None
 
 
 class DeploymentShare:
@@ -178,7 +145,8 @@ class DeploymentShare:
 
     def publish_probes(self, *_: Any) -> None:
         with contextlib.suppress(OSError):  # a full disk leaves attach with older probes, never the core down
-            write_private(self.manifest, _manifest(self.watch.deployment, dict(self.watch.probes)))
+            recording.write_private(self.manifest, recording.manifest(self.watch.deployment,
+                                                                     dict(self.watch.probes)))
 
     async def close(self) -> None:
         with contextlib.suppress(ValueError):

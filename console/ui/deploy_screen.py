@@ -49,7 +49,7 @@ class DeploymentScreen(Screen[None]):
     """
 
     def __init__(self, watch: Any, swap: Any = None, *, start_watch: bool = False, share: bool = False,
-                 approver: Any = None) -> None:
+                 approver: Any = None, report: Any = None) -> None:
         super().__init__()
         self.watch = watch
         self.share_it = share  # serve the deployment to `gpuconsole attach --deployment NAME` (pairing)
@@ -58,6 +58,7 @@ class DeploymentScreen(Screen[None]):
         # approve) or, attached, a request to the serving core (it checks who this is)
         self.approver = approver
         self._answer = ""  # this console's last approval answer, kept beside the pending request
+        self.report = report  # a replay: () -> the last swap report written by then (None: none yet)
         self.start_watch = start_watch  # the console's first screen starts the watch (its nodes' sessions)
         self.swap = swap  # console/domain/deploy/swap.py's DeploymentSwap (None: this screen only watches)
         self._pending: str | None = None  # "swap" or "rollback" previewed, waiting for y
@@ -117,6 +118,9 @@ class DeploymentScreen(Screen[None]):
                                         style="red" if view.faults else "dim"))
         self._put("deploy-checks", Text("\n".join(format_checks(self.watch.checks(), width))))
         self._put("deploy-timeline-text", Text("\n".join(format_timeline(view.timeline, 200, width))))
+        if self.report is not None and (text := self.report()) is not None:
+            self._put("deploy-swap", Text(text))
+            self.query_one("#deploy-swap", Static).set_class(True, "-shown")
         pending = self._requests()
         if pending:
             req = pending[0]

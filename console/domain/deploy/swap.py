@@ -157,6 +157,7 @@ class DeploymentSwap:
         self.runs: list[SwapRun] = []
         self.busy = False
         self._approvals: dict[str, asyncio.Future[str]] = {}
+        self.on_end: list[Any] = []  # called with each run when it ends, refused ones too (the recording)
 
     # -- the two-person rule (the host swap's events, in every node's state) ------------------
     @property
@@ -360,6 +361,8 @@ class DeploymentSwap:
         run.ended_at_s = self.clock()
         if not outcome.startswith("refused"):  # a refused run ran nothing: no node has a timeline
             self._read_back(run)
+        for callback in list(self.on_end):
+            callback(run)
         return run
 
     async def _command(self, run: SwapRun, s: NodeStep) -> str | None:
