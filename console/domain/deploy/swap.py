@@ -19,7 +19,7 @@ run waits (after the gate, before any command) for another person's approval —
 `ApprovalChanged` in every node's HostState; each command and each decision is an `AuditAppended`
 in its node's state as well as a line of the audit file. So every node's recording holds the
 deployment swap's requests and commands, and a paired console attached to a node sees the request
-and approves it with the host screen's own key (console/domain/deploy/share.py routes it here).
+and approves it with the host screen's own key (console/share/deployment.py routes it here).
 
 Each host command is the single-host swap's own action (console/domain/swap/actions.py: `systemctl stop|
 start -- UNIT` under the host's `timeout -k`, quoted, checked unit names), run through that node's
