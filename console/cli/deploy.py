@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import tempfile
 import time
@@ -24,6 +25,7 @@ from console.domain.deploy.swap import DeploymentSwap, format_report
 from console.domain.deploy.text import format_deployment
 from console.domain.deploy.watch import DeploymentWatch
 from console.domain.swap.controller import audit_path, default_who
+from console.cli.share import read_token_file
 from console.share.client import AttachError
 from console.share.deployment import AttachedWatch
 
@@ -122,8 +124,10 @@ def run_deploy_attach(args: argparse.Namespace) -> int:
     """`gpuconsole attach --deployment NAME`: the served deployment's screen, from its nodes' shared
     states (console/share/deployment.py); this console watches and approves, the serving one swaps."""
     try:
-        watch = AttachedWatch.from_manifest(args.deployment, who=getattr(args, "name", None))
-    except AttachError as exc:
+        token = read_token_file(args.token_file) if getattr(args, "token_file", None) else \
+            (getattr(args, "token", None) or os.environ.get("GPUCONSOLE_TOKEN", ""))
+        watch = AttachedWatch.from_manifest(args.deployment, who=getattr(args, "name", None), token=token)
+    except (AttachError, ValueError) as exc:
         return _fail(str(exc), EXIT_USAGE)
     app = _console_app().for_deployment(watch, attached=True)
     try:
@@ -164,6 +168,8 @@ def run_deploy_cli(args: argparse.Namespace) -> int:
             return _fail(str(exc), EXIT_USAGE)
         watch = DeploymentWatch(deployment, accept_new_host_key=bool(getattr(args, "accept_new_host_key", False)),
                                 demo=sim is not None)
+        if getattr(args, "invite", None) and not getattr(args, "share", False):
+            return _fail("--invite goes with --share (the deployment served to `attach --deployment`)", EXIT_USAGE)
         if getattr(args, "side", None) and not (args.swap or args.rollback):
             return _fail("--side goes with --swap or --rollback", EXIT_USAGE)
         if args.swap or args.rollback:
@@ -176,7 +182,8 @@ def run_deploy_cli(args: argparse.Namespace) -> int:
         app = _console_app().for_deployment(watch, screenshot=getattr(args, "screenshot", None),
                                         screenshot_after_s=getattr(args, "screenshot_after", 3.0) or 3.0,
                                         demo=sim is not None, share=bool(getattr(args, "share", False)),
-                                        record=not getattr(args, "no_record", False))
+                                        record=not getattr(args, "no_record", False),
+                                        invite=tuple(getattr(args, "invite", None) or ()))
         if getattr(args, "screenshot", None):
             width, height = (int(x) for x in str(getattr(args, "screenshot_size", "120x40")).lower().split("x"))
             return int(asyncio.run(app.run_async(headless=True, size=(width, height))) or 0)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -118,10 +119,13 @@ def deployment_from_manifest(data: Any) -> tuple[Deployment, dict[str, NodeProbe
 class DeploymentShare:
     """Serves a watched deployment: a share server per node, the manifest kept with the probes."""
 
-    def __init__(self, watch: Any, swap: Any, *, directory: Path | None = None) -> None:
+    def __init__(self, watch: Any, swap: Any, *, directory: Path | None = None,
+                 invite: tuple[str, ...] = ()) -> None:
         self.watch = watch
         self.swap = swap
         self.directory = directory
+        self.invite = invite  # people issued an invite (the host share's --invite): one token on every node
+        self.token_files: dict[str, Path] = {}
         self.servers: dict[str, ShareServer] = {}
         self.seats: dict[str, Any] = {}
         self.manifest = manifest_path(watch.deployment.name, directory)
@@ -139,9 +143,27 @@ class DeploymentShare:
         except BaseException:
             await self.close()
             raise
+        for name in self.invite:
+            self.token_files[name] = self._issue(name)
         self.publish_probes()
         self.watch.on_probes.append(self.publish_probes)
         return self
+
+    def _issue(self, name: str) -> Path:
+        """One invite for `name`, the same token on every node's server (who presents it is `name` on
+        each), written to a 0600 file beside the manifest: `attach --deployment NAME --token-file`."""
+        name = p.clean_name(name)
+        servers = list(self.servers.values())
+        token = servers[0].invite(name)
+        for server in servers[1:]:
+            own = server.invite(name)  # the name bound to its person on this server too
+            del server.people[own]
+            server.people[token] = name  # and the one token that is theirs on every node
+        path = self.manifest.with_name(self.manifest.stem + f".{_safe(name)}.token")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(token + "\n")
+        return path
 
     def publish_probes(self, *_: Any) -> None:
         with contextlib.suppress(OSError):  # a full disk leaves attach with older probes, never the core down
@@ -156,6 +178,9 @@ class DeploymentShare:
         self.servers.clear()
         with contextlib.suppress(OSError):
             self.manifest.unlink()
+        for path in self.token_files.values():
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 class AttachedWatch:
@@ -164,8 +189,10 @@ class AttachedWatch:
     manifest (the nodes, so the screen can be composed); `start()` attaches to every node."""
 
     def __init__(self, deployment: Deployment, manifest: Path, probes: dict[str, NodeProbe], *,
-                 who: str | None = None, directory: Path | None = None, timeout_s: float = 10.0) -> None:
+                 who: str | None = None, directory: Path | None = None, timeout_s: float = 10.0,
+                 token: str = "") -> None:
         self.deployment = deployment
+        self.token = token  # an invite's token: this person is its invited name on every node
         self.manifest = manifest
         self.probes = probes
         self.who = who
@@ -177,7 +204,7 @@ class AttachedWatch:
 
     @classmethod
     def from_manifest(cls, name: str, *, who: str | None = None, directory: Path | None = None,
-                      timeout_s: float = 10.0) -> AttachedWatch:
+                      timeout_s: float = 10.0, token: str = "") -> AttachedWatch:
         """The served deployment's manifest; an AttachError (one line) when it is not served."""
         manifest = manifest_path(name, directory)
         try:
@@ -187,7 +214,7 @@ class AttachedWatch:
         except (OSError, ValueError) as exc:
             raise AttachError(f"{manifest}: {exc}") from None
         deployment, probes = deployment_from_manifest(data)
-        return cls(deployment, manifest, probes, who=who, directory=directory, timeout_s=timeout_s)
+        return cls(deployment, manifest, probes, who=who, directory=directory, timeout_s=timeout_s, token=token)
 
     @property
     def states(self) -> dict[str, Any]:
@@ -203,7 +230,8 @@ class AttachedWatch:
         try:
             for n in self.deployment.nodes:
                 self.clients[n.key] = await attach(node_socket(self.deployment.name, n.key, self.directory),
-                                                   name=self.who, timeout_s=self.timeout_s, observe=True)
+                                                   name=self.who, token=self.token, timeout_s=self.timeout_s,
+                                                   observe=True)
         except BaseException:
             await self.close()
             raise

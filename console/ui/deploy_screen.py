@@ -49,10 +49,11 @@ class DeploymentScreen(Screen[None]):
     """
 
     def __init__(self, watch: Any, swap: Any = None, *, start_watch: bool = False, share: bool = False,
-                 approver: Any = None, report: Any = None) -> None:
+                 approver: Any = None, report: Any = None, invite: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.watch = watch
         self.share_it = share  # serve the deployment to `gpuconsole attach --deployment NAME` (pairing)
+        self.invite = invite  # with share: people issued an invite of their own (a 0600 token file each)
         self.shared: Any = None  # the DeploymentShare once serving
         # how this console approves a pending request: the swap's own (this person; another must
         # approve) or, attached, a request to the serving core (it checks who this is)
@@ -86,11 +87,15 @@ class DeploymentScreen(Screen[None]):
             await self.watch.start()
         if self.share_it and self.swap is not None:
             try:
-                self.shared = await DeploymentShare(self.watch, self.swap).start()
-            except ShareError as exc:
+                self.shared = await DeploymentShare(self.watch, self.swap, invite=self.invite).start()
+            except (ShareError, OSError) as exc:
                 self.notify(str(exc), severity="error")
             else:
-                self.notify(f"shared: gpuconsole attach --deployment {self.watch.deployment.name}")
+                name = self.watch.deployment.name
+                self.notify(f"shared: gpuconsole attach --deployment {name}")
+                for person, path in self.shared.token_files.items():  # the path only, never the token
+                    self.notify(f"invite for {person} in {path} (0600; hand it over): gpuconsole attach "
+                                f"--deployment {name} --token-file {path}", timeout=60)
         self.query_one("#deploy-timeline").border_title = "one timeline · console clock (UTC) · node and rank"
         self.refresh_view()
         self.set_interval(REFRESH_S, self.refresh_view)
