@@ -25,14 +25,15 @@ import re
 from pathlib import Path
 from typing import Any
 
+from console.domain.deploy import recording
 from console.domain.deploy.checks import Check, run_checks
 from console.domain.deploy.probe import NodeProbe
-from console.domain.deploy import recording
 from console.domain.deploy.profile import Deployment
 from console.domain.deploy.state import DeploymentView, derive
 from console.share import protocol as p
 from console.share.client import AttachError, ShareClient, attach
 from console.share.server import ShareServer, runtime_dir
+
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "deployment"

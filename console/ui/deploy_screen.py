@@ -129,10 +129,9 @@ class DeploymentScreen(Screen[None]):
         pending = self._requests()
         if pending:
             req = pending[0]
-            self._put("deploy-swap", Text("\n".join([f"{req.requested_by} asks for {req.action}: waiting for "
-                                                      "another person's approval (a approves, from another "
-                                                      "person's console)", *req.commands,
-                                                      *([self._answer] if self._answer else [])])))
+            asked = (f"{req.requested_by} asks for {req.action}: waiting for another person's approval "
+                     "(a approves, from another person's console)")
+            self._put("deploy-swap", Text("\n".join([asked, *req.commands, *([self._answer] if self._answer else [])])))
             self.query_one("#deploy-swap", Static).set_class(True, "-shown")
 
     def _swap_box(self, text: str) -> None:

@@ -122,7 +122,7 @@ def test_a_node_behind_a_jump_host_is_probed_and_watched_through_it(hosts: tuple
                 text = lambda: str(screen.query_one("#deploy-faults", Static).render())  # noqa: E731
                 await until(lambda: "the jump host" in text(), 60, "the refusal on screen", text)
                 said = text()
-                assert f"node 1 (127.0.0.1) unreachable over SSH" in said, said
+                assert "node 1 (127.0.0.1) unreachable over SSH" in said, said
                 assert f"the jump host {jump.user}@127.0.0.1:{jump.port}: connection refused" in said.lower(), said
                 assert "UNREACHABLE" in str(screen.query_one("#deploy-nodes", Static).render())
         finally:

@@ -68,7 +68,8 @@ def deployment_from_manifest(data: Any) -> tuple[Deployment, dict[str, NodeProbe
             or not isinstance(data.get("nodes"), list):
         raise ManifestError("not a gpuconsole deployment manifest (or another version's)")
     try:
-        nodes = tuple(DeploymentNode(HostProfile(str(n["profile"])[:100], str(n["host"])[:200] if n.get("host") else None,
+        nodes = tuple(DeploymentNode(HostProfile(str(n["profile"])[:100],
+                                                 str(n["host"])[:200] if n.get("host") else None,
                                                  server_port=int(n.get("server_port") or 30000)),
                                      str(n["role"]), int(n["node_rank"])) for n in data["nodes"])
         deployment = Deployment(str(data["name"])[:100], str(data["kind"]), nodes,
@@ -142,15 +143,14 @@ class DeploymentRecorder:
 
 def _side_lines(path: Path) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    with contextlib.suppress(FileNotFoundError):
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for i, line in enumerate(fh):
-                if i >= MAX_SIDE_LINES:
-                    break
-                with contextlib.suppress(ValueError):
-                    item = json.loads(line)
-                    if isinstance(item, dict) and isinstance(item.get("t"), (int, float)):
-                        out.append(item)
+    with contextlib.suppress(FileNotFoundError), open(path, encoding="utf-8", errors="replace") as fh:
+        for i, line in enumerate(fh):
+            if i >= MAX_SIDE_LINES:
+                break
+            with contextlib.suppress(ValueError):
+                item = json.loads(line)
+                if isinstance(item, dict) and isinstance(item.get("t"), (int, float)):
+                    out.append(item)
     return out
 
 

@@ -296,7 +296,7 @@ class SshTransport:
         if user or o.user:
             kwargs["username"] = user or o.user
         if o.identity:
-            kwargs["client_keys"] = [os.path.expanduser(o.identity)]
+            kwargs["client_keys"] = [os.path.expanduser(o.identity)]  # noqa: ASYNC240 - no I/O: a string
         if o.ssh_config is not None:
             kwargs["config"] = list(o.ssh_config)
         try:
