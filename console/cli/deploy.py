@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import tempfile
 import time
@@ -18,10 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from console.config import ConfigError, load_config
+from console.core.recording import RecordingError
+from console.domain.deploy.recording import ReplayWatch, is_deployment_recording
 from console.domain.deploy.swap import DeploymentSwap, format_report
 from console.domain.deploy.text import format_deployment
 from console.domain.deploy.watch import DeploymentWatch
 from console.domain.swap.controller import audit_path, default_who
+from console.cli.share import read_token_file
 from console.share.client import AttachError
 from console.share.deployment import AttachedWatch
 
@@ -101,12 +105,29 @@ def _console_app() -> Any:
     return ConsoleApp
 
 
+def deployment_replay_app(args: argparse.Namespace) -> Any:
+    """`gpuconsole replay DIR` of a deployment recording: its app, an exit code (a bad recording: one
+    line, 2), or None when DIR is not a deployment's recording (the host replay reads it)."""
+    path = Path(args.file)
+    if not is_deployment_recording(path):
+        return None
+    try:
+        watch = ReplayWatch(path, speed=args.speed, at_s=args.at)
+    except RecordingError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    return _console_app().for_deployment_replay(
+        watch, screenshot=getattr(args, "screenshot", None),
+        screenshot_after_s=getattr(args, "screenshot_after", None) if getattr(args, "screenshot", None) else None)
+
+
 def run_deploy_attach(args: argparse.Namespace) -> int:
     """`gpuconsole attach --deployment NAME`: the served deployment's screen, from its nodes' shared
     states (console/share/deployment.py); this console watches and approves, the serving one swaps."""
     try:
-        watch = AttachedWatch.from_manifest(args.deployment, who=getattr(args, "name", None))
-    except AttachError as exc:
+        token = read_token_file(args.token_file) if getattr(args, "token_file", None) else \
+            (getattr(args, "token", None) or os.environ.get("GPUCONSOLE_TOKEN", ""))
+        watch = AttachedWatch.from_manifest(args.deployment, who=getattr(args, "name", None), token=token)
+    except (AttachError, ValueError) as exc:
         return _fail(str(exc), EXIT_USAGE)
     app = _console_app().for_deployment(watch, attached=True)
     try:
@@ -147,6 +168,8 @@ def run_deploy_cli(args: argparse.Namespace) -> int:
             return _fail(str(exc), EXIT_USAGE)
         watch = DeploymentWatch(deployment, accept_new_host_key=bool(getattr(args, "accept_new_host_key", False)),
                                 demo=sim is not None)
+        if getattr(args, "invite", None) and not getattr(args, "share", False):
+            return _fail("--invite goes with --share (the deployment served to `attach --deployment`)", EXIT_USAGE)
         if getattr(args, "side", None) and not (args.swap or args.rollback):
             return _fail("--side goes with --swap or --rollback", EXIT_USAGE)
         if args.swap or args.rollback:
@@ -158,7 +181,9 @@ def run_deploy_cli(args: argparse.Namespace) -> int:
             return asyncio.run(_once(watch, args.wait))
         app = _console_app().for_deployment(watch, screenshot=getattr(args, "screenshot", None),
                                         screenshot_after_s=getattr(args, "screenshot_after", 3.0) or 3.0,
-                                        demo=sim is not None, share=bool(getattr(args, "share", False)))
+                                        demo=sim is not None, share=bool(getattr(args, "share", False)),
+                                        record=not getattr(args, "no_record", False),
+                                        invite=tuple(getattr(args, "invite", None) or ()))
         if getattr(args, "screenshot", None):
             width, height = (int(x) for x in str(getattr(args, "screenshot_size", "120x40")).lower().split("x"))
             return int(asyncio.run(app.run_async(headless=True, size=(width, height))) or 0)

@@ -495,6 +495,10 @@ async def _replay(args: argparse.Namespace) -> int:
     from console.ui.app import ConsoleApp
     from console.core.recording import RecordingError, Replayer, read_recording
     from console.core.state import HostState
+    from console.cli.deploy import deployment_replay_app
+
+    if (made := deployment_replay_app(args)) is not None:  # a deployment's recording (a directory), issue 37
+        return made if isinstance(made, int) else await _run_view(made, args)
 
     try:
         recording = await asyncio.to_thread(read_recording, Path(args.file))

@@ -22,20 +22,17 @@ import contextlib
 import json
 import os
 import re
-from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from console.config import HostProfile
+from console.domain.deploy import recording
 from console.domain.deploy.checks import Check, run_checks
 from console.domain.deploy.probe import NodeProbe
-from console.domain.deploy.profile import Deployment, DeploymentNode
+from console.domain.deploy.profile import Deployment
 from console.domain.deploy.state import DeploymentView, derive
 from console.share import protocol as p
 from console.share.client import AttachError, ShareClient, attach
 from console.share.server import ShareServer, runtime_dir
-
-MANIFEST_VERSION = 1
 
 
 def _safe(name: str) -> str:
@@ -112,49 +109,24 @@ class NodeSeat:
         return None
 
 
-def _manifest(deployment: Deployment, probes: dict[str, NodeProbe]) -> dict[str, Any]:
-    return {"format": "gpuconsole-deployment", "version": MANIFEST_VERSION, "name": deployment.name,
-            "kind": deployment.kind, "may_differ": list(deployment.may_differ),
-            "nodes": [{"key": n.key, "role": n.role, "node_rank": n.node_rank, "profile": n.profile.name,
-                       "host": n.profile.host, "server_port": n.profile.server_port} for n in deployment.nodes],
-            "probes": {k: asdict(v) for k, v in probes.items()}}
-
-
-def write_private(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh)
-    tmp.replace(path)
-
-
 def deployment_from_manifest(data: Any) -> tuple[Deployment, dict[str, NodeProbe]]:
-    """The deployment a manifest names (hosts as names only: nothing is connected from it), and its
-    probes; a manifest that is not one is an AttachError (one line)."""
-    if not isinstance(data, dict) or data.get("format") != "gpuconsole-deployment" or \
-            data.get("version") != MANIFEST_VERSION or not isinstance(data.get("nodes"), list):
-        raise AttachError("not a gpuconsole deployment manifest (or another version's)", final=True)
+    """The manifest's deployment and probes; an AttachError (one line) when it is not one."""
     try:
-        nodes = tuple(DeploymentNode(HostProfile(str(n["profile"])[:100], str(n["host"])[:200] if n.get("host") else None,
-                                                 server_port=int(n.get("server_port") or 30000)),
-                                     str(n["role"]), int(n["node_rank"])) for n in data["nodes"])
-        deployment = Deployment(str(data["name"])[:100], str(data["kind"]), nodes,
-                                tuple(str(f) for f in data.get("may_differ") or ()))
-        known = {f.name for f in fields(NodeProbe)}
-        probes = {str(k): NodeProbe(**{f: v for f, v in p.items() if f in known})
-                  for k, p in (data.get("probes") or {}).items() if isinstance(p, dict)}
-    except (KeyError, TypeError, ValueError) as exc:
-        raise AttachError(f"the deployment manifest is damaged: {exc}", final=True) from None
-    return deployment, probes
+        return recording.deployment_from_manifest(data)
+    except recording.ManifestError as exc:
+        raise AttachError(str(exc), final=True) from None
 
 
 class DeploymentShare:
     """Serves a watched deployment: a share server per node, the manifest kept with the probes."""
 
-    def __init__(self, watch: Any, swap: Any, *, directory: Path | None = None) -> None:
+    def __init__(self, watch: Any, swap: Any, *, directory: Path | None = None,
+                 invite: tuple[str, ...] = ()) -> None:
         self.watch = watch
         self.swap = swap
         self.directory = directory
+        self.invite = invite  # people issued an invite (the host share's --invite): one token on every node
+        self.token_files: dict[str, Path] = {}
         self.servers: dict[str, ShareServer] = {}
         self.seats: dict[str, Any] = {}
         self.manifest = manifest_path(watch.deployment.name, directory)
@@ -172,13 +144,32 @@ class DeploymentShare:
         except BaseException:
             await self.close()
             raise
+        for name in self.invite:
+            self.token_files[name] = self._issue(name)
         self.publish_probes()
         self.watch.on_probes.append(self.publish_probes)
         return self
 
+    def _issue(self, name: str) -> Path:
+        """One invite for `name`, the same token on every node's server (who presents it is `name` on
+        each), written to a 0600 file beside the manifest: `attach --deployment NAME --token-file`."""
+        name = p.clean_name(name)
+        servers = list(self.servers.values())
+        token = servers[0].invite(name)
+        for server in servers[1:]:
+            own = server.invite(name)  # the name bound to its person on this server too
+            del server.people[own]
+            server.people[token] = name  # and the one token that is theirs on every node
+        path = self.manifest.with_name(self.manifest.stem + f".{_safe(name)}.token")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(token + "\n")
+        return path
+
     def publish_probes(self, *_: Any) -> None:
         with contextlib.suppress(OSError):  # a full disk leaves attach with older probes, never the core down
-            write_private(self.manifest, _manifest(self.watch.deployment, dict(self.watch.probes)))
+            recording.write_private(self.manifest, recording.manifest(self.watch.deployment,
+                                                                     dict(self.watch.probes)))
 
     async def close(self) -> None:
         with contextlib.suppress(ValueError):
@@ -188,6 +179,9 @@ class DeploymentShare:
         self.servers.clear()
         with contextlib.suppress(OSError):
             self.manifest.unlink()
+        for path in self.token_files.values():
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 class AttachedWatch:
@@ -196,8 +190,10 @@ class AttachedWatch:
     manifest (the nodes, so the screen can be composed); `start()` attaches to every node."""
 
     def __init__(self, deployment: Deployment, manifest: Path, probes: dict[str, NodeProbe], *,
-                 who: str | None = None, directory: Path | None = None, timeout_s: float = 10.0) -> None:
+                 who: str | None = None, directory: Path | None = None, timeout_s: float = 10.0,
+                 token: str = "") -> None:
         self.deployment = deployment
+        self.token = token  # an invite's token: this person is its invited name on every node
         self.manifest = manifest
         self.probes = probes
         self.who = who
@@ -209,7 +205,7 @@ class AttachedWatch:
 
     @classmethod
     def from_manifest(cls, name: str, *, who: str | None = None, directory: Path | None = None,
-                      timeout_s: float = 10.0) -> AttachedWatch:
+                      timeout_s: float = 10.0, token: str = "") -> AttachedWatch:
         """The served deployment's manifest; an AttachError (one line) when it is not served."""
         manifest = manifest_path(name, directory)
         try:
@@ -219,7 +215,7 @@ class AttachedWatch:
         except (OSError, ValueError) as exc:
             raise AttachError(f"{manifest}: {exc}") from None
         deployment, probes = deployment_from_manifest(data)
-        return cls(deployment, manifest, probes, who=who, directory=directory, timeout_s=timeout_s)
+        return cls(deployment, manifest, probes, who=who, directory=directory, timeout_s=timeout_s, token=token)
 
     @property
     def states(self) -> dict[str, Any]:
@@ -235,7 +231,8 @@ class AttachedWatch:
         try:
             for n in self.deployment.nodes:
                 self.clients[n.key] = await attach(node_socket(self.deployment.name, n.key, self.directory),
-                                                   name=self.who, timeout_s=self.timeout_s, observe=True)
+                                                   name=self.who, token=self.token, timeout_s=self.timeout_s,
+                                                   observe=True)
         except BaseException:
             await self.close()
             raise

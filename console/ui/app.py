@@ -25,7 +25,8 @@ from console.core.recording import Recorder
 from console.core.runner import HostRunner
 from console.core.state import Client, HostState
 from console.ui.deploy_screen import DeploymentScreen
-from console.domain.deploy.swap import DeploymentSwap
+from console.domain.deploy.recording import DeploymentRecorder
+from console.domain.deploy.swap import DeploymentSwap, format_report
 from console.ui.fleet_screen import FleetScreen
 from console.ui.host_screen import (  # noqa: F401  (help_text and HelpScreen: imported from here too)
     HelpScreen,
@@ -139,21 +140,38 @@ class ConsoleApp(App[int]):
 
     @classmethod
     def for_deployment(cls, watch: Any, *, screenshot: str | None = None, screenshot_after_s: float = 3.0,
-                       demo: bool = False, share: bool = False, attached: bool = False) -> ConsoleApp:
+                       demo: bool = False, share: bool = False, attached: bool = False, record: bool = False,
+                       record_dir: Path | None = None, invite: tuple[str, ...] = ()) -> ConsoleApp:
         """`gpuconsole --deployment NAME`: the deployment's screen first (it starts the watch: every
         node's session and probe); every node closed on quit. `share`: served to `gpuconsole attach
         --deployment NAME`; `attached`: the watch is such an attached one (it only watches, and approves)."""
         swap = None if attached else DeploymentSwap(watch, who=default_who(), audit_file=audit_path(demo=demo))
-        screen = DeploymentScreen(watch, swap, start_watch=True, share=share,
+        screen = DeploymentScreen(watch, swap, start_watch=True, share=share, invite=invite,
                                   approver=watch.approve if attached else None)
+        # recorded as a host session is (each node's HostState, the probes, the swaps' reports)
+        recorder = DeploymentRecorder(watch, record_dir).start() if record and swap is not None else None
+        if recorder is not None and swap is not None:
+            swap.on_end.append(lambda run: recorder.swap_ended(run.outcome, format_report(run, watch.deployment)))
 
         async def close() -> None:
             await screen.close_share()
             await watch.close()
+            if recorder is not None:
+                recorder.close()
 
         app = cls(None, close=close, screenshot=screenshot, screenshot_after_s=screenshot_after_s,
                   mode="deployment", first_screen=screen)
         app.title = "gpuconsole · deployment"
+        return app
+
+    @classmethod
+    def for_deployment_replay(cls, watch: Any, *, screenshot: str | None = None,
+                              screenshot_after_s: float | None = None) -> ConsoleApp:
+        """`gpuconsole replay DIR` of a deployment recording: its screen as it was (nothing can be asked)."""
+        screen = DeploymentScreen(watch, None, start_watch=True, report=watch.report)
+        app = cls(None, close=watch.close, screenshot=screenshot, screenshot_after_s=screenshot_after_s or 3.0,
+                  mode="deployment", first_screen=screen)
+        app.title = "gpuconsole · deployment replay"
         return app
 
     @classmethod

@@ -49,15 +49,17 @@ class DeploymentScreen(Screen[None]):
     """
 
     def __init__(self, watch: Any, swap: Any = None, *, start_watch: bool = False, share: bool = False,
-                 approver: Any = None) -> None:
+                 approver: Any = None, report: Any = None, invite: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.watch = watch
         self.share_it = share  # serve the deployment to `gpuconsole attach --deployment NAME` (pairing)
+        self.invite = invite  # with share: people issued an invite of their own (a 0600 token file each)
         self.shared: Any = None  # the DeploymentShare once serving
         # how this console approves a pending request: the swap's own (this person; another must
         # approve) or, attached, a request to the serving core (it checks who this is)
         self.approver = approver
         self._answer = ""  # this console's last approval answer, kept beside the pending request
+        self.report = report  # a replay: () -> the last swap report written by then (None: none yet)
         self.start_watch = start_watch  # the console's first screen starts the watch (its nodes' sessions)
         self.swap = swap  # console/domain/deploy/swap.py's DeploymentSwap (None: this screen only watches)
         self._pending: str | None = None  # "swap" or "rollback" previewed, waiting for y
@@ -85,11 +87,15 @@ class DeploymentScreen(Screen[None]):
             await self.watch.start()
         if self.share_it and self.swap is not None:
             try:
-                self.shared = await DeploymentShare(self.watch, self.swap).start()
-            except ShareError as exc:
+                self.shared = await DeploymentShare(self.watch, self.swap, invite=self.invite).start()
+            except (ShareError, OSError) as exc:
                 self.notify(str(exc), severity="error")
             else:
-                self.notify(f"shared: gpuconsole attach --deployment {self.watch.deployment.name}")
+                name = self.watch.deployment.name
+                self.notify(f"shared: gpuconsole attach --deployment {name}")
+                for person, path in self.shared.token_files.items():  # the path only, never the token
+                    self.notify(f"invite for {person} in {path} (0600; hand it over): gpuconsole attach "
+                                f"--deployment {name} --token-file {path}", timeout=60)
         self.query_one("#deploy-timeline").border_title = "one timeline · console clock (UTC) · node and rank"
         self.refresh_view()
         self.set_interval(REFRESH_S, self.refresh_view)
@@ -117,13 +123,15 @@ class DeploymentScreen(Screen[None]):
                                         style="red" if view.faults else "dim"))
         self._put("deploy-checks", Text("\n".join(format_checks(self.watch.checks(), width))))
         self._put("deploy-timeline-text", Text("\n".join(format_timeline(view.timeline, 200, width))))
+        if self.report is not None and (text := self.report()) is not None:
+            self._put("deploy-swap", Text(text))
+            self.query_one("#deploy-swap", Static).set_class(True, "-shown")
         pending = self._requests()
         if pending:
             req = pending[0]
-            self._put("deploy-swap", Text("\n".join([f"{req.requested_by} asks for {req.action}: waiting for "
-                                                      "another person's approval (a approves, from another "
-                                                      "person's console)", *req.commands,
-                                                      *([self._answer] if self._answer else [])])))
+            asked = (f"{req.requested_by} asks for {req.action}: waiting for another person's approval "
+                     "(a approves, from another person's console)")
+            self._put("deploy-swap", Text("\n".join([asked, *req.commands, *([self._answer] if self._answer else [])])))
             self.query_one("#deploy-swap", Static).set_class(True, "-shown")
 
     def _swap_box(self, text: str) -> None:

@@ -151,3 +151,9 @@ def test_a_model_change_on_one_side_runs_nothing_in_the_demo(tmp_path: Path) -> 
             await sim.stop()
 
     asyncio.run(run())
+
+
+def test_the_model_gateways_documented_workers_answer_is_read() -> None:
+    data = json.loads((Path(__file__).parents[1] / "data" / "sglang_multinode_real.json").read_text())
+    view = parse_router("workers " + json.dumps(data["router_workers"]["example"]))
+    assert view.describe() == "regular http://0.0.0.0:31378 healthy"

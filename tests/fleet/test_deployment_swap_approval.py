@@ -14,6 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from console.domain.deploy.swap import DeploymentSwap
 from tests.kit.deploy import FakeWatch, deployment
 
@@ -64,23 +66,23 @@ def test_the_swap_waits_for_another_persons_approval_then_runs_audited_in_each_n
     assert stat.S_IMODE(audit.stat().st_mode) == 0o600
 
 
-def test_a_denied_or_withdrawn_request_runs_nothing() -> None:
-    for decision in ("deny", "withdraw"):
-        watch = approving()
-        swap = DeploymentSwap(watch, who="ana")
+@pytest.mark.parametrize("decision", ["deny", "withdraw"])
+def test_a_denied_or_withdrawn_request_runs_nothing(decision: str) -> None:
+    watch = approving()
+    swap = DeploymentSwap(watch, who="ana")
 
-        async def run() -> Any:
-            task = asyncio.ensure_future(swap.run(confirmed=True))
-            req = await pending(swap)
-            if decision == "deny":
-                assert swap.deny(req.request_id, "ben") is None
-            else:
-                assert swap.withdraw(req.request_id, "ben") == "only ana, who asked, can withdraw it"
-                assert swap.withdraw(req.request_id, "ana") is None
-            return await task
+    async def run() -> Any:
+        task = asyncio.ensure_future(swap.run(confirmed=True))
+        req = await pending(swap)
+        if decision == "deny":
+            assert swap.deny(req.request_id, "ben") is None
+        else:
+            assert swap.withdraw(req.request_id, "ben") == "only ana, who asked, can withdraw it"
+            assert swap.withdraw(req.request_id, "ana") is None
+        return await task
 
-        done = asyncio.run(run())
-        by = "ben denied" if decision == "deny" else "ana withdrew"
-        assert done.outcome == f"refused: {by} the request: nothing ran", done.outcome
-        assert not any(h.ran for h in watch.hosts.values())
-        assert not swap.busy
+    done = asyncio.run(run())
+    by = "ben denied" if decision == "deny" else "ana withdrew"
+    assert done.outcome == f"refused: {by} the request: nothing ran", done.outcome
+    assert not any(h.ran for h in watch.hosts.values())
+    assert not swap.busy

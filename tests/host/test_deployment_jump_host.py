@@ -18,6 +18,8 @@ from textual.widgets import Static
 from console.config import ConfigError, load_config
 from console.demo.sshd import Sshd, start_sshd
 from console.domain.deploy.watch import DeploymentWatch
+from console.host.transport.errors import HostKeyUnknown
+from console.host.transport.ssh import SshOptions, SshTransport
 from console.ui.deploy_screen import DeploymentScreen
 from tests.kit.hosts import require_sshd
 
@@ -120,7 +122,7 @@ def test_a_node_behind_a_jump_host_is_probed_and_watched_through_it(hosts: tuple
                 text = lambda: str(screen.query_one("#deploy-faults", Static).render())  # noqa: E731
                 await until(lambda: "the jump host" in text(), 60, "the refusal on screen", text)
                 said = text()
-                assert f"node 1 (127.0.0.1) unreachable over SSH" in said, said
+                assert "node 1 (127.0.0.1) unreachable over SSH" in said, said
                 assert f"the jump host {jump.user}@127.0.0.1:{jump.port}: connection refused" in said.lower(), said
                 assert "UNREACHABLE" in str(screen.query_one("#deploy-nodes", Static).render())
         finally:
@@ -152,3 +154,32 @@ def test_a_jump_host_that_will_not_open_the_hop_says_so(tmp_path: Path) -> None:
     finally:
         jump.stop()
         node.stop()
+
+
+@pytest.mark.timeout(120)
+def test_a_node_key_unknown_behind_a_jump_host_is_read_through_the_hop(hosts: tuple[Sshd, Sshd, Path],
+                                                                      tmp_path: Path) -> None:
+    jump, node, known = hosts
+    known.write_text(jump.known_hosts.read_text())  # node 1's key not known yet
+    options = SshOptions(host="127.0.0.1", port=node.port, user=node.user, identity=str(jump.client_key),
+                         known_hosts=str(known), ssh_config=(), connect_timeout_s=5,
+                         jump=f"{jump.user}@127.0.0.1:{jump.port}")
+
+    async def run() -> None:
+        refused = SshTransport(options)
+        with pytest.raises(HostKeyUnknown) as exc:
+            await refused.connect()
+        await refused.close()
+        presented = node.known_hosts.read_text().split()[2]
+        assert "SHA256:" in str(exc.value)
+        accepting = SshTransport(SshOptions(**{**{f: getattr(options, f) for f in options.__slots__},
+                                               "accept_new_host_key": True}))
+        try:
+            await accepting.connect()
+            result = await accepting.run("echo $SSH_CONNECTION", timeout=10)
+            assert result.stdout.decode().split()[-1] == str(node.port)
+        finally:
+            await accepting.close()
+        assert presented in known.read_text()  # the key read through the hop is node 1's own
+
+    asyncio.run(run())

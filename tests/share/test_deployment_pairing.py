@@ -7,6 +7,7 @@ invited person can, and the swap then runs."""
 from __future__ import annotations
 
 import asyncio
+import stat
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -19,7 +20,7 @@ from console.domain.deploy.swap import DeploymentSwap
 from console.domain.deploy.text import format_deployment
 from console.share import protocol as p
 from console.share.client import AttachError, attach
-from console.share.deployment import DeploymentShare, attach_deployment, node_socket
+from console.share.deployment import AttachedWatch, DeploymentShare, attach_deployment, node_socket
 from tests.kit.deploy import NOW, FakeWatch, deployment, launch, multinode_args, node_state
 
 
@@ -107,5 +108,32 @@ def test_a_node_of_a_served_deployment_cannot_be_swapped_alone_from_its_socket(t
                 pump.cancel()
         finally:
             await share.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.timeout(120)
+def test_an_invited_person_attaches_to_every_node_with_one_token_and_approves(tmp_path: Path) -> None:
+    async def run() -> None:
+        watch, swap = served()
+        share = await DeploymentShare(watch, swap, directory=tmp_path, invite=("ben",)).start()
+        token_file = share.token_files["ben"]
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        ben = AttachedWatch.from_manifest("big", directory=tmp_path, token=token_file.read_text().strip())
+        await ben.start()
+        try:
+            task = asyncio.ensure_future(swap.run(confirmed=True))
+            await until(lambda: swap.pending(), "the approval request")
+            rid = swap.pending()[0].request_id
+            await until(lambda: rid in ben.states["node1"].swap.approvals, "the request on ben's screen")
+            assert await ben.approve(rid) is None
+            done = await asyncio.wait_for(task, 60)
+            assert done.outcome.startswith("failed: not ready within 1 s"), done.outcome
+            decision = next(e for e in watch.states["node0"].swap.audit if e.note == "two-person rule")
+            assert decision.who == "ben (invited by ana)"
+        finally:
+            await ben.close()
+            await share.close()
+        assert not token_file.exists()
 
     asyncio.run(run())

@@ -6,5 +6,9 @@ role (a rank of a multi-node server, a prefill or decode server, the router) and
     probe.py     the one bounded command per node: its clock, SGLang version, the dist-init-addr
     checks.py    the checks across nodes (the units' diff, the downloads, the rendezvous)
     text.py      format_* functions: the deployment as text (the screen and the CLI print it)
+    fit.py       the fit per node: the single host's planner on each node's GPUs and share of TP × PP
+    router.py    the router's own view of its workers (GET /workers), read on its host during a swap
+    swap.py      the swap across nodes, or one side of a PD pair; approvals and audit as the host swap's
+    recording.py a deployment session recorded (a Recorder per node, probes, reports) and replayed
 No module here imports Textual, except screen.py.
 """

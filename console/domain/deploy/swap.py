@@ -19,7 +19,7 @@ run waits (after the gate, before any command) for another person's approval —
 `ApprovalChanged` in every node's HostState; each command and each decision is an `AuditAppended`
 in its node's state as well as a line of the audit file. So every node's recording holds the
 deployment swap's requests and commands, and a paired console attached to a node sees the request
-and approves it with the host screen's own key (console/domain/deploy/share.py routes it here).
+and approves it with the host screen's own key (console/share/deployment.py routes it here).
 
 Each host command is the single-host swap's own action (console/domain/swap/actions.py: `systemctl stop|
 start -- UNIT` under the host's `timeout -k`, quoted, checked unit names), run through that node's
@@ -157,6 +157,7 @@ class DeploymentSwap:
         self.runs: list[SwapRun] = []
         self.busy = False
         self._approvals: dict[str, asyncio.Future[str]] = {}
+        self.on_end: list[Any] = []  # called with each run when it ends, refused ones too (the recording)
 
     # -- the two-person rule (the host swap's events, in every node's state) ------------------
     @property
@@ -346,20 +347,35 @@ class DeploymentSwap:
 
     async def _observe_router(self, run: SwapRun, router: DeploymentNode) -> None:
         """The router's view of its workers, each change on the router's timeline (until cancelled)."""
-        said = None
         while True:
-            view = await read_router(self.watch.transport(router.key), router.profile.server_port)
-            line = view.describe()
-            if line != said:
-                said = line
-                run.nodes[router.key].add(self.clock(), f"router: {line}")
+            await self._read_router(run, router)
             await asyncio.sleep(ROUTER_EVERY_S)
+
+    async def _read_router(self, run: SwapRun, router: DeploymentNode) -> Any:
+        view = await read_router(self.watch.transport(router.key), router.profile.server_port)
+        line = f"router: {view.describe()}"
+        events = run.nodes[router.key].events
+        if not events or events[-1][1] != line:
+            run.nodes[router.key].add(self.clock(), line)
+        return view
+
+    async def _router_not_ready(self, run: SwapRun) -> str | None:
+        """Why the router does not serve the swapped servers yet (None: it does, or cannot say): a
+        worker its own GET /workers still lists as unhealthy (its health checks lag the servers')."""
+        router = self._router()
+        if router is None or router.key not in run.nodes:
+            return None
+        view = await self._read_router(run, router)
+        bad = [w for w in (view.workers or ()) if w.healthy is False]
+        return f"the router still lists {bad[0].worker_type} {bad[0].url} as unhealthy" if bad else None
 
     def _end(self, run: SwapRun, outcome: str) -> SwapRun:
         run.outcome = outcome
         run.ended_at_s = self.clock()
         if not outcome.startswith("refused"):  # a refused run ran nothing: no node has a timeline
             self._read_back(run)
+        for callback in list(self.on_end):
+            callback(run)
         return run
 
     async def _command(self, run: SwapRun, s: NodeStep) -> str | None:
@@ -416,17 +432,22 @@ class DeploymentSwap:
     async def _ready(self, run: SwapRun) -> str:
         deadline = time.monotonic() + self.ready_timeout_s
         asked = 0.0
+        router_why: str | None = None
         while time.monotonic() < deadline:
             if time.monotonic() - asked > 3.0:  # each node's probe asks its server port too
                 asked = time.monotonic()
                 await self.watch.probe_all()
             status = self.watch.view().status
             if status.status == "ready":
-                return "ready"
+                # behind a router, ready is also the router's own word: it routes to every worker again
+                if (router_why := await self._router_not_ready(run)) is None:
+                    return "ready"
             if status.status == "failed":
                 return f"failed: {status.reason}"
             await asyncio.sleep(0.5)
-        return f"failed: not ready within {self.ready_timeout_s:.0f} s: {self.watch.view().status.reason}"
+        reason = router_why if self.watch.view().status.status == "ready" and router_why else \
+            self.watch.view().status.reason
+        return f"failed: not ready within {self.ready_timeout_s:.0f} s: {reason}"
 
     def _read_back(self, run: SwapRun) -> None:
         """Each node's own lines since the run began, as the node's state holds them: its init

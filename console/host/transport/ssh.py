@@ -296,7 +296,7 @@ class SshTransport:
         if user or o.user:
             kwargs["username"] = user or o.user
         if o.identity:
-            kwargs["client_keys"] = [os.path.expanduser(o.identity)]
+            kwargs["client_keys"] = [os.path.expanduser(o.identity)]  # noqa: ASYNC240 - no I/O: a string
         if o.ssh_config is not None:
             kwargs["config"] = list(o.ssh_config)
         try:
@@ -316,20 +316,18 @@ class SshTransport:
 
     async def _open_connection(self, *, may_accept_new: bool) -> asyncssh.SSHClientConnection:
         o = self.options
-        if o.jump:
-            jump = await self._open_jump()
-            try:
-                conn = await wait_for_host(asyncssh.connect(o.host, tunnel=jump, **self._connect_kwargs()),
-                                           o.connect_timeout_s)
-            except asyncssh.ChannelOpenError as exc:  # the jump host would not open the hop
-                jump.close()
-                raise ConnectError(f"{self.label}: the jump host {o.jump} could not reach it: {exc.reason}") from None
-            except BaseException:
-                jump.close()
-                raise
-            conn.set_tunnel(jump)  # closing the connection closes the hop with it
-            return conn
+        jump = await self._open_jump() if o.jump else None
         try:
+            if jump is not None:
+                try:
+                    conn = await wait_for_host(asyncssh.connect(o.host, tunnel=jump, **self._connect_kwargs()),
+                                               o.connect_timeout_s)
+                except asyncssh.ChannelOpenError as exc:  # the jump host would not open the hop
+                    raise ConnectError(f"{self.label}: the jump host {o.jump} could not reach it: "
+                                       f"{exc.reason}") from None
+                conn.set_tunnel(jump)  # closing the connection closes the hop with it
+                jump = None
+                return conn
             return await wait_for_host(asyncssh.connect(o.host, **self._connect_kwargs()), o.connect_timeout_s)
         except asyncssh.HostKeyNotVerifiable:
             await self._classify_host_key(may_accept_new)
@@ -346,16 +344,26 @@ class SshTransport:
             raise ConnectError(f"{self.label}: {connect_error_words(exc)}") from None
         except UnicodeError:  # the resolver's IDNA encoding: a label over 63 characters (issue 34, item 14)
             raise ConnectError(f"{self.label}: not a host name the resolver can look up") from None
+        finally:
+            if jump is not None:  # the hop of a connection that did not open
+                jump.close()
 
     async def _classify_host_key(self, may_accept_new: bool) -> None:
         """Unknown key: refuse (or record it with --accept-new-host-key). Changed key: refuse."""
         o = self.options
         kwargs = {k: v for k, v in self._connect_kwargs().items()
                   if k in ("port", "config")}
+        # behind a jump host the key is read through the same hop (a direct read could reach another host)
+        jump = await self._open_jump() if o.jump else None
+        if jump is not None:
+            kwargs["tunnel"] = jump
         try:
             key = await wait_for_host(asyncssh.get_server_host_key(o.host, **kwargs), o.connect_timeout_s)
         except (asyncssh.Error, OSError, asyncio.TimeoutError, UnicodeError) as exc:
             raise ConnectError(f"{self.label}: could not read the host key: {exc}") from None
+        finally:
+            if jump is not None:
+                jump.close()
         if key is None:
             raise HostKeyUnknown(f"{self.label}: the server presented no host key")
         fingerprint = key.get_fingerprint("sha256")
