@@ -174,3 +174,4 @@ def test_a_recording_without_the_facts_says_unknown_rather_than_picking_readings
     r = report_from_recording(_recorded(tmp_path, _swap))
     assert r["gpu"]["before"] == [] and r["gpu"]["after"] == []
     assert "GPU memory unknown" in render(r, "md")
+

@@ -14,7 +14,7 @@ from console.core.state import BenchChanged, HostState
 from console.model import GpuDevice, GpuStatus
 from console.core.derive import swap_plan as swap_plan
 from console.domain.swap import prediction as pred
-from console.core.derive.swap_view import DowntimeChanged, SwapSetup, SwapStep, SwapStepChanged
+from console.core.derive.swap_view import DowntimeChanged, SwapSetup, SwapStep, SwapStepChanged, SwapView
 from console.domain.swap.report import render, report_from_recording
 
 HOST = "gpu-01"
@@ -170,3 +170,25 @@ def test_the_gate_counts_the_changes_the_diff_pane_counts() -> None:
     check = check_diff(state)
     assert check.ok is True and check.reason.startswith(f"{report.change_count} change(s)")
     assert report.change_count == 2
+
+
+def test_the_steps_are_listed_in_the_order_the_host_lived_them() -> None:
+    view = SwapView()
+    t0 = 1000.0
+    for key, start, state in (("download", t0, "done"), ("paths", t0 + 10, "done"), ("install", t0 + 11, "done"),
+                              ("preflight", t0 + 12, "done"), ("stop_old", None, "skipped"),
+                              ("in_place", t0 + 14, "done"), ("benchmark", t0 + 40, "done")):
+        view.apply(SwapStepChanged(HOST, SwapStep(key, key, state, start, None if start is None else start + 1)))
+    order = [s.key for s in view.ordered_steps()]
+    # the path's choice before the install it decided, the update before the benchmark of its weights
+    assert order.index("paths") < order.index("install") and order.index("in_place") < order.index("benchmark")
+    assert order.index("preflight") < order.index("stop_old") < order.index("in_place")
+
+
+def test_the_downtime_parts_add_up_to_the_downtime_with_a_part_under_half_a_second() -> None:
+    view = SwapView()
+    view.apply(SwapStepChanged(HOST, SwapStep("stop_old", "Stop", "done", 100.0, 101.0, who="ana")))
+    view.apply(SwapStepChanged(HOST, SwapStep("start_new", "Start", "done", 101.2, 110.0, who="ana")))
+    view.apply(DowntimeChanged(HOST, 100.0, "the stop command", 109.5, "new.service ready"))
+    parts = view.downtime_parts()
+    assert sum(s for _, s in parts) == view.downtime_s(0.0) == 9.5  # the 0.2 s before the start is in a part

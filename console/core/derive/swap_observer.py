@@ -320,7 +320,10 @@ class SwapObserver:
     def _service(self, out: list[Any], report: Any, at: float) -> None:
         old_unit, new_unit = self.units()
         old, new = _side(report, old_unit), _side(report, new_unit)
-        if new is not None and new.error is None and new.unit is not None and self._step("install").state != "done":
+        # In place the new unit is the old one, serving since before the swap: its being there is
+        # not the install (the console's install then kept the observer's flag: "observed").
+        if new is not None and new is not old and new.error is None and new.unit is not None \
+                and self._step("install").state != "done":
             self._write(out, "install", state="done", started_at_s=at, ended_at_s=at,
                         detail=f"{new_unit} found installed {clock(at)} ({OUTSIDE})")
         if old is not None and old.active_state is not None:
