@@ -436,10 +436,11 @@ def test_each_paths_gpu_memory_before_after_and_freed_are_the_servers_the_host_r
 
 
 def test_each_paths_boot_timeline_is_the_servers_own_lines(lived: tuple[Host, Any, dict, str]) -> None:
-    host, _, r, _ = lived
+    host, _, r, md = lived
     rows = {b["phase"]: b for b in r["boot"]}
     if host.path == "in-place":
         assert list(rows) == ["update begin", "update end"] and "no server booted" in r["boot_note"]
+        assert "| phase | log time | s since the update's begin | detail |" in md  # no launch in place
         assert rows["update end"]["seconds"] == pytest.approx(host.ready() - host.began(), abs=0.05)
         return
     assert rows["launch"]["at"] == host.logged(host.new, "server_args=")[-1]

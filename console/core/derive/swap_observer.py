@@ -713,6 +713,7 @@ class SwapObserver:
 
 
 # -- GPU memory before, after the stop, after, and what was freed -----------------------------------
+AFTER_SETTLE_S = 60.0  # "after" follows the GPU readings this long after the swap was over, while they change
 GPU_SEEN = 240  # the GPU readings kept to find "before" once the swap's start is known (2 min at 0.5 s)
 
 
@@ -764,7 +765,8 @@ class MemoryFacts:
     """The swap's GPU memory, from the GPU readings alone, for the console's own swap and an
     operator's alike: "before" (the reading before the host began to change, as dated by the host's
     facts, stepped back over a drain already under way), "stopped" (the first drained reading after
-    the old server's stop), "after" (the first reading once the swap was over) and "freed" (before
+    the old server's stop), "after" (the reading once the swap was over, followed for a minute while
+    it changes: the processes column is read less often than the memory) and "freed" (before
     minus stopped, or minus after where nothing was stopped), per GPU. Written into the swap state
     as one PathEvent of kind "memory" (the report and the stop step's text read it there)."""
 
@@ -792,7 +794,11 @@ class MemoryFacts:
                 and gpus and all((g.memory_used_mib or 0) <= DRAINED_MIB for g in gpus):
             fact["stopped"] = {"at": sampled, "gpus": gpu_rows(status)}
         ended = swap_ended(swap) if began is not None else None
-        if ended is not None and sampled >= ended[0] and (fact.get("after") or {}).get("since") != ended[0]:
+        after = fact.get("after") or {}
+        if ended is not None and sampled >= ended[0] and (after.get("since") != ended[0] or (
+                sampled - ended[0] <= AFTER_SETTLE_S and after.get("gpus") != gpu_rows(status))):
+            # the first reading once the swap was over, followed while it still changes (the
+            # processes column is read less often than the memory) for AFTER_SETTLE_S
             fact["after"] = {"at": sampled, "gpus": gpu_rows(status), "since": ended[0], "what": ended[1]}
         if fact.get("before") is not None:
             then = fact.get("stopped") or fact.get("after")

@@ -423,7 +423,8 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
                        f"sha256: {v['matched']}/{v['files']} match" + (f", differ: {', '.join(v['mismatched'])}"
                                                                       if v["mismatched"] else ""))]
                      + d["problems"]))
-    sections.append(("Boot timeline", ["phase", "log time", "s since launch", "detail"],
+    since = "s since the update's begin" if r["boot"] and r["boot"][0]["phase"] == "update begin" else "s since launch"
+    sections.append(("Boot timeline", ["phase", "log time", since, "detail"],
                      [[b["phase"], _fmt(b["at"]), _fmt(b["seconds"]), b["detail"]] for b in r["boot"]],
                      [r["boot_note"]] if r.get("boot_note") else []))
     sections.append(("Time to ready and downtime", ["", "value", "from", "to"], [
