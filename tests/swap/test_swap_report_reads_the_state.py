@@ -5,6 +5,7 @@ after, and the restart's page-cache rate is never below the disk's (issue 33).""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -192,3 +193,20 @@ def test_the_downtime_parts_add_up_to_the_downtime_with_a_part_under_half_a_seco
     view.apply(DowntimeChanged(HOST, 100.0, "the stop command", 109.5, "new.service ready"))
     parts = view.downtime_parts()
     assert sum(s for _, s in parts) == view.downtime_s(0.0) == 9.5  # the 0.2 s before the start is in a part
+
+
+def test_report_file_of_a_recording_another_console_is_writing_says_in_progress(tmp_path: Path) -> None:
+    """`gpuconsole report FILE` while a console still records into FILE: in progress, not damaged;
+    the same file left unfinished long ago (a killed session) is damaged where it ends."""
+    state = HostState(HOST, label=HOST)
+    rec = Recorder(state, tmp_path).start()
+    _restart_swap(state, time.time())
+    rec.flush()
+    try:
+        md = render(report_from_recording(rec.path), "md")
+        assert "in progress" in md and "damaged" not in md
+        os.utime(rec.path, (time.time() - 600, time.time() - 600))
+        r = report_from_recording(rec.path)
+        assert "in_progress" not in r["host"] and r["host"]["recording_damage"]
+    finally:
+        rec.close()

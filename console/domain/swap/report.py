@@ -19,7 +19,7 @@ from typing import Any
 
 from console.core.derive.swap_observer import _side, log_time, verification
 from console.core.derive.swap_view import audit_summary, format_duration
-from console.core.recording import read_recording
+from console.core.recording import FLUSH_EVERY_S, read_recording
 from console.core.state import HostState, ReadingChanged
 from console.domain.analysis.bench_view import is_result
 from console.domain.swap import downtime_report
@@ -30,6 +30,11 @@ SECTIONS = ("Host", "Old → new", "Swap plan", "Diff", "Fit", "Download", "Boot
 BENCH_COLUMNS = (("output_throughput", "output tok/s", "{:.1f}"), ("request_throughput", "req/s", "{:.2f}"),
                  ("median_ttft_ms", "median TTFT ms", "{:.1f}"), ("p99_ttft_ms", "p99 TTFT ms", "{:.1f}"),
                  ("median_itl_ms", "median ITL ms", "{:.2f}"), ("accept_length", "accept len", "{:.2f}"))
+
+
+# A recording last written to this recently is still being written (its writer flushes every
+# FLUSH_EVERY_S, 5 s): three flushes missed and it is taken as ended where it ends.
+STILL_WRITTEN_S = 3 * FLUSH_EVERY_S
 
 
 class ReportError(ValueError):
@@ -298,10 +303,22 @@ def _redact(value: Any) -> Any:
     return value
 
 
+def _written_lately(path: Path) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime <= STILL_WRITTEN_S
+    except OSError:
+        return False
+
+
 def report_from_recording(path: Path, *, in_progress: bool = False) -> dict[str, Any]:
     """The report of a recording; `in_progress`: the session is still writing it (the palette's
     report): its end is where the writing is, said as "in progress", never as damage."""
     rec = read_recording(path)
+    # A recording without its end that was written to a moment ago is being written (by this
+    # console's palette, or another console still recording): what is there, "in progress". One
+    # not written to since is what a killed session left: its end is the damage.
+    if not in_progress and rec.damage is not None and "reading limit" not in rec.damage and _written_lately(path):
+        in_progress = True
     header = rec.header
     builder = ReportBuilder(str(header.get("host") or "?"), str(header.get("label") or header.get("host") or "?"))
     for t, event in rec.entries:
