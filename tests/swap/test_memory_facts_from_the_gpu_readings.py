@@ -114,6 +114,21 @@ def test_a_stop_dated_back_by_the_hosts_facts_moves_before_back_with_it() -> Non
     assert _used(h.state.swap.memory()["before"]) == [91204, 91210]
 
 
+def test_a_drain_read_before_the_stops_reply_is_the_stopped_reading_at_the_reply() -> None:
+    """`docker stop` and `systemctl stop` return once the server has gone: the drained reading can
+    come first. The stop's reply then gives "stopped" and "freed" at once (the stop step's words
+    read them as soon as it sees the drain: they said no "freed" in one run of the container swap)."""
+    h = Host()
+    h.units(T0, "active", "inactive")
+    h.gpu(T0 + 1, 91204, 91210)
+    h.gpu(T0 + 3, 0, 0)
+    h.feed(AuditAppended("h", AuditEntry("ana", T0 + 3.5, "stop_old", f"timeout -k 5 120 systemctl stop -- {OLD}",
+                                         0, "", 1.5)))
+    m = h.state.swap.memory()
+    assert m["stopped"]["at"] == T0 + 3 and freed_lines(m) == ["GPU 0 91,204 MiB (91,204 → 0 MiB)",
+                                                              "GPU 1 91,210 MiB (91,210 → 0 MiB)"]
+
+
 def test_nothing_is_written_before_a_swap_begins() -> None:
     h = Host()
     h.units(T0, "active", "inactive")

@@ -536,8 +536,10 @@ class SwapObserver:
                 self._downtime(out, downtime_from(self.host, self.state.log_lines, at, how))
             if self._step("stop_old").observed and self._step("stop_old").started_at_s is not None:
                 self._write(out, "stop_old", started_at_s=at)
+            self.memory.update(out, self.state.swap, at)  # "before" and "stopped" dated again with it
             return
         self.stopped_at = at
+        self.memory.update(out, self.state.swap, at)  # a drained reading may have come before the stop's reply
         self.wake("gpu")
         self._began(out, "restart", at)
         if self._touchable("preflight") and self._step("preflight").state == "pending":
@@ -778,6 +780,12 @@ class MemoryFacts:
 
     def see(self, out: list[Any], swap: Any, status: Any, sampled: float, stopped_at: float | None) -> None:
         self.seen.append((sampled, status))
+        self.update(out, swap, stopped_at)
+
+    def update(self, out: list[Any], swap: Any, stopped_at: float | None) -> None:
+        """The facts from the readings seen so far: on every reading, and when the stop is known
+        or dated again (a drained reading can come before the stop's own reply: `docker stop` and
+        `systemctl stop` return once the server has gone)."""
         fact = dict(self.fact)
         began = swap.began_at_s()
         if stopped_at is not None:
@@ -789,17 +797,20 @@ class MemoryFacts:
                 before = before_the_drain(earlier)
                 fact["before"] = {"at": before.sampled_at_s or began, "gpus": gpu_rows(before)}
                 self.before_since = began
-        gpus = [g for g in status.gpus if g.lost_at_s is None]
-        if stopped_at is not None and fact.get("stopped") is None and sampled >= stopped_at \
-                and gpus and all((g.memory_used_mib or 0) <= DRAINED_MIB for g in gpus):
-            fact["stopped"] = {"at": sampled, "gpus": gpu_rows(status)}
+        if stopped_at is not None and fact.get("stopped") is None:
+            drained = next(((at, s) for at, s in self.seen if at >= stopped_at and _drained(s)), None)
+            if drained is not None:
+                fact["stopped"] = {"at": drained[0], "gpus": gpu_rows(drained[1])}
         ended = swap_ended(swap) if began is not None else None
-        after = fact.get("after") or {}
-        if ended is not None and sampled >= ended[0] and (after.get("since") != ended[0] or (
-                sampled - ended[0] <= AFTER_SETTLE_S and after.get("gpus") != gpu_rows(status))):
+        if ended is not None:
+            since = [(at, s) for at, s in self.seen if at >= ended[0]]
             # the first reading once the swap was over, followed while it still changes (the
             # processes column is read less often than the memory) for AFTER_SETTLE_S
-            fact["after"] = {"at": sampled, "gpus": gpu_rows(status), "since": ended[0], "what": ended[1]}
+            settled = [(at, s) for at, s in since if at - ended[0] <= AFTER_SETTLE_S] or since[:1]
+            after = fact.get("after") or {}
+            if settled and (after.get("since") != ended[0] or after.get("gpus") != gpu_rows(settled[-1][1])):
+                at, status = settled[-1] if after.get("since") == ended[0] else settled[0]
+                fact["after"] = {"at": at, "gpus": gpu_rows(status), "since": ended[0], "what": ended[1]}
         if fact.get("before") is not None:
             then = fact.get("stopped") or fact.get("after")
             if then is not None:
@@ -807,7 +818,12 @@ class MemoryFacts:
                 fact["freed_by"] = "the stop" if fact.get("stopped") is not None else "the swap"
         if fact != self.fact:
             self.fact = fact
-            out.append(PathEvent(self.host, MEMORY, json.dumps(fact), sampled))
+            out.append(PathEvent(self.host, MEMORY, json.dumps(fact), max((at for at, _ in self.seen), default=0.0)))
+
+
+def _drained(status: Any) -> bool:
+    gpus = [g for g in status.gpus if g.lost_at_s is None]
+    return bool(gpus) and all((g.memory_used_mib or 0) <= DRAINED_MIB for g in gpus)
 
 
 def observe(state: Any, *, wake: Callable[[str], None] | None = None,
