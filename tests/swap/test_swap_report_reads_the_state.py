@@ -210,3 +210,19 @@ def test_report_file_of_a_recording_another_console_is_writing_says_in_progress(
         assert "in_progress" not in r["host"] and r["host"]["recording_damage"]
     finally:
         rec.close()
+
+
+def test_a_partial_run_with_failed_requests_is_named_never_compared(tmp_path: Path) -> None:
+    t0 = time.time()
+
+    def fill(state: HostState) -> None:
+        state.apply(BenchChanged(HOST, "result", record=_run(t0 - 100, "old-model", 300.0)))
+        _restart_swap(state, t0)
+        state.apply(BenchChanged(HOST, "result", record=_run(t0 + 50, "new-model", 290.0)))
+        state.apply(BenchChanged(HOST, "result", record=_run(t0 + 60, "new-model", 500.0, completed=5)))
+
+    r = report_from_recording(_recorded(tmp_path, fill))
+    head = render(r, "md").split("## Host")[0]
+    assert "300 before → 290 after" in head and "500" not in head.split(";")[0]
+    assert [row["output_throughput"] for row in r["bench"]["after"]] == [290.0]
+    assert "5 of 8 finished" in r["bench"]["note"]

@@ -233,8 +233,11 @@ class ReportBuilder:
         """Before = the old model's last run before the swap, after = the new model's runs after its
         ready, by the swap's own times (a run of the new model is never "before"); the before
         run is of the same workload as the last after run when there is one."""
-        # A run stopped part way (x) or that finished nothing is never a result: not before, not after.
-        runs = [r for r in self.state.bench.history if is_result(r) and not r.get("stopped")]
+        # A run stopped part way (x) or that finished nothing is never a result: not before, not after;
+        # nor is a partial one (requests failed): it is named in the note, never compared.
+        results = [r for r in self.state.bench.history if is_result(r) and not r.get("stopped")]
+        partial = [r for r in results if not _complete(r)]
+        runs = [r for r in results if _complete(r)]
         swap = self.state.swap
         stop_at = swap.began_at_s()  # the host began to change: every run before it is the old model's
         ready = swap.time_to_ready()
@@ -271,9 +274,19 @@ class ReportBuilder:
         elif after and not like:
             note = "not comparable: the old model's last run had another workload (" \
                    f"{_workload_text(before[0])} against {_workload_text(after[-1])})"
+        if partial:
+            note = "; ".join(x for x in (note, "left out, requests failed: " + ", ".join(
+                f"{r.get('model')} {_workload_text(r)} ({r.get('completed')} of {r.get('num_prompts')} finished)"
+                for r in partial)) if x)
         return {"before": _bench_row(before[0]) if before else None, "after": [_bench_row(r) for r in after],
                 "note": note,
                 "compared": {"before": _bench_row(pair[0]), "after": _bench_row(pair[1])} if pair else None}
+
+
+def _complete(r: dict[str, Any]) -> bool:
+    """Every request of the run finished (a record without the counts is taken as it is)."""
+    done, asked = r.get("completed"), r.get("num_prompts")
+    return not (isinstance(done, int) and isinstance(asked, int) and done < asked)
 
 
 def _workload(r: dict[str, Any]) -> tuple[Any, ...]:
