@@ -238,6 +238,12 @@ def test_beside_end_to_end_downtime_zero(beside: tuple[Path, Any, dict, Path]) -
     assert len(gpu.gpus) == 8
     assert {g.index for g in gpu.gpus if g.processes} == {4, 5, 6, 7}  # the old server's 0-3 are released
     assert r["swap_path"] == "beside" and r["downtime_s"] == 0.0 and r["predicted_downtime_s"] == 0.0
+    # predicted against measured, the measured a figure of the host's (the observer's clock, from the
+    # router's replies before the old server's stop), never a 0 put in for a missing one
+    (row,) = r["downtime_paths"]["phases"]
+    assert row["predicted_s"] == row["measured_s"] == 0.0
+    d = state.swap.downtime
+    assert d is not None and d.start_source.startswith("beside") and d.ended_at_s == d.started_at_s
     audit = " ".join(a["command"] for a in r["audit"])
     assert "/add_worker?url=http://127.0.0.1:" in audit and "/remove_worker?url=" in audit
 
