@@ -293,6 +293,14 @@ def test_the_reports_gpu_memory_is_the_processes_systemd_ran(lived: LivedSwap) -
     held_after = {g["gpu"]: g for g in gpu["after"] if g["used_mib"]}
     assert sorted(held_after) == [0, 1, 2, 3], gpu["after"]
     assert {p.split()[0] for g in held_after.values() for p in g["processes"]} == {str(lived.old_pid_after)}, gpu
+    assert gpu["after_what"] == "after the rollback", gpu
+    # Freed by the stop: the reading before it minus the first drained one, per GPU (the observer's
+    # fact, from the GPU readings); the stop step's own words name the same figures.
+    stopped = {g["gpu"]: g["used_mib"] for g in gpu["stopped"]}
+    assert gpu["freed_by"] == "the stop" and all(v <= 1024 for v in stopped.values()), gpu
+    freed = {f["gpu"]: f["mib"] for f in gpu["freed"]}
+    assert freed == {i: g["used_mib"] - stopped[i] for i, g in held_before.items()}, gpu
+    assert all(f"GPU {i} {mib:,} MiB" in lived.said["stop_old"][1] for i, mib in freed.items()), lived.said
 
 
 def test_the_reports_boot_timeline_is_from_the_real_journal(lived: LivedSwap) -> None:

@@ -69,6 +69,10 @@ async def _ready_to_swap(d: Driven) -> None:
             assert d.runner.swap.override(check.name, check.name) is None
 
 
+def r_step(r: dict, key: str) -> dict:
+    return next(s for s in r["steps"] if s["key"] == key)
+
+
 async def test_the_container_swap_end_to_end_from_the_consoles_actions(driven: Driven) -> None:
     d = driven
     swap = d.runner.swap
@@ -129,6 +133,16 @@ async def test_the_container_swap_end_to_end_from_the_consoles_actions(driven: D
     assert any(f"docker stop -t 60 -- {OLD_CONTAINER}" in a["command"] and a["exit_status"] == 0
                for a in r["audit"])
     assert "hf_sImUlAtEdToKeN" not in json.dumps(r)
+    # The report's sections on the container runtime (issue 33): GPU memory freed by the docker stop
+    # (before minus the drained reading, the stop step's own words the same), the downtime's parts
+    # adding up to it, time to ready the new container's boot.
+    g = r["gpu"]
+    assert g["freed_by"] == "the stop" and g["freed"] and all(x["used_mib"] <= 1024 for x in g["stopped"]), g
+    assert {x["gpu"]: x["mib"] for x in g["freed"]} == {x["gpu"]: x["used_mib"] - y["used_mib"]
+                                                       for x, y in zip(g["before"], g["stopped"], strict=True)}
+    assert all(f"GPU {x['gpu']} {x['mib']:,} MiB" in r_step(r, "stop_old")["detail"] for x in g["freed"]), r_step(r, "stop_old")
+    assert sum(p["seconds"] for p in r["timing"]["downtime_parts"]) == pytest.approx(r["downtime_s"], abs=0.05)
+    assert 0 < r["timing"]["time_to_ready_s"] <= r["downtime_s"]
 
 
 async def test_a_new_container_that_dies_booting_is_rolled_back_by_starting_the_old_one(driven_oom: Driven) -> None:

@@ -1,7 +1,8 @@
 """GPU memory before, after the stop, after and freed are the observer's facts, written into the swap
 state from the GPU readings (issue 33, item 3): "before" is the reading before the host began to
 change as its own facts date that (stepped back over a drain already under way), "freed" is before
-minus the drained reading, "after" the first reading once the swap was over. The report renders
+minus the drained reading, "after" the reading once the swap was over (followed for a minute while it
+changes). The report renders
 them as the state holds them and never picks readings of its own."""
 
 from __future__ import annotations
@@ -86,11 +87,13 @@ def test_an_operators_restart_gives_before_stopped_freed_and_after_from_the_read
     h.gpu(T0 + 8, 30000, 30000)  # the new server booting: not "after"
     h.server(T0 + 12, "ready")
     h.gpu(T0 + 13, 85970, 85974)
-    h.gpu(T0 + 14, 86000, 86000)  # a later reading does not move "after"
+    assert _used(h.state.swap.memory()["after"]) == [85970, 85974]
+    h.gpu(T0 + 14, 85971, 85974)  # followed while it changes, for a minute after the ready
+    h.gpu(T0 + 80, 2000, 2000)  # then no more: the swap's "after" is not the host's later life
     m = h.state.swap.memory()
     assert _used(m["before"]) == [91204, 91210] and m["before"]["at"] == T0 + 1.5
     assert _used(m["stopped"]) == [0, 512] and m["stopped"]["at"] == T0 + 3.5
-    assert _used(m["after"]) == [85970, 85974] and m["after"]["what"] == "after the new server was ready"
+    assert _used(m["after"]) == [85971, 85974] and m["after"]["what"] == "after the new server was ready"
     assert m["freed_by"] == "the stop"
     assert freed_lines(m) == ["GPU 0 91,204 MiB (91,204 → 0 MiB)", "GPU 1 90,698 MiB (91,210 → 512 MiB)"]
 
@@ -109,6 +112,21 @@ def test_a_stop_dated_back_by_the_hosts_facts_moves_before_back_with_it() -> Non
                                          0, "", 2.0)))
     h.gpu(T0 + 4, 0, 0)
     assert _used(h.state.swap.memory()["before"]) == [91204, 91210]
+
+
+def test_a_drain_read_before_the_stops_reply_is_the_stopped_reading_at_the_reply() -> None:
+    """`docker stop` and `systemctl stop` return once the server has gone: the drained reading can
+    come first. The stop's reply then gives "stopped" and "freed" at once (the stop step's words
+    read them as soon as it sees the drain: they said no "freed" in one run of the container swap)."""
+    h = Host()
+    h.units(T0, "active", "inactive")
+    h.gpu(T0 + 1, 91204, 91210)
+    h.gpu(T0 + 3, 0, 0)
+    h.feed(AuditAppended("h", AuditEntry("ana", T0 + 3.5, "stop_old", f"timeout -k 5 120 systemctl stop -- {OLD}",
+                                         0, "", 1.5)))
+    m = h.state.swap.memory()
+    assert m["stopped"]["at"] == T0 + 3 and freed_lines(m) == ["GPU 0 91,204 MiB (91,204 → 0 MiB)",
+                                                              "GPU 1 91,210 MiB (91,210 → 0 MiB)"]
 
 
 def test_nothing_is_written_before_a_swap_begins() -> None:
@@ -174,3 +192,4 @@ def test_a_recording_without_the_facts_says_unknown_rather_than_picking_readings
     r = report_from_recording(_recorded(tmp_path, _swap))
     assert r["gpu"]["before"] == [] and r["gpu"]["after"] == []
     assert "GPU memory unknown" in render(r, "md")
+

@@ -314,3 +314,13 @@ def test_a_console_killed_after_its_stop_leaves_the_host_to_tell_the_rest() -> N
     assert h.state.swap.steps["start_new"].observed and h.state.swap.steps["stop_old"].who == "ana"
     live, attach, replay = _views(h, h.recorded)
     assert live == attach == replay
+
+
+def test_in_place_the_serving_unit_is_not_an_install_seen_outside_the_console() -> None:
+    """In place the new unit is the old one, serving since before the swap: the observer took it
+    for the new unit found installed outside the console, and the console's own install then kept
+    the flag ("observed") under the console's words."""
+    h = Host(old=NEW, new=NEW)
+    h.units(T0, "active", "active")
+    install = h.state.swap.steps["install"]
+    assert install.state == "pending" and not install.observed

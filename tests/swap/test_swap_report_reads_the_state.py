@@ -5,6 +5,7 @@ after, and the restart's page-cache rate is never below the disk's (issue 33).""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from console.core.state import BenchChanged, HostState
 from console.model import GpuDevice, GpuStatus
 from console.core.derive import swap_plan as swap_plan
 from console.domain.swap import prediction as pred
-from console.core.derive.swap_view import DowntimeChanged, SwapSetup, SwapStep, SwapStepChanged
+from console.core.derive.swap_view import DowntimeChanged, SwapSetup, SwapStep, SwapStepChanged, SwapView
 from console.domain.swap.report import render, report_from_recording
 
 HOST = "gpu-01"
@@ -170,3 +171,58 @@ def test_the_gate_counts_the_changes_the_diff_pane_counts() -> None:
     check = check_diff(state)
     assert check.ok is True and check.reason.startswith(f"{report.change_count} change(s)")
     assert report.change_count == 2
+
+
+def test_the_steps_are_listed_in_the_order_the_host_lived_them() -> None:
+    view = SwapView()
+    t0 = 1000.0
+    for key, start, state in (("download", t0, "done"), ("paths", t0 + 10, "done"), ("install", t0 + 11, "done"),
+                              ("preflight", t0 + 12, "done"), ("stop_old", None, "skipped"),
+                              ("in_place", t0 + 14, "done"), ("benchmark", t0 + 40, "done")):
+        view.apply(SwapStepChanged(HOST, SwapStep(key, key, state, start, None if start is None else start + 1)))
+    order = [s.key for s in view.ordered_steps()]
+    # the path's choice before the install it decided, the update before the benchmark of its weights
+    assert order.index("paths") < order.index("install") and order.index("in_place") < order.index("benchmark")
+    assert order.index("preflight") < order.index("stop_old") < order.index("in_place")
+
+
+def test_the_downtime_parts_add_up_to_the_downtime_with_a_part_under_half_a_second() -> None:
+    view = SwapView()
+    view.apply(SwapStepChanged(HOST, SwapStep("stop_old", "Stop", "done", 100.0, 101.0, who="ana")))
+    view.apply(SwapStepChanged(HOST, SwapStep("start_new", "Start", "done", 101.2, 110.0, who="ana")))
+    view.apply(DowntimeChanged(HOST, 100.0, "the stop command", 109.5, "new.service ready"))
+    parts = view.downtime_parts()
+    assert sum(s for _, s in parts) == view.downtime_s(0.0) == 9.5  # the 0.2 s before the start is in a part
+
+
+def test_report_file_of_a_recording_another_console_is_writing_says_in_progress(tmp_path: Path) -> None:
+    """`gpuconsole report FILE` while a console still records into FILE: in progress, not damaged;
+    the same file left unfinished long ago (a killed session) is damaged where it ends."""
+    state = HostState(HOST, label=HOST)
+    rec = Recorder(state, tmp_path).start()
+    _restart_swap(state, time.time())
+    rec.flush()
+    try:
+        md = render(report_from_recording(rec.path), "md")
+        assert "in progress" in md and "damaged" not in md
+        os.utime(rec.path, (time.time() - 600, time.time() - 600))
+        r = report_from_recording(rec.path)
+        assert "in_progress" not in r["host"] and r["host"]["recording_damage"]
+    finally:
+        rec.close()
+
+
+def test_a_partial_run_with_failed_requests_is_named_never_compared(tmp_path: Path) -> None:
+    t0 = time.time()
+
+    def fill(state: HostState) -> None:
+        state.apply(BenchChanged(HOST, "result", record=_run(t0 - 100, "old-model", 300.0)))
+        _restart_swap(state, t0)
+        state.apply(BenchChanged(HOST, "result", record=_run(t0 + 50, "new-model", 290.0)))
+        state.apply(BenchChanged(HOST, "result", record=_run(t0 + 60, "new-model", 500.0, completed=5)))
+
+    r = report_from_recording(_recorded(tmp_path, fill))
+    head = render(r, "md").split("## Host")[0]
+    assert "300 before → 290 after" in head and "500" not in head.split(";")[0]
+    assert [row["output_throughput"] for row in r["bench"]["after"]] == [290.0]
+    assert "5 of 8 finished" in r["bench"]["note"]

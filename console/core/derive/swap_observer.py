@@ -351,7 +351,10 @@ class SwapObserver:
     def _service(self, out: list[Any], report: Any, at: float) -> None:
         old_unit, new_unit = self.units()
         old, new = _side(report, old_unit), _side(report, new_unit)
-        if new is not None and new.error is None and new.unit is not None and self._step("install").state != "done":
+        # In place the new unit is the old one, serving since before the swap: its being there is
+        # not the install (the console's install then kept the observer's flag: "observed").
+        if new is not None and new is not old and new.error is None and new.unit is not None \
+                and self._step("install").state != "done":
             self._write(out, "install", state="done", started_at_s=at, ended_at_s=at,
                         detail=f"{new_unit} found installed {clock(at)} ({OUTSIDE})")
         if old is not None and old.active_state is not None:
@@ -564,8 +567,10 @@ class SwapObserver:
                 self._downtime(out, downtime_from(self.host, self.state.log_lines, at, how))
             if self._step("stop_old").observed and self._step("stop_old").started_at_s is not None:
                 self._write(out, "stop_old", started_at_s=at)
+            self.memory.update(out, self.state.swap, at)  # "before" and "stopped" dated again with it
             return
         self.stopped_at = at
+        self.memory.update(out, self.state.swap, at)  # a drained reading may have come before the stop's reply
         self.wake("gpu")
         self._began(out, "restart", at)
         if self._touchable("preflight") and self._step("preflight").state == "pending":
@@ -741,6 +746,7 @@ class SwapObserver:
 
 
 # -- GPU memory before, after the stop, after, and what was freed -----------------------------------
+AFTER_SETTLE_S = 60.0  # "after" follows the GPU readings this long after the swap was over, while they change
 GPU_SEEN = 240  # the GPU readings kept to find "before" once the swap's start is known (2 min at 0.5 s)
 
 
@@ -792,7 +798,8 @@ class MemoryFacts:
     """The swap's GPU memory, from the GPU readings alone, for the console's own swap and an
     operator's alike: "before" (the reading before the host began to change, as dated by the host's
     facts, stepped back over a drain already under way), "stopped" (the first drained reading after
-    the old server's stop), "after" (the first reading once the swap was over) and "freed" (before
+    the old server's stop), "after" (the reading once the swap was over, followed for a minute while
+    it changes: the processes column is read less often than the memory) and "freed" (before
     minus stopped, or minus after where nothing was stopped), per GPU. Written into the swap state
     as one PathEvent of kind "memory" (the report and the stop step's text read it there)."""
 
@@ -804,6 +811,12 @@ class MemoryFacts:
 
     def see(self, out: list[Any], swap: Any, status: Any, sampled: float, stopped_at: float | None) -> None:
         self.seen.append((sampled, status))
+        self.update(out, swap, stopped_at)
+
+    def update(self, out: list[Any], swap: Any, stopped_at: float | None) -> None:
+        """The facts from the readings seen so far: on every reading, and when the stop is known
+        or dated again (a drained reading can come before the stop's own reply: `docker stop` and
+        `systemctl stop` return once the server has gone)."""
         fact = dict(self.fact)
         began = swap.began_at_s()
         if stopped_at is not None:
@@ -815,13 +828,20 @@ class MemoryFacts:
                 before = before_the_drain(earlier)
                 fact["before"] = {"at": before.sampled_at_s or began, "gpus": gpu_rows(before)}
                 self.before_since = began
-        gpus = [g for g in status.gpus if g.lost_at_s is None]
-        if stopped_at is not None and fact.get("stopped") is None and sampled >= stopped_at \
-                and gpus and all((g.memory_used_mib or 0) <= DRAINED_MIB for g in gpus):
-            fact["stopped"] = {"at": sampled, "gpus": gpu_rows(status)}
+        if stopped_at is not None and fact.get("stopped") is None:
+            drained = next(((at, s) for at, s in self.seen if at >= stopped_at and _drained(s)), None)
+            if drained is not None:
+                fact["stopped"] = {"at": drained[0], "gpus": gpu_rows(drained[1])}
         ended = swap_ended(swap) if began is not None else None
-        if ended is not None and sampled >= ended[0] and (fact.get("after") or {}).get("since") != ended[0]:
-            fact["after"] = {"at": sampled, "gpus": gpu_rows(status), "since": ended[0], "what": ended[1]}
+        if ended is not None:
+            since = [(at, s) for at, s in self.seen if at >= ended[0]]
+            # the first reading once the swap was over, followed while it still changes (the
+            # processes column is read less often than the memory) for AFTER_SETTLE_S
+            settled = [(at, s) for at, s in since if at - ended[0] <= AFTER_SETTLE_S] or since[:1]
+            after = fact.get("after") or {}
+            if settled and (after.get("since") != ended[0] or after.get("gpus") != gpu_rows(settled[-1][1])):
+                at, status = settled[-1] if after.get("since") == ended[0] else settled[0]
+                fact["after"] = {"at": at, "gpus": gpu_rows(status), "since": ended[0], "what": ended[1]}
         if fact.get("before") is not None:
             then = fact.get("stopped") or fact.get("after")
             if then is not None:
@@ -829,7 +849,12 @@ class MemoryFacts:
                 fact["freed_by"] = "the stop" if fact.get("stopped") is not None else "the swap"
         if fact != self.fact:
             self.fact = fact
-            out.append(PathEvent(self.host, MEMORY, json.dumps(fact), sampled))
+            out.append(PathEvent(self.host, MEMORY, json.dumps(fact), max((at for at, _ in self.seen), default=0.0)))
+
+
+def _drained(status: Any) -> bool:
+    gpus = [g for g in status.gpus if g.lost_at_s is None]
+    return bool(gpus) and all((g.memory_used_mib or 0) <= DRAINED_MIB for g in gpus)
 
 
 def observe(state: Any, *, wake: Callable[[str], None] | None = None,

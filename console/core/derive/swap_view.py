@@ -188,14 +188,25 @@ class SwapView:
                 continue
             if mark - at >= 0.5 or name == "boot to ready":
                 parts.append((name, mark - at))
-            at = mark
+                at = mark
+            # a part under half a second is not named: its time goes to the next part, so that the
+            # parts still add up to the downtime
         return parts
 
     def ordered_steps(self) -> list[SwapStep]:
-        keys = [k for k, _ in PLAN_STEPS] + [ROLLBACK[0]]
-        # issue 24: a faster path's steps, in the order they started (after the plan's own)
-        extra = sorted((s for k, s in self.steps.items() if k not in keys), key=lambda s: s.started_at_s or 0.0)
-        return [self.steps[k] for k in keys if k in self.steps] + extra
+        """The steps in the order the host lived them: those that ran by their start; one that did
+        not run (skipped, pending) stays after the step before it in the plan (the path table's
+        order: the plan's own, then a faster path's, then the rollback)."""
+        keys = [k for k, _ in PLAN_STEPS] + [k for k, _ in FAST_STEPS] + [ROLLBACK[0]]
+        keys += sorted((k for k in self.steps if k not in keys), key=lambda k: self.steps[k].started_at_s or 0.0)
+        ranked = []
+        last = float("-inf")
+        for i, key in enumerate(k for k in keys if k in self.steps):
+            step = self.steps[key]
+            if step.started_at_s is not None and step.state not in ("pending", "skipped"):
+                last = step.started_at_s
+            ranked.append(((last, i), step))
+        return [step for _, step in sorted(ranked, key=lambda x: x[0])]
 
 
 def freed_rows(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[dict[str, Any]]:

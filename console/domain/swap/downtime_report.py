@@ -68,7 +68,11 @@ def section(state: Any, downtime_s: float | None) -> dict[str, Any]:
     elif path == "beside":
         predicted = {"downtime": 0.0}
         # the downtime clock the observer wrote (the router's replies before the old server's stop),
-        # never a figure assumed: no clock yet is unknown, not 0
+        # else the outcome it wrote from the host's order (an operator's: the old one stopped after
+        # the new one served); never a figure assumed: neither is unknown, not 0
+        seen = outcome.get("downtime_s")
+        if downtime_s is None and isinstance(seen, (int, float)) and not isinstance(seen, bool):
+            downtime_s = float(seen)
         if downtime_s is not None:
             measured = {"downtime": float(downtime_s)}
     rows = []

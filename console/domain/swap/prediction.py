@@ -342,8 +342,8 @@ def _cache_rate(warm: list[BootSample], measured: float | None, disk: float | No
         return disk or measured
     if disk is not None and disk > ASSUMED_CACHE_GBPS:
         notes.append(f"page-cache read rate taken as the disk's {disk:.1f} GB/s (no warm boot recorded, none "
-                     f"measured; a cached read is not slower than a cold one, the usual {ASSUMED_CACHE_GBPS:g} GB/s "
-                     "would be)")
+                     f"measured; the usual {ASSUMED_CACHE_GBPS:g} GB/s assumption is below it, and a cached read "
+                     "is not slower than a cold one)")
         return disk
     notes.append(f"page-cache read rate {ASSUMED_CACHE_GBPS:g} GB/s assumed (no warm boot recorded)")
     return ASSUMED_CACHE_GBPS

@@ -19,7 +19,7 @@ from typing import Any
 
 from console.core.derive.swap_observer import _side, log_time, verification
 from console.core.derive.swap_view import audit_summary, format_duration
-from console.core.recording import read_recording
+from console.core.recording import FLUSH_EVERY_S, read_recording
 from console.core.state import HostState, ReadingChanged
 from console.domain.analysis.bench_view import is_result
 from console.domain.swap import downtime_report
@@ -30,6 +30,11 @@ SECTIONS = ("Host", "Old → new", "Swap plan", "Diff", "Fit", "Download", "Boot
 BENCH_COLUMNS = (("output_throughput", "output tok/s", "{:.1f}"), ("request_throughput", "req/s", "{:.2f}"),
                  ("median_ttft_ms", "median TTFT ms", "{:.1f}"), ("p99_ttft_ms", "p99 TTFT ms", "{:.1f}"),
                  ("median_itl_ms", "median ITL ms", "{:.2f}"), ("accept_length", "accept len", "{:.2f}"))
+
+
+# A recording last written to this recently is still being written (its writer flushes every
+# FLUSH_EVERY_S, 5 s): three flushes missed and it is taken as ended where it ends.
+STILL_WRITTEN_S = 3 * FLUSH_EVERY_S
 
 
 class ReportError(ValueError):
@@ -228,8 +233,11 @@ class ReportBuilder:
         """Before = the old model's last run before the swap, after = the new model's runs after its
         ready, by the swap's own times (a run of the new model is never "before"); the before
         run is of the same workload as the last after run when there is one."""
-        # A run stopped part way (x) or that finished nothing is never a result: not before, not after.
-        runs = [r for r in self.state.bench.history if is_result(r) and not r.get("stopped")]
+        # A run stopped part way (x) or that finished nothing is never a result: not before, not after;
+        # nor is a partial one (requests failed): it is named in the note, never compared.
+        results = [r for r in self.state.bench.history if is_result(r) and not r.get("stopped")]
+        partial = [r for r in results if not _complete(r)]
+        runs = [r for r in results if _complete(r)]
         swap = self.state.swap
         stop_at = swap.began_at_s()  # the host began to change: every run before it is the old model's
         ready = swap.time_to_ready()
@@ -266,9 +274,19 @@ class ReportBuilder:
         elif after and not like:
             note = "not comparable: the old model's last run had another workload (" \
                    f"{_workload_text(before[0])} against {_workload_text(after[-1])})"
+        if partial:
+            note = "; ".join(x for x in (note, "left out, requests failed: " + ", ".join(
+                f"{r.get('model')} {_workload_text(r)} ({r.get('completed')} of {r.get('num_prompts')} finished)"
+                for r in partial)) if x)
         return {"before": _bench_row(before[0]) if before else None, "after": [_bench_row(r) for r in after],
                 "note": note,
                 "compared": {"before": _bench_row(pair[0]), "after": _bench_row(pair[1])} if pair else None}
+
+
+def _complete(r: dict[str, Any]) -> bool:
+    """Every request of the run finished (a record without the counts is taken as it is)."""
+    done, asked = r.get("completed"), r.get("num_prompts")
+    return not (isinstance(done, int) and isinstance(asked, int) and done < asked)
 
 
 def _workload(r: dict[str, Any]) -> tuple[Any, ...]:
@@ -298,10 +316,22 @@ def _redact(value: Any) -> Any:
     return value
 
 
+def _written_lately(path: Path) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime <= STILL_WRITTEN_S
+    except OSError:
+        return False
+
+
 def report_from_recording(path: Path, *, in_progress: bool = False) -> dict[str, Any]:
     """The report of a recording; `in_progress`: the session is still writing it (the palette's
     report): its end is where the writing is, said as "in progress", never as damage."""
     rec = read_recording(path)
+    # A recording without its end that was written to a moment ago is being written (by this
+    # console's palette, or another console still recording): what is there, "in progress". One
+    # not written to since is what a killed session left: its end is the damage.
+    if not in_progress and rec.damage is not None and "reading limit" not in rec.damage and _written_lately(path):
+        in_progress = True
     header = rec.header
     builder = ReportBuilder(str(header.get("host") or "?"), str(header.get("label") or header.get("host") or "?"))
     for t, event in rec.entries:
@@ -423,7 +453,8 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
                        f"sha256: {v['matched']}/{v['files']} match" + (f", differ: {', '.join(v['mismatched'])}"
                                                                       if v["mismatched"] else ""))]
                      + d["problems"]))
-    sections.append(("Boot timeline", ["phase", "log time", "s since launch", "detail"],
+    since = "s since the update's begin" if r["boot"] and r["boot"][0]["phase"] == "update begin" else "s since launch"
+    sections.append(("Boot timeline", ["phase", "log time", since, "detail"],
                      [[b["phase"], _fmt(b["at"]), _fmt(b["seconds"]), b["detail"]] for b in r["boot"]],
                      [r["boot_note"]] if r.get("boot_note") else []))
     sections.append(("Time to ready and downtime", ["", "value", "from", "to"], [
