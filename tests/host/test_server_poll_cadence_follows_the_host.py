@@ -57,7 +57,7 @@ class _Watcher:
 async def test_a_slowed_poll_says_its_cadence_and_is_woken_by_the_log() -> None:
     tracker = LogTracker("file")
     watcher = _Watcher(tracker)
-    source = server_source(watcher, interval_s=5.0)  # type: ignore[arg-type]
+    source = server_source(watcher, interval_s=5.0, quiet_after_s=0.0)  # type: ignore[arg-type]
     readings = source.readings()
     first = await anext(readings)
     assert first.data is not None and first.data.poll_every_s == 15.0 and source.interval_s == 15.0
@@ -72,4 +72,15 @@ async def test_a_slowed_poll_says_its_cadence_and_is_woken_by_the_log() -> None:
     status = second.result().data
     assert status is not None and status.phase == "weights loading" and status.poll_every_s == 2.0
     assert "polled every 2s" in format_status(Reading("server", status, time.time()), None, width=100).plain
+    await readings.aclose()
+
+
+async def test_a_host_just_gone_quiet_is_polled_at_the_usual_cadence_for_a_minute() -> None:
+    """A unit just stopped (a swap under way) is not a quiet host yet: polled every 5 s until it
+    has been quiet for `quiet_after_s`."""
+    watcher = _Watcher(LogTracker("file"))
+    source = server_source(watcher, interval_s=5.0)  # type: ignore[arg-type]
+    readings = source.readings()
+    first = await anext(readings)
+    assert first.data is not None and first.data.poll_every_s is None and source.interval_s == 5.0
     await readings.aclose()
