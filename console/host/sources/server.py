@@ -205,8 +205,8 @@ QUIET_AFTER_S = 60.0  # quiet this long before the poll slows: a unit just stopp
 
 def server_source(watcher: ServerWatcher, interval_s: float = 5.0,
                   quiet_after_s: float = QUIET_AFTER_S) -> PolledSource[ServerStatus]:
-    """The server polled at the cadence `poll_every_s` chooses, said in the status it returns
-    (`poll_every_s`, when not the usual), and woken when the log moves again while slowed. The
+    """The server polled at the cadence `poll_every_s` chooses, said in its readings' `detail`
+    ("polled every 15s", when not the usual), and woken when the log moves again while slowed. The
     quiet cadence starts once the host has been quiet for `quiet_after_s`."""
 
     moved_at: list[float | None] = [None]  # the log's last live lines (a backlog is not the log moving)
@@ -223,7 +223,8 @@ def server_source(watcher: ServerWatcher, interval_s: float = 5.0,
         else:
             quiet_since[0] = None
         source.interval_s = every
-        return replace(status, poll_every_s=every if every != interval_s else None)
+        source.detail = f"polled every {every:g}s" if every != interval_s else None  # said on screen
+        return status
 
     def log_moved() -> None:
         moved_at[0] = time.time()
