@@ -320,6 +320,10 @@ async def test_replay_of_a_recorded_demo_shows_the_same_panes_as_the_live_run(tm
             await live.runner.close()
             await pilot.pause(0.3)
             live.recorder.close()
+            # The screen flushes streaming news once a second at most: what the state holds now,
+            # on the panes now (the replay below shows the state as it ends).
+            live.host_screen.flush()
+            await pilot.pause()
             live.state._subscribers.clear()
             live_texts = _pane_texts(live)
             moment = live.state.now()

@@ -147,6 +147,8 @@ async def test_s_on_the_live_console_asks_the_host_nothing(tmp_path: Path, monke
             state = app.state
             await wait_for(lambda: state.data("service") is not None
                            and state.data("service").flipped() is not None, 60)
+            # On the pane too (the screen flushes streaming news once a second at most).
+            await wait_for(lambda: f"old {OLD_UNIT}" in _pane_text(app), 30)
             await pilot.pause()
             service_readings: list[object] = []
             state.subscribe(lambda e: service_readings.append(e)

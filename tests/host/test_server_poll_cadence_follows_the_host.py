@@ -13,7 +13,6 @@ from console.domain.analysis.log_state import LogTracker
 from console.domain.analysis.server_status import HttpFacts, ServerStatus, combine
 from console.host.parsers.sglang_log import parse_line
 from console.host.sources.server import poll_every_s, server_source
-from console.model import Reading
 from console.ui.panes.log import format_status
 from tests.kit.hosts import wait_for
 
@@ -57,19 +56,30 @@ class _Watcher:
 async def test_a_slowed_poll_says_its_cadence_and_is_woken_by_the_log() -> None:
     tracker = LogTracker("file")
     watcher = _Watcher(tracker)
-    source = server_source(watcher, interval_s=5.0)  # type: ignore[arg-type]
+    source = server_source(watcher, interval_s=5.0, quiet_after_s=0.0)  # type: ignore[arg-type]
     readings = source.readings()
     first = await anext(readings)
-    assert first.data is not None and first.data.poll_every_s == 15.0 and source.interval_s == 15.0
+    assert first.detail == "polled every 15s" and source.interval_s == 15.0
     # Said on screen, beside the status.
-    shown = format_status(Reading("server", first.data, time.time()), None, width=100).plain
+    shown = format_status(first, None, width=100).plain
     assert "polled every 15s" in shown
     # The log moves (a server starting by hand): the poll comes at once, not 15 s later.
     second = asyncio.ensure_future(anext(readings))
     await asyncio.sleep(0)
     tracker.feed(_line(time.time()))
     await wait_for(second.done, timeout=10)
-    status = second.result().data
-    assert status is not None and status.phase == "weights loading" and status.poll_every_s == 2.0
-    assert "polled every 2s" in format_status(Reading("server", status, time.time()), None, width=100).plain
+    reading = second.result()
+    assert reading.data is not None and reading.data.phase == "weights loading"
+    assert reading.detail == "polled every 2s" and "polled every 2s" in format_status(reading, None, width=100).plain
+    await readings.aclose()
+
+
+async def test_a_host_just_gone_quiet_is_polled_at_the_usual_cadence_for_a_minute() -> None:
+    """A unit just stopped (a swap under way) is not a quiet host yet: polled every 5 s until it
+    has been quiet for `quiet_after_s`."""
+    watcher = _Watcher(LogTracker("file"))
+    source = server_source(watcher, interval_s=5.0)  # type: ignore[arg-type]
+    readings = source.readings()
+    first = await anext(readings)
+    assert first.data is not None and first.detail is None and source.interval_s == 5.0
     await readings.aclose()

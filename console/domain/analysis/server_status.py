@@ -56,9 +56,6 @@ class ServerStatus:
     # Why the unit is failing in systemd's words ("activating (auto-restart), restart 3"), else None
     # (console/host/parsers/systemd.py: unit_is_failing).
     unit_failing: str | None = None
-    # The server poll's cadence when it is not the usual 5 s (15: a quiet host, 2: booting), said
-    # on screen beside the status (console/host/sources/server.py: poll_every_s); None: the usual.
-    poll_every_s: float | None = None
 
 
 def combine(unit: str | None, unit_state: str | None, main_pid: int | None, log: LogSummary | None,

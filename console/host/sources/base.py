@@ -43,6 +43,8 @@ class PolledSource(Generic[T]):
         self.interval_s = interval_s
         self.backoff = Backoff(initial_s=interval_s, cap_s=max(max_backoff_s, interval_s))
         self.reading: Reading[T] = Reading(name)
+        # Said with each reading (`Reading.detail`): e.g. the server poll's cadence when it is not the usual.
+        self.detail: str | None = None
 
     def wake(self) -> None:
         """Poll now instead of at the end of the current sleep (the operator changed something, or
@@ -57,7 +59,7 @@ class PolledSource(Generic[T]):
         except Exception as exc:  # noqa: BLE001 - a source never raises: errors become data
             self.reading = replace(self.reading, error=describe_error(exc), error_at_s=time.time())
         else:
-            self.reading = Reading(self.name, data, time.time())
+            self.reading = Reading(self.name, data, time.time(), detail=self.detail)
         return self.reading
 
     async def readings(self) -> AsyncIterator[Reading[T]]:

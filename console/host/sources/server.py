@@ -200,17 +200,31 @@ def poll_every_s(status: ServerStatus, last_line_at_s: float | None, now_s: floa
     return interval_s
 
 
-def server_source(watcher: ServerWatcher, interval_s: float = 5.0) -> PolledSource[ServerStatus]:
-    """The server polled at the cadence `poll_every_s` chooses, said in the status it returns
-    (`poll_every_s`, when not the usual), and woken when the log moves again while slowed."""
+QUIET_AFTER_S = 60.0  # quiet this long before the poll slows: a unit just stopped (a swap) is watched closely
+
+
+def server_source(watcher: ServerWatcher, interval_s: float = 5.0,
+                  quiet_after_s: float = QUIET_AFTER_S) -> PolledSource[ServerStatus]:
+    """The server polled at the cadence `poll_every_s` chooses, said in its readings' `detail`
+    ("polled every 15s", when not the usual), and woken when the log moves again while slowed. The
+    quiet cadence starts once the host has been quiet for `quiet_after_s`."""
 
     moved_at: list[float | None] = [None]  # the log's last live lines (a backlog is not the log moving)
+    quiet_since: list[float | None] = [None]
 
     async def poll() -> ServerStatus:
         status = await watcher.poll()
-        every = poll_every_s(status, moved_at[0], time.time(), interval_s)
+        now = time.time()
+        every = poll_every_s(status, moved_at[0], now, interval_s)
+        if every > interval_s:
+            quiet_since[0] = quiet_since[0] if quiet_since[0] is not None else now
+            if now - quiet_since[0] < quiet_after_s:
+                every = interval_s
+        else:
+            quiet_since[0] = None
         source.interval_s = every
-        return replace(status, poll_every_s=every if every != interval_s else None)
+        source.detail = f"polled every {every:g}s" if every != interval_s else None  # said on screen
+        return status
 
     def log_moved() -> None:
         moved_at[0] = time.time()

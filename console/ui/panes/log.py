@@ -91,8 +91,7 @@ def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary]
         # issue 24: the beside path moved the server: which port the console asks now, before the reason
         moved = f" port {st.port} (moved from {st.moved_from_port}) ·" if getattr(st, "moved_from_port", None) else ""
         # issue 36: the poll's cadence when it follows the host (a quiet host asked less, a boot more)
-        every = getattr(st, "poll_every_s", None)
-        cadence = f" polled every {every:g}s ·" if every else ""
+        cadence = f" {server.detail} ·" if server is not None and server.detail else ""
         t.append(f"{moved}{cadence} {st.reason}"[: max(0, width - len(st.status) - 3 - len(mark))])
     elif server is not None and server.error:
         t.append(" UNKNOWN ", style=STATUS_STYLE["unknown"])
