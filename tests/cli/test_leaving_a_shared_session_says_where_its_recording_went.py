@@ -21,9 +21,11 @@ def _recordings(data: Path) -> list[Path]:
 @pytest.mark.parametrize("args", [("--demo", "--share", "--invite", "bob"), ("--demo", "serve", "--invite", "bob")],
                          ids=["share", "serve"])
 def test_ending_a_shared_demo_says_where_it_was_recorded(args: tuple[str, ...], tmp_path: Path) -> None:
-    env = {**os.environ, "TERM": "dumb", "GPUCONSOLE_CONFIG": "", "XDG_DATA_HOME": str(tmp_path / "data"),
-           "XDG_RUNTIME_DIR": str(tmp_path / "run")}
-    (tmp_path / "run").mkdir(mode=0o700)
+    # the socket goes in the test's own XDG_RUNTIME_DIR (conftest: short, as AF_UNIX paths must be;
+    # tmp_path under pytest-xdist is too long for one)
+    run = Path(os.environ["XDG_RUNTIME_DIR"])
+    run.mkdir(mode=0o700, exist_ok=True)
+    env = {**os.environ, "TERM": "dumb", "GPUCONSOLE_CONFIG": "", "XDG_DATA_HOME": str(tmp_path / "data")}
     proc = subprocess.Popen([sys.executable, "-m", "console", *args], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -40,4 +42,4 @@ def test_ending_a_shared_demo_says_where_it_was_recorded(args: tuple[str, ...], 
             proc.wait()
     recorded = _recordings(tmp_path / "data")
     assert len(recorded) == 1 and f"recorded in {recorded[0]}" in out + err, (out + err)[-800:]
-    assert not list((tmp_path / "run").rglob("*.sock*")), list((tmp_path / "run").rglob("*"))  # the socket, the invites
+    assert not list(run.rglob("*.sock*")), list(run.rglob("*"))  # the socket, the invites

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
@@ -39,6 +40,8 @@ pytestmark = pytest.mark.sshd
 SPEED = 16.0
 DATA = Path(__file__).parent.parent / "data" / "docker"
 ENV_KEYS = ("PATH", "GPUSIM_ROOT", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE")
+
+CID = hashlib.sha256(b"sglang-qwen397b").hexdigest()  # the simulated container's id (containers.container_id)
 
 
 def _sshd_for(directory: Path, env: dict[str, str]) -> Sshd:
@@ -214,13 +217,13 @@ async def test_docker_ps_prints_the_real_clis_table_and_json_over_ssh(bare: Bare
     header, row = out.splitlines()
     assert header == ("CONTAINER ID   IMAGE                           COMMAND                  CREATED      "
                       "STATUS      PORTS                      NAMES")
-    assert row == ('73676c616e67   lmsysorg/sglang:v0.5.23-cu129   "/opt/nvidia/nvidia_…"   3 days ago   '
+    assert row == (f'{CID[:12]}   lmsysorg/sglang:v0.5.23-cu129   "/opt/nvidia/nvidia_…"   3 days ago   '
                    'Up 3 days   0.0.0.0:30000->30000/tcp   sglang-qwen397b')
     rc, out = await bare.docker("ps", "-a", "--no-trunc", "--format", "{{json .}}")
     assert '"Ports":"0.0.0.0:30000-\\u003e30000/tcp"' in out
     assert '"Command":"\\"/opt/nvidia/nvidia_entrypoint.sh python3 -m sglang.launch_server --model-path /models/M --tp-size 4\\""' in out
     rc, out = await bare.docker("ps", "--no-trunc", "--format", "{{.ID}} {{.Names}}")
-    assert out.strip() == f"{(b'sglang-qwen397b'.hex() * 8)[:64]} sglang-qwen397b"
+    assert out.strip() == f"{CID} sglang-qwen397b"
     rc, out = await bare.docker("ps", "-a", "--filter", "label=com.docker.compose.service=x", "-q")
     assert rc == 0 and out.strip() == ""
 
@@ -258,7 +261,7 @@ async def test_gpu_processes_map_to_their_container_through_a_real_cgroup(bare: 
     from console.ui.panes.gpu import format_gpu_status
     from console.host.sources.gpu import GpuSource
 
-    cid = (b"sglang-qwen397b".hex() * 8)[:64]
+    cid = CID
     group = Path("/sys/fs/cgroup/pids/docker") / cid
     proc = subprocess.Popen(["sleep", "120"])
     try:

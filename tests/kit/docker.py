@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ DATA = Path(__file__).parent.parent / "data" / "docker"
 def inspect(root: Path, name: str, models: str, *, running: bool, model: str, extra: list[str]) -> dict:
     [obj] = json.loads((DATA / "inspect_qwen397b.json").read_text())
     obj["Name"] = "/" + name
-    obj["Id"] = (name.encode().hex() * 8)[:64]
+    obj["Id"] = hashlib.sha256(name.encode()).hexdigest()
     obj["Mounts"][0]["Source"] = str(root / models)
     obj["HostConfig"]["Binds"] = [f"{root / models}:/models:ro"]
     obj["Args"] = ["python3", "-m", "sglang.launch_server", "--model-path", f"/models/{model}", "--tp-size", "4",

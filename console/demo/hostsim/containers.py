@@ -7,6 +7,8 @@ as `docker logs --timestamps` prints it. The simulated `docker` CLI (fake_docker
 
 from __future__ import annotations
 
+import hashlib
+
 import asyncio
 import json
 import re
@@ -80,8 +82,10 @@ exec /bin/cat "$@"
 
 
 def container_id(name: str) -> str:
-    """The simulated container's full id (64 hex digits, `docker inspect`'s `Id`)."""
-    return (name.encode().hex() * 8)[:64]
+    """The simulated container's full id (64 hex digits, `docker inspect`'s `Id`): a hash of its name,
+    so two containers differ in the 12 digits `docker ps` shows, as real ids do (the name's own hex
+    made every `sglang-…` container `73676c616e67…`, and a GPU's process could not be told apart)."""
+    return hashlib.sha256(name.encode()).hexdigest()
 
 
 def place_gpu_processes_in_containers(sim: HostSimulator, mapping: dict[str, tuple[str, ...]]) -> None:

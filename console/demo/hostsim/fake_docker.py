@@ -14,6 +14,7 @@ and the daemon-down line.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -500,7 +501,7 @@ def _compose_inspect(path: str, project: str, service: str, svc: dict[str, Any])
               "com.docker.compose.project.working_dir": str(Path(path).parent),
               "com.docker.compose.service": service, "com.docker.compose.version": "2.29.7"}
     return {
-        "Id": (name.encode().hex() * 8)[:64], "Created": "2026-11-28T07:41:12.118503992Z",
+        "Id": hashlib.sha256(name.encode()).hexdigest(), "Created": "2026-11-28T07:41:12.118503992Z",
         "Path": argv[0] if argv else "", "Args": argv[1:],
         "State": {"Status": "created", "Running": False, "Paused": False, "Restarting": False, "OOMKilled": False,
                   "Dead": False, "Pid": 0, "ExitCode": 0, "Error": "", "StartedAt": "0001-01-01T00:00:00Z",
