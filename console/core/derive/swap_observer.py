@@ -326,6 +326,8 @@ class SwapObserver:
             return out
         if isinstance(event, SwapStepChanged):
             self._console_step_times(out, event.step)
+            if event.step.ended_at_s is not None:  # the swap may be over now (a rollback's end): "after" again
+                self.memory.update(out, self.state.swap, self.stopped_at)
             return out
         if isinstance(event, ReadingChanged) and event.reading.data is not None and event.reading.error is None:
             at = event.reading.ok_at_s
@@ -838,6 +840,10 @@ class MemoryFacts:
             # the first reading once the swap was over, followed while it still changes (the
             # processes column is read less often than the memory) for AFTER_SETTLE_S
             settled = [(at, s) for at, s in since if at - ended[0] <= AFTER_SETTLE_S] or since[:1]
+            if not settled and self.seen and (fact.get("after") or {}).get("since") != ended[0]:
+                # over before a reading came after it (the rollback's ready is known between two GPU
+                # readings): the latest reading, at its own time, until one comes after the end
+                settled = [self.seen[-1]]
             after = fact.get("after") or {}
             if settled and (after.get("since") != ended[0] or after.get("gpus") != gpu_rows(settled[-1][1])):
                 at, status = settled[-1] if after.get("since") == ended[0] else settled[0]
