@@ -20,6 +20,18 @@ def test_a_narrow_plan_keeps_each_step_and_the_downtime_within_its_width() -> No
     assert "seen on the host" in wide and "Stop the old service and wait for its memory" in wide
 
 
+def test_the_plan_docked_beside_the_panes_still_says_a_step_was_seen_on_the_host() -> None:
+    """Docked at 120 columns the plan is 56 wide (about 50 inside): "seen on the host" did not fit
+    and was dropped, so nothing said who ran the observed steps (a CI run of the lived story's test
+    saw the plan redrawn at that width)."""
+    for width in (48, 50, 52):
+        lines = format_plan(_state().swap, 200.0, width=width).plain.splitlines()
+        stop = next(ln for ln in lines if "Stop the old" in ln)  # seen on the host
+        start = next(ln for ln in lines if "Start the new" in ln)  # ana's, from the console
+        assert stop.endswith("  on host") and start.endswith("  ana"), (width, stop, start)
+        assert len(stop) <= width and len(start) <= width, (width, stop, start)
+
+
 def test_a_gate_check_named_with_nine_letters_keeps_a_space_before_its_reason() -> None:
     """Seen in the walk (issue 35 item 9): "✓ swap pathrestart: …"."""
     from console.core.derive.swap_view import GateCheck

@@ -114,6 +114,8 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
         took = step.duration_s if step.ended_at_s is not None else (
             now_s - step.started_at_s if step.started_at_s is not None and step.state == "running" else None)
         who = f"  {step.who}" if step.who else ("  seen on the host" if step.observed else "")
+        if step.observed and not step.who and width - 3 - 16 - 9 - 7 < len(who):
+            who = "  on host"  # the plan docked at 120 columns (56 wide): said short where it fits
         # The title gives way in a narrow plan (80x24), so a step stays one line (never wrapped at column 0).
         title_w = max(16, min(44, width - 3 - 9 - 7 - len(who)))
         t.append(f" {STATE_MARK.get(step.state, '?')} ", style=style)
