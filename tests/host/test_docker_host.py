@@ -233,11 +233,13 @@ async def test_the_docker_demo_names_the_container_holding_each_gpus_memory(tmp_
         await start_scenario(sim)
         await transport.connect()
         source = GpuSource(transport, local=False)
+        source.container_retry_s = 1.0  # a container docker ps did not list yet: asked again soon
 
         async def first_named():
             async for reading in source.readings():
                 procs = [p for g in (reading.data.gpus if reading.data else ()) for p in g.processes]
-                if procs and all(p.container for p in procs):
+                # named, not by the 12 digits of an id docker ps did not list yet (looked up again)
+                if procs and all(p.container and p.container.startswith("sglang-") for p in procs):
                     return reading
 
         reading = await asyncio.wait_for(first_named(), 60)

@@ -96,6 +96,10 @@ class GpuSource:
         self.oneshot_timeout_s = 15.0
         # pid -> container name (None: not in a container), read once per new pid (issue 26)
         self._containers: dict[int, str | None] = {}
+        # A pid whose container could not be named (docker ps did not list it yet, the lookup
+        # failed) is looked up again after this many seconds, not shown by its id for good.
+        self.container_retry_s = 10.0
+        self._container_retry_at: dict[int, float] = {}
         self._container_task: asyncio.Task[None] | None = None
 
     # -- assembling readings -------------------------------------------------------------
@@ -117,7 +121,9 @@ class GpuSource:
         from dataclasses import replace
 
         pids = {p.pid for g in gpus for p in g.processes}
-        new = sorted(pid for pid in pids if pid not in self._containers and pid > 0)
+        now = time.monotonic()
+        new = sorted(pid for pid in pids if pid > 0 and (
+            pid not in self._containers or self._container_retry_at.get(pid, now + 1) <= now))
         if new and (self._container_task is None or self._container_task.done()):
             try:
                 self._container_task = asyncio.get_running_loop().create_task(self._lookup_containers(new))
@@ -140,12 +146,19 @@ class GpuSource:
         except Exception:  # noqa: BLE001 - which container holds a process is a nice-to-have
             for pid in pids:
                 self._containers.setdefault(pid, None)
+                self._container_retry_at[pid] = time.monotonic() + self.container_retry_s
             return
         sections = split_sections(result.text)
         names = dict(line.split(" ", 1) for line in sections.get("names", "").splitlines() if " " in line)
         for pid in pids:
             cid = container_id_from_cgroup(sections.get(f"pid{pid}", ""))
             self._containers[pid] = names.get(cid, cid[:12]) if cid else None
+            if cid and cid not in names:  # a container docker ps did not list (yet): its id for now
+                self._container_retry_at[pid] = time.monotonic() + self.container_retry_s
+            else:
+                self._container_retry_at.pop(pid, None)
+        while len(self._container_retry_at) > 4096:
+            self._container_retry_at.pop(next(iter(self._container_retry_at)))
         while len(self._containers) > 4096:
             self._containers.pop(next(iter(self._containers)))
 
