@@ -48,7 +48,11 @@ def writes(pid: int) -> int | None:
         return None
 
 
-def stream(cmd: list[str], warmup: int, samples: int, is_sample, keep: int = 0) -> dict:
+def stream(cmd: list[str], warmup: int, samples: int, is_sample, keep: int = 0,
+           interval_s: float | None = None) -> dict:
+    """With `interval_s`, the steady part lasts `samples` intervals of wall time and its CPU is
+    divided by the samples taken in it (wall / interval): a sampler that sends no line for a
+    sample where nothing moved still pays for that sample's read. Without it, a sample is a line."""
     started = time.perf_counter()
     try:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -59,7 +63,8 @@ def stream(cmd: list[str], warmup: int, samples: int, is_sample, keep: int = 0) 
     count, at_first, at_warm, bytes_steady, writes0 = 0, None, None, 0, None
     t_warm = 0.0
     try:
-        while count < warmup + samples:
+        while (count < warmup + samples if interval_s is None or count < warmup
+               else time.perf_counter() - t_warm < samples * interval_s):
             line = p.stdout.readline()
             if not line:
                 return {"error": p.stderr.read().decode(errors="replace")[-500:] if p.stderr else "ended"}
@@ -81,9 +86,12 @@ def stream(cmd: list[str], warmup: int, samples: int, is_sample, keep: int = 0) 
         p.kill()
         p.wait()
     assert at_first is not None and at_warm is not None
+    sent = count - warmup
+    if interval_s is not None:
+        samples = max(1, round((t_end - t_warm) / interval_s))
     return {
         "start_cpu_ms": round(at_first / 1e6, 2), "start_wall_s": round(t_warm - started, 2),
-        "samples": samples, "cpu_us_per_sample": round((at_end - at_warm) / 1e3 / samples, 1),
+        "samples": samples, "lines_sent": sent, "cpu_us_per_sample": round((at_end - at_warm) / 1e3 / samples, 1),
         "bytes_per_sample": round(bytes_steady / samples, 1),
         "writes_per_sample": (None if writes0 is None or writes_end is None
                               else round((writes_end - writes0) / samples, 2)),
@@ -143,7 +151,7 @@ def main() -> int:
                 source = Path(path).read_text()
                 row[label] = stream([sys.executable, "-u", "-c", source, f"{args.interval:g}"],
                                     args.warmup, args.samples, lambda line: b'"gpus"' in line,
-                                    keep=40 if r == 0 else 0)
+                                    keep=40 if r == 0 else 0, interval_s=args.interval)
                 print(label, {k: v for k, v in row[label].items() if k != "lines"}, flush=True)
             ms = max(1, int(args.interval * 1000))
             row["nvidia_smi_lms"] = stream(QUERY.split() + [f"-lms={ms}"], args.warmup, args.samples,

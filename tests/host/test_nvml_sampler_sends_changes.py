@@ -45,23 +45,23 @@ FAKE_PYNVML = textwrap.dedent('''
     def nvmlDeviceGetMemoryInfo(h, version=None):
         k = _n[0]
         _n[0] += 1
-        return _O(used=(1000 + k // 3) << 20, total=143771 << 20)
+        return _O(used=(1000 + (0 if os.environ.get("STILL") else k // 3)) << 20, total=143771 << 20)
     def nvmlDeviceGetUtilizationRates(h): return _O(gpu=0, memory=0)
     def nvmlDeviceGetPowerUsage(h): return 118776
     def nvmlDeviceGetEnforcedPowerLimit(h): return 700000
     def nvmlDeviceGetTemperature(h, sensor): return 40
     def nvmlDeviceGetComputeRunningProcesses(h):
-        return [_O(pid=4242, usedGpuMemory=(990 + (_n[0] - 1) // 3) << 20)]
+        return [_O(pid=4242, usedGpuMemory=(990 + (0 if os.environ.get("STILL") else (_n[0] - 1) // 3)) << 20)]
     def nvmlSystemGetProcessName(pid):
         _count("process_name")
         return "/opt/torch/.venv/bin/python3"
 ''')
 
 
-def _sampler_lines(tmp_path: Path, count: int) -> tuple[list[str], list[str]]:
+def _sampler_lines(tmp_path: Path, count: int, still: bool = False) -> tuple[list[str], list[str]]:
     (tmp_path / "pynvml.py").write_text(FAKE_PYNVML)
     counts = tmp_path / "counts"
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "COUNTS": str(counts)}
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "COUNTS": str(counts), "STILL": "1" if still else ""}
     proc = subprocess.Popen([sys.executable, "-u", "-c", SAMPLER_SOURCE, "0.01"], env=env,
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
@@ -79,9 +79,12 @@ def test_the_host_sampler_names_a_process_once_and_sends_only_what_changed(tmp_p
     # A GPU's name and UUID, and the process's name, asked once for 30 samples (not 30 times).
     assert calls.count("name") == 1 and calls.count("uuid") == 1
     assert calls.count("process_name") == 1
-    # Each line after the first carries only what changed: never the name or the UUID again.
-    assert all("H200" not in line and "GPU-1081" not in line for line in lines[2:])
-    assert sum(map(len, lines[2:])) < len(lines[1]) * 29 / 2
+    # Each line after the first carries only what changed (the memory moves every third sample,
+    # and with it the process's): never the name, the UUID or a figure that stayed; the samples
+    # between, where nothing moved, send no line.
+    for line in lines[2:]:
+        (gpu,) = parse_sampler_line(line)["gpus"]
+        assert set(gpu) == {"index", "delta", "memory_used_mib", "processes"}, line
     # ...and the console puts every sample back together as the host saw it.
     known: dict[int, dict] = {}
     for k, line in enumerate(lines[1:]):
@@ -89,10 +92,25 @@ def test_the_host_sampler_names_a_process_once_and_sends_only_what_changed(tmp_p
         assert problems == ()
         (gpu,) = gpus
         assert (gpu.name, gpu.uuid) == ("NVIDIA H200", "GPU-1081cd7b-52eb-fd89-c0b1-ba91b23923dd")
-        assert gpu.memory_used_mib == 1000 + k // 3 and gpu.memory_total_mib == 143771
+        assert gpu.memory_used_mib == 1000 + k and gpu.memory_total_mib == 143771
         assert gpu.power_w == 118.776 and gpu.temperature_c == 40
         assert [(p.pid, p.name, p.memory_mib) for p in gpu.processes] == [
-            (4242, "/opt/torch/.venv/bin/python3", 990 + k // 3)]
+            (4242, "/opt/torch/.venv/bin/python3", 990 + k)]
+
+
+def test_a_still_host_sends_a_line_a_second_not_one_a_sample(tmp_path: Path) -> None:
+    """At 100 samples a second on a GPU where nothing moves, the sampler reads every sample but
+    writes a line only once a second (the heartbeat that keeps the console's reading fresh),
+    each still saying the whole GPU after the merge."""
+    lines, _calls = _sampler_lines(tmp_path, 4, still=True)
+    records = [parse_sampler_line(line) for line in lines[1:]]
+    assert "delta" not in records[0] and all(r["delta"] == 1 and r["gpus"] == [] for r in records[1:])
+    times = [r["t"] for r in records]
+    assert all(b - a >= 0.95 for a, b in zip(times, times[1:])), times  # not 0.01 s apart
+    known: dict[int, dict] = {}
+    for record in records:
+        (gpu,), _ = gpus_from_sample(merge_sample(known, record))
+        assert gpu.memory_used_mib == 1000 and gpu.power_w == 118.776
 
 
 def _gpu(index: int, used: int, procs: list[list], **extra: object) -> dict:

@@ -62,12 +62,35 @@ def _call(fn: Any, *args: Any) -> Any:
 
 
 # How old a slow field may get (seconds) before it is read again: the GPU's temperature moves by
-# degrees over seconds, its enforced power limit only when an operator sets it. Memory, utilization
-# and power are read every sample. A GPU's processes are read again whenever its memory moved (a
-# process that starts, grows or leaves moves it) and at least every PROCS_S.
+# degrees over seconds, its enforced power limit only when an operator sets it. Memory is read every
+# sample. A GPU's processes are read again whenever its memory moved (a process that starts, grows
+# or leaves moves it) and at least every PROCS_S. Utilization and power are figures NVML computes
+# on its own clock: utilization is "the percent of time over the past sample period" (1/6 s to 1 s
+# by product; the GPU says which through nvmlDeviceGetSamples' timestamps: 200 ms on the H200), and
+# the power reading moved every 100 ms on the H200 under a duty-cycled load
+# (tests/data/h200/sampler_cost/s9/periods.json). Read more often, they return the same figure, so
+# each is read once per its own period.
 SLOW_S = 5.0
 LIMIT_S = 60.0
 PROCS_S = 5.0
+POWER_S = 0.1
+# With nothing moved, a line is still sent this often (the console marks the GPUs stale after 5 s).
+HEARTBEAT_S = 1.0
+UTIL_MIN_S, UTIL_MAX_S = 1 / 6, 1.0  # NVML's documented range for the utilization sample period
+
+
+def utilization_period_s(pynvml: Any, handle: Any) -> float:
+    """The GPU's utilization sample period: the median gap between the samples NVML keeps (its
+    own timestamps, µs), within the documented 1/6 s .. 1 s; the shortest where it cannot say."""
+    try:
+        _kind, samples = pynvml.nvmlDeviceGetSamples(handle, pynvml.NVML_GPU_UTILIZATION_SAMPLES, 0)
+        stamps = sorted(int(s.timeStamp) for s in samples)
+        gaps = sorted(b - a for a, b in zip(stamps, stamps[1:]) if b > a)
+        if not gaps:
+            return UTIL_MIN_S
+        return min(UTIL_MAX_S, max(UTIL_MIN_S, gaps[len(gaps) // 2] / 1e6))
+    except Exception:  # noqa: BLE001 - not supported, an old pynvml, no samples yet
+        return UTIL_MIN_S
 
 
 class Sampler:
@@ -87,6 +110,9 @@ class Sampler:
         self.name_lookups = 0  # how many process names were asked of NVML or /proc (tests count them)
         every = (lambda s: 1) if interval_s is None else (lambda s: max(1, round(s / max(interval_s, 1e-3))))
         self.slow_every, self.limit_every, self.procs_every = every(SLOW_S), every(LIMIT_S), every(PROCS_S)
+        self.power_every = every(POWER_S)
+        self.every, self.interval_s = every, interval_s
+        self.util_every: dict[int, int] = {}  # per GPU, from its own utilization period (1 without interval_s)
         self.count = 0
         self.last: dict[int, dict[str, Any]] = {}  # per GPU: the slow fields as last read, the memory then
         self.calls = 0  # NVML calls made by sample() (tests and benchmarks count them)
@@ -110,17 +136,33 @@ class Sampler:
     def _due(self, every: int) -> bool:
         return self.count % every == 0
 
-    def sample(self) -> dict[str, Any]:
+    def sample(self, only_moved: bool = False) -> dict[str, Any] | None:
+        """One sample of every GPU. With `only_moved`, None when no GPU's figures moved since the
+        sample before (nothing is built for a still host: the sampler's loop sends nothing)."""
         pynvml = self.pynvml
+        moved = False
         gpus: list[dict[str, Any]] = []
         seen: set[int] = set()
         for index, handle in enumerate(self.handles):
             last = self.last.get(index)
             try:
                 mem = self._memory(handle)
-                util = _call(pynvml.nvmlDeviceGetUtilizationRates, handle)
-                power = _call(pynvml.nvmlDeviceGetPowerUsage, handle)
-                self.calls += 3
+                self.calls += 1
+                util_every = self.util_every.get(index)
+                if util_every is None:
+                    util_every = self.util_every[index] = (
+                        1 if self.interval_s is None else self.every(utilization_period_s(pynvml, handle)))
+                if last is None or self._due(util_every):
+                    util = _call(pynvml.nvmlDeviceGetUtilizationRates, handle)
+                    util = None if util is None else util.gpu
+                    self.calls += 1
+                else:
+                    util = last["util"]
+                if last is None or self._due(self.power_every):
+                    power = _call(pynvml.nvmlDeviceGetPowerUsage, handle)
+                    self.calls += 1
+                else:
+                    power = last["power"]
                 if last is None or self._due(self.limit_every):
                     limit = _call(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle)
                     self.calls += 1
@@ -138,12 +180,18 @@ class Sampler:
                             for p in procs]
                 else:
                     rows = last["processes"]
+                if (only_moved and last is not None and mem.used == last["used"] and util == last["util"]
+                        and power == last["power"] and limit == last["limit"]
+                        and temperature == last["temperature"] and rows == last["processes"]):
+                    seen.update(row[0] for row in rows)
+                    continue  # still: nothing to build
+                moved = True
                 static = self.static.get(index)
                 if static is None:
                     static = self.static[index] = (_text(pynvml.nvmlDeviceGetName(handle)),
                                                    _text(pynvml.nvmlDeviceGetUUID(handle)))
                 self.last[index] = {"limit": limit, "temperature": temperature, "used": mem.used,
-                                    "processes": rows}
+                                    "processes": rows, "util": util, "power": power}
                 seen.update(row[0] for row in rows)
                 gpus.append({
                     "index": index,
@@ -151,7 +199,7 @@ class Sampler:
                     "uuid": static[1],
                     "memory_used_mib": mib(mem.used),
                     "memory_total_mib": mib(mem.total),
-                    "utilization_pct": None if util is None else util.gpu,
+                    "utilization_pct": util,
                     "temperature_c": temperature,
                     "power_w": None if power is None else power / 1000.0,
                     "power_limit_w": None if limit is None else limit / 1000.0,
@@ -160,9 +208,12 @@ class Sampler:
             except pynvml.NVMLError as exc:
                 self.last.pop(index, None)  # back from an error: every field read again
                 gpus.append({"index": index, "error": str(exc)})
+                moved = True
         self.count += 1
         for pid in [pid for pid in self.names if pid not in seen]:
             del self.names[pid]
+        if only_moved and not moved:
+            return None
         return {"t": time.time(), "gpus": gpus}
 
 
@@ -183,8 +234,13 @@ class Delta:
         self.sent: dict[int, dict[str, Any]] = {}
         self.count = 0
 
+    @property
+    def full_due(self) -> bool:
+        """The next line is whole: give it a whole sample."""
+        return self.count % self.full_every == 0
+
     def record(self, record: dict[str, Any]) -> dict[str, Any]:
-        full = self.count % self.full_every == 0
+        full = self.full_due
         self.count += 1
         items: list[dict[str, Any]] = []
         for item in record["gpus"]:
@@ -237,11 +293,19 @@ def main(argv: list[str]) -> int:
     sampler, delta = Sampler(pynvml, handles, interval_s=interval), Delta()
     encode = json.JSONEncoder(separators=(",", ":")).encode
     write(encode({"driver": driver, "count": len(handles)}))
+    sent_at = 0.0
     while True:
         started = time.perf_counter()
-        record = delta.record(sampler.sample())
+        # A still host (no figure moved) costs a read and no line, but for a line a second that
+        # says so (the GPUs' readings stay fresh); every delta.full_every-th line is whole.
+        record = sampler.sample(only_moved=not delta.full_due)
+        if record is None and started - sent_at < HEARTBEAT_S:
+            time.sleep(max(0.0, interval - (time.perf_counter() - started)))
+            continue
+        record = delta.record(record if record is not None else {"t": time.time(), "gpus": []})
         record["cost_us"] = round((time.perf_counter() - started) * 1e6, 1)
-        write(encode(record))  # one write per sample
+        write(encode(record))  # one write per line
+        sent_at = started
         time.sleep(max(0.0, interval - (time.perf_counter() - started)))
 
 
