@@ -62,3 +62,23 @@ async def test_the_plans_footer_shows_the_plans_keys_not_the_log_panes(size: tup
         await pilot.pause()
         footer = screen_text(app).rstrip("\n").splitlines()[-1]
         assert "Close" in footer and "filter" not in footer.lower(), footer
+
+
+async def test_q_in_the_docked_plan_leaves_the_console_as_on_the_panes_beside_it() -> None:
+    """Walked in the operator demo: after the swap, the first `q` only closed the docked plan (it
+    looks part of the main screen) and a second one quit; esc is the plan's close."""
+    from console.ui.app import ConsoleApp
+    from console.ui.panes.swap import SwapScreen
+
+    app = ConsoleApp(offline_state(), None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("p")
+        await pilot.pause()
+        assert isinstance(app.screen, SwapScreen)
+        left: list[bool] = []
+        real_exit = app.exit
+        app.exit = lambda *a, **k: left.append(True)  # type: ignore[method-assign]
+        await pilot.press("q")
+        await pilot.pause()
+        assert left == [True], "q in the plan did not leave the console"
+        app.exit = real_exit  # type: ignore[method-assign]

@@ -327,7 +327,10 @@ class SwapScreen(ModalScreen[None]):
     """The swap plan, live; its keys ask the control for a preview, then a confirmation."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        ("escape,q", "dismiss(None)", "Close"), ("o", "override", "Override"), ("a", "approve", "Approve"),
+        # q leaves the console here as on the panes beside (the docked plan looks part of that
+        # screen: a first q that only closed it surprised the operator); esc closes the plan.
+        ("escape", "dismiss(None)", "Close"), ("q", "app.quit", "Quit"),
+        ("o", "override", "Override"), ("a", "approve", "Approve"),
         ("c", "withdraw", "Withdraw"), ("A", "audit", "Audit in full"),
         *[(k, f"act('{key}')", label) for k, key, label in KEYS]]
     # Beside the panes, never over them (issue 35 item 1): the plan is a strip docked on the right,
