@@ -363,3 +363,18 @@ def test_the_download_panes_counts_stay_on_one_row(width: int) -> None:
     row = next(line for line in lines if line.startswith("shards"))
     assert len(row) <= width and row.endswith("in flight 0"), (row, width)
     assert ("files 17/45" in row) == (width >= 36), row  # 38 with two-space gaps, 36 with one
+
+
+@pytest.mark.parametrize("width", [30, 40, 56])
+def test_a_gpu_process_in_a_container_keeps_the_containers_name_whole_where_it_fits(width: int) -> None:
+    """Seen in the Docker demo at 120 columns: one ellipsis across `container: name` cut both
+    ("sglang-qwen…duler_TP0"). The container stays whole and the process name is shortened."""
+    from console.ui.panes.gpu import process_label
+
+    label = process_label("sglang-qwen397b", "sglang::scheduler_TP0", width)
+    assert len(label) <= width, label
+    if width >= len("sglang-qwen397b: ") + 12:
+        assert label.startswith("sglang-qwen397b: sglang") and label.endswith("TP0"), label
+    else:
+        assert label.count("…") <= 2 and ": " in label, label
+    assert process_label(None, "python3", width) == "python3"

@@ -134,8 +134,7 @@ def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, heigh
             mem = DASH if p.memory_mib is None else f"{p.memory_mib / 1024:.1f}G"
             name_w = max(10, width - 19)  # " II PPPPPPP " before, " MMMMMM" after
             text.append(f" {index:>2} {p.pid:>7} ", style=DIM)
-            label = f"{p.container}: {p.name}" if p.container else p.name  # which container holds it
-            text.append(f"{fit_name(label, name_w):<{name_w}}")
+            text.append(f"{process_label(p.container, p.name, name_w):<{name_w}}")
             text.append(f" {mem:>6}\n")
         if len(procs) > len(show):
             text.append(f"    … {len(procs) - len(show)} more processes (1 maximizes)\n", style=DIM)
@@ -147,6 +146,20 @@ def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, heigh
         text.append(f" ✗ {reading.error}"[:width] + "\n", style=BAD)
     text.rstrip()
     return text
+
+
+def process_label(container: str | None, name: str, width: int) -> str:
+    """A GPU process as `container: name` in `width` cells: the container whole where the name
+    keeps 12 cells beside it (only the name is shortened, start and end), else the two shortened
+    apart; never one ellipsis across both ("sglang-qwen…duler_TP0" said neither)."""
+    if not container:
+        return fit_name(name, width)
+    if len(container) + 2 + len(name) <= width:
+        return f"{container}: {name}"
+    if width - len(container) - 2 >= 12:
+        return f"{container}: {fit_name(name, width - len(container) - 2)}"
+    half = max(1, (width - 2) // 2)
+    return f"{fit_name(container, half)}: {fit_name(name, max(1, width - 2 - half))}"
 
 
 class GpuPane(ReadingPane):
