@@ -6,34 +6,18 @@ deployment is ready; and a prefill/decode pair behind the router."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
-
-from console.config import load_config
-from console.domain.deploy.watch import DeploymentWatch
-from console.demo.hostsim.deployment import DeploymentSim
+from tests.kit.deploy import simulated_deployment, until
 
 
-async def until(predicate: object, timeout: float, what: str, show: object = None) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"{what} never happened: {show() if show else ''}"  # type: ignore[operator]
-        await asyncio.sleep(0.1)
 
 
 @pytest.mark.timeout(240)
 def test_the_multinode_demo_waits_for_node_one_then_is_ready(tmp_path: Path) -> None:
     async def run() -> None:
-        sim = DeploymentSim("multinode", speed=4.0)
-        await sim.start()
-        cfg_path = tmp_path / "config.toml"
-        cfg_path.write_text(sim.config_toml("big"))
-        deployment = load_config(cfg_path).deployment("big")
-        watch = DeploymentWatch(deployment, demo=True)
-        try:
-            await watch.start()
+        async with simulated_deployment(tmp_path, "multinode", "big") as (sim, watch):
             show = lambda: (watch.view().status, watch.checks())  # noqa: E731
             await until(lambda: any(c.name == "download" and c.node == "node 1" and c.severity == "error"
                                     for c in watch.checks()), 60, "node 1's incomplete download", show)
@@ -48,9 +32,6 @@ def test_the_multinode_demo_waits_for_node_one_then_is_ready(tmp_path: Path) -> 
             view = watch.view()
             assert all(n.version == "0.5.23" for n in view.nodes), [n.version for n in view.nodes]
             assert not [c for c in watch.checks() if c.severity == "error"], watch.checks()
-        finally:
-            await watch.close()
-            await sim.stop()
 
     asyncio.run(run())
 
@@ -58,21 +39,11 @@ def test_the_multinode_demo_waits_for_node_one_then_is_ready(tmp_path: Path) -> 
 @pytest.mark.timeout(240)
 def test_the_pd_demo_is_ready_with_prefill_decode_and_the_router(tmp_path: Path) -> None:
     async def run() -> None:
-        sim = DeploymentSim("pd", speed=4.0)
-        await sim.start()
-        cfg_path = tmp_path / "config.toml"
-        cfg_path.write_text(sim.config_toml("pd"))
-        deployment = load_config(cfg_path).deployment("pd")
-        watch = DeploymentWatch(deployment, demo=True)
-        try:
-            await watch.start()
+        async with simulated_deployment(tmp_path, "pd", "pd") as (sim, watch):
             show = lambda: ([(n.label, n.server, n.server_ready) for n in watch.view().nodes], watch.view().status)  # noqa: E731
             await until(lambda: watch.view().status.status == "ready", 120, "the pd deployment ready", show)
             assert watch.view().status.reason == "prefill and decode are ready behind the router"
             labels = {line.label for line in watch.view().timeline}
             assert {"prefill 0 TP0", "decode 0 TP0", "router"} <= labels, labels
-        finally:
-            await watch.close()
-            await sim.stop()
 
     asyncio.run(run())

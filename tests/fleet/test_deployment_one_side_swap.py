@@ -7,21 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 
 import pytest
 
-from console.config import load_config
 from console.core.state import ReadingChanged
-from console.demo.hostsim.deployment import DECODE_TUNED_UNIT, DeploymentSim
+from console.demo.hostsim.deployment import DECODE_TUNED_UNIT
 from console.domain.analysis.service_diff import HostFacts
 from console.domain.analysis.service_report import build_report, side_from_text
 from console.domain.deploy.router import parse_router
 from console.domain.deploy.swap import DeploymentSwap, format_report, one_side_refusal
-from console.domain.deploy.watch import DeploymentWatch
 from console.model import Reading
-from tests.kit.deploy import NOW, deployment, node_state, unit
+from tests.kit.deploy import NOW, deployment, node_state, unit, simulated_deployment, until
 
 PD = "--model-path /models/{model} --disaggregation-mode {mode} --disaggregation-transfer-backend mooncake --tp-size 8 {extra}"
 
@@ -79,25 +76,13 @@ def test_the_routers_workers_are_read_as_the_model_gateway_lists_them() -> None:
     assert parse_router("workers {not json").error == "/workers did not answer JSON"
 
 
-async def until(predicate: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"{what} never happened"
-        await asyncio.sleep(0.1)
-
 
 @pytest.mark.timeout(300)
 def test_the_decode_side_swapped_alone_behind_the_router_with_the_routers_view(tmp_path: Path) -> None:
     async def run() -> None:
-        sim = DeploymentSim("pd", speed=4.0, operator=False)
-        await sim.start()
-        cfg = tmp_path / "config.toml"
-        cfg.write_text(sim.config_toml("pd", decode_unit=DECODE_TUNED_UNIT))
-        watch = DeploymentWatch(load_config(cfg).deployment("pd"), demo=True)
-        audit = tmp_path / "audit.jsonl"
-        swap = DeploymentSwap(watch, who="ana", audit_file=audit, ready_timeout_s=120, drain_timeout_s=60)
-        try:
-            await watch.start()
+        async with simulated_deployment(tmp_path, "pd", "pd", operator=False, decode_unit=DECODE_TUNED_UNIT) as (sim, watch):
+            audit = tmp_path / "audit.jsonl"
+            swap = DeploymentSwap(watch, who="ana", audit_file=audit, ready_timeout_s=120, drain_timeout_s=60)
             await until(lambda: watch.view().status.status == "ready", 90, "the r1 pair serving")
             await until(lambda: swap.side_refusal("decode") is None, 60, "both sides' units read")
             preview = swap.preview(side="decode")
@@ -120,9 +105,6 @@ def test_the_decode_side_swapped_alone_behind_the_router_with_the_routers_view(t
             actions = [json.loads(line) for line in audit.read_text().splitlines()]
             assert [(a["node"], a["action"]) for a in actions] == [
                 ("decode 0", "stop sglang-decode-r1.service"), ("decode 0", f"start {DECODE_TUNED_UNIT}")]
-        finally:
-            await watch.close()
-            await sim.stop()
 
     asyncio.run(run())
 
@@ -130,15 +112,9 @@ def test_the_decode_side_swapped_alone_behind_the_router_with_the_routers_view(t
 @pytest.mark.timeout(300)
 def test_a_model_change_on_one_side_runs_nothing_in_the_demo(tmp_path: Path) -> None:
     async def run() -> None:
-        sim = DeploymentSim("pd", speed=4.0, operator=False)
-        await sim.start()
-        cfg = tmp_path / "config.toml"
-        cfg.write_text(sim.config_toml("pd"))
-        watch = DeploymentWatch(load_config(cfg).deployment("pd"), demo=True)
-        audit = tmp_path / "audit.jsonl"
-        swap = DeploymentSwap(watch, who="ana", audit_file=audit)
-        try:
-            await watch.start()
+        async with simulated_deployment(tmp_path, "pd", "pd", operator=False) as (sim, watch):
+            audit = tmp_path / "audit.jsonl"
+            swap = DeploymentSwap(watch, who="ana", audit_file=audit)
             await until(lambda: watch.view().status.status == "ready", 90, "the r1 pair serving")
             await until(lambda: "--model-path" in (swap.side_refusal("decode") or ""), 60, "both sides' units read")
             refused = await swap.run(confirmed=True, side="decode")
@@ -146,9 +122,6 @@ def test_a_model_change_on_one_side_runs_nothing_in_the_demo(tmp_path: Path) -> 
                                               "Qwen3.5-397B-A17B and prefill 0 serves Qwen3.5-397B-A17B-r1"), \
                 refused.outcome
             assert not audit.exists()
-        finally:
-            await watch.close()
-            await sim.stop()
 
     asyncio.run(run())
 

@@ -7,17 +7,14 @@ each node's timeline, and a rollback of every node."""
 from __future__ import annotations
 
 import asyncio
-import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from console.config import HostProfile, load_config
+from console.config import HostProfile
 from console.domain.deploy.profile import Deployment, DeploymentNode
 from console.domain.deploy.swap import DeploymentSwap, format_report
-from console.domain.deploy.watch import DeploymentWatch
-from console.demo.hostsim.deployment import DeploymentSim
+from tests.kit.deploy import simulated_deployment, until
 
 
 class PlanOnly:
@@ -56,25 +53,13 @@ def test_a_swap_unconfirmed_read_only_or_with_a_bad_unit_runs_nothing() -> None:
         DeploymentSwap(PlanOnly(two_nodes(unit="--now; reboot"))).plan()
 
 
-async def until(predicate: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"{what} never happened"
-        await asyncio.sleep(0.1)
-
 
 @pytest.mark.timeout(300)
 def test_the_multinode_swap_from_the_console_end_to_end_with_a_report_and_a_rollback(tmp_path: Path) -> None:
     async def run() -> None:
-        sim = DeploymentSim("multinode", speed=4.0, operator=False)
-        await sim.start()
-        cfg = tmp_path / "config.toml"
-        cfg.write_text(sim.config_toml("big"))
-        watch = DeploymentWatch(load_config(cfg).deployment("big"), demo=True)
-        audit = tmp_path / "audit.jsonl"
-        swap = DeploymentSwap(watch, who="ana", audit_file=audit, ready_timeout_s=120, drain_timeout_s=60)
-        try:
-            await watch.start()
+        async with simulated_deployment(tmp_path, "multinode", "big", operator=False) as (sim, watch):
+            audit = tmp_path / "audit.jsonl"
+            swap = DeploymentSwap(watch, who="ana", audit_file=audit, ready_timeout_s=120, drain_timeout_s=60)
             await until(lambda: any(c.name == "download" and c.node == "node 1" and c.severity == "error"
                                     for c in watch.checks()), 60, "node 1's incomplete download seen")
             refused = await swap.run(confirmed=True)
@@ -93,9 +78,6 @@ def test_the_multinode_swap_from_the_console_end_to_end_with_a_report_and_a_roll
                 and '"node": "node 0"' in order[2], order
             back = await swap.run("rollback", confirmed=True)
             assert back.outcome == "ready", format_report(back, watch.deployment)
-        finally:
-            await watch.close()
-            await sim.stop()
 
     asyncio.run(run())
 
@@ -103,14 +85,8 @@ def test_the_multinode_swap_from_the_console_end_to_end_with_a_report_and_a_roll
 @pytest.mark.timeout(300)
 def test_the_pd_swap_from_the_console_end_to_end_with_a_report(tmp_path: Path) -> None:
     async def run() -> None:
-        sim = DeploymentSim("pd", speed=4.0, operator=False)
-        await sim.start()
-        cfg = tmp_path / "config.toml"
-        cfg.write_text(sim.config_toml("pd"))
-        watch = DeploymentWatch(load_config(cfg).deployment("pd"), demo=True)
-        swap = DeploymentSwap(watch, who="ana", ready_timeout_s=120, drain_timeout_s=60)
-        try:
-            await watch.start()
+        async with simulated_deployment(tmp_path, "pd", "pd", operator=False) as (sim, watch):
+            swap = DeploymentSwap(watch, who="ana", ready_timeout_s=120, drain_timeout_s=60)
             await until(lambda: watch.view().status.status == "ready", 90, "the old pd serving")
             assert swap.preview()[1:3] == [
                 "decode 0: timeout -k 5 120 systemctl stop -- sglang-decode-r1.service",
@@ -120,8 +96,5 @@ def test_the_pd_swap_from_the_console_end_to_end_with_a_report(tmp_path: Path) -
             assert done.outcome == "ready", report
             assert "## prefill 0" in report and "## decode 0" in report and "router" not in report.split("\n## ")[0]
             assert "start sglang-prefill.service issued by ana" in report
-        finally:
-            await watch.close()
-            await sim.stop()
 
     asyncio.run(run())

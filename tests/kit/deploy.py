@@ -3,6 +3,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -124,3 +129,34 @@ class FakeWatch:
         if self.ready:
             return SimpleNamespace(status=SimpleNamespace(status="ready", reason="ready"), faults=(), timeline=())
         return derive(self.deployment, self.states, self.probes, NOW if now_s is None else now_s)
+
+
+async def until(predicate: Any, timeout: float, what: str, show: Any = None) -> None:
+    """Wait for a condition (polled every 0.1 s); fails naming `what` (and `show()`) after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what} never happened: {show() if show else ''}"
+        await asyncio.sleep(0.1)
+
+
+@asynccontextmanager
+async def simulated_deployment(tmp_path: Path, kind: str, name: str, *, operator: bool | None = None,
+                               **config: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """A simulated deployment (`kind`: multinode or pd, speed 4) and a DeploymentWatch of it read
+    from a config file written as the operator's would be (`name` and `config` to its
+    `config_toml`); both closed after."""
+    from console.config import load_config
+    from console.demo.hostsim.deployment import DeploymentSim
+    from console.domain.deploy.watch import DeploymentWatch
+
+    sim = DeploymentSim(kind, speed=4.0) if operator is None else DeploymentSim(kind, speed=4.0, operator=operator)
+    await sim.start()
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(sim.config_toml(name, **config))
+    watch = DeploymentWatch(load_config(cfg).deployment(name), demo=True)
+    try:
+        await watch.start()
+        yield sim, watch
+    finally:
+        await watch.close()
+        await sim.stop()
