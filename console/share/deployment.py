@@ -25,6 +25,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from console.core.control import NoControl
 from console.domain.deploy import recording
 from console.domain.deploy.checks import Check, run_checks
 from console.domain.deploy.probe import NodeProbe
@@ -47,45 +48,23 @@ def node_socket(name: str, key: str, directory: Path | None = None) -> Path:
     return (directory or runtime_dir()) / f"deploy-{_safe(name)}-{_safe(key)}.sock"
 
 
-class NodeSeat:
+class NodeSeat(NoControl):
     """The control a node's share server carries out: the deployment's approvals, nothing else (a
-    node of a deployment is swapped from the deployment, never alone from an attached host screen)."""
+    node of a deployment is swapped from the deployment, never alone from an attached host screen).
+    Every other request says why not (NoControl's answers); the pairing requests change nothing
+    and refuse nothing, as before."""
 
     def __init__(self, swap: Any, label: str) -> None:
+        super().__init__(f"{label} is part of deployment {swap.deployment.name}: it is swapped from the "
+                         "deployment's console")
         self.swap = swap  # the DeploymentSwap: the share server's deny goes to control.swap.deny
-        self.why = f"{label} is part of deployment {swap.deployment.name}: it is swapped from the deployment's console"
-
-    @property
-    def client_id(self) -> int | None:
-        return None
 
     @property
     def who(self) -> str | None:
-        return self.swap.who
-
-    def verify(self) -> str | None:
-        return self.why
-
-    def pick_units(self, new: str, old: str | None) -> None:
-        return None
-
-    def start_bench(self, kind: str, plan: Any = None) -> str | None:
-        return self.why
-
-    def stop_bench(self) -> str | None:
-        return self.why
+        return self.swap.who  # type: ignore[no-any-return]
 
     def swap_preview(self, key: str) -> tuple[str | None, Any]:
         return self.why, None
-
-    async def swap_preview_async(self, key: str) -> tuple[str | None, Any]:
-        return self.why, None
-
-    def swap_confirm(self, preview_id: str, who: str | None = None) -> str | None:
-        return self.why
-
-    def swap_override(self, check: str, typed: str, who: str | None = None) -> str | None:
-        return self.why
 
     def swap_approve(self, request_id: str, who: str) -> str | None:
         return self.swap.approve(request_id, who)  # type: ignore[no-any-return]
@@ -103,9 +82,6 @@ class NodeSeat:
         return None
 
     def accept(self, client: int) -> str | None:
-        return None
-
-    def set_view(self, pane: str | None) -> None:
         return None
 
 
