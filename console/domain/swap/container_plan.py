@@ -20,7 +20,6 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from console.core.derive.swap_view import format_duration
 from console.domain.swap import actions as act
 from console.domain.swap import container_actions as ca
 from console.domain.swap import container_fastpath
@@ -207,15 +206,13 @@ class ContainerPlan:
 
     async def _start_new(self, who: str) -> str:
         ctl = self.ctl
-        asked = ctl._clock()
         await ctl._approval("start_new", who)
         name = ca.check_container(self.new_name)
         (action,) = self.build("start_new")
         issued = ctl._clock()
         await self._docker("start_new", who, name, action.commands[0], running_after=True)
-        said = await self._follow_ready("start_new", name, issued, ctl._clock())
-        waited = issued - asked
-        return said + (f" (after {format_duration(waited)} waiting for approval)" if waited >= 1 else "")
+        # No time of the executor's in the words: the step's duration is the observer's.
+        return await self._follow_ready("start_new", name, issued, ctl._clock())
 
     async def _rollback(self, who: str) -> str:
         ctl = self.ctl

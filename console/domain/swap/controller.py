@@ -39,7 +39,6 @@ from console.core.derive.swap_view import (
     SwapSetup,
     SwapStep,
     SwapStepChanged,
-    format_duration,
     freed_lines,
 )
 from console.core.state import ReadingChanged
@@ -748,17 +747,15 @@ class SwapController:
             unsubscribe()
 
     async def _start_new(self, who: str) -> str:
-        asked = self._clock()
         await self._approval("start_new", who)
         unit = act.check_unit(self.new_unit)
         (action,) = self.build("start_new")
         issued = self._clock()
         await self._start_unit("start_new", who, unit, action.commands[0])
-        # Readings from polls that may have begun before the unit was started say nothing of it.
-        said = await self._follow_ready(unit, issued, self._clock())
-        waited = issued - asked
-        # The step's time includes the approval wait: say it, so "done 39s" and "ready 29s" add up.
-        return said + (f" (after {format_duration(waited)} waiting for approval)" if waited >= 1 else "")
+        # Readings from polls that may have begun before the unit was started say nothing of it. The
+        # step's words carry no time of the executor's: its duration (the approval's wait in it) is the
+        # observer's, the wait itself the approval's own times.
+        return await self._follow_ready(unit, issued, self._clock())
 
     async def _start_unit(self, key: str, who: str, unit: str, cmd: act.RemoteCommand) -> None:
         try:
