@@ -43,7 +43,7 @@ from console.core.derive.swap_view import (
 )
 from console.core.state import ReadingChanged
 from console.domain.swap import actions as act
-from console.domain.swap import container_plan, fastpath, preflight, steps
+from console.domain.swap import bench_choice, container_plan, fastpath, preflight, steps
 from console.domain.swap.errors import StepFailed, StepRefused, _Dropped
 from console.host.transport.errors import CommandTimeout, TransportError
 from console.locations import data_home
@@ -838,30 +838,10 @@ class SwapController:
         if not runs:
             raise StepFailed("the benchmark produced no result")
         last = runs[-1]
-        old = self.last_old_run(last)
         tput = last.get("output_throughput")
         line = f"{len(runs)} run(s); last: {tput:.0f} output tok/s" if isinstance(tput, (int, float)) else \
             f"{len(runs)} run(s)"
-        if old is None:
-            return line + "; no earlier run of the old model on this host to compare with"
-        return line + f"; the old model ({old.get('model')}) did {old.get('output_throughput', 0):.0f} tok/s"
-
-    def last_old_run(self, new_run: dict[str, Any]) -> dict[str, Any] | None:
-        """The old model's last run on this host: before the swap began (by time: in place the
-        model's name is the same), else of another model than the new run's."""
-        from console.domain.analysis.bench_view import is_result
-
-        host = self.session.transport.label
-        began = self.state.swap.began_at_s()
-        for run in reversed(self.state.bench.history):
-            if run.get("host") not in (host, None) or not is_result(run) or run.get("stopped"):
-                continue
-            if began is not None:
-                if float(run.get("timestamp") or 0) < began:
-                    return run
-            elif run.get("model") != new_run.get("model"):
-                return run
-        return None
+        return line + "; " + bench_choice.compared_words(self.state)
 
     def _bench_label(self, plan: list[tuple[int, int, int, int]] | None = None) -> str:
         plan = plan or self.fast.bench_plan() or self.bench_plan or [
