@@ -25,6 +25,7 @@ from console.domain.swap import container_actions as ca
 from console.domain.swap import container_fastpath
 from console.domain.swap.errors import StepFailed, _Dropped
 from console.domain.swap.executor_api import Executor
+from console.domain.swap.shared_steps import death_cause, drain
 from console.host.parsers.docker import docker_error_text, restart_loop_of
 from console.host.sources.server import ServerWatcher
 from console.host.transport.errors import TransportError
@@ -201,7 +202,7 @@ class ContainerPlan:
         (action,) = self.build("stop_old")
         issued = ctl._clock()
         await self._docker("stop_old", who, name, action.commands[0], running_after=False)
-        drained = await ctl._drain("stop_old", issued)
+        drained = await drain(ctl, "stop_old", issued)
         return f"{name} stopped; {drained}"
 
     async def _start_new(self, who: str) -> str:
@@ -222,7 +223,7 @@ class ContainerPlan:
         stop, start = action.commands
         issued = ctl._clock()
         await self._docker("rollback", who, new, stop, running_after=False)
-        await ctl._drain("rollback", issued)
+        await drain(ctl, "rollback", issued)
         started = ctl._clock()
         await self._docker("rollback", who, old, start, running_after=True)
         return await self._old_ready(old, started)
@@ -255,7 +256,7 @@ class ContainerPlan:
             now = await self.state_of(name)
             gone = self._gone(name, now, restarts_before)
             if gone is not None:
-                raise StepFailed(f"the new server died while booting: {await ctl._death_cause(gone)}")
+                raise StepFailed(f"the new server died while booting: {await death_cause(ctl, gone)}")
             reading = ctl.state.reading("server")
             s = reading.data if reading is not None else None
             if s is not None and (reading.ok_at_s or 0) > started:  # type: ignore[union-attr]

@@ -38,6 +38,7 @@ from console.domain.swap import container_fastpath as cfp
 from console.domain.swap import paths as P
 from console.domain.swap import prediction as pred
 from console.domain.swap import prewarm as pw
+from console.domain.swap import unit_steps
 from console.domain.swap.errors import StepFailed, StepRefused
 from console.domain.swap.executor_api import Executor
 from console.domain.swap.ready_wait import wait_beside_ready
@@ -213,9 +214,8 @@ class FastPaths:
         r = await ctl._run(who, "rollback", restore)
         if not r.ok:
             raise _fail(f"restoring the previous unit file failed (exit {r.exit_status}): {r.text.strip()[-200:]}")
-        started = ctl._clock()
-        await ctl._start_unit("rollback", who, act.check_unit(ctl.old_unit), restart)
-        said = await ctl._old_ready(act.check_unit(ctl.old_unit), started)
+        await unit_steps.unit_command(ctl, "rollback", who, act.check_unit(ctl.old_unit), restart, running_after=True)
+        said = await unit_steps.old_ready(ctl, act.check_unit(ctl.old_unit))
         return said + " (the previous unit file, the old weights)"
 
     async def _rollback_beside(self, who: str) -> str:
@@ -632,7 +632,7 @@ class FastPaths:
         if taken:
             raise _refused(f"{taken}: the beside path is refused, nothing was started; {ctl.old_unit} serves on "
                            "(restart, or free the port and plan again)")
-        await ctl._start_unit("beside", who, unit, start)
+        await unit_steps.unit_command(ctl, "beside", who, unit, start, running_after=True)
 
         async def died() -> str | None:
             failing = unit_is_failing(await ctl._unit_state(unit))  # a crash loop is never `failed`
