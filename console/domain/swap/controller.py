@@ -8,9 +8,13 @@ confirmation runs once; a failed step stops the plan (rollback is offered); a st
 lost the connection is re-read from the host when it is back, never assumed.
 
 This is the one executor: every key's preview and run is a step object of console/domain/swap/steps.py,
-chosen for the swap's path and runtime from the path × runtime table (console/core/derive/swap_plan.py).
-It writes each step's intent, words and who; the step's start and end are the observer's
-(console/core/derive/swap_observer.py), as are the downtime and what the host did.
+chosen for the swap's path and runtime from the path × runtime table (console/core/derive/swap_plan.py);
+the steps' bodies are their modules' (shared_steps: download, verify, preflight, benchmark and the
+shared waits; unit_steps: systemd units; container_steps: containers; fastpath and container_fastpath:
+the paths' own steps). The executor walks the plan and writes each step's intent, words and who
+through `_set`, runs every command through `_run` (audited), and keeps the approvals and the gate;
+the step's start and end are the observer's (console/core/derive/swap_observer.py), as are the
+downtime and what the host did.
 """
 
 from __future__ import annotations
@@ -422,6 +426,14 @@ class SwapController:
         if action in UNIT_ACTIONS:  # a unit started, stopped or replaced: the diff pane reads it now
             self.runner.repoll("service")
         return result
+
+    async def _drain(self, key: str, since: float) -> str:
+        """The GPUs drained after a stop (console/domain/swap/shared_steps.py), for every runtime's step."""
+        return await shared_steps.drain(self, key, since)
+
+    async def _death_cause(self, reason: str, wait_s: float = 5.0) -> str:
+        """Why the server died, from its log (console/domain/swap/shared_steps.py)."""
+        return await shared_steps.death_cause(self, reason, wait_s)
 
     async def _reconnected(self, key: str, why: str, timeout_s: float = 600) -> None:
         self._set(key, detail=f"{why}: re-reading the outcome from the host when the connection is back")

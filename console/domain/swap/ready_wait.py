@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from console.domain.swap import actions as act
 from console.domain.swap.errors import StepFailed
 from console.domain.swap.executor_api import Executor
-from console.domain.swap.shared_steps import death_cause
 from console.host.transport.errors import TransportError
 
 
@@ -33,7 +32,7 @@ async def wait_beside_ready(ctl: Executor, port: int, *, stops: str,
         await asyncio.sleep(ctl.poll_s)
         why = await died()
         if why is not None:
-            cause = await death_cause(ctl, why)
+            cause = await ctl._death_cause(why)
             raise StepFailed(f"{cause} — the old server keeps serving (downtime 0); nothing after this step runs; "
                              f"rollback (stop {stops}) is offered")
         try:

@@ -31,7 +31,7 @@ from console.core.derive import swap_plan
 from console.core.derive.swap_view import STEP_TITLES
 from console.domain.swap import actions as act
 from console.domain.swap import container_fastpath as cfp
-from console.domain.swap import shared_steps, unit_steps
+from console.domain.swap import container_steps, shared_steps, unit_steps
 from console.domain.swap.executor_api import Executor
 
 UNIT = ("systemd",)
@@ -83,7 +83,7 @@ def _containers(key: str) -> Preview:
 
 
 def _of(owner: str, name: str) -> Run:
-    """A run of the path plan (`fast`) or of the container plan (`containers`)."""
+    """A run of the path plan (`fast`)."""
     async def run(ex: Executor, who: str) -> str:
         return await getattr(getattr(ex, owner), name)(who)  # type: ignore[no-any-return]
     return run
@@ -164,14 +164,14 @@ STEPS: tuple[Step, ...] = (
     Step("download", _download_preview, shared_steps.run_download),
     Step("verify", _verify_preview, shared_steps.run_verify),
     Step("install", _install_unit_preview, unit_steps.run_install, UNIT),
-    Step("install", _containers("install"), _of("containers", "_install"), CONTAINER),
+    Step("install", _containers("install"), container_steps.run_install, CONTAINER),
     Step("preflight", _preflight_preview, shared_steps.run_preflight),
     Step("paths", _fast("paths"), _of("fast", "_paths")),
     Step("prewarm", _fast("prewarm"), _of("fast", "_prewarm")),
     Step("stop_old", _stop_unit_preview, unit_steps.run_stop_old, UNIT, rollback="rollback"),
-    Step("stop_old", _containers("stop_old"), _of("containers", "_stop_old"), CONTAINER, rollback="rollback"),
+    Step("stop_old", _containers("stop_old"), container_steps.run_stop_old, CONTAINER, rollback="rollback"),
     Step("start_new", _start_unit_preview, unit_steps.run_start_new, UNIT, rollback="rollback"),
-    Step("start_new", _containers("start_new"), _of("containers", "_start_new"), CONTAINER, rollback="rollback"),
+    Step("start_new", _containers("start_new"), container_steps.run_start_new, CONTAINER, rollback="rollback"),
     Step("in_place", _fast("in_place"), _of("fast", "_in_place"), UNIT, rollback="rollback"),
     Step("in_place", _fast("in_place"), _in_place_container, CONTAINER, rollback="rollback"),
     Step("beside", _fast("beside"), _of("fast", "_beside"), UNIT, rollback="rollback"),
@@ -189,7 +189,7 @@ STEPS: tuple[Step, ...] = (
          when=_beside_old_serving),
     Step("rollback", _restart_rollback_preview, unit_steps.run_rollback, UNIT, ("restart", None, "beside"),
          when=_old_stopped),
-    Step("rollback", _containers("rollback"), _of("containers", "_rollback"), CONTAINER, ("restart", None, "beside"),
+    Step("rollback", _containers("rollback"), container_steps.run_rollback, CONTAINER, ("restart", None, "beside"),
          when=_old_stopped),
 )
 KEYS = tuple(dict.fromkeys(s.key for s in STEPS))
