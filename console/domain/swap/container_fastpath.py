@@ -179,11 +179,6 @@ def later_restart(ctl: Executor) -> str:
             f"(created by the install step, not started), not {old} (its own launch has the old weights)")
 
 
-async def run_in_place(ctl: Executor, who: str) -> str:
-    said: str = await ctl.fast._in_place(who)
-    return said + later_restart(ctl)
-
-
 # -- beside --------------------------------------------------------------------------------------------
 def beside_action(ctl: Executor, opt: PathOption) -> act.Action:
     new = ca.check_container(ctl.new_unit)

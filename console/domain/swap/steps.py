@@ -31,7 +31,7 @@ from console.core.derive import swap_plan
 from console.core.derive.swap_view import STEP_TITLES
 from console.domain.swap import actions as act
 from console.domain.swap import container_fastpath as cfp
-from console.domain.swap import container_steps, shared_steps, unit_steps
+from console.domain.swap import container_steps, path_steps, shared_steps, unit_steps
 from console.domain.swap.executor_api import Executor
 
 UNIT = ("systemd",)
@@ -144,7 +144,8 @@ def _old_stopped(ex: Executor) -> bool:
 
 
 async def _in_place_container(ex: Executor, who: str) -> str:
-    return await cfp.run_in_place(ex, who)
+    """In place on a container: the update, then the launch a later restart must use."""
+    return await path_steps.run_in_place(ex, who) + cfp.later_restart(ex)
 
 
 async def _beside_container(ex: Executor, who: str) -> str:
@@ -167,23 +168,23 @@ STEPS: tuple[Step, ...] = (
     Step("install", _containers("install"), container_steps.run_install, CONTAINER),
     Step("preflight", _preflight_preview, shared_steps.run_preflight),
     Step("paths", _fast("paths"), _of("fast", "_paths")),
-    Step("prewarm", _fast("prewarm"), _of("fast", "_prewarm")),
+    Step("prewarm", _fast("prewarm"), path_steps.run_prewarm),
     Step("stop_old", _stop_unit_preview, unit_steps.run_stop_old, UNIT, rollback="rollback"),
     Step("stop_old", _containers("stop_old"), container_steps.run_stop_old, CONTAINER, rollback="rollback"),
     Step("start_new", _start_unit_preview, unit_steps.run_start_new, UNIT, rollback="rollback"),
     Step("start_new", _containers("start_new"), container_steps.run_start_new, CONTAINER, rollback="rollback"),
-    Step("in_place", _fast("in_place"), _of("fast", "_in_place"), UNIT, rollback="rollback"),
+    Step("in_place", _fast("in_place"), path_steps.run_in_place, UNIT, rollback="rollback"),
     Step("in_place", _fast("in_place"), _in_place_container, CONTAINER, rollback="rollback"),
-    Step("beside", _fast("beside"), _of("fast", "_beside"), UNIT, rollback="rollback"),
+    Step("beside", _fast("beside"), path_steps.run_beside, UNIT, rollback="rollback"),
     Step("beside", _fast("beside"), _beside_container, CONTAINER, rollback="rollback"),
-    Step("switch_traffic", _fast("switch_traffic"), _of("fast", "_switch")),
+    Step("switch_traffic", _fast("switch_traffic"), path_steps.run_switch),
     Step("benchmark", _benchmark_preview, shared_steps.run_benchmark),
     # rollback: in place, the previous unit file restarted (a container: restarted with its own
     # launch); beside while the old server serves, the new one stopped; otherwise stop the new
     # service and start the old one.
-    Step("rollback", _fast_rollback_preview, _of("fast", "_rollback_in_place"), UNIT, ("in-place",)),
+    Step("rollback", _fast_rollback_preview, path_steps.run_rollback_in_place, UNIT, ("in-place",)),
     Step("rollback", _containers("rollback"), _rollback_in_place_container, CONTAINER, ("in-place",)),
-    Step("rollback", _fast_rollback_preview, _of("fast", "_rollback_beside"), UNIT, ("beside",),
+    Step("rollback", _fast_rollback_preview, path_steps.run_rollback_beside, UNIT, ("beside",),
          when=_beside_old_serving),
     Step("rollback", _containers("rollback"), _rollback_beside_container, CONTAINER, ("beside",),
          when=_beside_old_serving),
