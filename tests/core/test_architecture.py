@@ -132,6 +132,17 @@ def test_a_circle_through_a_type_only_import_is_found(tmp_path: Path) -> None:
                        "console.domain.swap.controller"]]
 
 
+def test_the_states_derive_steps_never_import_the_state() -> None:
+    """console/core/state.py runs the steps of console/core/derive in its apply: a step that imports the
+    state back, for its types too (`if TYPE_CHECKING:`), closes a circle between the two; what a step
+    needs of the state is the Protocol beside the steps (console/core/derive/__init__.py: `State`)."""
+    down = {m for m, _ in _imports(ROOT / "core" / "state.py")}
+    assert "console.core.derive" in down, down  # the arrow down, found (the scan reads what it is meant to)
+    up = [f"{_module(p)} imports {m}" for p in sorted((ROOT / "core" / "derive").glob("*.py"))
+          for m, _ in _imports(p, type_only=True) if m == "console.core.state" or m.startswith("console.core.state.")]
+    assert not up, "console/core/derive imports the state that runs it: " + "; ".join(up)
+
+
 def test_core_and_swap_import_each_other_only_at_the_top_of_a_module() -> None:
     """An import written inside a function between console/core and console/domain/swap hides an arrow
     of the layering (208 of them once); the demo, a command's entry, is the one lazy loader."""
@@ -259,7 +270,7 @@ def test_loading_the_core_loads_no_swap_engine() -> None:
 LAZY_IMPORTS_ALLOWED: dict[str, int] = {
     "cli/main.py": 31, "demo/swap_demo.py": 18, "cli/share.py": 17, "host/session.py": 6, "demo/hostsim/tools.py": 11, 
     "domain/fleet/prom.py": 10, "domain/swap/fastpath.py": 10, "cli/fleet.py": 8, "ui/host_screen.py": 8, 
-    "demo/hostsim/fake_docker.py": 8, "ui/panes/bench.py": 8, "domain/swap/controller.py": 8, "cli/fit.py": 7, 
+    "demo/hostsim/fake_docker.py": 8, "ui/panes/bench.py": 8, "domain/swap/controller.py": 0, "cli/fit.py": 7, 
     "demo/hostsim/fake_sglang/launch_server.py": 7, "demo/hostsim/scenario.py": 7, "domain/swap/container_plan.py": 0, 
     "host/transport/ssh.py": 6, "demo/hostsim/docker_drive.py": 5, "demo/hostsim/process.py": 5, "ui/panes/registry.py": 5, 
     "share/server.py": 5, "host/sources/gpu.py": 5, "ui/app.py": 1, "demo/fleet_demo.py": 4, "demo/hostsim/drive.py": 4, 

@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from console.domain.analysis.container_diff import container_changes
 from console.demo.hostsim.fake_docker import add_container, append_log
+from console.domain.analysis.container_diff import container_changes
+from console.domain.swap import container_steps
+from console.domain.swap.container_plan import ContainerPlan
 from console.host.parsers.docker import ContainerRow, compose_container_on_host, parse_compose, parse_inspect, parse_ps
 from console.host.sources.container import ComposeLogFollower, ContainerWatcher, container_script
 from console.host.sources.log import LogFollower
-from console.domain.swap.container_plan import ContainerPlan
 from tests.kit.docker import inspect as _inspect
 
 REAL = Path(__file__).parent.parent / "data" / "real"
@@ -68,6 +69,7 @@ class _Ctl:
         self.runner = SimpleNamespace(repoll=lambda name: None)
         self.outputs = outputs
         self.ran: list[str] = []
+        self.containers = ContainerPlan(self)  # type: ignore[arg-type]
 
     def _set(self, key: str, **changes: Any) -> None:
         pass
@@ -88,14 +90,14 @@ async def test_a_crash_looping_new_container_is_not_called_already_running_at_in
     assert state_line.split()[:2] == ["restarting", "true"]
     ctl = _Ctl([_ok("sha256:abc\n"), _ok(state_line)])
     with pytest.raises(StepFailed) as failed:
-        await ContainerPlan(ctl)._install("alice")  # type: ignore[arg-type]
+        await container_steps.run_install(ctl, "alice")  # type: ignore[arg-type]
     said = str(failed.value)
     assert "already running" not in said
     assert "restarting in a loop" in said and "last exit code 1" in said
     # Read in the second it is up again between two crashes: running, with Docker's restart count
     ctl = _Ctl([_ok("sha256:abc\n"), _ok("running true 0 2 false\n")])
     with pytest.raises(StepFailed) as failed:
-        await ContainerPlan(ctl)._install("alice")  # type: ignore[arg-type]
+        await container_steps.run_install(ctl, "alice")  # type: ignore[arg-type]
     assert "already running" not in str(failed.value) and "after 2 restarts" in str(failed.value)
 
 
@@ -106,8 +108,8 @@ async def test_a_failed_docker_start_names_the_daemons_reason_not_the_clis_summa
     recorded = _real("start_missing_binary")
     ctl = _Ctl([SimpleNamespace(ok=False, exit_status=recorded["rc"], text="", error_text=recorded["stderr"])])
     with pytest.raises(StepFailed) as failed:
-        await ContainerPlan(ctl)._docker("start_new", "alice", "sglang-new",  # type: ignore[arg-type]
-                                         ca.start_container("sglang-new").commands[0], running_after=True)
+        await container_steps.docker_command(ctl, "start_new", "alice", "sglang-new",  # type: ignore[arg-type]
+                                             ca.start_container("sglang-new").commands[0], running_after=True)
     said = str(failed.value)
     assert "failed to start containers" not in said
     assert "/opt/sglang/bin/missing-server: no such file or directory" in said

@@ -157,6 +157,7 @@ def test_a_gpu_whose_processes_are_hidden_still_reports_its_drain_in_order() -> 
 
 async def test_the_swaps_drain_step_names_each_freeing_and_the_holder_left() -> None:
     from console.core.state import HostState, ReadingChanged
+    from console.domain.swap import shared_steps
     from console.domain.swap.controller import SwapController
 
     state = HostState("h")
@@ -168,7 +169,7 @@ async def test_the_swaps_drain_step_names_each_freeing_and_the_holder_left() -> 
     state.subscribe(lambda e: details.append(e.step.detail) if getattr(e, "step", None) is not None else None)
     statuses = _recorded("nvml")
     since = statuses[0].sampled_at_s - 1
-    task = asyncio.create_task(controller._drain("stop_old", since))
+    task = asyncio.create_task(shared_steps.drain(controller, "stop_old", since))
     for status in statuses:
         state.apply(ReadingChanged("h", "gpu", Reading("gpu", status, status.sampled_at_s)))
         if (status.gpus[0].memory_used_mib or 0) > 1024:

@@ -205,13 +205,14 @@ async def close_host(host: RealDockerHost) -> None:
 
 # -- the container swap plan with a stand-in controller -------------------------------------------------
 class PlanCtl:
-    """What console/domain/swap/container_plan.py's steps use of the SwapController, around a real
+    """What console/domain/swap/container_steps.py's steps use of the SwapController, around a real
     transport: its commands run for real through SSH on the real daemon; the service reading is
     the console's ContainerWatcher's, the server reading its ServerWatcher's (polled on `repoll`).
     No GPUs here: the drain answers at once (said as such)."""
 
     def __init__(self, transport: SshTransport, *, new: str | None, old: str | None, port: int,
                  compose: str | None = None, compose_service: str | None = None, ready_timeout_s: float = 90) -> None:
+        from console.domain.swap.container_plan import ContainerPlan
         from console.host.sources.container import ContainerWatcher
         from console.host.sources.server import ServerWatcher
 
@@ -232,6 +233,7 @@ class PlanCtl:
         self.state = SimpleNamespace(data=self._data, reading=self._reading, apply=lambda *_: None,
                                      swap=SimpleNamespace(downtime=None, steps={}), log_lines=())
         self._tasks: set[asyncio.Task[None]] = set()
+        self.containers = ContainerPlan(self)  # type: ignore[arg-type]
 
     def _clock(self) -> float:
         return time.monotonic()

@@ -5,7 +5,7 @@ ready, rollback; a crash-looping new container, a missing entrypoint binary, one
 the compose service (Compose v2 as a CLI plugin of the run's own), an impostor with forged Compose
 labels, escape sequences from a container, the daemon down and a compose file that does not parse.
 
-The swap's steps are console/domain/swap/container_plan.py's own, run with a stand-in controller
+The swap's steps are console/domain/swap/container_steps.py's, run with a stand-in controller
 (tests/real/docker_host.PlanCtl): every docker command is the plan's, run for real."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from console.domain.swap import container_steps
+from console.domain.swap.controller import StepFailed
 from console.host.sources.container import ComposeLogFollower, ContainerWatcher
 from console.host.sources.log import LogFollower
 from console.host.sources.server import ServerWatcher
-from console.domain.swap.container_plan import ContainerPlan
-from console.domain.swap.controller import StepFailed
 from tests.real.compose_plugin import install_plugin
 from tests.real.daemons import IMAGE_TAG, Dockerd
 from tests.real.docker_host import (
@@ -179,18 +179,17 @@ async def test_the_container_swap_steps_end_to_end_then_the_rollback(host: RealD
     run_sglang(dockerd, "gc-swap-old", port, model="/models/Qwen3-8B", models_dir=models)
     run_sglang(dockerd, "gc-swap-new", port, create=True, model="/models/Qwen3-14B", models_dir=models)
     ctl = PlanCtl(host.transport, new="gc-swap-new", old="gc-swap-old", port=port)
-    plan = ContainerPlan(ctl)  # type: ignore[arg-type]
     try:
         await ctl.read_service()
-        said = await plan._install("op")
+        said = await container_steps.run_install(ctl, "op")  # type: ignore[arg-type]
         assert said == f"{IMAGE_TAG} is on the host; gc-swap-new exists (created)"
-        said = await plan._stop_old("op")
+        said = await container_steps.run_stop_old(ctl, "op")  # type: ignore[arg-type]
         assert said.startswith("gc-swap-old stopped")
         assert inspect(dockerd, "gc-swap-old")["State"]["Status"] == "exited"
-        said = await plan._start_new("op")
+        said = await container_steps.run_start_new(ctl, "op")  # type: ignore[arg-type]
         assert said.startswith("ready ") and "after docker start" in said
         assert inspect(dockerd, "gc-swap-new")["State"]["Running"] is True
-        said = await plan._rollback("op")
+        said = await container_steps.run_rollback(ctl, "op")  # type: ignore[arg-type]
         assert said.startswith("gc-swap-old ready again")
         assert inspect(dockerd, "gc-swap-new")["State"]["Running"] is False
         assert inspect(dockerd, "gc-swap-old")["State"]["Running"] is True
@@ -206,16 +205,15 @@ async def test_a_crash_looping_new_container_is_named_at_install_and_at_start(ho
     run_sglang(dockerd, "gc-loop", port, restart="always", env=("GPUSIM_OOM=1",), speed=16)
     run_sglang(dockerd, "gc-loop2", port, create=True, restart="always", env=("GPUSIM_OOM=1",), speed=16)
     ctl = PlanCtl(host.transport, new="gc-loop", old="gc-nothing", port=port, ready_timeout_s=60)
-    plan = ContainerPlan(ctl)  # type: ignore[arg-type]
     ctl2 = PlanCtl(host.transport, new="gc-loop2", old="gc-nothing", port=port, ready_timeout_s=60)
     try:
         until(lambda: inspect(dockerd, "gc-loop")["RestartCount"] >= 1, 60, "a restart")
         await ctl.read_service()
         with pytest.raises(StepFailed) as failed:
-            await plan._install("op")
+            await container_steps.run_install(ctl, "op")  # type: ignore[arg-type]
         assert "already running" not in str(failed.value) and "restarting in a loop" in str(failed.value)
         with pytest.raises(StepFailed) as failed:
-            await ContainerPlan(ctl2)._start_new("op")  # type: ignore[arg-type] # the start succeeds; the loop fails
+            await container_steps.run_start_new(ctl2, "op")  # type: ignore[arg-type] # the start succeeds; the loop fails
         assert "restarting in a loop" in str(failed.value) and "since the start" in str(failed.value)
     finally:
         await ctl.close()
@@ -229,7 +227,7 @@ async def test_an_image_whose_entrypoint_binary_is_missing_fails_the_start_with_
     ctl = PlanCtl(host.transport, new="gc-nobin", old="gc-nothing", port=free_port())
     try:
         with pytest.raises(StepFailed) as failed:
-            await ContainerPlan(ctl)._start_new("op")  # type: ignore[arg-type]
+            await container_steps.run_start_new(ctl, "op")  # type: ignore[arg-type]
         said = str(failed.value)
         assert said.startswith("docker start gc-nobin exited 1")
         assert "/opt/sglang/bin/launch: no such file or directory" in said
@@ -245,7 +243,7 @@ async def test_a_container_that_exits_at_once_fails_the_start_with_its_exit_code
     ctl = PlanCtl(host.transport, new="gc-exits", old="gc-nothing", port=free_port())
     try:
         with pytest.raises(StepFailed) as failed:
-            await ContainerPlan(ctl)._start_new("op")  # type: ignore[arg-type]
+            await container_steps.run_start_new(ctl, "op")  # type: ignore[arg-type]
         assert "gc-exits exited (exit code 3)" in str(failed.value)
         report = await ContainerWatcher(host.transport, "gc-exits", None).poll()
         assert report.new.active_state == "exited"
@@ -274,7 +272,7 @@ async def test_the_compose_service_is_created_by_the_install_and_the_snapshot_re
         assert report.new.error is None, report.new.error
         assert report.new.name == "gcseeds-qwen-1"  # Compose's name for it, before it exists
         assert not [c for c in report.changes if c.flag in ("shm-size", "ipc")], report.changes
-        said = await ContainerPlan(ctl)._install("op")  # type: ignore[arg-type]
+        said = await container_steps.run_install(ctl, "op")  # type: ignore[arg-type]
         assert said.endswith(f"created gcseeds-qwen-1 from {compose}")
         created = inspect(dockerd, "gcseeds-qwen-1")
         assert created["State"]["Status"] == "created"

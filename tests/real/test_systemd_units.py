@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
+from console.domain.swap import unit_steps
+from console.domain.swap.controller import StepFailed
 from console.host.sources.log import LogFollower
 from console.host.sources.server import ServerWatcher
 from console.host.sources.service import ServiceWatcher
-from console.domain.swap.controller import StepFailed, SwapController
 from tests.real.systemd_host import NEW_UNIT, OLD_UNIT, SystemdHost, capture, connected, record
 
 pytestmark = pytest.mark.real_systemd
@@ -141,7 +142,7 @@ async def test_the_rollback_names_a_crash_looping_old_unit_instead_of_waiting_fo
             profile=SimpleNamespace(server_port=host.server_port, ready_timeout_s=90.0),
             poll_s=0.2, _clock=time.time, _set=lambda key, **kw: details.append(kw.get("detail", "")))
         with pytest.raises(StepFailed) as failed:
-            await SwapController._old_ready(ctl, OLD_UNIT, time.time())  # type: ignore[arg-type]
+            await unit_steps.old_ready(ctl, OLD_UNIT)  # type: ignore[arg-type]
     said = str(failed.value)
     assert "not ready within" not in said  # named at once, not after waiting out ready_timeout_s
     # Seen between two restarts (auto-restart) or just after one (NRestarts grew): named either way.

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from console.domain.swap import steps
+from console.domain.swap import container_steps, steps
 from console.domain.swap.container_plan import ContainerPlan
 
 
@@ -17,13 +17,14 @@ class _Refused(Exception):
 
 
 class _Ctl:
-    """What ContainerPlan._stop_old may touch: the controller's gate-then-approval, nothing else
-    before the stop (a copy of the gate in the plan would call _fresh_service/evaluate_gate here)."""
+    """What the container stop (container_steps.run_stop_old) may touch: the controller's
+    gate-then-approval and the container plan's names, nothing else before the stop (a copy of the gate in the plan would call _fresh_service/evaluate_gate here)."""
 
     def __init__(self) -> None:
         self.profile = SimpleNamespace(container="sglang-new", compare_container="sglang-old", compose=None,
                                        require_approval=False)
         self.calls: list[tuple[str, Any]] = []
+        self.containers = ContainerPlan(self)  # type: ignore[arg-type]
 
     async def gate_then_approval(self, who: str, serving: str | None) -> None:
         self.calls.append((who, serving))
@@ -35,9 +36,8 @@ class _Ctl:
 
 async def test_the_container_stop_runs_the_controllers_one_gate_and_approval() -> None:
     ctl = _Ctl()
-    plan = ContainerPlan(ctl)  # type: ignore[arg-type]
     with pytest.raises(_Refused, match="sglang-old still serves"):
-        await plan._stop_old("alice")
+        await container_steps.run_stop_old(ctl, "alice")  # type: ignore[arg-type]
     assert ctl.calls == [("alice", "sglang-old")]
 
 

@@ -270,19 +270,18 @@ async def test_a_docker_daemon_down_at_the_start_is_one_line_and_the_rollback_wo
 
 
 def test_a_container_that_exits_or_restarts_in_a_loop_is_named_with_its_exit_code() -> None:
-    from console.domain.swap.container_plan import ContainerPlan
+    from console.domain.swap.container_steps import why_gone
 
-    plan = ContainerPlan.__new__(ContainerPlan)  # _gone reads nothing of the controller
     up = {"status": "running", "running": "true", "exit_code": "0", "restarts": "0", "oom_killed": "false"}
-    assert plan._gone("c", up, 0) is None
-    assert plan._gone("c", {**up, "status": "restarting", "running": "false"}, 0) is None  # may come up yet
+    assert why_gone("c", up, 0) is None
+    assert why_gone("c", {**up, "status": "restarting", "running": "false"}, 0) is None  # may come up yet
     looped = {**up, "status": "restarting", "running": "false", "exit_code": "137", "restarts": "3",
               "oom_killed": "true"}
-    assert plan._gone("c", looped, 1) == "c is restarting in a loop: 2 restart(s) since the start, last exit " \
-                                         "code 137; OOM-killed"
-    assert plan._gone("c", {**up, "status": "exited", "running": "false", "exit_code": "1"}, 0) == \
+    assert why_gone("c", looped, 1) == "c is restarting in a loop: 2 restart(s) since the start, last exit " \
+                                      "code 137; OOM-killed"
+    assert why_gone("c", {**up, "status": "exited", "running": "false", "exit_code": "1"}, 0) == \
         "c exited (exit code 1)"
-    assert plan._gone("c", {}, 0) == "c is no longer on the host"
+    assert why_gone("c", {}, 0) == "c is no longer on the host"
 
 
 async def test_a_connection_drop_during_docker_stop_is_re_read_from_the_host(driven: Driven) -> None:

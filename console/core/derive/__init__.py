@@ -17,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from console.domain.analysis.bench_view import BenchView, is_result
 from console.core.events import (
@@ -37,10 +37,33 @@ from console.model import GpuDevice, GpuStatus, Reading
 from console.core.derive.swap_view import SwapView
 from console.core.derive.swap_observer import SwapObserver
 
-if TYPE_CHECKING:
-    from console.core.state import HostState
-
 GPU_HISTORY = 300  # 5 min at 1 Hz: a maximized pane at 200 columns fills its history (issue 22 item 19)
+
+
+class State(Protocol):
+    """What a step reads and writes of the state that runs it (console/core/state.py's HostState): the
+    state imports these steps, so they name it only through this (no circle between the two)."""
+
+    host: str
+    label: str
+    demo: bool
+    info: Any
+    readings: dict[str, Any]
+    log_lines: Any
+    log_lines_total: int
+    connection: Any
+    notices: Any
+    verify: Any
+    presence: Any
+    note: Any
+    bench: Any
+    swap: Any
+
+    def now(self) -> float: ...
+
+    def data(self, source: str) -> Any: ...
+
+    def restore_own(self, snap: StateSnapshot) -> None: ...
 
 
 class Step(Protocol):
@@ -49,9 +72,9 @@ class Step(Protocol):
 
     takes: tuple[type[Any], ...]
 
-    def apply(self, state: HostState, event: Any) -> Any: ...
+    def apply(self, state: State, event: Any) -> Any: ...
 
-    def restore(self, state: HostState, snap: StateSnapshot) -> None: ...
+    def restore(self, state: State, snap: StateSnapshot) -> None: ...
 
 
 # -- GPUs keyed by GPU ------------------------------------------------------------------------------
@@ -74,12 +97,12 @@ class GpuTracker:
         self._tracks: dict[str, _GpuTrack] = {}
 
     # -- as a step of apply: the GPU reading the state keeps carries each GPU's history ---------------
-    def apply(self, state: HostState, event: ReadingChanged) -> Any:
+    def apply(self, state: State, event: ReadingChanged) -> Any:
         if event.source != "gpu":
             return event
         return replace(event, reading=self.track(event.reading))
 
-    def restore(self, state: HostState, snap: StateSnapshot) -> None:
+    def restore(self, state: State, snap: StateSnapshot) -> None:
         gpu = dict(snap.readings).get("gpu")
         self.restore_status(gpu.data if gpu is not None else None)
 
@@ -154,7 +177,7 @@ class BenchStep:
     def __init__(self, view: BenchView) -> None:
         self.view = view
 
-    def apply(self, state: HostState, event: Any) -> Any:
+    def apply(self, state: State, event: Any) -> Any:
         if isinstance(event, HostInfo):
             self.view.host = event.label  # the before/after pair is of this host's runs only
         elif isinstance(event, BenchChanged):
@@ -163,10 +186,10 @@ class BenchStep:
             self._reading(state, event)
         return event
 
-    def restore(self, state: HostState, snap: StateSnapshot) -> None:
+    def restore(self, state: State, snap: StateSnapshot) -> None:
         self.view.restore(snap.bench)
 
-    def _reading(self, state: HostState, event: ReadingChanged) -> None:
+    def _reading(self, state: State, event: ReadingChanged) -> None:
         reading = event.reading
         if event.source == "gpu":
             data = reading.data
@@ -184,7 +207,7 @@ class BenchStep:
         elif event.source == "service" and reading.data is not None and reading.error is None:
             self._unit_marks(state, reading)
 
-    def _unit_marks(self, state: HostState, reading: Reading[Any]) -> None:
+    def _unit_marks(self, state: State, reading: Reading[Any]) -> None:
         """Swap marks from a NAMED unit's transitions (issue 20): which side a view shows as "old"
         (the diff pane's `s`) changes the reading's sides, never a unit's state, so it marks nothing.
         The old unit stopping opens a gap in the server's series; the new one's ready closes it."""
@@ -230,7 +253,7 @@ class Store:
     takes: tuple[type[Any], ...] = (HostInfo, ReadingChanged, LogAppended, ConnectionChanged, Notice,
                                     VerifyChanged, Presence, NoteChanged)
 
-    def apply(self, state: HostState, event: Any) -> Any:
+    def apply(self, state: State, event: Any) -> Any:
         if isinstance(event, ReadingChanged):
             state.readings[event.source] = event.reading
         elif isinstance(event, LogAppended):
@@ -251,7 +274,7 @@ class Store:
             state.note = event if event.text else None
         return event
 
-    def restore(self, state: HostState, snap: StateSnapshot) -> None:
+    def restore(self, state: State, snap: StateSnapshot) -> None:
         state.restore_own(snap)
 
 
@@ -265,11 +288,11 @@ class SwapStore:
     def __init__(self, view: SwapView) -> None:
         self.view = view
 
-    def apply(self, state: HostState, event: Any) -> Any:
+    def apply(self, state: State, event: Any) -> Any:
         self.view.apply(event)
         return event
 
-    def restore(self, state: HostState, snap: StateSnapshot) -> None:
+    def restore(self, state: State, snap: StateSnapshot) -> None:
         self.view.restore(snap.swap)
 
 
@@ -279,7 +302,7 @@ class Observe:
     step the console has taken over since is the console's). The one step that writes events:
     only the state's writer turns it on (`HostState.observe_host`)."""
 
-    def __init__(self, state: HostState, wake: Callable[[str], None] | None = None) -> None:
+    def __init__(self, state: State, wake: Callable[[str], None] | None = None) -> None:
         self.observer = SwapObserver(state, wake=wake)
 
     def derive(self, event: Any) -> list[Any]:

@@ -27,6 +27,7 @@ from dataclasses import replace
 from console.domain.analysis.container_diff import _host_path
 from console.domain.swap import actions as act
 from console.domain.swap import container_actions as ca
+from console.domain.swap import container_steps
 from console.domain.swap.errors import StepFailed
 from console.domain.swap.executor_api import Executor
 from console.domain.swap.paths import PathOption
@@ -164,11 +165,10 @@ async def run_rollback_in_place(ctl: Executor, who: str) -> str:
     await ctl._approval("rollback", who)
     old = ca.check_container(ctl.old_unit)
     action = rollback_in_place(ctl, approval=bool(getattr(ctl.profile, "require_approval", False)))
-    started = ctl._clock()
     r = await ctl._run(who, "rollback", action.commands[0])
     if not r.ok:
         raise StepFailed(f"docker restart {old} exited {r.exit_status}: {(r.error_text or r.text).strip()[-200:]}")
-    said = await ctl.containers._old_ready(old, started)
+    said = await container_steps.old_ready(ctl, old)
     return said + " (restarted with its own launch: the old weights)"
 
 
@@ -177,11 +177,6 @@ def later_restart(ctl: Executor) -> str:
     new, old = ctl.new_unit, ctl.old_unit
     return (f"; {old} serves the new weights until it stops: a later restart is `docker start {new}` "
             f"(created by the install step, not started), not {old} (its own launch has the old weights)")
-
-
-async def run_in_place(ctl: Executor, who: str) -> str:
-    said: str = await ctl.fast._in_place(who)
-    return said + later_restart(ctl)
 
 
 # -- beside --------------------------------------------------------------------------------------------
@@ -209,12 +204,12 @@ async def run_beside(ctl: Executor, who: str) -> str:
     opt = ctl.fast._need("beside")
     new = ca.check_container(ctl.new_unit)
     (action,) = ctl.build("beside")
-    await ctl.containers._docker("beside", who, new, action.commands[0], running_after=True)
+    await container_steps.docker_command(ctl, "beside", who, new, action.commands[0], running_after=True)
     first = await ctl.containers.state_of(new)
     restarts_before = int(first["restarts"]) if first else None
 
     async def died() -> str | None:
-        return ctl.containers._gone(new, await ctl.containers.state_of(new), restarts_before)
+        return container_steps.why_gone(new, await ctl.containers.state_of(new), restarts_before)
 
     await wait_beside_ready(ctl, int(opt.port or 0), stops="the new container", died=died)
     return (f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}); "

@@ -1,6 +1,7 @@
-"""The swap's plan when SGLang runs in a container (issue 26, item 5): the controller's steps
-(console/domain/swap/controller.py) call this where they would run a unit action, when the profile names
-containers (`container` / `compare_container`, or `compose` + `compose_service`).
+"""The swap's plan when SGLang runs in a container (issue 26, item 5), when the profile names
+containers (`container` / `compare_container`, or `compose` + `compose_service`): the names of the old
+and new containers, each step's preview (its exact docker commands), and the reading of a container
+(`docker inspect`). The steps' runs are console/domain/swap/container_steps.py's.
 
 The same gate, approvals, audit, downtime clock and report as for units: only the commands and the
 readings that decide a step differ. Install becomes "check the new container's image (pull it when
@@ -15,23 +16,18 @@ a hostile name in the profile or from the host never reaches a shell.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from dataclasses import replace
 from typing import Any
 
-from console.core.derive.swap_view import format_duration
 from console.domain.swap import actions as act
 from console.domain.swap import container_actions as ca
 from console.domain.swap import container_fastpath
-from console.domain.swap.errors import StepFailed, _Dropped
+from console.domain.swap.container_steps import INSTALL_TITLE
+from console.domain.swap.errors import StepFailed
 from console.domain.swap.executor_api import Executor
-from console.host.parsers.docker import docker_error_text, restart_loop_of
-from console.host.sources.server import ServerWatcher
 from console.host.transport.errors import TransportError
 
 KEYS = ("install", "stop_old", "start_new", "rollback")
-INSTALL_TITLE = "Check the image, create the new container"
 
 
 def uses_containers(profile: Any) -> bool:
@@ -82,7 +78,7 @@ class ContainerPlan:
         if step is not None and step.state == "pending" and step.title != INSTALL_TITLE:
             self.ctl._set("install", title=INSTALL_TITLE)
 
-    def _new_image(self) -> str:
+    def new_image(self) -> str:
         report = self.ctl.state.data("service")
         side = report.new if report is not None else None
         if side is None:
@@ -99,7 +95,7 @@ class ContainerPlan:
         p = self.ctl.profile
         approval = bool(getattr(p, "require_approval", False))
         if key == "install":
-            image = self._new_image()
+            image = self.new_image()
             check = ca.check_image_present(image)
             pull = ca.pull_image(image)
             pull = replace(pull, title=pull.title + " (only if the check finds it missing)")
@@ -137,161 +133,11 @@ class ContainerPlan:
                 await ctl._reconnected(ctl.busy or "stop_old", "connection lost while reading the container")
         raise StepFailed(f"cannot read the state of {name}")
 
-    async def _docker(self, key: str, who: str, name: str, cmd: act.RemoteCommand, *, running_after: bool) -> None:
-        """One docker command; a drop is re-read from the host (is the container up or not?)."""
-        ctl = self.ctl
-        try:
-            result = await ctl._run(who, key, cmd)
-            if not result.ok:
-                verb = "start" if running_after else "stop"
-                raise StepFailed(f"docker {verb} {name} exited {result.exit_status}: "
-                                 f"{docker_error_text(result.error_text or result.text)[-200:]}")
-        except _Dropped as exc:
-            await ctl._reconnected(key, str(exc))
-            now = await self.state_of(name)
-            if (now.get("running") == "true") != running_after:
-                raise StepFailed(f"after the drop, {name} is {now.get('status') or 'unknown'}: the "
-                                 f"{'start' if running_after else 'stop'} did not take effect") from None
-
     # -- the steps --------------------------------------------------------------------------
-    async def _install(self, who: str) -> str:
-        ctl = self.ctl
-        ctl._set("install", title=INSTALL_TITLE)
-        built = self.build("install")
-        check, pull, last = built[0], built[1], built[2]
-        image = self._new_image()
-        said = []
-        try:
-            present = (await ctl._run(who, "install", check.commands[0])).ok
-            if not present:
-                ctl._set("install", detail=f"{image} is not on the host: pulling it")
-                result = await ctl._run(who, "install", pull.commands[0])
-                if not result.ok:
-                    raise StepFailed(f"docker pull {image} exited {result.exit_status}: "
-                                     f"{(result.error_text or result.text).strip()[-200:]}")
-                said.append(f"pulled {image}")
-            else:
-                said.append(f"{image} is on the host")
-            result = await ctl._run(who, "install", last.commands[0])
-        except _Dropped as exc:
-            raise StepFailed(f"{exc}: run the step again (it checks before it changes anything)") from None
-        if last.key == "create_new":
-            if not result.ok:
-                raise StepFailed(f"docker compose create exited {result.exit_status}: "
-                                 f"{(result.error_text or result.text).strip()[-200:]}")
-            said.append(f"created {self.new_name} from {ctl.profile.compose}")
-        else:
-            state = ca.parse_container_state(result.text)
-            if not state:
-                why = (result.error_text or result.text).strip()[-160:]
-                raise StepFailed(f"the new container {self.new_name} is not on the host: create it first "
-                                 f"(docker create/run with its launch; {why})")
-            if (looping := restart_loop_of(state)) is not None:  # Docker says Running: true for it too
-                raise StepFailed(f"the new container {self.new_name} is {looping}: it serves nothing; "
-                                 "stop it and fix its launch, then run the step again")
-            if state["running"] == "true":
-                raise StepFailed(f"the new container {self.new_name} is already running: nothing to start")
-            said.append(f"{self.new_name} exists ({state['status']})")
-        ctl.runner.repoll("service")
-        return "; ".join(said)
-
-    async def _stop_old(self, who: str) -> str:
-        ctl = self.ctl
-        await ctl.gate_then_approval(who, self.old_name)  # the controller's, as for a unit
-        name = ca.check_container(self.old_name)
-        (action,) = self.build("stop_old")
-        issued = ctl._clock()
-        await self._docker("stop_old", who, name, action.commands[0], running_after=False)
-        drained = await ctl._drain("stop_old", issued)
-        return f"{name} stopped; {drained}"
-
-    async def _start_new(self, who: str) -> str:
-        ctl = self.ctl
-        asked = ctl._clock()
-        await ctl._approval("start_new", who)
-        name = ca.check_container(self.new_name)
-        (action,) = self.build("start_new")
-        issued = ctl._clock()
-        await self._docker("start_new", who, name, action.commands[0], running_after=True)
-        said = await self._follow_ready("start_new", name, issued, ctl._clock())
-        waited = issued - asked
-        return said + (f" (after {format_duration(waited)} waiting for approval)" if waited >= 1 else "")
-
-    async def _rollback(self, who: str) -> str:
-        ctl = self.ctl
-        await ctl._approval("rollback", who)
-        new, old = ca.check_container(self.new_name), ca.check_container(self.old_name)
-        (action,) = self.build("rollback")
-        stop, start = action.commands
-        issued = ctl._clock()
-        await self._docker("rollback", who, new, stop, running_after=False)
-        await ctl._drain("rollback", issued)
-        started = ctl._clock()
-        await self._docker("rollback", who, old, start, running_after=True)
-        return await self._old_ready(old, started)
 
     # -- following a container to ready -----------------------------------------------------
-    def _gone(self, name: str, state: dict[str, str], restarts_before: int | None) -> str | None:
-        """Why the container is not coming up (None: it may still): exited (code, OOM-killed), or
-        restarting in a loop (its restart policy brings it back, and it dies again)."""
-        if not state:
-            return f"{name} is no longer on the host"
-        restarts = int(state["restarts"])
-        if restarts_before is not None and restarts > restarts_before:
-            return (f"{name} is restarting in a loop: {restarts - restarts_before} restart(s) since the start, "
-                    f"last exit code {state['exit_code']}" + ("; OOM-killed" if state["oom_killed"] == "true" else ""))
-        if state["running"] != "true" and state["status"] != "restarting":
-            return (f"{name} {state['status']} (exit code {state['exit_code']})"
-                    + (" (OOM-killed by the kernel)" if state["oom_killed"] == "true" else ""))
-        return None
 
-    async def _follow_ready(self, key: str, name: str, issued: float, started: float) -> str:
-        """Ready is the server's honest ready (from a reading taken after the start) while the
-        container runs; a container that exits or restarts in a loop fails the step, with its cause."""
-        ctl = self.ctl
-        timeout = float(getattr(ctl.profile, "ready_timeout_s", 600.0))
-        deadline = time.monotonic() + timeout
-        first = await self.state_of(name)
-        restarts_before = int(first["restarts"]) if first else None
-        while True:
-            ctl.runner.repoll("server")
-            now = await self.state_of(name)
-            gone = self._gone(name, now, restarts_before)
-            if gone is not None:
-                raise StepFailed(f"the new server died while booting: {await ctl._death_cause(gone)}")
-            reading = ctl.state.reading("server")
-            s = reading.data if reading is not None else None
-            if s is not None and (reading.ok_at_s or 0) > started:  # type: ignore[union-attr]
-                if s.status == "ready":
-                    return f"ready after docker start: {s.reason}"  # the time to ready: the observer's
-                ctl._set(key, detail=f"{name} running; {s.status}: {s.reason}")
-            if time.monotonic() > deadline:
-                raise StepFailed(f"not ready within {timeout:.0f}s (ready_timeout_s): "
-                                 f"{s.status + ': ' + s.reason if s else 'no server status'}")
-            await asyncio.sleep(ctl.poll_s)
 
-    async def _old_ready(self, name: str, started: float) -> str:
-        ctl = self.ctl
-        watcher = ServerWatcher(ctl.session.transport, None, ctl.profile.server_port, None)
-        timeout = float(getattr(ctl.profile, "ready_timeout_s", 600.0))
-        deadline = time.monotonic() + timeout
-        first = await self.state_of(name)
-        restarts_before = int(first["restarts"]) if first else None
-        while True:
-            gone = self._gone(name, await self.state_of(name), restarts_before)
-            if gone is not None:
-                raise StepFailed(f"{name} failed to start again: {gone}")
-            try:
-                s = await watcher.poll()
-            except TransportError:
-                s = None
-            if s is not None:
-                if s.status == "ready":
-                    return f"{name} ready again"
-                ctl._set("rollback", detail=f"{name}: {s.status}: {s.reason}")
-            if time.monotonic() > deadline:
-                raise StepFailed(f"{name} not ready within {timeout:.0f}s")
-            await asyncio.sleep(max(ctl.poll_s, 1.0))
 
 
 __all__ = ["ContainerPlan", "INSTALL_TITLE", "KEYS", "uses_containers"]

@@ -8,15 +8,18 @@ confirmation runs once; a failed step stops the plan (rollback is offered); a st
 lost the connection is re-read from the host when it is back, never assumed.
 
 This is the one executor: every key's preview and run is a step object of console/domain/swap/steps.py,
-chosen for the swap's path and runtime from the path × runtime table (console/core/derive/swap_plan.py).
-It writes each step's intent, words and who; the step's start and end are the observer's
-(console/core/derive/swap_observer.py), as are the downtime and what the host did.
+chosen for the swap's path and runtime from the path × runtime table (console/core/derive/swap_plan.py);
+the steps' bodies are their modules' (shared_steps: download, verify, preflight, benchmark and the
+shared waits; unit_steps: systemd units; container_steps: containers; fastpath and container_fastpath:
+the paths' own steps). The executor walks the plan and writes each step's intent, words and who
+through `_set`, runs every command through `_run` (audited), and keeps the approvals and the gate;
+the step's start and end are the observer's (console/core/derive/swap_observer.py), as are the
+downtime and what the host did.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import difflib
 import getpass
 import json
@@ -29,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from console.core.derive.swap_observer import _side, verification
+from console.core.derive.swap_observer import _side
 from console.core.derive.swap_view import (
     STEP_TITLES,
     ApprovalChanged,
@@ -39,12 +42,9 @@ from console.core.derive.swap_view import (
     SwapSetup,
     SwapStep,
     SwapStepChanged,
-    format_duration,
-    freed_lines,
 )
-from console.core.state import ReadingChanged
 from console.domain.swap import actions as act
-from console.domain.swap import container_plan, fastpath, preflight, steps
+from console.domain.swap import container_plan, fastpath, preflight, shared_steps, steps
 from console.domain.swap.errors import StepFailed, StepRefused, _Dropped
 from console.host.transport.errors import CommandTimeout, TransportError
 from console.locations import data_home
@@ -58,7 +58,6 @@ ACTIONS = ("download", "stop_download", "verify", "install", "preflight", "stop_
 # Commands that start, stop or replace a unit (or a container): the service source re-reads at once
 UNIT_ACTIONS = ("install", "stop_old", "start_new", "rollback", "in_place", "beside", "switch_traffic")
 TAIL_CHARS = 600
-DRAINED_MIB = 1024  # a GPU holding less than this (the CUDA context of nothing) counts as drained
 
 
 def default_who() -> str:
@@ -157,11 +156,6 @@ class SwapController:
             return out
         return steps.step_for(self, key).preview(self)
 
-    def _install_action(self) -> act.Action:
-        """Install on a unit: the drafted unit written beside the old, kept as a backup, daemon-reload."""
-        return act.install_unit(act.check_unit(self.new_unit), self._draft_text(),
-                                time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), self._units_dir())
-
     def preview(self, key: str) -> tuple[str | None, Preview | None]:
         """(why not, None) or (None, the preview to confirm)."""
         why = self.refusal(key)
@@ -183,22 +177,6 @@ class SwapController:
         self._previews[pid] = (key, self._clock())
         return None, Preview(pid, key, STEP_TITLES.get(key, "The swap, step by step"), tuple(lines),
                              any(a.needs_approval for a in built), gate)
-
-    def _verify_commands(self) -> tuple[tuple[act.RemoteCommand, ...], str | None]:
-        """The exact sha256 loop `v` runs (console.host.sources.download.verify_sha256), for the preview."""
-        from console.host.sources.download import verifiable_files
-        from console.host.transport.base import operand, quote
-
-        watcher = getattr(self.session, "_download", None)
-        if watcher is None:
-            return (), "no model directory is watched: nothing to verify"
-        files = verifiable_files(watcher)
-        if not files:
-            return (), "no finished file has a known sha256 yet (the listing hf download keeps, or the Hub's)"
-        names = " ".join(quote(path) for path, _, _ in files)
-        script = (f"cd -- {operand(watcher.model_dir)} && for f in {names}; do sha256sum -- \"$f\" || "
-                  "echo \"ERROR $f\"; done")
-        return (act.RemoteCommand(script, 3600, f"sha256 of {len(files)} file(s)"),), None
 
     def _preview_extra(self, action: act.Action) -> list[str]:
         """What a preview must show besides the commands: the unit's text and its diff against the
@@ -335,7 +313,7 @@ class SwapController:
                 if await self._step("download", who, detach=True):
                     self._download_task = self.runner._spawn(self._follow_download_step(), "swap:download")
             elif key == "stop_download":
-                await self._stop_download(who)
+                await shared_steps.stop_download(self, who)
             else:
                 await self._step(key, who)
         finally:
@@ -365,7 +343,7 @@ class SwapController:
 
     async def _follow_download_step(self) -> None:
         try:
-            detail = await self._follow_download()
+            detail = await shared_steps.follow_download(self)
         except StepFailed as exc:
             if self.state.swap.steps["download"].state == "running":
                 self._set("download", state="failed", detail=str(exc))
@@ -390,7 +368,7 @@ class SwapController:
                   who=who)
         try:
             if detach:
-                await self._download_start(who)
+                await shared_steps.download_start(self, who)
                 self._set(key, detail="started; following the download")
                 return True
             detail = await step.run(self, who)
@@ -449,6 +427,14 @@ class SwapController:
             self.runner.repoll("service")
         return result
 
+    async def _drain(self, key: str, since: float) -> str:
+        """The GPUs drained after a stop (console/domain/swap/shared_steps.py), for every runtime's step."""
+        return await shared_steps.drain(self, key, since)
+
+    async def _death_cause(self, reason: str, wait_s: float = 5.0) -> str:
+        """Why the server died, from its log (console/domain/swap/shared_steps.py)."""
+        return await shared_steps.death_cause(self, reason, wait_s)
+
     async def _reconnected(self, key: str, why: str, timeout_s: float = 600) -> None:
         self._set(key, detail=f"{why}: re-reading the outcome from the host when the connection is back")
         deadline = time.monotonic() + timeout_s
@@ -470,98 +456,6 @@ class SwapController:
         raise StepFailed(f"cannot read the state of {unit}")
 
     # -- the steps -------------------------------------------------------------------------
-    async def _download(self, who: str) -> str:
-        await self._download_start(who)
-        return await self._follow_download()
-
-    async def _download_start(self, who: str) -> None:
-        (action,) = self.build("download")
-        try:
-            result = await self._run(who, "download", action.commands[0])
-            if not result.ok:
-                raise StepFailed(f"hf download did not start (exit {result.exit_status}): "
-                                 f"{(result.error_text or result.text).strip()[-200:]}")
-        except _Dropped as exc:
-            await self._reconnected("download", str(exc))
-
-    async def _follow_download(self) -> str:
-        model_dir = self.profile.model_dir
-        check = act.RemoteCommand(act.download_running_check(model_dir or ""), 20, "is the download running")
-        last_check = 0.0
-        while True:
-            if self.state.swap.steps["download"].state != "running":
-                raise StepFailed(self.state.swap.steps["download"].detail or "stopped")
-            d = self.state.data("download")
-            if d is not None and d.complete is True and not d.partial_files:
-                return f"complete: {d.shards_done}/{d.shards_total} shards, sizes match"
-            if d is not None:
-                eta = f", ETA {d.eta_s:.0f}s" if d.eta_s else ""
-                self._set("download", detail=f"{d.bytes_done / 1e9:.0f} of {(d.bytes_total or 0) / 1e9:.0f} GB, "
-                                             f"{d.shards_done}/{d.shards_total} shards{eta}")
-            if time.monotonic() - last_check > 5:
-                last_check = time.monotonic()
-                try:
-                    r = await self.session.transport.run(check.script, timeout=check.timeout_s)
-                    if r.text.strip() == "stopped":
-                        # hf exits when its last file is in place: a reading taken after that says
-                        # whether they are complete (under load the next poll may take seconds).
-                        asked = time.time()
-                        for _ in range(int(15 / max(self.poll_s, 0.05))):
-                            self.runner.repoll("download")
-                            await asyncio.sleep(self.poll_s)
-                            reading = self.state.reading("download")
-                            if reading is not None and (reading.ok_at_s or 0) > asked:
-                                break
-                        d = self.state.data("download")
-                        if d is not None and d.complete is True:
-                            continue
-                        raise StepFailed("hf download is no longer running and the files are not complete "
-                                         "(resume it with the download action)")
-                except TransportError:
-                    await self._reconnected("download", "connection lost")
-            await asyncio.sleep(self.poll_s)
-
-    async def _stop_download(self, who: str) -> None:
-        (action,) = self.build("stop_download")
-        try:
-            await self._run(who, "stop_download", action.commands[0])
-        except _Dropped:
-            pass
-        step = self.state.swap.steps["download"]
-        if step.state == "running":
-            self._set("download", state="failed", detail="stopped by " + who)
-
-    async def _verify(self, who: str) -> str:
-        # A Verify the operator confirmed runs, asked for by the profile or not (issue 22 item 5).
-        commands, _ = self._verify_commands()
-        why = self.runner.verify()
-        if why:
-            raise StepFailed(why)
-        self._audit(who, "verify", commands[0].script if commands else "sha256sum of every finished file",
-                    None, "", note="started")
-        while True:
-            v = verification(self.state)
-            if v is not None and (v.finished or v.error):
-                if v.error:
-                    raise StepFailed(v.error)
-                if v.mismatched:
-                    raise StepFailed(f"{len(v.mismatched)} file(s) differ from {v.reference_text()}: "
-                                     f"{', '.join(v.mismatched[:3])}")
-                return f"{v.matched}/{v.total_files} files match {v.reference_text()}"
-            await asyncio.sleep(self.poll_s)
-
-    def _units_dir(self) -> str:
-        """Where the host's admin units live: the directory of the old (or already installed new)
-        unit's file, as `systemctl cat` showed it, when that is an /etc/systemd/system."""
-        report = self.state.data("service")
-        for side in ((report.new, report.old) if report is not None else ()):
-            if side is not None and side.unit is not None and side.unit.sources:
-                directory = os.path.dirname(side.unit.sources[0])
-                return directory if directory.endswith("/etc/systemd/system") else act.UNITS_DIR
-        raise act.ActionError("where the host's units live is not known yet (wait for the service pane)")
-
-    def _draft_text(self) -> str:
-        return self.fast.draft_text(self._draft_text_raw())  # issue 24 hook: the beside unit's GPUs and port
 
     def _draft_text_raw(self) -> str:
         path = getattr(self.profile, "unit_draft", None)
@@ -571,69 +465,6 @@ class SwapController:
         if "[Service]" not in text:
             raise act.ActionError(f"{path} is not a unit file (no [Service] section)")
         return text
-
-    async def _install(self, who: str) -> str:
-        (action,) = self.build("install")
-        w = action.write
-        assert w is not None
-        transport = self.session.transport
-        try:
-            await asyncio.wait_for(transport.write_file(w.temp_path, w.text.encode()), 30)
-        except (TransportError, OSError, asyncio.TimeoutError) as exc:
-            self._audit(who, "install", f"sftp put {w.temp_path}", None, str(exc), note="write failed")
-            with contextlib.suppress(TransportError, OSError):
-                await transport.run(act.bounded(["rm", "-f", "--", w.temp_path], 10), timeout=15)
-            raise StepFailed(f"writing {w.temp_path} failed ({exc}): {w.path} is unchanged") from None
-        self._audit(who, "install", f"sftp put {w.temp_path}", 0, f"{len(w.text.encode())} bytes")
-        result = None
-        try:
-            result = await self._run(who, "install", action.commands[0])
-            if not result.ok:
-                raise StepFailed(f"install failed (exit {result.exit_status}): "
-                                 f"{(result.error_text or result.text).strip()[-200:]}")
-        except _Dropped as exc:
-            await self._reconnected("install", str(exc))
-            try:
-                now = await transport.read_file(w.path, timeout=15)
-            except (TransportError, OSError):
-                raise StepFailed(f"after the drop, {w.path} cannot be read: outcome unknown") from None
-            if now.decode("utf-8", "replace") != w.text:
-                raise StepFailed(f"after the drop, {w.path} is not the new unit: the old file is in place") from None
-            reload = act.RemoteCommand(act.bounded(["systemctl", "daemon-reload"], 60), 70, "daemon-reload")
-            try:
-                if not (await self._run(who, "install", reload)).ok:
-                    raise StepFailed("daemon-reload failed after the drop")
-            except _Dropped:
-                raise StepFailed("the connection dropped again during daemon-reload") from None
-        kept = [ln for ln in result.text.splitlines() if ln.startswith("kept ")] if result is not None else []
-        self.runner.repoll("service")
-        return f"installed {w.path}" + (f"; {kept[0]}" if kept else "") + "; daemon-reload done"
-
-    async def _fresh_service(self, wait_s: float = 30.0) -> None:
-        """After an install, the diff must describe the unit now on the host: wait for a reading
-        taken after it (the gate then judges what is really there)."""
-        install = self.state.swap.steps["install"]
-        if install.state != "done" or install.ended_at_s is None:
-            return
-        installed = install.ended_at_s
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            reading = self.state.reading("service")
-            if reading is not None and (reading.ok_at_s or 0) >= installed and reading.data is not None \
-                    and reading.data.new.command is not None:
-                return
-            self.runner.repoll("service")
-            await asyncio.sleep(self.poll_s)
-
-    async def _preflight(self, who: str) -> str:
-        await self._fresh_service()
-        checks = self.evaluate_gate()
-        self.state.apply(GateChanged(self.host, checks, self._clock()))
-        bad = preflight.failing(checks)
-        if bad:
-            raise StepRefused("the gate refuses: " + "; ".join(f"{c.name}: {c.reason}" for c in bad))
-        over = [c.name for c in checks if c.overridden_by]
-        return "every check passes" + (f" (overridden: {', '.join(over)})" if over else "")
 
     async def _approval(self, key: str, who: str) -> None:
         if not getattr(self.profile, "require_approval", False) or key not in APPROVAL_ACTIONS:
@@ -669,7 +500,7 @@ class SwapController:
     async def gate_then_approval(self, who: str, serving: str | None) -> None:
         """Before the old service stops (unit or container, issue 26): the gate judged on a fresh
         reading, refused with what still serves, then the approval. One function both use."""
-        await self._fresh_service()
+        await shared_steps.fresh_service(self)
         checks = self.evaluate_gate()
         self.state.apply(GateChanged(self.host, checks, self._clock()))
         bad = preflight.failing(checks)
@@ -678,233 +509,16 @@ class SwapController:
                               + f"; nothing ran, {serving} still serves")
         await self._approval("stop_old", who)
 
-    async def _stop_old(self, who: str) -> str:
-        await self.gate_then_approval(who, self.old_unit)
-        unit = act.check_unit(self.old_unit)
-        (action,) = self.build("stop_old")
-        before = self.state.data("gpu")  # the last reading before the stop: "freed" is this minus after
-        issued = self._clock()
-        await self._stop_unit("stop_old", who, unit, action.commands[0])
-        # The downtime's start is the observer's (console/core/derive/swap_observer.py): the stop command's
-        # reply, systemd's line and the log's last served request are its facts.
-        drained = await self._drain("stop_old", issued, before=before)
-        return f"{unit} stopped; {drained}"
 
-    async def _stop_unit(self, key: str, who: str, unit: str, cmd: act.RemoteCommand) -> None:
-        try:
-            result = await self._run(who, key, cmd)
-            if not result.ok:
-                raise StepFailed(f"systemctl stop {unit} exited {result.exit_status}: "
-                                 f"{(result.error_text or result.text).strip()[-200:]}")
-        except _Dropped as exc:
-            await self._reconnected(key, str(exc))
-            now = await self._unit_state(unit)
-            if now.get("ActiveState") in ("active", "deactivating", "activating"):
-                raise StepFailed(f"after the drop, {unit} is still {now.get('ActiveState')}: the stop did not "
-                                 "take effect") from None
 
-    async def _drain(self, key: str, since: float, *, before: Any = None) -> str:
-        from console.domain.analysis.gpu_drain import DrainWatch
 
-        deadline = time.monotonic() + float(getattr(self.profile, "drain_timeout_s", 120.0))
-        watch = DrainWatch(DRAINED_MIB)
 
-        def follow(event: Any) -> None:
-            # Every GPU reading, not only those this loop wakes for: each freeing keeps its place in order.
-            if isinstance(event, ReadingChanged) and event.source == "gpu" and event.reading.data is not None:
-                data = event.reading.data
-                if (data.sampled_at_s or event.reading.ok_at_s or 0) > since:
-                    watch.update(data)
 
-        unsubscribe = self.state.subscribe(follow)
-        try:
-            while True:
-                reading = self.state.reading("gpu")
-                status = reading.data if reading is not None else None
-                fresh = status is not None and (status.sampled_at_s or reading.ok_at_s or 0) > since  # type: ignore[union-attr]
-                if fresh:
-                    held = [g for g in status.gpus if g.lost_at_s is None and (g.memory_used_mib or 0) > DRAINED_MIB]
-                    total = sum(g.memory_used_mib or 0 for g in status.gpus)
-                    # freed: the observer's fact (before the stop minus drained); the processes in the order they let go
-                    by_gpu = freed_lines(self.state.swap.memory())
-                    order = [f"GPU {f.gpu_index}: pid {f.pid} {f.name}".strip() for f in watch.freed if f.pid]
-                    freed = ("; freed " + ", ".join(by_gpu) if by_gpu else "") + (
-                        "; let go in this order: " + ", ".join(order) if order else "")
-                    if not held:
-                        return f"GPU memory drained ({total:,} MiB in use on {len(status.gpus)} GPUs){freed}"
-                    left = watch.detail()
-                    self._set(key, detail="draining: " + ", ".join(f"GPU {g.index} {g.memory_used_mib:,} MiB"
-                                                                   for g in held) + (f"; {left}" if left else ""))
-                if time.monotonic() > deadline:
-                    holders = [h.label() for h in watch.holders]
-                    if not holders and status is not None:
-                        for g in status.gpus:
-                            for p in g.processes or ():
-                                holders.append(f"GPU {g.index}: pid {p.pid} {p.name or ''}".strip())
-                    raise StepFailed("GPU memory not released within the drain timeout"
-                                     + (f"; still held by {', '.join(holders[:4])}" if holders else ""))
-                await asyncio.sleep(self.poll_s)
-        finally:
-            unsubscribe()
 
-    async def _start_new(self, who: str) -> str:
-        asked = self._clock()
-        await self._approval("start_new", who)
-        unit = act.check_unit(self.new_unit)
-        (action,) = self.build("start_new")
-        issued = self._clock()
-        await self._start_unit("start_new", who, unit, action.commands[0])
-        # Readings from polls that may have begun before the unit was started say nothing of it.
-        said = await self._follow_ready(unit, issued, self._clock())
-        waited = issued - asked
-        # The step's time includes the approval wait: say it, so "done 39s" and "ready 29s" add up.
-        return said + (f" (after {format_duration(waited)} waiting for approval)" if waited >= 1 else "")
 
-    async def _start_unit(self, key: str, who: str, unit: str, cmd: act.RemoteCommand) -> None:
-        try:
-            result = await self._run(who, key, cmd)
-            if not result.ok:
-                raise StepFailed(f"systemctl start {unit} exited {result.exit_status}: "
-                                 f"{(result.error_text or result.text).strip()[-200:]}")
-        except _Dropped as exc:
-            await self._reconnected(key, str(exc))
-            now = await self._unit_state(unit)
-            if now.get("ActiveState") not in ("active", "activating"):
-                raise StepFailed(f"after the drop, {unit} is {now.get('ActiveState') or 'unknown'}: "
-                                 "it is not running") from None
 
-    async def _follow_ready(self, unit: str, issued: float, started: float) -> str:
-        timeout = float(getattr(self.profile, "ready_timeout_s", 600.0))
-        deadline = time.monotonic() + timeout
-        dead_seen: set[float] = set()
-        while True:
-            self.runner.repoll("server")
-            reading = self.state.reading("server")
-            s = reading.data if reading is not None else None
-            if s is not None and (reading.ok_at_s or 0) > started and s.unit == unit:  # type: ignore[union-attr]
-                if s.status == "ready" and s.unit_state == "active":  # the clock's end: the observer's
-                    # no figure of its own: time to ready is the observer's (the report's timing)
-                    return f"ready after systemctl start: {s.reason}"
-                if s.status == "dead":
-                    # A failed unit is final; otherwise dead twice in a row (a poll in flight while the
-                    # unit started may still say inactive).
-                    dead_seen.add(reading.ok_at_s or 0)  # type: ignore[union-attr]
-                    if s.unit_state == "failed" or s.unit_failing or len(dead_seen) >= 2:
-                        raise StepFailed(f"the new server died while booting: {await self._death_cause(s.reason)}")
-                else:
-                    dead_seen.clear()
-                self._set("start_new", detail=f"{s.status}: {s.reason}")
-            if time.monotonic() > deadline:
-                raise StepFailed(f"not ready within {timeout:.0f}s (ready_timeout_s): "
-                                 f"{s.status + ': ' + s.reason if s else 'no server status'}")
-            await asyncio.sleep(self.poll_s)
 
-    async def _death_cause(self, reason: str, wait_s: float = 5.0) -> str:
-        """The unit can be seen failed before its last log lines arrive: give the log a moment
-        to bring the cause (an OOM in a traceback), then name it, not just "unit failed"."""
-        from console.domain.analysis.server_status import CAUSE_RANK
 
-        deadline = time.monotonic() + wait_s
-        while True:
-            log_summary = self.state.data("log")
-            booted = next((b.at for b in (log_summary.boot if log_summary else ())
-                           if b.phase in ("launch", "weights loading")), None)
-            errors = [e for e in (log_summary.errors if log_summary else ())
-                      if e.kind in CAUSE_RANK and (booted is None or (e.at or "") >= booted)]
-            if errors:
-                worst = max(reversed(errors), key=lambda e: CAUSE_RANK[e.kind])
-                if worst.message[:60] not in reason:
-                    return f"{reason}: {worst.kind}: {worst.message[:160]}"
-                return reason
-            if ":" in reason or time.monotonic() > deadline:
-                return reason
-            await asyncio.sleep(self.poll_s)
-
-    async def _benchmark(self, who: str) -> str:
-        # issue 24 hook: beside, the new server on its own port before traffic moves, the old run's workload
-        plan, port = self.fast.bench_plan() or self.bench_plan, self.fast.bench_port()
-        self.session.bench_port = port
-        try:
-            why = self.runner.start_bench("sweep", plan)
-            if why:
-                raise StepFailed(why)
-            self._audit(who, "benchmark", self._bench_label(plan) + (f" on port {port}" if port else ""), None, "",
-                        note="started")
-            before = len(self.state.bench.history)
-            while True:
-                await asyncio.sleep(self.poll_s)
-                if self.runner.bench is None or not self.runner.bench.running:
-                    break
-        finally:
-            self.session.bench_port = None
-        runs = self.state.bench.history[before:]
-        if not runs:
-            raise StepFailed("the benchmark produced no result")
-        last = runs[-1]
-        old = self.last_old_run(last)
-        tput = last.get("output_throughput")
-        line = f"{len(runs)} run(s); last: {tput:.0f} output tok/s" if isinstance(tput, (int, float)) else \
-            f"{len(runs)} run(s)"
-        if old is None:
-            return line + "; no earlier run of the old model on this host to compare with"
-        return line + f"; the old model ({old.get('model')}) did {old.get('output_throughput', 0):.0f} tok/s"
-
-    def last_old_run(self, new_run: dict[str, Any]) -> dict[str, Any] | None:
-        """The old model's last run on this host: before the swap began (by time: in place the
-        model's name is the same), else of another model than the new run's."""
-        from console.domain.analysis.bench_view import is_result
-
-        host = self.session.transport.label
-        began = self.state.swap.began_at_s()
-        for run in reversed(self.state.bench.history):
-            if run.get("host") not in (host, None) or not is_result(run) or run.get("stopped"):
-                continue
-            if began is not None:
-                if float(run.get("timestamp") or 0) < began:
-                    return run
-            elif run.get("model") != new_run.get("model"):
-                return run
-        return None
-
-    def _bench_label(self, plan: list[tuple[int, int, int, int]] | None = None) -> str:
-        plan = plan or self.fast.bench_plan() or self.bench_plan or [
-            (c, max(8, 2 * c), 1024, 1024) for c in (1, 4, 16, 64)]
-        return "concurrency " + ", ".join(str(c) for c, *_ in plan) + f" ({plan[0][2]}/{plan[0][3]} tokens)"
-
-    async def _rollback(self, who: str) -> str:
-        await self._approval("rollback", who)
-        new, old = act.check_unit(self.new_unit), act.check_unit(self.old_unit)
-        (action,) = self.build("rollback")
-        stop, start = action.commands
-        issued = self._clock()
-        await self._stop_unit("rollback", who, new, stop)
-        await self._drain("rollback", issued)
-        started = self._clock()
-        await self._start_unit("rollback", who, old, start)
-        return await self._old_ready(old, started)  # the clock's end: the observer's (the log's ready line)
-
-    async def _old_ready(self, unit: str, issued: float) -> str:
-        from console.host.sources.server import ServerWatcher
-
-        watcher = ServerWatcher(self.session.transport, unit, self.profile.server_port, None)
-        timeout = float(getattr(self.profile, "ready_timeout_s", 600.0))
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                s = await watcher.poll()
-            except TransportError:
-                s = None
-            if s is not None:
-                if s.status == "ready" and s.unit_state == "active":
-                    return f"{unit} ready again"
-                if s.unit_state == "failed" or s.unit_failing:  # a crash loop is never `failed`
-                    raise StepFailed(f"{unit} failed to start again: {s.unit_failing or s.reason}"
-                                     + (" — it will take the GPUs back" if "restart" in (s.unit_failing or "")
-                                        else ""))
-                self._set("rollback", detail=f"{unit}: {s.status}: {s.reason}")
-            if time.monotonic() > deadline:
-                raise StepFailed(f"{unit} not ready within {timeout:.0f}s")
-            await asyncio.sleep(max(self.poll_s, 1.0))
 
 
 def _named_side(report: Any, unit: str | None) -> Any:

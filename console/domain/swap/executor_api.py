@@ -1,8 +1,8 @@
 """What a swap step needs from the executor that runs it: the host's session and state, the
 profile, the audited command runner, the step's own line in the plan, the approval and the gate.
 
-The steps (console/domain/swap/steps.py and the path modules: fastpath, container_plan,
-container_fastpath, ready_wait) are typed against this Protocol, never against the executor's
+The steps (console/domain/swap/steps.py and the modules of their bodies: shared_steps, unit_steps,
+fastpath, container_plan, container_fastpath, ready_wait) are typed against this Protocol, never against the executor's
 class (console/domain/swap/controller.py): the executor imports the steps, the steps import only
 this module below them, so the swap engine has no import circle, type-only imports included
 (tests/core/test_architecture.py). Pure typing: nothing here runs.
@@ -30,6 +30,7 @@ class Executor(Protocol):
     busy: str | None
     fast: Any  # console.domain.swap.fastpath.FastPaths: the path plan (issue 24)
     containers: Any  # console.domain.swap.container_plan.ContainerPlan (issue 26)
+    bench_plan: list[tuple[int, int, int, int]] | None  # the benchmark step's sweep (None: the story's)
 
     @property
     def old_unit(self) -> str | None: ...
@@ -56,17 +57,11 @@ class Executor(Protocol):
 
     async def _reconnected(self, key: str, why: str, timeout_s: float = 600) -> None: ...
 
-    async def _unit_state(self, unit: str) -> dict[str, str]: ...
-
-    async def _start_unit(self, key: str, who: str, unit: str, cmd: act.RemoteCommand) -> None: ...
-
-    async def _stop_unit(self, key: str, who: str, unit: str, cmd: act.RemoteCommand) -> None: ...
-
-    async def _drain(self, key: str, since: float, *, before: Any = None) -> str: ...
+    async def _drain(self, key: str, since: float) -> str: ...
 
     async def _death_cause(self, reason: str, wait_s: float = 5.0) -> str: ...
 
-    async def _old_ready(self, unit: str, issued: float) -> str: ...
+    async def _unit_state(self, unit: str) -> dict[str, str]: ...
 
     def _draft_text_raw(self) -> str: ...
 

@@ -1,6 +1,7 @@
 """The faster swap paths, run by the swap controller (issue 24). The controller keeps the rules
 (read-only, one action at a time, confirmation, audit, a failed step stops the plan); this module
-reads the host facts, plans the path, and runs its steps:
+reads the host facts, plans the path, and builds its steps' exact commands (their runs are
+console/domain/swap/path_steps.py's, but for `paths`, the planning itself):
 
     paths           read both config.json, the shards' sizes and page-cache residency (fincore),
                     this host's recorded boots, the GPU reading → the PathPlan and the prediction
@@ -21,7 +22,6 @@ import asyncio
 import json
 import re
 import shlex
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -38,9 +38,8 @@ from console.domain.swap import container_fastpath as cfp
 from console.domain.swap import paths as P
 from console.domain.swap import prediction as pred
 from console.domain.swap import prewarm as pw
-from console.domain.swap.errors import StepFailed, StepRefused
+from console.domain.swap.errors import StepFailed
 from console.domain.swap.executor_api import Executor
-from console.domain.swap.ready_wait import wait_beside_ready
 from console.host.parsers import ParseError
 from console.host.parsers.proc_net import conflicts, parse_listeners
 from console.host.parsers.sglang_argv import NotSglang, normalize
@@ -204,28 +203,6 @@ class FastPaths:
         if not m:
             raise act.ActionError("the previous unit file is not known (the install step kept no backup)")
         return act.check_path(m.group(1), "backup")
-
-    async def _rollback_in_place(self, who: str) -> str:
-        ctl = self.ctl
-        await ctl._approval("rollback", who)
-        (action,) = ctl.build("rollback")
-        restore, restart = action.commands
-        r = await ctl._run(who, "rollback", restore)
-        if not r.ok:
-            raise _fail(f"restoring the previous unit file failed (exit {r.exit_status}): {r.text.strip()[-200:]}")
-        started = ctl._clock()
-        await ctl._start_unit("rollback", who, act.check_unit(ctl.old_unit), restart)
-        said = await ctl._old_ready(act.check_unit(ctl.old_unit), started)
-        return said + " (the previous unit file, the old weights)"
-
-    async def _rollback_beside(self, who: str) -> str:
-        ctl = self.ctl
-        await ctl._approval("rollback", who)
-        (action,) = ctl.build("rollback")
-        r = await ctl._run(who, "rollback", action.commands[0])
-        if not r.ok:
-            raise _fail(f"systemctl stop {ctl.new_unit} exited {r.exit_status}")
-        return f"{ctl.new_unit} stopped; {ctl.old_unit} kept serving throughout"
 
     def build(self, key: str) -> list[act.Action]:
         actions = self._build(key)
@@ -528,76 +505,8 @@ class FastPaths:
         self.ctl.state.apply(PathEvent(self.ctl.host, kind, json.dumps(data, default=str), self.ctl._clock()))
 
     # -- pre-warm -----------------------------------------------------------------------------------
-    async def _prewarm(self, who: str) -> str:
-        ctl = self.ctl
-        await ctl._approval("prewarm", who)
-        (action,) = self.build("prewarm")
-        total = sum(s for _, s in self.shards)
-        result = await ctl._run(who, "prewarm", action.commands[0])
-        if not result.ok:
-            raise _fail(f"the pre-warm did not start (exit {result.exit_status}): "
-                                 f"{(result.error_text or result.text).strip()[-200:]}")
-        check = pw.progress_check(ctl.profile.model_dir or "")
-        started = time.monotonic()
-        while True:
-            await asyncio.sleep(ctl.poll_s)
-            try:
-                r = await ctl.session.transport.run(check, timeout=20)
-            except TransportError:
-                continue
-            prog = pw.parse_progress(r.text, total)
-            self._emit("prewarm", {"done_bytes": prog.done_bytes, "total_bytes": total, "finished": prog.finished,
-                                   "stopped": prog.stopped_reason, "text": prog.text(),
-                                   "seconds": round(time.monotonic() - started, 1)})
-            ctl._set("prewarm", detail=prog.text())
-            if prog.finished:
-                return prog.text()
-            if prog.stopped_reason and (not prog.running or time.monotonic() - started > 5):
-                raise _fail(prog.text() + " — nothing after it runs; the old model is unaffected")
 
     # -- in place -----------------------------------------------------------------------------------
-    async def _in_place(self, who: str) -> str:
-        ctl = self.ctl
-        await ctl._approval("in_place", who)
-        (action,) = self.build("in_place")
-        issued = ctl._clock()
-        try:
-            result = await ctl._run(who, "in_place", action.commands[0])
-        except Exception as exc:  # the controller's _Dropped: the outcome is unknown
-            raise _fail(f"the update's answer did not come back ({exc}): re-read /server_info before "
-                                 "anything else") from None
-        code, body = split_reply(result.text)
-        reply: dict[str, Any] = host_replies.reply_json(body)
-        await asyncio.sleep(max(ctl.poll_s, 0.5) * 2)  # the log's lines of the update may trail the reply
-        paused = reply.get("num_paused_requests")
-        # The pause is the observer's (console/core/derive/swap_observer.py: the update's reply, then its log lines):
-        # this step reads it from the state, never times it itself.
-        d = ctl.state.swap.downtime
-        own = d is not None and d.start_source.startswith("in place") and d.started_at_s is not None \
-            and d.ended_at_s is not None and d.started_at_s >= issued - 5
-        pause = round(d.ended_at_s - d.started_at_s, 3) if own else None  # type: ignore[union-attr,operator]
-        source = (d.start_source.removeprefix("in place: ")  # type: ignore[union-attr]
-                  if own else "not measured (no reply or log line said it)")
-        outcome = {"path": "in-place", "reply": reply, "http_status": code, "curl_exit": result.exit_status,
-                   "pause_s": pause, "pause_source": source,
-                   "num_paused_requests": paused, "predicted_s": self.plan.option("in-place").predicted_downtime_s
-                   if self.plan else None}
-        if code is None or result.exit_status not in (0, None):
-            dead = await self._server_dead()
-            outcome["server_died"] = dead
-            self._emit("outcome", outcome)
-            if dead:
-                raise _fail("the server died during the update (no reply): rollback by restart of "
-                                     f"{ctl.old_unit} is offered; nothing after this step runs")
-            raise _fail(f"no reply from /update_weights_from_disk (curl exit {result.exit_status}): "
-                                 "the outcome is unknown; re-read /server_info")
-        if reply.get("success") is not True:
-            self._emit("outcome", outcome)
-            raise _fail(f"the reply says it failed (HTTP {code}): {clean(reply.get('message'))} — the "
-                                 "old weights keep serving (SGLang rolled back); nothing after this step runs")
-        # The pause (the downtime) is the observer's: the update's reply and the log's lines are its facts.
-        self._emit("outcome", outcome)
-        return f"weights updated in place: {paused} request(s) paused, {clean(reply.get('message'))}"
 
     async def _server_dead(self) -> bool:
         if cfp.active(self.ctl):  # issue 26 hook: the container's state, not a unit's
@@ -614,78 +523,6 @@ class FastPaths:
         return False
 
     # -- beside -------------------------------------------------------------------------------------
-    async def _beside(self, who: str) -> str:
-        ctl = self.ctl
-        opt = self._need("beside")
-        unit = act.check_unit(ctl.new_unit)
-        await ctl._approval("beside", who)
-        (action,) = self.build("beside")
-        check, start = action.commands
-        try:
-            r = await ctl._run(who, "beside", check)
-        except Exception as exc:  # the controller's _Dropped: nothing was started
-            raise _refused(f"port {opt.port} could not be checked ({exc}): nothing ran") from None
-        taken = port_verdict(int(opt.port or 0), r.text, self._bind_host())
-        if not taken and self.env_checked:  # the host may have changed since the plan (a drop-in added)
-            why = await self.beside_environment_problem(opt.gpus, int(opt.port or 0))
-            taken = f"the new server would not boot on GPUs {opt.cuda_visible_devices}: {why}" if why else None
-        if taken:
-            raise _refused(f"{taken}: the beside path is refused, nothing was started; {ctl.old_unit} serves on "
-                           "(restart, or free the port and plan again)")
-        await ctl._start_unit("beside", who, unit, start)
-
-        async def died() -> str | None:
-            failing = unit_is_failing(await ctl._unit_state(unit))  # a crash loop is never `failed`
-            return f"{unit} failed while booting beside the old server: {failing}" if failing else None
-
-        def booting() -> None:
-            log = ctl.state.data("log")
-            if log is not None and log.phase:
-                ctl._set("beside", detail=f"booting on GPUs {opt.cuda_visible_devices}: {log.phase}")
-
-        await wait_beside_ready(ctl, int(opt.port or 0), stops="the new unit", died=died, on_tick=booting)
-        return f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}); " \
-               "the old server still serving"
-
-    async def _switch(self, who: str) -> str:
-        ctl = self.ctl
-        opt = self._need("beside")
-        (action,) = self.build("switch_traffic")
-        if not action.commands:  # no router: what the operator must switch, said exactly
-            self._move_endpoint(int(opt.port or 0))
-            return f"no router in the profile: switch your clients from port {self.old_port} to {opt.port}, " \
-                   f"then stop {ctl.old_unit} (the stop action); the console now polls port {opt.port}"
-        await ctl._approval("switch_traffic", who)
-        add, remove, stop = action.commands
-        r = await ctl._run(who, "switch_traffic", add)
-        code, body = split_reply(r.text)
-        if code != 200:
-            raise _fail(f"the router refused the new worker (HTTP {code}): {clean(body, 200)} — the old "
-                                 "server keeps serving through the router; nothing after this step runs")
-        r = await ctl._run(who, "switch_traffic", remove)
-        code, body = split_reply(r.text)
-        if code != 200:
-            raise _fail(f"the router did not remove the old worker (HTTP {code}): {clean(body, 200)}")
-        ctl._set("switch_traffic", detail="draining the old server (its running requests finish)")
-        drained = await self._drain_old()
-        result = await ctl._run(who, "switch_traffic", stop)
-        if not result.ok:
-            raise _fail(f"systemctl stop {ctl.old_unit} exited {result.exit_status}")
-        self._move_endpoint(int(opt.port or 0))
-        # No downtime (the observer writes it from the router's replies and the stop's).
-        self._emit("outcome", {"path": "beside", "downtime_s": 0.0, "drained": drained, "port": opt.port,
-                               "gpus": list(opt.gpus), "predicted_s": 0.0})
-        return f"the router sends traffic to port {opt.port}; the old worker removed, {drained}, {ctl.old_unit} " \
-               "stopped: downtime 0"
-
-    def _move_endpoint(self, port: int) -> None:
-        """The server the console follows answers on the beside port now: the state says so (the
-        report, the panes and the fleet row read it) and the server source polls there."""
-        session = self.ctl.session
-        if hasattr(session, "move_server"):
-            session.move_server(port)
-        self._emit("endpoint", {"from_port": self.old_port, "to_port": port, "unit": self.ctl.new_unit})
-        self.ctl.runner.repoll("server")
 
     def bench_port(self) -> int | None:
         """Beside, before the traffic moves: the benchmark asks the new server on its own port."""
@@ -707,31 +544,12 @@ class FastPaths:
                 return [tuple(values)]  # type: ignore[list-item]
         return None
 
-    async def _drain_old(self, timeout_s: float = 120.0) -> str:
-        metrics = act.bounded(["curl", "-s", "--max-time", "3", "--", f"http://127.0.0.1:{self.old_port}/metrics"],
-                              8)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                r = await self.ctl.session.transport.run(metrics, timeout=15)
-            except TransportError:
-                await asyncio.sleep(self.ctl.poll_s)
-                continue
-            running = _gauge(r.text, "sglang:num_running_reqs")
-            if running is None or running <= 0:
-                return "drained (no running request)" if running is not None else "drained (no metrics)"
-            await asyncio.sleep(self.ctl.poll_s)
-        return f"not drained within {timeout_s:.0f}s (stopped anyway)"
 
 
 def _fail(message: str) -> Exception:
     """The controller's StepFailed (imported late: the controller imports this module)."""
 
     return StepFailed(message)
-
-
-def _refused(message: str) -> Exception:
-    return StepRefused(message)
 
 
 def _gauge(text: str, name: str) -> float | None:

@@ -20,9 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from console.core.derive.downtime import PathEvent
 from console.core.recording import RecordingError, read_recording
 from console.core.state import LogAppended, SwapStepChanged
-from console.core.derive.downtime import PathEvent
 from console.domain.swap.paths import format_duration
 
 GB = 1e9

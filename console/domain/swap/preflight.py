@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from console.core.derive.swap_view import GateCheck
 from console.core.derive.swap_observer import verification
+from console.core.derive.swap_view import GateCheck
 
 CHECKS = ("download", "sha256", "diff", "fit", "disk", "paths", "flags")
 

@@ -21,8 +21,7 @@ from console.core.derive.swap_observer import _side, log_time, verification
 from console.core.derive.swap_view import audit_summary, format_duration
 from console.core.recording import FLUSH_EVERY_S, read_recording
 from console.core.state import HostState, ReadingChanged
-from console.domain.analysis.bench_view import is_result
-from console.domain.swap import downtime_report
+from console.domain.swap import bench_choice, downtime_report
 from console.redact import redact_text
 
 SECTIONS = ("Host", "Old → new", "Swap plan", "Diff", "Fit", "Download", "Boot timeline", "Time to ready and downtime",
@@ -230,73 +229,13 @@ class ReportBuilder:
         }
 
     def _bench(self, old_new: dict[str, Any]) -> dict[str, Any]:
-        """Before = the old model's last run before the swap, after = the new model's runs after its
-        ready, by the swap's own times (a run of the new model is never "before"); the before
-        run is of the same workload as the last after run when there is one."""
-        # A run stopped part way (x) or that finished nothing is never a result: not before, not after;
-        # nor is a partial one (requests failed): it is named in the note, never compared.
-        results = [r for r in self.state.bench.history if is_result(r) and not r.get("stopped")]
-        partial = [r for r in results if not _complete(r)]
-        runs = [r for r in results if _complete(r)]
-        swap = self.state.swap
-        stop_at = swap.began_at_s()  # the host began to change: every run before it is the old model's
-        ready = swap.time_to_ready()
-        ready_at = None
-        if ready is not None:
-            key = {"in-place": "in_place", "beside": "beside"}.get(swap.path() or "", "start_new")
-            step = swap.steps.get(key)
-            d = swap.downtime
-            ready_at = (d.ended_at_s if key != "beside" and d is not None and d.ended_at_s is not None
-                        else step.ended_at_s if step is not None else None)
-
-        def stamp(r: dict[str, Any]) -> float:
-            return float(r.get("timestamp", 0) or 0)
-
-        if ready_at is not None:
-            after = [r for r in runs if stamp(r) >= ready_at]
-        else:
-            bench = swap.steps.get("benchmark")
-            after = [r for r in runs if bench and bench.started_at_s and stamp(r) >= bench.started_at_s - 1]
-        new_model = after[-1].get("model") if after else None
-        # Before the swap began (by its time; the model's name alone cannot tell: in place it is
-        # the same); with no known beginning, a run of another model than the new one's.
-        before_all = [r for r in runs if r not in after and (
-            stamp(r) < stop_at if stop_at is not None else new_model is None or r.get("model") != new_model)]
-        # The one like-workload rule: the newest after run that has an earlier run of the old
-        # model with its workload, and that run; the headline compares only these two.
-        pair = next(((b, a) for a in reversed(after) for b in reversed(before_all) if _workload(b) == _workload(a)),
-                    None)
-        like = [pair[0]] if pair else []
-        before = (like or before_all)[-1:] if before_all else []
-        note = None
-        if not before:
-            note = "no earlier run of the old model on this host in the recording"
-        elif after and not like:
-            note = "not comparable: the old model's last run had another workload (" \
-                   f"{_workload_text(before[0])} against {_workload_text(after[-1])})"
-        if partial:
-            note = "; ".join(x for x in (note, "left out, requests failed: " + ", ".join(
-                f"{r.get('model')} {_workload_text(r)} ({r.get('completed')} of {r.get('num_prompts')} finished)"
-                for r in partial)) if x)
-        return {"before": _bench_row(before[0]) if before else None, "after": [_bench_row(r) for r in after],
-                "note": note,
-                "compared": {"before": _bench_row(pair[0]), "after": _bench_row(pair[1])} if pair else None}
-
-
-def _complete(r: dict[str, Any]) -> bool:
-    """Every request of the run finished (a record without the counts is taken as it is)."""
-    done, asked = r.get("completed"), r.get("num_prompts")
-    return not (isinstance(done, int) and isinstance(asked, int) and done < asked)
-
-
-def _workload(r: dict[str, Any]) -> tuple[Any, ...]:
-    return (r.get("max_concurrency") or r.get("concurrency"), r.get("random_input_len"), r.get("random_output_len"),
-            r.get("dataset_name"))
-
-
-def _workload_text(r: dict[str, Any]) -> str:
-    c, i, o, _ = _workload(r)
-    return f"c={_fmt(c)} · {_fmt(i)}/{_fmt(o)}"
+        """Before and after by the one like-workload rule (console/domain/swap/bench_choice.py: the
+        benchmark step's words read the same choice)."""
+        c = bench_choice.choose(self.state)
+        return {"before": _bench_row(c.before) if c.before else None, "after": [_bench_row(r) for r in c.after],
+                "note": c.note,
+                "compared": {"before": _bench_row(c.compared[0]), "after": _bench_row(c.compared[1])}
+                if c.compared else None}
 
 
 def _bench_row(r: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from console.core.derive import swap_plan
 from console.core.derive.swap_view import STEP_TITLES
 from console.domain.swap import actions as act
 from console.domain.swap import container_fastpath as cfp
+from console.domain.swap import container_steps, path_steps, shared_steps, unit_steps
 from console.domain.swap.executor_api import Executor
 
 UNIT = ("systemd",)
@@ -81,15 +82,8 @@ def _containers(key: str) -> Preview:
     return lambda ex: ex.containers.build(key)  # type: ignore[no-any-return]
 
 
-def _own(name: str) -> Run:
-    """A run the executor keeps (it needs its own loop: the download, the benchmark, the gate)."""
-    async def run(ex: Executor, who: str) -> str:
-        return await getattr(ex, name)(who)  # type: ignore[no-any-return]
-    return run
-
-
 def _of(owner: str, name: str) -> Run:
-    """A run of the path plan (`fast`) or of the container plan (`containers`)."""
+    """A run of the path plan (`fast`)."""
     async def run(ex: Executor, who: str) -> str:
         return await getattr(getattr(ex, owner), name)(who)  # type: ignore[no-any-return]
     return run
@@ -105,13 +99,13 @@ def _download_preview(ex: Executor) -> list[act.Action]:
 
 
 def _verify_preview(ex: Executor) -> list[act.Action]:
-    commands, why = ex._verify_commands()  # type: ignore[attr-defined]
+    commands, why = shared_steps.verify_commands(ex)
     return [act.Action("verify", STEP_TITLES["verify"], commands, waits_for=why or (
         "every file's sha256 against the listing hf download kept (or the Hub's)"))]
 
 
 def _install_unit_preview(ex: Executor) -> list[act.Action]:
-    return [ex._install_action()]  # type: ignore[attr-defined]
+    return [unit_steps.install_action(ex)]
 
 
 def _preflight_preview(ex: Executor) -> list[act.Action]:
@@ -129,7 +123,7 @@ def _start_unit_preview(ex: Executor) -> list[act.Action]:
 
 def _benchmark_preview(ex: Executor) -> list[act.Action]:
     port = ex.fast.bench_port()  # beside: the new server on its own port
-    return [act.benchmark(ex._bench_label()  # type: ignore[attr-defined]
+    return [act.benchmark(shared_steps.bench_label(ex)
                           + (f" on port {port}, before traffic moves" if port else ""))]
 
 
@@ -150,7 +144,8 @@ def _old_stopped(ex: Executor) -> bool:
 
 
 async def _in_place_container(ex: Executor, who: str) -> str:
-    return await cfp.run_in_place(ex, who)
+    """In place on a container: the update, then the launch a later restart must use."""
+    return await path_steps.run_in_place(ex, who) + cfp.later_restart(ex)
 
 
 async def _beside_container(ex: Executor, who: str) -> str:
@@ -167,35 +162,35 @@ async def _rollback_beside_container(ex: Executor, who: str) -> str:
 
 # -- the registry: every step, for the runtimes and paths it serves -----------------------------------
 STEPS: tuple[Step, ...] = (
-    Step("download", _download_preview, _own("_download")),
-    Step("verify", _verify_preview, _own("_verify")),
-    Step("install", _install_unit_preview, _own("_install"), UNIT),
-    Step("install", _containers("install"), _of("containers", "_install"), CONTAINER),
-    Step("preflight", _preflight_preview, _own("_preflight")),
+    Step("download", _download_preview, shared_steps.run_download),
+    Step("verify", _verify_preview, shared_steps.run_verify),
+    Step("install", _install_unit_preview, unit_steps.run_install, UNIT),
+    Step("install", _containers("install"), container_steps.run_install, CONTAINER),
+    Step("preflight", _preflight_preview, shared_steps.run_preflight),
     Step("paths", _fast("paths"), _of("fast", "_paths")),
-    Step("prewarm", _fast("prewarm"), _of("fast", "_prewarm")),
-    Step("stop_old", _stop_unit_preview, _own("_stop_old"), UNIT, rollback="rollback"),
-    Step("stop_old", _containers("stop_old"), _of("containers", "_stop_old"), CONTAINER, rollback="rollback"),
-    Step("start_new", _start_unit_preview, _own("_start_new"), UNIT, rollback="rollback"),
-    Step("start_new", _containers("start_new"), _of("containers", "_start_new"), CONTAINER, rollback="rollback"),
-    Step("in_place", _fast("in_place"), _of("fast", "_in_place"), UNIT, rollback="rollback"),
+    Step("prewarm", _fast("prewarm"), path_steps.run_prewarm),
+    Step("stop_old", _stop_unit_preview, unit_steps.run_stop_old, UNIT, rollback="rollback"),
+    Step("stop_old", _containers("stop_old"), container_steps.run_stop_old, CONTAINER, rollback="rollback"),
+    Step("start_new", _start_unit_preview, unit_steps.run_start_new, UNIT, rollback="rollback"),
+    Step("start_new", _containers("start_new"), container_steps.run_start_new, CONTAINER, rollback="rollback"),
+    Step("in_place", _fast("in_place"), path_steps.run_in_place, UNIT, rollback="rollback"),
     Step("in_place", _fast("in_place"), _in_place_container, CONTAINER, rollback="rollback"),
-    Step("beside", _fast("beside"), _of("fast", "_beside"), UNIT, rollback="rollback"),
+    Step("beside", _fast("beside"), path_steps.run_beside, UNIT, rollback="rollback"),
     Step("beside", _fast("beside"), _beside_container, CONTAINER, rollback="rollback"),
-    Step("switch_traffic", _fast("switch_traffic"), _of("fast", "_switch")),
-    Step("benchmark", _benchmark_preview, _own("_benchmark")),
+    Step("switch_traffic", _fast("switch_traffic"), path_steps.run_switch),
+    Step("benchmark", _benchmark_preview, shared_steps.run_benchmark),
     # rollback: in place, the previous unit file restarted (a container: restarted with its own
     # launch); beside while the old server serves, the new one stopped; otherwise stop the new
     # service and start the old one.
-    Step("rollback", _fast_rollback_preview, _of("fast", "_rollback_in_place"), UNIT, ("in-place",)),
+    Step("rollback", _fast_rollback_preview, path_steps.run_rollback_in_place, UNIT, ("in-place",)),
     Step("rollback", _containers("rollback"), _rollback_in_place_container, CONTAINER, ("in-place",)),
-    Step("rollback", _fast_rollback_preview, _of("fast", "_rollback_beside"), UNIT, ("beside",),
+    Step("rollback", _fast_rollback_preview, path_steps.run_rollback_beside, UNIT, ("beside",),
          when=_beside_old_serving),
     Step("rollback", _containers("rollback"), _rollback_beside_container, CONTAINER, ("beside",),
          when=_beside_old_serving),
-    Step("rollback", _restart_rollback_preview, _own("_rollback"), UNIT, ("restart", None, "beside"),
+    Step("rollback", _restart_rollback_preview, unit_steps.run_rollback, UNIT, ("restart", None, "beside"),
          when=_old_stopped),
-    Step("rollback", _containers("rollback"), _of("containers", "_rollback"), CONTAINER, ("restart", None, "beside"),
+    Step("rollback", _containers("rollback"), container_steps.run_rollback, CONTAINER, ("restart", None, "beside"),
          when=_old_stopped),
 )
 KEYS = tuple(dict.fromkeys(s.key for s in STEPS))
