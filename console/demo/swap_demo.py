@@ -81,10 +81,12 @@ PATH_STEPS = {
 async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path | None = None,
                         faults: dict[str, Any] | None = None, quiet: bool = False,
                         steps: tuple[str, ...] | None = None, rollback: bool = True,
-                        connect: Any = None) -> tuple[Path, Any]:
+                        connect: Any = None, late_replies: dict[str, float] | None = None) -> tuple[Path, Any]:
     """One of issue 24's paths on its simulated host, driven by the SwapController: the old server
     boots first (the host's recorded boot the prediction learns from), then the path's steps.
-    Returns (the recording, the final HostState)."""
+    `late_replies`: a command containing this text answers the console this many seconds after the
+    host has run it (tests: an executor whose reply arrives late). Returns (the recording, the final
+    HostState)."""
     from console.core.recording import Recorder
     from console.core.runner import HostRunner
     from console.core.state import HostState
@@ -101,6 +103,8 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
     if connect is not None:  # another SSH server in front of the same simulated host (tests: OpenSSH's sshd)
         profile = profile.with_overrides(connect(sim))
     session = HostSession(profile, make_transport(profile), demo=True, bench_path=work / "bench.jsonl")
+    if late_replies:
+        _answer_late(session.transport, late_replies)
     gpus = 8 if path == "beside" else 4
     state = HostState("gpu-sim-01", label=f"gpu-sim-01 (simulated {gpus} × RTX PRO 6000, {path}, speed {speed:g})",
                       demo=True)
@@ -130,6 +134,19 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
         await sim.stop()
     assert recorder.path is not None
     return recorder.path, state
+
+
+def _answer_late(transport: Any, late: dict[str, float]) -> None:
+    """The transport's replies to the commands named in `late` come back that many seconds after
+    the host answered (the command has run; only its answer is slow)."""
+    run = transport.run
+
+    async def answered_late(script: str, *args: Any, **kwargs: Any) -> Any:
+        result = await run(script, *args, **kwargs)
+        await asyncio.sleep(max((s for text, s in late.items() if text in script), default=0.0))
+        return result
+
+    transport.run = answered_late
 
 
 async def play(swap: Any, state: Any, keys: tuple[str, ...], *, quiet: bool = False, rollback: bool = True,

@@ -8,8 +8,20 @@ same times. The same for an operator's swap seen on the host."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import time
+from pathlib import Path
 
+import pytest
+
+from console.core.derive.swap_view import SwapStepChanged
+from console.core.recording import read_recording
+from console.core.state import HostState, ReadingChanged
+from console.demo.swap_demo import run_path_demo
+from console.domain.swap.report import report_from_recording
+from tests.kit.downtime import SimHost
 from tests.kit.observed import NEW, OLD, T0, ObservedHost
 
 FULL, FLOOR = 90_000, 500
@@ -126,3 +138,61 @@ def test_an_operators_start_seen_ready_by_a_poll_ends_at_its_ready_line_that_cam
     assert "ready 10:00:40" in start.detail and "28s after the start" in start.detail
     live, attach, replay = h.views()
     assert live == attach == replay
+
+
+# -- driven on the simulated host: the executor's replies come late ---------------------------------
+def test_a_driven_restart_whose_replies_come_late_is_timed_by_the_simulated_hosts_records(
+        tmp_path: Path) -> None:
+    """The console's stop and start over real SSH on the simulated host; `systemctl stop` and
+    `systemctl start` answer the console 5 s after the host ran them. The steps' times are still
+    the host's: the audited command's issue, the first drained GPU reading, the new server's ready
+    line in its journal. The report and a replay of the recording read the same times."""
+    late = 5.0
+    saved = dict(os.environ)
+    try:
+        rec, state = asyncio.run(run_path_demo(
+            tmp_path / "out", "restart", speed=8.0, work=tmp_path / "w", quiet=True,
+            steps=("download", "paths", "install", "preflight", "stop_old", "start_new"),
+            late_replies={"systemctl stop --": late, "systemctl start --": late}))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    setup = state.swap.setup
+    host = SimHost("restart", tmp_path / "w", setup.old_unit, setup.new_unit)
+    audit = [json.loads(line) for line in (tmp_path / "w" / "audit.jsonl").read_text().splitlines()]
+
+    def issued(action: str, verb: str) -> float:
+        (entry,) = [a for a in audit if a["action"] == action and f"systemctl {verb} --" in a["command"]]
+        return entry["at_s"] - entry["duration_s"]
+
+    entries = read_recording(rec).entries
+    stop, start = state.swap.steps["stop_old"], state.swap.steps["start_new"]
+    assert stop.state == start.state == "done" and not stop.observed and not start.observed
+
+    def outcome_at(key: str) -> float:  # when the executor's "done" reached the state
+        return next(t for t, e in entries if isinstance(e, SwapStepChanged) and e.step.key == key
+                    and e.step.state == "done" and not e.step.observed)
+
+    # the stop: from its command's issue to the first reading of the GPUs back to the floor
+    assert stop.started_at_s == pytest.approx(issued("stop_old", "stop"), abs=0.01)
+    assert stop.started_at_s <= host.systemd(host.old, "Stopping")
+    drained = next(e.reading.data.sampled_at_s for _, e in entries
+                   if isinstance(e, ReadingChanged) and e.source == "gpu" and e.reading.data is not None
+                   and (e.reading.data.sampled_at_s or 0) >= stop.started_at_s
+                   and all((g.memory_used_mib or 0) <= 1024 for g in e.reading.data.gpus))
+    assert stop.ended_at_s == pytest.approx(drained, abs=0.01)
+    assert stop.ended_at_s < outcome_at("stop_old") - late + 1
+    # the start: from its command's issue to the new server's ready line in its journal
+    assert start.started_at_s == pytest.approx(issued("start_new", "start"), abs=0.01)
+    assert start.started_at_s <= host.systemd(host.new, "Started")
+    assert start.ended_at_s == pytest.approx(host.ready(), abs=0.01)
+    assert start.ended_at_s < outcome_at("start_new") - late + 1
+    # a replay of the recording, and the report made from it, read the same times
+    replay = HostState("gpu-sim-01")
+    for _, event in entries:
+        replay.apply(event)
+    assert replay.swap.to_data() == state.swap.to_data()
+    steps = {s["key"]: s for s in report_from_recording(rec)["steps"]}
+    for step in (stop, start):
+        assert steps[step.key]["started"] == time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(step.started_at_s))
+        assert steps[step.key]["duration_s"] == step.duration_s
