@@ -245,6 +245,8 @@ class SwapObserver:
         self._outcome_at: dict[str, float] = {}
         self._stopped_line_at: float | None = None  # systemd's "Stopped" line of the old unit (journald's time)
         self._update_end_at: float | None = None  # the update's "Update weights end." line
+        self._console_ended: dict[str, str] = {}  # a console run's own last words, once the host finished it
+        self._traffic_moved_at: float | None = None  # the router's 200 to the console's remove_worker
 
     # -- what the swap is -----------------------------------------------------------------------
     def units(self) -> tuple[str | None, str | None]:
@@ -274,11 +276,31 @@ class SwapObserver:
     def _write(self, out: list[Any], key: str, **changes: Any) -> None:
         if not self._touchable(key):
             return
-        step = replace(self._step(key), observed=True, who=None, commands=(), **changes)
+        current = self._step(key)
+        if self._console_sent(key, current):
+            # The console's own run whose command reached the host, ended before the host was done
+            # (the console closed under it, or its answer was lost): the host's outcome is written
+            # as the console's (its author, its commands, its start), never as an action outside
+            # the console; only a "done" overrides the console's own failure, in the host's words.
+            if changes.get("state") not in ("done", None) or (current.state != "done" and changes.get("state") is None):
+                return
+            ended = self._console_ended.setdefault(key, current.detail)
+            changes.pop("started_at_s", None)
+            if "detail" in changes:
+                changes["detail"] = (changes["detail"].replace(f" ({OUTSIDE})", "").replace(f"({OUTSIDE})", "")
+                                     + f" — {current.who}'s command from the console, which ended first "
+                                       f"({ended}); the host's outcome")
+            step = replace(current, observed=True, **changes)
+        else:
+            step = replace(current, observed=True, who=None, commands=(), **changes)
         if self._step(key) == step:
             return
         self._sent[key] = step
         out.append(SwapStepChanged(self.host, step))
+
+    def _console_sent(self, key: str, step: SwapStep) -> bool:
+        """`step` is (or was) the console's run of `key` whose first command went out to the host."""
+        return step.who is not None and key in self._first_command and step.state != "pending"
 
     def still_valid(self, event: Any) -> bool:
         """At the moment a derived event is applied (the live core applies them a moment later):
@@ -421,7 +443,8 @@ class SwapObserver:
             elif self._old_active and self.stopped_at is None and self._console_moved_traffic():
                 # The console's own "Move traffic …, stop the old one" stopped it: that step is the
                 # stop (its author is the console's), not a stop and a start seen outside it.
-                self._beside_done_at = at
+                self._moved_then_stopped(out, at)
+                self._beside_done_at = self._beside_done_at or at
             elif self._old_active and self.stopped_at is None and self._beside_at is not None \
                     and self._touchable("beside"):
                 self._beside_done(out, at)
@@ -442,8 +465,31 @@ class SwapObserver:
             self._new_started(out, at)
 
     def _console_moved_traffic(self) -> bool:
+        """The console's "Move traffic …" is under way or done, or its router moves went out (the
+        router said 200 to removing the old worker) though the step ended before its stop."""
         step = self.state.swap.steps.get("switch_traffic")
-        return step is not None and not step.observed and step.state in ("running", "done")
+        if step is None:
+            return False
+        if not step.observed and step.state in ("running", "done"):
+            return True
+        return self._traffic_moved_at is not None and self._console_sent("switch_traffic", step)
+
+    def _moved_then_stopped(self, out: list[Any], at: float) -> None:
+        """The old server stopped after the console's router moves, its step ended before its own
+        stop (the console closed, the answer lost): no downtime, the move the console's."""
+        step = self._step("switch_traffic")
+        if self._traffic_moved_at is None or not self._console_sent("switch_traffic", step) \
+                or self._beside_done_at is not None or (not step.observed and step.state in ("running", "done")):
+            return  # the console's step under way writes its own stop (its audited reply)
+        self._beside_done_at = at
+        d = DowntimeChanged(self.host, at, "beside: the router moved traffic before the old server stopped", at,
+                            "beside: no request was refused")
+        if self._downtime_sent != d and self.state.swap.downtime != d:
+            self._downtime_sent = d
+            out.append(d)
+        old_unit, new_unit = self.units()
+        self._write(out, "switch_traffic", state="done", ended_at_s=at,
+                    detail=f"the router moved traffic to {new_unit}; {old_unit} stopped {clock(at)}: downtime 0")
 
     # -- issue 24: the faster paths as the host lived them ------------------------------------------
     def _path(self, out: list[Any], path: str, reason: str, at: float, outcome: dict[str, Any] | None = None) -> None:
@@ -541,11 +587,18 @@ class SwapObserver:
             if code == 200 and reply_json(body).get("success") is True:
                 self._paused(out, issued, entry.at_s, IN_PLACE_REPLY)
             return
+        if entry.action == "switch_traffic" and "remove_worker" in entry.command:
+            code, _ = split_reply(entry.output_tail)
+            if code == 200:
+                self._traffic_moved_at = entry.at_s
         said = audited_verb(entry.command)
         if said is None:
             return
         verb, target = said
-        if verb == "stop" and target == old_unit and entry.action == "switch_traffic":
+        if verb == "stop" and target == old_unit and entry.action == "switch_traffic" \
+                and self._downtime_sent is not None and self._downtime_sent.start_source.startswith("beside"):
+            pass  # the host told it first (the console's step had ended before its stop's answer)
+        elif verb == "stop" and target == old_unit and entry.action == "switch_traffic":
             # Beside: the router moved the traffic (its replies said 200) before this stop.
             d = DowntimeChanged(self.host, entry.at_s, "beside: the router moved traffic before the old server "
                                 "stopped", entry.at_s, "beside: no request was refused")
@@ -574,6 +627,9 @@ class SwapObserver:
                 self._stopped_line_at = at
                 self._console_time(out, "stop_old")
             if unit == old_unit and kind in ("stopping", "stopped") and self._old_active \
+                    and self.stopped_at is None and self._console_moved_traffic():
+                self._moved_then_stopped(out, at)
+            elif unit == old_unit and kind in ("stopping", "stopped") and self._old_active \
                     and self._beside_at is None and not self._console_moved_traffic() and self._rollback_at is None:
                 self._stopped(out, at, f"systemd stopping {unit} {clock(at)}")
             elif unit == old_unit and kind in ("starting", "started") and self._rollback_at is not None:
