@@ -81,7 +81,8 @@ PATH_STEPS = {
 async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path | None = None,
                         faults: dict[str, Any] | None = None, quiet: bool = False,
                         steps: tuple[str, ...] | None = None, rollback: bool = True,
-                        connect: Any = None, late_replies: dict[str, float] | None = None) -> tuple[Path, Any]:
+                        connect: Any = None, late_replies: dict[str, float] | None = None,
+                        runtime: str = "systemd") -> tuple[Path, Any]:
     """One of issue 24's paths on its simulated host, driven by the SwapController: the old server
     boots first (the host's recorded boot the prediction learns from), then the path's steps.
     `late_replies`: a command containing this text answers the console this many seconds after the
@@ -98,7 +99,7 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
     sim = await simulated_host(work, speed)
     faults = dict(faults or {})
     margin = faults.pop("prewarm_margin_gib", 64)
-    dt = await ds.start(sim, path, earlier_boot=True, **faults)
+    dt = await ds.start(sim, path, earlier_boot=True, runtime=runtime, **faults)
     profile = dt.profile.with_overrides({"router_url": dt.router_url})
     if connect is not None:  # another SSH server in front of the same simulated host (tests: OpenSSH's sshd)
         profile = profile.with_overrides(connect(sim))

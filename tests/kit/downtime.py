@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import re
 from dataclasses import dataclass, field
@@ -121,9 +122,25 @@ class SimHost:
         """The last time systemd said `verb` ("Started", "Stopping") of `unit`."""
         return [t for t, m in self.journal(unit) if m.startswith(f"{verb} {unit}")][-1]
 
+    def container_log(self, name: str) -> list[tuple[float, str]]:
+        """A container's output as `docker logs --timestamps` prints it: (Docker's time, the line)."""
+        path = self.work / "host" / ".sim" / "containers" / f"{name}.log"
+        out = []
+        for line in path.read_text().splitlines():
+            stamp, _, message = line.partition(" ")
+            at = dt.datetime.fromisoformat(stamp[:26] + "+00:00").timestamp()
+            out.append((at, message))
+        return out
+
+    def inspect(self, name: str) -> dict:
+        """`docker inspect` of a container as the simulated Docker answers it."""
+        return json.loads((self.work / "host" / ".sim" / "containers" / f"{name}.json").read_text())
+
     def logged(self, unit: str, text: str) -> list[str]:
-        """The server's own stamps of its lines containing `text`."""
-        return [m.group(1) for _, msg in self.journal(unit) if text in msg and (m := STAMP.match(msg))]
+        """The server's own stamps of its lines containing `text` (a unit's journal; a container's
+        `docker logs`)."""
+        lines = self.journal(unit) if unit.endswith(".service") else self.container_log(unit)
+        return [m.group(1) for _, msg in lines if text in msg and (m := STAMP.match(msg))]
 
     def served_name(self, unit_file: Path) -> str:
         return re.search(r"--served-model-name (\S+)", unit_file.read_text()).group(1)
