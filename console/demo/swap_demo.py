@@ -2,6 +2,7 @@
 
     python -m console.demo.swap_demo screenshots/ [--oom] [--speed 8]
     python -m console.demo.swap_demo OUT --path in-place|beside|restart   (issue 24: the faster paths)
+    python -m console.demo.swap_demo OUT --path in-place|beside --runtime container   (SGLang in containers)
 
 Runs the simulator's driven scenario (real SSH, SFTP, the simulated systemctl/hf and SGLang), a
 benchmark of the old model, then every step of the plan from the SwapController (a failed boot
@@ -257,10 +258,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tui", action="store_true", help="drive it through the console's screens; save SVGs")
     parser.add_argument("--path", choices=("in-place", "beside", "restart"),
                         help="issue 24: play this path on its simulated host; writes swap-report-<path>.*")
+    parser.add_argument("--runtime", choices=("systemd", "container"), default="systemd",
+                        help="with --path in-place or beside: SGLang as systemd units (default) or in containers")
     args = parser.parse_args(argv)
+    if args.runtime == "container" and args.path not in ("in-place", "beside"):
+        parser.error("--runtime container goes with --path in-place or beside (the restart in containers: "
+                     "gpuconsole --demo-scenario docker-drive)")
     if args.path:
-        recording, _ = asyncio.run(run_path_demo(args.out, args.path, speed=args.speed))
-        for path in render_all(recording, args.out, f"swap-report-{args.path}"):
+        recording, _ = asyncio.run(run_path_demo(args.out, args.path, speed=args.speed, runtime=args.runtime))
+        name = f"swap-report-{args.path}" + ("-container" if args.runtime == "container" else "")
+        for path in render_all(recording, args.out, name):
             print(path)
         return 0
     if args.tui:

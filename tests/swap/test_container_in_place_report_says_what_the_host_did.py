@@ -18,7 +18,7 @@ import pytest
 from console.core.derive.swap_observer import log_time
 from console.demo.hostsim import story
 from console.demo.hostsim.downtime_scenario import FT_CONTAINER
-from console.demo.swap_demo import render_all, run_path_demo
+from console.demo.swap_demo import main, render_all, run_path_demo
 from tests.kit.downtime import SimHost
 
 OLD, NEW = story.NEW_CONTAINER, FT_CONTAINER  # the 122B's container serves; the fine-tune's is created
@@ -156,3 +156,15 @@ def test_the_audit_is_the_update_posted_with_the_containers_own_path(lived: tupl
     said = " ".join(a["command"] for a in r["audit"])
     assert "docker stop" not in said and "docker start" not in said and "systemctl" not in said.replace(
         "systemctl is-active", "")
+
+
+def test_the_demo_refuses_a_container_runtime_without_a_path_it_has(capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Path) -> None:
+    for argv in ([str(tmp_path)], [str(tmp_path), "--path", "restart"]):
+        with pytest.raises(SystemExit) as exc:
+            main([*argv, "--runtime", "container"])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].endswith("--runtime container goes with --path in-place or beside (the restart in "
+                                "containers: gpuconsole --demo-scenario docker-drive)"), err
+        assert not any("Traceback" in line for line in err)

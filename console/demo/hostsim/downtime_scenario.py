@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from console.config import HostProfile
-from console.demo.hostsim import drive, pagecache, placement
+from console.demo.hostsim import docker_drive, drive, pagecache, placement
+from console.demo.hostsim.containers import mirror_units_as_containers
 from console.demo.hostsim.downloader import qwen122b_config, qwen122b_files
 from console.demo.hostsim.scenario import MODEL_DIR, NEW_UNIT, OLD_MODEL_DIR, OLD_UNIT, demo_profile
+from console.demo.hostsim.story import NEW_CONTAINER, OLD_CONTAINER
 from console.demo.hostsim.services import TEMPLATES, UNITS_DIR, Timeline, UnitRunner, install_units
 from console.locations import PACKAGE_PARENT
 
@@ -184,10 +186,6 @@ def _in_place_containers(sim: HostSimulator, runner: UnitRunner, draft: Path, mo
     restart uses) is created, not started. Each container mirrors a unit of the simulator
     (console/demo/hostsim/containers.py); the serving server reads an update's container path
     through the mount."""
-    from console.demo.hostsim import docker_drive
-    from console.demo.hostsim.containers import mirror_units_as_containers
-    from console.demo.hostsim.story import NEW_CONTAINER
-
     sim.path(f"{UNITS_DIR}/{FT_UNIT}").write_text(draft.read_text())
     (sim.root / ".sim" / docker_drive.MAP_FILE).write_text(json.dumps(
         {"containers": {NEW_CONTAINER: NEW_UNIT, FT_CONTAINER: FT_UNIT}, "compose": {}}))
@@ -203,9 +201,6 @@ def _beside_containers(sim: HostSimulator, draft: Path, model_dir: str) -> dict[
     the 122B's container is created for the beside path (a container's launch cannot be edited
     once created): `--gpus '"device=4,5,6,7"'` and the next port, behind the same router as the
     systemd host's. Each container mirrors a unit of the simulator (console/demo/hostsim/containers.py)."""
-    from console.demo.hostsim import docker_drive
-    from console.demo.hostsim.containers import mirror_units_as_containers
-    from console.demo.hostsim.story import NEW_CONTAINER, OLD_CONTAINER
 
     text = draft.read_text().replace(f"--port {sim.server_port}", f"--port {sim.server_port + 1}")
     sim.path(f"{UNITS_DIR}/{NEW_UNIT}").write_text(text.replace('"CUDA_VISIBLE_DEVICES=0,1,2,3"',
