@@ -186,7 +186,8 @@ def test_a_driven_restart_whose_replies_come_late_is_timed_by_the_simulated_host
     assert start.started_at_s == pytest.approx(issued("start_new", "start"), abs=0.01)
     assert start.started_at_s <= host.systemd(host.new, "Started")
     assert start.ended_at_s == pytest.approx(host.ready(), abs=0.01)
-    assert start.ended_at_s < outcome_at("start_new") - late + 1
+    # (the boot outlasts the late reply: the outcome waits for a server poll after the ready line)
+    assert start.ended_at_s <= outcome_at("start_new")
     # a replay of the recording, and the report made from it, read the same times
     replay = HostState("gpu-sim-01")
     for _, event in entries:
