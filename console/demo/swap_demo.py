@@ -2,6 +2,7 @@
 
     python -m console.demo.swap_demo screenshots/ [--oom] [--speed 8]
     python -m console.demo.swap_demo OUT --path in-place|beside|restart   (issue 24: the faster paths)
+    python -m console.demo.swap_demo OUT --path in-place|beside --runtime container   (SGLang in containers)
 
 Runs the simulator's driven scenario (real SSH, SFTP, the simulated systemctl/hf and SGLang), a
 benchmark of the old model, then every step of the plan from the SwapController (a failed boot
@@ -81,10 +82,13 @@ PATH_STEPS = {
 async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path | None = None,
                         faults: dict[str, Any] | None = None, quiet: bool = False,
                         steps: tuple[str, ...] | None = None, rollback: bool = True,
-                        connect: Any = None) -> tuple[Path, Any]:
+                        connect: Any = None, late_replies: dict[str, float] | None = None,
+                        runtime: str = "systemd") -> tuple[Path, Any]:
     """One of issue 24's paths on its simulated host, driven by the SwapController: the old server
     boots first (the host's recorded boot the prediction learns from), then the path's steps.
-    Returns (the recording, the final HostState)."""
+    `late_replies`: a command containing this text answers the console this many seconds after the
+    host has run it (tests: an executor whose reply arrives late). Returns (the recording, the final
+    HostState)."""
     from console.core.recording import Recorder
     from console.core.runner import HostRunner
     from console.core.state import HostState
@@ -96,11 +100,13 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
     sim = await simulated_host(work, speed)
     faults = dict(faults or {})
     margin = faults.pop("prewarm_margin_gib", 64)
-    dt = await ds.start(sim, path, earlier_boot=True, **faults)
+    dt = await ds.start(sim, path, earlier_boot=True, runtime=runtime, **faults)
     profile = dt.profile.with_overrides({"router_url": dt.router_url})
     if connect is not None:  # another SSH server in front of the same simulated host (tests: OpenSSH's sshd)
         profile = profile.with_overrides(connect(sim))
     session = HostSession(profile, make_transport(profile), demo=True, bench_path=work / "bench.jsonl")
+    if late_replies:
+        _answer_late(session.transport, late_replies)
     gpus = 8 if path == "beside" else 4
     state = HostState("gpu-sim-01", label=f"gpu-sim-01 (simulated {gpus} × RTX PRO 6000, {path}, speed {speed:g})",
                       demo=True)
@@ -130,6 +136,19 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
         await sim.stop()
     assert recorder.path is not None
     return recorder.path, state
+
+
+def _answer_late(transport: Any, late: dict[str, float]) -> None:
+    """The transport's replies to the commands named in `late` come back that many seconds after
+    the host answered (the command has run; only its answer is slow)."""
+    run = transport.run
+
+    async def answered_late(script: str, *args: Any, **kwargs: Any) -> Any:
+        result = await run(script, *args, **kwargs)
+        await asyncio.sleep(max((s for text, s in late.items() if text in script), default=0.0))
+        return result
+
+    transport.run = answered_late
 
 
 async def play(swap: Any, state: Any, keys: tuple[str, ...], *, quiet: bool = False, rollback: bool = True,
@@ -239,10 +258,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tui", action="store_true", help="drive it through the console's screens; save SVGs")
     parser.add_argument("--path", choices=("in-place", "beside", "restart"),
                         help="issue 24: play this path on its simulated host; writes swap-report-<path>.*")
+    parser.add_argument("--runtime", choices=("systemd", "container"), default="systemd",
+                        help="with --path in-place or beside: SGLang as systemd units (default) or in containers")
     args = parser.parse_args(argv)
+    if args.runtime == "container" and args.path not in ("in-place", "beside"):
+        parser.error("--runtime container goes with --path in-place or beside (the restart in containers: "
+                     "gpuconsole --demo-scenario docker-drive)")
     if args.path:
-        recording, _ = asyncio.run(run_path_demo(args.out, args.path, speed=args.speed))
-        for path in render_all(recording, args.out, f"swap-report-{args.path}"):
+        recording, _ = asyncio.run(run_path_demo(args.out, args.path, speed=args.speed, runtime=args.runtime))
+        name = f"swap-report-{args.path}" + ("-container" if args.runtime == "container" else "")
+        for path in render_all(recording, args.out, name):
             print(path)
         return 0
     if args.tui:

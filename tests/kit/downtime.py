@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import json
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 
+from console.core.derive.swap_observer import log_time
 from console.core.state import HostState
 from console.domain.swap import paths as P
 from console.domain.swap.controller import SwapController
@@ -93,3 +98,63 @@ def boot_lines(start: str = "2026-12-01 08:00:", weights_s: float = 119.0, tp: i
                "mem usage=1.58 GB, avail mem=6.42 GB.")
     out.append(f"[{at(22 + w)}] The server is fired up and ready to roll!")
     return out
+
+
+# -- what the simulated host recorded of a swap (its journal, its servers' lifecycle files) ----------
+STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)")
+
+
+@dataclass
+class SimHost:
+    """What the simulated host recorded of the swap: the journal's lines (time, message) per unit."""
+
+    path: str
+    work: Path
+    old: str
+    new: str
+
+    def journal(self, unit: str) -> list[tuple[float, str]]:
+        path = self.work / "host" / ".sim" / "journal" / f"{unit}.jsonl"
+        return [(int(e["__REALTIME_TIMESTAMP"]) / 1e6, e["MESSAGE"])
+                for e in map(json.loads, path.read_text().splitlines())]
+
+    def systemd(self, unit: str, verb: str) -> float:
+        """The last time systemd said `verb` ("Started", "Stopping") of `unit`."""
+        return [t for t, m in self.journal(unit) if m.startswith(f"{verb} {unit}")][-1]
+
+    def container_log(self, name: str) -> list[tuple[float, str]]:
+        """A container's output as `docker logs --timestamps` prints it: (Docker's time, the line)."""
+        path = self.work / "host" / ".sim" / "containers" / f"{name}.log"
+        out = []
+        for line in path.read_text().splitlines():
+            stamp, _, message = line.partition(" ")
+            at = dt.datetime.fromisoformat(stamp[:26] + "+00:00").timestamp()
+            out.append((at, message))
+        return out
+
+    def inspect(self, name: str) -> dict:
+        """`docker inspect` of a container as the simulated Docker answers it."""
+        return json.loads((self.work / "host" / ".sim" / "containers" / f"{name}.json").read_text())
+
+    def logged(self, unit: str, text: str) -> list[str]:
+        """The server's own stamps of its lines containing `text` (a unit's journal; a container's
+        `docker logs`)."""
+        lines = self.journal(unit) if unit.endswith(".service") else self.container_log(unit)
+        return [m.group(1) for _, msg in lines if text in msg and (m := STAMP.match(msg))]
+
+    def served_name(self, unit_file: Path) -> str:
+        return re.search(r"--served-model-name (\S+)", unit_file.read_text()).group(1)
+
+    def life(self, unit: str) -> dict:
+        return json.loads((self.work / "host" / ".sim" / "lifecycle" / f"{unit}.json").read_text())
+
+    def began(self) -> float:
+        """When the host began to change: the update's begin, the new server's start, the old one's stop."""
+        if self.path == "in-place":
+            return log_time(self.logged(self.new, "Update engine weights online from disk begin")[-1])
+        return self.systemd(self.new, "Started") if self.path == "beside" else self.systemd(self.old, "Stopping")
+
+    def ready(self) -> float:
+        if self.path == "in-place":
+            return log_time(self.logged(self.new, "Update weights end.")[-1])
+        return log_time(self.logged(self.new, "The server is fired up")[-1])

@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from console.demo.swap_demo import render_all, run_path_demo
 from console.domain.swap import fastpath, prediction
 from console.domain.swap.actions import ActionError
 from console.domain.swap.report import SECTIONS, render_html, render_markdown
+from tests.kit.downtime import SimHost as Host
 
 SPEED = 16.0
 
@@ -295,49 +295,6 @@ async def test_prewarm_filling_memory_stops_and_nothing_after_runs(tmp_path: Pat
 # recorded itself (its journal, the servers' own lifecycle files, the unit files, the console's
 # bench and audit files) -----------------------------------------------------------------------------
 PATHS = ("in-place", "beside", "restart")
-STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)")
-
-
-@dataclass
-class Host:
-    """What the simulated host recorded of the swap: the journal's lines (time, message) per unit."""
-
-    path: str
-    work: Path
-    old: str
-    new: str
-
-    def journal(self, unit: str) -> list[tuple[float, str]]:
-        path = self.work / "host" / ".sim" / "journal" / f"{unit}.jsonl"
-        return [(int(e["__REALTIME_TIMESTAMP"]) / 1e6, e["MESSAGE"])
-                for e in map(json.loads, path.read_text().splitlines())]
-
-    def systemd(self, unit: str, verb: str) -> float:
-        """The last time systemd said `verb` ("Started", "Stopping") of `unit`."""
-        return [t for t, m in self.journal(unit) if m.startswith(f"{verb} {unit}")][-1]
-
-    def logged(self, unit: str, text: str) -> list[str]:
-        """The server's own stamps of its lines containing `text`."""
-        return [m.group(1) for _, msg in self.journal(unit) if text in msg and (m := STAMP.match(msg))]
-
-    def served_name(self, unit_file: Path) -> str:
-        return re.search(r"--served-model-name (\S+)", unit_file.read_text()).group(1)
-
-    def life(self, unit: str) -> dict:
-        return json.loads((self.work / "host" / ".sim" / "lifecycle" / f"{unit}.json").read_text())
-
-    def began(self) -> float:
-        """When the host began to change: the update's begin, the new server's start, the old one's stop."""
-        if self.path == "in-place":
-            return log_time(self.logged(self.new, "Update engine weights online from disk begin")[-1])
-        return self.systemd(self.new, "Started") if self.path == "beside" else self.systemd(self.old, "Stopping")
-
-    def ready(self) -> float:
-        if self.path == "in-place":
-            return log_time(self.logged(self.new, "Update weights end.")[-1])
-        return log_time(self.logged(self.new, "The server is fired up")[-1])
-
-
 @pytest.fixture(params=PATHS)
 def lived(request: pytest.FixtureRequest) -> tuple[Host, Any, dict, str]:
     rec, state, r, out = request.getfixturevalue(request.param.replace("-", "_"))

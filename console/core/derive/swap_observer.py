@@ -238,6 +238,15 @@ class SwapObserver:
         self._rollback_at: float | None = None  # the old service started again by a rollback (its command)
         self._log_ready_at: float | None = None  # the new server's ready line in its log (after its start)
         self.memory = MemoryFacts(self.host)  # GPU memory before, after the stop, after, freed
+        # the console's own steps, per key, for their current run: when its intent reached the state,
+        # its first audited command's issue, when its outcome reached the state
+        self._run_began: dict[str, float] = {}
+        self._first_command: dict[str, float] = {}
+        self._outcome_at: dict[str, float] = {}
+        self._stopped_line_at: float | None = None  # systemd's "Stopped" line of the old unit (journald's time)
+        self._update_end_at: float | None = None  # the update's "Update weights end." line
+        self._console_ended: dict[str, str] = {}  # a console run's own last words, once the host finished it
+        self._traffic_moved_at: float | None = None  # the router's 200 to the console's remove_worker
 
     # -- what the swap is -----------------------------------------------------------------------
     def units(self) -> tuple[str | None, str | None]:
@@ -267,11 +276,31 @@ class SwapObserver:
     def _write(self, out: list[Any], key: str, **changes: Any) -> None:
         if not self._touchable(key):
             return
-        step = replace(self._step(key), observed=True, who=None, commands=(), **changes)
+        current = self._step(key)
+        if self._console_sent(key, current):
+            # The console's own run whose command reached the host, ended before the host was done
+            # (the console closed under it, or its answer was lost): the host's outcome is written
+            # as the console's (its author, its commands, its start), never as an action outside
+            # the console; only a "done" overrides the console's own failure, in the host's words.
+            if changes.get("state") not in ("done", None) or (current.state != "done" and changes.get("state") is None):
+                return
+            ended = self._console_ended.setdefault(key, current.detail)
+            changes.pop("started_at_s", None)
+            if "detail" in changes:
+                changes["detail"] = (changes["detail"].replace(f" ({OUTSIDE})", "").replace(f"({OUTSIDE})", "")
+                                     + f" — {current.who}'s command from the console, which ended first "
+                                       f"({ended}); the host's outcome")
+            step = replace(current, observed=True, **changes)
+        else:
+            step = replace(current, observed=True, who=None, commands=(), **changes)
         if self._step(key) == step:
             return
         self._sent[key] = step
         out.append(SwapStepChanged(self.host, step))
+
+    def _console_sent(self, key: str, step: SwapStep) -> bool:
+        """`step` is (or was) the console's run of `key` whose first command went out to the host."""
+        return step.who is not None and key in self._first_command and step.state != "pending"
 
     def still_valid(self, event: Any) -> bool:
         """At the moment a derived event is applied (the live core applies them a moment later):
@@ -289,22 +318,68 @@ class SwapObserver:
     # -- the console's own steps: their times -------------------------------------------------------
     def _console_step_times(self, out: list[Any], step: SwapStep) -> None:
         """The times of a step the console runs are written here, never by the executor (it records
-        the intent and who: tests/core/test_architecture.py): a run begins when its intent reaches
-        the state, and ends when its outcome does (done, failed, refused, or skipped by the step
-        itself), on the state's clock (the wall clock live; the recording keeps what was written,
-        so a replay reads the same times). A step the plan skips was never run: it has no time."""
+        the intent and who: tests/core/test_architecture.py), from the host's own records where it
+        has them: a run begins at its first audited command's issue (else when its intent reached
+        the state: a gate, an approval wait with no command yet); `stop_old` ends at the drained
+        reading (GPU memory back to the floor, else systemd's "Stopped" line at journald's time),
+        `start_new` at the new server's ready line, `in_place` at the update's "Update weights
+        end." line; any other end, or one the host has not told yet, when the outcome reached the
+        state. A fact that comes after the outcome (a log batch, a late reading) dates it again, so
+        an executor whose reply came late changes nothing. The recording keeps what was written, so
+        a replay, a late attach and the report read the same times. A step the plan skips was never
+        run: it has no time."""
         if step.observed:
+            self._run_began.pop(step.key, None)
             return
-        at = self.state.now()
-        if step.state == "running" and step.started_at_s is None:
-            timed = replace(step, started_at_s=at, ended_at_s=None)
+        key, at = step.key, self.state.now()
+        if step.state == "running" and step.started_at_s is None:  # a run begins (again)
+            self._run_began[key] = at
+            self._first_command.pop(key, None)
+            self._outcome_at.pop(key, None)
         elif step.state in ("done", "failed", "refused") or (step.state == "skipped" and step.who is not None):
-            if step.ended_at_s is not None:
-                return
-            timed = replace(step, started_at_s=at if step.started_at_s is None else step.started_at_s, ended_at_s=at)
+            if step.started_at_s is None and step.ended_at_s is None:  # ended before it ran: dated once
+                self._run_began[key] = at
+                self._first_command.pop(key, None)
+                self._outcome_at[key] = at
+            elif step.ended_at_s is None:
+                self._outcome_at.setdefault(key, at)
+        elif step.state not in ("running",):
+            return
+        if key not in self._run_began and step.started_at_s is not None:
+            self._run_began[key] = step.started_at_s  # an intent written with its time (an older recording)
+        self._console_time(out, key, step)
+
+    def _console_time(self, out: list[Any], key: str, step: SwapStep | None = None) -> None:
+        """(Re)date a console step of the current run from what is known now (see above)."""
+        step = step or self.state.swap.steps.get(key)
+        if step is None or step.observed or key not in self._run_began:
+            return
+        started = self._first_command.get(key, self._run_began[key])
+        if step.state == "running":
+            ended = None
+        elif step.state in ("done", "failed", "refused") or (step.state == "skipped" and step.who is not None):
+            ended = self._outcome_at.get(key, step.ended_at_s)
+            host = self._host_end(key, started) if step.state == "done" else None
+            ended = host if host is not None else ended
+            if ended is not None and ended < started:
+                started = ended  # a host stamp of whole seconds before the command's issue
         else:
             return
-        out.append(SwapStepChanged(self.host, timed))
+        timed = replace(step, started_at_s=started, ended_at_s=ended)
+        if timed != step:
+            out.append(SwapStepChanged(self.host, timed))
+
+    def _host_end(self, key: str, started: float) -> float | None:
+        """The host's own record of the end of the console's `key`, for the run begun at `started`."""
+        if key == "stop_old":
+            at = self.drained_at if self.drained_at is not None else self._stopped_line_at
+        elif key == "start_new":
+            at = self._log_ready_at
+        elif key == "in_place":
+            at = self._update_end_at
+        else:
+            return None
+        return at if at is not None and at >= started - 1.0 else None  # a stamp of whole seconds
 
     def _still_the_intent(self, timed: SwapStep) -> bool:
         """A console step's times apply while the step is still the intent they date."""
@@ -368,7 +443,8 @@ class SwapObserver:
             elif self._old_active and self.stopped_at is None and self._console_moved_traffic():
                 # The console's own "Move traffic …, stop the old one" stopped it: that step is the
                 # stop (its author is the console's), not a stop and a start seen outside it.
-                self._beside_done_at = at
+                self._moved_then_stopped(out, at)
+                self._beside_done_at = self._beside_done_at or at
             elif self._old_active and self.stopped_at is None and self._beside_at is not None \
                     and self._touchable("beside"):
                 self._beside_done(out, at)
@@ -389,8 +465,31 @@ class SwapObserver:
             self._new_started(out, at)
 
     def _console_moved_traffic(self) -> bool:
+        """The console's "Move traffic …" is under way or done, or its router moves went out (the
+        router said 200 to removing the old worker) though the step ended before its stop."""
         step = self.state.swap.steps.get("switch_traffic")
-        return step is not None and not step.observed and step.state in ("running", "done")
+        if step is None:
+            return False
+        if not step.observed and step.state in ("running", "done"):
+            return True
+        return self._traffic_moved_at is not None and self._console_sent("switch_traffic", step)
+
+    def _moved_then_stopped(self, out: list[Any], at: float) -> None:
+        """The old server stopped after the console's router moves, its step ended before its own
+        stop (the console closed, the answer lost): no downtime, the move the console's."""
+        step = self._step("switch_traffic")
+        if self._traffic_moved_at is None or not self._console_sent("switch_traffic", step) \
+                or self._beside_done_at is not None or (not step.observed and step.state in ("running", "done")):
+            return  # the console's step under way writes its own stop (its audited reply)
+        self._beside_done_at = at
+        d = DowntimeChanged(self.host, at, "beside: the router moved traffic before the old server stopped", at,
+                            "beside: no request was refused")
+        if self._downtime_sent != d and self.state.swap.downtime != d:
+            self._downtime_sent = d
+            out.append(d)
+        old_unit, new_unit = self.units()
+        self._write(out, "switch_traffic", state="done", ended_at_s=at,
+                    detail=f"the router moved traffic to {new_unit}; {old_unit} stopped {clock(at)}: downtime 0")
 
     # -- issue 24: the faster paths as the host lived them ------------------------------------------
     def _path(self, out: list[Any], path: str, reason: str, at: float, outcome: dict[str, Any] | None = None) -> None:
@@ -432,6 +531,8 @@ class SwapObserver:
                 if end is None or end < begin:
                     continue
                 pause = end - begin
+                self._update_end_at = end
+                self._console_time(out, "in_place")
                 self._write(out, "in_place", state="done", started_at_s=begin, ended_at_s=end,
                             detail=f"weights updated in place {clock(begin)}–{clock(end)} ({OUTSIDE}): "
                                    f"paused {pause:.1f}s (the server's log)")
@@ -471,9 +572,14 @@ class SwapObserver:
     def _audited(self, out: list[Any], entry: Any) -> None:
         """A command the console ran, and what the host answered (its exit status, its reply): the
         host's fact of a stop, a start or an update, dated by the command itself."""
+        issued = entry.at_s - (entry.duration_s or 0.0)
+        began = self._run_began.get(entry.action)
+        if began is not None and entry.action not in self._first_command and issued >= began - 1.0:
+            # the run's first command (whatever its answer: it was sent) dates the step's start
+            self._first_command[entry.action] = max(issued, began)
+            self._console_time(out, entry.action)
         if entry.exit_status != 0:
             return  # no answer (a drop: the next readings say what happened), or it failed: nothing changed
-        issued = entry.at_s - (entry.duration_s or 0.0)
         old_unit, new_unit = self.units()
         if entry.action == "in_place" and "update_weights_from_disk" in entry.command:
 
@@ -481,11 +587,18 @@ class SwapObserver:
             if code == 200 and reply_json(body).get("success") is True:
                 self._paused(out, issued, entry.at_s, IN_PLACE_REPLY)
             return
+        if entry.action == "switch_traffic" and "remove_worker" in entry.command:
+            code, _ = split_reply(entry.output_tail)
+            if code == 200:
+                self._traffic_moved_at = entry.at_s
         said = audited_verb(entry.command)
         if said is None:
             return
         verb, target = said
-        if verb == "stop" and target == old_unit and entry.action == "switch_traffic":
+        if verb == "stop" and target == old_unit and entry.action == "switch_traffic" \
+                and self._downtime_sent is not None and self._downtime_sent.start_source.startswith("beside"):
+            pass  # the host told it first (the console's step had ended before its stop's answer)
+        elif verb == "stop" and target == old_unit and entry.action == "switch_traffic":
             # Beside: the router moved the traffic (its replies said 200) before this stop.
             d = DowntimeChanged(self.host, entry.at_s, "beside: the router moved traffic before the old server "
                                 "stopped", entry.at_s, "beside: no request was refused")
@@ -509,7 +622,14 @@ class SwapObserver:
             unit, kind = e.fields.get("unit"), e.fields.get("transition")
             if at is None or unit is None:
                 continue
+            if unit == old_unit and kind == "stopped" and self._rollback_at is None and self.stopped_at is not None \
+                    and at >= self.stopped_at - 1.0 and self._stopped_line_at is None:
+                self._stopped_line_at = at
+                self._console_time(out, "stop_old")
             if unit == old_unit and kind in ("stopping", "stopped") and self._old_active \
+                    and self.stopped_at is None and self._console_moved_traffic():
+                self._moved_then_stopped(out, at)
+            elif unit == old_unit and kind in ("stopping", "stopped") and self._old_active \
                     and self._beside_at is None and not self._console_moved_traffic() and self._rollback_at is None:
                 self._stopped(out, at, f"systemd stopping {unit} {clock(at)}")
             elif unit == old_unit and kind in ("starting", "started") and self._rollback_at is not None:
@@ -532,6 +652,24 @@ class SwapObserver:
                 if launch is not None and launch >= self.stopped_at - 1 and at >= launch - 1:
                     self._log_ready_at = at if self._log_ready_at is None else min(at, self._log_ready_at)
                     self._ended(out, at, f"{new_unit} ready")
+                    self._console_time(out, "start_new")
+                    self._ready_seen_late(out)
+
+    def _ready_seen_late(self, out: list[Any]) -> None:
+        """An operator's start seen done by a server reading before the log brought the ready line:
+        the line (the server's own stamp) dates the end, not the poll that happened to see it."""
+        step, at = self._step("start_new"), self._log_ready_at
+        if not step.observed or step.state != "done" or at is None or step.ended_at_s is None \
+                or step.ended_at_s <= at:
+            return
+        started = step.started_at_s if step.started_at_s is not None else at
+        if at < started - 1.0:
+            return
+        self.ready_at = at
+        _, new_unit = self.units()
+        self._write(out, "start_new", ended_at_s=at,
+                    detail=f"{new_unit} started {clock(started)} ({OUTSIDE}); ready {clock(at)}, "
+                           f"{at - started:.0f}s after the start: its ready line in the log")
 
     def _beside_started(self, out: list[Any], old: Any, new: Any, at: float) -> None:
         self._beside_at, self._beside_port, self._old_port = at, _port(new), _port(old)
@@ -618,6 +756,7 @@ class SwapObserver:
 
     def _drained(self, out: list[Any], at: float, total: int, count: int) -> None:
         self.drained_at = at
+        self._console_time(out, "stop_old")
         self._write(out, "stop_old", state="done", ended_at_s=at,
                     detail=f"stopped {clock(self.stopped_at)} ({OUTSIDE}); GPU memory drained "
                            f"{clock(at)} ({total:,} MiB in use on {count} GPUs)")

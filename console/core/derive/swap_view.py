@@ -157,7 +157,10 @@ class SwapView:
             ready_at = step.ended_at_s
         if start_at is None or ready_at is None or ready_at < start_at:
             return None
-        started = "the new unit's start" + (" (systemctl start)" if starts else " (seen on the host)")
+        docker = bool(starts) and any(" docker " in f" {e.command} " for e in self.audit
+                                      if e.action == verb and " start -- " in e.command and e.exit_status == 0)
+        started = ("the new container's start (docker start)" if docker else "the new unit's start (systemctl start)"
+                   if starts else "the new server's start (seen on the host)")
         return ready_at - start_at, started, "the new server ready"
 
     def downtime_parts(self) -> list[tuple[str, float]]:

@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from console.config import HostProfile
-from console.demo.hostsim import drive, pagecache, placement
+from console.demo.hostsim import docker_drive, drive, pagecache, placement
+from console.demo.hostsim.containers import mirror_units_as_containers
 from console.demo.hostsim.downloader import qwen122b_config, qwen122b_files
 from console.demo.hostsim.scenario import MODEL_DIR, NEW_UNIT, OLD_MODEL_DIR, OLD_UNIT, demo_profile
+from console.demo.hostsim.story import NEW_CONTAINER, OLD_CONTAINER
 from console.demo.hostsim.services import TEMPLATES, UNITS_DIR, Timeline, UnitRunner, install_units
 from console.locations import PACKAGE_PARENT
 
@@ -102,11 +104,17 @@ def _router_launch(sim: HostSimulator, port: int, refuse: bool) -> tuple[list[st
     return argv, env, open(sim.root / ".sim" / "router.log", "ab")  # noqa: SIM115 - closed by the caller
 
 
+FT_UNIT = "sglang-qwen122b-ft.service"  # in place in containers: the launch of the new container
+FT_CONTAINER = "sglang-qwen122b-ft"
+
+
 async def start(sim: HostSimulator, path: str, *, earlier_boot: bool = False, update_fail: bool = False,
                 update_die: bool = False, router_refuse: bool = False, beside_oom: bool = False,
-                memory_pressure: float = 0.0, with_router: bool = True) -> Downtime:
+                memory_pressure: float = 0.0, with_router: bool = True, runtime: str = "systemd") -> Downtime:
     if path not in ("in-place", "beside", "restart"):
         raise ValueError(f"no such path: {path}")
+    if runtime not in ("systemd", "container") or (runtime == "container" and path == "restart"):
+        raise ValueError(f"no simulated {runtime} host for the {path} path (restart: --demo-scenario docker-drive)")
     pagecache.install(sim.bin_dir)
     if memory_pressure:
         pagecache.set_pressure(memory_pressure, sim.root)
@@ -150,10 +158,14 @@ async def start(sim: HostSimulator, path: str, *, earlier_boot: bool = False, up
     runner.extra_env[old_unit] = old_env
     if new_unit != old_unit:
         runner.extra_env[new_unit] = new_env
-    sim.add_task(runner.run())
-    profile = demo_profile(sim)
     over: dict[str, object] = {"unit": new_unit, "compare_unit": old_unit, "model_dir": sim.host_path(model_dir),
                                "unit_draft": str(draft), "gpu_interval_s": 0.5}
+    if runtime == "container" and path == "in-place":
+        over = _in_place_containers(sim, runner, draft, model_dir)
+    elif runtime == "container":
+        over = _beside_containers(sim, draft, model_dir)
+    sim.add_task(runner.run())
+    profile = demo_profile(sim)
     dt = Downtime(path, profile.with_overrides(over), runner)
     if path == "beside" and with_router:
         port = _free_port()
@@ -168,4 +180,37 @@ async def start(sim: HostSimulator, path: str, *, earlier_boot: bool = False, up
     return dt
 
 
-__all__ = ["Downtime", "FT_MODEL_DIR", "qwen397b_config", "start", "write_model"]
+def _in_place_containers(sim: HostSimulator, runner: UnitRunner, draft: Path, model_dir: str) -> dict[str, object]:
+    """In place when SGLang runs in containers (issue 26): the 122B serves in NEW_CONTAINER with
+    /shared/models mounted at /models; the fine-tune's container (FT_CONTAINER, the launch a later
+    restart uses) is created, not started. Each container mirrors a unit of the simulator
+    (console/demo/hostsim/containers.py); the serving server reads an update's container path
+    through the mount."""
+    sim.path(f"{UNITS_DIR}/{FT_UNIT}").write_text(draft.read_text())
+    (sim.root / ".sim" / docker_drive.MAP_FILE).write_text(json.dumps(
+        {"containers": {NEW_CONTAINER: NEW_UNIT, FT_CONTAINER: FT_UNIT}, "compose": {}}))
+    runner.extra_env.setdefault(NEW_UNIT, {})["GPUSIM_CONTAINER_MOUNT"] = f"{sim.path('/shared/models')}:/models"
+    models = "/shared/models"
+    sim.add_task(mirror_units_as_containers(sim, {NEW_UNIT: (NEW_CONTAINER, models), FT_UNIT: (FT_CONTAINER, models)}))
+    return {"unit": None, "compare_unit": None, "container": FT_CONTAINER, "compare_container": NEW_CONTAINER,
+            "model_dir": sim.host_path(model_dir), "unit_draft": None, "gpu_interval_s": 0.5}
+
+
+def _beside_containers(sim: HostSimulator, draft: Path, model_dir: str) -> dict[str, object]:
+    """Beside when SGLang runs in containers (issue 26): the 397B serves in OLD_CONTAINER on GPUs 0-3;
+    the 122B's container is created for the beside path (a container's launch cannot be edited
+    once created): `--gpus '"device=4,5,6,7"'` and the next port, behind the same router as the
+    systemd host's. Each container mirrors a unit of the simulator (console/demo/hostsim/containers.py)."""
+
+    text = draft.read_text().replace(f"--port {sim.server_port}", f"--port {sim.server_port + 1}")
+    sim.path(f"{UNITS_DIR}/{NEW_UNIT}").write_text(text.replace('"CUDA_VISIBLE_DEVICES=0,1,2,3"',
+                                                                '"CUDA_VISIBLE_DEVICES=4,5,6,7"'))
+    (sim.root / ".sim" / docker_drive.MAP_FILE).write_text(json.dumps(
+        {"containers": {OLD_CONTAINER: OLD_UNIT, NEW_CONTAINER: NEW_UNIT}, "compose": {}}))
+    sim.add_task(mirror_units_as_containers(sim, {OLD_UNIT: (OLD_CONTAINER, "/data/models"),
+                                                  NEW_UNIT: (NEW_CONTAINER, "/shared/models")}))
+    return {"unit": None, "compare_unit": None, "container": NEW_CONTAINER, "compare_container": OLD_CONTAINER,
+            "model_dir": sim.host_path(model_dir), "unit_draft": None, "gpu_interval_s": 0.5}
+
+
+__all__ = ["Downtime", "FT_CONTAINER", "FT_UNIT", "FT_MODEL_DIR", "qwen397b_config", "start", "write_model"]

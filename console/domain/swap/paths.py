@@ -196,9 +196,9 @@ def in_place_option(old_config: dict[str, Any] | None, new_config: dict[str, Any
     if not server_ready:
         return PathOption("in-place", False, None, "the old server is not ready: nothing to update in place")
     details = ["POST /update_weights_from_disk: requests pause while the weights load, none is dropped",
-               "the new unit is installed (not restarted), so a later restart serves the same model",
+               "the new service is installed (not restarted), so a later restart serves the same model",
                "if the reply says it failed, SGLang keeps the old weights serving; if the server dies, "
-               "rollback by restart of the old unit"]
+               "rollback by restart of the old service"]
     if pause_detail:
         details.insert(0, pause_detail)
     return PathOption("in-place", True, pause_s, "same architecture: the weights are updated in the running server",

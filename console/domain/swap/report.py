@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import posixpath
 import re
 import time
 from dataclasses import dataclass, field
@@ -47,6 +48,32 @@ def _ts(at: float | None) -> str | None:
 def _model_path(side: Any) -> str | None:
     v = side.command.value("--model-path") if side is not None and side.command is not None else None
     return v if isinstance(v, str) and v else None
+
+
+def _in_container(side: Any) -> bool:
+    """A side read from `docker inspect` or a compose file (console/domain/analysis/container_diff.py)."""
+    return side is not None and side.unit is None and (side.text or "").startswith(("# inspect:", "# compose:"))
+
+
+def _model_dir_on_host(side: Any) -> str | None:
+    """The side's --model-path as a host directory: inside a container it is the container's path,
+    read through the container's bind mounts (its launch's "mount: SRC -> DEST" lines); a path under
+    no mount is the container's own, said as it is."""
+    path = _model_path(side)
+    if path is None or not _in_container(side):
+        return path
+    best: tuple[str, str] | None = None
+    for line in (side.text or "").splitlines():
+        if not line.startswith("mount: ") or " -> " not in line:
+            continue
+        source, dest = line.removeprefix("mount: ").removesuffix(" (ro)").split(" -> ", 1)
+        dest = posixpath.normpath(dest)
+        if (path == dest or path.startswith(dest.rstrip("/") + "/")) and (best is None or len(dest) > len(best[1])):
+            best = (source, dest)
+    if best is None:
+        return path
+    rest = path[len(best[1]):].lstrip("/")
+    return posixpath.join(best[0], rest) if rest else best[0]
 
 
 def _model_name(side: Any) -> str | None:
@@ -126,7 +153,8 @@ class ReportBuilder:
                 "old_unit": old_unit, "new_unit": new_unit,
                 "old_model": _model_name(self.old_side or (report.old if report else None)),
                 "new_model": _model_name(report.new if report else None),
-                "old_model_dir": _model_path(self.old_side or (report.old if report else None)),
+                "old_model_dir": _model_dir_on_host(self.old_side or (report.old if report else None)),
+                "kind": "container" if _in_container(self.old_side or (report.old if report else None)) else "unit",
                 "repo_id": setup.repo_id if setup else None, "model_dir": setup.model_dir if setup else None,
             },
             "steps": [{"key": st.key, "title": st.title, "state": st.state, "started": _ts(st.started_at_s),
@@ -359,7 +387,7 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
                      [[_fmt(host["host"]), _fmt(host["label"]), _fmt(host["from"]), _fmt(host["to"])]],
                      [n for n in (host.get("note"), host.get("recording_note"), host.get("recording_damage")) if n]))
     sections.append(("Old → new", ["", "old", "new"], [
-        ["unit", _fmt(on["old_unit"]), _fmt(on["new_unit"])],
+        [on.get("kind") or "unit", _fmt(on["old_unit"]), _fmt(on["new_unit"])],
         ["model", _fmt(on["old_model"]), _fmt(on["new_model"])],
         ["repo / directory", _fmt(on.get("old_model_dir")), f"{_fmt(on['repo_id'])} → {_fmt(on['model_dir'])}"]],
         []))

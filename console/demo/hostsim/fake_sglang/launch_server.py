@@ -242,6 +242,10 @@ class Server:
         path = req.get("model_path")
         if not isinstance(path, str) or not path:
             return 400, {"success": False, "message": "model_path is required", "num_paused_requests": 0}
+        # In a container the path is the container's: read it through its bind mount ("HOST:INSIDE").
+        host, _, inside = os.environ.get("GPUSIM_CONTAINER_MOUNT", "").rpartition(":")
+        if host and inside and (path == inside or path.startswith(inside.rstrip("/") + "/")):
+            path = host + path[len(inside.rstrip("/")):]
         if not self.update_lock.acquire(blocking=False):
             return 400, {"success": False, "message": "another weight update is in progress",
                          "num_paused_requests": 0}

@@ -1,0 +1,170 @@
+"""Issue 33, "Done when", for SGLang in containers on the in-place path: the swap driven by the
+controller on the simulated host (console/demo/hostsim/downtime_scenario.py, runtime "container":
+the 122B serving in its container with /shared/models mounted at /models, the fine-tune's container
+created, not started), and each section of its report checked against what the simulated host
+recorded itself: the containers' `docker inspect` and `docker logs`, the server's lifecycle file,
+the console's bench and audit files."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from console.core.derive.swap_observer import log_time
+from console.demo.hostsim import story
+from console.demo.hostsim.downtime_scenario import FT_CONTAINER
+from console.demo.swap_demo import main, render_all, run_path_demo
+from tests.kit.downtime import SimHost
+
+OLD, NEW = story.NEW_CONTAINER, FT_CONTAINER  # the 122B's container serves; the fine-tune's is created
+
+
+@pytest.fixture(scope="module")
+def lived(tmp_path_factory: pytest.TempPathFactory) -> tuple[SimHost, Any, dict, str]:
+    base = tmp_path_factory.mktemp("container-in-place")
+    saved = dict(os.environ)
+    try:
+        rec, state = asyncio.run(run_path_demo(base / "out", "in-place", speed=16.0, work=base / "w", quiet=True,
+                                               runtime="container"))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    render_all(rec, base / "out", "swap-report")
+    r = json.loads((base / "out" / "swap-report.json").read_text())
+    md = (base / "out" / "swap-report.md").read_text()
+    return SimHost("in-place", base / "w", OLD, NEW), state, r, md
+
+
+def _began(host: SimHost) -> float:
+    return log_time(host.logged(OLD, "Update engine weights online from disk begin")[-1])
+
+
+def _ended(host: SimHost) -> float:
+    return log_time(host.logged(OLD, "Update weights end.")[-1])
+
+
+def _served(host: SimHost, name: str) -> str:
+    args = host.inspect(name)["Args"]
+    return args[args.index("--served-model-name") + 1]
+
+
+def test_the_headline_says_what_the_containers_did(lived: tuple[SimHost, Any, dict, str]) -> None:
+    host, _, r, md = lived
+    head = [line.removeprefix("- **").removesuffix("**").replace("\\", "")
+            for line in md.split("## Host")[0].splitlines() if line.startswith("- **")]
+    assert head[0] == f"{_served(host, OLD)} → {_served(host, NEW)}"
+    assert head[1].startswith("downtime ") and "in-place pause (requests held while the weights load)" in head[1]
+    assert "boot to ready" not in head[1]
+    assert head[2].startswith("time to ready ") and "–" not in head[2].split("(")[0], head
+    assert head[3].startswith("output tok/s ") and " before → " in head[3], head
+
+
+def test_old_and_new_are_the_containers_and_the_model_directories_on_the_host(
+        lived: tuple[SimHost, Any, dict, str]) -> None:
+    """The old model's directory is its container's --model-path read through its bind mount (the
+    host path, as the new one is), and the row names containers, not units."""
+    host, _, r, md = lived
+    on = r["old_new"]
+    assert (on["old_unit"], on["new_unit"]) == (OLD, NEW)
+    (bind,) = host.inspect(OLD)["HostConfig"]["Binds"]
+    source, inside, _ = bind.split(":")
+    args = host.inspect(OLD)["Args"]
+    assert on["old_model_dir"] == args[args.index("--model-path") + 1].replace(inside, source, 1)
+    assert on["old_model_dir"] != on["model_dir"] and on["model_dir"].startswith(source)
+    assert f"| container | {OLD} | {NEW} |" in md.replace("\\", "")
+
+
+def test_the_steps_are_the_ones_the_host_lived(lived: tuple[SimHost, Any, dict, str]) -> None:
+    host, state, r, _ = lived
+    steps = {s["key"]: s for s in r["steps"]}
+    assert all(s["state"] in ("done", "skipped") for s in r["steps"]), [(s["key"], s["state"]) for s in r["steps"]]
+    assert all(s["who"] == "ana" for s in r["steps"] if s["state"] == "done")
+    assert not any(s.observed for s in state.swap.steps.values())
+    for key in ("stop_old", "start_new"):
+        assert steps[key]["state"] == "skipped" and "container" in steps[key]["detail"]
+    assert steps["install"]["state"] == "done" and f"{NEW} exists" in steps["install"]["detail"]
+    s = state.swap.steps["in_place"]
+    assert s.state == "done" and s.started_at_s <= _began(host)
+    assert s.ended_at_s == pytest.approx(_ended(host), abs=0.01)  # the server's own "Update weights end."
+    (option,) = [o for o in state.swap.paths["plan"].data()["plan"]["options"] if o["path"] == "in-place"]
+    assert not any(" unit" in line for line in option["details"]), option["details"]  # the words of a container
+
+
+def test_the_downtime_is_the_pause_the_containers_log_says(lived: tuple[SimHost, Any, dict, str]) -> None:
+    host, state, r, _ = lived
+    d = state.swap.downtime
+    assert d.started_at_s == pytest.approx(_began(host), abs=0.01)
+    assert d.ended_at_s == pytest.approx(_ended(host), abs=0.01)
+    parts = r["timing"]["downtime_parts"]
+    assert [p["part"] for p in parts] == ["in-place pause (requests held while the weights load)"]
+    assert sum(p["seconds"] for p in parts) == pytest.approx(r["downtime_s"], abs=0.05)
+
+
+def test_time_to_ready_is_the_running_containers_return_with_the_new_weights(
+        lived: tuple[SimHost, Any, dict, str]) -> None:
+    host, _, r, _ = lived
+    assert r["timing"]["time_to_ready_s"] == pytest.approx(_ended(host) - _began(host), abs=0.05)
+
+
+def test_gpu_memory_is_the_serving_containers_throughout(lived: tuple[SimHost, Any, dict, str]) -> None:
+    host, _, r, _ = lived
+    g = r["gpu"]
+    held = {x["gpu"]: x for x in g["before"] if x["used_mib"] > 1024}
+    after = {x["gpu"]: x for x in g["after"] if x["used_mib"] > 1024}
+    gpus = host.life(story.NEW_UNIT)["gpus"]  # the unit the serving container mirrors
+    assert sorted(held) == sorted(after) == gpus
+    expected = {f"{story.NEW_PID_BASE + rank} sglang::scheduler_TP{rank}" for rank in range(len(gpus))}
+    assert {p for x in held.values() for p in x["processes"]} == expected
+    assert {p for x in after.values() for p in x["processes"]} == expected
+    assert g["freed"] == [] and g["freed_by"] == "the swap"  # nothing stopped: the weights were replaced
+
+
+def test_the_boot_timeline_is_the_update_in_the_containers_log(lived: tuple[SimHost, Any, dict, str]) -> None:
+    host, _, r, _ = lived
+    rows = {b["phase"]: b for b in r["boot"]}
+    assert list(rows) == ["update begin", "update end"] and "no server booted" in r["boot_note"]
+    assert rows["update end"]["seconds"] == pytest.approx(_ended(host) - _began(host), abs=0.05)
+
+
+def test_the_benchmarks_are_the_runs_either_side_of_the_update(lived: tuple[SimHost, Any, dict, str]) -> None:
+    host, _, r, _ = lived
+    runs = [json.loads(line) for line in (host.work / "bench.jsonl").read_text().splitlines()]
+
+    def stamp_of(row: dict) -> float:
+        (run,) = [x for x in runs if x["output_throughput"] == row["output_throughput"]]
+        return float(run["timestamp"])
+
+    b = r["bench"]
+    assert b["before"] is not None and b["after"] and b["note"] is None
+    assert stamp_of(b["before"]) < _began(host) and b["before"]["model"] == _served(host, OLD)
+    assert all(stamp_of(x) >= _ended(host) for x in b["after"])
+    assert b["compared"]["before"]["concurrency"] == b["compared"]["after"]["concurrency"]
+
+
+def test_the_audit_is_the_update_posted_with_the_containers_own_path(lived: tuple[SimHost, Any, dict, str]) -> None:
+    host, _, r, _ = lived
+    written = [json.loads(line) for line in (host.work / "audit.jsonl").read_text().splitlines()]
+    assert [(a["action"], a["command"]) for a in r["audit"]] == [(a["action"], a["command"]) for a in written]
+    assert {a["who"] for a in r["audit"]} == {"ana"} and r["approvals"] == []
+    (update,) = [a for a in r["audit"] if a["action"] == "in_place"]
+    assert "update_weights_from_disk" in update["command"] and '"/models/Qwen3.5-122B-A10B-ft"' in update["command"]
+    said = " ".join(a["command"] for a in r["audit"])
+    assert "docker stop" not in said and "docker start" not in said and "systemctl" not in said.replace(
+        "systemctl is-active", "")
+
+
+def test_the_demo_refuses_a_container_runtime_without_a_path_it_has(capsys: pytest.CaptureFixture[str],
+                                                                    tmp_path: Path) -> None:
+    for argv in ([str(tmp_path)], [str(tmp_path), "--path", "restart"]):
+        with pytest.raises(SystemExit) as exc:
+            main([*argv, "--runtime", "container"])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].endswith("--runtime container goes with --path in-place or beside (the restart in "
+                                "containers: gpuconsole --demo-scenario docker-drive)"), err
+        assert not any("Traceback" in line for line in err)

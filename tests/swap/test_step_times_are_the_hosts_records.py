@@ -1,0 +1,199 @@
+"""The console's own steps are timed from the host's own records, not from when the executor's
+intent or outcome reached the state (issue 33, item 2): a run begins at its first audited command's
+issue; the stop ends at the drained reading (GPU memory back to the floor, else systemd's "Stopped"
+line at journald's time); the start at the new server's ready line; the in-place update at its
+"Update weights end." line. An executor whose reply comes late moves none of them, a fact that
+comes after the outcome dates it again, and a late attach and a replay of the recording read the
+same times. The same for an operator's swap seen on the host."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from console.core.derive.swap_view import SwapStepChanged
+from console.core.recording import read_recording
+from console.core.state import HostState, ReadingChanged
+from console.demo.swap_demo import run_path_demo
+from console.domain.swap.report import report_from_recording
+from tests.kit.downtime import SimHost
+from tests.kit.observed import NEW, OLD, T0, ObservedHost
+
+FULL, FLOOR = 90_000, 500
+
+
+def _stop_and_start(h: ObservedHost, *, late_s: float) -> None:
+    """The console's restart; every reply of the host reaches the executor `late_s` late."""
+    h.units(T0, "active", "inactive")
+    h.gpu(T0 + 1, FULL, FULL)
+    h.at(T0 + 2).intent("stop_old", state="running", detail="", who="ana")
+    # the gate and the approval take 3 s; the stop is sent at T0 + 5, systemd stops it, the GPUs drain
+    h.unit_line(T0 + 5.2, OLD, "stopping")
+    h.gpu(T0 + 6, 40_000, 40_000)
+    h.unit_line(T0 + 7.4, OLD, "stopped")
+    h.gpu(T0 + 8, FLOOR, FLOOR)
+    h.at(T0 + 8 + late_s).audit("stop_old", f"timeout -k 5 120 systemctl stop -- {OLD}", at=T0 + 8 + late_s,
+                                took=3 + late_s)
+    h.at(T0 + 8.5 + late_s).intent("stop_old", state="done", detail="stopped; GPU memory drained")
+    h.at(T0 + 9 + late_s).intent("start_new", state="running", detail="", who="ana")
+    start = T0 + 10 + late_s
+    h.at(start + 0.3 + late_s).audit("start_new", f"timeout -k 5 90 systemctl start -- {NEW}",
+                                     at=start + 0.3 + late_s, took=0.3 + late_s)
+    h.units(start + 1, "inactive", "active")
+    h.ready_line(start + 20)
+    h.server(start + 21, NEW, "ready")
+    h.at(start + 21.5 + late_s).intent("start_new", state="done", detail="ready after systemctl start")
+
+
+def test_the_consoles_stop_and_start_are_the_hosts_times_whenever_the_executors_replies_came() -> None:
+    on_time, late = ObservedHost(), ObservedHost()
+    _stop_and_start(on_time, late_s=0.0)
+    _stop_and_start(late, late_s=30.0)
+    stop, start = on_time.state.swap.steps["stop_old"], on_time.state.swap.steps["start_new"]
+    # the stop: from its command's issue to the drained reading; not the intent (T0 + 2), not the outcome
+    assert (stop.started_at_s, stop.ended_at_s) == (T0 + 5, T0 + 8)
+    # the start: from its command's issue to the server's ready line; not the reading (start + 21)
+    assert (start.started_at_s, start.ended_at_s) == (T0 + 10, T0 + 30)
+    assert stop.who == start.who == "ana" and not stop.observed and not start.observed
+    late_stop, late_start = late.state.swap.steps["stop_old"], late.state.swap.steps["start_new"]
+    assert (late_stop.started_at_s, late_stop.ended_at_s) == (T0 + 5, T0 + 8)
+    # the late start was sent 30 s later on the host (the stop's reply came 30 s late): its own times
+    assert (late_start.started_at_s, late_start.ended_at_s) == (T0 + 40, T0 + 60)
+    for h in (on_time, late):
+        live, attach, replay = h.views()
+        assert live == attach == replay
+
+
+def test_a_stop_with_no_gpu_reading_ends_at_systemds_stopped_line() -> None:
+    h = ObservedHost()
+    h.units(T0, "active", "inactive")
+    h.at(T0 + 1).intent("stop_old", state="running", detail="", who="ana")
+    h.unit_line(T0 + 2.5, OLD, "stopping")
+    h.unit_line(T0 + 6.25, OLD, "stopped")
+    h.at(T0 + 20).audit("stop_old", f"timeout -k 5 120 systemctl stop -- {OLD}", at=T0 + 20, took=18)
+    h.at(T0 + 21).intent("stop_old", state="done", detail="stopped")
+    stop = h.state.swap.steps["stop_old"]
+    assert (stop.started_at_s, stop.ended_at_s) == (T0 + 2, T0 + 6.25)
+
+
+def test_a_ready_line_that_comes_after_the_outcome_dates_the_start_again() -> None:
+    """The log's batch can reach the state after the server poll said ready and the step ended."""
+    h = ObservedHost()
+    h.units(T0, "active", "inactive")
+    h.audit("stop_old", f"timeout -k 5 120 systemctl stop -- {OLD}", at=T0 + 4, took=1)
+    h.units(T0 + 5, "inactive", "inactive")
+    h.at(T0 + 6).intent("start_new", state="running", detail="", who="ana")
+    h.at(T0 + 7).audit("start_new", f"timeout -k 5 90 systemctl start -- {NEW}", at=T0 + 7, took=0.5)
+    h.units(T0 + 8, "inactive", "active")
+    h.server(T0 + 40, NEW, "ready")
+    h.at(T0 + 41).intent("start_new", state="done", detail="ready after systemctl start")
+    assert h.state.swap.steps["start_new"].ended_at_s == T0 + 41  # nothing of the host's yet: the outcome
+    h.at(T0 + 45).ready_line(T0 + 33)
+    start = h.state.swap.steps["start_new"]
+    assert (start.started_at_s, start.ended_at_s) == (T0 + 6.5, T0 + 33)
+    assert h.state.swap.downtime.ended_at_s == T0 + 33
+    live, attach, replay = h.views()
+    assert live == attach == replay
+
+
+def test_the_consoles_in_place_update_runs_from_its_request_to_the_servers_end_line() -> None:
+    """The step waits for the log after the reply (it trails it), so its outcome is later still."""
+    h = ObservedHost(old=NEW, new=NEW)
+    h.units(T0, "active", "active")
+    h.at(T0 + 1).intent("in_place", state="running", detail="", who="ana")
+    h.log(T0 + 3.2, "[2026-12-01 10:00:03] Update engine weights online from disk begin. avail mem=4.26 GB")
+    h.log(T0 + 15.7, "[2026-12-01 10:00:15] Update weights end.")
+    reply = json.dumps({"success": True, "message": "Succeeded", "num_paused_requests": 2}) + "\n200"
+    h.at(T0 + 16).audit("in_place", "curl -s -X POST http://127.0.0.1:30000/update_weights_from_disk",
+                        at=T0 + 16, took=13.0, output=reply)
+    h.at(T0 + 18).intent("in_place", state="done", detail="weights updated in place")
+    step = h.state.swap.steps["in_place"]
+    assert (step.started_at_s, step.ended_at_s) == (T0 + 3, T0 + 15.7)
+    assert step.who == "ana" and not step.observed
+
+
+def test_a_step_with_no_command_keeps_its_intent_and_outcome_times() -> None:
+    h = ObservedHost()
+    h.at(T0 + 1).intent("preflight", state="running", detail="", who="ana")
+    h.at(T0 + 4).intent("preflight", state="done", detail="the gate passes")
+    step = h.state.swap.steps["preflight"]
+    assert (step.started_at_s, step.ended_at_s) == (T0 + 1, T0 + 4)
+
+
+def test_an_operators_start_seen_ready_by_a_poll_ends_at_its_ready_line_that_came_later() -> None:
+    h = ObservedHost()
+    h.units(T0, "active", "inactive")
+    h.units(T0 + 10, "inactive", "inactive")
+    h.units(T0 + 12, "inactive", "active")
+    h.server(T0 + 44, NEW, "ready")
+    assert h.state.swap.steps["start_new"].ended_at_s == T0 + 44
+    h.at(T0 + 46).ready_line(T0 + 40)
+    start = h.state.swap.steps["start_new"]
+    assert start.observed and start.state == "done" and start.ended_at_s == T0 + 40
+    assert "ready 10:00:40" in start.detail and "28s after the start" in start.detail
+    live, attach, replay = h.views()
+    assert live == attach == replay
+
+
+# -- driven on the simulated host: the executor's replies come late ---------------------------------
+def test_a_driven_restart_whose_replies_come_late_is_timed_by_the_simulated_hosts_records(
+        tmp_path: Path) -> None:
+    """The console's stop and start over real SSH on the simulated host; `systemctl stop` and
+    `systemctl start` answer the console 5 s after the host ran them. The steps' times are still
+    the host's: the audited command's issue, the first drained GPU reading, the new server's ready
+    line in its journal. The report and a replay of the recording read the same times."""
+    late = 5.0
+    saved = dict(os.environ)
+    try:
+        rec, state = asyncio.run(run_path_demo(
+            tmp_path / "out", "restart", speed=8.0, work=tmp_path / "w", quiet=True,
+            steps=("download", "paths", "install", "preflight", "stop_old", "start_new"),
+            late_replies={"systemctl stop --": late, "systemctl start --": late}))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    setup = state.swap.setup
+    host = SimHost("restart", tmp_path / "w", setup.old_unit, setup.new_unit)
+    audit = [json.loads(line) for line in (tmp_path / "w" / "audit.jsonl").read_text().splitlines()]
+
+    def issued(action: str, verb: str) -> float:
+        (entry,) = [a for a in audit if a["action"] == action and f"systemctl {verb} --" in a["command"]]
+        return entry["at_s"] - entry["duration_s"]
+
+    entries = read_recording(rec).entries
+    stop, start = state.swap.steps["stop_old"], state.swap.steps["start_new"]
+    assert stop.state == start.state == "done" and not stop.observed and not start.observed
+
+    def outcome_at(key: str) -> float:  # when the executor's "done" reached the state
+        return next(t for t, e in entries if isinstance(e, SwapStepChanged) and e.step.key == key
+                    and e.step.state == "done" and not e.step.observed)
+
+    # the stop: from its command's issue to the first reading of the GPUs back to the floor
+    assert stop.started_at_s == pytest.approx(issued("stop_old", "stop"), abs=0.01)
+    assert stop.started_at_s <= host.systemd(host.old, "Stopping")
+    drained = next(e.reading.data.sampled_at_s for _, e in entries
+                   if isinstance(e, ReadingChanged) and e.source == "gpu" and e.reading.data is not None
+                   and (e.reading.data.sampled_at_s or 0) >= stop.started_at_s
+                   and all((g.memory_used_mib or 0) <= 1024 for g in e.reading.data.gpus))
+    assert stop.ended_at_s == pytest.approx(drained, abs=0.01)
+    assert stop.ended_at_s < outcome_at("stop_old") - late + 1
+    # the start: from its command's issue to the new server's ready line in its journal
+    assert start.started_at_s == pytest.approx(issued("start_new", "start"), abs=0.01)
+    assert start.started_at_s <= host.systemd(host.new, "Started")
+    assert start.ended_at_s == pytest.approx(host.ready(), abs=0.01)
+    # (the boot outlasts the late reply: the outcome waits for a server poll after the ready line)
+    assert start.ended_at_s <= outcome_at("start_new")
+    # a replay of the recording, and the report made from it, read the same times
+    replay = HostState("gpu-sim-01")
+    for _, event in entries:
+        replay.apply(event)
+    assert replay.swap.to_data() == state.swap.to_data()
+    steps = {s["key"]: s for s in report_from_recording(rec)["steps"]}
+    for step in (stop, start):
+        assert steps[step.key]["started"] == time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(step.started_at_s))
+        assert steps[step.key]["duration_s"] == step.duration_s
