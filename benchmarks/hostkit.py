@@ -243,6 +243,11 @@ def _console(config: dict[str, Any]) -> None:
             loop.call_later(config["seconds"] - config.get("window_s", 0.0), profiler.enable)
         if stacks is not None:
             loop.call_later(config["seconds"] - config.get("window_s", 0.0), stacks.start)
+        if counts is not None:  # the screen's flushes by cause, over the window (a tree that counts them)
+            def causes_at_start() -> None:
+                screen = getattr(app, "host_screen", None)
+                counts["flush_causes_at_start"] = dict(getattr(screen, "flush_causes", {}))
+            loop.call_later(config["seconds"] - config.get("window_s", 0.0), causes_at_start)
         await app.run_async(headless=True, size=(120, 40))
 
     asyncio.run(main())
@@ -252,6 +257,11 @@ def _console(config: dict[str, Any]) -> None:
     if stacks is not None:
         stacks.stop(config["stacks"])
     state = app.state
+    if counts is not None and "flush_causes_at_start" in counts:
+        start_causes = counts.pop("flush_causes_at_start")
+        end_causes = dict(getattr(getattr(app, "host_screen", None), "flush_causes", {}))
+        counts["flush_causes"] = {k: n - start_causes.get(k, 0) for k, n in sorted(end_causes.items())
+                                  if n - start_causes.get(k, 0)}
     gpu, download = state.data("gpu"), state.data("download")
     # What the console saw, so a run that saw nothing cannot pass for a quiet one.
     print(json.dumps({"gpus": len(gpu.gpus) if gpu else 0, "gpu_path": gpu.source if gpu else None,
