@@ -559,8 +559,10 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
             return now
         every = self.LIVE_CHART_EVERY_S if self.view.live is not None else self.IDLE_CHART_EVERY_S
         if moved:
+            # The shape is looked at only once the usual cadence has come (once per 5 s, not at
+            # every sample): until then that cadence's time is the answer either way.
             if self.view.live is None and not self.sweep_mode and self._drawn_shape is not None \
-                    and self._shape(now) == self._drawn_shape:
+                    and now >= self._drawn_at + every and self._shape(now) == self._drawn_shape:
                 return self._drawn_at + self.FLAT_GROWTH_EVERY_S  # the same flat lines, longer
             return self._drawn_at + every
         if self._chart_empty or self.sweep_mode:
