@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import cProfile
 import json
+import os
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -72,6 +74,9 @@ def main() -> None:
     App.run_async = timed_run_async  # type: ignore[method-assign]
     from console.cli.main import main as console_main
 
+    # Its own data dir, as demo_idle_cpu.py gives its console: a `--demo` records, and a profile
+    # must not leave a recording among the user's (the tests' isolation guard saw one).
+    os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="gpuconsole-profile-")
     sys.argv = ["gpuconsole", *args]
     sys.exit(console_main())
 
