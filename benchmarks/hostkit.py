@@ -234,18 +234,34 @@ def _console(config: dict[str, Any]) -> None:
 
         profiler = cProfile.Profile()
 
+    stacks = _StackSampler() if config.get("stacks") else None
+
     async def main() -> None:
         loop = asyncio.get_running_loop()
         loop.call_later(config["seconds"], app.exit, 0)
         if profiler is not None:
             loop.call_later(config["seconds"] - config.get("window_s", 0.0), profiler.enable)
+        if stacks is not None:
+            loop.call_later(config["seconds"] - config.get("window_s", 0.0), stacks.start)
+        if counts is not None:  # the screen's flushes by cause, over the window (a tree that counts them)
+            def causes_at_start() -> None:
+                screen = getattr(app, "host_screen", None)
+                counts["flush_causes_at_start"] = dict(getattr(screen, "flush_causes", {}))
+            loop.call_later(config["seconds"] - config.get("window_s", 0.0), causes_at_start)
         await app.run_async(headless=True, size=(120, 40))
 
     asyncio.run(main())
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(config["cprofile"])
+    if stacks is not None:
+        stacks.stop(config["stacks"])
     state = app.state
+    if counts is not None and "flush_causes_at_start" in counts:
+        start_causes = counts.pop("flush_causes_at_start")
+        end_causes = dict(getattr(getattr(app, "host_screen", None), "flush_causes", {}))
+        counts["flush_causes"] = {k: n - start_causes.get(k, 0) for k, n in sorted(end_causes.items())
+                                  if n - start_causes.get(k, 0)}
     gpu, download = state.data("gpu"), state.data("download")
     # What the console saw, so a run that saw nothing cannot pass for a quiet one.
     print(json.dumps({"gpus": len(gpu.gpus) if gpu else 0, "gpu_path": gpu.source if gpu else None,
@@ -254,6 +270,38 @@ def _console(config: dict[str, Any]) -> None:
                       "log_lines": state.log_lines_total,
                       "connection": state.connection.status if state.connection else None,
                       **({"counts": counts} if counts is not None else {})}))
+
+
+class _StackSampler:
+    """The UI thread's stack every millisecond of the process's CPU time (SIGPROF): where the
+    CPU went, with far less overhead than cProfile (which multiplies a quiet console's cost ~3.5x
+    and hides what a coroutine's step costs). A sample taken while another thread holds the CPU
+    shows the UI thread waiting (`select`). Written collapsed: `frame;frame;... count` per line."""
+
+    def __init__(self) -> None:
+        from collections import Counter
+
+        self.counts: Counter[str] = Counter()
+
+    def start(self) -> None:
+        import signal
+
+        signal.signal(signal.SIGPROF, self._sample)
+        signal.setitimer(signal.ITIMER_PROF, 0.001, 0.001)
+
+    def _sample(self, _signum: int, frame: Any) -> None:
+        names = []
+        while frame is not None:
+            code = frame.f_code
+            names.append(f"{Path(code.co_filename).name}:{code.co_name}")
+            frame = frame.f_back
+        self.counts[";".join(reversed(names))] += 1
+
+    def stop(self, out: str) -> None:
+        import signal
+
+        signal.setitimer(signal.ITIMER_PROF, 0, 0)
+        Path(out).write_text("".join(f"{stack} {n}\n" for stack, n in self.counts.most_common()))
 
 
 def _count_repaints(after_s: float) -> dict[str, Any]:

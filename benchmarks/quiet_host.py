@@ -67,7 +67,7 @@ def profile(config: dict[str, object], warmup_s: float, window_s: float, out: st
 
 def main(runs: int, warmup_s: float, window_s: float, baseline: bool, profile_out: str | None,
          base: Path | None = None, counts: bool = False, no_recording: bool = False,
-         cprofile_out: str | None = None) -> dict[str, object]:
+         cprofile_out: str | None = None, stacks_out: str | None = None) -> dict[str, object]:
     host = start_host(gpus=2, model_files=60, log=True)
     extra: dict[str, object] = {}
     try:
@@ -81,6 +81,9 @@ def main(runs: int, warmup_s: float, window_s: float, baseline: bool, profile_ou
             plain.append(measure({**console_config(host, seconds=0), "counts": counts}, warmup_s, window_s))
             if not no_recording:
                 recorded.append(measure(console_config(host, seconds=0, record=True), warmup_s, window_s))
+        if stacks_out:
+            extra["stacks"] = measure({**console_config(host, seconds=0), "stacks": stacks_out},
+                                      warmup_s, window_s)["cpu_pct"]
         if cprofile_out:
             extra["cprofile"] = measure({**console_config(host, seconds=0), "cprofile": cprofile_out},
                                         warmup_s, window_s)["cpu_pct"]
@@ -121,9 +124,12 @@ if __name__ == "__main__":
     ap.add_argument("--counts", action="store_true",
                     help="also count what the console drew in the window (frames, layouts, refreshes by widget)")
     ap.add_argument("--cprofile", metavar="FILE", help="cProfile stats of the UI thread over the window of one more run")
+    ap.add_argument("--stacks", metavar="FILE",
+                    help="the UI thread's stacks sampled every ms of CPU time over the window of one more run "
+                         "(collapsed: `a;b;c count`)")
     ap.add_argument("--no-recording", action="store_true", help="leave out the recording-on runs")
     a = ap.parse_args()
     os.environ.setdefault("TMPDIR", tempfile.gettempdir())
     print(json.dumps(main(a.runs, a.warmup, a.window, a.baseline, a.profile, a.base, a.counts, a.no_recording,
-                          a.cprofile),
+                          a.cprofile, a.stacks),
                      indent=2))

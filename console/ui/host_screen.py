@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -240,6 +241,9 @@ class HostScreen(Screen[None]):
         self._drive_asked: set[int] = set()  # peers asking to drive, already announced
         self._approvals_told: set[str] = set()  # approval requests already announced here
         self.flushes = 0  # how many flushes ran (tests and benchmarks read it)
+        # What each flush was for: a count per source (or header, swap, ages, presence) that it
+        # handed on, so a benchmark says why the screen was drawn, not only how often.
+        self.flush_causes: Counter[str] = Counter()
         self._bench_seen = -1  # the bench view's version the bench pane was last told of
         self.age_updates = 0  # how many times the age timer asked a pane (tests read it)
         self._ages_at = 0.0  # the state's clock at the last age update
@@ -400,6 +404,7 @@ class HostScreen(Screen[None]):
         if not dirty:
             return
         self.flushes += 1
+        self.flush_causes.update(dirty)
         if HEADER in dirty or "host" in dirty:
             header = self._header()
             if header is not None:

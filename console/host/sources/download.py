@@ -66,6 +66,12 @@ class DownloadState:
     # relative path -> final size from its safetensors header (None: not readable yet); read once each
     header_sizes: dict[str, int | None] = field(default_factory=dict)
     header_pending: list[str] = field(default_factory=list)
+    # relative path -> (size, mtime) of the file as it was when its header was read and was not
+    # usable (a sparse or zeroed shard, not safetensors): asked again only once the file changed.
+    # A finished shard's header that cannot be read was read again at every poll, a process
+    # pipeline per file on the host and ~64 packets to the console every 10 s (issue 36 item 2).
+    header_unusable: dict[str, tuple[int, float]] = field(default_factory=dict)
+    header_asked: dict[str, tuple[int, float]] = field(default_factory=dict)
 
 
 def _host_now(text: str) -> float | None:
@@ -217,8 +223,13 @@ class DownloadWatcher:
         prefix = header_script(self.model_dir, asked) + "echo @@headers; " if asked else ""
         head, listing = await self._list(prefix)
         for path, size in parse_headers(head).items():
-            if size is not None and s.header_sizes.get(path) != size:
+            if size is None:
+                asked_as = s.header_asked.get(path)
+                if asked_as is not None:
+                    s.header_unusable[path] = asked_as
+            elif s.header_sizes.get(path) != size:
                 s.header_sizes[path] = size
+                s.header_unusable.pop(path, None)
                 self._headers_version += 1
         if not listing.exists:
             raise DirectoryProblem(f"{self.model_dir} does not exist (yet)")
@@ -267,7 +278,15 @@ class DownloadWatcher:
             del s.header_sizes[path]
         if gone:
             self._headers_version += 1
-        s.header_pending = [p for p in self._shards + partials if s.header_sizes.get(p) is None]
+        for path in [p for p in s.header_unusable if p not in present]:
+            del s.header_unusable[path]
+        # Each file as it is now (size, mtime): a header found unusable is read again only when
+        # the file changed since (a partial file grows; a finished one is rewritten).
+        keys = {p: (f.size_bytes, f.mtime_s) for p, f in self._finals.items()}
+        keys.update((f.rel_path, (f.size_bytes, f.mtime_s)) for f in listing.files if f.rel_path in partials)
+        s.header_pending = [p for p in self._shards + partials
+                            if s.header_sizes.get(p) is None and s.header_unusable.get(p) != keys.get(p)]
+        s.header_asked = {p: keys[p] for p in s.header_pending[:64] if p in keys}
 
     async def _read_tree_listing(self, special: Any) -> None:
         s = self.state

@@ -49,6 +49,11 @@ class PathHung(PathUnavailable):
 
 
 STALL_S = 15.0
+# nvidia-smi's process list (the stream's paths ask for it apart) is asked again whenever a GPU's
+# memory moved since it was last asked (a process that starts, grows or leaves moves it), and at
+# least this often on GPUs whose memory is still: every 5 s cost the host an nvidia-smi run (20-40
+# ms of its CPU on an H200 host) and the console a round-trip, on a host where nothing moves.
+APPS_STILL_EVERY_S = 30.0
 MAX_PROBLEMS = 20  # a stream silent this long is hung (a wedged driver): give up on that path
 
 
@@ -100,6 +105,7 @@ class GpuSource:
         # failed) is looked up again after this many seconds, not shown by its id for good.
         self.container_retry_s = 10.0
         self._container_retry_at: dict[int, float] = {}
+        self.apps_asked = 0  # nvidia-smi process lists asked (tests read it)
         self._container_task: asyncio.Task[None] | None = None
 
     # -- assembling readings -------------------------------------------------------------
@@ -270,7 +276,7 @@ class GpuSource:
     async def _smi_stream(self) -> AsyncIterator[Reading[GpuStatus]]:
         interval_ms = max(100, int(self.interval_s * 1000))
         stream = await self.transport.stream("exec " + query_gpu_command(interval_ms))
-        apps: dict[str, Any] = {"by_uuid": {}, "problems": (), "at": 0.0}
+        apps: dict[str, Any] = {"by_uuid": {}, "problems": (), "at": None, "memory": None}
         batch: list[GpuDevice] = []
         problems: list[str] = []
         got_any = False
@@ -306,8 +312,11 @@ class GpuSource:
 
     async def _emit_smi(self, path: str, gpus: tuple[GpuDevice, ...], problems: list[str],
                         apps: dict[str, Any]) -> Reading[GpuStatus]:
-        if time.monotonic() - apps["at"] >= self.apps_every_s:
-            apps["at"] = time.monotonic()
+        memory = tuple((g.index, g.memory_used_mib) for g in gpus)
+        since = None if apps["at"] is None else time.monotonic() - apps["at"]
+        if since is None or since >= APPS_STILL_EVERY_S or (memory != apps["memory"] and since >= self.apps_every_s):
+            apps["at"], apps["memory"] = time.monotonic(), memory
+            self.apps_asked += 1
             try:
                 result = await self.transport.run(query_apps_command(), timeout=10)
                 apps["by_uuid"], apps["problems"] = parse_compute_apps(result.text)

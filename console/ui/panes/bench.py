@@ -296,6 +296,19 @@ class ChartInputs:
                     tuple(tuple(piece) for piece in self._segments),
                     tuple((round((t - now) / dot), label) for t, label in self.marks))
 
+    @property
+    def shape(self) -> tuple[object, ...]:
+        """The key with the start of each flat series left out: two inputs of equal shape draw the
+        same flat lines, only starting at another time (a quiet host's GPU utilization while its
+        history fills the chart's two minutes). A series with two values keeps every point."""
+        def flat(points: list[tuple[float, float]]) -> object:
+            values = {v for _x, v in points}
+            # Its end is kept: a line that stopped short of "now" (no sample since) is drawn as such.
+            return ("flat", values.pop(), points[-1][0] >= -2 * self.dot_s) if len(values) == 1 else tuple(points)
+
+        return (self.key[0], tuple((name, flat(points)) for name, points in self._series.items()),
+                tuple(flat(piece) for piece in self._segments), self.key[3])
+
     def series(self, now_s: float, span_s: int) -> dict[str, list[tuple[float, float]]]:
         return self._series
 
@@ -485,6 +498,9 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         self._chart_empty = True
         self._pictures: OrderedDict[tuple[object, ...], Text] = OrderedDict()  # drawn charts by their inputs
         self.chart_builds = 0  # plotext rebuilds (tests read it)
+        self._inputs: ChartInputs | None = None  # what the last picture was drawn from (time chart)
+        self._drawn_shape: tuple[object, ...] | None = None
+        self._shape_memo: tuple[tuple[int, int, int], tuple[object, ...] | None] | None = None
         self.chart_draws = 0  # chart repaints asked of Textual (tests read it)
         self._laid_out_for: tuple[object, ...] | None = None  # the sizes it was last laid out for
         self.table_draws = 0  # table repaints asked of Textual (tests read it)
@@ -506,6 +522,11 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
     TABLE_EVERY_S = 0.5
     LIVE_CHART_EVERY_S = 0.5
     IDLE_CHART_EVERY_S = 5.0  # plotext rebuilds cost 5-100 ms; enough for the time axis to scroll
+    # Flat lines that only grew longer since the last picture (no new value, no mark: a quiet
+    # host's GPU utilization filling the chart's two minutes) are drawn again this often: their
+    # start is drawn at most 30 s late, their values and "now" never (issue 36 item 1: 6 plotext
+    # rebuilds and repaints in 30 s of a quiet host, the chart a fifth of its console's CPU).
+    FLAT_GROWTH_EVERY_S = 30.0
 
     def redraw(self, force: bool = False) -> None:
         """Draw what changed, no more often than its throttle: the table at every change (twice a
@@ -538,6 +559,11 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
             return now
         every = self.LIVE_CHART_EVERY_S if self.view.live is not None else self.IDLE_CHART_EVERY_S
         if moved:
+            # The shape is looked at only once the usual cadence has come (once per 5 s, not at
+            # every sample): until then that cadence's time is the answer either way.
+            if self.view.live is None and not self.sweep_mode and self._drawn_shape is not None \
+                    and now >= self._drawn_at + every and self._shape(now) == self._drawn_shape:
+                return self._drawn_at + self.FLAT_GROWTH_EVERY_S  # the same flat lines, longer
             return self._drawn_at + every
         if self._chart_empty or self.sweep_mode:
             return None  # an empty chart, or the sweep's: time does not move it
@@ -549,12 +575,21 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
             dues.append(self._table_drawn_at + self.TABLE_EVERY_S)
         return min(dues) if dues else None
 
+    def _shape(self, now: float) -> tuple[object, ...] | None:
+        """The time chart's inputs' shape now (`ChartInputs.shape`), once per state version."""
+        size = self.query_one("#bench-chart", Static).content_size
+        memo = (self.view.version, size.width or 60, int(now))
+        if self._shape_memo is None or self._shape_memo[0] != memo:
+            self._shape_memo = (memo, ChartInputs(self.view, memo[1], now).shape)
+        return self._shape_memo[1]
+
     def _draw_chart(self, now: float) -> None:
         self._drawn_version, self._drawn_at = self.view.version, now
         chart_widget = self.query_one("#bench-chart", Static)
         size = chart_widget.content_size
         w, h = size.width or 60, size.height or 8
         drawn = self._picture(w, h)
+        self._drawn_shape = None if self.sweep_mode or self._inputs is None else self._inputs.shape
         self._chart_empty = drawn.plain.startswith(("no throughput yet", "the sweep chart needs"))
         key = (drawn.plain, tuple(drawn.spans)) if isinstance(drawn, Text) else None
         if key is not None and key == self._chart_key:
@@ -576,6 +611,7 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         else:
             inputs = ChartInputs(self.view, w, self.view.now())
             key = ("time", w, h, inputs.key)
+        self._inputs = inputs
         picture = self._pictures.get(key)
         if picture is not None:
             self._pictures.move_to_end(key)
