@@ -1,7 +1,8 @@
 """The start of the new server, run from the console under the two-person rule: its words in the plan
 say what happened (started, ready, why), never a duration the executor measured itself (the wait for
 the approval, "after 23s"); the step's duration the plan and the report show is the observer's, its
-end minus its start, and it holds the wait for the approval (the request's own times say how long).
+end minus its start: from its first audited command on the host (after the approval) to the new
+server's ready line; the wait for the approval is the request's own record (asked, decided).
 On a unit (systemctl start) and on a container (docker start)."""
 
 from __future__ import annotations
@@ -66,12 +67,13 @@ async def test_the_start_step_says_what_happened_and_its_time_is_the_observers(p
     assert step.state == "done" and not step.observed, step
     assert "ready" in step.detail, step.detail
     assert not A_DURATION.search(step.detail), step.detail  # no time of the executor's in its words
-    # The duration shown is the observer's: its end minus its start, the approval's wait within it.
+    # The duration shown is the observer's: its end minus its start, which is the first command the
+    # host ran for it, after the approval; the wait for the approval is the request's own record.
     (req,) = [a for a in d.state.swap.approvals.values() if a.action == "start_new"]
     assert step.started_at_s is not None and step.ended_at_s is not None
     assert step.duration_s == pytest.approx(step.ended_at_s - step.started_at_s)
-    assert step.started_at_s <= req.requested_at_s and req.decided_at_s <= step.ended_at_s
-    assert step.duration_s >= req.decided_at_s - req.requested_at_s >= WAIT_S
+    assert req.decided_at_s - req.requested_at_s >= WAIT_S
+    assert req.decided_at_s <= step.started_at_s < step.ended_at_s
 
     d.recorder.flush()
     r = report_from_recording(d.recorder.path)
