@@ -229,6 +229,12 @@ class SshTransport:
         self._state = ConnectionState(options.label, "connecting", time.time())
         self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
+        self._connecting: asyncio.Task[asyncssh.SSHClientConnection] | None = None  # the handshake in flight
+
+    @property
+    def closing(self) -> bool:
+        """Closed or aborted: no connection will be opened again (a runner stops retrying)."""
+        return self._closing
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -402,12 +408,26 @@ class SshTransport:
 
     async def connect(self) -> None:
         """Connect once; raises a ConnectError subclass with a one-line reason."""
+        if self._closing:  # aborted (a fleet quitting) before this host's turn came: no handshake at all
+            self._set_state("failed", "closed while connecting")
+            raise ConnectError(f"{self.label}: closed while connecting")
         self._set_state("connecting")
+        # Its own task, so that `abort()` ends a handshake in flight at once (its socket closed),
+        # not at the connect timeout or the handshake's end (issue 36: a fleet's quit waited for them).
+        self._connecting = asyncio.ensure_future(self._open_connection(may_accept_new=self.options.accept_new_host_key))
         try:
-            conn = await self._open_connection(may_accept_new=self.options.accept_new_host_key)
+            conn = await self._connecting
         except TransportError as exc:
             self._set_state("failed", str(exc))
             raise
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not self._closing or (task is not None and task.cancelling()):
+                raise  # our caller was cancelled (the handshake with it)
+            self._set_state("failed", "closed while connecting")
+            raise ConnectError(f"{self.label}: closed while connecting") from None
+        finally:
+            self._connecting = None
         if self._closing:  # closed while the handshake was in flight: no connection left behind
             conn.close()
             self._set_state("failed", "closed while connecting")
@@ -587,6 +607,8 @@ class SshTransport:
         the host's commands end with their channels (each shell's watchdog sees its stdin close),
         every read in flight ends, and nothing reconnects. `close()` still tidies up after it."""
         self._closing = True
+        if self._connecting is not None:
+            self._connecting.cancel()  # asyncssh aborts the half-open connection: its socket closes now
         if self._conn is not None:
             self._conn.close()  # sends the disconnect and closes the socket; returns at once
         if self._supervisor:
