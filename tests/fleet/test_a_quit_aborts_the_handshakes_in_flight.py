@@ -124,3 +124,28 @@ async def test_a_fleet_quit_during_the_handshakes_closes_every_socket(tmp_path: 
         with contextlib.suppress(Exception):
             await asyncio.wait_for(fleet.close(), 60)
         await host.stop()
+
+
+async def test_a_fleets_close_aborts_every_handshake_before_anything_is_awaited(tmp_path: Path) -> None:
+    """`q` closes the sockets in the call that starts the close, not when the loop (late under load)
+    reaches the close's task: the coroutine `close()` returns has not run when they close."""
+    host = SilentHost()
+    port = await host.start()
+    profiles = [HostProfile(name=f"h{i}", host="127.0.0.1", port=port, user="nobody",
+                            known_hosts=str(tmp_path / "known_hosts"), connect_timeout_s=NEVER_S)
+                for i in range(4)]
+    fleet = Fleet(profiles, max_connecting=4)
+    closing = None
+    try:
+        await fleet.start()
+        await wait_for(lambda: host.accepted == 4, timeout=60, interval=0.02)
+        closing = fleet.close()  # not awaited yet
+        await wait_for(lambda: host.open == 0, timeout=60, interval=0.02)
+        await asyncio.wait_for(closing, 60)
+        assert host.accepted == 4
+    finally:
+        if closing is not None:
+            closing.close()  # a coroutine never awaited (the test failed before it): no warning
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(fleet.close(), 60)
+        await host.stop()
