@@ -62,6 +62,11 @@ def _prefer_aes_gcm() -> None:
 _prefer_aes_gcm()
 
 
+def _abort(conn: asyncssh.SSHClientConnection) -> None:
+    """A connection that came when nobody would take it (its handshake cancelled as it ended)."""
+    conn.abort()
+
+
 def _skip_ignore_packets(conn: Any) -> None:
     """asyncssh sends an empty SSH_MSG_IGNORE before every packet, a countermeasure for CBC
     ciphers (chosen-plaintext on the IV) that an AEAD cipher does not need: it doubled every
@@ -306,7 +311,7 @@ class SshTransport:
         if o.ssh_config is not None:
             kwargs["config"] = list(o.ssh_config)
         try:
-            return await wait_for_host(asyncssh.connect(host, **kwargs), o.connect_timeout_s)
+            return await wait_for_host(asyncssh.connect(host, **kwargs), o.connect_timeout_s, discard=_abort)
         except asyncssh.HostKeyNotVerifiable as exc:
             raise ConnectError(f"{where}: its host key is not in {o.known_hosts_path} ({exc.reason})") from None
         except asyncssh.PermissionDenied as exc:
@@ -327,14 +332,15 @@ class SshTransport:
             if jump is not None:
                 try:
                     conn = await wait_for_host(asyncssh.connect(o.host, tunnel=jump, **self._connect_kwargs()),
-                                               o.connect_timeout_s)
+                                               o.connect_timeout_s, discard=_abort)
                 except asyncssh.ChannelOpenError as exc:  # the jump host would not open the hop
                     raise ConnectError(f"{self.label}: the jump host {o.jump} could not reach it: "
                                        f"{exc.reason}") from None
                 conn.set_tunnel(jump)  # closing the connection closes the hop with it
                 jump = None
                 return conn
-            return await wait_for_host(asyncssh.connect(o.host, **self._connect_kwargs()), o.connect_timeout_s)
+            return await wait_for_host(asyncssh.connect(o.host, **self._connect_kwargs()), o.connect_timeout_s,
+                                       discard=_abort)
         except asyncssh.HostKeyNotVerifiable:
             await self._classify_host_key(may_accept_new)
             # The key was recorded: connect again, now verified against known_hosts.
