@@ -95,3 +95,17 @@ async def test_a_parser_process_killed_mid_flood_loses_no_line(tmp_path: Path, m
     assert "the log parser process failed" in caplog.text  # the batch it had was parsed on the thread
     assert [t.split(" hf_token")[0] for t in texts] == [f"[2026-04-08 14:05:00] line {i}" for i in range(2 * LINES)]
     assert follower.offset == path.stat().st_size
+
+
+async def test_a_one_shot_backlog_read_starts_no_parser_process(tmp_path: Path) -> None:
+    """`snapshot` reads the backlog once: a process started for it would cost more than the parse."""
+    path = tmp_path / "sglang.log"
+    _write(path, LINES)
+    transport = LocalTransport()
+    follower = LogFollower(transport, log_file=str(path))
+    try:
+        events = await asyncio.wait_for(follower.read_backlog(), 60)
+    finally:
+        await transport.close()
+    assert len(events) == LINES
+    assert follower.parsed_in in (None, os.getpid())

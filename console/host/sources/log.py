@@ -441,13 +441,15 @@ class LogFollower:
         self.parsed_in = os.getpid()
         return self._parse_batch(raw_lines)
 
-    async def _parse_off_loop(self, raw_lines: list[bytes]) -> list[LogEvent]:
-        """`_parse_batch` on the parser thread. Cancelled meanwhile, it still waits for the
-        thread to finish the batch (a few ms) before the cancel goes on: nothing else may touch
-        the follower's resume point while the thread writes it."""
+    async def _parse_off_loop(self, raw_lines: list[bytes], *, process: bool = True) -> list[LogEvent]:
+        """`_parse_batch` on the parser thread (a flood's batch through the parser process unless
+        `process` is False). Cancelled meanwhile, it still waits for the thread to finish the batch
+        (a few ms) before the cancel goes on: nothing else may touch the follower's resume point
+        while the thread writes it."""
         if not raw_lines:
             return []
-        work = self._parse_batch_in_process if len(raw_lines) >= PROCESS_MIN_LINES else self._parse_batch
+        big = process and len(raw_lines) >= PROCESS_MIN_LINES
+        work = self._parse_batch_in_process if big else self._parse_batch
         done = asyncio.get_running_loop().run_in_executor(parser_thread(), work, raw_lines)
         try:
             return await asyncio.shield(done)
@@ -476,7 +478,8 @@ class LogFollower:
         self.offset = 0
         self._skip_partial = False
         try:
-            events = await self._parse_off_loop([raw for raw in result.stdout.split(b"\n") if raw])
+            # One read, once (`snapshot`): starting the parser process would cost more than the parse.
+            events = await self._parse_off_loop([raw for raw in result.stdout.split(b"\n") if raw], process=False)
         finally:
             self.offset = saved
         self.tracker.feed(events)
