@@ -206,12 +206,19 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, s
         fleet = Fleet(profiles, demo=sim != "quiet", max_connecting=max_connecting or MAX_CONNECTING)
         marks: dict[str, float] = {}
 
-        async def timed_close() -> None:  # when the app's quit reached the fleet's close, and its end
+        def timed_close() -> Any:  # when the app's quit reached the fleet's close, and its end
+            # Called as the app calls the CLI's `fleet.close`: its synchronous part (the aborts) at
+            # once, the coroutine it returns in the app's close task.
             marks.setdefault("close_started", time.monotonic())
-            try:
-                await fleet.close()
-            finally:
-                marks.setdefault("close_returned", time.monotonic())
+            closing = fleet.close()
+
+            async def finish() -> None:
+                try:
+                    await closing
+                finally:
+                    marks.setdefault("close_returned", time.monotonic())
+
+            return finish()
 
         app = FleetApp(fleet.states, start=fleet.start, close=timed_close, title="bench")
         cpu_start, rss_start = cpu_s(), rss_mib()[0]
@@ -297,6 +304,12 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, s
         print(json.dumps(result), file=sys.stderr, flush=True)  # the figures, even if the exit hangs
         ports = {p.port for p in profiles}
         result["connections_before_exit"] = open_connections(ports)
+        close_profile = None
+        if os.environ.get("FLEET_BENCH_CLOSE_PROFILE"):  # cProfile of the quit, from `q` to the app's end
+            import cProfile
+
+            close_profile = cProfile.Profile()
+            close_profile.enable()
         app.exit()
         closing, cpu_closing = time.monotonic(), cpu_s()
         try:
@@ -311,6 +324,9 @@ async def bench_ssh(hosts: int, warmup: float, seconds: float, sim_procs: int, s
         except asyncio.TimeoutError:
             result["exit_s"] = "did not exit within 120 s"
         result["exit_cpu_s"] = round(cpu_s() - cpu_closing, 2)
+        if close_profile is not None:
+            close_profile.disable()
+            close_profile.dump_stats(os.environ["FLEET_BENCH_CLOSE_PROFILE"])
         result["exit_timeline_s"] = {k: round(v - closing, 2) for k, v in marks.items()}
         result["connections_open_after_exit"] = open_connections(ports)
         result["load_average_1m_at_exit"] = round(os.getloadavg()[0], 2)

@@ -79,7 +79,7 @@ def rss_mib() -> float:
 BUSY = "while True: pass"
 
 
-async def flood(rate: int, seconds: float, busy: int = 0) -> dict[str, object]:
+async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None = None) -> dict[str, object]:
     from console.ui.app import ConsoleApp
     from console.config import HostProfile
     from console.ui.panes.log import LogPane
@@ -138,6 +138,12 @@ async def flood(rate: int, seconds: float, busy: int = 0) -> dict[str, object]:
             loop_cpu0 = time.thread_time()  # the UI's thread alone (the loop runs on this thread)
             before_flood = app.state.log_lines_total
             counting_gc[0] = True
+            profiler = None
+            if cprofile:  # the UI thread's profile over the flood (the profiler inflates its cost; the shares hold)
+                import cProfile
+
+                profiler = cProfile.Profile()
+                profiler.enable()
             while writer.poll() is None:
                 before = time.perf_counter()
                 await asyncio.sleep(0.01)
@@ -145,6 +151,9 @@ async def flood(rate: int, seconds: float, busy: int = 0) -> dict[str, object]:
                 if int(time.perf_counter() - start) > len(rss):
                     rss.append(rss_mib())
             counting_gc[0] = False
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(cprofile)
             load_after = os.getloadavg()[0]
             for spinner in spinners:
                 spinner.kill()
@@ -200,8 +209,9 @@ if __name__ == "__main__":
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--parser-only", action="store_true")
     ap.add_argument("--busy", type=int, default=0, help="processes that each keep a core busy during the flood")
+    ap.add_argument("--cprofile", metavar="FILE", help="cProfile of the UI thread during the flood, written to FILE")
     a = ap.parse_args()
     os.environ.setdefault("TERM", "xterm-256color")
     print(json.dumps({"parser_lines_per_s": round(parser_rate())}, indent=2))
     if not a.parser_only:
-        print(json.dumps(asyncio.run(flood(a.rate, a.seconds, a.busy)), indent=2))
+        print(json.dumps(asyncio.run(flood(a.rate, a.seconds, a.busy, a.cprofile)), indent=2))

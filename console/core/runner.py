@@ -139,6 +139,8 @@ class HostRunner:
                 self.notice("host key refused", str(exc), "error")
                 return False
             except TransportError as exc:
+                if getattr(transport, "closing", False):  # closed or aborted (quitting): never again
+                    return False
                 self.notice("cannot connect", str(exc), "error")
                 await backoff.failed()
         return True

@@ -8,11 +8,18 @@ import asyncio
 import threading
 from pathlib import Path
 
+import pytest
+
+from console.host.sources import log as log_source
 from console.host.sources.log import LogFollower
 from console.host.transport import LocalTransport
 
 
-async def test_a_big_batch_is_parsed_off_the_loop_and_every_line_arrives_in_order(tmp_path: Path) -> None:
+async def test_a_big_batch_is_parsed_off_the_loop_and_every_line_arrives_in_order(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # The parser thread's own path (a flood's batch goes to the parser process when there is one:
+    # tests/host/test_a_log_flood_is_parsed_in_another_process.py; the thread parses when there is none).
+    monkeypatch.setattr(log_source, "PROCESS_MIN_LINES", 10**9)
     path = tmp_path / "sglang.log"
     path.write_text("".join(f"[2026-04-08 14:05:00] line {i}\n" for i in range(1500)))
     transport = LocalTransport()

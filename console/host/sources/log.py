@@ -5,15 +5,23 @@ After a reconnect it resumes after the journal cursor or at the byte offset it h
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import datetime as dt
 import json
+import logging
 import os
+import pickle
 import re
+import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import IO, Any
 from dataclasses import dataclass, replace
 
 from console.domain.analysis.log_state import LogSummary, LogTracker
@@ -28,13 +36,24 @@ from console.host.transport.base import ConnectionState, LineStream, Transport, 
 
 BATCH_S = 0.15
 BATCH_MAX = 2000
-PARSE_SLICE = 100  # lines parsed between two offers of the GIL to the UI's thread (~2-4 ms)
-# Decoding, cleaning, redacting and parsing a batch run on this one thread, not on the event loop
-# (issue 36: at 20k lines/s they were most of the loop's time and its lag). One thread for every
-# follower: each follower waits for its batch before it reads the next, so its lines stay in order
-# and its resume point (offset, cursor) has one writer at a time.
+PARSE_SLICE = 100  # lines parsed (or events built) between two offers of the GIL to the UI's thread (~2-4 ms)
+# Decoding, cleaning, redacting and parsing a batch run off the event loop (issue 36: at 20k lines/s
+# they were most of the loop's time and its lag). A batch of PROCESS_MIN_LINES or more (a flood) is
+# parsed in a process of its own (`ParserProcess`), so the parse never holds this process's GIL: on
+# a thread it took ~70 % of the console's CPU in a flood, and the UI's thread waited for the GIL
+# between the parse's slices. The parser thread below sends the process the batch and builds the
+# events from its answer (plain tuples: cheap), a slice at a time. A small batch (a live log's few
+# lines) is parsed on the thread itself: a round trip to the process would cost more than the parse.
+# One thread for every follower: each follower waits for its batch before it reads the next, so its
+# lines stay in order and its resume point (offset, cursor) has one writer at a time; the process
+# gets the decoder's resume point with each batch and sends the new one back with its events.
+PROCESS_MIN_LINES = 500
+PROCESS_FAILURES_MAX = 3  # a parser process that died this often: the thread parses from then on
 _PARSER: ThreadPoolExecutor | None = None
+_PROCESS: ParserProcess | None = None
+_PROCESS_FAILURES = 0
 _PARSER_LOCK = threading.Lock()
+log = logging.getLogger("gpuconsole.log")
 
 
 def parser_thread() -> ThreadPoolExecutor:
@@ -43,6 +62,84 @@ def parser_thread() -> ThreadPoolExecutor:
         if _PARSER is None:
             _PARSER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpuconsole-log-parse")
         return _PARSER
+
+
+class ParserProcess:
+    """`python -m console.host.sources.log_parser_process`, fed one batch at a time through its
+    stdin (a length, then the pickled decoder state and lines) and answering on its stdout; used
+    from the parser thread only. In its own session (Ctrl-C is the console's); it ends when its
+    stdin closes (this process exiting, or dying)."""
+
+    def __init__(self) -> None:
+        root = str(Path(__file__).resolve().parents[3])  # the tree this `console` package is in
+        env = dict(os.environ)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen([sys.executable, "-m", "console.host.sources.log_parser_process"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     env=env, start_new_session=True)
+
+    def parse(self, state: tuple[object, ...], raw_lines: list[bytes]) -> tuple[int, tuple[object, ...], list[Any]]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        send_frame(self.proc.stdin, (state, b"\n".join(raw_lines)))
+        return recv_frame(self.proc.stdout)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(1)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def send_frame(out: IO[bytes], obj: object) -> None:
+    payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(struct.pack("<Q", len(payload)))
+    out.write(payload)
+    out.flush()
+
+
+def recv_frame(inp: IO[bytes]) -> object:
+    """One frame (the other end is our own process), or EOFError when the pipe ended."""
+    head = inp.read(8)
+    if len(head) < 8:
+        raise EOFError("the parser process ended")
+    (size,) = struct.unpack("<Q", head)
+    payload = inp.read(size)
+    if len(payload) < size:
+        raise EOFError("the parser process ended mid-answer")
+    return pickle.loads(payload)
+
+
+def parser_process() -> ParserProcess | None:
+    """The one parser process, started at the first flood; None once it has died
+    PROCESS_FAILURES_MAX times or cannot start (the thread parses instead)."""
+    global _PROCESS, _PROCESS_FAILURES
+    with _PARSER_LOCK:
+        if _PROCESS is None and _PROCESS_FAILURES < PROCESS_FAILURES_MAX and sys.executable:
+            try:
+                _PROCESS = ParserProcess()
+            except OSError as exc:
+                log.warning("the log parser process did not start (%s): parsing on the thread", exc)
+                _PROCESS_FAILURES = PROCESS_FAILURES_MAX
+            else:
+                atexit.register(_PROCESS.close)
+        return _PROCESS
+
+
+def _parser_process_failed(process: ParserProcess) -> None:
+    global _PROCESS, _PROCESS_FAILURES
+    with _PARSER_LOCK:
+        if _PROCESS is process:
+            _PROCESS = None
+            _PROCESS_FAILURES += 1
+    with contextlib.suppress(OSError):
+        process.proc.kill()
+    process.close()
 
 
 # A traceback comes one journal entry (or one write) per line and may straddle two batches: it is
@@ -101,6 +198,126 @@ def journal_time(realtime_us: object) -> str | None:
     return dt.datetime.fromtimestamp(int(realtime_us) / 1e6).isoformat(sep=" ", timespec="microseconds")
 
 
+class LineDecoder:
+    """A stream's raw lines to events: journalctl's JSON, a file's bytes or `docker logs`' stamped
+    lines decoded, cleaned, redacted and parsed, with the stream's resume point (the journal
+    cursor, the file's byte offset, Docker's last timestamp) advanced as it goes. Plain data, so a
+    batch can be parsed in the parser process: `state()` goes there with the lines, comes back
+    advanced, and `load()` takes it."""
+
+    def __init__(self, container: str | None = None, log_file: str | None = None) -> None:
+        self.container = container
+        self.log_file = log_file
+        self.since: str | None = None  # a container's last line's Docker timestamp (RFC 3339, nanoseconds)
+        self.cursor: str | None = None
+        self.offset: int | None = None
+        self.skip_partial = False
+        self.resume_cursor: str | None = None  # the entry --cursor= starts at: seen already, skipped
+        self.vacuumed_note: str | None = None
+        self._docker_ts: str | None = None
+        self._transition: UnitTransition | None = None
+        self._suppressed: str | None = None  # journald's "Suppressed N messages from UNIT"
+        self._journal_ts: str | None = None  # journald's own time of PID 1's line (the swap observer dates by it)
+
+    def state(self) -> tuple[object, ...]:
+        return (self.container, self.log_file, self.since, self.cursor, self.offset, self.skip_partial,
+                self.resume_cursor, self.vacuumed_note)
+
+    def load(self, state: tuple[object, ...]) -> None:
+        (self.container, self.log_file, self.since, self.cursor, self.offset, self.skip_partial,  # type: ignore[assignment]
+         self.resume_cursor, self.vacuumed_note) = state
+
+    def parse(self, raw: bytes) -> LogEvent | None:
+        self._transition = self._journal_ts = None
+        self._suppressed = None
+        text = self.decode(raw)
+        if text is None:
+            return None
+        if self._suppressed is not None:  # journald dropped lines: said, never silent
+            return lost_lines_event(self._suppressed)
+        if self._transition is not None:  # systemd's own line about the unit: a fact, not a log line
+            t = self._transition
+            return LogEvent("unit", clean_line(text), ts=self._journal_ts, severity="error" if t.failing else "info",
+                            fields={"kind": f"unit {t.kind}", "transition": t.kind, "unit": t.unit, "code": t.code,
+                                    "status": t.status, "result": t.result, "restart_counter": t.restart_counter})
+        event = parse_line(text)
+        if self._docker_ts is not None and event.ts is None:
+            # Docker's time, as SGLang writes its own: "2026-11-28 07:41:13"
+            event = replace(event, ts=self._docker_ts[:19].replace("T", " "))
+        return event
+
+    def decode(self, raw: bytes) -> str | None:
+        self._docker_ts = None
+        if self.container is not None:
+            text = raw.decode("utf-8", "replace")
+            ts, sep, rest = text.partition(" ")
+            if not sep or len(ts) < 20 or ts[4:5] != "-" or not ts.endswith("Z"):
+                return text  # a line of docker's own (an error): show it as it is
+            if self.since is not None and ts <= self.since:
+                return None  # seen before the reconnect: --since is inclusive
+            self.since = self._docker_ts = ts
+            return rest
+        if self.log_file is not None:
+            assert self.offset is not None
+            self.offset += len(raw) + 1
+            if self.skip_partial:
+                self.skip_partial = False
+                return None
+            return raw.decode("utf-8", "replace")
+        if raw.strip() == b"-- No entries --":  # journalctl's word for an empty backlog, not a log line
+            return None
+        try:
+            entry = json.loads(raw)
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python recurses
+            return raw.decode("utf-8", "replace")  # not JSON: a journalctl message; show it
+        if not isinstance(entry, dict):
+            return None
+        cursor = entry.get("__CURSOR")
+        if self.resume_cursor is not None:
+            resumed, self.resume_cursor = self.resume_cursor, None
+            if cursor == resumed:
+                return None  # the last entry read before the reconnect
+            self.vacuumed_note = ("the journal no longer holds the last entry read (rotated and vacuumed): "
+                                  "resumed at the oldest entry it kept")
+        if isinstance(cursor, str):
+            self.cursor = cursor
+        message = entry.get("MESSAGE")
+        if entry.get("_SYSTEMD_UNIT") == "init.scope" and isinstance(message, str):
+            self._transition = parse_pid1_message(message)
+            self._journal_ts = journal_time(entry.get("__REALTIME_TIMESTAMP"))
+        if entry.get("_SYSTEMD_UNIT") == "systemd-journald.service" and isinstance(message, str) \
+                and SUPPRESSED.match(message.strip()):
+            self._suppressed = message
+        if isinstance(message, list):  # journald sends non-UTF-8 messages as a byte array
+            return bytes(b for b in message if isinstance(b, int) and 0 <= b < 256).decode("utf-8", "replace")
+        return message if isinstance(message, str) else None
+
+
+def parse_in_process(state: tuple[object, ...], blob: bytes) -> tuple[int, tuple[object, ...], list[tuple[object, ...]]]:
+    """In the parser process: a batch (its lines joined by newlines: one bytes object to send) parsed
+    from the decoder's resume point; the events as plain tuples (built again in the console far
+    faster than a frozen dataclass unpickles), the new resume point, and this process's id."""
+    decoder = LineDecoder()
+    decoder.load(state)
+    rows = []
+    for raw in blob.split(b"\n"):
+        e = decoder.parse(raw)
+        if e is not None:
+            rows.append((e.kind, e.text, e.ts, e.ranks, e.severity, e.phase, e.fields or None, e.body))
+    return os.getpid(), decoder.state(), rows
+
+
+def _events_of(rows: list[tuple[object, ...]]) -> list[LogEvent]:
+    """The parser process's rows as events (on the parser thread: a slice, then the GIL offered)."""
+    events = []
+    for i in range(0, len(rows), PARSE_SLICE):
+        if i:
+            time.sleep(0)
+        events += [LogEvent(k, t, ts, r, sev, ph, f or {}, b)  # type: ignore[arg-type]
+                   for k, t, ts, r, sev, ph, f, b in rows[i:i + PARSE_SLICE]]
+    return events
+
+
 class LogFollower:
     def __init__(self, transport: Transport, *, units: tuple[str, ...] = (), log_file: str | None = None,
                  backlog: int = BACKLOG_LINES, container: str | None = None,
@@ -109,16 +326,12 @@ class LogFollower:
             raise ValueError("a log source needs units, a file or a container")
         self.transport = transport
         self.units = units
-        self.log_file = log_file
-        self.container = container
+        self.decoder = LineDecoder(container, log_file)
         # A container's log ends when it stops (`docker logs -f` exits): the follower then follows
         # whichever of the two is running, the new one first, resuming at the last line's time.
         self.compare_container = compare_container
-        self.since: str | None = None  # a container's last line's Docker timestamp (RFC 3339, nanoseconds)
-        self._docker_ts: str | None = None
+        self.parsed_in: int | None = None  # the id of the process that parsed the last flood's batch
         self.backlog = backlog
-        self.cursor: str | None = None
-        self.offset: int | None = None
         self.label = (f"file {log_file}" if log_file
                       else f"docker logs of {container}" + (f" (or {compare_container})" if compare_container else "")
                       if container else "journal of " + ", ".join(units))
@@ -126,11 +339,6 @@ class LogFollower:
         self.backoff = Backoff()
         self._connected_status: str | None = None
         self._watching = False
-        self._resume_cursor: str | None = None  # the entry --cursor= starts at: seen already, skipped
-        self._vacuumed_note: str | None = None
-        self._transition: UnitTransition | None = None
-        self._suppressed: str | None = None  # journald's "Suppressed N messages from UNIT"
-        self._journal_ts: str | None = None  # journald's own time of PID 1's line (the swap observer dates by it)
 
     def _on_state(self, state: ConnectionState) -> None:
         """When the connection comes back the stream restarts now, not after a backoff grown while
@@ -185,24 +393,24 @@ class LogFollower:
         self.offset = start
         return f"exec tail -c +{start + 1} -F -- {path}", note
 
+    # What the decoder reads and its resume point, as the follower's own (the command reads and sets them)
+    container = property(lambda self: self.decoder.container, lambda self, v: setattr(self.decoder, "container", v))
+    log_file = property(lambda self: self.decoder.log_file, lambda self, v: setattr(self.decoder, "log_file", v))
+    since = property(lambda self: self.decoder.since, lambda self, v: setattr(self.decoder, "since", v))
+    cursor = property(lambda self: self.decoder.cursor, lambda self, v: setattr(self.decoder, "cursor", v))
+    offset = property(lambda self: self.decoder.offset, lambda self, v: setattr(self.decoder, "offset", v))
+    _skip_partial = property(lambda self: self.decoder.skip_partial,
+                             lambda self, v: setattr(self.decoder, "skip_partial", v))
+    _resume_cursor = property(lambda self: self.decoder.resume_cursor,
+                              lambda self, v: setattr(self.decoder, "resume_cursor", v))
+    _vacuumed_note = property(lambda self: self.decoder.vacuumed_note,
+                              lambda self, v: setattr(self.decoder, "vacuumed_note", v))
+
     def _parse(self, raw: bytes) -> LogEvent | None:
-        self._transition = self._journal_ts = None
-        self._suppressed = None
-        text = self._decode(raw)
-        if text is None:
-            return None
-        if self._suppressed is not None:  # journald dropped lines: said, never silent
-            return lost_lines_event(self._suppressed)
-        if self._transition is not None:  # systemd's own line about the unit: a fact, not a log line
-            t = self._transition
-            return LogEvent("unit", clean_line(text), ts=self._journal_ts, severity="error" if t.failing else "info",
-                            fields={"kind": f"unit {t.kind}", "transition": t.kind, "unit": t.unit, "code": t.code,
-                                    "status": t.status, "result": t.result, "restart_counter": t.restart_counter})
-        event = parse_line(text)
-        if self._docker_ts is not None and event.ts is None:
-            # Docker's time, as SGLang writes its own: "2026-11-28 07:41:13"
-            event = replace(event, ts=self._docker_ts[:19].replace("T", " "))
-        return event
+        return self.decoder.parse(raw)
+
+    def _decode(self, raw: bytes) -> str | None:
+        return self.decoder.decode(raw)
 
     def _parse_batch(self, raw_lines: list[bytes]) -> list[LogEvent]:
         """A batch's events in the lines' order (on the parser thread)."""
@@ -215,64 +423,39 @@ class LogFollower:
                 events.append(event)
         return events
 
-    async def _parse_off_loop(self, raw_lines: list[bytes]) -> list[LogEvent]:
-        """`_parse_batch` on the parser thread. Cancelled meanwhile, it still waits for the
-        thread to finish the batch (a few ms) before the cancel goes on: nothing else may touch
-        the follower's resume point while the thread writes it."""
+    def _parse_batch_in_process(self, raw_lines: list[bytes]) -> list[LogEvent]:
+        """A flood's batch parsed in the parser process (on the parser thread, which waits for it
+        and builds the events); the thread parses it when there is no process or it died (from the
+        same resume point: the decoder moves only with an answer, so nothing is lost or doubled)."""
+        process = parser_process()
+        if process is not None:
+            try:
+                pid, state, rows = process.parse(self.decoder.state(), raw_lines)
+            except Exception as exc:  # noqa: BLE001 - the process died (killed, out of memory): the thread parses
+                log.warning("the log parser process failed (%s): parsing on the thread", describe_error(exc))
+                _parser_process_failed(process)
+            else:
+                self.decoder.load(state)
+                self.parsed_in = pid
+                return _events_of(rows)
+        self.parsed_in = os.getpid()
+        return self._parse_batch(raw_lines)
+
+    async def _parse_off_loop(self, raw_lines: list[bytes], *, process: bool = True) -> list[LogEvent]:
+        """`_parse_batch` on the parser thread (a flood's batch through the parser process unless
+        `process` is False). Cancelled meanwhile, it still waits for the thread to finish the batch
+        (a few ms) before the cancel goes on: nothing else may touch the follower's resume point
+        while the thread writes it."""
         if not raw_lines:
             return []
-        done = asyncio.get_running_loop().run_in_executor(parser_thread(), self._parse_batch, raw_lines)
+        big = process and len(raw_lines) >= PROCESS_MIN_LINES
+        work = self._parse_batch_in_process if big else self._parse_batch
+        done = asyncio.get_running_loop().run_in_executor(parser_thread(), work, raw_lines)
         try:
             return await asyncio.shield(done)
         except asyncio.CancelledError:
             await asyncio.wait({done})
             raise
-
-    def _decode(self, raw: bytes) -> str | None:
-        self._docker_ts = None
-        if self.container is not None:
-            text = raw.decode("utf-8", "replace")
-            ts, sep, rest = text.partition(" ")
-            if not sep or len(ts) < 20 or ts[4:5] != "-" or not ts.endswith("Z"):
-                return text  # a line of docker's own (an error): show it as it is
-            if self.since is not None and ts <= self.since:
-                return None  # seen before the reconnect: --since is inclusive
-            self.since = self._docker_ts = ts
-            return rest
-        if self.log_file is not None:
-            assert self.offset is not None
-            self.offset += len(raw) + 1
-            if self._skip_partial:
-                self._skip_partial = False
-                return None
-            return raw.decode("utf-8", "replace")
-        if raw.strip() == b"-- No entries --":  # journalctl's word for an empty backlog, not a log line
-            return None
-        try:
-            entry = json.loads(raw)
-        except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python recurses
-            return raw.decode("utf-8", "replace")  # not JSON: a journalctl message; show it
-        if not isinstance(entry, dict):
-            return None
-        cursor = entry.get("__CURSOR")
-        if self._resume_cursor is not None:
-            resumed, self._resume_cursor = self._resume_cursor, None
-            if cursor == resumed:
-                return None  # the last entry read before the reconnect
-            self._vacuumed_note = ("the journal no longer holds the last entry read (rotated and vacuumed): "
-                                   "resumed at the oldest entry it kept")
-        if isinstance(cursor, str):
-            self.cursor = cursor
-        message = entry.get("MESSAGE")
-        if entry.get("_SYSTEMD_UNIT") == "init.scope" and isinstance(message, str):
-            self._transition = parse_pid1_message(message)
-            self._journal_ts = journal_time(entry.get("__REALTIME_TIMESTAMP"))
-        if entry.get("_SYSTEMD_UNIT") == "systemd-journald.service" and isinstance(message, str) \
-                and SUPPRESSED.match(message.strip()):
-            self._suppressed = message
-        if isinstance(message, list):  # journald sends non-UTF-8 messages as a byte array
-            return bytes(b for b in message if isinstance(b, int) and 0 <= b < 256).decode("utf-8", "replace")
-        return message if isinstance(message, str) else None
 
     async def read_backlog(self) -> tuple[LogEvent, ...]:
         """One read of the backlog (no following), fed to this follower's own tracker: the one
@@ -295,7 +478,8 @@ class LogFollower:
         self.offset = 0
         self._skip_partial = False
         try:
-            events = await self._parse_off_loop([raw for raw in result.stdout.split(b"\n") if raw])
+            # One read, once (`snapshot`): starting the parser process would cost more than the parse.
+            events = await self._parse_off_loop([raw for raw in result.stdout.split(b"\n") if raw], process=False)
         finally:
             self.offset = saved
         self.tracker.feed(events)

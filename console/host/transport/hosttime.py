@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -29,27 +30,41 @@ MAX_STRETCH = 6.0
 
 
 async def wait_for_host(aw: Awaitable[T], timeout_s: float | None, *, tick_s: float | None = None,
-                        max_stretch: float = MAX_STRETCH) -> T:
+                        max_stretch: float = MAX_STRETCH, discard: Callable[[T], object] | None = None) -> T:
     """`await aw` within `timeout_s` of the host's time (see the module); raises
-    asyncio.TimeoutError (and cancels `aw`) when it is spent. `None`: no timeout."""
+    asyncio.TimeoutError (and cancels `aw`) when it is spent. `None`: no timeout. `discard`: what
+    to do with a result that comes when nobody will take it (the wait was cancelled or timed out
+    as it came, or `aw` finished in spite of its cancel): a connection is closed, never left open."""
     tick_s = TICK_S if tick_s is None else tick_s
     task = asyncio.ensure_future(aw)
-    if timeout_s is None:
+    if timeout_s is None and discard is None:
         return await task
     charged = 0.0
     start = last = time.monotonic()
+    returned = False
     try:
         while True:
-            done, _ = await asyncio.wait({task}, timeout=max(0.0, min(tick_s, timeout_s - charged)))
+            wait = None if timeout_s is None else max(0.0, min(tick_s, timeout_s - charged))
+            done, _ = await asyncio.wait({task}, timeout=wait)
             if task in done:
+                returned = True
                 return task.result()
+            assert timeout_s is not None
             now = time.monotonic()
             charged += min(now - last, 1.5 * tick_s)
             last = now
             if charged >= timeout_s or now - start >= max_stretch * timeout_s:
                 raise asyncio.TimeoutError
     finally:
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if not returned:
+            if discard is not None:
+                task.add_done_callback(functools.partial(_discard_result, discard))
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+
+def _discard_result(discard: Callable[[T], object], task: asyncio.Future[T]) -> None:
+    if not task.cancelled() and task.exception() is None:
+        discard(task.result())

@@ -62,6 +62,11 @@ def _prefer_aes_gcm() -> None:
 _prefer_aes_gcm()
 
 
+def _abort(conn: asyncssh.SSHClientConnection) -> None:
+    """A connection that came when nobody would take it (its handshake cancelled as it ended)."""
+    conn.abort()
+
+
 def _skip_ignore_packets(conn: Any) -> None:
     """asyncssh sends an empty SSH_MSG_IGNORE before every packet, a countermeasure for CBC
     ciphers (chosen-plaintext on the IV) that an AEAD cipher does not need: it doubled every
@@ -229,6 +234,12 @@ class SshTransport:
         self._state = ConnectionState(options.label, "connecting", time.time())
         self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
+        self._connecting: asyncio.Task[asyncssh.SSHClientConnection] | None = None  # the handshake in flight
+
+    @property
+    def closing(self) -> bool:
+        """Closed or aborted: no connection will be opened again (a runner stops retrying)."""
+        return self._closing
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -300,7 +311,7 @@ class SshTransport:
         if o.ssh_config is not None:
             kwargs["config"] = list(o.ssh_config)
         try:
-            return await wait_for_host(asyncssh.connect(host, **kwargs), o.connect_timeout_s)
+            return await wait_for_host(asyncssh.connect(host, **kwargs), o.connect_timeout_s, discard=_abort)
         except asyncssh.HostKeyNotVerifiable as exc:
             raise ConnectError(f"{where}: its host key is not in {o.known_hosts_path} ({exc.reason})") from None
         except asyncssh.PermissionDenied as exc:
@@ -321,14 +332,15 @@ class SshTransport:
             if jump is not None:
                 try:
                     conn = await wait_for_host(asyncssh.connect(o.host, tunnel=jump, **self._connect_kwargs()),
-                                               o.connect_timeout_s)
+                                               o.connect_timeout_s, discard=_abort)
                 except asyncssh.ChannelOpenError as exc:  # the jump host would not open the hop
                     raise ConnectError(f"{self.label}: the jump host {o.jump} could not reach it: "
                                        f"{exc.reason}") from None
                 conn.set_tunnel(jump)  # closing the connection closes the hop with it
                 jump = None
                 return conn
-            return await wait_for_host(asyncssh.connect(o.host, **self._connect_kwargs()), o.connect_timeout_s)
+            return await wait_for_host(asyncssh.connect(o.host, **self._connect_kwargs()), o.connect_timeout_s,
+                                       discard=_abort)
         except asyncssh.HostKeyNotVerifiable:
             await self._classify_host_key(may_accept_new)
             # The key was recorded: connect again, now verified against known_hosts.
@@ -402,12 +414,26 @@ class SshTransport:
 
     async def connect(self) -> None:
         """Connect once; raises a ConnectError subclass with a one-line reason."""
+        if self._closing:  # aborted (a fleet quitting) before this host's turn came: no handshake at all
+            self._set_state("failed", "closed while connecting")
+            raise ConnectError(f"{self.label}: closed while connecting")
         self._set_state("connecting")
+        # Its own task, so that `abort()` ends a handshake in flight at once (its socket closed),
+        # not at the connect timeout or the handshake's end (issue 36: a fleet's quit waited for them).
+        self._connecting = asyncio.ensure_future(self._open_connection(may_accept_new=self.options.accept_new_host_key))
         try:
-            conn = await self._open_connection(may_accept_new=self.options.accept_new_host_key)
+            conn = await self._connecting
         except TransportError as exc:
             self._set_state("failed", str(exc))
             raise
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not self._closing or (task is not None and task.cancelling()):
+                raise  # our caller was cancelled (the handshake with it)
+            self._set_state("failed", "closed while connecting")
+            raise ConnectError(f"{self.label}: closed while connecting") from None
+        finally:
+            self._connecting = None
         if self._closing:  # closed while the handshake was in flight: no connection left behind
             conn.close()
             self._set_state("failed", "closed while connecting")
@@ -587,6 +613,8 @@ class SshTransport:
         the host's commands end with their channels (each shell's watchdog sees its stdin close),
         every read in flight ends, and nothing reconnects. `close()` still tidies up after it."""
         self._closing = True
+        if self._connecting is not None:
+            self._connecting.cancel()  # asyncssh aborts the half-open connection: its socket closes now
         if self._conn is not None:
             self._conn.close()  # sends the disconnect and closes the socket; returns at once
         if self._supervisor:
