@@ -190,6 +190,18 @@ def summarize(records: list[dict[str, Any]], settle_min: float = 10.0) -> str:
         growth = f"{100 * (b - a) / a:+.1f} %" if a and b else "–"
         cpu = f"{min(cpus):.2f} / {sum(cpus) / len(cpus):.2f} / {max(cpus):.2f}" if cpus else "–"
         rows.append(f"| {name} | {a} → {b} | {growth} | {cpu} |")
+    # The log the core and each console hold fills up to its cap (5,000 lines) first: memory from
+    # the minute it is full, when every bounded collection is.
+    full = next((r for r in samples if (r.get("sizes") or {}).get("log_lines", 0)
+                 >= max((x.get("sizes") or {}).get("log_lines", 0) for x in samples)), None)
+    if full is not None and full is not end and full["minute"] > settle["minute"]:
+        grown = []
+        for name in PROCS:
+            a, b = full.get(f"{name}_rss_mib"), end.get(f"{name}_rss_mib")
+            if a and b:
+                grown.append(f"{name} {a} → {b} ({100 * (b - a) / a:+.1f} %)")
+        rows += ["", f"From minute {full['minute']}, when the log held its most "
+                 f"({full['sizes']['log_lines']} lines), to the end: RSS " + ", ".join(grown) + "."]
     minutes = end["minute"] - settle["minute"]
     ra, rb = settle.get("recording_bytes", 0), end.get("recording_bytes", 0)
     rows += ["", f"Recording: {ra / 1e6:.2f} MB at minute {settle['minute']} → {rb / 1e6:.2f} MB at minute "
