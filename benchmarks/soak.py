@@ -8,25 +8,37 @@ interval (utime + stime from /proc/PID/stat), the simulator's, the recording's b
 load average. At the end: memory flat means every process's RSS at the end is at most +10 % of
 its RSS at `--settle-min` (10) minutes. `--hours` (4) or `--minutes` for a shorter run.
 
-Not in it yet: the story is played once (the demo's swap, then steady), not looped with more
-swaps and benchmarks; the core's state sizes are not read from outside the process.
+The story loops: the core's simulated host goes back to the story's start every `--loop-s` (300)
+scenario seconds (`serve --demo-loop`): the new service stops and the old one serves again, then
+the swap plays once more. The soak is itself a third client of the core, attached first (so it
+drives; the two consoles observe): every `--bench-every-min` (5) it asks for the quick benchmark,
+and at every sample the core's `stats` (its events, log lines, the state's sizes, the recording's
+events and bytes). Nothing lost, counted at every sample: the events the core applied vs the events
+this client received between two stats replies (the core sends both in order), vs the events the
+recording wrote; the lines the simulated journal of the two units holds vs the lines the core
+was given (a gap that stays the same is lines in flight; one that grows is lost).
 
     nice .venv/bin/python benchmarks/soak.py --minutes 60 --out /tmp/soak.jsonl
+    .venv/bin/python benchmarks/soak.py --summary /tmp/soak.jsonl     # the README's table from a run
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TICK = os.sysconf("SC_CLK_TCK")
@@ -74,6 +86,141 @@ def dir_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
 
 
+class SoakClient:
+    """A client of the core's socket (the protocol of console/share/protocol.py, by hand: the soak
+    measures the console's processes, not itself): a thread reads every line, counting events."""
+
+    def __init__(self, sock: Path, name: str = "soak") -> None:
+        self.conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.conn.settimeout(30)
+        self.conn.connect(str(sock))
+        self.file = self.conn.makefile("rb")
+        self.conn.sendall(json.dumps({"t": "hello", "version": 2, "name": name}).encode() + b"\n")
+        welcome = json.loads(self.file.readline())
+        if welcome.get("t") != "welcome":
+            raise RuntimeError(f"the core refused the soak's client: {welcome}")
+        self.role = welcome.get("role")
+        self.conn.settimeout(None)
+        self.events = 0
+        self.gone: str | None = None
+        self._ids = 0
+        self._lock = threading.Lock()
+        self._replies: dict[int, tuple[threading.Event, list[Any]]] = {}
+        threading.Thread(target=self._read, name="soak-client", daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            for line in self.file:
+                kind = line[:16]
+                if kind.startswith(b'{"t":"event"'):
+                    self.events += 1
+                    continue
+                msg = json.loads(line)
+                if msg.get("t") == "reply":
+                    with self._lock:
+                        waiting = self._replies.pop(int(msg["id"]), None)
+                    if waiting is not None:
+                        # the events received before this reply, with it (the core sends in order)
+                        waiting[1].extend([msg, self.events])
+                        waiting[0].set()
+        except (OSError, ValueError) as exc:
+            self.gone = str(exc) or type(exc).__name__
+        self.gone = self.gone or "the core closed the connection"
+
+    def request(self, t: str, timeout_s: float = 30, **fields: Any) -> tuple[dict[str, Any] | None, int]:
+        """(the reply or None if none came, the events received before it)."""
+        with self._lock:
+            self._ids += 1
+            rid = self._ids
+            done: tuple[threading.Event, list[Any]] = (threading.Event(), [])
+            self._replies[rid] = done
+        try:
+            self.conn.sendall(json.dumps({"t": t, "id": rid, **fields}).encode() + b"\n")
+        except OSError as exc:
+            self.gone = str(exc)
+            return None, self.events
+        if not done[0].wait(timeout_s):
+            with self._lock:
+                self._replies.pop(rid, None)
+            return None, self.events
+        return done[1][0], done[1][1]
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.close()
+
+
+def sim_root(base: Path) -> Path | None:
+    """The simulated host's sandbox (in the soak's own TMPDIR)."""
+    found = sorted((base / "tmp").glob("gpusim-*/.sim/state.json"))
+    return found[0].parent.parent if found else None
+
+
+def count_lines(path: Path) -> int | None:
+    try:
+        with path.open("rb") as fh:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+    except OSError:
+        return None
+
+
+PROCS = ("core", "ana", "ben", "simulator")
+
+
+def summarize(records: list[dict[str, Any]], settle_min: float = 10.0) -> str:
+    """The README's table from a run's JSON lines (its samples; a summary line is skipped)."""
+    samples = [r for r in records if "minute" in r and not r.get("summary")]
+    if not samples:
+        return "no samples"
+    settle = next((r for r in samples if r["minute"] >= settle_min), samples[0])
+    end = samples[-1]
+    after = [r for r in samples if r["minute"] >= settle["minute"]]
+    rows = [f"Samples: {len(samples)}, minute {samples[0]['minute']} to {end['minute']}; load "
+            f"{min(r['load'] for r in samples):.1f}-{max(r['load'] for r in samples):.1f}; "
+            f"loops of the story done: {end.get('loops')}; benchmarks asked {end.get('benches_asked', 0)}, "
+            f"started {end.get('benches_started', 0)}; all alive at every sample: "
+            f"{all(all(r['alive'].values()) for r in samples)}.",
+            "",
+            f"| process | RSS at minute {settle['minute']} → {end['minute']} (MiB) | growth | "
+            f"CPU % after minute {settle['minute']}, min / mean / max |",
+            "|---|---|---|---|"]
+    for name in PROCS:
+        a, b = settle.get(f"{name}_rss_mib"), end.get(f"{name}_rss_mib")
+        cpus = [c for c in (r.get(f"{name}_cpu_pct") for r in after) if c is not None]
+        growth = f"{100 * (b - a) / a:+.1f} %" if a and b else "–"
+        cpu = f"{min(cpus):.2f} / {sum(cpus) / len(cpus):.2f} / {max(cpus):.2f}" if cpus else "–"
+        rows.append(f"| {name} | {a} → {b} | {growth} | {cpu} |")
+    # The log the core and each console hold fills up to its cap (5,000 lines) first: memory from
+    # the minute it is full, when every bounded collection is.
+    full = next((r for r in samples if (r.get("sizes") or {}).get("log_lines", 0)
+                 >= max((x.get("sizes") or {}).get("log_lines", 0) for x in samples)), None)
+    if full is not None and full is not end and full["minute"] > settle["minute"]:
+        grown = []
+        for name in PROCS:
+            a, b = full.get(f"{name}_rss_mib"), end.get(f"{name}_rss_mib")
+            if a and b:
+                grown.append(f"{name} {a} → {b} ({100 * (b - a) / a:+.1f} %)")
+        rows += ["", f"From minute {full['minute']}, when the log held its most "
+                 f"({full['sizes']['log_lines']} lines), to the end: RSS " + ", ".join(grown) + "."]
+    minutes = end["minute"] - settle["minute"]
+    ra, rb = settle.get("recording_bytes", 0), end.get("recording_bytes", 0)
+    rows += ["", f"Recording: {ra / 1e6:.2f} MB at minute {settle['minute']} → {rb / 1e6:.2f} MB at minute "
+             f"{end['minute']} ({(rb - ra) / 1e3 / minutes if minutes > 0 else 0:.1f} kB a minute)."]
+    sa, sb = settle.get("sizes") or {}, end.get("sizes") or {}
+    if sb:
+        changed = [f"{k} {sa.get(k)} → {v}" for k, v in sorted(sb.items()) if v]
+        rows.append(f"The core's state at minute {settle['minute']} → {end['minute']}: " + ", ".join(changed) + ".")
+    lost = {k: end.get(k) for k in ("client_events_lost", "recording_events_lost", "log_lines_gap")}
+    gaps = [r.get("log_lines_gap") for r in after if r.get("log_lines_gap") is not None]
+    rows.append(f"Nothing lost: events the core applied but this client did not receive: "
+                f"{lost['client_events_lost']}; events applied but not recorded: {lost['recording_events_lost']}; "
+                f"journal lines of the two units not (yet) in the core: {lost['log_lines_gap']} at the end"
+                + (f" (min {min(gaps)}, max {max(gaps)} after minute {settle['minute']})" if gaps else "")
+                + f"; core events {end.get('core_events')}, log lines {end.get('core_log_lines_total')}, "
+                f"clients dropped {end.get('dropped')}, subscriber/derive errors {end.get('errors')}.")
+    return "\n".join(rows)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hours", type=float, default=4.0)
@@ -81,17 +228,29 @@ def main() -> int:
     ap.add_argument("--sample-s", type=float, default=60.0)
     ap.add_argument("--settle-min", type=float, default=10.0, help="the memory baseline's minute")
     ap.add_argument("--out", type=Path, help="append the JSON lines here too")
+    ap.add_argument("--loop-s", type=float, default=300.0, help="the story again every this many scenario seconds")
+    ap.add_argument("--bench-every-min", type=float, default=5.0, help="the quick benchmark this often (0: never)")
+    ap.add_argument("--summary", type=Path, metavar="JSONL", help="print the table of a run's JSON lines and exit")
     args = ap.parse_args()
+    if args.summary is not None:
+        try:
+            records = [json.loads(line) for line in args.summary.read_text().splitlines() if line.strip()]
+        except (OSError, ValueError) as exc:
+            print(f"soak: cannot read {args.summary}: {exc}", file=sys.stderr)
+            return 2
+        print(summarize(records, args.settle_min))
+        return 0
     total_s = (args.minutes if args.minutes is not None else args.hours * 60) * 60
-    if total_s <= 0 or args.sample_s <= 0:
+    if total_s <= 0 or args.sample_s <= 0 or args.loop_s <= 0 or args.bench_every_min < 0:
         print("soak: the run and the sample interval must be positive", file=sys.stderr)
         return 2
     base = Path(tempfile.mkdtemp(prefix="gc-soak-"))
     env = {**os.environ, "TERM": "xterm-256color", "HOME": str(base / "home"),
            "XDG_DATA_HOME": str(base / "data"), "XDG_STATE_HOME": str(base / "state"),
            "XDG_CONFIG_HOME": str(base / "config"), "XDG_CACHE_HOME": str(base / "cache"),
-           "XDG_RUNTIME_DIR": str(base / "run")}
-    for key in ("HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR"):
+           "XDG_RUNTIME_DIR": str(base / "run"), "TMPDIR": str(base / "tmp")}
+    for key in ("HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR",
+                "TMPDIR"):
         Path(env[key]).mkdir(parents=True, exist_ok=True, mode=0o700)
     env.pop("GPUCONSOLE_CONFIG", None)
     sock = base / "run" / "core.sock"
@@ -99,6 +258,7 @@ def main() -> int:
     pids: dict[str, int] = {}
     tmux = [f"gc-soak-{os.getpid()}-{name}" for name in ("ana", "ben")]
     out = args.out.open("a") if args.out else None
+    client: SoakClient | None = None
 
     def emit(record: dict) -> None:
         line = json.dumps(record)
@@ -110,7 +270,8 @@ def main() -> int:
     try:
         with (base / "core.err").open("wb") as err:
             procs["core"] = subprocess.Popen(
-                [sys.executable, "-m", "console", "serve", "--demo", "--socket", str(sock)],
+                [sys.executable, "-m", "console", "serve", "--demo", "--demo-loop", repr(args.loop_s),
+                 "--socket", str(sock)],
                 cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
         pids["core"] = procs["core"].pid
         deadline = time.time() + 120
@@ -119,6 +280,7 @@ def main() -> int:
         if not sock.exists():
             print(f"soak: the core did not serve within 120 s (see {base / 'core.err'})", file=sys.stderr)
             return 1
+        client = SoakClient(sock)  # attached first: it drives (asks for the benchmarks); the consoles observe
         for name, session in zip(("ana", "ben"), tmux, strict=True):
             # A console needs a terminal: each in its own tmux session (the environment passed
             # with -e, the command exec'd so the pane's pid is the console's).
@@ -135,13 +297,59 @@ def main() -> int:
         sim = None
         last = {k: (cpu_s(pid), time.time()) for k, pid in pids.items()}
         samples: list[dict] = []
+        first, seen = client.request("stats")
+        prev = (json.loads(first["said"])["events"], seen) if first and first.get("said") else None
+        client_lost = 0
+        benches = {"benches_asked": 0, "benches_started": 0}
+        bench_refusals: dict[str, int] = {}
+        next_bench = started + 60 * args.bench_every_min if args.bench_every_min else float("inf")
         while time.time() - started < total_s:
             time.sleep(args.sample_s)
+            if time.time() >= next_bench:
+                next_bench += 60 * args.bench_every_min
+                reply, _ = client.request("bench", kind="quick")
+                benches["benches_asked"] += 1
+                if reply is not None and not reply.get("error"):
+                    benches["benches_started"] += 1
+                else:
+                    why = "no reply" if reply is None else str(reply["error"])[:80]
+                    bench_refusals[why] = bench_refusals.get(why, 0) + 1
             sim = sim or simulator_pid(procs["core"].pid)
             now = time.time()
             record: dict = {"minute": round((now - started) / 60, 2),
                             "load": os.getloadavg()[0], "recording_bytes": dir_bytes(base / "data" / "gpuconsole"),
                             "alive": {k: Path(f"/proc/{pid}").exists() for k, pid in pids.items()}}
+            reply, seen = client.request("stats")
+            stats = json.loads(reply["said"]) if reply and reply.get("said") else None
+            if stats is not None:
+                if prev is not None:
+                    client_lost += (stats["events"] - prev[0]) - (seen - prev[1])
+                prev = (stats["events"], seen)
+                rec = stats.get("recording") or {}
+                record.update(core_events=stats["events"], core_log_lines_total=stats["log_lines_total"],
+                              sizes=stats["sizes"], dropped=stats["dropped"], clients=stats["clients"],
+                              errors=stats["subscriber_errors"] + stats["derive_errors"],
+                              recorded_events=rec.get("events"), recording_error=rec.get("error"),
+                              client_events_lost=client_lost,
+                              recording_events_lost=stats["events"] - rec["events"] if "events" in rec else None)
+            else:
+                record["stats_error"] = client.gone or "no reply to stats"
+            root = sim_root(base)
+            if root is not None:
+                try:
+                    record["loops"] = json.loads((root / ".sim" / "state.json").read_text()).get("loops")
+                except (OSError, ValueError):
+                    pass
+                # the two units the core's log follows (the new one and the one it replaces)
+                counts = [count_lines(root / ".sim" / "journal" / f"{unit}.jsonl")
+                          for unit in ("sglang-qwen122b.service", "sglang-qwen397b.service")]
+                journal = sum(c for c in counts if c is not None) if any(c is not None for c in counts) else None
+                record["journal_lines"] = journal
+                if journal is not None and stats is not None:
+                    record["log_lines_gap"] = journal - stats["log_lines_total"]
+            record.update(benches)
+            if bench_refusals:
+                record["bench_refusals"] = dict(bench_refusals)
             if sim:
                 pids["simulator"] = sim
                 last.setdefault("simulator", (cpu_s(sim), started))
@@ -173,12 +381,17 @@ def main() -> int:
                 if cpus:
                     verdict[f"{name}_cpu_pct_after_settle"] = [min(cpus), round(sum(cpus) / len(cpus), 2), max(cpus)]
             verdict["recording_bytes"] = [settle["recording_bytes"], end["recording_bytes"]]
+            verdict["loops"] = end.get("loops")
+            verdict["client_events_lost"] = end.get("client_events_lost")
+            verdict["recording_events_lost"] = end.get("recording_events_lost")
         else:
             verdict["memory_flat"] = None
             verdict["note"] = f"shorter than the settle time ({args.settle_min:g} min): no memory verdict"
         emit(verdict)
         return 0
     finally:
+        if client is not None:
+            client.close()
         for session in tmux:
             subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True, check=False)
         for p in procs.values():

@@ -190,6 +190,8 @@ def _host_options(*, suppress: bool = False, model: bool = True, service: bool =
                             "person's approval (also with --demo)")
     g.add_argument("--demo-speed", type=positive_float, metavar="X", help=argparse.SUPPRESS,
                    **({} if suppress else {"default": 1.0}))
+    # The demo's story again from its start every SECONDS scenario seconds (benchmarks/soak.py)
+    g.add_argument("--demo-loop", type=positive_float, metavar="SECONDS", help=argparse.SUPPRESS)
     if model or service or server:
         m = p.add_argument_group("what to watch on the host")
         if model:
@@ -443,7 +445,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         scenario = getattr(args, "demo_scenario", None) or "swap"
         # The operator's demo runs on the driven host: nothing moves but what the plan's keys do.
-        sim = SimulatorThread(speed=args.demo_speed, scenario="drive" if scenario == "operator" else scenario)
+        sim = SimulatorThread(speed=args.demo_speed, scenario="drive" if scenario == "operator" else scenario,
+                              loop_s=getattr(args, "demo_loop", None))
         try:
             profile = sim.start().with_overrides({"read_only": getattr(args, "read_only", None),
                                                   "require_approval": getattr(args, "require_approval", None)})

@@ -155,7 +155,7 @@ async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> 
     # The recorder first: the session's first event is in the recording (issue 20).
     recorder = Recorder(state, default_dir() / "demo" if session.demo else None).start() if record else None
     runner.announce()
-    server = ShareServer(state, runner)
+    server = ShareServer(state, runner, recorder=recorder)
     invited = {clean_name(n): server.invite(n) for n in getattr(args, "invite", None) or []}
     try:
         sock = _socket_path(args.socket, state.host, session_only=session.demo)

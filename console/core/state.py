@@ -253,6 +253,22 @@ class HostState:
             state = "passed"
         return Verification(state, matched, total, mismatched, error)
 
+    def sizes(self) -> dict[str, int]:
+        """How many items each collection of the state holds (the soak: nothing may grow without
+        bound): the state's own, its bench's, swap's and GPU tracker's, by attribute name; a
+        mapping of collections also gives the sum of their lengths (`name[*]`)."""
+        out: dict[str, int] = {}
+        for prefix, owner in (("", self), ("bench.", self.bench), ("swap.", self.swap), ("gpus.", self.gpus)):
+            for name, value in vars(owner).items():
+                if name.startswith("_") or not isinstance(value, (list, tuple, dict, deque, set, frozenset)):
+                    continue
+                out[prefix + name] = len(value)
+                if isinstance(value, dict):
+                    inner = [v for v in value.values() if isinstance(v, (list, tuple, dict, deque, set))]
+                    if inner:
+                        out[f"{prefix}{name}[*]"] = sum(len(v) for v in inner)
+        return out
+
     def missing(self, pane: str) -> str | None:
         return dict(self.info.missing).get(pane)
 

@@ -178,9 +178,10 @@ class SimulatorThread:
     with the UI loop. `start()` returns the demo's HostProfile; `stop()` ends it. The process
     also ends when the console dies (its stdin closes; PR_SET_PDEATHSIG)."""
 
-    def __init__(self, speed: float = 1.0, scenario: str = "swap") -> None:
+    def __init__(self, speed: float = 1.0, scenario: str = "swap", loop_s: float | None = None) -> None:
         self.speed = speed
         self.scenario = scenario
+        self.loop_s = loop_s  # the story again every this many scenario seconds (the soak)
         self.process: Any = None
         self.sim: SimulatorClock | None = None  # `sim.elapsed_s()`: the scenario clock
         self._stderr: Any = None
@@ -204,7 +205,8 @@ class SimulatorThread:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - never the console's terminal; closed in stop()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "console.demo.hostsim.process", "--speed", repr(self.speed),
-             "--scenario", self.scenario], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+             "--scenario", self.scenario, *(["--loop-s", repr(self.loop_s)] if self.loop_s else [])],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._stderr, env=env, start_new_session=True)
         assert self.process.stdout is not None
         line = b""

@@ -14,7 +14,8 @@ mirror built by the same reducer as the core's.
                                       <-     reply {id, error | said}
 
 Requests: verify, swap, pick {new, old}, bench {kind, plan}, stop_bench, note {text},
-hand_over {to}, ask_drive, accept {client}, view {pane}. The core checks the role: an observer's
+hand_over {to}, ask_drive, accept {client}, view {pane}, stats (read-only, anyone: the reply's
+`said` is a JSON object of the state's sizes, benchmarks/soak.py reads it). The core checks the role: an observer's
 verify, swap, pick, bench and stop_bench are refused (`reply.error`), never carried out.
 
 Limits: a client line is at most `MAX_CLIENT_LINE` bytes, at most `RATE_PER_S` a second (burst
@@ -150,10 +151,16 @@ class SwapDecide(_Msg, tag="swap_decide"):
     decision: Annotated[str, msgspec.Meta(pattern="^(approve|deny|withdraw)$")]
 
 
+class Stats(_Msg, tag="stats"):
+    """How much the core holds (read-only, any role): the reply's `said` is a JSON object."""
+
+    id: Id
+
+
 Request = (Verify | Swap | Pick | Bench | StopBench | SetNote | HandOver | AskDrive | Accept | View
-           | SwapPreview | SwapConfirm | SwapOverride | SwapDecide)
+           | SwapPreview | SwapConfirm | SwapOverride | SwapDecide | Stats)
 ClientMessage = (Hello | Verify | Swap | Pick | Bench | StopBench | SetNote | HandOver | AskDrive | Accept | View
-                 | SwapPreview | SwapConfirm | SwapOverride | SwapDecide)
+                 | SwapPreview | SwapConfirm | SwapOverride | SwapDecide | Stats)
 REQUEST_KIND: dict[type[Any], str] = {cls: cls.__struct_config__.tag for cls in Request.__args__}  # type: ignore
 REQUEST_KINDS = frozenset(REQUEST_KIND.values())
 

@@ -108,8 +108,9 @@ class ShareServer:
     def __init__(self, state: HostState, control: Any, *, token: str | None = None,
                  max_client_buffer: int = MAX_CLIENT_BUFFER, max_pending: int = MAX_PENDING,
                  max_pending_unix: int = MAX_PENDING_UNIX, max_total_buffer: int = MAX_TOTAL_BUFFER,
-                 owner: str | None = None, clock: Any = time.monotonic) -> None:
+                 owner: str | None = None, clock: Any = time.monotonic, recorder: Any = None) -> None:
         self.state = state
+        self.recorder = recorder  # the session's Recorder, if any: its counts are in the stats reply
         self.max_client_buffer = max_client_buffer
         self.max_pending = max_pending  # TCP
         self.max_pending_unix = max_pending_unix
@@ -365,6 +366,26 @@ class ShareServer:
         for i in range(0, len(lines), p.LOG_CHUNK):
             yield LogAppended(host, tuple(lines[i:i + p.LOG_CHUNK]))
 
+    def stats(self) -> dict[str, Any]:
+        """What the core holds and has done, read-only (the `stats` request; benchmarks/soak.py):
+        `events` the state has applied (each one also sent to every attached client, in order with
+        this reply), `log_lines_total` it was given, the state's sizes (`HostState.sizes()`), the
+        recording's events and bytes, the clients and what the fan-out did."""
+        state = self.state
+        out: dict[str, Any] = {"events": state.version, "log_lines_total": state.log_lines_total,
+                               "sizes": state.sizes(), "clients": len(self._peers), "dropped": self.dropped,
+                               "refused": self.refused, "bytes_sent": self.bytes_sent,
+                               "subscriber_errors": state.subscriber_errors, "derive_errors": state.derive_errors}
+        rec = self.recorder
+        if rec is not None:
+            size = 0
+            for path in rec.paths:
+                with contextlib.suppress(OSError):
+                    size += path.stat().st_size
+            out["recording"] = {"events": rec.events_written, "snapshots": rec.snapshots_written,
+                                "files": len(rec.paths), "bytes": size, "error": rec.error}
+        return out
+
     # -- one client ------------------------------------------------------------------------
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, via: str) -> None:
         cap = self.max_pending_unix if via == "unix" else self.max_pending
@@ -534,6 +555,8 @@ class ShareServer:
         host_actions = (p.Verify, p.Swap, p.Pick, p.Bench, p.StopBench)
         if isinstance(msg, host_actions) and control is None:
             return p.Reply(msg.id, error="nothing can be asked of this host")
+        if isinstance(msg, p.Stats):
+            return p.Reply(msg.id, said=json.dumps(self.stats(), sort_keys=True))
         if isinstance(msg, p.Verify):
             return p.Reply(msg.id, error=control.verify())
         if isinstance(msg, p.Swap):

@@ -47,12 +47,12 @@ def profile_from_json(data: dict[str, Any]) -> Any:
     return HostProfile(**values)
 
 
-async def run(speed: float, scenario: str) -> None:
+async def run(speed: float, scenario: str, loop_s: float | None = None) -> None:
     from console.demo.hostsim import HostSimulator
     from console.demo.hostsim.sandbox import mark_owner
     from console.demo.hostsim.scenario import demo_profile, start_scenario
 
-    sim = HostSimulator(speed=speed, scenario=scenario)
+    sim = HostSimulator(speed=speed, scenario=scenario, loop_s=loop_s)
     mark_owner(sim.root)  # a console killed outright: the next demo sweeps this sandbox
     await sim.start()
     loop = asyncio.get_running_loop()
@@ -74,14 +74,23 @@ async def run(speed: float, scenario: str) -> None:
         await sim.stop()
 
 
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"not a positive number of seconds: {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m console.demo.hostsim.process")
     ap.add_argument("--speed", type=float, default=1.0)
     ap.add_argument("--scenario", default="swap")
+    ap.add_argument("--loop-s", type=_positive, default=None,
+                    help="the story again from its start every this many scenario seconds (swap scenarios)")
     args = ap.parse_args(argv)
     die_with_parent()
     logging.getLogger("asyncio").setLevel(logging.ERROR)
-    asyncio.run(run(args.speed, args.scenario))
+    asyncio.run(run(args.speed, args.scenario, args.loop_s))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,12 +88,27 @@ async def start_scenario(sim: HostSimulator, plan: DownloadPlan | None = None, *
     if oom:
         runner.extra_env[NEW_UNIT] = {"GPUSIM_OOM": "1"}
     sim.add_task(runner.run())
+    if sim.loop_s is not None:
+        sim.add_task(loop_story(sim, sim.loop_s))
     if sim.scenario == "docker":
         from console.demo.hostsim.containers import mirror_units_as_containers
 
         sim.add_task(mirror_units_as_containers(sim, {OLD_UNIT: (OLD_CONTAINER, "/data/models"),
                                                       NEW_UNIT: (NEW_CONTAINER, "/shared/models")}))
     return downloader
+
+
+async def loop_story(sim: HostSimulator, every_s: float) -> None:
+    """The story from its start again every `every_s` scenario seconds (at least past its ready):
+    the new service stops and the old one serves again (a swap back), then the story's swap plays
+    once more. The download stays done (its files are there)."""
+    every_s = max(every_s, story.T_READY + 1.0)
+    while True:
+        left = every_s - sim.elapsed_s()
+        if left <= 0:
+            sim.rewind()
+            continue
+        await asyncio.sleep(max(0.05, left / sim.speed))
 
 
 DRAFTS = ".sim/drafts"

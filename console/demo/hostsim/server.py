@@ -67,12 +67,18 @@ class HostSimulator:
     """Start with `await sim.start()`; connect to `sim.port` with `sim.client_key_path` and `sim.known_hosts_path`."""
 
     def __init__(self, root: str | Path | None = None, *, identity: HostIdentity | None = None,
-                 speed: float = 1.0, scenario: str = "swap", simulate_tools: bool = True) -> None:
+                 speed: float = 1.0, scenario: str = "swap", simulate_tools: bool = True,
+                 loop_s: float | None = None) -> None:
         self._own_root = root is None
         self.root = Path(root or tempfile.mkdtemp(prefix="gpusim-")).resolve()
         self.identity = identity or HostIdentity()
         self.speed = speed
         self.scenario = scenario
+        # The story again from its start every `loop_s` scenario seconds (the soak, issue 36 item 6):
+        # the clock goes back to 0, so the new service stops and the old one serves again, then the
+        # swap plays once more. `loops`: how many times it went back.
+        self.loop_s = loop_s
+        self.loops = 0
         # False: a plain SSH server in front of this machine's own tools (used to validate the
         # GPU source against a real nvidia-smi and NVML on a GPU host).
         self.simulate_tools = simulate_tools
@@ -121,7 +127,7 @@ class HostSimulator:
     def _write_state(self) -> None:
         sim_dir = self.root / ".sim"
         state = {
-            "start_s": self.start_s, "speed": self.speed, "scenario": self.scenario,
+            "start_s": self.start_s, "speed": self.speed, "scenario": self.scenario, "loops": self.loops,
             "hostname": self.identity.hostname,
             "disks": {k: list(v) for k, v in self.identity.disks.items()},
         }
@@ -148,6 +154,12 @@ class HostSimulator:
     def elapsed_s(self) -> float:
         """Scenario seconds since the start (the scenario clock)."""
         return (time.time() - self.start_s) * self.speed
+
+    def rewind(self) -> None:
+        """The scenario clock back to 0: every tool reads the new start from .sim/state.json."""
+        self.start_s = time.time()
+        self.loops += 1
+        self._write_state()
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:

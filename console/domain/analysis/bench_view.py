@@ -254,10 +254,17 @@ class BenchView:
         run = self.live
         run.done, run.failed = p.done, p.failed
         base = p.run_started_wall_s or run.started_at_s
+        newest = None
         for t in p.token_times_s:
             second = int(base + t)
             run.bins[second] = run.bins.get(second, 0) + 1
             self.client_bins[second] = self.client_bins.get(second, 0) + 1
+            newest = second if newest is None else max(newest, second)
+        # Bounded as written: a headless core draws no chart, so `series` never trims its bins. The
+        # bins come mostly in order: the first one says whether any is out of the window.
+        if newest is not None and next(iter(self.client_bins)) < newest - WINDOW_S:
+            for second in [s for s in self.client_bins if s < newest - WINDOW_S]:
+                del self.client_bins[second]
         if p.ttft_ms is not None:
             run.ttft_ms.append(p.ttft_ms)
         run.itl_ms.extend(p.itl_ms)
