@@ -401,6 +401,10 @@ async def test_the_log_status_and_swap_end_to_end_over_sshd(driven: Driven) -> N
     state, detail = await _run(d, "start_new", 120)
     assert state == "done" and "after docker start" in detail, detail
     assert await _running(d, NEW_CONTAINER) == "true"
+    # the downtime's end is the observer's, from the new server's ready on the host: it can land
+    # after the executor's outcome (a loaded machine saw it not written yet)
+    await _until(lambda: d.state.swap.downtime is not None and d.state.swap.downtime.ended_at_s is not None,
+                 30, "the downtime's end")
     assert d.state.swap.downtime.end_source == f"{NEW_CONTAINER} ready"
     state, detail = await _run(d, "benchmark", 120)
     assert state == "done", detail
