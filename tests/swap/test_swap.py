@@ -290,10 +290,23 @@ async def test_a_connection_drop_during_the_stop_is_re_read_from_the_host(driven
     swap = d.runner.swap
     await _until(lambda: d.state.data("service") is not None and d.state.data("gpu") is not None, 20, "readings")
     _override_all(d)
+    # The drop lands while the stop is in flight: its command is held 2 s on the host before it
+    # runs and the connections are cut 0.5 s in (waiting for the step's commands to show and
+    # then dropping raced a stop that took 0.1 s: a clean-clone CI run saw it done first).
+    transport = d.runner.session.transport
+    real_run = transport.run
+
+    async def stop_in_flight(script: str, *args: object, **kwargs: object) -> object:
+        if "systemctl stop" not in script:
+            return await real_run(script, *args, **kwargs)
+        transport.run = real_run
+        running = asyncio.ensure_future(real_run("sleep 2; " + script, *args, **kwargs))
+        await asyncio.sleep(0.5)
+        d.drop_connections()
+        return await running
+
+    transport.run = stop_in_flight
     assert swap.request("stop_old") is None
-    await _until(lambda: any("systemctl stop" in line for line in d.state.swap.steps["stop_old"].commands), 10,
-                 "the stop step")
-    d.drop_connections()
     await swap.wait_idle(90)
     state, detail = _step(d, "stop_old")
     r = await d.runner.session.transport.run(f"systemctl is-active {OLD_UNIT}", timeout=10)

@@ -431,7 +431,7 @@ class SwapController:
         """The GPUs drained after a stop (console/domain/swap/shared_steps.py), for every runtime's step."""
         return await shared_steps.drain(self, key, since)
 
-    async def _death_cause(self, reason: str, wait_s: float = 5.0) -> str:
+    async def _death_cause(self, reason: str, wait_s: float = shared_steps.DEATH_CAUSE_WAIT_S) -> str:
         """Why the server died, from its log (console/domain/swap/shared_steps.py)."""
         return await shared_steps.death_cause(self, reason, wait_s)
 

@@ -203,9 +203,16 @@ async def drain(ex: Executor, key: str, since: float) -> str:
         unsubscribe()
 
 
-async def death_cause(ex: Executor, reason: str, wait_s: float = 5.0) -> str:
+# How long a dead server's log may take to bring its cause (the log stream trails the unit's or the
+# container's state; 5 s was too short on a loaded machine: a clean-clone CI run's OOM boot was
+# reported as "exited (exit code 1)" without its "out of memory").
+DEATH_CAUSE_WAIT_S = 15.0
+
+
+async def death_cause(ex: Executor, reason: str, wait_s: float = DEATH_CAUSE_WAIT_S) -> str:
     """The unit can be seen failed before its last log lines arrive: give the log a moment
-    to bring the cause (an OOM in a traceback), then name it, not just "unit failed"."""
+    to bring the cause (an OOM in a traceback), then name it, not just "unit failed". The wait
+    ends as soon as a cause is in the log; its limit is only paid by a death with no cause in it."""
     deadline = time.monotonic() + wait_s
     while True:
         log_summary = ex.state.data("log")
