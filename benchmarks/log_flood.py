@@ -78,6 +78,33 @@ def rss_mib() -> float:
 
 BUSY = "while True: pass"
 
+# The floor: a process of nothing but a loop sleeping 10 ms, measuring its own lag as the console's
+# is measured, at the same time and niceness. On a shared machine what the console's lag owes to
+# the machine (every runnable process) and what to itself is the difference between the two.
+FLOOR = r"""
+import asyncio, json, sys, time
+async def measure():
+    lags, stop = [], asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_reader(sys.stdin.fileno(), stop.set)  # a line (or EOF): the console's flood has ended
+    while not stop.is_set():
+        before = time.perf_counter()
+        await asyncio.sleep(0.01)
+        lags.append((time.perf_counter() - before - 0.01) * 1000)
+    print(json.dumps(lags))
+asyncio.run(measure())
+"""
+
+
+def run_queue_ms() -> float:
+    """The time this thread waited for a core (runnable, not running) since it started, in ms
+    (/proc's schedstat; nan where the kernel does not say)."""
+    try:
+        with open("/proc/thread-self/schedstat") as fh:
+            return int(fh.read().split()[1]) / 1e6
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
 
 async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None = None) -> dict[str, object]:
     from console.ui.app import ConsoleApp
@@ -113,6 +140,7 @@ async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None =
     lags: list[float] = []
     rss: list[float] = []
     spinners: list[subprocess.Popen[bytes]] = []
+    floor: subprocess.Popen[str] | None = None
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             # Start the flood once the console follows the log (a line written now has reached its
@@ -130,12 +158,15 @@ async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None =
             root = str(Path(__file__).resolve().parent.parent)
             # The issue's condition: another process keeps a core busy (`--busy 1`) while the flood runs.
             spinners += [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(busy)]
+            floor = subprocess.Popen([sys.executable, "-c", FLOOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
             load_before = os.getloadavg()[0]
             writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(rate), str(seconds), root],
                                       stdout=subprocess.PIPE, text=True)
             start = time.perf_counter()
             cpu0 = time.process_time()
             loop_cpu0 = time.thread_time()  # the UI's thread alone (the loop runs on this thread)
+            queued0 = run_queue_ms()
             before_flood = app.state.log_lines_total
             counting_gc[0] = True
             profiler = None
@@ -151,6 +182,8 @@ async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None =
                 if int(time.perf_counter() - start) > len(rss):
                     rss.append(rss_mib())
             counting_gc[0] = False
+            queued_ms = run_queue_ms() - queued0
+            floor_lags = json.loads(floor.communicate("\n", timeout=60)[0] or "[]")
             if profiler is not None:
                 profiler.disable()
                 profiler.dump_stats(cprofile)
@@ -177,7 +210,7 @@ async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None =
             kept = len(pane.lines)
             shown = pane.log_widget.line_count
     finally:
-        for spinner in spinners:
+        for spinner in [*spinners, *([floor] if floor is not None else [])]:
             if spinner.poll() is None:
                 spinner.kill()
                 spinner.wait()
@@ -190,6 +223,11 @@ async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None =
             "lines_written": written, "lines_seen": seen,
             "lag_ms": {"p50": round(percentile(lags, 50), 2), "p99": round(percentile(lags, 99), 2),
                        "max": round(max(lags), 1)},
+            # The same measure in a process that does nothing else, during the flood (see FLOOR).
+            "floor_lag_ms": {"p50": round(percentile(floor_lags, 50), 2), "p99": round(percentile(floor_lags, 99), 2),
+                             "max": round(max(floor_lags), 1)} if floor_lags else None,
+            # How long the UI's thread was runnable but waiting for a core during the flood.
+            "ui_thread_waited_for_a_core_ms": round(queued_ms, 1),
             "rss_mib": {"start": round(rss[0], 1), "end": round(rss[-1], 1),
                         "growth_after_first_quarter": round(steady[-1] - steady[0], 1)},
             "pane_lines_kept": kept, "log_widget_lines": shown,
