@@ -106,7 +106,8 @@ def run_queue_ms() -> float:
         return float("nan")
 
 
-async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None = None) -> dict[str, object]:
+async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None = None,
+                apart: bool = False) -> dict[str, object]:
     from console.ui.app import ConsoleApp
     from console.config import HostProfile
     from console.ui.panes.log import LogPane
@@ -157,12 +158,16 @@ async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None =
                 await asyncio.sleep(0.1)
             root = str(Path(__file__).resolve().parent.parent)
             # The issue's condition: another process keeps a core busy (`--busy 1`) while the flood runs.
-            spinners += [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(busy)]
+            # `apart`: the busy processes and the log's writer (the host's SGLang) each in a session of
+            # their own, as other programs are on an operator's machine: Linux's autogroup (on by
+            # default) weighs each session as one group, so in the benchmark's own session they
+            # took the console's group's share, not the machine's.
+            spinners += [subprocess.Popen([sys.executable, "-c", BUSY], start_new_session=apart) for _ in range(busy)]
             floor = subprocess.Popen([sys.executable, "-c", FLOOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True)
             load_before = os.getloadavg()[0]
             writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(rate), str(seconds), root],
-                                      stdout=subprocess.PIPE, text=True)
+                                      stdout=subprocess.PIPE, text=True, start_new_session=apart)
             start = time.perf_counter()
             cpu0 = time.process_time()
             loop_cpu0 = time.thread_time()  # the UI's thread alone (the loop runs on this thread)
@@ -218,7 +223,7 @@ async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None =
         sshd.stop()
     steady = rss[len(rss) // 4:] or rss
     full_gc = sorted(full_gc_ms)
-    return {"rate_lines_per_s": rate, "seconds": seconds, "busy_processes": busy,
+    return {"rate_lines_per_s": rate, "seconds": seconds, "busy_processes": busy, "apart": apart,
             "load_average_1m": [round(load_before, 2), round(load_after, 2)],
             "lines_written": written, "lines_seen": seen,
             "lag_ms": {"p50": round(percentile(lags, 50), 2), "p99": round(percentile(lags, 99), 2),
@@ -248,8 +253,25 @@ if __name__ == "__main__":
     ap.add_argument("--parser-only", action="store_true")
     ap.add_argument("--busy", type=int, default=0, help="processes that each keep a core busy during the flood")
     ap.add_argument("--cprofile", metavar="FILE", help="cProfile of the UI thread during the flood, written to FILE")
+    ap.add_argument("--apart", action="store_true",
+                    help="the busy processes and the log's writer each in a session (a scheduling group) of their own")
+    ap.add_argument("--group-nice", type=int, metavar="N",
+                    help="this session's scheduling group (Linux autogroup) at nice N first: on a shared machine, "
+                         "-20 (root) keeps the other sessions' load from deciding the figure (read the floor)")
     a = ap.parse_args()
+    group = Path("/proc/self/autogroup")
+    group_nice_before = None
+    if a.group_nice is not None:
+        try:
+            group_nice_before = int(group.read_text().split()[-1])
+            group.write_text(f"{a.group_nice}\n")
+        except (OSError, ValueError, IndexError) as exc:
+            raise SystemExit(f"log_flood: cannot set this session's group nice ({exc})") from None
     os.environ.setdefault("TERM", "xterm-256color")
-    print(json.dumps({"parser_lines_per_s": round(parser_rate())}, indent=2))
-    if not a.parser_only:
-        print(json.dumps(asyncio.run(flood(a.rate, a.seconds, a.busy, a.cprofile)), indent=2))
+    try:
+        print(json.dumps({"parser_lines_per_s": round(parser_rate())}, indent=2))
+        if not a.parser_only:
+            print(json.dumps(asyncio.run(flood(a.rate, a.seconds, a.busy, a.cprofile, a.apart)), indent=2))
+    finally:
+        if group_nice_before is not None:  # the session's group (the shell that ran this too) as it was
+            group.write_text(f"{group_nice_before}\n")
