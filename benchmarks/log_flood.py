@@ -78,8 +78,36 @@ def rss_mib() -> float:
 
 BUSY = "while True: pass"
 
+# The floor: a process of nothing but a loop sleeping 10 ms, measuring its own lag as the console's
+# is measured, at the same time and niceness. On a shared machine what the console's lag owes to
+# the machine (every runnable process) and what to itself is the difference between the two.
+FLOOR = r"""
+import asyncio, json, sys, time
+async def measure():
+    lags, stop = [], asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_reader(sys.stdin.fileno(), stop.set)  # a line (or EOF): the console's flood has ended
+    while not stop.is_set():
+        before = time.perf_counter()
+        await asyncio.sleep(0.01)
+        lags.append((time.perf_counter() - before - 0.01) * 1000)
+    print(json.dumps(lags))
+asyncio.run(measure())
+"""
 
-async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None = None) -> dict[str, object]:
+
+def run_queue_ms() -> float:
+    """The time this thread waited for a core (runnable, not running) since it started, in ms
+    (/proc's schedstat; nan where the kernel does not say)."""
+    try:
+        with open("/proc/thread-self/schedstat") as fh:
+            return int(fh.read().split()[1]) / 1e6
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None = None,
+                apart: bool = False) -> dict[str, object]:
     from console.ui.app import ConsoleApp
     from console.config import HostProfile
     from console.ui.panes.log import LogPane
@@ -113,6 +141,7 @@ async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None =
     lags: list[float] = []
     rss: list[float] = []
     spinners: list[subprocess.Popen[bytes]] = []
+    floor: subprocess.Popen[str] | None = None
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             # Start the flood once the console follows the log (a line written now has reached its
@@ -129,13 +158,20 @@ async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None =
                 await asyncio.sleep(0.1)
             root = str(Path(__file__).resolve().parent.parent)
             # The issue's condition: another process keeps a core busy (`--busy 1`) while the flood runs.
-            spinners += [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(busy)]
+            # `apart`: the busy processes and the log's writer (the host's SGLang) each in a session of
+            # their own, as other programs are on an operator's machine: Linux's autogroup (on by
+            # default) weighs each session as one group, so in the benchmark's own session they
+            # took the console's group's share, not the machine's.
+            spinners += [subprocess.Popen([sys.executable, "-c", BUSY], start_new_session=apart) for _ in range(busy)]
+            floor = subprocess.Popen([sys.executable, "-c", FLOOR], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
             load_before = os.getloadavg()[0]
             writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(rate), str(seconds), root],
-                                      stdout=subprocess.PIPE, text=True)
+                                      stdout=subprocess.PIPE, text=True, start_new_session=apart)
             start = time.perf_counter()
             cpu0 = time.process_time()
             loop_cpu0 = time.thread_time()  # the UI's thread alone (the loop runs on this thread)
+            queued0 = run_queue_ms()
             before_flood = app.state.log_lines_total
             counting_gc[0] = True
             profiler = None
@@ -151,6 +187,8 @@ async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None =
                 if int(time.perf_counter() - start) > len(rss):
                     rss.append(rss_mib())
             counting_gc[0] = False
+            queued_ms = run_queue_ms() - queued0
+            floor_lags = json.loads(floor.communicate("\n", timeout=60)[0] or "[]")
             if profiler is not None:
                 profiler.disable()
                 profiler.dump_stats(cprofile)
@@ -177,7 +215,7 @@ async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None =
             kept = len(pane.lines)
             shown = pane.log_widget.line_count
     finally:
-        for spinner in spinners:
+        for spinner in [*spinners, *([floor] if floor is not None else [])]:
             if spinner.poll() is None:
                 spinner.kill()
                 spinner.wait()
@@ -185,11 +223,16 @@ async def flood(rate: int, seconds: float, busy: int = 0, cprofile: str | None =
         sshd.stop()
     steady = rss[len(rss) // 4:] or rss
     full_gc = sorted(full_gc_ms)
-    return {"rate_lines_per_s": rate, "seconds": seconds, "busy_processes": busy,
+    return {"rate_lines_per_s": rate, "seconds": seconds, "busy_processes": busy, "apart": apart,
             "load_average_1m": [round(load_before, 2), round(load_after, 2)],
             "lines_written": written, "lines_seen": seen,
             "lag_ms": {"p50": round(percentile(lags, 50), 2), "p99": round(percentile(lags, 99), 2),
                        "max": round(max(lags), 1)},
+            # The same measure in a process that does nothing else, during the flood (see FLOOR).
+            "floor_lag_ms": {"p50": round(percentile(floor_lags, 50), 2), "p99": round(percentile(floor_lags, 99), 2),
+                             "max": round(max(floor_lags), 1)} if floor_lags else None,
+            # How long the UI's thread was runnable but waiting for a core during the flood.
+            "ui_thread_waited_for_a_core_ms": round(queued_ms, 1),
             "rss_mib": {"start": round(rss[0], 1), "end": round(rss[-1], 1),
                         "growth_after_first_quarter": round(steady[-1] - steady[0], 1)},
             "pane_lines_kept": kept, "log_widget_lines": shown,
@@ -210,8 +253,25 @@ if __name__ == "__main__":
     ap.add_argument("--parser-only", action="store_true")
     ap.add_argument("--busy", type=int, default=0, help="processes that each keep a core busy during the flood")
     ap.add_argument("--cprofile", metavar="FILE", help="cProfile of the UI thread during the flood, written to FILE")
+    ap.add_argument("--apart", action="store_true",
+                    help="the busy processes and the log's writer each in a session (a scheduling group) of their own")
+    ap.add_argument("--group-nice", type=int, metavar="N",
+                    help="this session's scheduling group (Linux autogroup) at nice N first: on a shared machine, "
+                         "-20 (root) keeps the other sessions' load from deciding the figure (read the floor)")
     a = ap.parse_args()
+    group = Path("/proc/self/autogroup")
+    group_nice_before = None
+    if a.group_nice is not None:
+        try:
+            group_nice_before = int(group.read_text().split()[-1])
+            group.write_text(f"{a.group_nice}\n")
+        except (OSError, ValueError, IndexError) as exc:
+            raise SystemExit(f"log_flood: cannot set this session's group nice ({exc})") from None
     os.environ.setdefault("TERM", "xterm-256color")
-    print(json.dumps({"parser_lines_per_s": round(parser_rate())}, indent=2))
-    if not a.parser_only:
-        print(json.dumps(asyncio.run(flood(a.rate, a.seconds, a.busy, a.cprofile)), indent=2))
+    try:
+        print(json.dumps({"parser_lines_per_s": round(parser_rate())}, indent=2))
+        if not a.parser_only:
+            print(json.dumps(asyncio.run(flood(a.rate, a.seconds, a.busy, a.cprofile, a.apart)), indent=2))
+    finally:
+        if group_nice_before is not None:  # the session's group (the shell that ran this too) as it was
+            group.write_text(f"{group_nice_before}\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -37,9 +38,19 @@ async def test_a_big_batch_is_parsed_off_the_loop_and_every_line_arrives_in_orde
     parsed_on: set[int] = set()
     parse = follower._parse
 
+    gave_up: list[bool] = []
+
     def counting(raw: bytes) -> object:
         seen_turns.append(turns)
         parsed_on.add(threading.get_ident())
+        if len(seen_turns) % 100 == 0 and not gave_up:
+            # Every 100 lines, wait (10 s at most) for the loop to turn while this batch is being
+            # parsed: it can only if the parse is off the loop. A wait, not a count of GIL
+            # hand-overs: on a loaded machine the loop's thread can miss a whole batch's slices.
+            before, deadline = turns, time.monotonic() + 10
+            while turns == before and time.monotonic() < deadline:
+                time.sleep(0.001)
+            gave_up.extend([True] if turns == before else [])
         return parse(raw)
 
     follower._parse = counting  # type: ignore[method-assign]

@@ -67,8 +67,11 @@ def parser_thread() -> ThreadPoolExecutor:
 class ParserProcess:
     """`python -m console.host.sources.log_parser_process`, fed one batch at a time through its
     stdin (a length, then the pickled decoder state and lines) and answering on its stdout; used
-    from the parser thread only. In its own session (Ctrl-C is the console's); it ends when its
-    stdin closes (this process exiting, or dying)."""
+    from the parser thread only. It ends when its stdin closes (this process exiting, or dying).
+    In the console's session, not one of its own: Linux schedules each session as a group of its
+    own (autogroup, on by default), so a parser in a session of its own took as much of a core as
+    the whole console however nice it was; in the console's group its nice puts it below the UI
+    thread. It ignores SIGINT (Ctrl-C is the console's)."""
 
     def __init__(self) -> None:
         root = str(Path(__file__).resolve().parents[3])  # the tree this `console` package is in
@@ -76,7 +79,7 @@ class ParserProcess:
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self.proc = subprocess.Popen([sys.executable, "-m", "console.host.sources.log_parser_process"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=env, start_new_session=True)
+                                     env=env)
 
     def parse(self, state: tuple[object, ...], raw_lines: list[bytes]) -> tuple[int, tuple[object, ...], list[Any]]:
         assert self.proc.stdin is not None and self.proc.stdout is not None

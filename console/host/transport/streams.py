@@ -58,7 +58,12 @@ async def split_chunks(reader: ByteReader, max_line: int = MAX_LINE_BYTES) -> As
             return
         pieces = chunk.split(b"\n")
         lines: list[bytes] = []
-        for piece in pieces[:-1]:
+        rest = pieces[:-1]
+        if rest and not buf and not dropping and b"\r" not in chunk and max(map(len, rest)) <= max_line:
+            # The common case (a flood's 64 KiB of whole, short lines): the pieces are the lines,
+            # with no step of Python per line on the UI thread.
+            lines, rest = rest, []
+        for piece in rest:
             if buf or dropping or len(piece) > max_line:  # the rest of a line begun in an earlier read, or a long one
                 room = max_line - len(buf)
                 if room > 0:
