@@ -11,9 +11,7 @@ started through the same controller."""
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
-import os
 import secrets
 import time
 from dataclasses import dataclass
@@ -27,18 +25,12 @@ from console.core.derive.swap_observer import log_time
 from console.domain.swap.report import SECTIONS, render
 from tests.real.console_on_host import WHO, console_on
 from tests.real.daemons import Dockerd
-from tests.real.docker_host import CHECKOUT, RealDockerHost, close_host, free_port, inspect, open_host, run_sglang
+from tests.real.docker_host import (
+    RealDockerHost, close_host, docker_events, docker_logs, docker_time, free_port, inspect, open_host, run_sglang,
+    require_sshd, standin_gpus)
 
 # The module's one swap and rollback (its fixture) runs inside its first test's time.
 pytestmark = [pytest.mark.real_docker, pytest.mark.timeout(480)]
-
-
-def standin_gpus(host: RealDockerHost, tag: str) -> None:
-    """`nvidia-smi` first on the host's PATH: the stand-in, counting only servers tagged `tag`."""
-    wrapper = host.bin_dir / "nvidia-smi"
-    wrapper.write_text(f"#!/bin/sh\nSTANDIN_NVIDIA_SMI_TAG={tag} PYTHONPATH={CHECKOUT} exec /usr/bin/python3 "
-                       f"{CHECKOUT / 'tests/real/standin_nvidia_smi.py'} \"$@\"\n")
-    wrapper.chmod(0o755)
 
 
 def profile(host: RealDockerHost, directory: Path, new: str, old: str, port: int, **changes: Any) -> HostProfile:
@@ -52,15 +44,6 @@ def profile(host: RealDockerHost, directory: Path, new: str, old: str, port: int
     return HostProfile(**values)
 
 
-def require_sshd() -> None:
-    from console.demo.sshd import find_sshd
-
-    if find_sshd() is None or os.geteuid() != 0:
-        if os.environ.get("CI") == "true":
-            pytest.fail("the container swap must be tested over OpenSSH's sshd in CI")
-        pytest.skip("needs OpenSSH's sshd, as root")
-
-
 @pytest.fixture
 async def host(dockerd: Dockerd, tmp_path: Path) -> Any:
     require_sshd()
@@ -69,34 +52,6 @@ async def host(dockerd: Dockerd, tmp_path: Path) -> Any:
         yield h
     finally:
         await close_host(h)
-
-
-def docker_time(stamp: str) -> float:
-    """Docker's RFC 3339 time with nanoseconds ("2026-12-03T17:09:15.123456789Z") as epoch seconds."""
-    head, _, rest = stamp.partition(".")
-    frac = rest.rstrip("Z").split("+")[0].split("-")[0] if rest else ""
-    base = dt.datetime.fromisoformat(head).replace(tzinfo=dt.timezone.utc).timestamp()
-    return base + (float(f"0.{frac}") if frac else 0.0)
-
-
-def docker_logs(dockerd: Dockerd, name: str) -> list[tuple[float, str]]:
-    """`docker logs -t NAME`: (Docker's time of the line, the line), oldest first."""
-    run = dockerd.docker("logs", "-t", name)
-    out = []
-    for line in (run.stdout + run.stderr).splitlines():
-        stamp, _, text = line.partition(" ")
-        out.append((docker_time(stamp), text))
-    return sorted(out, key=lambda x: x[0])
-
-
-def docker_events(dockerd: Dockerd, since_s: float, until_s: float, *names: str) -> list[tuple[float, str, str]]:
-    """`docker events` for the containers between two times: (Docker's time, action, container name)."""
-    filters = [a for n in names for a in ("--filter", f"container={n}")]
-    run = dockerd.docker("events", "--since", f"{since_s:.3f}", "--until", f"{until_s:.3f}", *filters,
-                         "--format", "{{json .}}")
-    events = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
-    return [(int(e["timeNano"]) / 1e9, e["Action"], e["Actor"]["Attributes"]["name"]) for e in events
-            if e.get("Type") == "container"]
 
 
 @dataclass
