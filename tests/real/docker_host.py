@@ -66,7 +66,8 @@ def sglang_args(port: int, *, model: str = "/models/Qwen3-8B", extra: tuple[str,
 def run_sglang(dockerd: Dockerd, name: str, port: int, *, create: bool = False, restart: str | None = None,
                model: str = "/models/Qwen3-8B", extra: tuple[str, ...] = (), env: tuple[str, ...] = (),
                labels: tuple[str, ...] = (), models_dir: Path | None = None, speed: float = 8.0,
-               command: list[str] | None = None, network: str = "host", publish: tuple[str, ...] = ()) -> str:
+               command: list[str] | None = None, network: str = "host", publish: tuple[str, ...] = (),
+               gpus: str | None = None) -> str:
     """`docker run -d` (or `create`) of the simulated SGLang in the test image; its id."""
     argv = ["create" if create else "run", *([] if create else ["-d"]), "--name", name, "--network", network,
             "-v", f"{CHECKOUT / 'console'}:/gc/console:ro", "-v", f"{shim_dir(dockerd)}:/gc/sglang:ro",
@@ -82,6 +83,8 @@ def run_sglang(dockerd: Dockerd, name: str, port: int, *, create: bool = False, 
         argv += ["--label", label]
     for p in publish:
         argv += ["-p", p]
+    if gpus is not None:  # Docker's DeviceRequests (a dockerd with the stand-in GPU hook starts them)
+        argv += ["--gpus", gpus]
     argv += [IMAGE_TAG, *(command if command is not None else sglang_args(port, model=model, extra=extra))]
     return dockerd.docker(*argv).stdout.strip().splitlines()[-1]
 
