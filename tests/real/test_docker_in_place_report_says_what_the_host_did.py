@@ -98,7 +98,7 @@ def _swap_in_place(dockerd: Dockerd, directory: Path) -> LivedSwap:
                             if not check.passes:
                                 assert console.swap.override(check.name, check.name, WHO) is None
                     said[key] = await console.run_step(key)
-                    assert said[key][0] == "done", (key, said)
+                    assert said[key][0] == "done", f"{key}: {said[key][1]}"
                 done = time.time()
                 await console.until(lambda: console.state.reading("gpu").ok_at_s > done, 60, "a GPU reading after it")
                 report = console.report()
@@ -161,7 +161,10 @@ def test_the_reports_steps_are_the_in_place_path_and_say_why_the_others_did_not_
     ran = [s["key"] for s in lived.report["steps"] if s["state"] == "done"]
     assert ran == list(STEPS), ran
     order = [lived.steps[k] for k in STEPS]
-    assert all(a.ended_at_s <= b.started_at_s for a, b in zip(order, order[1:])), order
+    # one step after the other; a time the observer took from the server's line (the update's) is that
+    # line's own stamp, in whole seconds as SGLang stamps them, so it may read up to a second early
+    assert all(a.ended_at_s <= b.started_at_s + 1.0 for a, b in zip(order, order[1:])), [
+        (s.key, s.started_at_s, s.ended_at_s) for s in order]
 
 
 def test_the_reports_times_hold_the_containers_own_lines(lived: LivedSwap) -> None:

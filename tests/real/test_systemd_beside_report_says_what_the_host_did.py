@@ -113,7 +113,7 @@ def _swap_beside(host: SystemdHost, directory: Path) -> LivedSwap:
                         if not check.passes:
                             assert console.swap.override(check.name, check.name, WHO) is None
                 said[key] = await console.run_step(key)
-                assert said[key][0] == "done", (key, said)
+                assert said[key][0] == "done", f"{key}: {said[key][1]}"
             new_pid = int(host.show(NEW_UNIT, "MainPID")["MainPID"])
             await console.until(lambda: any(str(p.pid) == str(new_pid) for g in console.state.data("gpu").gpus
                                             for p in g.processes or ()) and not any(
