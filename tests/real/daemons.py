@@ -276,9 +276,18 @@ def unmount_under(root: Path) -> None:
         subprocess.run(["umount", point], capture_output=True, timeout=30, check=False)
 
 
-def start_dockerd(root: Path | None = None, timeout_s: float = 60) -> Dockerd:
+# A STAND-IN of the NVIDIA container toolkit's OCI hook: dockerd registers its "nvidia" device driver
+# (`--gpus`) only when `nvidia-container-runtime-hook` is on its PATH (moby daemon/nvidia_linux.go),
+# and runs it as each such container's prestart hook. This one does nothing (no GPUs here), so a
+# container created with `--gpus '"device=4,5,6,7"'` starts, with Docker's own DeviceRequests and
+# NVIDIA_VISIBLE_DEVICES=4,5,6,7 in its environment (what tests/real/standin_nvidia_smi.py reads).
+GPU_HOOK = "#!/bin/sh\n# gpuconsole tests: a stand-in nvidia-container-runtime-hook (no GPUs here)\ncat >/dev/null\nexit 0\n"
+
+
+def start_dockerd(root: Path | None = None, timeout_s: float = 60, *, gpu_hook: bool = False) -> Dockerd:
     """Start a dockerd of our own and wait until it answers. Its paths are short (the exec root holds
-    containerd's sockets, which must stay under 108 bytes)."""
+    containerd's sockets, which must stay under 108 bytes). `gpu_hook`: with the stand-in GPU hook
+    on its PATH (`--gpus` containers start; GPU_HOOK)."""
     dockerd = find_dockerd()
     if dockerd is None:
         raise DaemonUnavailable("dockerd is missing (apt-get install docker.io)")
@@ -296,9 +305,17 @@ def start_dockerd(root: Path | None = None, timeout_s: float = 60) -> Dockerd:
         "--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-masq=false",
         "--userland-proxy=false",
     ]
+    env = dict(os.environ)
+    if gpu_hook:
+        hook_dir = root / "gpu-hook"
+        hook_dir.mkdir(exist_ok=True)
+        hook = hook_dir / "nvidia-container-runtime-hook"
+        hook.write_text(GPU_HOOK)
+        hook.chmod(0o755)
+        env["PATH"] = f"{hook_dir}:{env.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"
     log = open(log_path, "wb")  # noqa: SIM115 - the daemon's own log, kept with it
     process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                               start_new_session=True)
+                               start_new_session=True, env=env)
     log.close()
     daemon = Dockerd(root=root, process=process, socket=socket, log_path=log_path)
     deadline = time.monotonic() + timeout_s

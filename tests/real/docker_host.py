@@ -11,6 +11,7 @@ machine's loopback (a free port per container).
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import os
 import re
@@ -22,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from console.demo.hostsim import HostSimulator
 from console.demo.sshd import Sshd, find_sshd, start_sshd
@@ -63,7 +66,8 @@ def sglang_args(port: int, *, model: str = "/models/Qwen3-8B", extra: tuple[str,
 def run_sglang(dockerd: Dockerd, name: str, port: int, *, create: bool = False, restart: str | None = None,
                model: str = "/models/Qwen3-8B", extra: tuple[str, ...] = (), env: tuple[str, ...] = (),
                labels: tuple[str, ...] = (), models_dir: Path | None = None, speed: float = 8.0,
-               command: list[str] | None = None, network: str = "host", publish: tuple[str, ...] = ()) -> str:
+               command: list[str] | None = None, network: str = "host", publish: tuple[str, ...] = (),
+               gpus: str | None = None) -> str:
     """`docker run -d` (or `create`) of the simulated SGLang in the test image; its id."""
     argv = ["create" if create else "run", *([] if create else ["-d"]), "--name", name, "--network", network,
             "-v", f"{CHECKOUT / 'console'}:/gc/console:ro", "-v", f"{shim_dir(dockerd)}:/gc/sglang:ro",
@@ -79,6 +83,8 @@ def run_sglang(dockerd: Dockerd, name: str, port: int, *, create: bool = False, 
         argv += ["--label", label]
     for p in publish:
         argv += ["-p", p]
+    if gpus is not None:  # Docker's DeviceRequests (a dockerd with the stand-in GPU hook starts them)
+        argv += ["--gpus", gpus]
     argv += [IMAGE_TAG, *(command if command is not None else sglang_args(port, model=model, extra=extra))]
     return dockerd.docker(*argv).stdout.strip().splitlines()[-1]
 
@@ -290,3 +296,47 @@ class PlanCtl:
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+
+
+# -- what Docker recorded, for the tests that read a swap's report against it -----------------------------
+def standin_gpus(host: RealDockerHost, tag: str) -> None:
+    """`nvidia-smi` first on the host's PATH: the stand-in, counting only servers tagged `tag`."""
+    wrapper = host.bin_dir / "nvidia-smi"
+    wrapper.write_text(f"#!/bin/sh\nSTANDIN_NVIDIA_SMI_TAG={tag} PYTHONPATH={CHECKOUT} exec /usr/bin/python3 "
+                       f"{CHECKOUT / 'tests/real/standin_nvidia_smi.py'} \"$@\"\n")
+    wrapper.chmod(0o755)
+
+
+def docker_time(stamp: str) -> float:
+    """Docker's RFC 3339 time with nanoseconds ("2026-12-03T17:09:15.123456789Z") as epoch seconds."""
+    head, _, rest = stamp.partition(".")
+    frac = rest.rstrip("Z").split("+")[0].split("-")[0] if rest else ""
+    base = dt.datetime.fromisoformat(head).replace(tzinfo=dt.timezone.utc).timestamp()
+    return base + (float(f"0.{frac}") if frac else 0.0)
+
+
+def docker_logs(dockerd: Dockerd, name: str) -> list[tuple[float, str]]:
+    """`docker logs -t NAME`: (Docker's time of the line, the line), oldest first."""
+    run = dockerd.docker("logs", "-t", name)
+    out = []
+    for line in (run.stdout + run.stderr).splitlines():
+        stamp, _, text = line.partition(" ")
+        out.append((docker_time(stamp), text))
+    return sorted(out, key=lambda x: x[0])
+
+
+def docker_events(dockerd: Dockerd, since_s: float, until_s: float, *names: str) -> list[tuple[float, str, str]]:
+    """`docker events` for the containers between two times: (Docker's time, action, container name)."""
+    filters = [a for n in names for a in ("--filter", f"container={n}")]
+    run = dockerd.docker("events", "--since", f"{since_s:.3f}", "--until", f"{until_s:.3f}", *filters,
+                         "--format", "{{json .}}")
+    events = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+    return [(int(e["timeNano"]) / 1e9, e["Action"], e["Actor"]["Attributes"]["name"]) for e in events
+            if e.get("Type") == "container"]
+
+
+def require_sshd() -> None:
+    if find_sshd() is None or os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("the container swap must be tested over OpenSSH's sshd in CI")
+        pytest.skip("needs OpenSSH's sshd, as root")

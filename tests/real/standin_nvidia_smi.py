@@ -3,7 +3,8 @@
 the simulator's fake prints (console/demo/hostsim/fake_nvidia_smi.py: the same CSV queries and table),
 but the memory comes from the processes systemd really runs in this container, never from a
 scenario: every live `sglang.launch_server` process holds `--mem-fraction-static` of each GPU its
-own CUDA_VISIBLE_DEVICES names (read from /proc/PID/environ), and only while it is alive.
+own CUDA_VISIBLE_DEVICES names (NVIDIA_VISIBLE_DEVICES in a container Docker gave GPUs; read from
+/proc/PID/environ), and only while it is alive.
 
 Installed by tests/real/systemd_host.py as /usr/local/bin/nvidia-smi; it says it is a stand-in
 on stderr when asked for `--version`."""
@@ -45,7 +46,10 @@ def _servers() -> list[tuple[int, list[int], float]]:
                 fraction = float(argv[argv.index("--mem-fraction-static") + 1])
             except ValueError:
                 pass
-        gpus = [int(g) for g in env.get("CUDA_VISIBLE_DEVICES", "0").split(",") if g.strip().isdigit()]
+        # A container given GPUs by Docker (`--gpus '"device=4,5,6,7"'`) names the host's GPUs in
+        # NVIDIA_VISIBLE_DEVICES (and sees them as 0..3 inside); a unit names them in CUDA_VISIBLE_DEVICES.
+        visible = env.get("NVIDIA_VISIBLE_DEVICES") or env.get("CUDA_VISIBLE_DEVICES", "0")
+        gpus = [int(g) for g in visible.split(",") if g.strip().isdigit()]
         out.append((int(entry), [g for g in gpus if 0 <= g < GPUS], fraction))
     return out
 

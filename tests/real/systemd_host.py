@@ -13,13 +13,17 @@ Run exactly as research/real_daemons.md found to work on this machine kind:
 - the two seed units of console/demo/hostsim/units/ with `{ROOT}` = / and the server's port a free one,
   each with a drop-in that sets the simulated SGLang's environment (PYTHONPATH, GPUSIM_*);
 - a STAND-IN `nvidia-smi` (tests/real/standin_nvidia_smi.py; no GPUs here) whose memory follows the
-  `sglang.launch_server` processes systemd really runs in the container.
+  `sglang.launch_server` processes systemd really runs in the container;
+- `curl` (the console's in-place update and the router's calls go through it; the image has none):
+  this machine's own Debian bookworm binary and the libraries it links, under /usr/local/lib.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import shlex
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -60,6 +64,32 @@ def sim_dropin(name: str, speed: float = SPEED, **extra: str) -> str:
     return "[Service]\n" + "".join(f'Environment="{k}={v}"\n' for k, v in env.items())
 
 
+CURL_DIR = "usr/local/lib/gpuconsole-curl"
+
+
+def stage_curl(stage: Path) -> bool:
+    """This machine's curl (Debian bookworm, as the image) and the libraries `ldd` names that the
+    image may lack, with a wrapper at /usr/local/bin/curl; False when this machine has no curl."""
+    curl = shutil.which("curl")
+    if curl is None:
+        return False
+    ldd = subprocess.run(["ldd", curl], capture_output=True, text=True, timeout=30, check=False).stdout
+    target = stage / CURL_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(curl, target / "curl")
+    for line in ldd.splitlines():
+        parts = line.split("=>")
+        lib = parts[1].split()[0] if len(parts) == 2 and parts[1].split() else ""
+        name = Path(lib).name
+        if lib.startswith("/") and not name.startswith(("libc.so", "ld-linux", "libm.so")):
+            shutil.copy2(lib, target / name)  # copy2 follows the versioned symlink to the library
+    wrapper = stage / "usr/local/bin/curl"
+    wrapper.parent.mkdir(parents=True, exist_ok=True)
+    wrapper.write_text(f'#!/bin/sh\nLD_LIBRARY_PATH=/{CURL_DIR} exec /{CURL_DIR}/curl "$@"\n')
+    wrapper.chmod(0o755)
+    return True
+
+
 @dataclass
 class SystemdHost:
     dockerd: Dockerd
@@ -70,6 +100,7 @@ class SystemdHost:
     client_key: Path
     known_hosts: Path
     versions: dict[str, str] = field(default_factory=dict)
+    has_curl: bool = False
 
     # -- inside the container ---------------------------------------------------------------
     def sh(self, script: str, *, timeout_s: float = 60, check: bool = False) -> subprocess.CompletedProcess[str]:
@@ -176,6 +207,7 @@ def systemd_host(dockerd: Dockerd, timeout_s: float = 90) -> Iterator[SystemdHos
         (stage / "root/.ssh").chmod(0o700)
         (stage / "root/.ssh/authorized_keys").chmod(0o600)
         (stage / "usr/local/bin/nvidia-smi").chmod(0o755)
+        host.has_curl = stage_curl(stage)
         # The simulated SGLang: `python -m sglang.launch_server` from the mounted checkout.
         (stage / "opt/sglang/.venv/bin").mkdir(parents=True)
         (stage / "opt/sglang/.venv/bin/python").symlink_to("/usr/bin/python3")
@@ -267,3 +299,25 @@ async def connected(host: SystemdHost) -> AsyncIterator[SshTransport]:
         yield transport
     finally:
         await transport.close()
+
+
+# -- the host's own records, for the tests that read a swap's report against them -----------------------
+def journal_at_s(entry: dict[str, object]) -> float:
+    return int(str(entry["__REALTIME_TIMESTAMP"])) / 1e6
+
+
+def unit_lines(host: SystemdHost, unit: str, since_s: float) -> list[tuple[float, int, str]]:
+    """The unit's own lines (its server's, not systemd's): (the host's time, _PID, MESSAGE), oldest first."""
+    out = host.sh(f"journalctl -u {shlex.quote(unit)} -o json --all --no-pager "
+                  f"--output-fields=MESSAGE,_PID,_SYSTEMD_UNIT --since=@{int(since_s)}", timeout_s=60, check=True).stdout
+    return [(journal_at_s(e), int(e["_PID"]), str(e.get("MESSAGE"))) for e in map(json.loads, out.splitlines())
+            if e.get("_SYSTEMD_UNIT") == unit]
+
+
+def systemd_lines(host: SystemdHost, since_s: float, *units: str) -> list[tuple[float, str]]:
+    """systemd's own journal lines about the units (PID 1's: Started, Stopping, Stopped ...): (time, MESSAGE)."""
+    args = " ".join(f"-u {shlex.quote(u)}" for u in units)
+    out = host.sh(f"journalctl {args} -o json --all --no-pager --output-fields=MESSAGE,_SYSTEMD_UNIT "
+                  f"--since=@{int(since_s)}", timeout_s=60, check=True).stdout
+    return [(journal_at_s(e), str(e.get("MESSAGE"))) for e in map(json.loads, out.splitlines())
+            if e.get("_SYSTEMD_UNIT") == "init.scope"]

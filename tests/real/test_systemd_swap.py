@@ -120,6 +120,7 @@ class LivedSwap:
     draft: str
     downtime: Any = None
     old_log: list[tuple[float, int, str]] | None = None
+    new_log: list[tuple[float, int, str]] | None = None
 
 
 def _swap_and_roll_back(host: SystemdHost, directory: Path) -> LivedSwap:
@@ -163,7 +164,7 @@ def _swap_and_roll_back(host: SystemdHost, directory: Path) -> LivedSwap:
             backups=host.sh(f"ls /etc/systemd/system/ | grep -F {NEW_UNIT}.bak- || true").stdout.split(),
             installed=host.sh(f"cat /etc/systemd/system/{NEW_UNIT}", check=True).stdout,
             draft=(directory / NEW_UNIT).read_text(), downtime=downtime,
-            old_log=unit_log(host, OLD_UNIT, began - 120))
+            old_log=unit_log(host, OLD_UNIT, began - 120), new_log=unit_log(host, NEW_UNIT, began))
 
     return asyncio.run(drive())
 
@@ -303,9 +304,18 @@ def test_the_reports_gpu_memory_is_the_processes_systemd_ran(lived: LivedSwap) -
     assert all(f"GPU {i} {mib:,} MiB" in lived.said["stop_old"][1] for i, mib in freed.items()), lived.said
 
 
-def test_the_reports_boot_timeline_is_from_the_real_journal(lived: LivedSwap) -> None:
-    phases = [b["phase"] for b in lived.report["boot"]]
-    assert phases and phases[0] == "launch" and phases[-1] == "ready", lived.report["boot"]
+def test_the_reports_boot_timeline_is_the_new_units_boot_in_the_real_journal(lived: LivedSwap) -> None:
+    """The swap's boot is the new unit's (its journal lines), never the old unit's boot again at the
+    rollback."""
+    boot = lived.report["boot"]
+    phases = [b["phase"] for b in boot]
+    assert phases and phases[0] == "launch" and phases[-1] == "ready", boot
+    assert lived.new_log is not None
+    launch = [m for _, pid, m in lived.new_log if pid in lived.new_pids and "server_args=" in m]
+    ready = [m for _, pid, m in lived.new_log if pid in lived.new_pids and "The server is fired up" in m]
+    assert launch and ready, lived.new_log[:5]
+    assert (log_time(boot[0]["at"]), log_time(boot[-1]["at"])) == (log_time(launch[0][1:20]),
+                                                                   log_time(ready[0][1:20])), boot
 
 
 def test_the_report_renders_every_section(lived: LivedSwap) -> None:

@@ -111,6 +111,7 @@ class ReportBuilder:
     ended_at_s: float | None = None
 
     old_side: Any = None  # the old unit as first read (before the install replaced its file: in place)
+    swap_boot: tuple[Any, ...] = ()  # the log's boot as it stood before a rollback began (the new server's)
 
     _t: float = 0.0
 
@@ -135,6 +136,10 @@ class ReportBuilder:
                 or event.reading.data.old
             if side is not None and side.command is not None:
                 self.old_side = side
+        rollback = self.state.swap.steps.get("rollback")
+        log = self.state.data("log")
+        if log is not None and (rollback is None or rollback.started_at_s is None):
+            self.swap_boot = tuple(log.boot)
 
     def build(self) -> dict[str, Any]:
         s = self.state
@@ -210,6 +215,10 @@ class ReportBuilder:
         swap = self.state.swap
         log = self.state.data("log")
         boot = list(log.boot if log else ())
+        rollback = swap.steps.get("rollback")
+        if boot and rollback is not None and rollback.started_at_s is not None \
+                and (log_time(boot[0].at) or 0.0) >= int(rollback.started_at_s):
+            boot = list(self.swap_boot)  # the log's boot now is the rollback's (the old server's again)
         began = swap.began_at_s()
         launch = next((log_time(b.at) for b in boot if b.phase == "launch"), None)
         earlier = began is not None and launch is not None and launch < began - 1
