@@ -126,8 +126,6 @@ def test_gpu_memory_moves_from_the_old_containers_gpus_to_the_new_ones(lived: tu
     assert {x["gpu"]: x["mib"] for x in g["freed"]} == {i: before[i]["used_mib"] - then[i] for i in old_gpus}
 
 
-@pytest.mark.xfail(strict=True, reason="the log source follows one container at a time (the new one only once "
-                   "the old one's `docker logs -f` ends): beside, the new container's boot never reaches the log")
 def test_the_boot_timeline_is_the_new_containers_own_lines(lived: tuple[SimHost, Any, dict, str]) -> None:
     host, _, r, _ = lived
     rows = {b["phase"]: b for b in r["boot"]}

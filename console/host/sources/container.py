@@ -219,3 +219,7 @@ class ComposeLogFollower(LogFollower):
     async def _command(self) -> tuple[str, str | None]:
         self._resolve()
         return await super()._command()
+
+    def _followed(self) -> tuple[str, ...]:
+        self._resolve()
+        return super()._followed()
