@@ -247,6 +247,8 @@ class SwapObserver:
         self._update_end_at: float | None = None  # the update's "Update weights end." line
         self._console_ended: dict[str, str] = {}  # a console run's own last words, once the host finished it
         self._traffic_moved_at: float | None = None  # the router's 200 to the console's remove_worker
+        self._beside_ready_at: float | None = None  # the new server's ready line after the console's beside began
+        self._switch_stopped_at: float | None = None  # systemd's "Stopped" line of the old unit after the switch began
 
     # -- what the swap is -----------------------------------------------------------------------
     def units(self) -> tuple[str | None, str | None]:
@@ -322,8 +324,10 @@ class SwapObserver:
         has them: a run begins at its first audited command's issue (else when its intent reached
         the state: a gate, an approval wait with no command yet); `stop_old` ends at the drained
         reading (GPU memory back to the floor, else systemd's "Stopped" line at journald's time),
-        `start_new` at the new server's ready line, `in_place` at the update's "Update weights
-        end." line; any other end, or one the host has not told yet, when the outcome reached the
+        `start_new` and `beside` at the new server's ready line, `in_place` at the update's "Update
+        weights end." line, `switch_traffic` (the router's moves, the drain, the old server's stop)
+        at systemd's "Stopped" line of the old unit (journald's time; a container's stop has no line
+        of the host's: its outcome then); any other end, or one the host has not told yet, when the outcome reached the
         state. A fact that comes after the outcome (a log batch, a late reading) dates it again, so
         an executor whose reply came late changes nothing. The recording keeps what was written, so
         a replay, a late attach and the report read the same times. A step the plan skips was never
@@ -336,6 +340,10 @@ class SwapObserver:
             self._run_began[key] = at
             self._first_command.pop(key, None)
             self._outcome_at.pop(key, None)
+            if key == "beside":
+                self._beside_ready_at = None
+            elif key == "switch_traffic":
+                self._switch_stopped_at = None
         elif step.state in ("done", "failed", "refused") or (step.state == "skipped" and step.who is not None):
             if step.started_at_s is None and step.ended_at_s is None:  # ended before it ran: dated once
                 self._run_began[key] = at
@@ -369,6 +377,12 @@ class SwapObserver:
         if timed != step:
             out.append(SwapStepChanged(self.host, timed))
 
+    def _console_began(self, key: str, at: float) -> bool:
+        """The console's current run of `key` had begun by `at` (its first command's issue, else its
+        intent; a stamp of whole seconds)."""
+        began = self._first_command.get(key, self._run_began.get(key))
+        return began is not None and at >= began - 1.0
+
     def _host_end(self, key: str, started: float) -> float | None:
         """The host's own record of the end of the console's `key`, for the run begun at `started`."""
         if key == "stop_old":
@@ -377,6 +391,10 @@ class SwapObserver:
             at = self._log_ready_at
         elif key == "in_place":
             at = self._update_end_at
+        elif key == "beside":
+            at = self._beside_ready_at
+        elif key == "switch_traffic":
+            at = self._switch_stopped_at
         else:
             return None
         return at if at is not None and at >= started - 1.0 else None  # a stamp of whole seconds
@@ -622,6 +640,10 @@ class SwapObserver:
             unit, kind = e.fields.get("unit"), e.fields.get("transition")
             if at is None or unit is None:
                 continue
+            if unit == old_unit and kind == "stopped" and self._switch_stopped_at is None \
+                    and self._console_began("switch_traffic", at):
+                self._switch_stopped_at = at  # the console's "Move traffic …, stop the old one": its last act
+                self._console_time(out, "switch_traffic")
             if unit == old_unit and kind == "stopped" and self._rollback_at is None and self.stopped_at is not None \
                     and at >= self.stopped_at - 1.0 and self._stopped_line_at is None:
                 self._stopped_line_at = at
@@ -645,6 +667,11 @@ class SwapObserver:
             at = log_time(e.ts)
             if at is None:
                 continue
+            said_by = e.fields.get("container")  # a container's line says which one wrote it
+            if self._beside_ready_at is None and (said_by is None or said_by == new_unit) \
+                    and self._console_began("beside", at):
+                self._beside_ready_at = at  # the new server booted beside the old one: the console's step ends
+                self._console_time(out, "beside")
             if self._rollback_at is not None and at >= self._rollback_at - 1:
                 self._ended(out, at, f"{old_unit} ready again (rollback)")
             elif self.stopped_at is not None:
