@@ -22,8 +22,8 @@ from console.core.recording import read_recording
 from console.core.state import HostState, LogAppended, ReadingChanged
 from console.demo.swap_demo import run_path_demo
 from console.domain.swap.report import report_from_recording
-from tests.kit.downtime import SimHost
 from console.host.parsers.sglang_log import parse_line
+from tests.kit.downtime import SimHost
 from tests.kit.observed import NEW, OLD, T0, ObservedHost, stamp
 
 FULL, FLOOR = 90_000, 500
