@@ -353,7 +353,7 @@ class LogFollower:
         self.parsed_in: int | None = None  # the id of the process that parsed the last flood's batch
         self.backlog = backlog
         self.label = (f"file {log_file}" if log_file
-                      else f"docker logs of {container}" + (f" (or {compare_container})" if compare_container else "")
+                      else f"docker logs of {container}" + (f" and {compare_container}" if compare_container else "")
                       if container else "journal of " + ", ".join(units))
         self.tracker = LogTracker(self.label)
         self.backoff = Backoff()
@@ -586,30 +586,19 @@ class LogFollower:
             try:
                 ended = False
                 while not ended:
-                    if self.tracker.traceback_pending:
-                        try:
-                            item = await asyncio.wait_for(queue.get(), TRACEBACK_QUIET_S)
-                        except asyncio.TimeoutError:
-                            self.tracker.flush()  # the stream went quiet: the traceback is whole
-                            yield LogBatch((), self.tracker.summary())
-                            continue
-                    else:
-                        item = await queue.get()
+                    item = await _next_item(queue, self.tracker.traceback_pending)
+                    if item is _QUIET:
+                        self.tracker.flush()  # the stream went quiet: the traceback is whole
+                        yield LogBatch((), self.tracker.summary())
+                        continue
                     if item is _END:
                         break
                     raw_lines: list[bytes] = list(item)  # type: ignore[call-overload]
                     deadline = loop.time() + BATCH_S
                     while len(raw_lines) < BATCH_MAX:
-                        try:
-                            item = queue.get_nowait()
-                        except asyncio.QueueEmpty:
-                            wait = deadline - loop.time()
-                            if wait <= 0:
-                                break
-                            try:
-                                item = await asyncio.wait_for(queue.get(), wait)
-                            except asyncio.TimeoutError:
-                                break
+                        item = await _item_by(queue, deadline)
+                        if item is None:
+                            break
                         if item is _END:
                             ended = True
                             break
@@ -685,15 +674,11 @@ class LogFollower:
         feeders = [asyncio.ensure_future(self._feed(i, queue)) for i in range(2)]
         try:
             while True:
-                if self.tracker.traceback_pending:
-                    try:
-                        item = await asyncio.wait_for(queue.get(), TRACEBACK_QUIET_S)
-                    except asyncio.TimeoutError:
-                        self.tracker.flush()  # the streams went quiet: the traceback is whole
-                        yield LogBatch((), self.tracker.summary())
-                        continue
-                else:
-                    item = await queue.get()
+                item = await _next_item(queue, self.tracker.traceback_pending)
+                if item is _QUIET:
+                    self.tracker.flush()  # the streams went quiet: the traceback is whole
+                    yield LogBatch((), self.tracker.summary())
+                    continue
                 kind, *rest = item  # type: ignore[misc]
                 if kind != "lines":
                     if kind == "note":
@@ -704,16 +689,9 @@ class LogFollower:
                 deadline = loop.time() + BATCH_S
                 held: object = None
                 while len(raw_lines) < BATCH_MAX:
-                    try:
-                        item = queue.get_nowait()
-                    except asyncio.QueueEmpty:
-                        wait = deadline - loop.time()
-                        if wait <= 0:
-                            break
-                        try:
-                            item = await asyncio.wait_for(queue.get(), wait)
-                        except asyncio.TimeoutError:
-                            break
+                    item = await _item_by(queue, deadline)
+                    if item is None:
+                        break
                     if item[0] != "lines":  # type: ignore[index]
                         held = item  # said after this batch's lines
                         break
@@ -736,6 +714,34 @@ class LogFollower:
             for feeder in feeders:
                 with contextlib.suppress(BaseException):
                     await feeder
+
+
+_QUIET = object()  # `_next_item`: the stream went quiet with a traceback pending
+
+
+async def _next_item(queue: asyncio.Queue[object], traceback_pending: bool) -> object:
+    """The queue's next item; `_QUIET` when a traceback is pending and nothing came for
+    TRACEBACK_QUIET_S (the traceback is whole then)."""
+    if not traceback_pending:
+        return await queue.get()
+    try:
+        return await asyncio.wait_for(queue.get(), TRACEBACK_QUIET_S)
+    except asyncio.TimeoutError:
+        return _QUIET
+
+
+async def _item_by(queue: asyncio.Queue[object], deadline: float) -> object | None:
+    """The queue's next item if one comes by `deadline` (the loop's time), else None."""
+    try:
+        return queue.get_nowait()
+    except asyncio.QueueEmpty:
+        wait = deadline - asyncio.get_running_loop().time()
+        if wait <= 0:
+            return None
+        try:
+            return await asyncio.wait_for(queue.get(), wait)
+        except asyncio.TimeoutError:
+            return None
 
 
 async def _pump(stream: LineStream, queue: asyncio.Queue[object]) -> None:
