@@ -72,6 +72,25 @@ async def test_a_journals_cursor_comes_back_from_the_parser_process() -> None:
     assert here.cursor == follower.cursor
 
 
+async def test_two_containers_lines_keep_their_container_and_resume_points_through_the_parser_process() -> None:
+    """Beside, the old and the new container are followed at once: a flood's tagged lines come back
+    from the process each with its container, and each container's own last Docker time."""
+    follower = LogFollower(LocalTransport(), container="new", compare_container="old")
+    raw = [f"{'new' if i % 2 else 'old'} 2026-04-08T14:05:00.{i:09d}Z line {i} api_key={SECRET}".encode()
+           for i in range(log_source.PROCESS_MIN_LINES)]
+    events = await follower._parse_off_loop(raw)
+    assert follower.parsed_in is not None and follower.parsed_in != os.getpid()
+    assert [(e.fields["container"], e.text.split(" api_key")[0]) for e in events] == [
+        ("new" if i % 2 else "old", f"line {i}") for i in range(len(raw))]
+    assert not any(SECRET in e.text for e in events)
+    last = len(raw) - 1
+    assert follower.decoder.since_of == {"new": f"2026-04-08T14:05:00.{last:09d}Z",
+                                         "old": f"2026-04-08T14:05:00.{last - 1:09d}Z"}
+    # A line already read from one container (a reconnect's --since is inclusive) is dropped; the other's is not.
+    again = await follower._parse_off_loop([raw[-1], f"old 2026-04-08T14:06:00.000000000Z later".encode()])
+    assert [(e.fields["container"], e.text) for e in again] == [("old", "later")]
+
+
 async def test_a_parser_process_killed_mid_flood_loses_no_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(log_source, "_PROCESS_FAILURES", 0)

@@ -251,3 +251,39 @@ async def test_the_docker_demo_names_the_container_holding_each_gpus_memory(tmp_
     finally:
         await transport.close()
         await sim.stop()
+
+
+async def test_beside_the_log_follows_the_new_container_while_the_old_one_keeps_running(sim, sim_transport):
+    """Beside, the old container serves on while the new one boots: both logs are followed at once,
+    each line saying which container wrote it, and each resumes at its own last line's time."""
+    from console.demo.hostsim.fake_docker import main as docker_cli
+
+    root = sim.root
+    add_container(root, _inspect(root, "old", "data/models", running=True, model="A", extra=[]), ["old line 1"])
+    add_container(root, _inspect(root, "new", "shared/models", running=False, model="B", extra=[]), [])
+    follower = LogFollower(sim_transport, container="new", compare_container="old")
+    seen: list = []
+
+    async def read(pred) -> None:
+        async for batch in follower.batches():
+            seen.extend((e.fields.get("container"), e.text) for e in batch.events)
+            if pred():
+                return
+
+    await asyncio.wait_for(read(lambda: ("old", "old line 1") in seen), 30)
+    import os
+    os.environ["GPUSIM_ROOT"] = str(root)
+    try:
+        docker_cli(["start", "new"])  # the old one is not stopped
+    finally:
+        del os.environ["GPUSIM_ROOT"]
+    append_log(root, "new", "[2026-12-01 08:00:00] server_args=ServerArgs(model_path='/models/B', tp_size=4)")
+    append_log(root, "old", "old line 2")
+    await asyncio.wait_for(read(lambda: ("old", "old line 2") in seen and any(w == "new" for w, _ in seen)), 60)
+    assert follower.tracker.summary().boot[0].phase == "launch"  # the new container's boot, read live
+    # The stream read again (a reconnect): each container resumes after its own last line
+    append_log(root, "new", "new line 2")
+    append_log(root, "old", "old line 3")
+    await asyncio.wait_for(read(lambda: ("new", "new line 2") in seen and ("old", "old line 3") in seen), 60)
+    texts = [t for _, t in seen]
+    assert [texts.count(t) for t in ("old line 1", "old line 2", "new line 2")] == [1, 1, 1], seen

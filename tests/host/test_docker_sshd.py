@@ -393,7 +393,7 @@ async def test_the_log_status_and_swap_end_to_end_over_sshd(driven: Driven) -> N
     await _until(lambda: d.state.data("server") is not None and d.state.data("server").status == "ready", 60,
                  "the old server ready")
     await _until(lambda: d.state.data("log") is not None and d.state.data("log").lines_seen > 0, 30, "log lines")
-    assert f"docker logs of {NEW_CONTAINER} (or {OLD_CONTAINER})" in d.state.data("log").source
+    assert f"docker logs of {NEW_CONTAINER} and {OLD_CONTAINER}" in d.state.data("log").source
     await _until(lambda: d.state.data("service") is not None, 30, "the service reading")
     assert d.state.data("service").new.name == NEW_CONTAINER
     await _to_the_stop(d)

@@ -5,13 +5,18 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
+
+import pytest
 
 from console.core.derive.swap_observer import log_time
 from console.core.state import HostState
+from console.demo.swap_demo import render_all, run_path_demo
 from console.domain.swap import paths as P
 from console.domain.swap.controller import SwapController
 from console.host.transport.base import CommandResult
@@ -145,6 +150,26 @@ class SimHost:
     def served_name(self, unit_file: Path) -> str:
         return re.search(r"--served-model-name (\S+)", unit_file.read_text()).group(1)
 
+    def model_dir_on_host(self, name: str) -> tuple[str, str]:
+        """The model directory a container serves, as a path on the host (its `--model-path` through
+        its one bind mount), and the mount's source."""
+        (bind,) = self.inspect(name)["HostConfig"]["Binds"]
+        source, inside, _ = bind.split(":")
+        args = self.inspect(name)["Args"]
+        return args[args.index("--model-path") + 1].replace(inside, source, 1), source
+
+    def served_as(self, name: str) -> str:
+        """The model name a container serves under (its `--served-model-name`)."""
+        args = self.inspect(name)["Args"]
+        return args[args.index("--served-model-name") + 1]
+
+    def bench_time(self, row: dict) -> float:
+        """When the console's bench file (bench.jsonl) says the report's run `row` ran (its timestamp;
+        the run found by its output throughput)."""
+        runs = [json.loads(line) for line in (self.work / "bench.jsonl").read_text().splitlines()]
+        (run,) = [x for x in runs if x["output_throughput"] == row["output_throughput"]]
+        return float(run["timestamp"])
+
     def life(self, unit: str) -> dict:
         return json.loads((self.work / "host" / ".sim" / "lifecycle" / f"{unit}.json").read_text())
 
@@ -158,3 +183,41 @@ class SimHost:
         if self.path == "in-place":
             return log_time(self.logged(self.new, "Update weights end.")[-1])
         return log_time(self.logged(self.new, "The server is fired up")[-1])
+
+
+# -- a path played once on the simulated host, for every test of a module that reads it ----------------
+def play_path(factory: pytest.TempPathFactory, path: str, *, runtime: str = "systemd", speed: float = 16.0,
+              steps: tuple[str, ...] | None = None, name: str | None = None) -> tuple[Path, Any, dict, Path]:
+    """`path` driven by the controller on its simulated host (`console.demo.swap_demo.run_path_demo`,
+    the environment it sets restored after), its report rendered from the recording into OUT as
+    NAME.md/.html/.json (NAME: "swap-report-PATH"): (the recording, the live state, the report's
+    JSON, OUT). The simulated host's own records are under OUT's sibling "w" (`SimHost`)."""
+    base = factory.mktemp(f"{runtime}-{path}")
+    saved = dict(os.environ)
+    try:
+        rec, state = asyncio.run(run_path_demo(base / "out", path, speed=speed, work=base / "w", quiet=True,
+                                               steps=steps, runtime=runtime))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    name = name or f"swap-report-{path}"
+    render_all(rec, base / "out", name)
+    return rec, state, json.loads((base / "out" / f"{name}.json").read_text()), base / "out"
+
+
+def assert_the_console_ran_a_container_paths_steps(r: dict, state: Any) -> dict[str, dict]:
+    """A container path's report: every step done by ana's console or skipped (none seen outside it),
+    the unit stop and start skipped for the container's own steps; the report's steps by key."""
+    steps = {s["key"]: s for s in r["steps"]}
+    assert all(s["state"] in ("done", "skipped") for s in r["steps"]), [(s["key"], s["state"]) for s in r["steps"]]
+    assert all(s["who"] == "ana" for s in r["steps"] if s["state"] == "done")
+    assert not any(s.observed for s in state.swap.steps.values())
+    for key in ("stop_old", "start_new"):
+        assert steps[key]["state"] == "skipped" and "container" in steps[key]["detail"]
+    return steps
+
+
+def report_headline(md: str) -> list[str]:
+    """The report's headline lines (its bold bullets above "## Host"), Markdown escapes removed."""
+    return [line.removeprefix("- **").removesuffix("**").replace("\\", "")
+            for line in md.split("## Host")[0].splitlines() if line.startswith("- **")]

@@ -14,7 +14,7 @@ from typing import Any
 from console.core.derive.swap_observer import SwapObserver
 from console.core.derive.swap_view import AuditAppended, AuditEntry, SwapSetup
 from console.core.state import HostState, LogAppended, ReadingChanged
-from console.domain.analysis.service_report import side_from_text
+from console.domain.analysis.service_report import HostFacts, build_report, side_from_text
 from console.domain.swap.controller import SwapController
 from console.host.parsers.sglang_log import LogEvent, parse_line
 from console.model import GpuDevice, GpuStatus, Reading
@@ -52,8 +52,8 @@ class ObservedHost:
     def units(self, at: float, old: str, new: str) -> None:
         sides = [replace(side_from_text(name, UNIT.format(model=name)), active_state=active)
                  for name, active in ((self.old, old), (self.new, new))]
-        self.feed(ReadingChanged("h", "service", Reading("service", SimpleNamespace(old=sides[0], new=sides[1]),
-                                                         ok_at_s=at)))
+        report = build_report(sides[0], sides[1], HostFacts())  # as the service source reads it
+        self.feed(ReadingChanged("h", "service", Reading("service", report, ok_at_s=at)))
 
     def log(self, at: float, text: str) -> None:
         self.feed(LogAppended("h", (replace(parse_line(text), ts=stamp(at)),)))
@@ -96,3 +96,21 @@ class ObservedHost:
         for event in self.recorded:
             replay.apply(event)
         return [s.swap.to_data() for s in (self.state, attach, replay)]
+
+
+def console_on(h: ObservedHost, audit_file: Any, *, who: str = "ana") -> Any:
+    """A console's swap controller on the observed host's state (its clock the state's), its audit log
+    at `audit_file`: the notices it gives are in `.notices` (title, text)."""
+    notices: list[tuple[str, str]] = []
+    profile = SimpleNamespace(require_approval=False, read_only=False, model_dir="/m/new", repo_id="o/new",
+                              compare_unit=h.old, unit=h.new, server_port=30000, swap_path=None, router_url=None,
+                              forbidden_prefixes=(), verify_sha=False, ready_timeout_s=30.0, drain_timeout_s=30.0,
+                              container=None, compare_container=None, compose=None)
+    runner = SimpleNamespace(state=h.state, host="h", session=SimpleNamespace(profile=profile, transport=None),
+                             notice=lambda title, text, severity="information": notices.append((title, text)),
+                             repoll=lambda name: None)
+    ctl = SwapController(runner, who=who)
+    ctl.audit_file = audit_file
+    ctl._clock = lambda: h.now
+    ctl.notices = notices  # type: ignore[attr-defined]
+    return ctl

@@ -157,6 +157,34 @@ async def test_docker_logs_follow_reads_the_boot_and_ends_when_the_container_sto
         dockerd.docker("rm", "-f", "gc-logs", check=False)
 
 
+async def test_beside_the_log_reads_the_new_containers_boot_while_the_old_one_serves(
+        host: RealDockerHost, dockerd: Dockerd) -> None:
+    """Two real containers followed at once: the new one started while the old one keeps running, its
+    boot read from its own `docker logs`, each line saying which container wrote it."""
+    run_sglang(dockerd, "gc-bo", free_port())
+    run_sglang(dockerd, "gc-bn", free_port(), create=True)
+    try:
+        follower = LogFollower(host.transport, container="gc-bn", compare_container="gc-bo")
+        events: list = []
+        started = False
+
+        async def follow() -> None:
+            nonlocal started
+            async for batch in follower.batches():
+                events.extend(batch.events)
+                if not started and any(e.fields.get("container") == "gc-bo" for e in events):
+                    started = True
+                    await asyncio.to_thread(dockerd.docker, "start", "--", "gc-bn")
+                if any(e.phase == "launch" and e.fields.get("container") == "gc-bn" for e in events):
+                    return
+
+        await asyncio.wait_for(follow(), 90)
+        assert inspect(dockerd, "gc-bo")["State"]["Running"] is True  # the old one served on throughout
+        assert {e.fields.get("container") for e in events} == {"gc-bo", "gc-bn"}
+    finally:
+        dockerd.docker("rm", "-f", "gc-bo", "gc-bn", check=False)
+
+
 async def test_the_gpu_to_container_mapping_reads_a_real_containers_cgroup(
         host: RealDockerHost, dockerd: Dockerd, pair: tuple[str, str, int]) -> None:
     import os

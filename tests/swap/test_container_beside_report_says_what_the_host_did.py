@@ -7,35 +7,27 @@ lifecycle files, the console's bench and audit files."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 from typing import Any
 
 import pytest
 
 from console.core.derive.swap_observer import log_time
 from console.demo.hostsim import story
-from console.demo.swap_demo import render_all, run_path_demo
-from tests.kit.downtime import SimHost
+from tests.kit.downtime import (
+    SimHost,
+    assert_the_console_ran_a_container_paths_steps,
+    play_path,
+    report_headline,
+)
 
 OLD, NEW = story.OLD_CONTAINER, story.NEW_CONTAINER
 
 
 @pytest.fixture(scope="module")
 def lived(tmp_path_factory: pytest.TempPathFactory) -> tuple[SimHost, Any, dict, str]:
-    base = tmp_path_factory.mktemp("container-beside")
-    saved = dict(os.environ)
-    try:
-        rec, state = asyncio.run(run_path_demo(base / "out", "beside", speed=16.0, work=base / "w", quiet=True,
-                                               runtime="container"))
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    render_all(rec, base / "out", "swap-report")
-    r = json.loads((base / "out" / "swap-report.json").read_text())
-    md = (base / "out" / "swap-report.md").read_text()
-    return SimHost("beside", base / "w", OLD, NEW), state, r, md
+    _, state, r, out = play_path(tmp_path_factory, "beside", runtime="container", name="swap-report")
+    return SimHost("beside", out.parent / "w", OLD, NEW), state, r, (out / "swap-report.md").read_text()
 
 
 def _started(host: SimHost) -> float:
@@ -52,16 +44,10 @@ def _stopping(host: SimHost) -> float:
     return [t for t, line in host.container_log(OLD) if line.startswith("Stopping ")][-1]
 
 
-def _served(host: SimHost, name: str) -> str:
-    args = host.inspect(name)["Args"]
-    return args[args.index("--served-model-name") + 1]
-
-
 def test_the_headline_says_what_the_containers_did(lived: tuple[SimHost, Any, dict, str]) -> None:
     host, _, r, md = lived
-    head = [line.removeprefix("- **").removesuffix("**").replace("\\", "")
-            for line in md.split("## Host")[0].splitlines() if line.startswith("- **")]
-    assert head[0] == f"{_served(host, OLD)} → {_served(host, NEW)}"
+    head = report_headline(md)
+    assert head[0] == f"{host.served_as(OLD)} → {host.served_as(NEW)}"
     assert head[1].startswith("downtime ") and "none, traffic moved to the new server before the old one stopped" \
         in head[1] and "boot to ready" not in head[1]
     assert head[2].startswith("time to ready ") and "(docker start)" in head[2] and "systemctl" not in head[2], head
@@ -73,21 +59,13 @@ def test_old_and_new_are_the_containers_and_the_model_directories_on_the_host(
     host, _, r, md = lived
     on = r["old_new"]
     assert (on["old_unit"], on["new_unit"], on["kind"]) == (OLD, NEW, "container")
-    (bind,) = host.inspect(OLD)["HostConfig"]["Binds"]
-    source, inside, _ = bind.split(":")
-    args = host.inspect(OLD)["Args"]
-    assert on["old_model_dir"] == args[args.index("--model-path") + 1].replace(inside, source, 1)
+    assert on["old_model_dir"] == host.model_dir_on_host(OLD)[0]
     assert f"| container | {OLD} | {NEW} |" in md.replace("\\", "")
 
 
 def test_the_steps_are_the_ones_the_host_lived(lived: tuple[SimHost, Any, dict, str]) -> None:
     host, state, r, _ = lived
-    steps = {s["key"]: s for s in r["steps"]}
-    assert all(s["state"] in ("done", "skipped") for s in r["steps"]), [(s["key"], s["state"]) for s in r["steps"]]
-    assert all(s["who"] == "ana" for s in r["steps"] if s["state"] == "done")
-    assert not any(s.observed for s in state.swap.steps.values())
-    for key in ("stop_old", "start_new"):
-        assert steps[key]["state"] == "skipped" and "container" in steps[key]["detail"]
+    assert_the_console_ran_a_container_paths_steps(r, state)
     s = state.swap.steps
     assert s["beside"].started_at_s <= _started(host) <= _ready(host) <= s["beside"].ended_at_s
     assert s["switch_traffic"].started_at_s <= _stopping(host) <= s["switch_traffic"].ended_at_s
@@ -126,8 +104,6 @@ def test_gpu_memory_moves_from_the_old_containers_gpus_to_the_new_ones(lived: tu
     assert {x["gpu"]: x["mib"] for x in g["freed"]} == {i: before[i]["used_mib"] - then[i] for i in old_gpus}
 
 
-@pytest.mark.xfail(strict=True, reason="the log source follows one container at a time (the new one only once "
-                   "the old one's `docker logs -f` ends): beside, the new container's boot never reaches the log")
 def test_the_boot_timeline_is_the_new_containers_own_lines(lived: tuple[SimHost, Any, dict, str]) -> None:
     host, _, r, _ = lived
     rows = {b["phase"]: b for b in r["boot"]}
@@ -137,17 +113,11 @@ def test_the_boot_timeline_is_the_new_containers_own_lines(lived: tuple[SimHost,
 
 def test_the_benchmarks_are_the_old_containers_run_and_the_new_ones(lived: tuple[SimHost, Any, dict, str]) -> None:
     host, _, r, _ = lived
-    runs = [json.loads(line) for line in (host.work / "bench.jsonl").read_text().splitlines()]
-
-    def stamp_of(row: dict) -> float:
-        (run,) = [x for x in runs if x["output_throughput"] == row["output_throughput"]]
-        return float(run["timestamp"])
-
     b = r["bench"]
     assert b["before"] is not None and b["after"] and b["note"] is None
-    assert stamp_of(b["before"]) < _started(host) and b["before"]["model"] == _served(host, OLD)
-    assert all(stamp_of(x) >= _ready(host) for x in b["after"])
-    assert {x["model"] for x in b["after"]} == {_served(host, NEW)}
+    assert host.bench_time(b["before"]) < _started(host) and b["before"]["model"] == host.served_as(OLD)
+    assert all(host.bench_time(x) >= _ready(host) for x in b["after"])
+    assert {x["model"] for x in b["after"]} == {host.served_as(NEW)}
 
 
 def test_the_audit_is_the_containers_start_the_routers_moves_and_the_old_ones_stop(

@@ -7,9 +7,7 @@ the console's bench and audit files."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,26 +16,21 @@ import pytest
 from console.core.derive.swap_observer import log_time
 from console.demo.hostsim import story
 from console.demo.hostsim.downtime_scenario import FT_CONTAINER
-from console.demo.swap_demo import main, render_all, run_path_demo
-from tests.kit.downtime import SimHost
+from console.demo.swap_demo import main
+from tests.kit.downtime import (
+    SimHost,
+    assert_the_console_ran_a_container_paths_steps,
+    play_path,
+    report_headline,
+)
 
 OLD, NEW = story.NEW_CONTAINER, FT_CONTAINER  # the 122B's container serves; the fine-tune's is created
 
 
 @pytest.fixture(scope="module")
 def lived(tmp_path_factory: pytest.TempPathFactory) -> tuple[SimHost, Any, dict, str]:
-    base = tmp_path_factory.mktemp("container-in-place")
-    saved = dict(os.environ)
-    try:
-        rec, state = asyncio.run(run_path_demo(base / "out", "in-place", speed=16.0, work=base / "w", quiet=True,
-                                               runtime="container"))
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    render_all(rec, base / "out", "swap-report")
-    r = json.loads((base / "out" / "swap-report.json").read_text())
-    md = (base / "out" / "swap-report.md").read_text()
-    return SimHost("in-place", base / "w", OLD, NEW), state, r, md
+    _, state, r, out = play_path(tmp_path_factory, "in-place", runtime="container", name="swap-report")
+    return SimHost("in-place", out.parent / "w", OLD, NEW), state, r, (out / "swap-report.md").read_text()
 
 
 def _began(host: SimHost) -> float:
@@ -48,16 +41,10 @@ def _ended(host: SimHost) -> float:
     return log_time(host.logged(OLD, "Update weights end.")[-1])
 
 
-def _served(host: SimHost, name: str) -> str:
-    args = host.inspect(name)["Args"]
-    return args[args.index("--served-model-name") + 1]
-
-
 def test_the_headline_says_what_the_containers_did(lived: tuple[SimHost, Any, dict, str]) -> None:
     host, _, r, md = lived
-    head = [line.removeprefix("- **").removesuffix("**").replace("\\", "")
-            for line in md.split("## Host")[0].splitlines() if line.startswith("- **")]
-    assert head[0] == f"{_served(host, OLD)} → {_served(host, NEW)}"
+    head = report_headline(md)
+    assert head[0] == f"{host.served_as(OLD)} → {host.served_as(NEW)}"
     assert head[1].startswith("downtime ") and "in-place pause (requests held while the weights load)" in head[1]
     assert "boot to ready" not in head[1]
     assert head[2].startswith("time to ready ") and "–" not in head[2].split("(")[0], head
@@ -71,22 +58,15 @@ def test_old_and_new_are_the_containers_and_the_model_directories_on_the_host(
     host, _, r, md = lived
     on = r["old_new"]
     assert (on["old_unit"], on["new_unit"]) == (OLD, NEW)
-    (bind,) = host.inspect(OLD)["HostConfig"]["Binds"]
-    source, inside, _ = bind.split(":")
-    args = host.inspect(OLD)["Args"]
-    assert on["old_model_dir"] == args[args.index("--model-path") + 1].replace(inside, source, 1)
+    served, source = host.model_dir_on_host(OLD)
+    assert on["old_model_dir"] == served
     assert on["old_model_dir"] != on["model_dir"] and on["model_dir"].startswith(source)
     assert f"| container | {OLD} | {NEW} |" in md.replace("\\", "")
 
 
 def test_the_steps_are_the_ones_the_host_lived(lived: tuple[SimHost, Any, dict, str]) -> None:
     host, state, r, _ = lived
-    steps = {s["key"]: s for s in r["steps"]}
-    assert all(s["state"] in ("done", "skipped") for s in r["steps"]), [(s["key"], s["state"]) for s in r["steps"]]
-    assert all(s["who"] == "ana" for s in r["steps"] if s["state"] == "done")
-    assert not any(s.observed for s in state.swap.steps.values())
-    for key in ("stop_old", "start_new"):
-        assert steps[key]["state"] == "skipped" and "container" in steps[key]["detail"]
+    steps = assert_the_console_ran_a_container_paths_steps(r, state)
     assert steps["install"]["state"] == "done" and f"{NEW} exists" in steps["install"]["detail"]
     s = state.swap.steps["in_place"]
     assert s.state == "done" and s.started_at_s <= _began(host)
@@ -133,16 +113,10 @@ def test_the_boot_timeline_is_the_update_in_the_containers_log(lived: tuple[SimH
 
 def test_the_benchmarks_are_the_runs_either_side_of_the_update(lived: tuple[SimHost, Any, dict, str]) -> None:
     host, _, r, _ = lived
-    runs = [json.loads(line) for line in (host.work / "bench.jsonl").read_text().splitlines()]
-
-    def stamp_of(row: dict) -> float:
-        (run,) = [x for x in runs if x["output_throughput"] == row["output_throughput"]]
-        return float(run["timestamp"])
-
     b = r["bench"]
     assert b["before"] is not None and b["after"] and b["note"] is None
-    assert stamp_of(b["before"]) < _began(host) and b["before"]["model"] == _served(host, OLD)
-    assert all(stamp_of(x) >= _ended(host) for x in b["after"])
+    assert host.bench_time(b["before"]) < _began(host) and b["before"]["model"] == host.served_as(OLD)
+    assert all(host.bench_time(x) >= _ended(host) for x in b["after"])
     assert b["compared"]["before"]["concurrency"] == b["compared"]["after"]["concurrency"]
 
 

@@ -4,9 +4,7 @@ prediction checked against the simulator's own timing (within 10 %), the report 
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -15,11 +13,12 @@ import pytest
 
 from console.core.derive.swap_observer import log_time
 from console.demo.hostsim import story
-from console.demo.swap_demo import render_all, run_path_demo
+from console.demo.swap_demo import run_path_demo
 from console.domain.swap import fastpath, prediction
 from console.domain.swap.actions import ActionError
 from console.domain.swap.report import SECTIONS, render_html, render_markdown
 from tests.kit.downtime import SimHost as Host
+from tests.kit.downtime import play_path, report_headline
 
 SPEED = 16.0
 
@@ -59,14 +58,13 @@ def test_dd_rate_and_a_cache_never_slower_than_the_disk() -> None:
 
 
 # -- end to end on the simulator --------------------------------------------------------------------
-def _report(rec: Path, out: Path, path: str) -> dict:
-    written = render_all(rec, out, f"swap-report-{path}")
-    assert {p.name for p in written} >= {f"swap-report-{path}.{e}" for e in ("md", "html", "json")}
+def _report(out: Path, path: str) -> None:
+    """The report rendered in every format, each with every section."""
+    assert {p.name for p in out.iterdir()} >= {f"swap-report-{path}.{e}" for e in ("md", "html", "json")}
     r = json.loads((out / f"swap-report-{path}.json").read_text())
     md, page = render_markdown(r), render_html(r)
     for section in SECTIONS:
         assert f"## {section}" in md and f"<h2>{section}</h2>" in page
-    return r
 
 
 def _steps(state) -> dict[str, str]:  # noqa: ANN001
@@ -79,15 +77,9 @@ def _steps(state) -> dict[str, str]:  # noqa: ANN001
 def _played(factory: pytest.TempPathFactory, path: str, *, speed: float = SPEED,
             steps: tuple[str, ...] | None = None) -> tuple[Path, Any, dict, Path]:
     """One path played once on its simulated host for every test of the module that reads it."""
-    base = factory.mktemp(path)
-    saved = dict(os.environ)
-    try:
-        rec, state = asyncio.run(run_path_demo(base / "out", path, speed=speed, work=base / "w", quiet=True,
-                                               steps=steps))
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    return rec, state, _report(rec, base / "out", path), base / "out"
+    played = play_path(factory, path, speed=speed, steps=steps)
+    _report(played[3], path)
+    return played
 
 
 @pytest.fixture(scope="module")
@@ -305,8 +297,7 @@ def lived(request: pytest.FixtureRequest) -> tuple[Host, Any, dict, str]:
 
 def test_each_paths_headline_says_what_the_host_did(lived: tuple[Host, Any, dict, str]) -> None:
     host, _, r, md = lived
-    head = [line.removeprefix("- **").removesuffix("**").replace("\\", "") for line in md.split("## Host")[0].splitlines()
-            if line.startswith("- **")]
+    head = report_headline(md)
     units = host.work / "host" / "etc" / "systemd" / "system"
     old_file = next(units.glob(f"{host.old}.bak-*")) if host.path == "in-place" else units / host.old
     assert head[0] == f"{host.served_name(old_file)} → {host.served_name(units / host.new)}"
@@ -414,16 +405,10 @@ def test_each_paths_boot_timeline_is_the_servers_own_lines(lived: tuple[Host, An
 def test_each_paths_benchmarks_before_and_after_are_the_runs_either_side_of_the_swap(
         lived: tuple[Host, Any, dict, str]) -> None:
     host, _, r, _ = lived
-    runs = [json.loads(line) for line in (host.work / "bench.jsonl").read_text().splitlines()]
-
-    def stamp_of(row: dict) -> float:
-        (run,) = [x for x in runs if x["output_throughput"] == row["output_throughput"]]
-        return float(run["timestamp"])
-
     b = r["bench"]
     assert b["before"] is not None and b["after"] and b["note"] is None
-    assert stamp_of(b["before"]) < host.began() and b["before"]["model"] == r["old_new"]["old_model"]
-    assert all(stamp_of(x) >= host.ready() for x in b["after"])
+    assert host.bench_time(b["before"]) < host.began() and b["before"]["model"] == r["old_new"]["old_model"]
+    assert all(host.bench_time(x) >= host.ready() for x in b["after"])
     if host.path != "in-place":  # in place the server keeps the name it was started with
         assert {x["model"] for x in b["after"]} == {r["old_new"]["new_model"]}
     assert b["compared"]["before"]["concurrency"] == b["compared"]["after"]["concurrency"]

@@ -12,17 +12,19 @@ import asyncio
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from console.core.derive.swap_view import SwapStepChanged
 from console.core.recording import read_recording
-from console.core.state import HostState, ReadingChanged
+from console.core.state import HostState, LogAppended, ReadingChanged
 from console.demo.swap_demo import run_path_demo
 from console.domain.swap.report import report_from_recording
+from console.host.parsers.sglang_log import parse_line
 from tests.kit.downtime import SimHost
-from tests.kit.observed import NEW, OLD, T0, ObservedHost
+from tests.kit.observed import NEW, OLD, T0, ObservedHost, stamp
 
 FULL, FLOOR = 90_000, 500
 
@@ -138,6 +140,87 @@ def test_an_operators_start_seen_ready_by_a_poll_ends_at_its_ready_line_that_cam
     assert "ready 10:00:40" in start.detail and "28s after the start" in start.detail
     live, attach, replay = h.views()
     assert live == attach == replay
+
+
+def _beside_and_switch(h: ObservedHost, *, late_s: float, log_late_s: float = 0.0) -> dict[str, tuple[float, float]]:
+    """The console's beside path: the new server started beside the old one, then the router's moves
+    and the old one's stop; every reply reaches the executor `late_s` after the host gave it, the
+    log's batches `log_late_s` after the host wrote them. The steps' times by the host's records."""
+
+    def command(key: str, text: str, sent: float, took: float, output: str = "") -> float:
+        """Sent at `sent`, done on the host `took` later, its reply at the console `late_s` after that."""
+        at = sent + took + late_s
+        h.at(at).audit(key, text, at=at, took=took + late_s, output=output)
+        return at
+
+    ok = '{"status": "ok"}\n200'
+    h.units(T0, "active", "inactive")
+    h.at(T0 + 1).intent("beside", state="running", detail="", who="ana")
+    t = command("beside", "cat /proc/net/tcp", T0 + 2, 0.1)
+    started = t + 0.1
+    t = command("beside", f"timeout -k 5 90 systemctl start -- {NEW}", started, 0.5)
+    h.units(started + 1, "active", "active")
+    ready = started + 20
+    if not log_late_s:
+        h.ready_line(ready)
+    h.server(ready + 1, NEW, "ready")
+    t = max(t, ready + 1 + late_s)
+    h.at(t).intent("beside", state="done", detail="ready on port 30001")
+    if log_late_s:
+        h.at(ready + log_late_s).ready_line(ready)
+    h.at(t + 0.5).intent("switch_traffic", state="running", detail="", who="ana")
+    moved = t + 1
+    t = command("switch_traffic", "curl -s -X POST http://127.0.0.1:30100/add_worker?url=x", moved, 0.2, ok)
+    t = command("switch_traffic", "curl -s -X POST http://127.0.0.1:30100/remove_worker?url=y", t + 0.1, 0.2, ok)
+    stop = t + 0.1
+    h.unit_line(stop + 0.2, OLD, "stopping")
+    if not log_late_s:
+        h.unit_line(stop + 2.5, OLD, "stopped")
+    t = command("switch_traffic", f"timeout -k 5 120 systemctl stop -- {OLD}", stop, 3.0)
+    h.at(t + 0.5).intent("switch_traffic", state="done", detail="the router sends traffic to 30001")
+    if log_late_s:
+        h.at(stop + 2.5 + log_late_s).unit_line(stop + 2.5, OLD, "stopped")
+    return {"beside": (T0 + 2, ready), "switch_traffic": (moved, stop + 2.5)}
+
+
+def test_the_consoles_beside_and_traffic_switch_end_at_the_hosts_ready_and_stopped_lines() -> None:
+    """Beside ends at the new server's ready line (not when the executor heard /health answer), the
+    traffic switch at systemd's "Stopped" line of the old unit (its last act), however late the
+    executor's replies came; a late attach and a replay read the same."""
+    for late_s in (0.0, 30.0):
+        h = ObservedHost()
+        host = _beside_and_switch(h, late_s=late_s)
+        for key in ("beside", "switch_traffic"):
+            step = h.state.swap.steps[key]
+            assert (step.started_at_s, step.ended_at_s) == pytest.approx(host[key], abs=0.01), (key, late_s)
+            assert step.who == "ana" and not step.observed
+        live, attach, replay = h.views()
+        assert live == attach == replay
+
+
+def test_a_ready_or_stopped_line_that_comes_after_the_outcome_dates_beside_and_the_switch_again() -> None:
+    h = ObservedHost()
+    host = _beside_and_switch(h, late_s=0.0, log_late_s=20.0)
+    for key in ("beside", "switch_traffic"):
+        step = h.state.swap.steps[key]
+        assert (step.started_at_s, step.ended_at_s) == pytest.approx(host[key], abs=0.01), key
+    live, attach, replay = h.views()
+    assert live == attach == replay
+
+
+def test_beside_the_old_containers_ready_line_never_ends_the_new_ones_boot() -> None:
+    """Both containers' logs are followed at once: a ready line the old one writes (its own restart
+    of a worker, a backlog read again) is not the new server's."""
+    h = ObservedHost(old="sglang-old", new="sglang-new")
+    h.units(T0, "active", "inactive")
+    h.at(T0 + 1).intent("beside", state="running", detail="", who="ana")
+    h.audit("beside", "timeout -k 5 60 docker start -- sglang-new", at=T0 + 2, took=0.5)
+    h.feed(LogAppended("h", (replace(parse_line("The server is fired up and ready to roll!"), ts=stamp(T0 + 10),
+                                     fields={"container": "sglang-old"}),)))
+    h.feed(LogAppended("h", (replace(parse_line("The server is fired up and ready to roll!"), ts=stamp(T0 + 20),
+                                     fields={"container": "sglang-new"}),)))
+    h.at(T0 + 30).intent("beside", state="done", detail="ready on port 30001")
+    assert h.state.swap.steps["beside"].ended_at_s == T0 + 20
 
 
 # -- driven on the simulated host: the executor's replies come late ---------------------------------

@@ -49,6 +49,9 @@ from console.core.derive import swap_plan as swap_plan
 from console.core.derive.swap_view import MEMORY, STEP_TITLES, freed_rows
 
 OUTSIDE = "outside the console"
+# The note of an audit entry read back from the console's audit log at a start (console/domain/swap/
+# audit_log.py): a command of a console that ended (killed, its machine lost) while its swap went on.
+READ_BACK = "read back from the console's audit log"
 DRAINED_MIB = 1024  # a GPU holding less than this (the CUDA context of nothing) counts as drained
 SERVED_PATHS = ("/v1/", "/generate")
 ACTIVE = ("active", "activating", "reloading")
@@ -247,6 +250,10 @@ class SwapObserver:
         self._update_end_at: float | None = None  # the update's "Update weights end." line
         self._console_ended: dict[str, str] = {}  # a console run's own last words, once the host finished it
         self._traffic_moved_at: float | None = None  # the router's 200 to the console's remove_worker
+        self._beside_ready_at: float | None = None  # the new server's ready line after the console's beside began
+        self._switch_stopped_at: float | None = None  # systemd's "Stopped" line of the old unit after the switch began
+        self._read_back: dict[str, list[Any]] = {}  # per step: the commands of a console that ended (its audit log)
+        self._read_back_stop: float | None = None  # that console's stop of the old service (its issue)
 
     # -- what the swap is -----------------------------------------------------------------------
     def units(self) -> tuple[str | None, str | None]:
@@ -293,10 +300,21 @@ class SwapObserver:
             step = replace(current, observed=True, **changes)
         else:
             step = replace(current, observed=True, who=None, commands=(), **changes)
+            step = self._credited(step)
         if self._step(key) == step:
             return
         self._sent[key] = step
         out.append(SwapStepChanged(self.host, step))
+
+    def _credited(self, step: SwapStep) -> SwapStep:
+        """A step seen on the host whose commands a console that ended had run (its audit log, read
+        back at this console's start): that console's author and commands, not "outside the console"."""
+        entries = self._read_back.get(step.key)
+        if not entries:
+            return step
+        who = ", ".join(dict.fromkeys(e.who for e in entries))
+        detail = step.detail.replace(f"({OUTSIDE})", f"(by {who} from a console that ended: its audit log)")
+        return replace(step, who=who, commands=tuple(e.command for e in entries), detail=detail)
 
     def _console_sent(self, key: str, step: SwapStep) -> bool:
         """`step` is (or was) the console's run of `key` whose first command went out to the host."""
@@ -322,8 +340,10 @@ class SwapObserver:
         has them: a run begins at its first audited command's issue (else when its intent reached
         the state: a gate, an approval wait with no command yet); `stop_old` ends at the drained
         reading (GPU memory back to the floor, else systemd's "Stopped" line at journald's time),
-        `start_new` at the new server's ready line, `in_place` at the update's "Update weights
-        end." line; any other end, or one the host has not told yet, when the outcome reached the
+        `start_new` and `beside` at the new server's ready line, `in_place` at the update's "Update
+        weights end." line, `switch_traffic` (the router's moves, the drain, the old server's stop)
+        at systemd's "Stopped" line of the old unit (journald's time; a container's stop has no line
+        of the host's: its outcome then); any other end, or one the host has not told yet, when the outcome reached the
         state. A fact that comes after the outcome (a log batch, a late reading) dates it again, so
         an executor whose reply came late changes nothing. The recording keeps what was written, so
         a replay, a late attach and the report read the same times. A step the plan skips was never
@@ -336,6 +356,10 @@ class SwapObserver:
             self._run_began[key] = at
             self._first_command.pop(key, None)
             self._outcome_at.pop(key, None)
+            if key == "beside":
+                self._beside_ready_at = None
+            elif key == "switch_traffic":
+                self._switch_stopped_at = None
         elif step.state in ("done", "failed", "refused") or (step.state == "skipped" and step.who is not None):
             if step.started_at_s is None and step.ended_at_s is None:  # ended before it ran: dated once
                 self._run_began[key] = at
@@ -369,6 +393,12 @@ class SwapObserver:
         if timed != step:
             out.append(SwapStepChanged(self.host, timed))
 
+    def _console_began(self, key: str, at: float) -> bool:
+        """The console's current run of `key` had begun by `at` (its first command's issue, else its
+        intent; a stamp of whole seconds)."""
+        began = self._first_command.get(key, self._run_began.get(key))
+        return began is not None and at >= began - 1.0
+
     def _host_end(self, key: str, started: float) -> float | None:
         """The host's own record of the end of the console's `key`, for the run begun at `started`."""
         if key == "stop_old":
@@ -377,6 +407,10 @@ class SwapObserver:
             at = self._log_ready_at
         elif key == "in_place":
             at = self._update_end_at
+        elif key == "beside":
+            at = self._beside_ready_at
+        elif key == "switch_traffic":
+            at = self._switch_stopped_at
         else:
             return None
         return at if at is not None and at >= started - 1.0 else None  # a stamp of whole seconds
@@ -436,6 +470,10 @@ class SwapObserver:
                         detail=f"{new_unit} found installed {clock(at)} ({OUTSIDE})")
         if old is not None and old.active_state is not None:
             active = old.active_state in ACTIVE
+            if not active and self._old_active is None and self.stopped_at is None \
+                    and self._read_back_stop is not None and self._read_back_stop <= at:
+                # the first reading finds it stopped, as the read-back stop command says
+                self._stopped(out, self._read_back_stop, "the stop command of a console that ended (its audit log)")
             if active:
                 if self._gpu_drop_at is not None and self._gpu_drop_at < at - READ_SLACK_S:
                     self._gpu_drop_at = None  # memory fell long before a reading that still saw it serving
@@ -573,6 +611,18 @@ class SwapObserver:
         """A command the console ran, and what the host answered (its exit status, its reply): the
         host's fact of a stop, a start or an update, dated by the command itself."""
         issued = entry.at_s - (entry.duration_s or 0.0)
+        if entry.note == READ_BACK:
+            # A command of a console that ended: it credits the step the host's facts show to its
+            # author. Its stop is a fact only once a reading agrees (the old service not running):
+            # a swap long over, or undone since, is not dated by it.
+            self._read_back.setdefault(entry.action, []).append(entry)
+            current = self._sent.get(entry.action)
+            if current is not None and current.observed:  # written before its command was read back
+                self._write(out, entry.action)
+            said = audited_verb(entry.command) if entry.exit_status == 0 else None
+            if said is not None and said[0] == "stop" and said[1] == self.units()[0] and entry.action != "rollback":
+                self._read_back_stop = issued if self._read_back_stop is None else min(issued, self._read_back_stop)
+            return
         began = self._run_began.get(entry.action)
         if began is not None and entry.action not in self._first_command and issued >= began - 1.0:
             # the run's first command (whatever its answer: it was sent) dates the step's start
@@ -622,6 +672,10 @@ class SwapObserver:
             unit, kind = e.fields.get("unit"), e.fields.get("transition")
             if at is None or unit is None:
                 continue
+            if unit == old_unit and kind == "stopped" and self._switch_stopped_at is None \
+                    and self._console_began("switch_traffic", at):
+                self._switch_stopped_at = at  # the console's "Move traffic …, stop the old one": its last act
+                self._console_time(out, "switch_traffic")
             if unit == old_unit and kind == "stopped" and self._rollback_at is None and self.stopped_at is not None \
                     and at >= self.stopped_at - 1.0 and self._stopped_line_at is None:
                 self._stopped_line_at = at
@@ -645,6 +699,11 @@ class SwapObserver:
             at = log_time(e.ts)
             if at is None:
                 continue
+            said_by = e.fields.get("container")  # a container's line says which one wrote it
+            if self._beside_ready_at is None and (said_by is None or said_by == new_unit) \
+                    and self._console_began("beside", at):
+                self._beside_ready_at = at  # the new server booted beside the old one: the console's step ends
+                self._console_time(out, "beside")
             if self._rollback_at is not None and at >= self._rollback_at - 1:
                 self._ended(out, at, f"{old_unit} ready again (rollback)")
             elif self.stopped_at is not None:
@@ -714,8 +773,11 @@ class SwapObserver:
         self.wake("gpu")
         self._began(out, "restart", at)
         if self._touchable("preflight") and self._step("preflight").state == "pending":
+            stopped_by = self._credited(SwapStep("stop_old", "", detail=f"({OUTSIDE})"))
             self._write(out, "preflight", state="skipped", ended_at_s=at,
-                        detail=f"not run: the old service was stopped {OUTSIDE}")
+                        detail=f"not run: the old service was stopped {OUTSIDE}" if stopped_by.who is None else
+                        f"not known: the old service was stopped by {stopped_by.who}'s console, which ended "
+                        "(a gate runs no command: its audit log cannot say)")
         self._write(out, "stop_old", state="running", started_at_s=at, ended_at_s=None,
                     detail=f"stopped {clock(at)} ({OUTSIDE}); draining GPU memory")
         if self._drained_seen_at is not None and self._drained_seen_at >= at:  # seen before the stop was
@@ -1034,4 +1096,4 @@ def observe(state: Any, *, wake: Callable[[str], None] | None = None,
 
 
 __all__ = ["SwapObserver", "MemoryFacts", "observe", "path_summary", "freed_between", "before_the_drain", "gpu_rows",
-           "verification", "last_served_at", "downtime_from", "log_time", "OUTSIDE"]
+           "verification", "last_served_at", "downtime_from", "log_time", "OUTSIDE", "READ_BACK"]

@@ -44,7 +44,7 @@ from console.core.derive.swap_view import (
     SwapStepChanged,
 )
 from console.domain.swap import actions as act
-from console.domain.swap import container_plan, fastpath, preflight, shared_steps, steps
+from console.domain.swap import audit_log, container_plan, fastpath, preflight, shared_steps, steps
 from console.domain.swap.errors import StepFailed, StepRefused, _Dropped
 from console.host.transport.errors import CommandTimeout, TransportError
 from console.locations import data_home
@@ -132,6 +132,12 @@ class SwapController:
                                    bool(getattr(self.profile, "verify_sha", False)), self.busy))
         if self.containers.active:  # issue 26 hook
             self.containers.announce()
+        if not self.state.swap.audit:  # a fresh console: the commands of one that ended mid-swap, by whom
+            entries, why = audit_log.read_back(self.audit_file, self.host, self._clock())
+            for entry in entries:
+                self.state.apply(AuditAppended(self.host, entry))
+            if why:
+                self.runner.notice("audit log", why, "warning")
 
     def refusal(self, key: str) -> str | None:
         if self.read_only:

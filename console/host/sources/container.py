@@ -194,7 +194,7 @@ class ComposeLogFollower(LogFollower):
                          **({"backlog": backlog} if backlog is not None else {}))  # type: ignore[arg-type]
         self.watcher = watcher
         self.label = f"docker logs of compose service {watcher.compose_service or '?'} ({watcher.compose_file})" + (
-            f" (or {compare_container})" if compare_container else "")
+            f" and {compare_container}" if compare_container else "")
         self.tracker.source = self.label
         self._resolved: str | None = None
 
@@ -219,3 +219,7 @@ class ComposeLogFollower(LogFollower):
     async def _command(self) -> tuple[str, str | None]:
         self._resolve()
         return await super()._command()
+
+    def _followed(self) -> tuple[str, ...]:
+        self._resolve()
+        return super()._followed()

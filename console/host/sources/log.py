@@ -152,6 +152,7 @@ TRACEBACK_QUIET_S = 1.0
 BACKLOG_S = 2.0  # lines within this long of a stream's start are its backlog (not the log moving now)
 BACKLOG_LINES = 300
 BACKLOG_BYTES = 256 << 10
+WAIT_RUNNING_S = 2.0  # a container followed beside another, not running: asked again this often on the host
 # `--all`: without it journalctl -o json prints "MESSAGE":null for a field over 4,096 bytes, and
 # SGLang's launch line (server_args=ServerArgs(...)) is ~16 KB (tests/data/real/journal_long_line.json).
 # _SYSTEMD_UNIT tells PID 1's own lines (init.scope) from the server's; UNIT names their unit.
@@ -208,10 +209,16 @@ class LineDecoder:
     batch can be parsed in the parser process: `state()` goes there with the lines, comes back
     advanced, and `load()` takes it."""
 
-    def __init__(self, container: str | None = None, log_file: str | None = None) -> None:
+    def __init__(self, container: str | None = None, log_file: str | None = None, *, tagged: bool = False) -> None:
         self.container = container
         self.log_file = log_file
         self.since: str | None = None  # a container's last line's Docker timestamp (RFC 3339, nanoseconds)
+        # Several containers followed at once (beside: the old one serving, the new one booting): each
+        # line comes as "NAME LINE" (the follower tags it with the container whose stream it came
+        # from), each container's resume point its own.
+        self.tagged = tagged
+        self.since_of: dict[str, str] = {}
+        self.came_from: str | None = None  # the container of the line decoded last (tagged)
         self.cursor: str | None = None
         self.offset: int | None = None
         self.skip_partial = False
@@ -224,11 +231,11 @@ class LineDecoder:
 
     def state(self) -> tuple[object, ...]:
         return (self.container, self.log_file, self.since, self.cursor, self.offset, self.skip_partial,
-                self.resume_cursor, self.vacuumed_note)
+                self.resume_cursor, self.vacuumed_note, self.tagged, dict(self.since_of))
 
     def load(self, state: tuple[object, ...]) -> None:
         (self.container, self.log_file, self.since, self.cursor, self.offset, self.skip_partial,  # type: ignore[assignment]
-         self.resume_cursor, self.vacuumed_note) = state
+         self.resume_cursor, self.vacuumed_note, self.tagged, self.since_of) = state
 
     def parse(self, raw: bytes) -> LogEvent | None:
         self._transition = self._journal_ts = None
@@ -247,18 +254,28 @@ class LineDecoder:
         if self._docker_ts is not None and event.ts is None:
             # Docker's time, as SGLang writes its own: "2026-11-28 07:41:13"
             event = replace(event, ts=self._docker_ts[:19].replace("T", " "))
+        if self.tagged and self.came_from is not None:  # which container said it
+            event = replace(event, fields={**event.fields, "container": self.came_from})
         return event
 
     def decode(self, raw: bytes) -> str | None:
         self._docker_ts = None
+        if self.tagged:
+            name, _, raw = raw.partition(b" ")
+            self.came_from = clean_line(name.decode("utf-8", "replace"))
         if self.container is not None:
             text = raw.decode("utf-8", "replace")
             ts, sep, rest = text.partition(" ")
             if not sep or len(ts) < 20 or ts[4:5] != "-" or not ts.endswith("Z"):
                 return text  # a line of docker's own (an error): show it as it is
-            if self.since is not None and ts <= self.since:
+            since = self.since_of.get(self.came_from or "") if self.tagged else self.since
+            if since is not None and ts <= since:
                 return None  # seen before the reconnect: --since is inclusive
-            self.since = self._docker_ts = ts
+            if self.tagged:
+                self.since_of[self.came_from or ""] = ts
+            else:
+                self.since = ts
+            self._docker_ts = ts
             return rest
         if self.log_file is not None:
             assert self.offset is not None
@@ -329,28 +346,53 @@ class LogFollower:
             raise ValueError("a log source needs units, a file or a container")
         self.transport = transport
         self.units = units
-        self.decoder = LineDecoder(container, log_file)
-        # A container's log ends when it stops (`docker logs -f` exits): the follower then follows
-        # whichever of the two is running, the new one first, resuming at the last line's time.
+        # Two containers (the new one and the one it replaces) are followed at once, each by its own
+        # `docker logs -f` (beside, the old one serves while the new one boots: both logs are the
+        # swap's), each line tagged with its container and each container resumed at its own last
+        # line's time. A container that is not running is waited for on the host (`docker logs -f`
+        # of a created or stopped container ends at once).
+        self.decoder = LineDecoder(container, log_file, tagged=bool(container and compare_container))
         self.compare_container = compare_container
         self.parsed_in: int | None = None  # the id of the process that parsed the last flood's batch
         self.backlog = backlog
         self.label = (f"file {log_file}" if log_file
-                      else f"docker logs of {container}" + (f" (or {compare_container})" if compare_container else "")
+                      else f"docker logs of {container}" + (f" and {compare_container}" if compare_container else "")
                       if container else "journal of " + ", ".join(units))
         self.tracker = LogTracker(self.label)
         self.backoff = Backoff()
         self._connected_status: str | None = None
         self._watching = False
+        self._feed_backoffs: list[Backoff] = []  # the containers' own streams' (followed at once)
 
     def _on_state(self, state: ConnectionState) -> None:
         """When the connection comes back the stream restarts now, not after a backoff grown while
         it was down (lines resumed up to 7.6 s late; issue 15)."""
         if state.usable and self._connected_status not in (None, "connected"):
             self.backoff.wake()
+            for backoff in self._feed_backoffs:
+                backoff.wake()
         self._connected_status = state.status
 
     # -- the command ---------------------------------------------------------------------
+    def _followed(self) -> tuple[str, ...]:
+        """The containers followed at once (the new one first)."""
+        return tuple(c for c in (self.container, self.compare_container) if c)
+
+    def _container_command(self, name: str) -> tuple[str, str | None]:
+        """`docker logs -f` of one of the containers followed at once, from its own resume point,
+        once it runs (waited for on the host, a `docker inspect` every WAIT_RUNNING_S)."""
+        args = ["docker", "logs", "--follow", "--timestamps"]
+        since = self.decoder.since_of.get(name)
+        if since:
+            args += ["--since", since]
+            note = f"docker logs of {name} resumed after its last line's Docker timestamp"
+        else:
+            args += ["--tail", str(self.backlog)]
+            note = None
+        running = join(["docker", "inspect", "--type", "container", "-f", "{{.State.Running}}", "--", name])
+        return (f'until [ "$({running} 2>/dev/null)" = true ]; do sleep {WAIT_RUNNING_S:g}; done; '
+                f"exec {join([*args, '--', name])} 2>&1"), note
+
     async def _command(self) -> tuple[str, str | None]:
         if self.container is not None:
             # --timestamps: Docker's own time for lines that carry none, and where to resume (--since).
@@ -463,6 +505,8 @@ class LogFollower:
     async def read_backlog(self) -> tuple[LogEvent, ...]:
         """One read of the backlog (no following), fed to this follower's own tracker: the one
         the server watcher reads, as in the app. For `snapshot --json`."""
+        if self.decoder.tagged:
+            return await self._read_backlogs()
         if self.container is not None:
             args = ["docker", "logs", "--timestamps", "--tail", "5000", "--"]
             read = join([*args, self.container]) + " 2>&1"
@@ -489,6 +533,27 @@ class LogFollower:
         self.tracker.flush()
         return tuple(events)
 
+    async def _read_backlogs(self) -> tuple[LogEvent, ...]:
+        """`read_backlog` of the containers followed at once: each one's tail (one that does not
+        exist or cannot be read left out), tagged with its name and merged in Docker's time."""
+        raw_lines: list[bytes] = []
+        for name in self._followed():
+            result = await self.transport.run(
+                join(["docker", "logs", "--timestamps", "--tail", "5000", "--", name]) + " 2>&1", timeout=30)
+            if result.ok:
+                tag = name.encode() + b" "
+                raw_lines += [tag + raw for raw in result.stdout.split(b"\n") if raw]
+
+        def stamp(raw: bytes) -> bytes:
+            parts = raw.split(b" ", 2)
+            return parts[1] if len(parts) > 2 and parts[1].endswith(b"Z") else b""
+
+        raw_lines.sort(key=stamp)
+        events = await self._parse_off_loop(raw_lines, process=False)
+        self.tracker.feed(events)
+        self.tracker.flush()
+        return tuple(events)
+
     async def snapshot_once(self) -> LogSummary:
         await self.read_backlog()
         return self.tracker.summary()
@@ -500,6 +565,10 @@ class LogFollower:
         if not self._watching:
             self._watching = True
             self.transport.on_state(self._on_state)
+        if self.decoder.tagged:
+            async for batch in self._merged_batches():
+                yield batch
+            return
         while True:
             try:
                 command, note = await self._command()
@@ -520,30 +589,19 @@ class LogFollower:
             try:
                 ended = False
                 while not ended:
-                    if self.tracker.traceback_pending:
-                        try:
-                            item = await asyncio.wait_for(queue.get(), TRACEBACK_QUIET_S)
-                        except asyncio.TimeoutError:
-                            self.tracker.flush()  # the stream went quiet: the traceback is whole
-                            yield LogBatch((), self.tracker.summary())
-                            continue
-                    else:
-                        item = await queue.get()
+                    item = await _next_item(queue, self.tracker.traceback_pending)
+                    if item is _QUIET:
+                        self.tracker.flush()  # the stream went quiet: the traceback is whole
+                        yield LogBatch((), self.tracker.summary())
+                        continue
                     if item is _END:
                         break
                     raw_lines: list[bytes] = list(item)  # type: ignore[call-overload]
                     deadline = loop.time() + BATCH_S
                     while len(raw_lines) < BATCH_MAX:
-                        try:
-                            item = queue.get_nowait()
-                        except asyncio.QueueEmpty:
-                            wait = deadline - loop.time()
-                            if wait <= 0:
-                                break
-                            try:
-                                item = await asyncio.wait_for(queue.get(), wait)
-                            except asyncio.TimeoutError:
-                                break
+                        item = await _item_by(queue, deadline)
+                        if item is None:
+                            break
                         if item is _END:
                             ended = True
                             break
@@ -571,6 +629,122 @@ class LogFollower:
             if got:
                 backoff.reset()
             await backoff.failed()
+
+
+    async def _feed(self, slot: int, queue: asyncio.Queue[object]) -> None:
+        """One of the containers followed at once (the `slot`-th of `_followed()`, named again at each
+        connect): its lines into the shared queue as ("lines", when its stream opened, the lines
+        tagged "NAME LINE"), its notes and errors as ("note"|"error", text); reconnected when its
+        `docker logs -f` ends (the container stopped), with its own backoff."""
+        loop = asyncio.get_running_loop()
+        backoff = Backoff()
+        self._feed_backoffs.append(backoff)
+        while True:
+            try:
+                name = self._followed()[slot]
+                command, note = self._container_command(name)
+                stream = await self.transport.stream(command)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a source never raises
+                await queue.put(("error", f"log stream: {describe_error(exc)}"))
+                await backoff.failed()
+                continue
+            if note:
+                await queue.put(("note", note))
+            opened = loop.time()
+            got = 0
+            tag = name.encode() + b" "
+            try:
+                async for lines in stream.chunks():
+                    got += len(lines)
+                    await queue.put(("lines", opened, [tag + raw for raw in lines]))
+            finally:
+                await stream.close()
+            why = stream.stderr_tail.splitlines()[-1:] or [f"exit {stream.exit_status}"]
+            await queue.put(("note", f"docker logs of {name} ended ({why[0]}); reconnecting"))
+            if got:
+                backoff.reset()
+            await backoff.failed()
+
+    async def _merged_batches(self) -> AsyncIterator[LogBatch]:
+        """The batches of the containers followed at once (see `_feed`): their lines in the order
+        they came, batched as one stream's."""
+        loop = asyncio.get_running_loop()
+        # A list of lines per item (a read's, 64 KiB at most): 64 items hold up to 4 MiB.
+        queue: asyncio.Queue[object] = asyncio.Queue(maxsize=64)
+        self._feed_backoffs = []
+        feeders = [asyncio.ensure_future(self._feed(i, queue)) for i in range(2)]
+        try:
+            while True:
+                item = await _next_item(queue, self.tracker.traceback_pending)
+                if item is _QUIET:
+                    self.tracker.flush()  # the streams went quiet: the traceback is whole
+                    yield LogBatch((), self.tracker.summary())
+                    continue
+                kind, *rest = item  # type: ignore[misc]
+                if kind != "lines":
+                    if kind == "note":
+                        self.tracker.flush()  # a traceback its stream ended on is whole
+                    yield LogBatch((), self.tracker.summary(), **{kind: rest[0]})
+                    continue
+                opened, raw_lines = rest[0], list(rest[1])  # opened: the latest of its streams' openings
+                deadline = loop.time() + BATCH_S
+                held: object = None
+                while len(raw_lines) < BATCH_MAX:
+                    item = await _item_by(queue, deadline)
+                    if item is None:
+                        break
+                    if item[0] != "lines":  # type: ignore[index]
+                        held = item  # said after this batch's lines
+                        break
+                    opened = max(opened, item[1])  # type: ignore[index]
+                    raw_lines.extend(item[2])  # type: ignore[index]
+                events = await self._parse_off_loop(raw_lines)
+                for lost in (e for e in events if e.kind == "lost"):
+                    yield LogBatch((), self.tracker.summary(), note=lost.text)
+                # What arrives in a stream's first seconds is its backlog (`--tail`): old lines.
+                self.tracker.feed(events, live=loop.time() - opened > BACKLOG_S)
+                yield LogBatch(tuple(events), self.tracker.summary())
+                if held is not None:
+                    kind, text = held  # type: ignore[misc]
+                    if kind == "note":
+                        self.tracker.flush()
+                    yield LogBatch((), self.tracker.summary(), **{kind: text})
+        finally:
+            for feeder in feeders:
+                feeder.cancel()
+            for feeder in feeders:
+                with contextlib.suppress(BaseException):
+                    await feeder
+
+
+_QUIET = object()  # `_next_item`: the stream went quiet with a traceback pending
+
+
+async def _next_item(queue: asyncio.Queue[object], traceback_pending: bool) -> object:
+    """The queue's next item; `_QUIET` when a traceback is pending and nothing came for
+    TRACEBACK_QUIET_S (the traceback is whole then)."""
+    if not traceback_pending:
+        return await queue.get()
+    try:
+        return await asyncio.wait_for(queue.get(), TRACEBACK_QUIET_S)
+    except asyncio.TimeoutError:
+        return _QUIET
+
+
+async def _item_by(queue: asyncio.Queue[object], deadline: float) -> object | None:
+    """The queue's next item if one comes by `deadline` (the loop's time), else None."""
+    try:
+        return queue.get_nowait()
+    except asyncio.QueueEmpty:
+        wait = deadline - asyncio.get_running_loop().time()
+        if wait <= 0:
+            return None
+        try:
+            return await asyncio.wait_for(queue.get(), wait)
+        except asyncio.TimeoutError:
+            return None
 
 
 async def _pump(stream: LineStream, queue: asyncio.Queue[object]) -> None:
