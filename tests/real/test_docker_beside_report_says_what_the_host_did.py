@@ -275,11 +275,11 @@ def test_the_reports_downtime_is_none_and_time_to_ready_is_the_new_containers_bo
     # the clock's one instant: the old container's stop (Docker's kill, die, stop events around it)
     assert _event(lived, "kill", lived.old) - 1 <= d.started_at_s <= _event(lived, "stop", lived.old) + 1, (
         d, lived.events)
-    # Time to ready: from docker start of the new container to its ready (as on the simulator: within
-    # the readiness poll of the server's own ready line).
+    # Time to ready: from docker start of the new container to its ready line, as the server stamped it (in
+    # whole seconds, so up to 1 s before Docker's own time of the line), or the readiness poll just after.
     booted = _line(lived, lived.new, "The server is fired up")[0] - _event(lived, "start", lived.new)
     assert t["time_to_ready_from"] == "the new container's start (docker start)", t
-    assert booted - 0.05 <= t["time_to_ready_s"] <= booted + 2.0, (t, booted)
+    assert booted - 1.0 <= t["time_to_ready_s"] <= booted + 2.0, (t, booted)
 
 
 def test_the_reports_old_and_new_and_diff_are_the_two_containers_launches(lived: LivedSwap) -> None:
@@ -309,22 +309,15 @@ def test_the_reports_gpu_memory_moved_from_the_old_containers_gpus_to_the_new_on
     assert log_time(g["after_at"]) >= int(_event(lived, "die", lived.old)), g
 
 
-@pytest.mark.xfail(strict=True, reason="as on the simulator (tests/swap/test_container_beside_report_says_what_"
-                   "the_host_did.py): the log source follows one container at a time (the new one only once the "
-                   "old one's `docker logs -f` ends), so beside the new container's boot never reaches the log")
 def test_the_reports_boot_timeline_is_the_new_containers_boot_in_docker_logs(lived: LivedSwap) -> None:
     boot = lived.report["boot"]
     launch, ready = _line(lived, lived.new, "server_args="), _line(lived, lived.new, "The server is fired up")
     assert boot and (log_time(boot[0]["at"]), log_time(boot[-1]["at"])) == (_stamp(launch[1]), _stamp(ready[1]))
 
 
-def test_the_reports_boot_note_says_the_logs_boot_is_the_old_containers(lived: LivedSwap) -> None:
-    """What the report says instead is true: no boot of the new server in the log, and the one there
-    is the old container's, from before the swap (its `docker logs`)."""
-    launch = [x for x in lived.logs[lived.old] if "server_args=" in x[1]]
-    assert lived.report["boot"] == [] and len(launch) == 1 and launch[0][0] < lived.began_s
-    assert lived.report["boot_note"] == (f"the new server's boot is not in the log yet (the log's boot at "
-                                         f"{launch[0][1][1:20]} is the old server's, before the swap)")
+def test_the_reports_boot_note_is_gone_once_the_new_containers_boot_is_in_the_log(lived: LivedSwap) -> None:
+    """The log follows both containers beside: the new one's boot is there, so no note says it is not."""
+    assert lived.report["boot"] and not lived.report.get("boot_note"), lived.report.get("boot_note")
 
 
 @pytest.mark.parametrize("fmt", ["md", "html", "json"])
