@@ -167,6 +167,37 @@ class GpuPane(ReadingPane):
     PANE_KEY: ClassVar[str] = "1"
     STALE_AFTER_S: ClassVar[float] = STALE_AFTER_S["gpu"]  # the one rule (core/freshness.py)
 
+    renders = 0  # texts laid out (tests read it)
+    _drawn_from: object = None
+
+    def state_changed(self, state: Any, source: str) -> None:
+        """A new sample: drawn only when what `format_gpu_status` would show moved (a still GPU's
+        sample every second draws nothing: issue 36); its time still moves the pane's ages."""
+        self.use_clock(state.now)
+        reading = state.reading(source)
+        if reading is not None and self.reading is not None and self._drawn_from is not None \
+                and shown_inputs(reading, self.content_size.width or 56, self.content_size.height or 12) \
+                == self._drawn_from:
+            self.set_reactive(GpuPane.reading, reading)
+            self.update_age()
+            return
+        self.reading = reading
+
     def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
         size = self.content_size
-        return format_gpu_status(reading, size.width or 56, size.height or 12, self.now())
+        self.renders += 1
+        width, height = size.width or 56, size.height or 12
+        self._drawn_from = shown_inputs(reading, width, height) if reading is not None else None
+        return format_gpu_status(reading, width, height, self.now())
+
+
+def shown_inputs(reading: Reading[GpuStatus], width: int, height: int) -> object:
+    """All `format_gpu_status` reads of a reading at this size, its time left out: equal inputs
+    draw the same text. None (draw it) for a lost GPU, whose age moves with the clock."""
+    status = reading.data
+    if status is None:
+        return ("no data", reading.error)
+    if any(gpu.lost_at_s is not None for gpu in status.gpus):
+        return None
+    return (width, height, reading.error, status.source, status.gpus, status.problems, status.driver,
+            tuple(h[-width:] for h in status.memory_history), tuple(h[-width:] for h in status.util_history))
