@@ -44,6 +44,26 @@ def short_gpu_name(name: str) -> str:
     return name.replace("NVIDIA ", "").replace(" Server Edition", " SE")
 
 
+def _columns(width: int) -> tuple[int, int, int]:
+    """The memory history's, the utilization history's and the memory bar's widths at `width`."""
+    width = max(width, 30)
+    wide = width >= 90
+    compact = width < 54
+    # Columns: idx(3) bar +1 used/total(11) pct(4) [+1 spark] util(5) [+1 util-spark] temp(5) power(6)
+    fixed = 3 + 1 + 11 + 4 + 5 + (0 if compact else 1 + 5 + 6)
+    room = width - fixed
+    if compact:
+        return 0, 0, max(4, room)
+    if wide:
+        # The memory bar says one fraction (and its % is beside it): a few cells are enough; the
+        # histories take the rest, as many samples as fit (the core keeps 300).
+        bar_w = max(10, min(20, room // 4))
+        spark_w = (room - bar_w - 1) // 2
+        return spark_w, spark_w, room - 2 * spark_w - 1
+    spark_w = max(6, room // 2 - 1)
+    return spark_w, 0, room - spark_w
+
+
 def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, height: int = 12,
                       now_s: float | None = None) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
@@ -56,20 +76,7 @@ def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, heigh
     width = max(width, 30)
     wide = width >= 90
     compact = width < 54
-    # Columns: idx(3) bar +1 used/total(11) pct(4) [+1 spark] util(5) [+1 util-spark] temp(5) power(6)
-    fixed = 3 + 1 + 11 + 4 + 5 + (0 if compact else 1 + 5 + 6)
-    room = width - fixed
-    if compact:
-        spark_w, util_spark_w, bar_w = 0, 0, max(4, room)
-    elif wide:
-        # The memory bar says one fraction (and its % is beside it): a few cells are enough; the
-        # histories take the rest, as many samples as fit (the core keeps 300).
-        bar_w = max(10, min(20, room // 4))
-        spark_w = util_spark_w = (room - bar_w - 1) // 2
-        bar_w = room - 2 * spark_w - 1
-    else:
-        spark_w, util_spark_w = max(6, room // 2 - 1), 0
-        bar_w = room - spark_w
+    spark_w, util_spark_w, bar_w = _columns(width)
     header = f"{'#':>2} {'memory':<{bar_w}} {'used/total':>11} {'%':>3}"
     if not compact:
         header += f" {'history':<{spark_w}}"
@@ -199,5 +206,10 @@ def shown_inputs(reading: Reading[GpuStatus], width: int, height: int) -> object
         return ("no data", reading.error)
     if any(gpu.lost_at_s is not None for gpu in status.gpus):
         return None
+    spark_w, util_spark_w, _bar = _columns(width)  # the histories show their last samples, this many
+
+    def tail(history: tuple[tuple[float, ...], ...], n: int) -> object:
+        return tuple(h[-n:] for h in history) if n else ()
+
     return (width, height, reading.error, status.source, status.gpus, status.problems, status.driver,
-            tuple(h[-width:] for h in status.memory_history), tuple(h[-width:] for h in status.util_history))
+            tail(status.memory_history, spark_w), tail(status.util_history, util_spark_w))
