@@ -40,7 +40,7 @@ async def test_the_age_timer_is_armed_for_the_next_stale_moment_and_marks_it() -
         first_stale = min(stale_after_s("gpu"), stale_after_s("host"))  # type: ignore[type-var]
         assert screen._ages_wait_s() > first_stale - 2.0 > 1.0
         # A sample about to go stale: the timer comes at that moment and says so.
-        old = time.time() - stale_after_s("gpu") + 0.5  # type: ignore[operator]
+        old = time.time() - stale_after_s("gpu") + 3.0  # type: ignore[operator]
         state.apply(_gpus(old))
         await wait_for(lambda: str(pane.border_subtitle).startswith("stale"), timeout=30)
         assert pane.has_class("-stale") and screen.age_ticks >= 1

@@ -126,6 +126,7 @@ class LogLines(ScrollView, can_focus=True):
         self.syncs = 0
         self.layouts_saved = 0  # rows added without a layout of the screen (tests read it)
         self._frame_style: tuple[int, Style] | None = None  # set while a frame renders its rows
+        self.on_size_change: Callable[[], None] | None = None  # the pane's subtitle says "4 shows more" by it
 
     # -- the index -------------------------------------------------------------------------
     @property
@@ -305,6 +306,12 @@ class LogLines(ScrollView, can_focus=True):
                 if event is not None and event.severity == "error":
                     out.append(y)
         return out
+
+    def on_resize(self) -> None:
+        """Its room settles after its pane's (the status line's height first): the pane's subtitle
+        ("4 shows more" when only a few rows fit) is said again for the room it has now."""
+        if self.on_size_change is not None:
+            self.on_size_change()
 
     def render_lines(self, crop: Any) -> list[Strip]:
         """One frame's rows: the view's width and style worked out once for all of them, not per
