@@ -249,6 +249,11 @@ class HostScreen(Screen[None]):
         self._ages_at = 0.0  # the state's clock at the last age update
         self._frame_list: list[Any] | None = None
         self._hidden_dirty: set[str] = set()  # sources changed while their pane was hidden (maximized)
+        # The age timer: armed for the first moment something on screen reads differently (a
+        # bare loop callback, like the flush), not every second (issue 36).
+        self._age_timer: asyncio.TimerHandle | None = None
+        self._age_at = 0.0  # when it runs, on `_monotonic`
+        self.age_ticks = 0  # how many times it ran (tests read it)
         for spec in self.specs:
             self._bindings.bind(spec.number, f"toggle_max('{spec.key}')", description=spec.title, show=False)
 
@@ -294,6 +299,7 @@ class HostScreen(Screen[None]):
         if isinstance(pane, PaneFrame):
             pane.set_title(spec.number, spec.title)
             pane.use_clock(self.state.now)  # every pane's ages on the state's clock (a replay's)
+            pane.on_age_due = self._age_due_changed
         return pane
 
     def pane(self, key: str) -> Widget:
@@ -323,12 +329,15 @@ class HostScreen(Screen[None]):
         self._dirty.add(HEADER)
         self.flush()
         self._flushed_at = -BUSY_FLUSH_S  # what the state holds is no busy second: the first news goes out at once
-        self.set_interval(1.0, self._tick)
+        self._arm_ages()
         self.watch(self, "maximized", lambda _: self._maximized_changed(), init=False)
         if self.note:
             self.notify(self.note, title=self.state.host, severity="warning", timeout=10, markup=False)
 
     def on_unmount(self) -> None:
+        if self._age_timer is not None:
+            self._age_timer.cancel()
+            self._age_timer = None
         if self._flush_timer is not None:
             self._flush_timer.cancel()
             self._flush_timer = None
@@ -436,6 +445,7 @@ class HostScreen(Screen[None]):
             self._approval_requests()
         if "presence" in dirty and self.follow:
             self._follow_driver()
+        self._arm_ages()
 
     def _drive_requests(self) -> None:
         """A peer asking to drive is news to the driver: a bell and a toast, once per request (the
@@ -471,10 +481,13 @@ class HostScreen(Screen[None]):
                         title="two-person rule", severity="warning", timeout=30, markup=False)
 
     def _tick(self) -> None:
-        """The one age timer of every pane (once a second): a pane is asked only once what it
+        """The one age timer of every pane and the header: a pane is asked only once what it
         draws could read differently (its `age_due_s`: "12s" the next second, "live" at the
         moment it goes stale), and not while another pane is maximized over it (it is asked at
-        the restore). A quiet screen does nothing here."""
+        the restore). It runs at the first such moment (`_arm_ages`): a quiet screen, where
+        nothing reads differently until the next sample, is not woken every second for nothing."""
+        self._age_timer = None
+        self.age_ticks += 1
         header = self._header()
         if header is not None:
             header.tick()
@@ -482,6 +495,52 @@ class HostScreen(Screen[None]):
         plan = self._plan_beside()
         if plan is not None:  # its clocks ("downtime 12s", a running step's seconds) move each second
             plan.refresh_plan()
+        self._arm_ages()
+
+    AGES_AT_MOST_S = 1.0  # a second: the finest step an age is drawn in
+
+    def _ages_wait_s(self) -> float:
+        """Seconds until something on screen next reads differently: the earliest `age_due_s` of
+        the panes seen, the header's, a second while the plan is docked (its clocks) or while the
+        state's clock is not this machine's (a replay's, a test's: its due times are not ours to
+        wait for); at least a second's step, the finest an age is drawn in."""
+        now = self.state.now()
+        if abs(now - time.time()) > 1.0 or self._plan_beside() is not None:
+            return self.AGES_AT_MOST_S
+        dues = []
+        header = self._header()
+        if header is not None:
+            dues.append(header.age_due_s())
+        maximized = self.maximized
+        for pane in self._frames():
+            if maximized is not None and pane is not maximized or not pane.display:
+                continue  # not seen: its ages are drawn at the restore
+            dues.append(pane.age_due_s)
+        due = min((d for d in dues if d is not None), default=None)
+        if due is None:
+            return 3600.0  # nothing on screen moves with the clock: the next event re-arms it
+        if due <= now:  # due already (0.0: a pane that does not say): every second, as before
+            return self.AGES_AT_MOST_S
+        return min(3600.0, due - now)
+
+    def _arm_ages(self) -> None:
+        if not self.is_attached:
+            return
+        wait = self._ages_wait_s()
+        at = _monotonic() + wait
+        if self._age_timer is not None:
+            if abs(self._age_at - at) < 0.05:
+                return  # armed for then already
+            self._age_timer.cancel()
+        self._age_at = at
+        self._age_timer = asyncio.get_running_loop().call_later(wait, self._tick)
+
+    def _age_due_changed(self, due: float | None) -> None:
+        """A pane's next age moved (its data, a throttled redraw, a key): sooner than the timer is
+        armed for, the timer is armed again."""
+        if due is not None and self._age_timer is not None \
+                and _monotonic() + max(0.0, due - self.state.now()) < self._age_at - 0.05:
+            self._arm_ages()
 
     def _plan_beside(self) -> Any:
         """The swap plan docked beside these panes, when it is open."""
@@ -540,6 +599,7 @@ class HostScreen(Screen[None]):
             if isinstance(pane, PaneFrame):
                 pane.relayout()
                 pane.update_age(now)  # not asked while hidden behind a maximized pane
+        self._arm_ages()
 
     def action_restore(self) -> None:
         if self.query("HelpPanel"):  # escape closes the keys panel first

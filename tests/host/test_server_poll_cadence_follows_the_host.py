@@ -44,12 +44,17 @@ def test_the_cadence_is_slower_on_a_quiet_host_and_faster_while_it_boots() -> No
 
 
 class _Watcher:
-    def __init__(self, log: LogTracker) -> None:
+    def __init__(self, log: LogTracker, unit: str | None = None) -> None:
         self.log = log
+        self.unit = unit
+        self.container = None
         self.polls = 0
+        self.answers = False  # a server answers on its port
 
     async def poll(self) -> ServerStatus:
         self.polls += 1
+        if self.answers:
+            return combine(None, None, None, None, HttpFacts(server_info={"version": "0.5.5"}), time.time())
         return _nothing_answers(time.time(), self.log)
 
 
@@ -77,9 +82,37 @@ async def test_a_slowed_poll_says_its_cadence_and_is_woken_by_the_log() -> None:
 async def test_a_host_just_gone_quiet_is_polled_at_the_usual_cadence_for_a_minute() -> None:
     """A unit just stopped (a swap under way) is not a quiet host yet: polled every 5 s until it
     has been quiet for `quiet_after_s`."""
-    watcher = _Watcher(LogTracker("file"))
+    watcher = _Watcher(LogTracker("file"), unit="sglang-qwen.service")
     source = server_source(watcher, interval_s=5.0)  # type: ignore[arg-type]
     readings = source.readings()
     first = await anext(readings)
     assert first.data is not None and first.detail is None and source.interval_s == 5.0
+    await readings.aclose()
+
+
+async def test_a_server_seen_answering_then_gone_is_polled_at_the_usual_cadence_for_a_minute() -> None:
+    """No unit, but a server answered (one started by hand, now stopped): it may be restarting."""
+    watcher = _Watcher(LogTracker("file"))
+    watcher.answers = True
+    source = server_source(watcher, interval_s=5.0)  # type: ignore[arg-type]
+    readings = source.readings()
+    await anext(readings)
+    watcher.answers = False
+    second = asyncio.ensure_future(anext(readings))
+    await asyncio.sleep(0)
+    source.wake()  # the next poll now, not 5 s later
+    await wait_for(second.done, timeout=10)
+    gone = second.result()
+    assert gone.data is not None and gone.detail is None and source.interval_s == 5.0
+    await readings.aclose()
+
+
+async def test_a_host_with_no_unit_where_nothing_ever_answered_is_slowed_from_its_first_poll() -> None:
+    """Nothing there could have just stopped: 15 s from the first poll, said on screen (the quiet
+    host polled its server 6 times in its first 30 s, for nothing)."""
+    watcher = _Watcher(LogTracker("file"))
+    source = server_source(watcher, interval_s=5.0)  # type: ignore[arg-type]
+    readings = source.readings()
+    first = await anext(readings)
+    assert first.detail == "polled every 15s" and source.interval_s == 15.0
     await readings.aclose()

@@ -211,14 +211,21 @@ def server_source(watcher: ServerWatcher, interval_s: float = 5.0,
 
     moved_at: list[float | None] = [None]  # the log's last live lines (a backlog is not the log moving)
     quiet_since: list[float | None] = [None]
+    answered = [False]  # a server answered on this port since the console started
 
     async def poll() -> ServerStatus:
         status = await watcher.poll()
         now = time.time()
+        answered[0] = answered[0] or status.http.server_info is not None
         every = poll_every_s(status, moved_at[0], now, interval_s)
         if every > interval_s:
             quiet_since[0] = quiet_since[0] if quiet_since[0] is not None else now
-            if now - quiet_since[0] < quiet_after_s:
+            # Only what could have just stopped is watched closely: a unit or a container (a swap),
+            # or a server seen answering. A host with neither, where nothing ever answered, is
+            # slowed from its first poll (issue 36: 6 polls in the quiet host's first 30 s, each a
+            # forward channel and an HTTP client's connect; its log moving still wakes it at once).
+            watched = bool(getattr(watcher, "unit", None) or getattr(watcher, "container", None)) or answered[0]
+            if watched and now - quiet_since[0] < quiet_after_s:
                 every = interval_s
         else:
             quiet_since[0] = None

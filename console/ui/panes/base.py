@@ -47,7 +47,20 @@ class PaneFrame:
     # When (on the pane's clock) what `update_age` draws may next change: the host screen's one
     # age timer calls `update_age` only once that time has come; None: only an event changes it.
     # 0.0 (a pane that does not say): every tick, as before.
-    age_due_s: float | None = 0.0
+    _age_due: float | None = 0.0
+    # The host screen's hook (`HostScreen._age_due_changed`): told each new due time, so its timer
+    # is armed for it when it comes sooner than the timer would.
+    on_age_due: Callable[[float | None], None] | None = None
+
+    @property
+    def age_due_s(self) -> float | None:
+        return self._age_due
+
+    @age_due_s.setter
+    def age_due_s(self, due: float | None) -> None:
+        self._age_due = due
+        if self.on_age_due is not None:
+            self.on_age_due(due)
 
     # -- the one clock of every pane (issue 20) -------------------------------------------------
     def use_clock(self, clock: Callable[[], float]) -> None:

@@ -9,6 +9,9 @@ import time
 from collections import OrderedDict
 from typing import Any, ClassVar
 
+import plotext as plt
+import plotext._core as plotext_core
+import plotext._utility as ut
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -99,10 +102,10 @@ def row_ticks(lo: float, hi: float, rows: int, fixed: bool) -> list[float]:
     return [round(lo + i * step, 10) for i in range(k + 1)]
 
 
-def _axis(plt: Any, values: list[float], side: str, unit: str = "", floor_zero: bool = True,
-          fixed: tuple[float, float] | None = None, rows: int | None = None) -> int:
-    """Explicit ticks and limits for one y axis, so plotext never invents or truncates labels;
-    with `rows` (the plot's rows) every tick lands on a row. Returns the labels' width in cells."""
+def _axis_ticks(values: list[float], side: str, unit: str = "", floor_zero: bool = True,
+                fixed: tuple[float, float] | None = None,
+                rows: int | None = None) -> tuple[float, float, list[float], list[str]]:
+    """One y axis' limits, ticks and labels (what `_axis` hands plotext)."""
     if fixed is not None:
         lo, hi = fixed
         ticks = row_ticks(lo, hi, rows, True) if rows else nice_ticks(lo, hi, 4)
@@ -121,9 +124,21 @@ def _axis(plt: Any, values: list[float], side: str, unit: str = "", floor_zero: 
     # plotext 5 draws the right labels one column past the room it keeps for them (frame off): a
     # trailing space takes that cut.
     labels = [label(t).rjust(width) if side == "left" else " " + label(t).ljust(width) + " " for t in ticks]
+    return lo, hi, ticks, labels
+
+
+def _set_axis(plt: Any, side: str, axis: tuple[float, float, list[float], list[str]]) -> int:
+    lo, hi, ticks, labels = axis
     plt.ylim(lo, hi, yside=side)
     plt.yticks(ticks, labels, yside=side)
     return len(labels[0])
+
+
+def _axis(plt: Any, values: list[float], side: str, unit: str = "", floor_zero: bool = True,
+          fixed: tuple[float, float] | None = None, rows: int | None = None) -> int:
+    """Explicit ticks and limits for one y axis, so plotext never invents or truncates labels;
+    with `rows` (the plot's rows) every tick lands on a row. Returns the labels' width in cells."""
+    return _set_axis(plt, side, _axis_ticks(values, side, unit, floor_zero, fixed, rows))
 
 
 # Series: never red. GPU util is 256-colour 33 (dodger blue): a theme's ANSI "blue" is violet.
@@ -211,37 +226,58 @@ def _snap(body: Text, col: int, rows: int) -> int:
     return col
 
 
-def chart(view: BenchView | ChartInputs, width: int, height: int, now_s: float, span_s: int = 120) -> Text:
-    """A plotext line chart as Rich text (plotext keeps global state: call from the UI thread only):
-    a legend row naming each axis, then the plot, the swap's marks labelled inside it."""
-    import plotext as plt
-
-    series = view.series(now_s, span_s)
-    drawn = {name: points for name, points in series.items() if len(points) >= 2}
-    if not drawn:
-        return Text("no throughput yet: the server's own gen throughput appears here from its log,\n"
-                    "a benchmark's output tokens/s beside it (b: quick run, B: sweep).", style=DIM)
+def _chart_rows(width: int, height: int) -> tuple[int, int, int, int, int]:
+    """The time chart's sizes: width, plot height, plot rows, and 1 when a row is left blank."""
     width, height = max(20, width), max(4, height)  # legend, two plot rows, the x ticks: all shown
     plot_h = height - 1  # the legend's row
     rows = plot_h - 1  # the x ticks' row
     spare = 0
     if not any((rows - 1) % k == 0 for k in range(2, 7)) and rows > 2:
         spare, rows, plot_h = 1, rows - 1, plot_h - 1  # 8 or 12 rows: one left blank, so ticks land on rows
+    return width, height, plot_h, rows, spare
+
+
+def _pieces(view: BenchView | ChartInputs, drawn: dict[str, list[tuple[float, float]]], now_s: float,
+            span_s: int) -> list[tuple[str, str, list[tuple[float, float]]]]:
+    """Each line the chart draws, in plotext's order (a later one over an earlier one): name, axis, points."""
+    out = []
+    for name, points in drawn.items():
+        side = "right" if name == "GPU util %" else "left"
+        # The server's series in pieces: no line across a span where no server existed (issue 20).
+        for piece in (view.server_segments(now_s, span_s) if name == "server gen tok/s" else [points]):
+            out.append((name, side, piece))
+    return out
+
+
+NO_THROUGHPUT = ("no throughput yet: the server's own gen throughput appears here from its log,\n"
+                 "a benchmark's output tokens/s beside it (b: quick run, B: sweep).")
+
+
+def _set_time_axis(plt: Any, width: int, plot_h: int, span_s: int) -> None:
     plt.clf()
     plt.limitsize(False, False)  # the pane's size, not the terminal's plotext guesses (80 in tests)
     plt.plotsize(width, plot_h)
     plt.theme("clear")
     plt.frame(False)
+    plt.xlim(-span_s, 0)
+    plt.xticks([-span_s, -span_s * 3 // 4, -span_s // 2, -span_s // 4, 0],
+               [f"-{span_s}s", f"-{span_s * 3 // 4}s", f"-{span_s // 2}s", f"-{span_s // 4}s", "now"])
+
+
+def plotext_chart(view: BenchView | ChartInputs, width: int, height: int, now_s: float, span_s: int = 120) -> Text:
+    """The time chart drawn wholly by plotext (lines, marks and axes in one build): what `chart`
+    draws, cell for cell (tests/ui/test_a_scrolling_chart_is_drawn_without_plotext.py holds them equal)."""
+    drawn = {name: points for name, points in view.series(now_s, span_s).items() if len(points) >= 2}
+    if not drawn:
+        return Text(NO_THROUGHPUT, style=DIM)
+    width, _height, plot_h, rows, spare = _chart_rows(width, height)
+    _set_time_axis(plt, width, plot_h, span_s)
     left: list[float] = []
-    for name, points in drawn.items():
-        side = "right" if name == "GPU util %" else "left"
-        # The server's series in pieces: no line across a span where no server existed (issue 20).
-        pieces = view.server_segments(now_s, span_s) if name == "server gen tok/s" else [points]
-        for piece in pieces:
-            xs, ys = zip(*piece, strict=True)
-            plt.plot(list(xs), list(ys), color=COLORS[name], marker="braille", yside=side)
-            if side == "left":
-                left.extend(ys)
+    for name, side, piece in _pieces(view, drawn, now_s, span_s):
+        xs, ys = zip(*piece, strict=True)
+        plt.plot(list(xs), list(ys), color=COLORS[name], marker="braille", yside=side)
+        if side == "left":
+            left.extend(ys)
     left_w = _axis(plt, left, "left", rows=rows) if left else 0
     right_w = 0
     if "GPU util %" in drawn:  # utilization is 0-100 %, whatever the samples
@@ -249,10 +285,13 @@ def chart(view: BenchView | ChartInputs, width: int, height: int, now_s: float, 
     shown = [(t - now_s, label) for t, label in view.marks if -span_s <= t - now_s <= 0.0]
     for x, _label in shown:
         plt.vline(x, "yellow")
-    plt.xlim(-span_s, 0)
-    plt.xticks([-span_s, -span_s * 3 // 4, -span_s // 2, -span_s // 4, 0],
-               [f"-{span_s}s", f"-{span_s * 3 // 4}s", f"-{span_s // 2}s", f"-{span_s // 4}s", "now"])
     body = Text.from_ansi(plt.build().rstrip("\n"), no_wrap=True)
+    return _finish(body, drawn, shown, left_w, right_w, width, rows, spare, span_s)
+
+
+def _finish(body: Text, drawn: dict[str, Any], shown: list[tuple[float, str]], left_w: int, right_w: int,
+            width: int, rows: int, spare: int, span_s: int) -> Text:
+    """The marks' labels written in, the blank row, the legend above."""
     plot_lo, plot_hi = plot_columns(body, left_w, width - right_w - 1)
     cols = [_snap(body, plot_lo + round((x + span_s) / span_s * (plot_hi - plot_lo)), rows) for x, _ in shown]
     body = overlay_marks(body, [(c, label) for c, (_, label) in zip(cols, shown, strict=True)],
@@ -263,6 +302,149 @@ def chart(view: BenchView | ChartInputs, width: int, height: int, now_s: float, 
     top = legend([(n, LEGEND_COLORS[n]) for n in names],
                  [("GPU util %", LEGEND_COLORS["GPU util %"])] if "GPU util %" in drawn else [], width)
     return Text("\n", no_wrap=True).join([top, body])
+
+
+class _Frame:
+    """A time chart's picture without its lines and marks, as plotext built it (labels, ticks, the
+    empty canvas) with where its canvas lies, its y limits and each series' colour: enough to draw
+    the lines and marks on a copy the way plotext does (`_draw_on`), without plotext."""
+
+    def __init__(self) -> None:
+        sub = plotext_core._figure.monitor
+        m = sub.matrix
+        self.rows, self.cols = m.rows, m.cols
+        self.marker = [row[:] for row in m.marker]
+        self.fullground = [row[:] for row in m.fullground]
+        self.style = [row[:] for row in m.style]
+        self.background = [row[:] for row in m.background]
+        self.col_start, self.row_start = m.Cols_canvas.start, m.Rows_canvas.start
+        self.width_canvas, self.height_canvas = len(m.Cols_canvas), len(m.Rows_canvas)
+        self.xlim = list(sub.xlim[0])
+        self.ylim = {"left": list(sub.ylim[0]), "right": list(sub.ylim[1])}
+        self.colors = [(sub.color[s][0], sub.style[s][0]) for s in range(len(sub.x))]  # one per series, in order
+        self.vcolor = sub.vcolors[0][0] if sub.vcolors[0] else None
+
+
+_FRAMES: OrderedDict[tuple[object, ...], _Frame] = OrderedDict()
+_STYLES: dict[tuple[Any, Any, Any], Any] = {}
+_BRAILLE: dict[int, str] = {}
+
+
+def _frame(width: int, plot_h: int, span_s: int, axes: tuple[Any, Any], names: tuple[tuple[str, str], ...]) -> _Frame:
+    """The frame for these sizes, axes and series, built by plotext once and kept (the 8 last)."""
+    key = (width, plot_h, span_s, axes, names)
+    frame = _FRAMES.get(key)
+    if frame is not None:
+        _FRAMES.move_to_end(key)
+        return frame
+    _set_time_axis(plt, width, plot_h, span_s)
+    outside = -10.0 * span_s  # a stand-in point per series left of the plot: plotext leaves it out
+    for name, side in names:
+        plt.plot([outside], [(axes[0] if side == "left" else axes[1])[0]], color=COLORS[name], marker="braille",
+                 yside=side)
+    for side, axis in zip(("left", "right"), axes, strict=True):
+        if axis is not None:
+            _set_axis(plt, side, (axis[0], axis[1], list(axis[2]), list(axis[3])))
+    plt.vline(outside, "yellow")  # off the matrix too: only its colour is kept, for the marks
+    plt.build()
+    frame = _FRAMES[key] = _Frame()
+    while len(_FRAMES) > 8:
+        _FRAMES.popitem(last=False)
+    return frame
+
+
+def _braille_cells(xs: list[float], ys: list[float], xlim: list[float], ylim: list[float], wc: int,
+                   hc: int) -> dict[tuple[int, int], str]:
+    """One line's braille cells on a canvas of `wc` x `hc` cells, the way plotext 5 draws it
+    (`_build.py`: its data to dots, `get_lines` between them, `hd_group`, `remove_outsiders`): its
+    own function for the dots, its lines between them and the grouping into cells done here (plotext's
+    took 8 of a picture's 13 ms)."""
+    if not _BRAILLE:
+        for code, char in ut.braille_codes.items():
+            _BRAILLE[sum(bit << i for i, bit in enumerate(code))] = char
+    x = ut.get_matrix_data(xs, xlim, 2 * wc)
+    y = ut.get_matrix_data(ys, ylim, 4 * hc)
+    bits: dict[tuple[int, int], int] = {}
+
+    def dot(xi: int, yi: int) -> None:
+        cell = (xi // 2, yi // 4)
+        bits[cell] = bits.get(cell, 0) | 1 << ((3 - yi % 4) * 2 + xi % 2)
+
+    for n in range(len(x) - 1):  # `get_line`: a dot per step of the longer side, truncated as plotext does
+        x0, x1, y0, y1 = x[n], x[n + 1], y[n], y[n + 1]
+        steps = max(abs(x1 - x0), abs(y1 - y0))
+        if steps == 0:
+            continue  # the same dot twice: plotext draws it as the next segment's first (or the last)
+        sx, sy = (x1 - x0) / steps, (y1 - y0) / steps
+        for i in range(steps):  # its last dot is the next segment's first
+            dot(int(x0 + i * sx), int(y0 + i * sy))
+    if x:
+        dot(x[-1], y[-1])
+    return {cell: _BRAILLE[b] for cell, b in bits.items() if 0 <= cell[0] < wc and 0 <= cell[1] < hc}
+
+
+def _draw_on(frame: _Frame, lines: list[tuple[int, list[tuple[float, float]], str]], marks: list[float]) -> Text:
+    """The frame with the marks' vertical lines, then each line over them (plotext's order), as
+    the Rich text `Text.from_ansi(plotext's build)` gives."""
+    marker = [row[:] for row in frame.marker]
+    fullground = [row[:] for row in frame.fullground]
+    style = [row[:] for row in frame.style]
+    wc, hc, c0, r0 = frame.width_canvas, frame.height_canvas, frame.col_start, frame.row_start
+    for col in ut.get_matrix_data(marks, frame.xlim, wc):
+        for row in range(r0, r0 + hc):
+            if 0 <= col + c0 < frame.cols and 0 <= row < frame.rows:
+                marker[row][col + c0] = "│"
+                if frame.vcolor is not None:
+                    fullground[row][col + c0] = frame.vcolor
+    for signal, points, side in lines:
+        color, st = frame.colors[signal]
+        xs = [p[0] for p in points]
+        ys = [p[1] for p in points]
+        for (col, row), char in _braille_cells(xs, ys, frame.xlim, frame.ylim[side], wc, hc).items():
+            marker[row + r0][col + c0] = char
+            fullground[row + r0][col + c0] = color
+            if st is not None:
+                style[row + r0][col + c0] = st
+    body = Text(no_wrap=True)
+    background = frame.background
+    for r in range(frame.rows - 1, -1, -1):
+        if r != frame.rows - 1:
+            body.append("\n")
+        row_m, row_f, row_s, row_b = marker[r], fullground[r], style[r], background[r]
+        start = 0
+        for c in range(1, frame.cols + 1):
+            if c == frame.cols or (row_f[c], row_s[c], row_b[c]) != (row_f[start], row_s[start], row_b[start]):
+                colors = (row_f[start], row_s[start], row_b[start])
+                rich = _STYLES.get(colors)
+                if rich is None:
+                    decoded = Text.from_ansi(ut.colors_to_ansi(*colors) + "x")
+                    rich = _STYLES[colors] = decoded.spans[0].style if decoded.spans else None
+                body.append("".join(row_m[start:c]), style=rich)
+                start = c
+    return body
+
+
+def chart(view: BenchView | ChartInputs, width: int, height: int, now_s: float, span_s: int = 120) -> Text:
+    """The time chart as Rich text: a legend row naming each axis, then the plot, the swap's marks
+    labelled inside it. plotext draws the axes once per size and axes (`_frame`); the lines and the
+    marks are drawn here the way plotext draws them (`plotext_chart` draws it all, cell for cell
+    the same), so a chart whose points only scrolled or grew is drawn without plotext (issue 36:
+    plotext's build was 13 ms a picture at 70x12; plotext keeps global state: UI thread only)."""
+    drawn = {name: points for name, points in view.series(now_s, span_s).items() if len(points) >= 2}
+    if not drawn:
+        return Text(NO_THROUGHPUT, style=DIM)
+    width, _height, plot_h, rows, spare = _chart_rows(width, height)
+    pieces = _pieces(view, drawn, now_s, span_s)
+    left = [y for _name, side, piece in pieces if side == "left" for _x, y in piece]
+    axes = (_axis_ticks(left, "left", rows=rows) if left else None,
+            _axis_ticks([], "right", "%", fixed=(0.0, 100.0), rows=rows) if "GPU util %" in drawn else None)
+    key_axes = tuple(None if a is None else (a[0], a[1], tuple(a[2]), tuple(a[3])) for a in axes)
+    frame = _frame(width, plot_h, span_s, key_axes, tuple((name, side) for name, side, _ in pieces))
+    shown = [(t - now_s, label) for t, label in view.marks if -span_s <= t - now_s <= 0.0]
+    body = _draw_on(frame, [(i, piece, side) for i, (_name, side, piece) in enumerate(pieces)], [x for x, _ in shown])
+    left_w = len(axes[0][3][0]) if axes[0] is not None else 0
+    right_w = len(axes[1][3][0]) if axes[1] is not None else 0
+    return _finish(body, drawn, shown, left_w, right_w, width, rows, spare, span_s)
 
 
 def _at_resolution(points: list[tuple[float, float]], dot_s: float) -> tuple[tuple[float, float], ...]:
@@ -321,8 +503,6 @@ MARKED_POINTS = 8
 
 def sweep_chart(view: BenchView, width: int, height: int) -> Text:
     """Output tokens/s and p99 TTFT against concurrency, for a sweep."""
-    import plotext as plt
-
     pts = view.sweep_points()
     if len(pts) < 2:
         return Text("the sweep chart needs two finished runs at different concurrency (B runs 1, 4, 16, 64)",
@@ -358,8 +538,6 @@ def _fmt(v: Any, spec: str = ".1f") -> str:
 
 def percentile_chart(pct: dict[str, tuple[float, float, float]], width: int, height: int) -> Text:
     """The live run's TTFT and ITL at p50, p90 and p99, as grouped bars (ms)."""
-    import plotext as plt
-
     plt.clf()
     plt.plotsize(max(20, width), max(5, height))
     plt.theme("clear")
@@ -497,7 +675,7 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
         self._chart_key: tuple[object, ...] | None = None
         self._chart_empty = True
         self._pictures: OrderedDict[tuple[object, ...], Text] = OrderedDict()  # drawn charts by their inputs
-        self.chart_builds = 0  # plotext rebuilds (tests read it)
+        self.chart_builds = 0  # pictures drawn anew (plotext only for new axes: `chart`; tests read it)
         self._inputs: ChartInputs | None = None  # what the last picture was drawn from (time chart)
         self._drawn_shape: tuple[object, ...] | None = None
         self._shape_memo: tuple[tuple[int, int, int], tuple[object, ...] | None] | None = None

@@ -44,6 +44,26 @@ def short_gpu_name(name: str) -> str:
     return name.replace("NVIDIA ", "").replace(" Server Edition", " SE")
 
 
+def _columns(width: int) -> tuple[int, int, int]:
+    """The memory history's, the utilization history's and the memory bar's widths at `width`."""
+    width = max(width, 30)
+    wide = width >= 90
+    compact = width < 54
+    # Columns: idx(3) bar +1 used/total(11) pct(4) [+1 spark] util(5) [+1 util-spark] temp(5) power(6)
+    fixed = 3 + 1 + 11 + 4 + 5 + (0 if compact else 1 + 5 + 6)
+    room = width - fixed
+    if compact:
+        return 0, 0, max(4, room)
+    if wide:
+        # The memory bar says one fraction (and its % is beside it): a few cells are enough; the
+        # histories take the rest, as many samples as fit (the core keeps 300).
+        bar_w = max(10, min(20, room // 4))
+        spark_w = (room - bar_w - 1) // 2
+        return spark_w, spark_w, room - 2 * spark_w - 1
+    spark_w = max(6, room // 2 - 1)
+    return spark_w, 0, room - spark_w
+
+
 def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, height: int = 12,
                       now_s: float | None = None) -> Text:
     text = Text(no_wrap=True, overflow="ellipsis")
@@ -56,20 +76,7 @@ def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, heigh
     width = max(width, 30)
     wide = width >= 90
     compact = width < 54
-    # Columns: idx(3) bar +1 used/total(11) pct(4) [+1 spark] util(5) [+1 util-spark] temp(5) power(6)
-    fixed = 3 + 1 + 11 + 4 + 5 + (0 if compact else 1 + 5 + 6)
-    room = width - fixed
-    if compact:
-        spark_w, util_spark_w, bar_w = 0, 0, max(4, room)
-    elif wide:
-        # The memory bar says one fraction (and its % is beside it): a few cells are enough; the
-        # histories take the rest, as many samples as fit (the core keeps 300).
-        bar_w = max(10, min(20, room // 4))
-        spark_w = util_spark_w = (room - bar_w - 1) // 2
-        bar_w = room - 2 * spark_w - 1
-    else:
-        spark_w, util_spark_w = max(6, room // 2 - 1), 0
-        bar_w = room - spark_w
+    spark_w, util_spark_w, bar_w = _columns(width)
     header = f"{'#':>2} {'memory':<{bar_w}} {'used/total':>11} {'%':>3}"
     if not compact:
         header += f" {'history':<{spark_w}}"
@@ -167,6 +174,42 @@ class GpuPane(ReadingPane):
     PANE_KEY: ClassVar[str] = "1"
     STALE_AFTER_S: ClassVar[float] = STALE_AFTER_S["gpu"]  # the one rule (core/freshness.py)
 
+    renders = 0  # texts laid out (tests read it)
+    _drawn_from: object = None
+
+    def state_changed(self, state: Any, source: str) -> None:
+        """A new sample: drawn only when what `format_gpu_status` would show moved (a still GPU's
+        sample every second draws nothing: issue 36); its time still moves the pane's ages."""
+        self.use_clock(state.now)
+        reading = state.reading(source)
+        if reading is not None and self.reading is not None and self._drawn_from is not None \
+                and shown_inputs(reading, self.content_size.width or 56, self.content_size.height or 12) \
+                == self._drawn_from:
+            self.set_reactive(GpuPane.reading, reading)
+            self.update_age()
+            return
+        self.reading = reading
+
     def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
         size = self.content_size
-        return format_gpu_status(reading, size.width or 56, size.height or 12, self.now())
+        self.renders += 1
+        width, height = size.width or 56, size.height or 12
+        self._drawn_from = shown_inputs(reading, width, height) if reading is not None else None
+        return format_gpu_status(reading, width, height, self.now())
+
+
+def shown_inputs(reading: Reading[GpuStatus], width: int, height: int) -> object:
+    """All `format_gpu_status` reads of a reading at this size, its time left out: equal inputs
+    draw the same text. None (draw it) for a lost GPU, whose age moves with the clock."""
+    status = reading.data
+    if status is None:
+        return ("no data", reading.error)
+    if any(gpu.lost_at_s is not None for gpu in status.gpus):
+        return None
+    spark_w, util_spark_w, _bar = _columns(width)  # the histories show their last samples, this many
+
+    def tail(history: tuple[tuple[float, ...], ...], n: int) -> object:
+        return tuple(h[-n:] for h in history) if n else ()
+
+    return (width, height, reading.error, status.source, status.gpus, status.problems, status.driver,
+            tail(status.memory_history, spark_w), tail(status.util_history, util_spark_w))

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from console.core.freshness import is_stale
+from console.core.freshness import is_stale, stale_after_s
 from console.model import HostSummary, Reading
 from console.host.transport.base import ConnectionState
 from console.units import DASH, duration, gb
@@ -152,6 +152,20 @@ class HostHeader(Static):
 
     def watch_summary(self) -> None:
         self._redraw()
+
+    def age_due_s(self) -> float | None:
+        """When the line next reads differently with no event (its ages): every second while not
+        connected, stale or replayed; else the moment the host summary goes stale."""
+        if (self.state and self.state.status != "connected") or getattr(self.host, "replay", None) is not None:
+            return self.host.now() + 1.0
+        summary = self.summary
+        if summary is None or summary.ok_at_s is None:
+            return None
+        now = self.host.now()
+        if is_stale("host", summary, now):
+            return now + 1.0
+        limit = stale_after_s("host")
+        return None if limit is None else summary.ok_at_s + limit + 1e-3
 
     def tick(self) -> None:
         """Once a second: only the ages change, and only stale or reconnecting states show them."""

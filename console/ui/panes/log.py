@@ -227,6 +227,7 @@ class LogPane(PaneFrame, Vertical, can_focus=True):
 
     def on_mount(self) -> None:
         self.border_title = f"{self.PANE_KEY} {self.PANE_TITLE}"
+        self.log_widget.on_size_change = self._update_subtitle  # not left to the next age tick
         self._sync()
         self._update_subtitle()
         self._redraw_status()

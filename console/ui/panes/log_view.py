@@ -125,6 +125,8 @@ class LogLines(ScrollView, can_focus=True):
         self._wrapped: dict[int, list[str]] = {}  # absolute line → its rows (wrap only; bounded by the store)
         self.syncs = 0
         self.layouts_saved = 0  # rows added without a layout of the screen (tests read it)
+        self._frame_style: tuple[int, Style] | None = None  # set while a frame renders its rows
+        self.on_size_change: Callable[[], None] | None = None  # the pane's subtitle says "4 shows more" by it
 
     # -- the index -------------------------------------------------------------------------
     @property
@@ -305,6 +307,22 @@ class LogLines(ScrollView, can_focus=True):
                     out.append(y)
         return out
 
+    def on_resize(self) -> None:
+        """Its room settles after its pane's (the status line's height first): the pane's subtitle
+        ("4 shows more" when only a few rows fit) is said again for the room it has now."""
+        if self.on_size_change is not None:
+            self.on_size_change()
+
+    def render_lines(self, crop: Any) -> list[Strip]:
+        """One frame's rows: the view's width and style worked out once for all of them, not per
+        row (Textual's `rich_style` walks the widget's ancestors: 218 rows in the demo's 30 s cost
+        as much as the rest of the rows' rendering)."""
+        self._frame_style = (self.scrollable_content_region.width or self.size.width, self.rich_style)
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame_style = None
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         if not self.rows and y == 0 and self.filter_text:
@@ -315,8 +333,11 @@ class LogLines(ScrollView, can_focus=True):
 
     def row_strip(self, index: int, scroll_x: int = 0) -> Strip:
         """Row `index` of the view as drawn (only visible rows are ever asked for)."""
-        width = self.scrollable_content_region.width or self.size.width  # not under the scrollbar
-        base_style = self.rich_style
+        if self._frame_style is not None:  # within a frame (`render_lines`): its width and style
+            width, base_style = self._frame_style
+        else:
+            width = self.scrollable_content_region.width or self.size.width  # not under the scrollbar
+            base_style = self.rich_style
         text, style = self.row(index)
         if not text:
             return Strip.blank(width, base_style)
