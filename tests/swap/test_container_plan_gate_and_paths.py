@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from console.domain.swap import container_steps, steps
+from console.domain.swap import container_steps, path_steps, steps
 from console.domain.swap.container_plan import ContainerPlan
 
 
@@ -142,7 +142,7 @@ async def test_the_server_died_during_an_in_place_update_reads_the_containers_st
         return {"status": "exited", "running": "false", "exit_code": "137", "restarts": "0", "oom_killed": "true"}
 
     ctl.containers.state_of = exited  # type: ignore[method-assign]
-    assert await ctl.fast._server_dead() is True
+    assert await path_steps.server_dead(ctl) is True
 
 
 def test_beside_on_containers_starts_the_new_container_and_stops_the_old_with_docker() -> None:
@@ -167,7 +167,7 @@ def test_beside_on_containers_starts_the_new_container_and_stops_the_old_with_do
 
 
 async def test_the_path_step_on_containers_reads_the_old_config_through_its_mount(tmp_path) -> None:  # noqa: ANN001
-    """The paths step itself (fastpath._paths) on a real shell: the old server's `--model-path` is
+    """The paths step itself (its run, console/domain/swap/path_choice.py) on a real shell: the old server's `--model-path` is
     /models/OLD inside its container; its config.json is read at the mount's host path; in place is
     chosen when the running container sees the new model's directory, refused (with the mounts) when not."""
     import json
@@ -206,7 +206,7 @@ async def test_the_path_step_on_containers_reads_the_old_config_through_its_moun
     import asyncio
 
     ctl = run(str(tmp_path / "shared/models"))
-    await ctl.fast._paths("alice")
+    await steps.step_for(ctl, "paths").run(ctl, "alice")
     assert ctl.fast.old_model_path == str(tmp_path / "shared/models/OLD")
     assert ctl.fast.chosen == "in-place", ctl.fast.plan.lines()
     (action,) = ctl.fast.build("in_place")
@@ -214,7 +214,7 @@ async def test_the_path_step_on_containers_reads_the_old_config_through_its_moun
     ctl = run(str(tmp_path / "data/models"))  # the old container sees only /data/models
     (tmp_path / "data/models/OLD").mkdir(parents=True)
     (tmp_path / "data/models/OLD/config.json").write_text(json.dumps(cfg))
-    await asyncio.wait_for(ctl.fast._paths("alice"), 60)
+    await asyncio.wait_for(steps.step_for(ctl, "paths").run(ctl, "alice"), 60)
     assert ctl.fast.chosen == "restart"
     assert "is not mounted into sglang-old" in ctl.fast.plan.option("in-place").reason
 
