@@ -144,6 +144,25 @@ def test_the_path_plan_reads_nothing_on_the_host() -> None:
     assert "def mark_skips" not in source and not table, table  # the table's skips, applied by steps.py
 
 
+def test_the_drain_and_a_deaths_cause_are_the_executors_public_seam() -> None:
+    """The steps of every runtime wait for the GPUs' drain and read a dead server's cause through the
+    Executor Protocol; the real-daemon tests' stand-in executor (tests/real/docker_host.py, no GPUs)
+    answers both its own way. They were private one-line delegates (`_drain`, `_death_cause`) that the
+    stand-in overrode: named in the Protocol, called by the steps, implemented by both executors."""
+    from console.domain.swap.controller import SwapController
+    from console.domain.swap.executor_api import Executor
+
+    members = set(vars(Executor))
+    assert {"drain", "death_cause"} <= members and not {"_drain", "_death_cause"} & members, sorted(members)
+    private = [f"{p.name}: {m}" for p in sorted((ROOT / "domain" / "swap").glob("*.py"))
+               for m in ("._drain(", "._death_cause(") if m in p.read_text(encoding="utf-8")]
+    assert not private, private
+    assert callable(SwapController.drain) and callable(SwapController.death_cause)
+    stand_in = ast.parse((ROOT.parent / "tests" / "real" / "docker_host.py").read_text(encoding="utf-8"))
+    defined = {n.name for n in ast.walk(stand_in) if isinstance(n, ast.AsyncFunctionDef)}
+    assert {"drain", "death_cause"} <= defined and not {"_drain", "_death_cause"} & defined, sorted(defined)
+
+
 def test_a_circle_through_a_type_only_import_is_found(tmp_path: Path) -> None:
     """The scan itself: a step that names the executor for its types (`if TYPE_CHECKING:`) while the
     executor imports the step is a circle (as the 5 files of the swap engine were)."""

@@ -90,7 +90,7 @@ async def run_stop_old(ex: Executor, who: str) -> str:
     (action,) = ex.containers.build("stop_old")
     issued = ex._clock()
     await docker_command(ex, "stop_old", who, name, action.commands[0], running_after=False)
-    drained = await ex._drain("stop_old", issued)
+    drained = await ex.drain("stop_old", issued)
     return f"{name} stopped; {drained}"
 
 
@@ -110,7 +110,7 @@ async def run_rollback(ex: Executor, who: str) -> str:
     stop, start = action.commands
     issued = ex._clock()
     await docker_command(ex, "rollback", who, new, stop, running_after=False)
-    await ex._drain("rollback", issued)
+    await ex.drain("rollback", issued)
     await docker_command(ex, "rollback", who, old, start, running_after=True)
     return await old_ready(ex, old)
 
@@ -142,7 +142,7 @@ async def follow_ready(ex: Executor, key: str, name: str, started: float) -> str
         now = await ex.containers.state_of(name)
         gone = why_gone(name, now, restarts_before)
         if gone is not None:
-            raise StepFailed(f"the new server died while booting: {await ex._death_cause(gone)}")
+            raise StepFailed(f"the new server died while booting: {await ex.death_cause(gone)}")
         reading = ex.state.reading("server")
         s = reading.data if reading is not None else None
         if s is not None and (reading.ok_at_s or 0) > started:  # type: ignore[union-attr]

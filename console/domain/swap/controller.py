@@ -427,11 +427,11 @@ class SwapController:
             self.runner.repoll("service")
         return result
 
-    async def _drain(self, key: str, since: float) -> str:
+    async def drain(self, key: str, since: float) -> str:
         """The GPUs drained after a stop (console/domain/swap/shared_steps.py), for every runtime's step."""
         return await shared_steps.drain(self, key, since)
 
-    async def _death_cause(self, reason: str, wait_s: float = shared_steps.DEATH_CAUSE_WAIT_S) -> str:
+    async def death_cause(self, reason: str, wait_s: float = shared_steps.DEATH_CAUSE_WAIT_S) -> str:
         """Why the server died, from its log (console/domain/swap/shared_steps.py)."""
         return await shared_steps.death_cause(self, reason, wait_s)
 

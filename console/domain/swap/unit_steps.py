@@ -90,7 +90,7 @@ async def run_stop_old(ex: Executor, who: str) -> str:
     await unit_command(ex, "stop_old", who, unit, action.commands[0], running_after=False)
     # The downtime's start is the observer's (console/core/derive/swap_observer.py): the stop command's
     # reply, systemd's line and the log's last served request are its facts.
-    drained = await ex._drain("stop_old", issued)
+    drained = await ex.drain("stop_old", issued)
     return f"{unit} stopped; {drained}"
 
 
@@ -143,7 +143,7 @@ async def follow_ready(ex: Executor, unit: str, started: float) -> str:
                 # unit started may still say inactive).
                 dead_seen.add(reading.ok_at_s or 0)  # type: ignore[union-attr]
                 if s.unit_state == "failed" or s.unit_failing or len(dead_seen) >= 2:
-                    cause = await ex._death_cause(s.reason)
+                    cause = await ex.death_cause(s.reason)
                     raise StepFailed(f"the new server died while booting: {cause}")
             else:
                 dead_seen.clear()
@@ -161,7 +161,7 @@ async def run_rollback(ex: Executor, who: str) -> str:
     stop, start = action.commands
     issued = ex._clock()
     await unit_command(ex, "rollback", who, new, stop, running_after=False)
-    await ex._drain("rollback", issued)
+    await ex.drain("rollback", issued)
     await unit_command(ex, "rollback", who, old, start, running_after=True)
     return await old_ready(ex, old)  # the clock's end: the observer's (the log's ready line)
 
