@@ -97,15 +97,16 @@ async def plan_paths(ex: Executor) -> str:
     fast.old_unit_pids = [pr.pid for g in (gpu.gpus if gpu else ()) for pr in g.processes or ()]
     pause, pause_text = pred.predict_in_place(samples, total, fast.residency, cache_gbps=cache_gbps)
     server = ex.state.data("server")
+    container = cfp.active(ex)  # issue 26: the words name what a container gets (its launch), not a unit's
     in_place = P.in_place_option(old_cfg, new_cfg, P.flag_changes(old_cmd, new_cmd), pause_s=pause,
-                                 pause_detail=pause_text,
+                                 pause_detail=pause_text, container=container,
                                  server_ready=server is not None and server.status == "ready")
     fit_in = None
     if new_cfg is not None and new_cmd is not None and gpu is not None and gpu.gpus:
         mem = min((g.memory_total_mib or 0) for g in gpu.gpus) / 1024
         fit_in = inputs_from_command(new_cmd, new_cfg, total or None, len(gpu.gpus), mem, model=model_dir)
     beside = P.beside_option(fit_in, gpu, old_pids=fast.old_unit_pids, old_port=fast.old_port,
-                             router=fast.router_url)
+                             router=fast.router_url, container=container)
     in_place, beside = cfp.adjust_options(ex, in_place, beside, model_dir)  # issue 26 hook: containers
     install = ex.state.swap.steps.get("install")
     if (not cfp.active(ex) and beside.possible and install is not None and install.state == "done"
