@@ -159,11 +159,19 @@ class FastPaths:
         return None
 
     def _backup(self) -> str:
+        """The previous unit file the install kept: that it kept one is the step's words (its command's
+        output); where, exactly, is its command (the words name the file as the host names it)."""
         install = self.ctl.state.swap.steps.get("install")
-        m = re.search(r"kept (/\S+\.bak-[0-9TZ-]+)", install.detail if install is not None else "")
+        m = re.search(r"kept (/\S+)\.bak-([0-9TZ-]+)", install.detail if install is not None else "")
         if not m:
             raise act.ActionError("the previous unit file is not known (the install step kept no backup)")
-        return act.check_path(m.group(1), "backup")
+        stamp = re.escape(m.group(2))
+        for line in install.commands:  # type: ignore[union-attr]
+            exact = re.search(rf"echo '?kept (/[^\s']+\.bak-{stamp})'?", line)
+            if exact:
+                return act.check_path(exact.group(1), "backup")
+        path, root = f"{m.group(1)}.bak-{m.group(2)}", (getattr(self.ctl.profile, "host_root", None) or "").rstrip("/")
+        return act.check_path(root + path if root and not path.startswith(root + "/") else path, "backup")
 
     def build(self, key: str) -> list[act.Action]:
         actions = self._build(key)

@@ -34,6 +34,16 @@ def units_dir(ex: Executor) -> str:
     raise act.ActionError("where the host's units live is not known yet (wait for the service pane)")
 
 
+def as_host_names(ex: Executor, path: str) -> str:
+    """A path on the host as the host names it, for the step's words: under the profile's
+    `host_root` (the demo's simulated host keeps its files in a sandbox directory) the root is left
+    out, "/etc/systemd/system/x.service"; the commands keep the path they act on."""
+    root = (getattr(ex.profile, "host_root", None) or "").rstrip("/")
+    if root and (path == root or path.startswith(root + "/")):
+        return path[len(root):] or "/"
+    return path
+
+
 def draft_text(ex: Executor) -> str:
     return ex.fast.draft_text(ex._draft_text_raw())  # issue 24 hook: the beside unit's GPUs and port
 
@@ -79,7 +89,8 @@ async def run_install(ex: Executor, who: str) -> str:
             raise StepFailed("the connection dropped again during daemon-reload") from None
     kept = [ln for ln in result.text.splitlines() if ln.startswith("kept ")] if result is not None else []
     ex.runner.repoll("service")
-    return f"installed {w.path}" + (f"; {kept[0]}" if kept else "") + "; daemon-reload done"
+    kept_words = [f"kept {as_host_names(ex, k.removeprefix('kept '))}" for k in kept[:1]]
+    return f"installed {as_host_names(ex, w.path)}" + "".join(f"; {k}" for k in kept_words) + "; daemon-reload done"
 
 
 async def run_stop_old(ex: Executor, who: str) -> str:
