@@ -19,6 +19,7 @@ from console.domain.swap import actions as act
 from console.domain.swap import container_actions as ca
 from console.domain.swap.errors import StepFailed, _Dropped
 from console.domain.swap.executor_api import Executor
+from console.domain.swap.shared_steps import run_checked
 from console.host.parsers.docker import docker_error_text, restart_loop_of
 from console.host.sources.server import ServerWatcher
 from console.host.transport.errors import TransportError
@@ -29,14 +30,9 @@ INSTALL_TITLE = "Check the image, create the new container"
 async def docker_command(ex: Executor, key: str, who: str, name: str, cmd: act.RemoteCommand, *,
                          running_after: bool) -> None:
     """One docker command; a drop is re-read from the host (is the container up or not?)."""
-    try:
-        result = await ex._run(who, key, cmd)
-        if not result.ok:
-            verb = "start" if running_after else "stop"
-            raise StepFailed(f"docker {verb} {name} exited {result.exit_status}: "
-                             f"{docker_error_text(result.error_text or result.text)[-200:]}")
-    except _Dropped as exc:
-        await ex._reconnected(key, str(exc))
+    verb = "start" if running_after else "stop"
+    if await run_checked(ex, who, key, cmd, lambda r: f"docker {verb} {name} exited {r.exit_status}",
+                         said=docker_error_text) is None:
         now = await ex.containers.state_of(name)
         if (now.get("running") == "true") != running_after:
             raise StepFailed(f"after the drop, {name} is {now.get('status') or 'unknown'}: the "

@@ -19,6 +19,7 @@ import time
 from console.domain.swap import actions as act
 from console.domain.swap.errors import StepFailed, _Dropped
 from console.domain.swap.executor_api import Executor
+from console.domain.swap.shared_steps import run_checked
 from console.host.sources.server import ServerWatcher
 from console.host.transport.errors import TransportError
 
@@ -67,14 +68,9 @@ async def run_install(ex: Executor, who: str) -> str:
             await transport.run(act.bounded(["rm", "-f", "--", w.temp_path], 10), timeout=15)
         raise StepFailed(f"writing {w.temp_path} failed ({exc}): {w.path} is unchanged") from None
     ex._audit(who, "install", f"sftp put {w.temp_path}", 0, f"{len(w.text.encode())} bytes")
-    result = None
-    try:
-        result = await ex._run(who, "install", action.commands[0])
-        if not result.ok:
-            raise StepFailed(f"install failed (exit {result.exit_status}): "
-                             f"{(result.error_text or result.text).strip()[-200:]}")
-    except _Dropped as exc:
-        await ex._reconnected("install", str(exc))
+    result = await run_checked(ex, who, "install", action.commands[0],
+                               lambda r: f"install failed (exit {r.exit_status})")
+    if result is None:  # the connection dropped: is the new file in place?
         try:
             now = await transport.read_file(w.path, timeout=15)
         except (TransportError, OSError):
@@ -110,13 +106,7 @@ async def unit_command(ex: Executor, key: str, who: str, unit: str, cmd: act.Rem
     """`systemctl start` or `stop` of one unit, audited; its exit status respected; a drop re-read
     from the host (is the unit running or not?), never assumed."""
     verb = "start" if running_after else "stop"
-    try:
-        result = await ex._run(who, key, cmd)
-        if not result.ok:
-            raise StepFailed(f"systemctl {verb} {unit} exited {result.exit_status}: "
-                             f"{(result.error_text or result.text).strip()[-200:]}")
-    except _Dropped as exc:
-        await ex._reconnected(key, str(exc))
+    if await run_checked(ex, who, key, cmd, lambda r: f"systemctl {verb} {unit} exited {r.exit_status}") is None:
         now = (await ex._unit_state(unit)).get("ActiveState")
         if running_after and now not in ("active", "activating"):
             raise StepFailed(f"after the drop, {unit} is {now or 'unknown'}: it is not running") from None
