@@ -75,6 +75,10 @@ class HostProfile:
     # The Hub (or a mirror) asked for the repo's file list; None: $HF_ENDPOINT, else huggingface.co.
     # The demo's is its simulated host's own, on loopback (console/demo/hostsim/fake_hub.py).
     hub_endpoint: str | None = None
+    # The demo's simulated host keeps its files under a sandbox directory of this machine (its
+    # /etc/systemd/system is ROOT/etc/systemd/system): the commands use the sandbox's paths, the
+    # steps' words name a file as the host names it, this root left out. None on a real host.
+    host_root: str | None = None
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> HostProfile:
         """Flags on top of the profile: only values that were given (not None) win."""

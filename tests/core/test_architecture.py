@@ -119,6 +119,50 @@ def test_the_swap_package_has_no_import_cycle() -> None:
     assert not cycles, "import cycles in console/domain/swap: " + "; ".join(" → ".join(c) for c in cycles)
 
 
+def test_every_steps_run_is_a_step_bodys_function_never_a_method_of_the_path_plan() -> None:
+    """A swap step's run is a function of the steps' bodies (shared_steps, unit_steps, container_steps,
+    path_choice, path_steps, container_fastpath) or steps.py's own, never a method reached through the
+    executor's attributes: the planning step `paths` once ran as FastPaths._paths, the path plan choosing
+    its own path."""
+    from console.domain.swap import steps
+
+    assert len(steps.STEPS) > 10  # the registry read is the one meant
+    hidden = [f"{s.key}: {s.run.__module__}.{s.run.__qualname__}" for s in steps.STEPS
+              if "." in s.run.__qualname__ or not s.run.__module__.startswith("console.domain.swap.")]
+    assert not hidden, "steps whose run is not a step body's function: " + "; ".join(hidden)
+
+
+def test_the_path_plan_reads_nothing_on_the_host() -> None:
+    """console/domain/swap/fastpath.py keeps the path the `paths` step chose and builds the path steps'
+    exact commands: it awaits nothing and never names the transport. Reading the host's facts to choose
+    is console/domain/swap/path_choice.py's; which of the plan's steps a path takes is the table's."""
+    source = (ROOT / "domain" / "swap" / "fastpath.py").read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    awaits = [n.name for n in ast.walk(tree) if isinstance(n, ast.AsyncFunctionDef)]
+    assert not awaits and "transport" not in source, (awaits, "transport" in source)
+    table = [m for m, _ in _imports(ROOT / "domain" / "swap" / "fastpath.py") if m.endswith("swap_plan")]
+    assert "def mark_skips" not in source and not table, table  # the table's skips, applied by steps.py
+
+
+def test_the_drain_and_a_deaths_cause_are_the_executors_public_seam() -> None:
+    """The steps of every runtime wait for the GPUs' drain and read a dead server's cause through the
+    Executor Protocol; the real-daemon tests' stand-in executor (tests/real/docker_host.py, no GPUs)
+    answers both its own way. They were private one-line delegates (`_drain`, `_death_cause`) that the
+    stand-in overrode: named in the Protocol, called by the steps, implemented by both executors."""
+    from console.domain.swap.controller import SwapController
+    from console.domain.swap.executor_api import Executor
+
+    members = set(vars(Executor))
+    assert {"drain", "death_cause"} <= members and not {"_drain", "_death_cause"} & members, sorted(members)
+    private = [f"{p.name}: {m}" for p in sorted((ROOT / "domain" / "swap").glob("*.py"))
+               for m in ("._drain(", "._death_cause(") if m in p.read_text(encoding="utf-8")]
+    assert not private, private
+    assert callable(SwapController.drain) and callable(SwapController.death_cause)
+    stand_in = ast.parse((ROOT.parent / "tests" / "real" / "docker_host.py").read_text(encoding="utf-8"))
+    defined = {n.name for n in ast.walk(stand_in) if isinstance(n, ast.AsyncFunctionDef)}
+    assert {"drain", "death_cause"} <= defined and not {"_drain", "_death_cause"} & defined, sorted(defined)
+
+
 def test_a_circle_through_a_type_only_import_is_found(tmp_path: Path) -> None:
     """The scan itself: a step that names the executor for its types (`if TYPE_CHECKING:`) while the
     executor imports the step is a circle (as the 5 files of the swap engine were)."""
@@ -269,7 +313,7 @@ def test_loading_the_core_loads_no_swap_engine() -> None:
 # core has none: it appears nowhere below.
 LAZY_IMPORTS_ALLOWED: dict[str, int] = {
     "cli/main.py": 31, "demo/swap_demo.py": 18, "cli/share.py": 17, "host/session.py": 6, "demo/hostsim/tools.py": 11, 
-    "domain/fleet/prom.py": 10, "domain/swap/fastpath.py": 10, "cli/fleet.py": 8, "ui/host_screen.py": 8, 
+    "domain/fleet/prom.py": 10, "domain/swap/fastpath.py": 0, "cli/fleet.py": 8, "ui/host_screen.py": 8, 
     "demo/hostsim/fake_docker.py": 8, "ui/panes/bench.py": 8, "domain/swap/controller.py": 0, "cli/fit.py": 7, 
     "demo/hostsim/fake_sglang/launch_server.py": 7, "demo/hostsim/scenario.py": 7, "domain/swap/container_plan.py": 0, 
     "host/transport/ssh.py": 6, "demo/hostsim/docker_drive.py": 5, "demo/hostsim/process.py": 5, "ui/panes/registry.py": 5, 

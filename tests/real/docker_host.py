@@ -287,10 +287,10 @@ class PlanCtl:
     def _downtime_start(self, issued: float) -> None:
         return None
 
-    async def _drain(self, key: str, since: float) -> str:
+    async def drain(self, key: str, since: float) -> str:
         return "no GPUs on this machine: nothing to drain"
 
-    async def _death_cause(self, reason: str, wait_s: float = 5.0) -> str:
+    async def death_cause(self, reason: str, wait_s: float = 5.0) -> str:
         return reason
 
     async def close(self) -> None:

@@ -15,7 +15,7 @@ import pytest
 from console.domain.analysis import unit_environment as ue
 from console.host.parsers.systemd import parse_unit
 from console.domain.swap import actions as act
-from console.domain.swap import fastpath
+from console.domain.swap import fastpath, path_choice
 from console.host.transport import LocalTransport
 from tests.kit.downtime import controller
 from tests.kit.figures import record
@@ -75,7 +75,7 @@ def host(tmp_path: Path):  # noqa: ANN201 - (controller, tmp dirs) on the local 
 async def _problem(ctl, draft: str) -> str | None:  # noqa: ANN001
     Path(ctl.profile.unit_draft).write_text(draft)
     try:
-        return await ctl.fast.beside_environment_problem((4, 5, 6, 7), 30001)
+        return await path_choice.beside_environment_problem(ctl, (4, 5, 6, 7), 30001)
     finally:
         await ctl.session.transport.close()
 

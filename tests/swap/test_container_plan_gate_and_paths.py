@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from console.domain.swap import container_steps, steps
+from console.domain.swap import container_steps, path_steps, steps
 from console.domain.swap.container_plan import ContainerPlan
 
 
@@ -142,7 +142,7 @@ async def test_the_server_died_during_an_in_place_update_reads_the_containers_st
         return {"status": "exited", "running": "false", "exit_code": "137", "restarts": "0", "oom_killed": "true"}
 
     ctl.containers.state_of = exited  # type: ignore[method-assign]
-    assert await ctl.fast._server_dead() is True
+    assert await path_steps.server_dead(ctl) is True
 
 
 def test_beside_on_containers_starts_the_new_container_and_stops_the_old_with_docker() -> None:
@@ -167,7 +167,7 @@ def test_beside_on_containers_starts_the_new_container_and_stops_the_old_with_do
 
 
 async def test_the_path_step_on_containers_reads_the_old_config_through_its_mount(tmp_path) -> None:  # noqa: ANN001
-    """The paths step itself (fastpath._paths) on a real shell: the old server's `--model-path` is
+    """The paths step itself (its run, console/domain/swap/path_choice.py) on a real shell: the old server's `--model-path` is
     /models/OLD inside its container; its config.json is read at the mount's host path; in place is
     chosen when the running container sees the new model's directory, refused (with the mounts) when not."""
     import json
@@ -206,7 +206,7 @@ async def test_the_path_step_on_containers_reads_the_old_config_through_its_moun
     import asyncio
 
     ctl = run(str(tmp_path / "shared/models"))
-    await ctl.fast._paths("alice")
+    await steps.step_for(ctl, "paths").run(ctl, "alice")
     assert ctl.fast.old_model_path == str(tmp_path / "shared/models/OLD")
     assert ctl.fast.chosen == "in-place", ctl.fast.plan.lines()
     (action,) = ctl.fast.build("in_place")
@@ -214,7 +214,7 @@ async def test_the_path_step_on_containers_reads_the_old_config_through_its_moun
     ctl = run(str(tmp_path / "data/models"))  # the old container sees only /data/models
     (tmp_path / "data/models/OLD").mkdir(parents=True)
     (tmp_path / "data/models/OLD/config.json").write_text(json.dumps(cfg))
-    await asyncio.wait_for(ctl.fast._paths("alice"), 60)
+    await asyncio.wait_for(steps.step_for(ctl, "paths").run(ctl, "alice"), 60)
     assert ctl.fast.chosen == "restart"
     assert "is not mounted into sglang-old" in ctl.fast.plan.option("in-place").reason
 
@@ -225,3 +225,49 @@ def replace_argv(spec: Any, model: str) -> Any:
     argv = list(spec.argv)
     argv[argv.index("--model-path") + 1] = model
     return replace(spec, argv=tuple(argv))
+
+
+async def test_the_beside_plan_on_containers_says_the_gpus_flag_the_container_gets(tmp_path) -> None:  # noqa: ANN001
+    """Beside on containers the new server gets its GPUs from its launch (`--gpus '"device=4"'`), not
+    from a CUDA_VISIBLE_DEVICES a unit file would set: the plan's words (the gate's line, the report's
+    details) say what the container gets, and in place is refused for the container's flags, not a unit's."""
+    import json
+
+    from console.domain.analysis.container_diff import side_from_container
+    from console.host.transport.local import LocalTransport
+    from console.model import GpuDevice, GpuProcess, GpuStatus
+
+    cfg = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_hidden_layers": 48,
+           "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 151936}
+    for d in ("shared/models/OLD", "shared/models/NEW"):
+        (tmp_path / d).mkdir(parents=True)
+        (tmp_path / d / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "shared/models/NEW/model-00001-of-00001.safetensors").write_bytes(b"\0" * 1024)
+    old = replace_argv(_spec("sglang-old", str(tmp_path / "shared/models")), "/models/OLD")
+    new = replace_argv(_spec("sglang-new", str(tmp_path / "shared/models"), gpus=("4",), port=30001), "/models/NEW")
+    ctl = _FastCtl(old, new, str(tmp_path / "shared/models/NEW"))
+    gpus = GpuStatus("nvidia-smi", tuple(
+        GpuDevice(i, "NVIDIA H200", None, 121_000 if i < 4 else 0, 143_771, 50, 40, 300.0, 700.0,
+                  (GpuProcess(41_200 + i, "sglang::scheduler", 120_000),) if i < 4 else ()) for i in range(8)))
+    data = {"service": SimpleNamespace(old=side_from_container(old), new=side_from_container(new)), "gpu": gpus,
+            "server": SimpleNamespace(status="ready")}
+    ctl.state = SimpleNamespace(swap=SimpleNamespace(steps={}), data=data.get, log_lines=[], apply=lambda event: None)
+    ctl.session.transport = LocalTransport()
+    ctl.host, ctl.evaluate_gate, ctl._clock = "h", lambda: (), lambda: 0.0
+
+    def no_draft() -> str:
+        from console.domain.swap.actions import ActionError
+
+        raise ActionError("no drafted unit")
+
+    ctl._draft_text_raw = no_draft
+    ctl.fast.recordings_dir = tmp_path / "recordings"
+    ctl.fast.want = "beside"
+    try:
+        await steps.step_for(ctl, "paths").run(ctl, "alice")
+    finally:
+        await ctl.session.transport.close()
+    assert ctl.fast.chosen == "beside", ctl.fast.plan.lines()
+    said = " | ".join(ctl.fast.plan.lines()) + " | " + " ".join(c.reason for c in ctl.fast.gate_checks())
+    assert "--gpus '\"device=4\"'" in said and "CUDA_VISIBLE_DEVICES" not in said, said
+    assert "the new container changes --port" in said and "unit" not in said, said  # in place: not a unit's flags

@@ -27,7 +27,7 @@ def _ctl(answers: list[Any], *, timeout_s: float = 600.0) -> Any:
         return f"{why}: exit 1"
 
     return SimpleNamespace(poll_s=0.0, profile=SimpleNamespace(ready_timeout_s=timeout_s), asked=asked,
-                           session=SimpleNamespace(transport=SimpleNamespace(run=run)), _death_cause=death_cause)
+                           session=SimpleNamespace(transport=SimpleNamespace(run=run)), death_cause=death_cause)
 
 
 async def _alive() -> str | None:

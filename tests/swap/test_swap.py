@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -257,9 +258,10 @@ async def test_read_only_refuses_every_action_in_the_core(driven_read_only: Driv
 
 
 async def test_confirming_twice_runs_once_and_a_failed_unit_write_leaves_the_old_file(driven: Driven) -> None:
-    """One host for both facts of the install (a host each cost a minute of CI): a preview
-    confirmed twice runs once; then a second install whose temp file cannot be written fails and
-    leaves the installed unit as it was."""
+    """One host for the install's facts (a host each cost a minute of CI): a preview confirmed twice
+    runs once; its words name the unit file and the backup kept as the host names them (not the
+    simulator's sandbox, where its commands write); then an install whose temp file cannot be
+    written fails and leaves the installed unit as it was."""
     d = driven
     swap = d.runner.swap
     await _until(lambda: d.state.data("service") is not None, 20, "the service reading")
@@ -273,6 +275,15 @@ async def test_confirming_twice_runs_once_and_a_failed_unit_write_leaves_the_old
     puts = [e for e in d.state.swap.audit if e.command.startswith("sftp put")]
     assert len(puts) == 1
     assert _step(d, "install")[0] == "done", _step(d, "install")
+    # The words name the unit file as the host names it, never the simulator's sandbox (the commands do).
+    assert _step(d, "install")[1] == f"installed /etc/systemd/system/{NEW_UNIT}; daemon-reload done", _step(d, "install")
+    await _run(d, "install")  # again: the file installed first is kept as the backup
+    state, detail = _step(d, "install")
+    kept = rf"kept /etc/systemd/system/{re.escape(NEW_UNIT)}\.bak-\d{{8}}T\d{{6}}Z"
+    assert state == "done" and re.fullmatch(rf"installed /etc/systemd/system/{re.escape(NEW_UNIT)}; {kept}; "
+                                            "daemon-reload done", detail), detail
+    backup = swap.fast._backup()  # what an in-place rollback restores: the file kept, where it is on the host
+    assert backup.startswith(str(d.sim.root) + "/etc/systemd/system/") and Path(backup).is_file(), backup
 
     target = d.sim.path(f"/etc/systemd/system/{NEW_UNIT}")
     before = target.read_text()

@@ -14,9 +14,12 @@ from console.domain.swap import steps
 
 
 def _ex(path: str | None, runtime: str, *, verify_sha: bool = False, old_serving: bool = True) -> Any:
-    fast = SimpleNamespace(chosen=path, runtime=lambda: runtime,
-                           _beside_old_serving=lambda: path == "beside" and old_serving)
-    return SimpleNamespace(fast=fast, profile=SimpleNamespace(verify_sha=verify_sha))
+    """An executor as the plan sees it: the chosen path, and the runtime the profile names (a container
+    or a compose service; neither: a systemd unit)."""
+    fast = SimpleNamespace(chosen=path, _beside_old_serving=lambda: path == "beside" and old_serving)
+    return SimpleNamespace(fast=fast, containers=SimpleNamespace(active=runtime != "systemd"),
+                           profile=SimpleNamespace(verify_sha=verify_sha,
+                                                   compose="compose.yaml" if runtime == "compose" else None))
 
 
 @pytest.mark.parametrize(("path", "runtime"), sorted(swap_plan.TABLE))

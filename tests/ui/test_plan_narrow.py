@@ -40,3 +40,32 @@ def test_a_gate_check_named_with_nine_letters_keeps_a_space_before_its_reason() 
     view.gate = (GateCheck("swap path", True, "restart: the old service stops first"), GateCheck("flags", True, "ok"))
     plain = format_plan(view, 200.0, width=72).plain
     assert "✓ swap path restart:" in plain and "✓ flags     ok" in plain
+
+
+def test_the_docked_plan_cuts_a_long_step_title_at_a_word_with_an_ellipsis() -> None:
+    """Docked at 120 columns the plan is 56 cells wide (about 50 inside): a step's title that does not
+    fit beside its state, time and author is cut at the end of a word with an ellipsis; it was cut
+    mid-word ("Stop the old service, dra")."""
+    import re
+
+    from console.core.derive.swap_view import STEP_TITLES, SwapStep, SwapStepChanged
+
+    state = _state()
+    state.apply(SwapStepChanged("h", SwapStep("stop_old", STEP_TITLES["stop_old"], "done", 100.0, 104.0, "drained",
+                                              who="root")))
+    state.apply(SwapStepChanged("h", SwapStep("rollback", STEP_TITLES["rollback"], "pending")))
+    row = re.compile(r"^ \S (.+?) +(done|pending) ")
+    cut = 0
+    for width in range(44, 57):
+        lines = format_plan(state.swap, 200.0, width=width).plain.splitlines()
+        for step in state.swap.ordered_steps():
+            line = next(ln for ln in lines if row.match(ln) and ln[3:].startswith(step.title[:12]))
+            shown = row.match(line).group(1)  # type: ignore[union-attr]
+            assert len(line) <= width, (width, line)
+            if shown == step.title:
+                continue
+            cut += 1
+            kept = shown.removesuffix("…")
+            assert shown.endswith("…") and step.title.startswith(kept), (width, shown)
+            assert step.title[len(kept)] in " ,;:" and not kept.endswith((" ", ",")), (width, shown)  # at a word
+    assert cut > 10  # the docked widths do cut the long titles (the check above ran)

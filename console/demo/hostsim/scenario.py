@@ -46,6 +46,7 @@ def demo_profile(sim: HostSimulator) -> HostProfile:
         unit_draft=str(draft_unit_path(sim)) if sim.scenario == "drive" else None,
         # the simulated Hub on loopback: the demo never asks huggingface.co (a stand-in simulator may have none)
         hub_endpoint=hub.url if (hub := getattr(sim, "hub", None)) is not None else None,
+        host_root=str(sim.root),  # the step's words name a file as the simulated host names it
     )
 
 

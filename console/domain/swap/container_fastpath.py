@@ -30,7 +30,7 @@ from console.domain.swap import container_actions as ca
 from console.domain.swap import container_steps
 from console.domain.swap.errors import StepFailed
 from console.domain.swap.executor_api import Executor
-from console.domain.swap.paths import PathOption
+from console.domain.swap.paths import PathOption, gpu_assignment
 from console.domain.swap.ready_wait import wait_beside_ready
 from console.host.parsers.docker import ContainerSpec
 
@@ -112,7 +112,7 @@ def beside_misfit(ctl: Executor, beside: PathOption) -> str | None:
         return f"the launch of {name} is not known yet"
     want = tuple(str(g) for g in beside.gpus)
     have = new.gpus.device_ids if new.gpus is not None else ()
-    gpus_flag = f"--gpus '\"device={','.join(want)}\"'"
+    gpus_flag = gpu_assignment(beside.gpus, container=True)
     problems = []
     if tuple(have) != want:
         seen = new.gpus.describe if new.gpus is not None else "no GPU request"

@@ -19,6 +19,7 @@ from console.domain.swap import actions as act
 from console.domain.swap import container_actions as ca
 from console.domain.swap.errors import StepFailed, _Dropped
 from console.domain.swap.executor_api import Executor
+from console.domain.swap.shared_steps import run_checked
 from console.host.parsers.docker import docker_error_text, restart_loop_of
 from console.host.sources.server import ServerWatcher
 from console.host.transport.errors import TransportError
@@ -29,14 +30,9 @@ INSTALL_TITLE = "Check the image, create the new container"
 async def docker_command(ex: Executor, key: str, who: str, name: str, cmd: act.RemoteCommand, *,
                          running_after: bool) -> None:
     """One docker command; a drop is re-read from the host (is the container up or not?)."""
-    try:
-        result = await ex._run(who, key, cmd)
-        if not result.ok:
-            verb = "start" if running_after else "stop"
-            raise StepFailed(f"docker {verb} {name} exited {result.exit_status}: "
-                             f"{docker_error_text(result.error_text or result.text)[-200:]}")
-    except _Dropped as exc:
-        await ex._reconnected(key, str(exc))
+    verb = "start" if running_after else "stop"
+    if await run_checked(ex, who, key, cmd, lambda r: f"docker {verb} {name} exited {r.exit_status}",
+                         said=docker_error_text) is None:
         now = await ex.containers.state_of(name)
         if (now.get("running") == "true") != running_after:
             raise StepFailed(f"after the drop, {name} is {now.get('status') or 'unknown'}: the "
@@ -90,7 +86,7 @@ async def run_stop_old(ex: Executor, who: str) -> str:
     (action,) = ex.containers.build("stop_old")
     issued = ex._clock()
     await docker_command(ex, "stop_old", who, name, action.commands[0], running_after=False)
-    drained = await ex._drain("stop_old", issued)
+    drained = await ex.drain("stop_old", issued)
     return f"{name} stopped; {drained}"
 
 
@@ -110,7 +106,7 @@ async def run_rollback(ex: Executor, who: str) -> str:
     stop, start = action.commands
     issued = ex._clock()
     await docker_command(ex, "rollback", who, new, stop, running_after=False)
-    await ex._drain("rollback", issued)
+    await ex.drain("rollback", issued)
     await docker_command(ex, "rollback", who, old, start, running_after=True)
     return await old_ready(ex, old)
 
@@ -142,7 +138,7 @@ async def follow_ready(ex: Executor, key: str, name: str, started: float) -> str
         now = await ex.containers.state_of(name)
         gone = why_gone(name, now, restarts_before)
         if gone is not None:
-            raise StepFailed(f"the new server died while booting: {await ex._death_cause(gone)}")
+            raise StepFailed(f"the new server died while booting: {await ex.death_cause(gone)}")
         reading = ex.state.reading("server")
         s = reading.data if reading is not None else None
         if s is not None and (reading.ok_at_s or 0) > started:  # type: ignore[union-attr]

@@ -44,7 +44,7 @@ from console.core.derive.swap_view import (
     SwapStepChanged,
 )
 from console.domain.swap import actions as act
-from console.domain.swap import audit_log, container_plan, fastpath, preflight, shared_steps, steps
+from console.domain.swap import audit_log, container_plan, fastpath, path_choice, preflight, shared_steps, steps
 from console.domain.swap.errors import StepFailed, StepRefused, _Dropped
 from console.host.transport.errors import CommandTimeout, TransportError
 from console.locations import data_home
@@ -105,7 +105,7 @@ class SwapController:
         self._clock: Callable[[], float] = time.time
         # The swap as the host lived it (steps nobody ran from here, written in as observed) is a
         # step of the state's apply, turned on by the runner (console/core/derive.py: Observe).
-        self.fast = fastpath.FastPaths(self)  # issue 24: path choice, prediction, pre-warm, in place, beside
+        self.fast = fastpath.FastPaths(self)  # issue 24: the path plan (path_choice.py chooses) and its commands
         self.containers = container_plan.ContainerPlan(self)  # issue 26: the swap on containers
 
     # -- what views may ask ----------------------------------------------------------------
@@ -200,7 +200,7 @@ class SwapController:
                                              "installed", "new", lineterm="", n=1))
             return out + (diff or ["  (the same text as the installed file)"])
         if action.key == "preflight":
-            planned = [] if self.fast.plan is not None or not self.fast.can_plan() else [
+            planned = [] if self.fast.plan is not None or not path_choice.can_plan(self) else [
                 "# first the path is planned from the host's read-only facts (both config.json, the shards, "
                 "fincore, this host's recorded boots): the gate then shows it with its predicted downtime"]
             return planned + ["# the checks, as they stand now:"] + [
@@ -361,8 +361,8 @@ class SwapController:
     async def _step(self, key: str, who: str, *, detach: bool = False) -> bool:
         """Run one step to done, failed or skipped; True when the plan may go on. `detach`: the
         download only starts (the step stays running, followed by another task)."""
-        if key in fastpath.PLAN_BEFORE:  # issue 24 hook: the path and its prediction, before anything ran
-            await self.fast.ensure_plan()
+        if key in path_choice.PLAN_BEFORE:  # issue 24 hook: the path and its prediction, before anything ran
+            await steps.ensure_plan(self)
         try:
             step = steps.step_for(self, key)  # the step of the swap's path and runtime
             commands = tuple(line for a in self.build(key) for line in a.display())
@@ -433,11 +433,11 @@ class SwapController:
             self.runner.repoll("service")
         return result
 
-    async def _drain(self, key: str, since: float) -> str:
+    async def drain(self, key: str, since: float) -> str:
         """The GPUs drained after a stop (console/domain/swap/shared_steps.py), for every runtime's step."""
         return await shared_steps.drain(self, key, since)
 
-    async def _death_cause(self, reason: str, wait_s: float = shared_steps.DEATH_CAUSE_WAIT_S) -> str:
+    async def death_cause(self, reason: str, wait_s: float = shared_steps.DEATH_CAUSE_WAIT_S) -> str:
         """Why the server died, from its log (console/domain/swap/shared_steps.py)."""
         return await shared_steps.death_cause(self, reason, wait_s)
 

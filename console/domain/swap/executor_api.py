@@ -19,7 +19,10 @@ class Executor(Protocol):
     """The executor as a step sees it. Its rules (read-only, one action at a time, confirmation,
     audit, a failed step stops the plan) are the executor's; a step runs commands through `_run`
     (audited), writes its progress through `_set` (intent and words only: the step's times are the
-    observer's), and waits for another person through `_approval`."""
+    observer's), and waits for another person through `_approval`. Two waits every runtime's steps
+    share are the executor's public seam, so a stand-in executor (the real-daemon tests' on a machine
+    without GPUs) answers them its own way: `drain` (the GPUs released after a stop) and `death_cause`
+    (why a dead server died, from its log); the controller's are console/domain/swap/shared_steps.py's."""
 
     runner: Any  # the host's runner: repoll, notice, start_bench, verify, _spawn
     state: Any  # the HostState the runner writes
@@ -57,9 +60,13 @@ class Executor(Protocol):
 
     async def _reconnected(self, key: str, why: str, timeout_s: float = 600) -> None: ...
 
-    async def _drain(self, key: str, since: float) -> str: ...
+    async def drain(self, key: str, since: float) -> str:
+        """Wait until the GPUs are released after a stop issued at `since`; the step's words."""
+        ...
 
-    async def _death_cause(self, reason: str, wait_s: float = 15.0) -> str: ...
+    async def death_cause(self, reason: str, wait_s: float = 15.0) -> str:
+        """`reason` with the cause the server's log gives (an OOM in a traceback), waited for a while."""
+        ...
 
     async def _unit_state(self, unit: str) -> dict[str, str]: ...
 

@@ -1,16 +1,16 @@
-"""The faster swap paths, run by the swap controller (issue 24). The controller keeps the rules
-(read-only, one action at a time, confirmation, audit, a failed step stops the plan); this module
-reads the host facts, plans the path, and builds its steps' exact commands (their runs are
-console/domain/swap/path_steps.py's, but for `paths`, the planning itself):
+"""The faster swap paths' plan (issue 24): the PathPlan the `paths` step chose and what it read of the
+host (console/domain/swap/path_choice.py), and each path step's exact commands built from it. The
+controller keeps the rules (read-only, one action at a time, confirmation, audit, a failed step stops
+the plan); the steps' runs are console/domain/swap/path_steps.py's; which of the plan's steps a path
+takes is the path x runtime table's (console/core/derive/swap_plan.py, applied by steps.py):
 
-    paths           read both config.json, the shards' sizes and page-cache residency (fincore),
-                    this host's recorded boots, the GPU reading → the PathPlan and the prediction
     prewarm         the shards into the page cache while the old model serves (console/domain/swap/prewarm.py)
     in_place        POST /update_weights_from_disk on the running server; the pause measured from
                     its log lines and its reply (num_paused_requests)
     beside          start the new unit on the free GPUs and another port; follow it to ready
     switch_traffic  router: add the new worker, remove the old, drain it, stop the old unit;
                     without a router the step says what the operator must switch
+    rollback        in place: the previous unit file restarted; beside while the old serves: stop the new
 
 Every host command is built here with quoted values and `timeout -k`, shown before it runs,
 and audited by the controller's `_run`.
@@ -18,45 +18,31 @@ and audited by the controller's `_run`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import shlex
 from dataclasses import replace
 from typing import Any
 
-from console.core.derive import swap_plan as swap_plan
 from console.core.derive.downtime import PathEvent
-from console.core.derive.swap_view import GateChanged, GateCheck
-from console.core.recording import default_dir
+from console.core.derive.swap_view import GateCheck
 from console.domain.analysis import host_replies
 from console.domain.analysis import unit_environment as ue
 from console.domain.analysis.bench_view import is_result
-from console.domain.analysis.fit import inputs_from_command
 from console.domain.swap import actions as act
 from console.domain.swap import container_fastpath as cfp
 from console.domain.swap import paths as P
 from console.domain.swap import prediction as pred
 from console.domain.swap import prewarm as pw
-from console.domain.swap.errors import StepFailed
 from console.domain.swap.executor_api import Executor
 from console.host.parsers import ParseError
 from console.host.parsers.proc_net import conflicts, parse_listeners
-from console.host.parsers.sglang_argv import NotSglang, normalize
-from console.host.parsers.systemd import parse_unit, unit_is_failing
-from console.host.transport.errors import TransportError
 
 KEYS = ("paths", "prewarm", "in_place", "beside", "switch_traffic")
 # The steps that change the host: under the two-person rule (--require-approval) each waits for
 # another person's approval, exactly like the stop (`paths` only reads).
 APPROVAL_KEYS = ("prewarm", "in_place", "beside", "switch_traffic")
-# The steps before which the plan is made from the host's read-only facts when nobody ran `paths`:
-# the gate shows the path and its predicted downtime before anything changed (not at install: the
-# download may still be running, and a partial shard list predicts nothing).
-PLAN_BEFORE = ("preflight", "stop_old")
 PORT_RE = re.compile(r"(--port[ =])(\d+)")
-UPDATE_BEGIN = "Update engine weights online from disk begin"
-UPDATE_END = "Update weights end."
 
 
 def curl_json(url: str, body: dict[str, Any] | None, timeout_s: int) -> str:
@@ -143,31 +129,6 @@ class FastPaths:
     def chosen(self) -> str | None:
         return self.plan.chosen if self.plan is not None else None
 
-    def runtime(self) -> str:
-        containers = getattr(self.ctl, "containers", None)
-        if containers is None or not containers.active:
-            return "systemd"
-        return "compose" if getattr(self.ctl.profile, "compose", None) else "container"
-
-    def mark_skips(self) -> None:
-        """The plan's steps the chosen path does not take, skipped with the table's reason
-        (console/core/derive/swap_plan.py); a step an earlier plan skipped that this path runs is pending again."""
-        ctl = self.ctl
-        verify_sha = bool(getattr(ctl.profile, "verify_sha", False))
-        skips = dict(swap_plan.skips(self.chosen, self.runtime(), verify_sha=verify_sha))
-        steps = ctl.state.swap.steps
-        for key in sorted(self.plan_skipped - set(skips)):
-            step = steps.get(key)
-            if step is not None and step.state == "skipped" and not step.observed:
-                ctl._set(key, state="pending", detail="", who=None)
-            self.plan_skipped.discard(key)
-        for key, why in skips.items():
-            step = steps.get(key)
-            if step is None or step.state != "pending" or step.observed:
-                continue
-            ctl._set(key, state="skipped", detail=why, who=None, commands=())
-            self.plan_skipped.add(key)
-
     def _beside_old_serving(self) -> bool:
         switch = self.ctl.state.swap.steps.get("switch_traffic")
         return self.chosen == "beside" and (switch is None or switch.state != "done")
@@ -198,11 +159,19 @@ class FastPaths:
         return None
 
     def _backup(self) -> str:
+        """The previous unit file the install kept: that it kept one is the step's words (its command's
+        output); where, exactly, is its command (the words name the file as the host names it)."""
         install = self.ctl.state.swap.steps.get("install")
-        m = re.search(r"kept (/\S+\.bak-[0-9TZ-]+)", install.detail if install is not None else "")
+        m = re.search(r"kept (/\S+)\.bak-([0-9TZ-]+)", install.detail if install is not None else "")
         if not m:
             raise act.ActionError("the previous unit file is not known (the install step kept no backup)")
-        return act.check_path(m.group(1), "backup")
+        stamp = re.escape(m.group(2))
+        for line in install.commands:  # type: ignore[union-attr]
+            exact = re.search(rf"echo '?kept (/[^\s']+\.bak-{stamp})'?", line)
+            if exact:
+                return act.check_path(exact.group(1), "backup")
+        path, root = f"{m.group(1)}.bak-{m.group(2)}", (getattr(self.ctl.profile, "host_root", None) or "").rstrip("/")
+        return act.check_path(root + path if root and not path.startswith(root + "/") else path, "backup")
 
     def build(self, key: str) -> list[act.Action]:
         actions = self._build(key)
@@ -213,9 +182,6 @@ class FastPaths:
 
     def _build(self, key: str) -> list[act.Action]:
         p = self.ctl.profile
-        if key == "paths":
-            return [act.Action("paths", "Choose the path", (), waits_for=(
-                "read both config.json, the shards' sizes, fincore, this host's recorded boots"))]
         if key == "prewarm":
             if not self.shards:
                 raise act.ActionError("the shards are not known yet: choose the path first (it lists them)")
@@ -272,31 +238,6 @@ class FastPaths:
             return (GateCheck("swap path", False, f"{self.plan_error} | " + " | ".join(lines)),)
         return (GateCheck("swap path", True, " | ".join(lines)),)
 
-    def can_plan(self) -> bool:
-        containers = getattr(self.ctl, "containers", None)
-        return bool(getattr(self.ctl.profile, "model_dir", None) and self.ctl.old_unit) and not (
-            containers is not None and containers.active)
-
-    async def ensure_plan(self) -> None:
-        """Plan from the host's read-only facts when nobody ran the `paths` step: the preflight
-        (and the stop) then show the path and its predicted downtime before anything ran. Never
-        fatal here: what kept it from planning is shown in the gate."""
-        if self.plan is not None or not self.can_plan():
-            self.mark_skips()
-            return
-        try:
-            await self.plan_paths()
-            self.planned_by = "preflight"
-        except (act.ActionError, TransportError, OSError, ValueError, asyncio.TimeoutError) as exc:
-            self.plan_error = clean(exc)
-        except Exception as exc:  # the StepFailed of a path the profile asks for and cannot have
-
-            if not isinstance(exc, StepFailed):
-                raise
-            self.plan_error = clean(exc)
-        self.mark_skips()
-        self.ctl.state.apply(_gate(self.ctl))
-
     def _need(self, path: str) -> P.PathOption:
         if self.plan is None:
             raise act.ActionError("choose the path first (the paths action)")
@@ -307,223 +248,10 @@ class FastPaths:
             raise act.ActionError(f"the plan chose {self.plan.chosen}, not {path}")
         return opt
 
-    async def beside_environment_problem(self, gpus: tuple[int, ...], port: int) -> str | None:
-        """Why the beside unit would not get CUDA_VISIBLE_DEVICES=gpus once systemd applies its drop-ins,
-        EnvironmentFile= files and UnsetEnvironment= (read on the host, nothing changed), or None."""
-
-        transport = self.ctl.session.transport
-        try:
-            drafted = beside_unit_text(self.ctl._draft_text_raw(), gpus, port)
-            unit = act.check_unit(self.ctl.new_unit)
-        except (act.ActionError, OSError, UnicodeDecodeError) as exc:
-            return clean(exc)
-        bases = self.unit_dirs or ue.UNIT_DIRS
-        listing = act.bounded(["find", "-H", *ue.dropin_dirs(unit, bases), "-maxdepth", "1", "-name", "*.conf",
-                               "-print"], 15) + " 2>/dev/null"
-        try:
-            r = await self.ctl.session.transport.run(listing, timeout=25)
-        except TransportError as exc:
-            return f"the unit's drop-ins could not be listed ({clean(exc)})"
-        if r.exit_status in (124, 137):
-            return "the unit's drop-ins could not be listed (timed out)"
-        found = ue.effective_dropins([ln for ln in r.text.splitlines() if ln.startswith("/")], unit, bases)
-        if len(found) > ue.MAX_DROPINS:
-            return f"{len(found)} drop-ins for {unit}: more than the console reads ({ue.MAX_DROPINS})"
-
-        async def read(path: str) -> str | None:
-            try:
-                raw = await transport.read_file(path, max_bytes=ue.MAX_FILE_BYTES + 1, timeout=10)
-            except (TransportError, OSError, asyncio.TimeoutError):
-                return None
-            return raw.decode("utf-8", "replace") if len(raw) <= ue.MAX_FILE_BYTES else None
-
-        dropins: list[tuple[str, str]] = []
-        for path in found:
-            text = await read(path)
-            if text is None:
-                return f"the drop-in {clean(path, 120)} could not be read on the host"
-            dropins.append((path, text))
-        try:
-            files = ue.environment_file_paths(drafted, dropins)
-        except ValueError as exc:
-            return clean(exc)
-        read_files: dict[str, str | None] = {}
-        if files:
-            exist = act.bounded(["find", *files, "-maxdepth", "0", "-print"], 10) + " 2>/dev/null"
-            try:
-                present = set((await transport.run(exist, timeout=20)).text.splitlines())
-            except TransportError as exc:
-                return f"the unit's EnvironmentFile= could not be checked ({clean(exc)})"
-            for path in files:
-                if path not in present:
-                    read_files[path] = None
-                elif (text := await read(path)) is not None:
-                    read_files[path] = text
-        why = ue.visible_devices_problem(drafted, dropins, read_files, ",".join(str(g) for g in gpus))
-        return clean(why, 300) if why else None
-
-    def _bind_host(self) -> str:
-        """The address the beside server binds: its drafted unit's --host (SGLang's default 127.0.0.1)."""
-        try:
-            _, new = self._commands()
-        except Exception:  # noqa: BLE001 - no draft, no report: SGLang's default, and the check says it
-            new = None
-        value = new.value("--host") if new is not None else None
-        return value if isinstance(value, str) and value else "127.0.0.1"
-
-    # -- the host facts ---------------------------------------------------------------------------
-    async def _read_config(self, model_dir: str | None) -> dict[str, Any] | None:
-        if not model_dir:
-            return None
-        try:
-            raw = await self.ctl.session.transport.read_file(f"{model_dir.rstrip('/')}/config.json", timeout=15)
-            value = json.loads(raw.decode("utf-8", "replace"))
-        except (TransportError, OSError, ValueError, asyncio.TimeoutError):
-            return None
-        return value if isinstance(value, dict) else None
-
-    async def _list_shards(self, model_dir: str) -> list[tuple[str, int]]:
-        d = act.check_path(model_dir, "model directory")
-        cmd = act.bounded(["find", d, "-maxdepth", "1", "-type", "f", "-name", "*.safetensors", "-printf",
-                           "%s %f\\n"], 30)
-        r = await self.ctl.session.transport.run(cmd, timeout=40)
-        out = []
-        for line in r.text.splitlines():
-            size, _, name = line.partition(" ")
-            if size.isdigit() and name and "/" not in name:
-                out.append((name, int(size)))
-        return sorted(out)
-
-    async def _residency(self, model_dir: str) -> pred.Residency:
-        files = pw.shard_paths(model_dir, [n for n, _ in self.shards])
-        total = sum(s for _, s in self.shards)
-        try:
-            r = await self.ctl.session.transport.run(pw.fincore_command(files), timeout=70)
-        except TransportError as exc:
-            return pred.Residency(None, total, 0, f"fincore did not answer: {exc}")
-        return pred.parse_fincore(r.text, total, r.exit_status or 0)
-
-    async def _cache_probe(self) -> float | None:
-        """The page cache's read rate on this host: dd over (up to 1 GiB of) a wholly cached shard."""
-        files = self.residency.cached_files if self.residency is not None else ()
-        if not files:
-            return None
-        shard = act.check_path(files[0], "shard")
-        cmd = act.bounded(["dd", f"if={shard}", "of=/dev/null", "bs=1M", "count=1024"], 60)
-        try:
-            r = await self.ctl.session.transport.run(cmd, timeout=70)
-        except TransportError:
-            return None
-        return pred.parse_dd_rate(r.text + "\n" + (r.error_text or ""))
-
-    def _samples(self) -> tuple[list[pred.BootSample], list[str]]:
-        directory = self.recordings_dir or default_dir()
-        samples, problems = pred.samples_from_recordings(directory)
-        # This session's own boots too (the recording being written may not be flushed yet).
-        live = pred.boots_from_events(list(self.ctl.state.log_lines))
-        known = {s.at for s in samples}
-        return samples + [s for s in live if s.at not in known], problems
-
-    def _commands(self) -> tuple[Any, Any]:
-        report = self.ctl.state.data("service")
-        old = report.old.command if report is not None and report.old is not None else None
-        new = None
-        try:
-            text = self.ctl._draft_text_raw()
-            main = parse_unit(text, self.ctl.new_unit or "new.service").main_command
-            new = normalize(list(main.argv)) if main is not None else None
-        except (act.ActionError, OSError, NotSglang, ValueError):
-            new = report.new.command if report is not None else None
-        return old, new
-
-    async def _paths(self, who: str) -> str:
-        said = await self.plan_paths()
-        self.planned_by = "paths"
-        return said
-
-    async def plan_paths(self) -> str:
-        """Read the host's facts (nothing changes there) and choose the path: the PathPlan, the
-        restart's prediction, a PathEvent for the report, the gate re-evaluated."""
-
-        ctl = self.ctl
-        p = ctl.profile
-        model_dir = act.check_path(p.model_dir, "model directory")
-        old_cmd, new_cmd = self._commands()
-        old_path = old_cmd.value("--model-path") if old_cmd is not None else None
-        self.old_model_path = cfp.host_model_path(ctl, old_path if isinstance(old_path, str) else None)  # issue 26
-        old_cfg = await self._read_config(self.old_model_path)
-        new_cfg = await self._read_config(model_dir)
-        self.shards = await self._list_shards(model_dir)
-        total = sum(s for _, s in self.shards)
-        self.residency = await self._residency(model_dir) if self.shards else pred.Residency(None, 0, 0, "no shards")
-        samples, problems = self._samples()
-        cache_gbps = await self._cache_probe()
-        gpu = ctl.state.data("gpu")
-        self.old_unit_pids = [pr.pid for g in (gpu.gpus if gpu else ()) for pr in g.processes or ()]
-        pause, pause_text = pred.predict_in_place(samples, total, self.residency, cache_gbps=cache_gbps)
-        server = ctl.state.data("server")
-        in_place = P.in_place_option(old_cfg, new_cfg, P.flag_changes(old_cmd, new_cmd), pause_s=pause,
-                                     pause_detail=pause_text,
-                                     server_ready=server is not None and server.status == "ready")
-        fit_in = None
-        if new_cfg is not None and new_cmd is not None and gpu is not None and gpu.gpus:
-            mem = min((g.memory_total_mib or 0) for g in gpu.gpus) / 1024
-            fit_in = inputs_from_command(new_cmd, new_cfg, total or None, len(gpu.gpus), mem, model=model_dir)
-        beside = P.beside_option(fit_in, gpu, old_pids=self.old_unit_pids, old_port=self.old_port,
-                                 router=self.router_url)
-        in_place, beside = cfp.adjust_options(ctl, in_place, beside, model_dir)  # issue 26 hook: containers
-        install = ctl.state.swap.steps.get("install")
-        if (not cfp.active(ctl) and beside.possible and install is not None and install.state == "done"
-                and self.drafted_for != "beside"):
-            # The unit on the host was drafted without the beside GPUs and port: it would boot on the old ones.
-            beside = P.PathOption("beside", False, None, "the new unit was installed before the path was planned "
-                                  "(plan the paths, then install again for the beside GPUs and port)")
-        if not cfp.active(ctl) and beside.possible:  # issue 34, item 6: the unit's whole environment
-            why = await self.beside_environment_problem(beside.gpus, int(beside.port or 0))
-            self.env_checked = True
-            if why:
-                beside = P.PathOption("beside", False, None, f"{why}: the new server would not boot on GPUs "
-                                      f"{beside.cuda_visible_devices} (restart, or fix the unit and plan again)")
-        self.restart = pred.predict_restart(samples, total, self.residency, cache_gbps=cache_gbps)
-        restart = P.restart_option(self.restart.total_s, self.restart.text)
-        self.plan_error = None
-        try:
-            self.plan = P.choose(in_place, beside, restart, want=self.want)
-        except ValueError as exc:
-            self.plan_error = f"{exc}; the plan would choose {P.choose(in_place, beside, restart).chosen}"
-            self.plan = P.choose(in_place, beside, restart)
-            raise _fail(f"{exc}; the plan would choose {self.plan.chosen}") from None
-        finally:
-            self._emit("plan", {"plan": self.plan.to_json() if self.plan else None,
-                                "restart": self.restart.to_json(), "residency": _residency_json(self.residency),
-                                "shards": len(self.shards), "weights_bytes": total, "problems": problems[:5]})
-        self.mark_skips()
-        ctl.state.apply(_gate(ctl))
-        return " | ".join(self.plan.lines())
-
     def _emit(self, kind: str, data: dict[str, Any]) -> None:
         self.ctl.state.apply(PathEvent(self.ctl.host, kind, json.dumps(data, default=str), self.ctl._clock()))
 
-    # -- pre-warm -----------------------------------------------------------------------------------
-
-    # -- in place -----------------------------------------------------------------------------------
-
-    async def _server_dead(self) -> bool:
-        if cfp.active(self.ctl):  # issue 26 hook: the container's state, not a unit's
-            return await cfp.server_dead(self.ctl)
-        unit = act.check_unit(self.ctl.old_unit)
-        for _ in range(10):
-            try:
-                now = await self.ctl._unit_state(unit)
-            except Exception:  # noqa: BLE001 - cannot read: not proof of death
-                return False
-            if now.get("ActiveState") in ("failed", "inactive") or unit_is_failing(now):
-                return True
-            await asyncio.sleep(self.ctl.poll_s)
-        return False
-
     # -- beside -------------------------------------------------------------------------------------
-
     def bench_port(self) -> int | None:
         """Beside, before the traffic moves: the benchmark asks the new server on its own port."""
         switch = self.ctl.state.swap.steps.get("switch_traffic")
@@ -545,36 +273,8 @@ class FastPaths:
         return None
 
 
-
-def _fail(message: str) -> Exception:
-    """The controller's StepFailed (imported late: the controller imports this module)."""
-
-    return StepFailed(message)
-
-
-def _gauge(text: str, name: str) -> float | None:
-    for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            try:
-                return float(line.rsplit(" ", 1)[1])
-            except (ValueError, IndexError):
-                return None
-    return None
-
-
 def _version(model_dir: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", model_dir.rstrip("/").rsplit("/", 1)[-1])[:64] or "new"
-
-
-def _residency_json(r: pred.Residency | None) -> dict[str, Any] | None:
-    if r is None:
-        return None
-    return {"resident_bytes": r.resident_bytes, "total_bytes": r.total_bytes, "files": r.files,
-            "fraction": r.fraction, "text": r.text()}
-
-
-def _gate(ctl: Executor) -> Any:
-    return GateChanged(ctl.host, ctl.evaluate_gate(), ctl._clock())
 
 
 __all__ = ["KEYS", "FastPaths", "beside_unit_text", "curl_json", "split_reply"]

@@ -5,9 +5,10 @@ the old one serves; switch the traffic (the router: add the new worker, remove t
 the old service; without a router, what the operator must switch); and the paths' rollbacks (in place:
 the previous unit file restarted; beside while the old server serves: stop the new one).
 
-The path plan (console/domain/swap/fastpath.py: `ex.fast`) chooses the path, holds what it read of the
-host (the shards, the ports, the plan) and builds each step's exact commands; these are the runs of the
-step objects (console/domain/swap/steps.py), through the executor's audited `_run`.
+The path plan (console/domain/swap/fastpath.py: `ex.fast`) holds the path the `paths` step chose and
+what it read of the host (console/domain/swap/path_choice.py: the shards, the ports, the plan) and builds
+each step's exact commands; these are the runs of the step objects (console/domain/swap/steps.py),
+through the executor's audited `_run`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import Any
 
 from console.domain.analysis import host_replies
 from console.domain.swap import actions as act
+from console.domain.swap import container_fastpath as cfp
 from console.domain.swap import fastpath as fp
+from console.domain.swap import path_choice, unit_steps
 from console.domain.swap import prewarm as pw
-from console.domain.swap import unit_steps
 from console.domain.swap.errors import StepFailed, StepRefused
 from console.domain.swap.executor_api import Executor
 from console.domain.swap.ready_wait import wait_beside_ready
@@ -104,7 +106,7 @@ async def run_in_place(ex: Executor, who: str) -> str:
                "num_paused_requests": paused, "predicted_s": ex.fast.plan.option("in-place").predicted_downtime_s
                if ex.fast.plan else None}
     if code is None or result.exit_status not in (0, None):
-        dead = await ex.fast._server_dead()
+        dead = await server_dead(ex)
         outcome["server_died"] = dead
         ex.fast._emit("outcome", outcome)
         if dead:
@@ -121,6 +123,24 @@ async def run_in_place(ex: Executor, who: str) -> str:
     return f"weights updated in place: {paused} request(s) paused, {clean(reply.get('message'))}"
 
 
+async def server_dead(ex: Executor) -> bool:
+    """Did the old server die during an in-place update with no reply? Its unit failed, inactive or
+    crash-looping (a container: `docker inspect` says exited or dead); a unit that cannot be read is
+    not proof of death."""
+    if cfp.active(ex):  # issue 26 hook: the container's state, not a unit's
+        return await cfp.server_dead(ex)
+    unit = act.check_unit(ex.old_unit)
+    for _ in range(10):
+        try:
+            now = await ex._unit_state(unit)
+        except Exception:  # noqa: BLE001 - cannot read: not proof of death
+            return False
+        if now.get("ActiveState") in ("failed", "inactive") or unit_is_failing(now):
+            return True
+        await asyncio.sleep(ex.poll_s)
+    return False
+
+
 async def run_beside(ex: Executor, who: str) -> str:
     opt = ex.fast._need("beside")
     unit = act.check_unit(ex.new_unit)
@@ -131,9 +151,9 @@ async def run_beside(ex: Executor, who: str) -> str:
         r = await ex._run(who, "beside", check)
     except Exception as exc:  # the controller's _Dropped: nothing was started
         raise StepRefused(f"port {opt.port} could not be checked ({exc}): nothing ran") from None
-    taken = port_verdict(int(opt.port or 0), r.text, ex.fast._bind_host())
+    taken = port_verdict(int(opt.port or 0), r.text, path_choice.bind_host(ex))
     if not taken and ex.fast.env_checked:  # the host may have changed since the plan (a drop-in added)
-        why = await ex.fast.beside_environment_problem(opt.gpus, int(opt.port or 0))
+        why = await path_choice.beside_environment_problem(ex, opt.gpus, int(opt.port or 0))
         taken = f"the new server would not boot on GPUs {opt.cuda_visible_devices}: {why}" if why else None
     if taken:
         raise StepRefused(f"{taken}: the beside path is refused, nothing was started; {ex.old_unit} serves on "
@@ -205,12 +225,23 @@ async def drain_old(ex: Executor, timeout_s: float = 120.0) -> str:
         except TransportError:
             await asyncio.sleep(ex.poll_s)
             continue
-        running = fp._gauge(r.text, "sglang:num_running_reqs")
+        running = _gauge(r.text, "sglang:num_running_reqs")
         if running is None or running <= 0:
             return "drained (no running request)" if running is not None else "drained (no metrics)"
         await asyncio.sleep(ex.poll_s)
     return f"not drained within {timeout_s:.0f}s (stopped anyway)"
 
 
+def _gauge(text: str, name: str) -> float | None:
+    """One gauge's value from a Prometheus /metrics text (None: absent or not a number)."""
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            try:
+                return float(line.rsplit(" ", 1)[1])
+            except (ValueError, IndexError):
+                return None
+    return None
+
+
 __all__ = ["drain_old", "move_endpoint", "run_beside", "run_in_place", "run_prewarm", "run_rollback_beside",
-           "run_rollback_in_place", "run_switch"]
+           "run_rollback_in_place", "run_switch", "server_dead"]

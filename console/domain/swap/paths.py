@@ -8,8 +8,9 @@ is not possible, the exact reason; the plan names why every faster path was not 
   server. Only when the new checkpoint has the very architecture served: every field that shapes
   the model's tensors (layers, widths, heads, experts, vocab, quantization, dtype) must be equal;
   one field differing means the loader would fail or, worse, load mismatched tensors.
-- beside: the new server boots on GPUs the old one does not use (CUDA_VISIBLE_DEVICES, another
-  port) when the fit planner says it fits there; traffic moves after it is ready. Downtime 0.
+- beside: the new server boots on GPUs the old one does not use (a unit's CUDA_VISIBLE_DEVICES, a
+  container's `--gpus` request; another port) when the fit planner says it fits there; traffic moves
+  after it is ready. Downtime 0.
 - restart: stop, then start (today's path), with the prediction from this host's boots.
 """
 
@@ -177,10 +178,18 @@ def free_gpus(gpu_status: Any, old_pids: Iterable[int] = ()) -> tuple[list[int],
     return free, busy
 
 
+def gpu_assignment(gpus: Sequence[int], *, container: bool = False) -> str:
+    """How the beside server is given its GPUs, as the operator would write it: a unit's
+    CUDA_VISIBLE_DEVICES (the drafted unit gets it), a container's `--gpus` request (its launch)."""
+    ids = ",".join(str(g) for g in gpus)
+    return f"--gpus '\"device={ids}\"'" if container else f"CUDA_VISIBLE_DEVICES={ids}"
+
+
 def in_place_option(old_config: dict[str, Any] | None, new_config: dict[str, Any] | None,
                     flag_changes: Sequence[str] = (), *, pause_s: float | None = None,
-                    pause_detail: str = "", server_ready: bool = True) -> PathOption:
-    """The in-place path: possible only with equal architectures and no flag change but the weights'."""
+                    pause_detail: str = "", server_ready: bool = True, container: bool = False) -> PathOption:
+    """The in-place path: possible only with equal architectures and no flag change but the weights'
+    (`container`: the new service is a container's launch, not a unit)."""
     if old_config is None or new_config is None:
         which = "the served model's" if old_config is None else "the new checkpoint's"
         return PathOption("in-place", False, None, f"{which} config.json is not known: cannot compare architectures")
@@ -192,7 +201,8 @@ def in_place_option(old_config: dict[str, Any] | None, new_config: dict[str, Any
     other = [f for f in flag_changes if f not in IN_PLACE_FLAGS]
     if other:
         return PathOption("in-place", False, None,
-                          f"the new unit changes {', '.join(other)} (only a restart applies server flags)")
+                          f"the new {'container' if container else 'unit'} changes {', '.join(other)} "
+                          "(only a restart applies server flags)")
     if not server_ready:
         return PathOption("in-place", False, None, "the old server is not ready: nothing to update in place")
     details = ["POST /update_weights_from_disk: requests pause while the weights load, none is dropped",
@@ -207,8 +217,9 @@ def in_place_option(old_config: dict[str, Any] | None, new_config: dict[str, Any
 
 def beside_option(fit_inputs: FitInputs | None, gpu_status: Any, *, old_pids: Iterable[int] = (),
                   old_port: int | None = None, port: int | None = None, router: str | None = None,
-                  fit: FitResult | None = None) -> PathOption:
-    """The beside path: the new model's TP size on free GPUs, where the fit planner says it fits."""
+                  fit: FitResult | None = None, container: bool = False) -> PathOption:
+    """The beside path: the new model's TP size on free GPUs, where the fit planner says it fits
+    (`container`: its GPUs are its launch's `--gpus` request, not a unit's environment)."""
     free, busy = free_gpus(gpu_status, old_pids)
     if fit_inputs is None:
         return PathOption("beside", False, None, "the new model's fit is not known (config.json or weights missing)")
@@ -232,7 +243,7 @@ def beside_option(fit_inputs: FitInputs | None, gpu_status: Any, *, old_pids: It
         return PathOption("beside", False, None, "no port for the new server (the old one's is not known)")
     if new_port == old_port:
         return PathOption("beside", False, None, f"the new server's port {new_port} is the old one's")
-    details = [f"boots on GPUs {','.join(map(str, gpus))} (CUDA_VISIBLE_DEVICES={','.join(map(str, gpus))}), "
+    details = [f"boots on GPUs {','.join(map(str, gpus))} ({gpu_assignment(gpus, container=container)}), "
                f"port {new_port}, while the old server keeps serving",
                f"fit: {result.verdict} ({result.weights_gib:.1f} GiB weights/GPU, "
                f"{result.max_total_tokens:,} KV tokens)"]
@@ -275,5 +286,5 @@ def flag_changes(old_cmd: Any, new_cmd: Any) -> list[str]:
 
 
 __all__ = ["ARCH_FIELDS", "PATHS", "FieldDiff", "PathOption", "PathPlan", "beside_option", "choose",
-           "config_differences", "flag_changes", "format_duration", "free_gpus", "in_place_option",
+           "config_differences", "flag_changes", "format_duration", "free_gpus", "gpu_assignment", "in_place_option",
            "restart_option"]

@@ -32,7 +32,7 @@ async def wait_beside_ready(ctl: Executor, port: int, *, stops: str,
         await asyncio.sleep(ctl.poll_s)
         why = await died()
         if why is not None:
-            cause = await ctl._death_cause(why)
+            cause = await ctl.death_cause(why)
             raise StepFailed(f"{cause} — the old server keeps serving (downtime 0); nothing after this step runs; "
                              f"rollback (stop {stops}) is offered")
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from console.core.derive.swap_observer import verification
@@ -36,15 +37,26 @@ async def run_download(ex: Executor, who: str) -> str:
     return await follow_download(ex)
 
 
+async def run_checked(ex: Executor, who: str, key: str, cmd: act.RemoteCommand, failed: Callable[[Any], str], *,
+                      said: Callable[[str], str] = str.strip) -> Any | None:
+    """One command of a step, audited: its result when it exited 0; StepFailed with `failed(result)`
+    (what failed, its exit status) and the tail of what the command said (`said`: how its stderr, else
+    stdout, is cleaned) when not; None when its connection dropped, once the host is back: the caller
+    re-reads the outcome from the host, never assumes it."""
+    try:
+        result = await ex._run(who, key, cmd)
+    except _Dropped as exc:
+        await ex._reconnected(key, str(exc))
+        return None
+    if not result.ok:
+        raise StepFailed(f"{failed(result)}: {said(result.error_text or result.text)[-200:]}")
+    return result
+
+
 async def download_start(ex: Executor, who: str) -> None:
     (action,) = ex.build("download")
-    try:
-        result = await ex._run(who, "download", action.commands[0])
-        if not result.ok:
-            raise StepFailed(f"hf download did not start (exit {result.exit_status}): "
-                             f"{(result.error_text or result.text).strip()[-200:]}")
-    except _Dropped as exc:
-        await ex._reconnected("download", str(exc))
+    await run_checked(ex, who, "download", action.commands[0],
+                      lambda r: f"hf download did not start (exit {r.exit_status})")
 
 
 async def follow_download(ex: Executor) -> str:

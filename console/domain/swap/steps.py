@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.core.derive import swap_plan
-from console.core.derive.swap_view import STEP_TITLES
+from console.core.derive.swap_view import STEP_TITLES, GateChanged
 from console.domain.swap import actions as act
 from console.domain.swap import container_fastpath as cfp
-from console.domain.swap import container_steps, path_steps, shared_steps, unit_steps
+from console.domain.swap import container_steps, path_choice, path_steps, shared_steps, unit_steps
 from console.domain.swap.executor_api import Executor
 
 UNIT = ("systemd",)
@@ -80,13 +80,6 @@ def _fast(key: str) -> Preview:
 
 def _containers(key: str) -> Preview:
     return lambda ex: ex.containers.build(key)  # type: ignore[no-any-return]
-
-
-def _of(owner: str, name: str) -> Run:
-    """A run of the path plan (`fast`)."""
-    async def run(ex: Executor, who: str) -> str:
-        return await getattr(getattr(ex, owner), name)(who)  # type: ignore[no-any-return]
-    return run
 
 
 def _approval(ex: Executor) -> bool:
@@ -143,6 +136,14 @@ def _old_stopped(ex: Executor) -> bool:
     return not _beside_old_serving(ex)
 
 
+async def _run_paths(ex: Executor, who: str) -> str:
+    """The `paths` step: the path chosen from the host's facts, then the table's skips for it and the gate."""
+    said = await path_choice.run_paths(ex, who)
+    mark_skips(ex)
+    ex.state.apply(GateChanged(ex.host, ex.evaluate_gate(), ex._clock()))
+    return said
+
+
 async def _in_place_container(ex: Executor, who: str) -> str:
     """In place on a container: the update, then the launch a later restart must use."""
     return await path_steps.run_in_place(ex, who) + cfp.later_restart(ex)
@@ -167,7 +168,7 @@ STEPS: tuple[Step, ...] = (
     Step("install", _install_unit_preview, unit_steps.run_install, UNIT),
     Step("install", _containers("install"), container_steps.run_install, CONTAINER),
     Step("preflight", _preflight_preview, shared_steps.run_preflight),
-    Step("paths", _fast("paths"), _of("fast", "_paths")),
+    Step("paths", path_choice.preview, _run_paths),
     Step("prewarm", _fast("prewarm"), path_steps.run_prewarm),
     Step("stop_old", _stop_unit_preview, unit_steps.run_stop_old, UNIT, rollback="rollback"),
     Step("stop_old", _containers("stop_old"), container_steps.run_stop_old, CONTAINER, rollback="rollback"),
@@ -196,9 +197,48 @@ STEPS: tuple[Step, ...] = (
 KEYS = tuple(dict.fromkeys(s.key for s in STEPS))
 
 
+def runtime(ex: Executor) -> str:
+    """What runs the server: a systemd unit, a container, or a compose service (the profile's)."""
+    containers = getattr(ex, "containers", None)
+    if containers is None or not containers.active:
+        return "systemd"
+    return "compose" if getattr(ex.profile, "compose", None) else "container"
+
+
 def where(ex: Executor) -> tuple[str | None, str]:
     """(the chosen path or None, the runtime) of the swap the executor runs."""
-    return ex.fast.chosen, ex.fast.runtime()
+    return ex.fast.chosen, runtime(ex)
+
+
+def mark_skips(ex: Executor) -> None:
+    """The plan's steps the chosen path does not take, skipped with the table's reason; a step an
+    earlier plan skipped that this path runs is pending again. The steps' intent, written by the
+    executor (`_set`); the path plan keeps which keys its plan skipped."""
+    path, on = where(ex)
+    skipped: set[str] = ex.fast.plan_skipped
+    skips = dict(swap_plan.skips(path, on, verify_sha=bool(getattr(ex.profile, "verify_sha", False))))
+    now = ex.state.swap.steps
+    for key in sorted(skipped - set(skips)):
+        step = now.get(key)
+        if step is not None and step.state == "skipped" and not step.observed:
+            ex._set(key, state="pending", detail="", who=None)
+        skipped.discard(key)
+    for key, why in skips.items():
+        step = now.get(key)
+        if step is None or step.state != "pending" or step.observed:
+            continue
+        ex._set(key, state="skipped", detail=why, who=None, commands=())
+        skipped.add(key)
+
+
+async def ensure_plan(ex: Executor) -> None:
+    """Before the preflight and the stop (path_choice.PLAN_BEFORE): the path planned from the host's
+    read-only facts when nobody ran `paths` (the gate then shows it, or what kept it from planning),
+    and the table's skips for the path chosen."""
+    planned = await path_choice.plan_before(ex)
+    mark_skips(ex)
+    if planned:
+        ex.state.apply(GateChanged(ex.host, ex.evaluate_gate(), ex._clock()))
 
 
 def step_for(ex: Executor, key: str) -> Step:
@@ -231,4 +271,5 @@ def to_run(ex: Executor, done: Any) -> list[str]:
     return [k for k in keys if not done(k)]
 
 
-__all__ = ["KEYS", "STEPS", "Planned", "Step", "plan", "step_for", "to_run", "where"]
+__all__ = ["KEYS", "STEPS", "Planned", "Step", "ensure_plan", "mark_skips", "plan", "runtime", "step_for", "to_run",
+           "where"]

@@ -19,6 +19,7 @@ import time
 from console.domain.swap import actions as act
 from console.domain.swap.errors import StepFailed, _Dropped
 from console.domain.swap.executor_api import Executor
+from console.domain.swap.shared_steps import run_checked
 from console.host.sources.server import ServerWatcher
 from console.host.transport.errors import TransportError
 
@@ -32,6 +33,16 @@ def units_dir(ex: Executor) -> str:
             directory = os.path.dirname(side.unit.sources[0])
             return directory if directory.endswith("/etc/systemd/system") else act.UNITS_DIR
     raise act.ActionError("where the host's units live is not known yet (wait for the service pane)")
+
+
+def as_host_names(ex: Executor, path: str) -> str:
+    """A path on the host as the host names it, for the step's words: under the profile's
+    `host_root` (the demo's simulated host keeps its files in a sandbox directory) the root is left
+    out, "/etc/systemd/system/x.service"; the commands keep the path they act on."""
+    root = (getattr(ex.profile, "host_root", None) or "").rstrip("/")
+    if root and (path == root or path.startswith(root + "/")):
+        return path[len(root):] or "/"
+    return path
 
 
 def draft_text(ex: Executor) -> str:
@@ -57,14 +68,9 @@ async def run_install(ex: Executor, who: str) -> str:
             await transport.run(act.bounded(["rm", "-f", "--", w.temp_path], 10), timeout=15)
         raise StepFailed(f"writing {w.temp_path} failed ({exc}): {w.path} is unchanged") from None
     ex._audit(who, "install", f"sftp put {w.temp_path}", 0, f"{len(w.text.encode())} bytes")
-    result = None
-    try:
-        result = await ex._run(who, "install", action.commands[0])
-        if not result.ok:
-            raise StepFailed(f"install failed (exit {result.exit_status}): "
-                             f"{(result.error_text or result.text).strip()[-200:]}")
-    except _Dropped as exc:
-        await ex._reconnected("install", str(exc))
+    result = await run_checked(ex, who, "install", action.commands[0],
+                               lambda r: f"install failed (exit {r.exit_status})")
+    if result is None:  # the connection dropped: is the new file in place?
         try:
             now = await transport.read_file(w.path, timeout=15)
         except (TransportError, OSError):
@@ -79,7 +85,8 @@ async def run_install(ex: Executor, who: str) -> str:
             raise StepFailed("the connection dropped again during daemon-reload") from None
     kept = [ln for ln in result.text.splitlines() if ln.startswith("kept ")] if result is not None else []
     ex.runner.repoll("service")
-    return f"installed {w.path}" + (f"; {kept[0]}" if kept else "") + "; daemon-reload done"
+    kept_words = [f"kept {as_host_names(ex, k.removeprefix('kept '))}" for k in kept[:1]]
+    return f"installed {as_host_names(ex, w.path)}" + "".join(f"; {k}" for k in kept_words) + "; daemon-reload done"
 
 
 async def run_stop_old(ex: Executor, who: str) -> str:
@@ -90,7 +97,7 @@ async def run_stop_old(ex: Executor, who: str) -> str:
     await unit_command(ex, "stop_old", who, unit, action.commands[0], running_after=False)
     # The downtime's start is the observer's (console/core/derive/swap_observer.py): the stop command's
     # reply, systemd's line and the log's last served request are its facts.
-    drained = await ex._drain("stop_old", issued)
+    drained = await ex.drain("stop_old", issued)
     return f"{unit} stopped; {drained}"
 
 
@@ -99,13 +106,7 @@ async def unit_command(ex: Executor, key: str, who: str, unit: str, cmd: act.Rem
     """`systemctl start` or `stop` of one unit, audited; its exit status respected; a drop re-read
     from the host (is the unit running or not?), never assumed."""
     verb = "start" if running_after else "stop"
-    try:
-        result = await ex._run(who, key, cmd)
-        if not result.ok:
-            raise StepFailed(f"systemctl {verb} {unit} exited {result.exit_status}: "
-                             f"{(result.error_text or result.text).strip()[-200:]}")
-    except _Dropped as exc:
-        await ex._reconnected(key, str(exc))
+    if await run_checked(ex, who, key, cmd, lambda r: f"systemctl {verb} {unit} exited {r.exit_status}") is None:
         now = (await ex._unit_state(unit)).get("ActiveState")
         if running_after and now not in ("active", "activating"):
             raise StepFailed(f"after the drop, {unit} is {now or 'unknown'}: it is not running") from None
@@ -143,7 +144,7 @@ async def follow_ready(ex: Executor, unit: str, started: float) -> str:
                 # unit started may still say inactive).
                 dead_seen.add(reading.ok_at_s or 0)  # type: ignore[union-attr]
                 if s.unit_state == "failed" or s.unit_failing or len(dead_seen) >= 2:
-                    cause = await ex._death_cause(s.reason)
+                    cause = await ex.death_cause(s.reason)
                     raise StepFailed(f"the new server died while booting: {cause}")
             else:
                 dead_seen.clear()
@@ -161,7 +162,7 @@ async def run_rollback(ex: Executor, who: str) -> str:
     stop, start = action.commands
     issued = ex._clock()
     await unit_command(ex, "rollback", who, new, stop, running_after=False)
-    await ex._drain("rollback", issued)
+    await ex.drain("rollback", issued)
     await unit_command(ex, "rollback", who, old, start, running_after=True)
     return await old_ready(ex, old)  # the clock's end: the observer's (the log's ready line)
 

@@ -63,6 +63,18 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
+def _cut_at_word(text: str, width: int) -> str:
+    """`text` within `width` cells: whole, or cut at the end of a word with an ellipsis ("Stop the old
+    service…", never "Stop the old service, dra"); a first word longer than the width is cut in it."""
+    if len(text) <= width:
+        return text
+    room = text[: max(0, width - 1)]
+    if not text[len(room)].isspace():  # the cut falls inside a word: back to the space before it
+        at = room.rfind(" ")
+        room = room[:at] if at > 0 else room
+    return (room.rstrip(" ,;:") or room) + "…"
+
+
 def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width: int = 100,
                 approvers: str | None = None) -> Text:
     """`approvers`: who can approve this person's requests under the two-person rule, said up front
@@ -119,7 +131,7 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
         # The title gives way in a narrow plan (80x24), so a step stays one line (never wrapped at column 0).
         title_w = max(16, min(44, width - 3 - 9 - 7 - len(who)))
         t.append(f" {STATE_MARK.get(step.state, '?')} ", style=style)
-        t.append(f"{step.title:<{title_w}.{title_w}}", style=style)
+        t.append(f"{_cut_at_word(step.title, title_w):<{title_w}}", style=style)
         t.append(f" {step.state:<8}", style=style)
         t.append(f" {_dur(took):>6}", style="dim")
         if who and len(who) <= width - 3 - title_w - 9 - 7:  # whole, or not at all ("roo")
