@@ -68,8 +68,8 @@ async def test_beside_through_sshd(tmp_path: Path, sshd_connect: Any) -> None:
     rec, state = await run_path_demo(tmp_path / "out", "beside", speed=SPEED, work=tmp_path / "w", quiet=True,
                                      connect=sshd_connect)
     steps = _states(state)
-    assert [steps[k] for k in ("beside", "benchmark", "switch_traffic")] == ["done"] * 3, {
-        k: state.swap.steps[k].detail for k in ("beside", "benchmark", "switch_traffic") if k in steps}
+    assert [steps.get(k) for k in ("beside", "benchmark", "switch_traffic")] == ["done"] * 3, {
+        k: (s.state, s.detail) for k, s in state.swap.steps.items()}
     plan = state.swap.paths["plan"].data()["plan"]
     port = next(o for o in plan["options"] if o["path"] == "beside")["port"]
     # The port was checked free before the start, through the host's shell.

@@ -195,6 +195,9 @@ async def test_the_demos_operator_drives_the_swap_through_the_plan_screens_keys(
             steps = state.swap.steps
             assert all(steps[k].state == "done" and not steps[k].observed for k in confirmations), [
                 (k, steps[k].state, steps[k].observed) for k in confirmations]
+            # The plan draws the benchmark's end at the screen's next flush (a loaded machine: not at once).
+            await _until(lambda: "✓ Benchmark" in str(app.screen.query_one("#swap-plan").render()), 30,
+                         "the plan's Benchmark step drawn done")
             plan = str(app.screen.query_one("#swap-plan").render())
             assert "✓ Benchmark" in plan and "downtime " in plan
             recorder = app.recorder
