@@ -389,8 +389,14 @@ class LogFollower:
         else:
             args += ["--tail", str(self.backlog)]
             note = None
-        running = join(["docker", "inspect", "--type", "container", "-f", "{{.State.Running}}", "--", name])
-        return (f'until [ "$({running} 2>/dev/null)" = true ]; do sleep {WAIT_RUNNING_S:g}; done; '
+        # Until it runs, or it ran since the wait began: a container that starts and dies between two
+        # asks (a boot that fails in under WAIT_RUNNING_S) still has its lines read, the cause of its death.
+        inspect = ["docker", "inspect", "--type", "container", "-f"]
+        first = join([*inspect, "{{.State.Status}} {{.State.StartedAt}}", "--", name])
+        now = join([*inspect, "{{.State.Running}} {{.State.Status}} {{.State.StartedAt}}", "--", name])
+        return (f"first=$({first} 2>/dev/null); "
+                f'until s=$({now} 2>/dev/null) && {{ [ "${{s%% *}}" = true ] || [ "${{s#* }}" != "$first" ]; }}; '
+                f"do sleep {WAIT_RUNNING_S:g}; done; "
                 f"exec {join([*args, '--', name])} 2>&1"), note
 
     async def _command(self) -> tuple[str, str | None]:
