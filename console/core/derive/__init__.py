@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from console.domain.analysis.bench_view import BenchView, is_result
+from console.domain.bench.store import HELD_RUNS
 from console.core.events import (
     SWAP_EVENTS,
     BenchChanged,
@@ -240,6 +241,7 @@ class BenchStep:
         elif event.kind == "result" and event.record is not None:
             if is_result(event.record):  # a run with no finished request is no result (issue 20)
                 view.history.append(event.record)
+                del view.history[:-HELD_RUNS]  # the oldest leave, as the file's load keeps the last
             view.finish(event.record)
         elif event.kind == "done":
             view.end(event.error)

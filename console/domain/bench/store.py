@@ -35,7 +35,12 @@ def save_run(metrics: dict[str, Any], path: Path, *, host: str | None, flags: li
     return record
 
 
-def load_runs(path: Path, limit: int = 200) -> list[dict[str, Any]]:
+# The saved runs a console holds: as many as it loads from the file, and no more as a session
+# adds runs (a console open for days must not grow by a run per benchmark).
+HELD_RUNS = 200
+
+
+def load_runs(path: Path, limit: int = HELD_RUNS) -> list[dict[str, Any]]:
     """The last runs; lines that are not JSON objects are skipped, never fatal."""
     if not path.exists():
         return []
