@@ -186,6 +186,19 @@ def test_the_steps_are_listed_in_the_order_the_host_lived_them() -> None:
     assert order.index("preflight") < order.index("stop_old") < order.index("in_place")
 
 
+def test_a_step_run_after_a_later_one_is_listed_above_the_steps_still_to_come() -> None:
+    """The demo's operator verified after the install: the running verify was listed at the foot
+    of the plan, below the gate, the stop and the start still pending."""
+    view = SwapView()
+    t0 = 1000.0
+    for key, start, state in (("download", t0, "done"), ("install", t0 + 50, "done"), ("verify", t0 + 51, "running"),
+                              ("preflight", None, "pending"), ("stop_old", None, "pending"),
+                              ("start_new", None, "pending"), ("benchmark", None, "pending")):
+        view.apply(SwapStepChanged(HOST, SwapStep(key, key, state, start, None)))
+    order = [s.key for s in view.ordered_steps()]
+    assert order == ["download", "install", "verify", "preflight", "stop_old", "start_new", "benchmark"]
+
+
 def test_the_downtime_parts_add_up_to_the_downtime_with_a_part_under_half_a_second() -> None:
     view = SwapView()
     view.apply(SwapStepChanged(HOST, SwapStep("stop_old", "Stop", "done", 100.0, 101.0, who="ana")))

@@ -197,9 +197,11 @@ class SwapView:
         return parts
 
     def ordered_steps(self) -> list[SwapStep]:
-        """The steps in the order the host lived them: those that ran by their start; one that did
-        not run (skipped, pending) stays after the step before it in the plan (the path table's
-        order: the plan's own, then a faster path's, then the rollback)."""
+        """The steps in the order the host lived them: those that ran by their start; a skipped one
+        stays after the step before it in the plan (the path table's order: the plan's own, then a
+        faster path's, then the rollback); those still pending come after every step that ran, in
+        the plan's order (a step run out of the plan's order, a verify after the install, never
+        lands below the steps still to come)."""
         keys = [k for k, _ in PLAN_STEPS] + [k for k, _ in FAST_STEPS] + [ROLLBACK[0]]
         keys += sorted((k for k in self.steps if k not in keys), key=lambda k: self.steps[k].started_at_s or 0.0)
         ranked = []
@@ -208,7 +210,7 @@ class SwapView:
             step = self.steps[key]
             if step.started_at_s is not None and step.state not in ("pending", "skipped"):
                 last = step.started_at_s
-            ranked.append(((last, i), step))
+            ranked.append(((float("inf") if step.state == "pending" else last, i), step))
         return [step for _, step in sorted(ranked, key=lambda x: x[0])]
 
 
