@@ -24,7 +24,6 @@ import contextlib
 import json
 import shlex
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -36,18 +35,13 @@ import pytest
 
 from console.host.transport.ssh import SshTransport
 from tests.real.daemons import IMAGE_TAG, DaemonUnavailable, Dockerd
+from tests.real.ports import free_port
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 UNITS = ("sglang-qwen397b.service", "sglang-qwen122b.service")  # old, new (console/demo/hostsim/scenario.py)
 OLD_UNIT, NEW_UNIT = UNITS
 MOUNTED_CONSOLE = "/opt/gpuconsole"
 SPEED = 10.0  # the simulated SGLang's clock: a 25 s boot in 2.5 s
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def unit_text(name: str, server_port: int) -> str:
@@ -140,6 +134,17 @@ class SystemdHost:
             self.put(f"/etc/systemd/system/{name}.d/50-gpusim.conf", sim_dropin(name))
         self.sh("systemctl daemon-reload", check=True)
 
+    def account(self, *units: str, lines: int = 25) -> str:
+        """What systemd and the units' own lines say of UNITS (`systemctl status`, the journal's last
+        LINES): the real reason when a unit did not come up, for a fixture's failure message."""
+        said = []
+        for unit in units:
+            q = shlex.quote(unit)
+            run = self.sh(f"systemctl status --no-pager --lines=0 -- {q}; journalctl -u {q} --no-pager -n {lines}",
+                          timeout_s=60)
+            said.append(f"--- {unit}:\n{(run.stdout + run.stderr).strip()}")
+        return "\n".join(said)
+
     # -- the console's side -----------------------------------------------------------------
     def ssh_options(self, **overrides: object) -> object:
         from console.host.transport.ssh import SshOptions
@@ -179,7 +184,9 @@ def systemd_host(dockerd: Dockerd, timeout_s: float = 90) -> Iterator[SystemdHos
     key = directory / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpuconsole-real-systemd", "-f", str(key)],
                    check=True, timeout=30)
-    ssh_port, server_port = free_port(), free_port()
+    # The old unit's port, the next one (a beside plan's new unit takes it) and one after (a router):
+    # ports nothing else on the machine takes meanwhile (tests/real/ports.py says why).
+    ssh_port, server_port = free_port(), free_port(3)
     image = dockerd.ensure_image(IMAGE_TAG)
     run = dockerd.docker("create", "--network", "host", "--cap-add", "SYS_ADMIN", "--cgroupns=private",
                          "--tmpfs", "/sys/fs/cgroup", "--tmpfs", "/run", "--tmpfs", "/run/lock",

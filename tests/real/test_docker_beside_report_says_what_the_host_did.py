@@ -34,8 +34,9 @@ from console.domain.swap.report import SECTIONS, render
 from tests.real.console_on_host import WHO, console_on
 from tests.real.daemons import DaemonUnavailable, Dockerd, pooled_root, require_dockerd, start_dockerd
 from tests.real.docker_host import (
-    CHECKOUT, close_host, docker_events, docker_logs, free_port, inspect, open_host, require_sshd, run_sglang,
+    CHECKOUT, close_host, docker_events, docker_logs, inspect, open_host, require_sshd, run_sglang,
     standin_gpus)
+from tests.real.ports import free_port
 
 pytestmark = [pytest.mark.real_docker, pytest.mark.timeout(480)]
 
@@ -58,17 +59,6 @@ def gpu_dockerd() -> Iterator[Dockerd]:
             yield daemon
         finally:
             daemon.stop(keep_data=True)
-
-
-def free_pair() -> int:
-    """A port P with P + 1 free too (the new server's: the plan takes the next port)."""
-    for _ in range(50):
-        port = free_port()
-        probe = subprocess.run(["sh", "-c", f"ss -ltnH 'sport = :{port + 1}'"], capture_output=True, text=True,
-                               timeout=10, check=False)
-        if not probe.stdout.strip():
-            return port
-    raise AssertionError("no two free ports in a row")
 
 
 @dataclass
@@ -105,7 +95,7 @@ def _swap_beside(dockerd: Dockerd, directory: Path) -> LivedSwap:
         host = await open_host(dockerd, directory / "host")
         tag = secrets.token_hex(4)
         standin_gpus(host, tag)
-        port, router_port = free_pair(), free_port()
+        port, router_port = free_port(2), free_port()  # the new server takes the next port
         old, new = f"gc-bs-old-{tag}", f"gc-bs-new-{tag}"
         env = (f"STANDIN_NVIDIA_SMI_TAG={tag}",)
         run_sglang(dockerd, old, port, model=f"/models/{OLD_MODEL}", models_dir=models, env=env,

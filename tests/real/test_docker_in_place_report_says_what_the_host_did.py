@@ -27,7 +27,8 @@ from console.domain.swap.report import SECTIONS, render
 from tests.real.console_on_host import WHO, console_on
 from tests.real.daemons import Dockerd
 from tests.real.docker_host import (
-    close_host, docker_events, docker_logs, free_port, inspect, open_host, require_sshd, run_sglang, standin_gpus)
+    close_host, docker_events, docker_logs, inspect, open_host, require_sshd, run_sglang, standin_gpus)
+from tests.real.ports import free_port
 
 pytestmark = [pytest.mark.real_docker, pytest.mark.timeout(480)]
 

@@ -26,8 +26,9 @@ from console.domain.swap.report import SECTIONS, render
 from tests.real.console_on_host import WHO, console_on
 from tests.real.daemons import Dockerd
 from tests.real.docker_host import (
-    RealDockerHost, close_host, docker_events, docker_logs, docker_time, free_port, inspect, open_host, run_sglang,
+    RealDockerHost, close_host, docker_events, docker_logs, docker_time, inspect, open_host, run_sglang,
     require_sshd, standin_gpus)
+from tests.real.ports import free_port
 
 # The module's one swap and rollback (its fixture) runs inside its first test's time.
 pytestmark = [pytest.mark.real_docker, pytest.mark.timeout(480)]
