@@ -328,6 +328,13 @@ def docker_events(dockerd: Dockerd, since_s: float, until_s: float, *names: str)
             if e.get("Type") == "container"]
 
 
+def docker_event(events: list[tuple[float, str, str]], action: str, name: str, after_s: float = 0.0) -> float:
+    """Docker's own time of the first ACTION event of container NAME at or after a time (of `docker_events`)."""
+    found = [at for at, act, who in events if act == action and who == name and at >= after_s]
+    assert found, f"no docker event {action} of {name} after {after_s:.3f}: {events}"
+    return found[0]
+
+
 def require_sshd() -> None:
     if find_sshd() is None or os.geteuid() != 0:
         if os.environ.get("CI") == "true":

@@ -47,7 +47,8 @@ def pool() -> list[int]:
     """Ports the kernel never hands out (below its range, or above it where the range starts low), less
     the servers' defaults that a test or a program may bind by name."""
     low, high = kernels_range()
-    ports = range(low - POOL_SIZE, low) if low - 1024 >= POOL_SIZE else range(high + 1, min(65536, high + 1 + POOL_SIZE))
+    below = low - 1024 >= POOL_SIZE
+    ports = range(low - POOL_SIZE, low) if below else range(high + 1, min(65536, high + 1 + POOL_SIZE))
     return [p for p in ports if p not in DEFAULTS]
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -122,6 +123,11 @@ class SystemdHost:
                 return
             time.sleep(interval_s)
         raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+    def healthy(self, port: int) -> bool:
+        """The server on PORT answers /health (asked from inside the host)."""
+        return self.sh("python3 -c \"import urllib.request as u; "
+                       f"u.urlopen('http://127.0.0.1:{port}/health', timeout=2)\"").returncode == 0
 
     def reset_units(self) -> None:
         """Both seed units stopped, their failure states cleared, the seed files and drop-ins back."""
@@ -328,3 +334,10 @@ def systemd_lines(host: SystemdHost, since_s: float, *units: str) -> list[tuple[
                   f"--since=@{int(since_s)}", timeout_s=60, check=True).stdout
     return [(journal_at_s(e), str(e.get("MESSAGE"))) for e in map(json.loads, out.splitlines())
             if e.get("_SYSTEMD_UNIT") == "init.scope"]
+
+
+def said_by_systemd(lines: list[tuple[float, str]], pattern: str, after_s: float = 0.0) -> float:
+    """The host's time of systemd's first line (of `systemd_lines`) matching PATTERN at or after a time."""
+    found = [at for at, message in lines if re.match(pattern, message) and at >= after_s]
+    assert found, f"systemd logged no {pattern!r} after {after_s:.3f}: {[m for _, m in lines]}"
+    return found[0]

@@ -22,10 +22,12 @@ import pytest
 
 from console.config import HostProfile
 from console.core.derive.swap_observer import log_time
-from console.domain.swap.report import SECTIONS, render
-from tests.real.console_on_host import WHO, console_on, ready_reading
+from tests.real.console_on_host import (
+    WHO, audit_entries, check_audit_is_the_file, check_renders_every_section, check_step_rows, console_on,
+    logged, ready_reading)
+from tests.real.console_on_host import server_stamp as _stamp
 from tests.real.systemd_host import (
-    MOUNTED_CONSOLE, NEW_UNIT, OLD_UNIT, SystemdHost, systemd_lines, unit_lines, unit_text)
+    MOUNTED_CONSOLE, NEW_UNIT, OLD_UNIT, SystemdHost, said_by_systemd, systemd_lines, unit_lines, unit_text)
 
 pytestmark = [pytest.mark.real_systemd, pytest.mark.timeout(480)]
 
@@ -62,11 +64,6 @@ def model_dirs(host: SystemdHost) -> None:
     host.put(f"{OLD_DIR}/config.json", json.dumps(qwen397b_config(), indent=2))
 
 
-def healthy(host: SystemdHost, port: int) -> bool:
-    return host.sh("python3 -c \"import urllib.request as u; "
-                   f"u.urlopen('http://127.0.0.1:{port}/health', timeout=2)\"").returncode == 0
-
-
 @dataclass
 class LivedSwap:
     report: dict[str, Any]
@@ -92,7 +89,7 @@ def _swap_beside(host: SystemdHost, directory: Path) -> LivedSwap:
         host.sh(f"systemctl stop {ROUTER_UNIT}; systemctl reset-failed {ROUTER_UNIT}", timeout_s=60)
         model_dirs(host)
         host.sh(f"systemctl start {OLD_UNIT}", check=True)
-        host.wait(lambda: healthy(host, host.server_port), 120, "the old server healthy")
+        host.wait(lambda: host.healthy(host.server_port), 120, "the old server healthy")
         host.sh(f"systemd-run --unit {ROUTER_UNIT} -p Environment=PYTHONPATH={MOUNTED_CONSOLE} "
                 f"-p Environment=PYTHONUNBUFFERED=1 /usr/bin/python3 -m console.demo.hostsim.fake_sglang.router "
                 f"--port {router_port(host)} --worker-startup-timeout-secs 30 "
@@ -133,8 +130,7 @@ def _swap_beside(host: SystemdHost, directory: Path) -> LivedSwap:
             new_log=unit_lines(host, NEW_UNIT, began - 1), router_log=unit_lines(host, ROUTER_UNIT, began - 1),
             systemd=systemd_lines(host, began - 1, OLD_UNIT, NEW_UNIT),
             installed=host.sh(f"cat /etc/systemd/system/{NEW_UNIT}", check=True).stdout,
-            audit_file=[json.loads(line) for line in (directory / "console" / "audit.jsonl").read_text().splitlines()
-                        if line.strip()])
+            audit_file=audit_entries(directory / "console"))
 
     try:
         return asyncio.run(drive())
@@ -154,27 +150,15 @@ def lived(real_host: SystemdHost, tmp_path_factory: pytest.TempPathFactory) -> L
 
 
 def _new_line(lived: LivedSwap, text: str) -> tuple[float, int, str]:
-    found = [x for x in lived.new_log if text in x[2]]
-    assert found, f"{NEW_UNIT} logged no {text!r}"
-    return found[0]
+    return logged(lived.new_log, text, who=NEW_UNIT)  # type: ignore[return-value]
 
 
 def _router(lived: LivedSwap, text: str) -> float:
-    found = [at for at, _, m in lived.router_log if text in m]
-    assert found, f"the router logged no {text!r}: {lived.router_log}"
-    return found[0]
+    return float(logged(lived.router_log, text, who="the router")[0])
 
 
 def _systemd(lived: LivedSwap, pattern: str) -> float:
-    found = [at for at, m in lived.systemd if re.match(pattern, m)]
-    assert found, f"systemd logged no {pattern!r}: {lived.systemd}"
-    return found[0]
-
-
-def _stamp(line: str) -> float:
-    value = log_time(line[1:20])
-    assert value is not None, line
-    return value
+    return said_by_systemd(lived.systemd, pattern)
 
 
 def _new_port(lived: LivedSwap) -> int:
@@ -186,7 +170,7 @@ def _new_port(lived: LivedSwap) -> int:
 def test_the_new_unit_served_beside_the_old_one_before_systemd_stopped_it(lived: LivedSwap) -> None:
     assert {k: v[0] for k, v in lived.said.items()} == {k: "done" for k in STEPS}, lived.said
     port = _new_port(lived)
-    assert "\nEnvironment=CUDA_VISIBLE_DEVICES=4,5,6,7\n" in lived.installed  # drafted for the free GPUs and the next port
+    assert "\nEnvironment=CUDA_VISIBLE_DEVICES=4,5,6,7\n" in lived.installed  # drafted for the free GPUs
     assert lived.said["beside"][1].startswith(f"ready on port {port} (GPUs 4,5,6,7)"), lived.said
     assert lived.said["switch_traffic"][1].startswith(f"the router sends traffic to port {port}"), lived.said
     assert lived.said["switch_traffic"][1].endswith(f"{OLD_UNIT} stopped: downtime 0"), lived.said
@@ -229,18 +213,12 @@ def test_the_reports_times_hold_the_hosts_own_times(lived: LivedSwap) -> None:
     assert switch.started_at_s <= _router(lived, "Added worker") <= _router(lived, "Removed worker") \
         <= _systemd(lived, rf"Stopping {re.escape(OLD_UNIT)}") <= _systemd(lived, rf"Stopped {re.escape(OLD_UNIT)}") \
         <= switch.ended_at_s
-    for step in lived.report["steps"]:
-        if step["state"] == "done":
-            live = s[step["key"]]
-            assert step["duration_s"] == pytest.approx(live.ended_at_s - live.started_at_s, abs=0.01)
-            assert step["started"] == time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(live.started_at_s))
+    check_step_rows(lived.report, s)
 
 
 def test_the_reports_who_and_audit_are_the_start_the_router_calls_and_the_stop(lived: LivedSwap) -> None:
     r, port = lived.report, _new_port(lived)
-    assert [(a["who"], a["action"], a["command"]) for a in r["audit"]] == [
-        (a["who"], a["action"], a["command"]) for a in lived.audit_file]
-    assert {a["who"] for a in r["audit"]} == {WHO}
+    check_audit_is_the_file(r, lived.audit_file)
     ran = [(a["action"], a["command"]) for a in r["audit"] if a["exit_status"] == 0]
     router = f"http://127.0.0.1:{router_port_of(lived)}"
     for action, expected in (("beside", f"systemctl start -- {NEW_UNIT}"),
@@ -315,12 +293,4 @@ def test_the_reports_boot_timeline_is_the_new_units_boot_in_the_journal(lived: L
 
 @pytest.mark.parametrize("fmt", ["md", "html", "json"])
 def test_the_report_renders_every_section(lived: LivedSwap, fmt: str) -> None:
-    text = render(lived.report, fmt)
-    if fmt == "json":
-        assert json.loads(text)["swap_path"] == "beside"
-        return
-    plain = text.replace("&gt;", ">").replace("\\", "")
-    for section in SECTIONS:
-        assert (f"## {section}" if fmt == "md" else f">{section}</h2>") in plain, section
-    assert "boot to ready" not in plain
-    assert "hf_sImUlAtEdToKeNnOtReAl" not in text  # the unit's HF_TOKEN never reaches the report
+    check_renders_every_section(lived.report, fmt, "beside", shows=(NEW_UNIT, OLD_UNIT))
