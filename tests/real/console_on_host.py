@@ -65,6 +65,12 @@ class Console:
             await asyncio.sleep(0.1)
         raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
+    def memory_after_on(self, gpus: set[int]) -> bool:
+        """The swap's memory fact "after" (the observer's, followed a minute from the readings once the swap
+        was over: what the report says) holds memory on GPUS and on no other."""
+        after = (self.state.swap.memory().get("after") or {}).get("gpus", ())
+        return {r["gpu"] for r in after if r["used_mib"]} == gpus
+
     def report(self) -> dict[str, Any]:
         self.recorder.flush()
         assert self.recorder.path is not None

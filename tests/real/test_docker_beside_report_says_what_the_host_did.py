@@ -134,8 +134,7 @@ def _swap_beside(dockerd: Dockerd, directory: Path) -> LivedSwap:
                                 assert console.swap.override(check.name, check.name, WHO) is None
                     said[key] = await console.run_step(key)
                     assert said[key][0] == "done", f"{key}: {said[key][1]}"
-                await console.until(lambda: {r["gpu"] for r in (console.state.swap.memory().get("after") or {})
-                                             .get("gpus", ()) if r["used_mib"]} == {4, 5, 6, 7}, 60,
+                await console.until(lambda: console.memory_after_on({4, 5, 6, 7}), 60,
                                     "the swap's GPU memory after: the new container's GPUs only")
                 report = console.report()
                 steps = dict(console.state.swap.steps)

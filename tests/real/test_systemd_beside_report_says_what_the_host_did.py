@@ -117,8 +117,7 @@ def _swap_beside(host: SystemdHost, directory: Path) -> LivedSwap:
                 str(p.pid) == str(old_pid) for g in console.state.data("gpu").gpus for p in g.processes or ()),
                 60, "the GPUs held by the new unit only")
             # ... and the swap's memory fact has followed it (the observer writes it from the readings)
-            await console.until(lambda: {r["gpu"] for r in (console.state.swap.memory().get("after") or {})
-                                         .get("gpus", ()) if r["used_mib"]} == {4, 5, 6, 7}, 60,
+            await console.until(lambda: console.memory_after_on({4, 5, 6, 7}), 60,
                                 "the swap's GPU memory after: the new unit's GPUs only")
             report = console.report()
             steps = dict(console.state.swap.steps)
@@ -209,7 +208,8 @@ def test_the_reports_times_hold_the_hosts_own_times(lived: LivedSwap) -> None:
     # The beside step ends at the ready line as the server stamped it (whole seconds: up to 1 s before
     # journald's own time of the line).
     assert beside.started_at_s <= _systemd(lived, rf"Started {re.escape(NEW_UNIT)}") <= ready[0]
-    assert ready[0] - 1.0 <= beside.ended_at_s <= ready[0] + 2.0
+    # (journald's time of the line can be more than 1 s after that stamp on a loaded machine: 1.009 s once)
+    assert _stamp(ready[2]) <= beside.ended_at_s <= ready[0] + 2.0, (beside, ready)
     assert switch.started_at_s <= _router(lived, "Added worker") <= _router(lived, "Removed worker") \
         <= _systemd(lived, rf"Stopping {re.escape(OLD_UNIT)}") <= _systemd(lived, rf"Stopped {re.escape(OLD_UNIT)}") \
         <= switch.ended_at_s
@@ -248,9 +248,11 @@ def test_the_reports_downtime_is_none_and_time_to_ready_is_the_new_units_boot(li
     assert d.started_at_s == pytest.approx(_systemd(lived, rf"Stopping {re.escape(OLD_UNIT)}"), abs=1.0)
     # Time to ready: from systemctl start of the new unit to its ready line as the server stamped it (whole
     # seconds, so up to 1 s before journald's time of the line), or the readiness poll just after.
-    booted = _new_line(lived, "The server is fired up")[0] - _systemd(lived, rf"Started {re.escape(NEW_UNIT)}")
+    ready = _new_line(lived, "The server is fired up")
+    started = _systemd(lived, rf"Started {re.escape(NEW_UNIT)}")
+    booted = ready[0] - started
     assert t["time_to_ready_from"] == "the new unit's start (systemctl start)", t
-    assert booted - 1.0 <= t["time_to_ready_s"] <= booted + 2.0, (t, booted)
+    assert _stamp(ready[2]) - started - 0.5 <= t["time_to_ready_s"] <= booted + 2.0, (t, booted)
 
 
 def test_the_reports_old_and_new_and_diff_are_the_two_units(lived: LivedSwap) -> None:

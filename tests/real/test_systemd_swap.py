@@ -128,8 +128,7 @@ def _swap_and_roll_back(host: SystemdHost, directory: Path) -> LivedSwap:
                                             for p in g.processes or ()), 60, "the GPUs held by the old unit again")
             # ... and the swap's memory fact "after" has followed it there (it follows the readings a minute
             # after the rollback: a first reading may name the booting server before it holds memory)
-            await console.until(lambda: {r["gpu"] for r in (console.state.swap.memory().get("after") or {})
-                                         .get("gpus", ()) if r["used_mib"]} == {0, 1, 2, 3}, 60,
+            await console.until(lambda: console.memory_after_on({0, 1, 2, 3}), 60,
                                 "the swap's GPU memory after: the old unit's GPUs again")
             report = console.report()
             steps = dict(console.state.swap.steps)
