@@ -11,21 +11,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from console.config import HostProfile
+from console.core.derive.swap_observer import log_time
 from console.core.recording import Recorder
 from console.core.runner import HostRunner
 from console.core.state import HostState, Notice
 from console.host.session import HostSession, make_transport
 from console.domain.swap.controller import SwapController
-from console.domain.swap.report import report_from_recording
+from console.domain.swap.report import SECTIONS, render, report_from_recording
 
 WHO = "ana"
+HF_TOKEN = "hf_sImUlAtEdToKeNnOtReAl"  # the seed units' (console/demo/hostsim/units/): never in a report
 
 
 @dataclass
@@ -59,6 +64,12 @@ class Console:
                 return
             await asyncio.sleep(0.1)
         raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+    def memory_after_on(self, gpus: set[int]) -> bool:
+        """The swap's memory fact "after" (the observer's, followed a minute from the readings once the swap
+        was over: what the report says) holds memory on GPUS and on no other."""
+        after = (self.state.swap.memory().get("after") or {}).get("gpus", ())
+        return {r["gpu"] for r in after if r["used_mib"]} == gpus
 
     def report(self) -> dict[str, Any]:
         self.recorder.flush()
@@ -99,3 +110,64 @@ def ready_reading(console: Console, unit: str | None) -> bool:
     s = r.data if r is not None else None
     return s is not None and s.status == "ready" and (unit is None or s.unit == unit) \
         and console.state.data("service") is not None and console.state.data("gpu") is not None
+
+
+# -- a lived swap's report read against the host's own records (the report modules of tests/real) ---------
+def audit_entries(directory: Path) -> list[dict[str, Any]]:
+    """The console's audit file as `console_on` wrote it (DIRECTORY/audit.jsonl), one entry a line."""
+    text = (directory / "audit.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def server_stamp(line: str) -> float:
+    """The server's own stamp of its log line ("[2026-12-03 17:09:49] ...": whole seconds, the host's
+    time) as epoch seconds."""
+    value = log_time(line[1:20])
+    assert value is not None, line
+    return value
+
+
+def logged(lines: Sequence[tuple[Any, ...]], text: str, *, since_s: float = 0.0, last: bool = False,
+           who: str = "the server") -> tuple[Any, ...]:
+    """The first (with LAST, the last) of a server's LINES containing TEXT at or after SINCE_S; a line is
+    a tuple with the host's time first and the message last (`docker logs -t`: (time, line); the unit's
+    journal: (time, _PID, MESSAGE))."""
+    found = [x for x in lines if text in x[-1] and x[0] >= since_s]
+    assert found, f"{who} logged no {text!r} since {since_s:.3f}: {[x[-1] for x in lines][-8:]}"
+    return found[-1] if last else found[0]
+
+
+def check_step_rows(report: dict[str, Any], steps: dict[str, Any]) -> None:
+    """Each step the report says done: its duration and start are the live step's (the observer's times)."""
+    done = [s for s in report["steps"] if s["state"] == "done"]
+    assert done, report["steps"]
+    for row in done:
+        live = steps[row["key"]]
+        assert row["duration_s"] == pytest.approx(live.ended_at_s - live.started_at_s, abs=0.01), (row, live)
+        assert row["started"] == time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(live.started_at_s)), (row, live)
+
+
+def check_audit_is_the_file(report: dict[str, Any], audit_file: list[dict[str, Any]]) -> None:
+    """The report's audit is the console's audit file, entry by entry (who, action, command), all by WHO."""
+    said = [(a["who"], a["action"], a["command"]) for a in report["audit"]]
+    assert said == [(a["who"], a["action"], a["command"]) for a in audit_file], said
+    assert {a["who"] for a in report["audit"]} == {WHO}, said
+
+
+def check_renders_every_section(report: dict[str, Any], fmt: str, path: str, *, shows: Sequence[str] = (),
+                                never: Sequence[str] = ("boot to ready",)) -> None:
+    """The report rendered as FMT (md, html, json): every section's heading, the PATH taken, what it SHOWS,
+    never what it must NEVER say, and no secret of the host's."""
+    text = render(report, fmt)
+    assert HF_TOKEN not in text  # the unit's HF_TOKEN never reaches the report
+    if fmt == "json":
+        assert json.loads(text)["swap_path"] == path
+        assert all(s in text for s in shows), shows
+        return
+    plain = text.replace("&gt;", ">").replace("\\", "")
+    for section in SECTIONS:
+        assert (f"## {section}" if fmt == "md" else f">{section}</h2>") in plain, section
+    for said in shows:
+        assert said in plain, said
+    for wrong in never:
+        assert wrong not in plain, wrong

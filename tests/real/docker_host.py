@@ -5,7 +5,7 @@ of the real CLI's output (tests/data/real/docker_*.json, with the versions and t
 
 The container's SGLang is console/demo/hostsim/fake_sglang/launch_server.py (stdlib only): the checkout's
 `console/` is bind-mounted read-only and put on PYTHONPATH; with `--network host` it listens on this
-machine's loopback (a free port per container).
+machine's loopback (a free port per container: tests/real/ports.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,12 +50,6 @@ def shim_dir(dockerd: Dockerd) -> Path:
     return package
 # GPUCONSOLE_RECORD_REAL=1: the tests write what the real CLI printed into tests/data/real/.
 RECORD = os.environ.get("GPUCONSOLE_RECORD_REAL") == "1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def sglang_args(port: int, *, model: str = "/models/Qwen3-8B", extra: tuple[str, ...] = ()) -> list[str]:
@@ -333,6 +326,13 @@ def docker_events(dockerd: Dockerd, since_s: float, until_s: float, *names: str)
     events = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
     return [(int(e["timeNano"]) / 1e9, e["Action"], e["Actor"]["Attributes"]["name"]) for e in events
             if e.get("Type") == "container"]
+
+
+def docker_event(events: list[tuple[float, str, str]], action: str, name: str, after_s: float = 0.0) -> float:
+    """Docker's own time of the first ACTION event of container NAME at or after a time (of `docker_events`)."""
+    found = [at for at, act, who in events if act == action and who == name and at >= after_s]
+    assert found, f"no docker event {action} of {name} after {after_s:.3f}: {events}"
+    return found[0]
 
 
 def require_sshd() -> None:

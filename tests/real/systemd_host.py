@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shlex
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -36,18 +36,13 @@ import pytest
 
 from console.host.transport.ssh import SshTransport
 from tests.real.daemons import IMAGE_TAG, DaemonUnavailable, Dockerd
+from tests.real.ports import free_port
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 UNITS = ("sglang-qwen397b.service", "sglang-qwen122b.service")  # old, new (console/demo/hostsim/scenario.py)
 OLD_UNIT, NEW_UNIT = UNITS
 MOUNTED_CONSOLE = "/opt/gpuconsole"
 SPEED = 10.0  # the simulated SGLang's clock: a 25 s boot in 2.5 s
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def unit_text(name: str, server_port: int) -> str:
@@ -129,6 +124,11 @@ class SystemdHost:
             time.sleep(interval_s)
         raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
+    def healthy(self, port: int) -> bool:
+        """The server on PORT answers /health (asked from inside the host)."""
+        return self.sh("python3 -c \"import urllib.request as u; "
+                       f"u.urlopen('http://127.0.0.1:{port}/health', timeout=2)\"").returncode == 0
+
     def reset_units(self) -> None:
         """Both seed units stopped, their failure states cleared, the seed files and drop-ins back."""
         names = " ".join(UNITS)
@@ -139,6 +139,17 @@ class SystemdHost:
             self.sh(f"rm -rf /etc/systemd/system/{name}.d")
             self.put(f"/etc/systemd/system/{name}.d/50-gpusim.conf", sim_dropin(name))
         self.sh("systemctl daemon-reload", check=True)
+
+    def account(self, *units: str, lines: int = 25) -> str:
+        """What systemd and the units' own lines say of UNITS (`systemctl status`, the journal's last
+        LINES): the real reason when a unit did not come up, for a fixture's failure message."""
+        said = []
+        for unit in units:
+            q = shlex.quote(unit)
+            run = self.sh(f"systemctl status --no-pager --lines=0 -- {q}; journalctl -u {q} --no-pager -n {lines}",
+                          timeout_s=60)
+            said.append(f"--- {unit}:\n{(run.stdout + run.stderr).strip()}")
+        return "\n".join(said)
 
     # -- the console's side -----------------------------------------------------------------
     def ssh_options(self, **overrides: object) -> object:
@@ -179,7 +190,9 @@ def systemd_host(dockerd: Dockerd, timeout_s: float = 90) -> Iterator[SystemdHos
     key = directory / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpuconsole-real-systemd", "-f", str(key)],
                    check=True, timeout=30)
-    ssh_port, server_port = free_port(), free_port()
+    # The old unit's port, the next one (a beside plan's new unit takes it) and one after (a router):
+    # ports nothing else on the machine takes meanwhile (tests/real/ports.py says why).
+    ssh_port, server_port = free_port(), free_port(3)
     image = dockerd.ensure_image(IMAGE_TAG)
     run = dockerd.docker("create", "--network", "host", "--cap-add", "SYS_ADMIN", "--cgroupns=private",
                          "--tmpfs", "/sys/fs/cgroup", "--tmpfs", "/run", "--tmpfs", "/run/lock",
@@ -321,3 +334,10 @@ def systemd_lines(host: SystemdHost, since_s: float, *units: str) -> list[tuple[
                   f"--since=@{int(since_s)}", timeout_s=60, check=True).stdout
     return [(journal_at_s(e), str(e.get("MESSAGE"))) for e in map(json.loads, out.splitlines())
             if e.get("_SYSTEMD_UNIT") == "init.scope"]
+
+
+def said_by_systemd(lines: list[tuple[float, str]], pattern: str, after_s: float = 0.0) -> float:
+    """The host's time of systemd's first line (of `systemd_lines`) matching PATTERN at or after a time."""
+    found = [at for at, message in lines if re.match(pattern, message) and at >= after_s]
+    assert found, f"systemd logged no {pattern!r} after {after_s:.3f}: {[m for _, m in lines]}"
+    return found[0]

@@ -30,12 +30,14 @@ from console.config import HostProfile
 from console.core.derive.swap_observer import log_time
 from console.demo.hostsim.downloader import qwen122b_config, qwen122b_files
 from console.demo.hostsim.downtime_scenario import qwen397b_config
-from console.domain.swap.report import SECTIONS, render
-from tests.real.console_on_host import WHO, console_on
+from tests.real.console_on_host import (
+    WHO, audit_entries, check_audit_is_the_file, check_renders_every_section, check_step_rows, console_on, logged)
+from tests.real.console_on_host import server_stamp as _stamp
 from tests.real.daemons import DaemonUnavailable, Dockerd, pooled_root, require_dockerd, start_dockerd
 from tests.real.docker_host import (
-    CHECKOUT, close_host, docker_events, docker_logs, free_port, inspect, open_host, require_sshd, run_sglang,
+    CHECKOUT, close_host, docker_event, docker_events, docker_logs, inspect, open_host, require_sshd, run_sglang,
     standin_gpus)
+from tests.real.ports import free_port
 
 pytestmark = [pytest.mark.real_docker, pytest.mark.timeout(480)]
 
@@ -58,17 +60,6 @@ def gpu_dockerd() -> Iterator[Dockerd]:
             yield daemon
         finally:
             daemon.stop(keep_data=True)
-
-
-def free_pair() -> int:
-    """A port P with P + 1 free too (the new server's: the plan takes the next port)."""
-    for _ in range(50):
-        port = free_port()
-        probe = subprocess.run(["sh", "-c", f"ss -ltnH 'sport = :{port + 1}'"], capture_output=True, text=True,
-                               timeout=10, check=False)
-        if not probe.stdout.strip():
-            return port
-    raise AssertionError("no two free ports in a row")
 
 
 @dataclass
@@ -105,7 +96,7 @@ def _swap_beside(dockerd: Dockerd, directory: Path) -> LivedSwap:
         host = await open_host(dockerd, directory / "host")
         tag = secrets.token_hex(4)
         standin_gpus(host, tag)
-        port, router_port = free_pair(), free_port()
+        port, router_port = free_port(2), free_port()  # the new server takes the next port
         old, new = f"gc-bs-old-{tag}", f"gc-bs-new-{tag}"
         env = (f"STANDIN_NVIDIA_SMI_TAG={tag}",)
         run_sglang(dockerd, old, port, model=f"/models/{OLD_MODEL}", models_dir=models, env=env,
@@ -143,8 +134,7 @@ def _swap_beside(dockerd: Dockerd, directory: Path) -> LivedSwap:
                                 assert console.swap.override(check.name, check.name, WHO) is None
                     said[key] = await console.run_step(key)
                     assert said[key][0] == "done", f"{key}: {said[key][1]}"
-                await console.until(lambda: {r["gpu"] for r in (console.state.swap.memory().get("after") or {})
-                                             .get("gpus", ()) if r["used_mib"]} == {4, 5, 6, 7}, 60,
+                await console.until(lambda: console.memory_after_on({4, 5, 6, 7}), 60,
                                     "the swap's GPU memory after: the new container's GPUs only")
                 report = console.report()
                 steps = dict(console.state.swap.steps)
@@ -155,8 +145,7 @@ def _swap_beside(dockerd: Dockerd, directory: Path) -> LivedSwap:
                 at_end={n: inspect(dockerd, n) for n in (old, new)},
                 events=docker_events(dockerd, began - 1, time.time() + 1, old, new),
                 logs={n: docker_logs(dockerd, n) for n in (old, new)}, router_log=router_log.read_text(),
-                audit_file=[json.loads(line) for line in
-                            (directory / "console" / "audit.jsonl").read_text().splitlines() if line.strip()])
+                audit_file=audit_entries(directory / "console"))
         finally:
             router.terminate()
             router.wait(timeout=30)
@@ -174,15 +163,11 @@ def lived(gpu_dockerd: Dockerd, tmp_path_factory: pytest.TempPathFactory) -> Liv
 
 
 def _event(lived: LivedSwap, action: str, name: str) -> float:
-    found = [at for at, act, who in lived.events if act == action and who == name]
-    assert found, f"no docker event {action} of {name}: {lived.events}"
-    return found[0]
+    return docker_event(lived.events, action, name)
 
 
 def _line(lived: LivedSwap, name: str, text: str) -> tuple[float, str]:
-    found = [x for x in lived.logs[name] if text in x[1] and x[0] >= lived.began_s - 1]
-    assert found, f"{name} logged no {text!r} after the swap began"
-    return found[0]
+    return logged(lived.logs[name], text, since_s=lived.began_s - 1, who=name)  # type: ignore[return-value]
 
 
 def _router(lived: LivedSwap, text: str) -> float:
@@ -193,12 +178,6 @@ def _router(lived: LivedSwap, text: str) -> float:
             assert value is not None, line
             return value
     raise AssertionError(f"the router logged no {text!r}: {lived.router_log[-800:]}")
-
-
-def _stamp(line: str) -> float:
-    value = log_time(line[1:20])
-    assert value is not None, line
-    return value
 
 
 # -- the run itself ------------------------------------------------------------------------------------
@@ -244,18 +223,12 @@ def test_the_reports_times_hold_dockers_own_times(lived: LivedSwap) -> None:
     assert beside.started_at_s <= started <= ready <= beside.ended_at_s + 1, (beside, started, ready)
     assert switch.started_at_s <= _event(lived, "kill", old) <= _event(lived, "die", old) <= switch.ended_at_s + 1
     assert int(switch.started_at_s) <= _router(lived, "Added worker") <= switch.ended_at_s
-    for step in lived.report["steps"]:
-        if step["state"] == "done":
-            live = s[step["key"]]
-            assert step["duration_s"] == pytest.approx(live.ended_at_s - live.started_at_s, abs=0.01)
-            assert step["started"] == time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(live.started_at_s))
+    check_step_rows(lived.report, s)
 
 
 def test_the_reports_who_and_audit_are_the_start_the_router_calls_and_the_stop(lived: LivedSwap) -> None:
     r, old, new, port = lived.report, lived.old, lived.new, lived.port
-    assert [(a["who"], a["action"], a["command"]) for a in r["audit"]] == [
-        (a["who"], a["action"], a["command"]) for a in lived.audit_file]
-    assert {a["who"] for a in r["audit"]} == {WHO}
+    check_audit_is_the_file(r, lived.audit_file)
     ran = [(a["action"], a["command"]) for a in r["audit"] if a["exit_status"] == 0]
     router = f"http://127.0.0.1:{lived.router_port}"
     for action, expected in (("beside", f"docker start -- {new}"),
@@ -322,11 +295,4 @@ def test_the_reports_boot_note_is_gone_once_the_new_containers_boot_is_in_the_lo
 
 @pytest.mark.parametrize("fmt", ["md", "html", "json"])
 def test_the_report_renders_every_section(lived: LivedSwap, fmt: str) -> None:
-    text = render(lived.report, fmt)
-    if fmt == "json":
-        assert json.loads(text)["swap_path"] == "beside"
-        return
-    plain = text.replace("&gt;", ">").replace("\\", "")
-    for section in SECTIONS:
-        assert (f"## {section}" if fmt == "md" else f">{section}</h2>") in plain, section
-    assert "boot to ready" not in plain and lived.new in plain
+    check_renders_every_section(lived.report, fmt, "beside", shows=(lived.new,))

@@ -30,7 +30,6 @@ from tests.real.docker_host import (
     RealDockerHost,
     async_until,
     close_host,
-    free_port,
     inspect,
     open_host,
     record,
@@ -39,6 +38,7 @@ from tests.real.docker_host import (
     shim_dir,
     until,
 )
+from tests.real.ports import free_port
 
 pytestmark = pytest.mark.real_docker
 OSC52 = "\x1b]52;c;cm0gLXJmIH4K\x1b\\"

@@ -23,11 +23,13 @@ import pytest
 from console.config import HostProfile
 from console.core.derive.swap_observer import log_time
 from console.demo.hostsim.downloader import qwen122b_config
-from console.domain.swap.report import SECTIONS, render
-from tests.real.console_on_host import WHO, console_on
+from tests.real.console_on_host import (
+    WHO, audit_entries, check_audit_is_the_file, check_renders_every_section, check_step_rows, console_on, logged)
+from tests.real.console_on_host import server_stamp as _stamp
 from tests.real.daemons import Dockerd
 from tests.real.docker_host import (
-    close_host, docker_events, docker_logs, free_port, inspect, open_host, require_sshd, run_sglang, standin_gpus)
+    close_host, docker_events, docker_logs, inspect, open_host, require_sshd, run_sglang, standin_gpus)
+from tests.real.ports import free_port
 
 pytestmark = [pytest.mark.real_docker, pytest.mark.timeout(480)]
 
@@ -108,8 +110,7 @@ def _swap_in_place(dockerd: Dockerd, directory: Path) -> LivedSwap:
                 old=old, new=new, models=models, report=report, steps=steps, said=said, downtime=downtime,
                 began_s=began, before=before, after=inspect(dockerd, old), new_after=inspect(dockerd, new),
                 events=docker_events(dockerd, began - 1, time.time() + 1, old, new), log=docker_logs(dockerd, old),
-                audit_file=[json.loads(line) for line in
-                            (directory / "console" / "audit.jsonl").read_text().splitlines() if line.strip()])
+                audit_file=audit_entries(directory / "console"))
         finally:
             dockerd.docker("rm", "-f", old, new, check=False)
             await close_host(host)
@@ -125,15 +126,7 @@ def lived(dockerd: Dockerd, tmp_path_factory: pytest.TempPathFactory) -> LivedSw
 
 
 def _line(lived: LivedSwap, text: str) -> tuple[float, str]:
-    found = [x for x in lived.log if text in x[1] and x[0] >= lived.began_s - 1]
-    assert found, f"{lived.old} logged no {text!r} after the swap began"
-    return found[-1]
-
-
-def _stamp(line: str) -> float:
-    value = log_time(line[1:20])
-    assert value is not None, line
-    return value
+    return logged(lived.log, text, since_s=lived.began_s - 1, last=True, who=lived.old)  # type: ignore[return-value]
 
 
 # -- the run itself ------------------------------------------------------------------------------------
@@ -173,18 +166,13 @@ def test_the_reports_times_hold_the_containers_own_lines(lived: LivedSwap) -> No
     assert step.started_at_s <= began[0] <= ended[0], (step, began, ended)
     # its end: the server's own stamp of "Update weights end." (whole seconds, as SGLang stamps)
     assert step.ended_at_s == _stamp(ended[1]) and ended[0] - 1 < step.ended_at_s <= ended[0], (step, ended)
-    for s in lived.report["steps"]:
-        if s["state"] == "done":
-            live = lived.steps[s["key"]]
-            assert s["duration_s"] == pytest.approx(live.ended_at_s - live.started_at_s, abs=0.01)
-            assert s["started"] == time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(live.started_at_s))
+    check_step_rows(lived.report, lived.steps)
 
 
 def test_the_reports_who_and_audit_are_the_update_with_the_containers_own_path(lived: LivedSwap) -> None:
     r = lived.report
-    assert [(a["who"], a["action"], a["command"]) for a in r["audit"]] == [
-        (a["who"], a["action"], a["command"]) for a in lived.audit_file]
-    assert {a["who"] for a in r["audit"]} == {WHO} and r["approvals"] == []
+    check_audit_is_the_file(r, lived.audit_file)
+    assert r["approvals"] == []
     (update,) = [a for a in r["audit"] if a["action"] == "in_place"]
     assert update["exit_status"] == 0 and update["command"].startswith("timeout -k 5 ")
     assert f'"model_path": "/models/{NEW_MODEL}"' in update["command"]  # the container's path, not the host's
@@ -245,11 +233,4 @@ def test_the_reports_boot_timeline_is_the_update_in_the_containers_log(lived: Li
 
 @pytest.mark.parametrize("fmt", ["md", "html", "json"])
 def test_the_report_renders_every_section(lived: LivedSwap, fmt: str) -> None:
-    text = render(lived.report, fmt)
-    if fmt == "json":
-        assert json.loads(text)["swap_path"] == "in-place"
-        return
-    plain = text.replace("&gt;", ">").replace("\\", "")
-    for section in SECTIONS:
-        assert (f"## {section}" if fmt == "md" else f">{section}</h2>") in plain, section
-    assert "in-place pause" in plain and "boot to ready" not in plain and lived.old in plain
+    check_renders_every_section(lived.report, fmt, "in-place", shows=("in-place pause", lived.old))

@@ -18,7 +18,8 @@ from console.host.parsers.docker import docker_error_text, parse_inspect, parse_
 from console.host.sources.container import PS_TEMPLATE
 from console.domain.swap import container_actions as ca
 from tests.real.daemons import DEBIAN_DOCKER_CLI, IMAGE_TAG, Dockerd
-from tests.real.docker_host import CHECKOUT, free_port, inspect, normalise, record, run_sglang, until
+from tests.real.docker_host import CHECKOUT, inspect, normalise, record, run_sglang, until
+from tests.real.ports import free_port
 
 pytestmark = pytest.mark.real_docker
 STATE_FORMAT = "{{.State.Status}} {{.State.Running}} {{.State.ExitCode}} {{.RestartCount}} {{.State.OOMKilled}}"

@@ -21,8 +21,10 @@ import pytest
 
 from console.config import HostProfile
 from console.core.derive.swap_observer import log_time
-from console.domain.swap.report import SECTIONS, render
-from tests.real.console_on_host import WHO, Console, console_on, ready_reading
+from tests.real.console_on_host import (
+    WHO, Console, audit_entries, check_audit_is_the_file, check_renders_every_section, check_step_rows, console_on,
+    logged, ready_reading)
+from tests.real.console_on_host import server_stamp as _stamp
 from tests.real.systemd_host import NEW_UNIT, SystemdHost, systemd_lines, unit_lines, unit_text
 
 pytestmark = [pytest.mark.real_systemd, pytest.mark.timeout(480)]
@@ -109,8 +111,7 @@ def _swap_in_place(host: SystemdHost, directory: Path) -> LivedSwap:
             log=unit_lines(host, UNIT, began - 60), systemd=systemd_lines(host, began - 1, UNIT),
             installed=host.sh(f"cat /etc/systemd/system/{UNIT}", check=True).stdout, draft=prof.unit_draft and
             Path(prof.unit_draft).read_text() or "",
-            audit_file=[json.loads(line) for line in (directory / "console" / "audit.jsonl").read_text().splitlines()
-                        if line.strip()])
+            audit_file=audit_entries(directory / "console"))
 
     return asyncio.run(drive())
 
@@ -131,15 +132,7 @@ def lived(real_host: SystemdHost, tmp_path_factory: pytest.TempPathFactory) -> L
 
 
 def _logged(lived: LivedSwap, text: str) -> tuple[float, int, str]:
-    found = [x for x in lived.log if text in x[2] and x[0] >= lived.began_s - 1]
-    assert found, f"the unit logged no {text!r} after the swap began"
-    return found[-1]
-
-
-def _stamp(line: str) -> float:
-    value = log_time(line[1:20])
-    assert value is not None, line
-    return value
+    return logged(lived.log, text, since_s=lived.began_s - 1, last=True, who="the unit")  # type: ignore[return-value]
 
 
 # -- the run itself ------------------------------------------------------------------------------------
@@ -185,18 +178,13 @@ def test_the_reports_times_hold_the_servers_own_lines(lived: LivedSwap) -> None:
     ended = _logged(lived, "Update weights end.")
     assert step.started_at_s <= began <= ended[0], (step, began, ended)
     assert step.ended_at_s == _stamp(ended[2]) and ended[0] - 1 < step.ended_at_s <= ended[0], (step, ended)
-    for s in lived.report["steps"]:
-        if s["state"] == "done":
-            live = lived.steps[s["key"]]
-            assert s["duration_s"] == pytest.approx(live.ended_at_s - live.started_at_s, abs=0.01)
-            assert s["started"] == time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(live.started_at_s))
+    check_step_rows(lived.report, lived.steps)
 
 
 def test_the_reports_who_and_audit_are_the_update_posted_to_the_running_server(lived: LivedSwap) -> None:
     r = lived.report
-    assert [(a["who"], a["action"], a["command"]) for a in r["audit"]] == [
-        (a["who"], a["action"], a["command"]) for a in lived.audit_file]
-    assert {a["who"] for a in r["audit"]} == {WHO} and r["approvals"] == []
+    check_audit_is_the_file(r, lived.audit_file)
+    assert r["approvals"] == []
     (update,) = [a for a in r["audit"] if a["action"] == "in_place"]
     assert update["exit_status"] == 0 and update["command"].startswith("timeout -k 5 ")
     assert "curl " in update["command"] and f"127.0.0.1:{_port(lived)}/update_weights_from_disk" in update["command"]
@@ -272,12 +260,4 @@ def test_the_reports_boot_timeline_is_the_update_in_the_journal(lived: LivedSwap
 
 @pytest.mark.parametrize("fmt", ["md", "html", "json"])
 def test_the_report_renders_every_section(lived: LivedSwap, fmt: str) -> None:
-    text = render(lived.report, fmt)
-    if fmt == "json":
-        assert json.loads(text)["swap_path"] == "in-place"
-        return
-    plain = text.replace("&gt;", ">").replace("\\", "")
-    for section in SECTIONS:
-        assert (f"## {section}" if fmt == "md" else f">{section}</h2>") in plain, section
-    assert "in-place pause" in plain and "boot to ready" not in plain
-    assert "hf_sImUlAtEdToKeNnOtReAl" not in text  # the unit's HF_TOKEN never reaches the report
+    check_renders_every_section(lived.report, fmt, "in-place", shows=("in-place pause", UNIT))

@@ -3,6 +3,9 @@ approval function (item 6), the faster paths on containers (item 5)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -10,6 +13,7 @@ import pytest
 
 from console.domain.swap import container_steps, path_steps, steps
 from console.domain.swap.container_plan import ContainerPlan
+from tests.kit.container_paths import MODEL_CONFIG, FastCtl, spec
 
 
 class _Refused(Exception):
@@ -42,32 +46,6 @@ async def test_the_container_stop_runs_the_controllers_one_gate_and_approval() -
 
 
 # -- item 5: the faster paths on containers ---------------------------------------------------------
-def _spec(name: str, source: str, *, gpus: tuple[str, ...] = ("0", "1", "2", "3"), port: int = 30000) -> Any:
-    from console.host.parsers.docker import ContainerSpec, GpuRequest, Mount
-
-    return ContainerSpec(name, "lmsysorg/sglang:v0.5.23-cu129",
-                         ("python3", "-m", "sglang.launch_server", "--model-path", "/models/M", "--port", str(port)),
-                         mounts=(Mount(source, "/models", "bind", True),), gpus=GpuRequest(None, gpus))
-
-
-class _FastCtl:
-    """A controller as the faster paths see it, on containers."""
-
-    def __init__(self, old: Any, new: Any, model_dir: str) -> None:
-        from console.domain.swap.fastpath import FastPaths
-
-        watcher = SimpleNamespace(specs={"old": old, "new": new})
-        self.session = SimpleNamespace(service_watcher=lambda: watcher)
-        self.profile = SimpleNamespace(model_dir=model_dir, server_port=30000, swap_path=None, router_url=None,
-                                       require_approval=False, container=new.name, compare_container=old.name,
-                                       compose=None)
-        self.containers = ContainerPlan(self)  # type: ignore[arg-type]
-        self.old_unit, self.new_unit = old.name, new.name
-        self.poll_s = 0.0
-        self.state = SimpleNamespace(swap=SimpleNamespace(steps={}))
-        self.fast = FastPaths(self)  # type: ignore[arg-type]
-
-
 def _plan(chosen: str, port: int | None = None, gpus: tuple[int, ...] = ()) -> Any:
     from console.domain.swap import paths as P
 
@@ -77,7 +55,7 @@ def _plan(chosen: str, port: int | None = None, gpus: tuple[int, ...] = ()) -> A
 
 
 def test_in_place_posts_the_new_models_path_as_the_running_container_sees_it() -> None:
-    ctl = _FastCtl(_spec("sglang-old", "/shared/models"), _spec("sglang-new", "/shared/models"),
+    ctl = FastCtl(spec("sglang-old", "/shared/models"), spec("sglang-new", "/shared/models"),
                    "/shared/models/Qwen3.5-122B-A10B")
     ctl.fast.plan = _plan("in-place")
     (action,) = ctl.fast.build("in_place")
@@ -89,7 +67,7 @@ def test_in_place_posts_the_new_models_path_as_the_running_container_sees_it() -
 def test_in_place_is_not_possible_when_the_running_container_cannot_see_the_new_model() -> None:
     from console.domain.swap import container_fastpath as cfp
 
-    ctl = _FastCtl(_spec("sglang-old", "/data/models"), _spec("sglang-new", "/shared/models"),
+    ctl = FastCtl(spec("sglang-old", "/data/models"), spec("sglang-new", "/shared/models"),
                    "/shared/models/Qwen3.5-122B-A10B")
     plan = _plan("in-place", port=30001, gpus=(4, 5, 6, 7))
     ip, bs = cfp.adjust_options(ctl, plan.option("in-place"), plan.option("beside"),  # type: ignore[arg-type]
@@ -102,13 +80,13 @@ def test_in_place_is_not_possible_when_the_running_container_cannot_see_the_new_
 def test_the_old_models_config_is_read_through_the_old_containers_mount() -> None:
     from console.domain.swap import container_fastpath as cfp
 
-    ctl = _FastCtl(_spec("sglang-old", "/data/models"), _spec("sglang-new", "/shared/models"), "/shared/models/N")
+    ctl = FastCtl(spec("sglang-old", "/data/models"), spec("sglang-new", "/shared/models"), "/shared/models/N")
     assert cfp.host_model_path(ctl, "/models/Qwen3.5-397B-A17B-NVFP4") == "/data/models/Qwen3.5-397B-A17B-NVFP4"
     assert cfp.host_model_path(ctl, "/opt/elsewhere") is None  # under no mount: not a host path to read
 
 
 def test_in_place_on_a_container_rolls_back_by_restarting_the_old_container() -> None:
-    ctl = _FastCtl(_spec("sglang-old", "/shared/models"), _spec("sglang-new", "/shared/models"), "/shared/models/N")
+    ctl = FastCtl(spec("sglang-old", "/shared/models"), spec("sglang-new", "/shared/models"), "/shared/models/N")
     ctl.fast.plan = _plan("in-place")
     (action,) = ctl.containers.build("rollback")
     assert [c.script for c in action.commands] == ["timeout -k 5 120 docker restart -t 60 -- sglang-old"]
@@ -124,18 +102,18 @@ def test_beside_needs_the_new_container_on_the_chosen_gpus_and_port() -> None:
     from console.domain.swap import container_fastpath as cfp
 
     plan = _plan("beside", port=30001, gpus=(4, 5, 6, 7))
-    ctl = _FastCtl(_spec("sglang-old", "/shared/models"), _spec("sglang-new", "/shared/models"), "/shared/models/N")
+    ctl = FastCtl(spec("sglang-old", "/shared/models"), spec("sglang-new", "/shared/models"), "/shared/models/N")
     why = cfp.beside_misfit(ctl, plan.option("beside"))  # type: ignore[arg-type]
     assert why is not None and "its GPUs are device=0,1,2,3, not 4,5,6,7 (--gpus '\"device=4,5,6,7\"')" in why
     assert "not 30001 (--port 30001" in why
-    fits = _FastCtl(_spec("sglang-old", "/shared/models"),
-                    _spec("sglang-new", "/shared/models", gpus=("4", "5", "6", "7"), port=30001), "/shared/models/N")
+    fits = FastCtl(spec("sglang-old", "/shared/models"),
+                    spec("sglang-new", "/shared/models", gpus=("4", "5", "6", "7"), port=30001), "/shared/models/N")
     assert cfp.beside_misfit(fits, plan.option("beside")) is None  # type: ignore[arg-type]
 
 
 async def test_the_server_died_during_an_in_place_update_reads_the_containers_state() -> None:
 
-    ctl = _FastCtl(_spec("sglang-old", "/shared/models"), _spec("sglang-new", "/shared/models"), "/shared/models/N")
+    ctl = FastCtl(spec("sglang-old", "/shared/models"), spec("sglang-new", "/shared/models"), "/shared/models/N")
 
     async def exited(name: str) -> dict[str, str]:
         assert name == "sglang-old"
@@ -146,8 +124,8 @@ async def test_the_server_died_during_an_in_place_update_reads_the_containers_st
 
 
 def test_beside_on_containers_starts_the_new_container_and_stops_the_old_with_docker() -> None:
-    ctl = _FastCtl(_spec("sglang-old", "/shared/models"),
-                   _spec("sglang-new", "/shared/models", gpus=("4", "5", "6", "7"), port=30001), "/shared/models/N")
+    ctl = FastCtl(spec("sglang-old", "/shared/models"),
+                   spec("sglang-new", "/shared/models", gpus=("4", "5", "6", "7"), port=30001), "/shared/models/N")
     ctl.fast.plan = _plan("beside", port=30001, gpus=(4, 5, 6, 7))
     ctl.fast.router_url = "http://127.0.0.1:8000"
     (beside,) = ctl.fast.build("beside")
@@ -160,113 +138,44 @@ def test_beside_on_containers_starts_the_new_container_and_stops_the_old_with_do
     assert steps.step_for(ctl, "beside").runtimes == steps.CONTAINER == steps.step_for(ctl, "rollback").runtimes
     assert steps.step_for(ctl, "rollback").when is not None  # the old one never stopped: stop the new one
     # A new container created for other GPUs is refused with what to create it with.
-    wrong = _FastCtl(_spec("sglang-old", "/shared/models"), _spec("sglang-new", "/shared/models"), "/shared/models/N")
+    wrong = FastCtl(spec("sglang-old", "/shared/models"), spec("sglang-new", "/shared/models"), "/shared/models/N")
     wrong.fast.plan = ctl.fast.plan
     with pytest.raises(Exception, match="device=4,5,6,7"):
         wrong.fast.build("beside")
 
 
-async def test_the_path_step_on_containers_reads_the_old_config_through_its_mount(tmp_path) -> None:  # noqa: ANN001
+async def test_the_path_step_on_containers_reads_the_old_config_through_its_mount(tmp_path: Path,
+                                                                                  path_step_ctl: Any) -> None:
     """The paths step itself (its run, console/domain/swap/path_choice.py) on a real shell: the old server's `--model-path` is
     /models/OLD inside its container; its config.json is read at the mount's host path; in place is
     chosen when the running container sees the new model's directory, refused (with the mounts) when not."""
-    import json
-
-    from console.domain.analysis.container_diff import side_from_container
-    from console.host.transport.local import LocalTransport
-
-    cfg = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_hidden_layers": 48,
-           "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 151936}
-    for d in ("shared/models/OLD", "shared/models/NEW"):
-        (tmp_path / d).mkdir(parents=True)
-        (tmp_path / d / "config.json").write_text(json.dumps(cfg))
-    (tmp_path / "shared/models/NEW/model-00001-of-00001.safetensors").write_bytes(b"\0" * 1024)
-
-    def run(old_mount: str) -> Any:
-        old = _spec("sglang-old", old_mount)
-        old = replace_argv(old, "/models/OLD")
-        new = replace_argv(_spec("sglang-new", str(tmp_path / "shared/models")), "/models/NEW")
-        ctl = _FastCtl(old, new, str(tmp_path / "shared/models/NEW"))
-        report = SimpleNamespace(old=side_from_container(old), new=side_from_container(new))
-        data = {"service": report, "gpu": None, "server": SimpleNamespace(status="ready")}
-        ctl.state = SimpleNamespace(swap=SimpleNamespace(steps={}), data=data.get, log_lines=[],
-                                    apply=lambda event: None)
-        ctl.session.transport = LocalTransport()
-        ctl.host, ctl.evaluate_gate, ctl._clock = "h", lambda: (), lambda: 0.0
-
-        def no_draft() -> str:
-            from console.domain.swap.actions import ActionError
-
-            raise ActionError("no drafted unit")
-
-        ctl._draft_text_raw = no_draft
-        ctl.fast.recordings_dir = tmp_path / "recordings"
-        return ctl
-
-    import asyncio
-
-    ctl = run(str(tmp_path / "shared/models"))
+    ctl = path_step_ctl(str(tmp_path / "shared/models"))
     await steps.step_for(ctl, "paths").run(ctl, "alice")
     assert ctl.fast.old_model_path == str(tmp_path / "shared/models/OLD")
     assert ctl.fast.chosen == "in-place", ctl.fast.plan.lines()
     (action,) = ctl.fast.build("in_place")
     assert '"model_path": "/models/NEW"' in action.commands[0].script
-    ctl = run(str(tmp_path / "data/models"))  # the old container sees only /data/models
+    ctl = path_step_ctl(str(tmp_path / "data/models"))  # the old container sees only /data/models
     (tmp_path / "data/models/OLD").mkdir(parents=True)
-    (tmp_path / "data/models/OLD/config.json").write_text(json.dumps(cfg))
+    (tmp_path / "data/models/OLD/config.json").write_text(json.dumps(MODEL_CONFIG))
     await asyncio.wait_for(steps.step_for(ctl, "paths").run(ctl, "alice"), 60)
     assert ctl.fast.chosen == "restart"
     assert "is not mounted into sglang-old" in ctl.fast.plan.option("in-place").reason
 
 
-def replace_argv(spec: Any, model: str) -> Any:
-    from dataclasses import replace
-
-    argv = list(spec.argv)
-    argv[argv.index("--model-path") + 1] = model
-    return replace(spec, argv=tuple(argv))
-
-
-async def test_the_beside_plan_on_containers_says_the_gpus_flag_the_container_gets(tmp_path) -> None:  # noqa: ANN001
+async def test_the_beside_plan_on_containers_says_the_gpus_flag_the_container_gets(tmp_path: Path,
+                                                                                   path_step_ctl: Any) -> None:
     """Beside on containers the new server gets its GPUs from its launch (`--gpus '"device=4"'`), not
     from a CUDA_VISIBLE_DEVICES a unit file would set: the plan's words (the gate's line, the report's
     details) say what the container gets, and in place is refused for the container's flags, not a unit's."""
-    import json
-
-    from console.domain.analysis.container_diff import side_from_container
-    from console.host.transport.local import LocalTransport
     from console.model import GpuDevice, GpuProcess, GpuStatus
 
-    cfg = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_hidden_layers": 48,
-           "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 4, "vocab_size": 151936}
-    for d in ("shared/models/OLD", "shared/models/NEW"):
-        (tmp_path / d).mkdir(parents=True)
-        (tmp_path / d / "config.json").write_text(json.dumps(cfg))
-    (tmp_path / "shared/models/NEW/model-00001-of-00001.safetensors").write_bytes(b"\0" * 1024)
-    old = replace_argv(_spec("sglang-old", str(tmp_path / "shared/models")), "/models/OLD")
-    new = replace_argv(_spec("sglang-new", str(tmp_path / "shared/models"), gpus=("4",), port=30001), "/models/NEW")
-    ctl = _FastCtl(old, new, str(tmp_path / "shared/models/NEW"))
     gpus = GpuStatus("nvidia-smi", tuple(
         GpuDevice(i, "NVIDIA H200", None, 121_000 if i < 4 else 0, 143_771, 50, 40, 300.0, 700.0,
                   (GpuProcess(41_200 + i, "sglang::scheduler", 120_000),) if i < 4 else ()) for i in range(8)))
-    data = {"service": SimpleNamespace(old=side_from_container(old), new=side_from_container(new)), "gpu": gpus,
-            "server": SimpleNamespace(status="ready")}
-    ctl.state = SimpleNamespace(swap=SimpleNamespace(steps={}), data=data.get, log_lines=[], apply=lambda event: None)
-    ctl.session.transport = LocalTransport()
-    ctl.host, ctl.evaluate_gate, ctl._clock = "h", lambda: (), lambda: 0.0
-
-    def no_draft() -> str:
-        from console.domain.swap.actions import ActionError
-
-        raise ActionError("no drafted unit")
-
-    ctl._draft_text_raw = no_draft
-    ctl.fast.recordings_dir = tmp_path / "recordings"
+    ctl = path_step_ctl(str(tmp_path / "shared/models"), gpus=gpus, new_gpus=("4",), new_port=30001)
     ctl.fast.want = "beside"
-    try:
-        await steps.step_for(ctl, "paths").run(ctl, "alice")
-    finally:
-        await ctl.session.transport.close()
+    await steps.step_for(ctl, "paths").run(ctl, "alice")
     assert ctl.fast.chosen == "beside", ctl.fast.plan.lines()
     said = " | ".join(ctl.fast.plan.lines()) + " | " + " ".join(c.reason for c in ctl.fast.gate_checks())
     assert "--gpus '\"device=4\"'" in said and "CUDA_VISIBLE_DEVICES" not in said, said
