@@ -164,6 +164,25 @@ def test_in_place_gpu_before_and_the_old_directory_are_known(in_place: tuple[Pat
     assert old != new
 
 
+def test_in_place_on_one_unit_the_reports_diff_is_the_installs_change(in_place: tuple[Path, Any, dict, Path]) -> None:
+    """In place the new unit is the old one: the install rewrites its file, so a diff read after it
+    compared the file with itself and the report's Diff was empty. Its old side is the unit as it
+    stood before the install, kept by the observer; the gate counts the same changes."""
+    _, state, r, out = in_place
+    changes = {c["flag"]: c for c in r["diff"]["changes"]}
+    assert "--model-path" in changes and "--served-model-name" in changes, changes
+    model = changes["--model-path"]
+    assert model["change"] == "changed" and model["old"].endswith("/Qwen3.5-122B-A10B"), model
+    assert model["new"].endswith("/Qwen3.5-122B-A10B-ft"), model
+    assert changes["--served-model-name"]["new"] == "qwen3.5-122b-ft"
+    section = (out / "swap-report-in-place.md").read_text().split("## Diff")[1].split("## ")[0]
+    assert re.search(r"^\| \\?--model-path \| changed \| \S*/Qwen3\.5-122B-A10B \| \S*/Qwen3\.5-122B-A10B-ft \|",
+                     section, re.M), section
+    (gate,) = [g for g in r["gate"] if g["check"] == "diff"]
+    assert gate["reason"].startswith(f"{state.swap.install_diff()['count']} change(s)"), gate
+    assert state.swap.install_diff()["count"] >= len(changes)
+
+
 def test_in_place_benchmark_before_is_the_old_weights_run(in_place: tuple[Path, Any, dict, Path]) -> None:
     _, state, r, _ = in_place
     began = state.swap.steps["in_place"].started_at_s

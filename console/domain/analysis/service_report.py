@@ -270,6 +270,29 @@ def build_report(old: ServiceSide | None, new: ServiceSide, facts: HostFacts, *,
                          flags_binary, tuple(unit_changes), dict(facts.real_paths))
 
 
+def install_change(before: ServiceSide, report: ServiceReport) -> ServiceReport:
+    """`report` with `before` (its new unit as it stood before an install rewrote the file) as the
+    old side: in place the new unit is the old one, so a reading after the install compares the file
+    with itself. The new side's facts are the reading's own (its model's config.json, its paths);
+    the flag table is the built-in one (the host's own table is the source's, not in a reading)."""
+    facts = HostFacts(model_config=report.model_config, real_paths=dict(report.real_paths))
+    return build_report(before, report.new, facts, units_on_host=report.units_on_host,
+                        flags_source=report.flags_source, flags_binary=report.flags_binary)
+
+
+def install_change_json(report: ServiceReport) -> dict[str, Any]:
+    """The install's change as plain data (the swap state's fact, console/core/derive/swap_view.py):
+    the rows a report and the gate read."""
+    return {
+        "changes": [{"flag": c.flag, "change": c.change, "old": c.old, "new": c.new, "category": c.category,
+                     "reason": c.reason} for c in report.changes],
+        "env_changes": [{"name": e.name, "change": e.change, "old": e.old, "new": e.new} for e in report.env_changes],
+        "unit_changes": [{"directive": u.directive, "section": u.section, "change": u.change, "old": u.old,
+                          "new": u.new, "reason": u.reason} for u in report.unit_changes],
+        "raw_diff": list(report.raw_diff), "count": report.change_count,
+    }
+
+
 def report_json(report: ServiceReport) -> dict[str, object]:
     """`gpuconsole diff --json` (a public interface: keep the keys stable)."""
     def argv(side: ServiceSide | None) -> list[str] | None:

@@ -89,8 +89,11 @@ def check_diff(state: Any) -> GateCheck:
     errors = [lint for lint in report.lints if lint.severity == "error"]
     if errors:
         return GateCheck("diff", False, "; ".join(f"{e.flag + ': ' if e.flag else ''}{e.message}" for e in errors))
-    # the diff pane's count: flags, environment and unit directives (never two figures for one diff)
-    return GateCheck("diff", True, f"{report.change_count} change(s), no error in the lints")
+    # the diff pane's count: flags, environment and unit directives (never two figures for one diff);
+    # in place on one unit, the install's change (the unit before it against the unit now)
+    installed = state.swap.install_diff()
+    count = installed.get("count", report.change_count) if installed else report.change_count
+    return GateCheck("diff", True, f"{count} change(s), no error in the lints")
 
 
 def fit_result(state: Any) -> tuple[Any, str | None]:

@@ -168,11 +168,16 @@ class ReportBuilder:
             "gate": [{"check": c.name, "ok": c.ok, "reason": c.reason, "overridden_by": c.overridden_by}
                      for c in swap.gate],
         }
+        # In place on one unit the install rewrote the unit that serves: its change is the observer's
+        # fact (the unit as it stood before the install), never the unit read against itself.
+        installed = swap.install_diff()
         out["diff"] = {
-            "changes": [{"flag": c.flag, "change": c.change, "old": c.old, "new": c.new, "category": c.category,
-                         "reason": c.reason} for c in (report.changes if report else ())],
-            "env_changes": [{"name": e.name, "change": e.change, "old": e.old, "new": e.new}
-                            for e in (report.env_changes if report else ())],
+            "changes": installed["changes"] if installed else [
+                {"flag": c.flag, "change": c.change, "old": c.old, "new": c.new, "category": c.category,
+                 "reason": c.reason} for c in (report.changes if report else ())],
+            "env_changes": installed["env_changes"] if installed else [
+                {"name": e.name, "change": e.change, "old": e.old, "new": e.new}
+                for e in (report.env_changes if report else ())],
             "lints": [{"severity": lint.severity, "flag": lint.flag, "message": lint.message}
                       for lint in (report.lints if report else ())],
         }
