@@ -58,7 +58,7 @@ def test_old_and_new_are_the_containers_and_the_model_directories_on_the_host(
     host, _, r, md = lived
     on = r["old_new"]
     assert (on["old_unit"], on["new_unit"]) == (OLD, NEW)
-    served, source = host.model_dir_on_host(OLD)
+    served, source = map(host.named, host.model_dir_on_host(OLD))
     assert on["old_model_dir"] == served
     assert on["old_model_dir"] != on["model_dir"] and on["model_dir"].startswith(source)
     assert f"| container | {OLD} | {NEW} |" in md.replace("\\", "")

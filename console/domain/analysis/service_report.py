@@ -26,6 +26,7 @@ from console.domain.analysis.service_diff import (
     redact_env,
     redacted_argv,
 )
+from console.domain.paths import host_named
 from console.host.parsers import ParseError
 from console.host.parsers.sglang_argv import NotSglang, SglangCommand, normalize
 from console.host.parsers.sglang_flags import FlagTable, builtin_table
@@ -252,6 +253,8 @@ def build_report(old: ServiceSide | None, new: ServiceSide, facts: HostFacts, *,
             if not optional and (facts.paths_exist.get(path) is False or new.env_files_read.get(path, ...) is None):
                 lints.append(Lint("error", "EnvironmentFile", f"{path} does not exist on the host: systemd "
                                                               "refuses to start the unit"))
+    if facts.host_root:  # the lints' words name a path as the host names it (the demo's sandbox left out)
+        lints = [replace(x, message=host_named(x.message, facts.host_root)) for x in lints]
     drift_changes: list[FlagChange] = []
     drift_of = None
     for side in (new, old):

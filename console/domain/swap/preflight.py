@@ -11,6 +11,7 @@ from typing import Any
 
 from console.core.derive.swap_observer import verification
 from console.core.derive.swap_view import GateCheck
+from console.domain.paths import host_named
 
 CHECKS = ("download", "sha256", "diff", "fit", "disk", "paths", "flags")
 
@@ -158,12 +159,15 @@ def check_paths(state: Any, forbidden: tuple[str, ...], model_dir: str | None) -
         return GateCheck("paths", None, "no new unit command yet")
     paths = unit_paths(state) + ([("model_dir", model_dir)] if model_dir else [])
     real = getattr(report, "real_paths", None) or {}
+    root = getattr(getattr(state, "info", None), "host_root", None)  # the words name paths as the host does
     for flag, path in paths:
         for prefix in forbidden:
             if _under(path, prefix, real.get(path)):
-                return GateCheck("paths", False, f"{flag} {path} is under {prefix}, which the profile forbids")
-    return GateCheck("paths", True, f"{len(paths)} path(s), none under "
-                                    f"{', '.join(forbidden) if forbidden else 'a forbidden prefix (none set)'}")
+                return GateCheck("paths", False, host_named(f"{flag} {path} is under {prefix}, which the profile "
+                                                            "forbids", root))
+    return GateCheck("paths", True, host_named(f"{len(paths)} path(s), none under "
+                                               f"{', '.join(forbidden) if forbidden else 'a forbidden prefix (none set)'}",
+                                               root))
 
 
 def check_flags(state: Any) -> GateCheck:
