@@ -253,8 +253,13 @@ def build_report(old: ServiceSide | None, new: ServiceSide, facts: HostFacts, *,
             if not optional and (facts.paths_exist.get(path) is False or new.env_files_read.get(path, ...) is None):
                 lints.append(Lint("error", "EnvironmentFile", f"{path} does not exist on the host: systemd "
                                                               "refuses to start the unit"))
-    if facts.host_root:  # the lints' words name a path as the host names it (the demo's sandbox left out)
-        lints = [replace(x, message=host_named(x.message, facts.host_root)) for x in lints]
+    if facts.host_root:  # words name a path as the host names it (the demo's sandbox left out)
+        root = facts.host_root
+        lints = [replace(x, message=host_named(x.message, root)) for x in lints]
+        unit_changes = [replace(u, old=host_named(u.old, root) if u.old else u.old,
+                                new=host_named(u.new, root) if u.new else u.new,
+                                reason=host_named(u.reason, root) if u.reason else u.reason) for u in unit_changes]
+        flags_binary = host_named(flags_binary, root) if flags_binary else flags_binary
     drift_changes: list[FlagChange] = []
     drift_of = None
     for side in (new, old):
