@@ -68,6 +68,9 @@ class HostInfo:
     log_label: str | None = None
     missing: tuple[tuple[str, str], ...] = ()  # (pane key, what is missing from the profile)
     read_only: bool = False
+    # The demo's simulated host keeps its files under this directory of this machine (HostProfile.
+    # host_root): words name a path as the host names it (console/domain/paths.py's host_named). None: a real host.
+    host_root: str | None = None
 
 
 @event("reading", changes=BY_SOURCE)

@@ -84,7 +84,8 @@ class HostRunner:
             missing.append(("log", "No log: pass --unit NAME (its journal) or --log-file PATH."))
         label = self.session.transport.label if profile.host else f"local: {self.session.transport.label}"
         self.state.apply(HostInfo(self.host, label, self.session.demo, follower.label if follower else None,
-                                  tuple(missing), read_only=getattr(profile, "read_only", False)))
+                                  tuple(missing), read_only=getattr(profile, "read_only", False),
+                                  host_root=getattr(profile, "host_root", None)))
         if self._swap_engine is not None:
             self.swap.announce()
 

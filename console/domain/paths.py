@@ -34,6 +34,17 @@ def forbidden_prefix(path: str, prefixes: Sequence[str], real: str | None = None
     return None
 
 
+def host_named(text: str, root: str | None) -> str:
+    """`text` with every path under `root` named as the host names it: the demo's simulated host keeps
+    its files under a sandbox directory of this machine (HostProfile.host_root), so "ROOT/shared/m" is
+    "/shared/m" there. `text` as it is with no root (a real host). For words only: a command keeps
+    the exact path it acts on."""
+    root = (root or "").rstrip("/")
+    if not root or root not in text:
+        return text
+    return re.sub(re.escape(root) + r"(?=(/)|(?![\w.-]))", lambda m: "" if m.group(1) else "/", text)
+
+
 def exists_and_real_script(paths: Sequence[str]) -> str:
     """One line per path: `1 REAL` or `0 REAL` (exists or not; `realpath -m`, symlinks resolved,
     the path itself where realpath is missing)."""

@@ -79,13 +79,15 @@ class HostSession:
             self._service = ContainerWatcher(self.transport, profile.container or profile.compose_service or "sglang",
                                              profile.compare_container, compose_file=profile.compose,
                                              compose_service=profile.compose_service,
-                                             forbidden_prefixes=profile.forbidden_prefixes)
+                                             forbidden_prefixes=profile.forbidden_prefixes,
+                                             host_root=profile.host_root)
             return self._service
         if not self.profile.unit:
             return self._service
         if self._service is None:
             self._service = ServiceWatcher(self.transport, self.profile.unit, self.profile.compare_unit,
-                                           forbidden_prefixes=self.profile.forbidden_prefixes)
+                                           forbidden_prefixes=self.profile.forbidden_prefixes,
+                                           host_root=self.profile.host_root)
         return self._service
 
     def log_follower(self) -> LogFollower | None:

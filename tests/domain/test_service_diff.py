@@ -307,3 +307,20 @@ def test_counts_are_singular_and_sources_not_doubly_parenthesized() -> None:
     assert "))" not in text and source in " ".join(x.strip() for x in text.splitlines())
     for line in text.splitlines():
         assert len(line) <= 60, line
+
+
+def test_the_diffs_words_name_the_demos_paths_as_its_host_names_them() -> None:
+    """The demo's simulated host keeps its files under a sandbox (HostFacts.host_root): a dropped
+    EnvironmentFile=, its reason, the lints and the interpreter run for SGLang's flags are named as
+    the host names them (the diff pane said "-/tmp/gpusim-b97634r1/etc/sglang/qwen397b.env")."""
+    root = "/tmp/gpusim-b97634r1"
+    exec_start = f"ExecStart={root}/opt/sglang/.venv/bin/python -m sglang.launch_server --model-path {root}/m/x\n"
+    old = side_from_text("old.service", f"[Service]\nEnvironmentFile=-{root}/etc/sglang/old.env\n{exec_start}")
+    new = side_from_text("new.service", f"[Service]\n{exec_start}")
+    facts = HostFacts(paths_exist={f"{root}/m/x": True}, forbidden_prefixes=(f"{root}/data",), host_root=root)
+    report = build_report(old, new, facts, flags_binary=f"{root}/opt/sglang/.venv/bin/python")
+    (dropped,) = [u for u in report.unit_changes if u.directive == "EnvironmentFile"]
+    assert dropped.old == "-/etc/sglang/old.env" and root not in (dropped.reason or ""), dropped
+    assert report.flags_binary == "/opt/sglang/.venv/bin/python"
+    assert "/m/x exists and is outside /data" in [x.message for x in report.lints]
+    assert report.new.command.value("--model-path") == f"{root}/m/x"  # the unit itself, as it is on the host

@@ -17,6 +17,7 @@ import pytest
 from console.core.derive.swap_observer import log_time
 from console.core.state import HostState
 from console.demo.swap_demo import render_all, run_path_demo
+from console.domain.paths import host_named
 from console.domain.swap import paths as P
 from console.domain.swap.controller import SwapController
 from console.host.transport.base import CommandResult
@@ -126,6 +127,11 @@ class SimHost:
     def systemd(self, unit: str, verb: str) -> float:
         """The last time systemd said `verb` ("Started", "Stopping") of `unit`."""
         return [t for t, m in self.journal(unit) if m.startswith(f"{verb} {unit}")][-1]
+
+    def named(self, path: str) -> str:
+        """`path` (a path of this machine under the simulated host's sandbox) as the host names it: the
+        words of a report (console/domain/paths.py's host_named)."""
+        return host_named(path, str(self.work / "host"))
 
     def container_log(self, name: str) -> list[tuple[float, str]]:
         """A container's output as `docker logs --timestamps` prints it: (Docker's time, the line)."""

@@ -224,9 +224,6 @@ def test_the_reports_old_and_new_are_the_one_unit_and_its_two_checkpoints(lived:
     assert (on["old_model_dir"], on["model_dir"]) == (OLD_DIR, NEW_DIR)
 
 
-@pytest.mark.xfail(strict=True, reason="in place on one unit the diff is read after the install, when the old "
-                   "and the new side are the same file: the report's Diff is empty though --model-path and "
-                   "--served-model-name changed (the service source compares the unit with itself)")
 def test_the_reports_diff_is_the_drafted_change_of_the_unit(lived: LivedSwap) -> None:
     changes = {c["flag"]: c for c in lived.report["diff"]["changes"]}
     assert (changes["--model-path"]["old"], changes["--model-path"]["new"]) == (OLD_DIR, NEW_DIR), changes

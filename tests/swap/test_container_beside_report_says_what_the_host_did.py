@@ -59,7 +59,7 @@ def test_old_and_new_are_the_containers_and_the_model_directories_on_the_host(
     host, _, r, md = lived
     on = r["old_new"]
     assert (on["old_unit"], on["new_unit"], on["kind"]) == (OLD, NEW, "container")
-    assert on["old_model_dir"] == host.model_dir_on_host(OLD)[0]
+    assert on["old_model_dir"] == host.named(host.model_dir_on_host(OLD)[0])
     assert f"| container | {OLD} | {NEW} |" in md.replace("\\", "")
 
 

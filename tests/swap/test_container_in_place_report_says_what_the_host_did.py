@@ -58,7 +58,7 @@ def test_old_and_new_are_the_containers_and_the_model_directories_on_the_host(
     host, _, r, md = lived
     on = r["old_new"]
     assert (on["old_unit"], on["new_unit"]) == (OLD, NEW)
-    served, source = host.model_dir_on_host(OLD)
+    served, source = map(host.named, host.model_dir_on_host(OLD))
     assert on["old_model_dir"] == served
     assert on["old_model_dir"] != on["model_dir"] and on["model_dir"].startswith(source)
     assert f"| container | {OLD} | {NEW} |" in md.replace("\\", "")
@@ -142,3 +142,13 @@ def test_the_demo_refuses_a_container_runtime_without_a_path_it_has(capsys: pyte
         assert err[-1].endswith("--runtime container goes with --path in-place or beside (the restart in "
                                 "containers: gpuconsole --demo-scenario docker-drive)"), err
         assert not any("Traceback" in line for line in err)
+
+
+def test_the_predictions_assumptions_name_the_containers_start_not_a_units(
+        lived: tuple[SimHost, Any, dict, str]) -> None:
+    """The restart the plan weighed (had it restarted instead) starts a container, not a unit: its
+    assumption about the start before the server's first log line names Docker's start."""
+    _, _, r, md = lived
+    said = [a for a in r["downtime_paths"]["assumptions"] if "first log line" in a]
+    assert said and all("unit" not in a and "the container's start (Docker's start event)" in a for a in said), said
+    assert "the unit's start" not in md

@@ -164,6 +164,55 @@ def test_in_place_gpu_before_and_the_old_directory_are_known(in_place: tuple[Pat
     assert old != new
 
 
+def test_in_place_on_one_unit_the_reports_diff_is_the_installs_change(in_place: tuple[Path, Any, dict, Path]) -> None:
+    """In place the new unit is the old one: the install rewrites its file, so a diff read after it
+    compared the file with itself and the report's Diff was empty. Its old side is the unit as it
+    stood before the install, kept by the observer."""
+    _, state, r, out = in_place
+    changes = {c["flag"]: c for c in r["diff"]["changes"]}
+    assert "--model-path" in changes and "--served-model-name" in changes, changes
+    model = changes["--model-path"]
+    assert model["change"] == "changed" and model["old"].endswith("/Qwen3.5-122B-A10B"), model
+    assert model["new"].endswith("/Qwen3.5-122B-A10B-ft"), model
+    assert changes["--served-model-name"]["new"] == "qwen3.5-122b-ft"
+    section = (out / "swap-report-in-place.md").read_text().split("## Diff")[1].split("## ")[0]
+    assert re.search(r"^\| \\?--model-path \| changed \| \S*/Qwen3\.5-122B-A10B \| \S*/Qwen3\.5-122B-A10B-ft \|",
+                     section, re.M), section
+    assert state.swap.install_diff()["count"] >= len(changes) >= 2
+
+
+def test_in_place_report_names_the_hosts_paths_not_the_simulators_sandbox(
+        in_place: tuple[Path, Any, dict, Path]) -> None:
+    """The demo's simulated host keeps its files under a sandbox directory of this machine: the
+    report's words (the model directories, the download, the gate's forbidden prefix, the lints, the
+    diff) name a path as the host names it; the audit keeps the exact commands the console ran."""
+    _, _, r, out = in_place
+    root = str(out.parent / "w" / "host")  # the simulated host's / (console.demo.swap_demo.simulated_host)
+    words, audit = (out / "swap-report-in-place.md").read_text().split("## Audit log")
+    assert root in audit  # the commands as they ran (this is the sandbox the words must not show)
+    assert root not in words, [ln for ln in words.splitlines() if root in ln]
+    on = r["old_new"]
+    assert (on["old_model_dir"], on["model_dir"]) == ("/shared/models/Qwen3.5-122B-A10B",
+                                                      "/shared/models/Qwen3.5-122B-A10B-ft"), on
+    assert r["download"]["model_dir"] == "/shared/models/Qwen3.5-122B-A10B-ft"
+    (paths,) = [g for g in r["gate"] if g["check"] == "paths"]
+    assert paths["reason"].endswith("none under /data"), paths
+    assert any(lint["message"].endswith("exists and is outside /data") for lint in r["diff"]["lints"]), r["diff"]
+
+
+def test_the_live_gate_and_the_diffs_lints_name_the_hosts_paths_not_the_sandbox(
+        in_place: tuple[Path, Any, dict, Path]) -> None:
+    """Named at their source, so the plan pane's gate and the diff pane's lints say it too (not only
+    the report): the forbidden prefix and the model's directory as the simulated host names them."""
+    _, state, _, out = in_place
+    root = str(out.parent / "w" / "host")
+    gate = {c.name: c for c in state.swap.gate}
+    assert gate["paths"].reason.endswith("none under /data"), gate["paths"]
+    lints = [x.message for x in state.data("service").lints]
+    assert not [m for m in lints if root in m], lints
+    assert "/shared/models/Qwen3.5-122B-A10B-ft exists and is outside /data" in lints, lints
+
+
 def test_in_place_benchmark_before_is_the_old_weights_run(in_place: tuple[Path, Any, dict, Path]) -> None:
     _, state, r, _ = in_place
     began = state.swap.steps["in_place"].started_at_s

@@ -12,7 +12,9 @@ from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
-from console.domain.analysis.service_report import side_from_text
+from console.domain.analysis.service_diff import HostFacts
+from console.domain.analysis.service_report import build_report, side_from_text
+from console.domain.swap.preflight import check_diff
 from console.core.state import HostState, LogAppended, ReadingChanged
 from console.model import Reading
 from console.host.parsers.sglang_log import LogEvent, parse_line
@@ -324,3 +326,29 @@ def test_in_place_the_serving_unit_is_not_an_install_seen_outside_the_console() 
     h.units(T0, "active", "active")
     install = h.state.swap.steps["install"]
     assert install.state == "pending" and not install.observed
+
+
+def test_in_place_on_one_unit_the_installs_change_is_the_unit_before_it_against_the_unit_after() -> None:
+    """One unit is old and new: the install rewrites the file that serves, so every reading after it
+    compares that file with itself (no change). The observer keeps the unit as the last reading before
+    the install's intent saw it, and writes the install's change at the first reading after it; the
+    gate counts that change (a reading of the unit against itself counted none)."""
+    unit = "one.service"
+    before = side_from_text(unit, UNIT.format(model="old"))
+    after = side_from_text(unit, UNIT.format(model="new").replace("--tp 4", "--tp 4 --served-model-name new"))
+    h = Host(unit, unit)
+    for at, side in ((T0, before), (T0 + 10, before)):
+        h.feed(ReadingChanged("h", "service", Reading("service", build_report(side, side, HostFacts()), ok_at_s=at)))
+    title = "Install the new unit"
+    h.feed(SwapStepChanged("h", SwapStep("install", title, "running", T0 + 12, None, "", who="ana")))
+    h.feed(SwapStepChanged("h", SwapStep("install", title, "done", T0 + 12, T0 + 13, "installed", who="ana")))
+    assert h.state.swap.install_diff() == {}  # nothing read after the install yet
+    h.feed(ReadingChanged("h", "service", Reading("service", build_report(after, after, HostFacts()),
+                                                  ok_at_s=T0 + 14)))
+    fact = h.state.swap.install_diff()
+    changes = {c["flag"]: (c["change"], c["old"], c["new"]) for c in fact["changes"]}
+    assert changes == {"--model-path": ("changed", "/m/old", "/m/new"),
+                       "--served-model-name": ("added", None, "new")}, changes
+    assert (fact["unit"], fact["before_at"], fact["count"]) == (unit, T0 + 10, 2), fact
+    assert check_diff(h.state).reason == "2 change(s), no error in the lints"
+    assert h.state.data("service").change_count == 0  # the reading itself: the unit against itself

@@ -6,8 +6,10 @@ import time
 
 from textual.widgets import HelpPanel, OptionList
 
+from console.domain.analysis.download import DownloadProgress
 from console.ui.app import ConsoleApp, HelpScreen, help_text
 from console.model import DiskUsage, GpuDevice, GpuProcess, GpuStatus, HostSummary, Reading
+from console.ui.panes.download import format_download
 from console.ui.panes.gpu import format_gpu_status
 from console.ui.panes.header import HostHeader, format_header
 from console.ui.panes.unit_picker import UnitPicker
@@ -126,3 +128,21 @@ def test_the_readme_links_only_to_files_in_the_repository_and_its_pngs_are_faith
                        if p.exists()), None)
         if source is not None:
             assert meta.get("Source-SHA256") == hashlib.sha256(source.read_bytes()).hexdigest(), f"{target} is stale"
+
+
+def test_the_demos_disks_and_model_directory_are_named_as_the_simulated_host_names_them() -> None:
+    """The demo's simulated host keeps its files under a sandbox directory of this machine
+    (HostInfo.host_root): the header named its disks "…/shared" and "…/gpusim-oyy71is8" (the
+    sandbox itself for the host's /), the Download pane the sandbox's model directory."""
+    root = "/tmp/gpusim-oyy71is8"
+    disks = (DiskUsage(f"{root}/shared", f"{root}/shared", 10**12, 10**11, 646 * 10**9),
+             DiskUsage(root, root, 10**12, 10**11, 740 * 10**9))
+    summary = Reading("host", HostSummary("h", "6.1", 10.0, 0.1, 0.1, 0.1, 8, disks), time.time())
+    text = format_header("h", True, None, summary, host_root=root).plain
+    assert "/shared: 646 GB free" in text and "  /: 740 GB free" in text and "gpusim" not in text, text
+    assert "…/gpusim-oyy71is8: 740 GB free" in format_header("h", True, None, summary).plain  # no root: as it is
+    p = DownloadProgress(f"{root}/shared/models/Qwen3.5-122B-A10B", "Qwen/Qwen3.5-122B-A10B", "listing", 10, 10, 1, 1,
+                         1, 1, (), None, None, None, 10**12, True, True, (), 0.0,
+                         expected_note="the commit's file listing kept by hf download")
+    shown = format_download(Reading("download", p, 0.0), 120, 12, 0, host_root=root).plain
+    assert "hf download · /shared/models/Qwen3.5-122B-A10B" in shown and root not in shown, shown

@@ -69,3 +69,25 @@ def test_the_docked_plan_cuts_a_long_step_title_at_a_word_with_an_ellipsis() -> 
             assert shown.endswith("…") and step.title.startswith(kept), (width, shown)
             assert step.title[len(kept)] in " ,;:" and not kept.endswith((" ", ",")), (width, shown)  # at a word
     assert cut > 10  # the docked widths do cut the long titles (the check above ran)
+
+
+def test_the_plan_gates_reason_is_cut_at_a_word_with_an_ellipsis() -> None:
+    """A gate check's reason that does not fit the plan's width is cut at the end of a word with an
+    ellipsis, like a step's title; it was cut mid-word ("… no error in the li")."""
+    from console.core.derive.swap_view import GateCheck
+
+    reason = "12 change(s), no error in the lints; the new unit's --model-path exists on the host"
+    view = _state().swap
+    view.gate = (GateCheck("diff", True, reason),)
+    cut = 0
+    for width in range(44, 100):
+        line = next(ln for ln in format_plan(view, 200.0, width=width).plain.splitlines() if "✓ diff" in ln)
+        shown = line.split("✓ diff", 1)[1].strip()
+        assert len(line) <= width, (width, line)
+        if shown == reason:
+            continue
+        cut += 1
+        kept = shown.removesuffix("…")
+        assert shown.endswith("…") and reason.startswith(kept), (width, shown)
+        assert reason[len(kept)] in " ,;:" and not kept.endswith((" ", ",", ";")), (width, shown)  # at a word
+    assert cut > 20  # the narrow widths do cut the reason (the check above ran)

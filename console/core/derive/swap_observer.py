@@ -33,7 +33,7 @@ from dataclasses import replace
 from typing import Any
 
 from console.domain.analysis.host_replies import reply_json, split_reply
-from console.domain.analysis.service_report import effective_environment
+from console.domain.analysis.service_report import effective_environment, install_change, install_change_json
 from console.core.events import (
     AuditAppended,
     BenchChanged,
@@ -46,7 +46,7 @@ from console.core.events import (
     VerifyChanged,
 )
 from console.core.derive import swap_plan as swap_plan
-from console.core.derive.swap_view import MEMORY, STEP_TITLES, freed_rows
+from console.core.derive.swap_view import INSTALL_DIFF, MEMORY, STEP_TITLES, freed_rows
 
 OUTSIDE = "outside the console"
 # The note of an audit entry read back from the console's audit log at a start (console/domain/swap/
@@ -254,6 +254,11 @@ class SwapObserver:
         self._switch_stopped_at: float | None = None  # systemd's "Stopped" line of the old unit after the switch began
         self._read_back: dict[str, list[Any]] = {}  # per step: the commands of a console that ended (its audit log)
         self._read_back_stop: float | None = None  # that console's stop of the old service (its issue)
+        # In place on one unit: the unit as the last reading saw it, and as it stood when the install
+        # began (the diff's old side once the install has rewritten its file); the install it was written for
+        self._unit_seen: tuple[Any, float] | None = None
+        self._before_install: tuple[Any, float] | None = None
+        self._install_diff_for: float | None = None
 
     # -- what the swap is -----------------------------------------------------------------------
     def units(self) -> tuple[str | None, str | None]:
@@ -328,7 +333,7 @@ class SwapObserver:
         if isinstance(event, SwapStepChanged):
             now = self.state.swap.steps.get(event.step.key)
             return now is None or now.observed or now.state in TOUCHABLE
-        if isinstance(event, PathEvent) and event.kind != MEMORY:  # the console's own plan is the console's
+        if isinstance(event, PathEvent) and event.kind not in (MEMORY, INSTALL_DIFF):  # the console's own plan is the console's
             plan = self.state.swap.paths.get("plan")
             return plan is None or bool(plan.data().get("observed"))
         return True  # the downtime clock is this observer's alone, whoever acted
@@ -434,6 +439,8 @@ class SwapObserver:
             self._audited(out, event.entry)
             return out
         if isinstance(event, SwapStepChanged):
+            if event.step.key == "install" and event.step.state == "running":
+                self._before_install = self._unit_seen  # the last reading before the install's intent
             self._console_step_times(out, event.step)
             if event.step.ended_at_s is not None:  # the swap may be over now (a rollback's end): "after" again
                 self.memory.update(out, self.state.swap, self.stopped_at)
@@ -462,6 +469,8 @@ class SwapObserver:
     def _service(self, out: list[Any], report: Any, at: float) -> None:
         old_unit, new_unit = self.units()
         old, new = _side(report, old_unit), _side(report, new_unit)
+        if new_unit is not None and old_unit == new_unit:
+            self._install_diff(out, report, new, at)
         # In place the new unit is the old one, serving since before the swap: its being there is
         # not the install (the console's install then kept the observer's flag: "observed").
         if new is not None and new is not old and new.error is None and new.unit is not None \
@@ -501,6 +510,23 @@ class SwapObserver:
             self._new_active = new.active_state in ACTIVE
         if new is not None and new.active_state in ACTIVE and self.stopped_at is not None:
             self._new_started(out, at)
+
+    def _install_diff(self, out: list[Any], report: Any, unit: Any, at: float) -> None:
+        """In place on one unit the install rewrites the file of the unit that serves, and every
+        reading after it compares that file with itself: the install's change is the unit as it stood
+        before the install (the last reading before its intent) against the first reading after it."""
+        if unit is None or unit.error is not None or unit.command is None:
+            return
+        install = self._step("install")
+        before = self._before_install
+        if install.state == "done" and install.ended_at_s is not None and at >= install.ended_at_s \
+                and before is not None and self._install_diff_for != install.ended_at_s:
+            self._install_diff_for = install.ended_at_s
+            fact = {"unit": unit.name, "before_at": before[1], "at": at,
+                    **install_change_json(install_change(before[0], report))}
+            out.append(PathEvent(self.host, INSTALL_DIFF, json.dumps(fact), at))
+        if install.state != "running":
+            self._unit_seen = (unit, at)
 
     def _console_moved_traffic(self) -> bool:
         """The console's "Move traffic …" is under way or done, or its router moves went out (the

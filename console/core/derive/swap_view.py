@@ -46,6 +46,11 @@ AUDIT_KEEP = 500
 # The swap's GPU memory facts (console/core/derive/swap_observer.py's MemoryFacts writes them): one
 # PathEvent of this kind, {"before", "stopped", "after": {"at", "gpus": [...]}, "freed": [...]}.
 MEMORY = "memory"
+# In place on one unit, the install rewrites the file of the unit that serves: the unit as it stood
+# before the install against the unit after it (the observer writes it; the report and the gate read
+# it): one PathEvent of this kind, {"unit", "before_at", "changes", "env_changes", "unit_changes",
+# "raw_diff", "count"} (console/domain/analysis/service_report.py's install_change_json).
+INSTALL_DIFF = "install_diff"
 
 
 # -- the view of it, kept in the state -------------------------------------------------------------
@@ -100,6 +105,16 @@ class SwapView:
         made before they were written, or no GPU reading around the swap)."""
         event = self.paths.get(MEMORY)
         return event.data() if event is not None else {}
+
+    def install_diff(self) -> dict[str, Any]:
+        """The install's change of a unit that is both old and new (in place on one unit), as the
+        observer wrote it ({} when none was: two units, no reading before the install)."""
+        event = self.paths.get(INSTALL_DIFF)
+        fact = event.data() if event is not None else {}
+        setup = self.setup
+        if setup is not None and not (setup.old_unit == setup.new_unit == fact.get("unit")):
+            return {}  # another swap's (this one has two units)
+        return fact
 
     def downtime_s(self, now_s: float) -> float | None:
         d = self.downtime
@@ -260,7 +275,7 @@ def audit_summary(e: Any) -> str:
 
 
 __all__ = [
-    "STEP_STATES", "PLAN_STEPS", "ROLLBACK", "STEP_TITLES", "AUDIT_KEEP", "MEMORY", "SwapView", "format_duration",
+    "STEP_STATES", "PLAN_STEPS", "ROLLBACK", "STEP_TITLES", "AUDIT_KEEP", "MEMORY", "INSTALL_DIFF", "SwapView", "format_duration",
     "freed_rows", "freed_lines",
     "audit_summary",
     # declared in console/core/events.py, named here for the swap's modules

@@ -87,6 +87,8 @@ class HostFacts:
     forbidden_prefixes: tuple[str, ...] = ()
     gpu_count: int | None = None
     real_paths: dict[str, str] = field(default_factory=dict)  # `realpath -m` on the host (issue 21, item 14)
+    # The demo's sandbox (HostProfile.host_root): a lint names a path as the host names it. None: a real host.
+    host_root: str | None = None
 
 
 def redact_value(flag: str, value: Any) -> Any:

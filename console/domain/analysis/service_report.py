@@ -26,6 +26,7 @@ from console.domain.analysis.service_diff import (
     redact_env,
     redacted_argv,
 )
+from console.domain.paths import host_named
 from console.host.parsers import ParseError
 from console.host.parsers.sglang_argv import NotSglang, SglangCommand, normalize
 from console.host.parsers.sglang_flags import FlagTable, builtin_table
@@ -252,6 +253,13 @@ def build_report(old: ServiceSide | None, new: ServiceSide, facts: HostFacts, *,
             if not optional and (facts.paths_exist.get(path) is False or new.env_files_read.get(path, ...) is None):
                 lints.append(Lint("error", "EnvironmentFile", f"{path} does not exist on the host: systemd "
                                                               "refuses to start the unit"))
+    if facts.host_root:  # words name a path as the host names it (the demo's sandbox left out)
+        root = facts.host_root
+        lints = [replace(x, message=host_named(x.message, root)) for x in lints]
+        unit_changes = [replace(u, old=host_named(u.old, root) if u.old else u.old,
+                                new=host_named(u.new, root) if u.new else u.new,
+                                reason=host_named(u.reason, root) if u.reason else u.reason) for u in unit_changes]
+        flags_binary = host_named(flags_binary, root) if flags_binary else flags_binary
     drift_changes: list[FlagChange] = []
     drift_of = None
     for side in (new, old):
@@ -268,6 +276,29 @@ def build_report(old: ServiceSide | None, new: ServiceSide, facts: HostFacts, *,
                          drift_of, tuple(raw), units_on_host, table.version, tuple(errors),
                          flags_source or f"built-in flag table of SGLang {table.version}", facts.model_config,
                          flags_binary, tuple(unit_changes), dict(facts.real_paths))
+
+
+def install_change(before: ServiceSide, report: ServiceReport) -> ServiceReport:
+    """`report` with `before` (its new unit as it stood before an install rewrote the file) as the
+    old side: in place the new unit is the old one, so a reading after the install compares the file
+    with itself. The new side's facts are the reading's own (its model's config.json, its paths);
+    the flag table is the built-in one (the host's own table is the source's, not in a reading)."""
+    facts = HostFacts(model_config=report.model_config, real_paths=dict(report.real_paths))
+    return build_report(before, report.new, facts, units_on_host=report.units_on_host,
+                        flags_source=report.flags_source, flags_binary=report.flags_binary)
+
+
+def install_change_json(report: ServiceReport) -> dict[str, Any]:
+    """The install's change as plain data (the swap state's fact, console/core/derive/swap_view.py):
+    the rows a report and the gate read."""
+    return {
+        "changes": [{"flag": c.flag, "change": c.change, "old": c.old, "new": c.new, "category": c.category,
+                     "reason": c.reason} for c in report.changes],
+        "env_changes": [{"name": e.name, "change": e.change, "old": e.old, "new": e.new} for e in report.env_changes],
+        "unit_changes": [{"directive": u.directive, "section": u.section, "change": u.change, "old": u.old,
+                          "new": u.new, "reason": u.reason} for u in report.unit_changes],
+        "raw_diff": list(report.raw_diff), "count": report.change_count,
+    }
 
 
 def report_json(report: ServiceReport) -> dict[str, object]:

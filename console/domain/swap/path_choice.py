@@ -120,7 +120,7 @@ async def plan_paths(ex: Executor) -> str:
         if why:
             beside = P.PathOption("beside", False, None, f"{why}: the new server would not boot on GPUs "
                                   f"{beside.cuda_visible_devices} (restart, or fix the unit and plan again)")
-    fast.restart = pred.predict_restart(samples, total, fast.residency, cache_gbps=cache_gbps)
+    fast.restart = pred.predict_restart(samples, total, fast.residency, cache_gbps=cache_gbps, container=container)
     restart = P.restart_option(fast.restart.total_s, fast.restart.text)
     fast.plan_error = None
     try:

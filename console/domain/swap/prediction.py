@@ -273,9 +273,11 @@ def weights_seconds(weights_bytes: float, cached_fraction: float, disk_gbps: flo
 
 
 def predict_restart(samples: list[BootSample], weights_bytes: float, residency: Residency | None, *,
-                    stop_s: float | None = None, cache_gbps: float | None = None) -> RestartPrediction:
+                    stop_s: float | None = None, cache_gbps: float | None = None,
+                    container: bool = False) -> RestartPrediction:
     """Per phase, from the median of this host's boots: weights at the disk rate those boots read at
-    (those known to be cold first; all of them otherwise, said so), the cached share at the warm rate."""
+    (those known to be cold first; all of them otherwise, said so), the cached share at the warm rate.
+    `container`: the server runs in a container, so its start is Docker's, not a unit's (the words)."""
     assumptions: list[str] = []
     if not samples:
         return RestartPrediction(None, {}, weights_bytes, None, ASSUMED_CACHE_GBPS,
@@ -306,8 +308,8 @@ def predict_restart(samples: list[BootSample], weights_bytes: float, residency: 
                            "(the new server starts once a GPU reading shows the memory drained)")
     starts = [s.start_s for s in samples if s.start_s is not None]
     if not starts:
-        assumptions.append("the unit's start → the server's first log line is not in the earlier boots' logs: "
-                           "counted as 0")
+        started = "the container's start (Docker's start event)" if container else "the unit's start (systemd's Started line)"
+        assumptions.append(f"{started} → the server's first log line is not in the earlier boots' logs: counted as 0")
     phases = {
         "stop": stop_s,
         "start": statistics.median(starts) if starts else 0.0,

@@ -11,6 +11,7 @@ from typing import Any
 
 from console.core.derive.swap_observer import verification
 from console.core.derive.swap_view import GateCheck
+from console.domain.paths import host_named
 
 CHECKS = ("download", "sha256", "diff", "fit", "disk", "paths", "flags")
 
@@ -89,8 +90,11 @@ def check_diff(state: Any) -> GateCheck:
     errors = [lint for lint in report.lints if lint.severity == "error"]
     if errors:
         return GateCheck("diff", False, "; ".join(f"{e.flag + ': ' if e.flag else ''}{e.message}" for e in errors))
-    # the diff pane's count: flags, environment and unit directives (never two figures for one diff)
-    return GateCheck("diff", True, f"{report.change_count} change(s), no error in the lints")
+    # the diff pane's count: flags, environment and unit directives (never two figures for one diff);
+    # in place on one unit, the install's change (the unit before it against the unit now)
+    installed = state.swap.install_diff()
+    count = installed.get("count", report.change_count) if installed else report.change_count
+    return GateCheck("diff", True, f"{count} change(s), no error in the lints")
 
 
 def fit_result(state: Any) -> tuple[Any, str | None]:
@@ -155,12 +159,15 @@ def check_paths(state: Any, forbidden: tuple[str, ...], model_dir: str | None) -
         return GateCheck("paths", None, "no new unit command yet")
     paths = unit_paths(state) + ([("model_dir", model_dir)] if model_dir else [])
     real = getattr(report, "real_paths", None) or {}
+    root = getattr(getattr(state, "info", None), "host_root", None)  # the words name paths as the host does
     for flag, path in paths:
         for prefix in forbidden:
             if _under(path, prefix, real.get(path)):
-                return GateCheck("paths", False, f"{flag} {path} is under {prefix}, which the profile forbids")
-    return GateCheck("paths", True, f"{len(paths)} path(s), none under "
-                                    f"{', '.join(forbidden) if forbidden else 'a forbidden prefix (none set)'}")
+                return GateCheck("paths", False, host_named(f"{flag} {path} is under {prefix}, which the profile "
+                                                            "forbids", root))
+    return GateCheck("paths", True, host_named(f"{len(paths)} path(s), none under "
+                                               f"{', '.join(forbidden) if forbidden else 'a forbidden prefix (none set)'}",
+                                               root))
 
 
 def check_flags(state: Any) -> GateCheck:

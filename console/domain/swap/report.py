@@ -22,6 +22,7 @@ from console.core.derive.swap_observer import _side, log_time, verification
 from console.core.derive.swap_view import audit_summary, format_duration
 from console.core.recording import FLUSH_EVERY_S, read_recording
 from console.core.state import HostState, ReadingChanged
+from console.domain.paths import host_named
 from console.domain.swap import bench_choice, downtime_report
 from console.redact import redact_text
 
@@ -168,11 +169,16 @@ class ReportBuilder:
             "gate": [{"check": c.name, "ok": c.ok, "reason": c.reason, "overridden_by": c.overridden_by}
                      for c in swap.gate],
         }
+        # In place on one unit the install rewrote the unit that serves: its change is the observer's
+        # fact (the unit as it stood before the install), never the unit read against itself.
+        installed = swap.install_diff()
         out["diff"] = {
-            "changes": [{"flag": c.flag, "change": c.change, "old": c.old, "new": c.new, "category": c.category,
-                         "reason": c.reason} for c in (report.changes if report else ())],
-            "env_changes": [{"name": e.name, "change": e.change, "old": e.old, "new": e.new}
-                            for e in (report.env_changes if report else ())],
+            "changes": installed["changes"] if installed else [
+                {"flag": c.flag, "change": c.change, "old": c.old, "new": c.new, "category": c.category,
+                 "reason": c.reason} for c in (report.changes if report else ())],
+            "env_changes": installed["env_changes"] if installed else [
+                {"name": e.name, "change": e.change, "old": e.old, "new": e.new}
+                for e in (report.env_changes if report else ())],
             "lints": [{"severity": lint.severity, "flag": lint.flag, "message": lint.message}
                       for lint in (report.lints if report else ())],
         }
@@ -207,6 +213,10 @@ class ReportBuilder:
         out["approvals"] = [{"action": a.action, "requested_by": a.requested_by, "requested_at": _ts(a.requested_at_s),
                              "status": a.status, "decided_by": a.decided_by, "decided_at": _ts(a.decided_at_s)}
                             for a in swap.approvals.values()]
+        # Words name a path as the host names it (the demo's sandbox root left out); the audit keeps
+        # the exact commands the console ran and what the host answered.
+        root = s.info.host_root
+        out = {k: v if k == "audit" else _host_named(v, root) for k, v in out.items()}
         return _redact(out)
 
     def _boot(self) -> tuple[list[dict[str, Any]], str | None]:
@@ -280,6 +290,20 @@ def _bench_row(r: dict[str, Any]) -> dict[str, Any]:
             or r.get("concurrency"), "input_len": r.get("random_input_len"), "output_len": r.get("random_output_len"),
             "prompts": r.get("num_prompts"), "dataset": r.get("dataset_name"),
             **{k: r.get(k) for k, _, _ in BENCH_COLUMNS}}
+
+
+def _host_named(value: Any, root: str | None) -> Any:
+    """Every string in `value` with the paths under `root` named as the host names them
+    (console/domain/paths.py); `value` as it is on a real host (no root)."""
+    if not root:
+        return value
+    if isinstance(value, str):
+        return host_named(value, root)
+    if isinstance(value, dict):
+        return {k: _host_named(v, root) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_host_named(v, root) for v in value]
+    return value
 
 
 def _redact(value: Any) -> Any:

@@ -16,6 +16,7 @@ import contextlib
 import os
 import time
 
+from console.domain.paths import host_named
 from console.domain.swap import actions as act
 from console.domain.swap.errors import StepFailed, _Dropped
 from console.domain.swap.executor_api import Executor
@@ -39,10 +40,7 @@ def as_host_names(ex: Executor, path: str) -> str:
     """A path on the host as the host names it, for the step's words: under the profile's
     `host_root` (the demo's simulated host keeps its files in a sandbox directory) the root is left
     out, "/etc/systemd/system/x.service"; the commands keep the path they act on."""
-    root = (getattr(ex.profile, "host_root", None) or "").rstrip("/")
-    if root and (path == root or path.startswith(root + "/")):
-        return path[len(root):] or "/"
-    return path
+    return host_named(path, getattr(ex.profile, "host_root", None))
 
 
 def draft_text(ex: Executor) -> str:

@@ -67,8 +67,9 @@ class ContainerWatcher(ServiceWatcher):
 
     def __init__(self, transport: Transport, container: str, compare_container: str | None, *,
                  compose_file: str | None = None, compose_service: str | None = None,
-                 forbidden_prefixes: tuple[str, ...] = ()) -> None:
-        super().__init__(transport, container, compare_container, forbidden_prefixes=forbidden_prefixes)
+                 forbidden_prefixes: tuple[str, ...] = (), host_root: str | None = None) -> None:
+        super().__init__(transport, container, compare_container, forbidden_prefixes=forbidden_prefixes,
+                         host_root=host_root)
         self.compose_file = compose_file
         self.compose_service = compose_service
         self.containers_on_host: tuple[str, ...] = ()
@@ -141,6 +142,7 @@ class ContainerWatcher(ServiceWatcher):
             except Exception:  # noqa: BLE001 - no config.json yet: lints that need it wait
                 config = None
         return HostFacts(model_config=config, paths_exist=exists, forbidden_prefixes=self.forbidden_prefixes,
+                         host_root=self.host_root,
                          gpu_count=gpus)
 
     async def poll(self) -> ServiceReport:
@@ -172,7 +174,7 @@ class ContainerWatcher(ServiceWatcher):
                 return side_from_container(x, self.table)
             new_side = side(new, new_name)
             assert new_side is not None
-            facts = HostFacts(forbidden_prefixes=self.forbidden_prefixes, gpu_count=gpus)
+            facts = HostFacts(forbidden_prefixes=self.forbidden_prefixes, host_root=self.host_root, gpu_count=gpus)
             return build_report(side(old, old_name), new_side, facts,
                                 table=self.table, units_on_host=on_host,
                                 flags_source=f"built-in flag table of SGLang {self.table.version}")

@@ -52,11 +52,12 @@ def _props(text: str) -> dict[str, str]:
 
 class ServiceWatcher:
     def __init__(self, transport: Transport, new_unit: str, old_unit: str | None, *,
-                 forbidden_prefixes: tuple[str, ...] = ()) -> None:
+                 forbidden_prefixes: tuple[str, ...] = (), host_root: str | None = None) -> None:
         self.transport = transport
         self.new_unit = new_unit
         self.old_unit = old_unit
         self.forbidden_prefixes = forbidden_prefixes
+        self.host_root = host_root  # the lints name a path as the host names it (HostProfile.host_root)
         self.table: FlagTable = builtin_table()
         self._tables: dict[str, FlagTable] = {}
         self.flags_note: str | None = None
@@ -216,7 +217,7 @@ class ServiceWatcher:
 
     async def _facts(self, new: ServiceSide) -> HostFacts:
         if new.command is None:
-            return HostFacts(forbidden_prefixes=self.forbidden_prefixes)
+            return HostFacts(forbidden_prefixes=self.forbidden_prefixes, host_root=self.host_root)
         paths = [v for f in PATH_FLAGS if isinstance(v := new.command.value(f), str) and v.startswith("/")]
         if new.unit is not None:  # the unit's own files: a required EnvironmentFile= that is missing stops the start
             paths += [p for p, _ in new.unit.environment_files if p.startswith("/") and p not in paths]
@@ -237,6 +238,7 @@ class ServiceWatcher:
             except Exception:  # noqa: BLE001 - no config.json yet (download running): lints that need it wait
                 config = None
         return HostFacts(model_config=config, paths_exist=exists, forbidden_prefixes=self.forbidden_prefixes,
+                         host_root=self.host_root,
                          real_paths=real)
 
 

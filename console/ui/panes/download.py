@@ -15,6 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from console.domain.analysis.download import DownloadProgress
+from console.domain.paths import host_named
 from console.core.freshness import STALE_AFTER_S
 from console.model import Reading
 from console.ui.panes.base import ReadingPane
@@ -68,7 +69,7 @@ def format_verify(v: Any, width: int) -> Text:
 
 
 def format_download(reading: Reading[DownloadProgress] | None, width: int = 56, height: int = 12,
-                    now_s: float | None = None, verify: Any = None) -> Text:
+                    now_s: float | None = None, verify: Any = None, host_root: str | None = None) -> Text:
     now = time.time() if now_s is None else now_s
     text = Text(no_wrap=True, overflow="ellipsis")
     if reading is None:
@@ -124,7 +125,7 @@ def format_download(reading: Reading[DownloadProgress] | None, width: int = 56, 
         text.append(" (fits)" if p.fits_on_disk else " (rest will not fit)", style=fit_style)
     text.append("\n")
     if p.expected_note:
-        text.append(f"{p.expected_note} · {p.model_dir}"[:width] + "\n", style=DIM)
+        text.append(f"{p.expected_note} · {host_named(p.model_dir, host_root)}"[:width] + "\n", style=DIM)
     if verify is not None:
         text.append_text(format_verify(verify, width))
     lines_left = height - 5 - own_line
@@ -157,15 +158,19 @@ class DownloadPane(ReadingPane):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("v", "verify", "Verify sha256")]
 
     verify: reactive[Any] = reactive(None)
+    host_root: str | None = None  # the demo's sandbox (HostInfo.host_root); None on a real host
 
     class VerifyRequested(Message):
         pass
 
     def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
         size = self.content_size
-        return format_download(reading, size.width or 56, size.height or 12, self.now(), verify=self.verify)
+        return format_download(reading, size.width or 56, size.height or 12, self.now(), verify=self.verify,
+                               host_root=self.host_root)
 
     def state_changed(self, state: Any, source: str) -> None:
+        # the demo's sandbox (HostInfo.host_root): the directory named as the host names it
+        self.host_root = getattr(getattr(state, "info", None), "host_root", None)
         if source == "verify":
             self.use_clock(state.now)
             self.verify = state.verify

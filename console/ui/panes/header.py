@@ -10,6 +10,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from console.core.freshness import is_stale, stale_after_s
+from console.domain.paths import host_named
 from console.model import HostSummary, Reading
 from console.host.transport.base import ConnectionState
 from console.units import DASH, duration, gb
@@ -28,13 +29,15 @@ def short_mount(path: str) -> str:
 
 def format_header(label: str, demo: bool, state: ConnectionState | None,
                   summary: Reading[HostSummary] | None, now_s: float | None = None, mode: str | None = None,
-                  replay: Any = None, width: int | None = None, compact: int = 0) -> Text:
+                  replay: Any = None, width: int | None = None, compact: int = 0, host_root: str | None = None) -> Text:
     """One line. With `width`, a line too long for it drops the uptime and the 5- and 15-minute
     loads first (compact 1), then names the host by its own name alone, without the address the
-    console reached it by (compact 2): the free disk is the figure kept (issue 35 item 9: cut at 80)."""
+    console reached it by (compact 2): the free disk is the figure kept (issue 35 item 9: cut at 80).
+    `host_root`: the demo's sandbox (HostInfo.host_root): a disk is named as the host names it."""
     if width is not None and not compact:
         for level in (0, 1, 2):
-            line = format_header(label, demo, state, summary, now_s, mode, replay, compact=level)
+            line = format_header(label, demo, state, summary, now_s, mode, replay, compact=level,
+                                 host_root=host_root)
             if line.cell_len <= width or level == 2:
                 return line
     now = time.time() if now_s is None else now_s
@@ -82,7 +85,7 @@ def format_header(label: str, demo: bool, state: ConnectionState | None,
             frac_free = disk.avail_bytes / disk.size_bytes if disk.size_bytes else 1.0
             style = "bold red" if frac_free < 0.05 else "yellow" if frac_free < 0.15 else "green"
             text.append("  ")
-            text.append(short_mount(disk.mount) + ":", style="dim")  # "/: 69 GB free", not "/69 GB free"
+            text.append(short_mount(host_named(disk.mount, host_root)) + ":", style="dim")  # "/: 69 GB free", not "/69 GB free"
             text.append(f" {gb(disk.avail_bytes, 0)} free", style=style)
     elif summary is not None and summary.error:
         text.append(f"  host summary: {summary.error}", style="red")
@@ -176,7 +179,8 @@ class HostHeader(Static):
 
     def _redraw(self) -> None:
         text = format_header(self._label, self._demo, self.state, self.summary, self.host.now(), self.mode,
-                             getattr(self.host, "replay", None), width=self.size.width or None)
+                             getattr(self.host, "replay", None), width=self.size.width or None,
+                             host_root=getattr(getattr(self.host, "info", None), "host_root", None))
         presence = getattr(self.host, "presence", None)
         if presence is not None and presence.clients:  # a shared session: a second line
             lines = [text, format_presence(presence, getattr(self.host, "note", None), self.me, self.host.now())]

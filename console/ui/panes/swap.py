@@ -158,7 +158,7 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
             mark, style = VERDICT_MARK.get(verdict, ("?", "yellow"))
             t.append(f" {mark} {c.name:<9} ", style=style)  # a space after the name, 9 letters or more
             reason = c.reason + (f"  (overridden by {c.overridden_by})" if c.overridden_by else "")
-            t.append(f"{reason[: max(20, width - 15)]}\n", style="" if verdict == "passed" else style)
+            t.append(f"{_cut_at_word(reason, max(20, width - 15))}\n", style="" if verdict == "passed" else style)
     pending = view.pending_approvals
     if pending:
         t.append("\nwaiting for approval\n", style="bold yellow")
