@@ -111,6 +111,7 @@ def _lines() -> list[bytes]:
 ADDED_SINCE = {
     frozenset({"kind", "text", "ts", "ranks"}): {"at_s": None},  # a log line: the host's time of it
     frozenset({"phase", "at", "seconds", "detail"}): {"at_s": None},  # a boot step: the host's time of its line
+    frozenset({"at", "kind", "message", "lines"}): {"at_s": None},  # a log error: the same
 }
 
 

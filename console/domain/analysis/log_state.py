@@ -39,6 +39,18 @@ class LogError:
     kind: str
     message: str
     lines: tuple[str, ...] = ()
+    at_s: float | None = None  # the host's time of its line (`line_time`: journald's, Docker's, else the stamp)
+
+
+def logged_since(error: LogError, step: BootStep | None) -> bool:
+    """Whether `error` was logged at or after the boot step `step` (None: no boot known, so yes): by the
+    host's times of their lines where both have one (a previous boot's OOM in the new launch's
+    whole second is not this boot's), else by their own stamps."""
+    if step is None or (step.at is None and step.at_s is None):
+        return True
+    if error.at_s is not None and step.at_s is not None:
+        return error.at_s >= step.at_s
+    return (error.at or "") >= (step.at or "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +189,7 @@ class LogTracker:
         if self._traceback_head is not None and self._traceback is not None:
             last = next((ln for ln in reversed(self._traceback) if ln.strip()), self._traceback_head.text)
             self.errors.append(LogError(self._traceback_head.ts, "exception", last.strip()[:300],
-                                        tuple(self._traceback[:MAX_TRACEBACK_LINES])))
+                                        tuple(self._traceback[:MAX_TRACEBACK_LINES]), line_time(self._traceback_head)))
         self._traceback = None
         self._traceback_head = None
 
@@ -220,7 +232,8 @@ class LogTracker:
                 self._traceback_head = e
                 self._traceback = [e.text]
             elif e.severity in ("error", "warning"):
-                self.errors.append(LogError(e.ts, str(e.fields.get("kind", e.severity)), e.text[:300]))
+                self.errors.append(LogError(e.ts, str(e.fields.get("kind", e.severity)), e.text[:300], (),
+                                            line_time(e)))
         if last_prefill is not None:  # (a flood's every prefill line was parsed here, on the UI loop)
             self.last_prefill = {"at": last_prefill.ts, **batch_fields(last_prefill)}
         self._series_added = 0
