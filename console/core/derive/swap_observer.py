@@ -126,6 +126,10 @@ def last_served_at(log_lines: Iterable[Any], before_s: float, slack_s: float = 5
 def downtime_from(host: str, log_lines: Iterable[Any], stopped_at_s: float, how: str) -> DowntimeChanged:
     """The clock's start: the old server's last served request, else the stop itself."""
     last = last_served_at(log_lines, stopped_at_s)
+    if last is not None and last > stopped_at_s:
+        # the newest one was served while the server stopped (the host's time of its line is after the
+        # stop's first fact): the clock starts at the last one served before the stop, if any
+        last = last_served_at(log_lines, stopped_at_s, slack_s=0.0) or last
     if last is not None and last <= stopped_at_s:
         return DowntimeChanged(host, last, "the old server's last served request, in its log")
     if last is not None:  # stamped after the stop (a whole-second stamp, or a batch served while stopping)
