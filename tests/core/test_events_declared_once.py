@@ -15,6 +15,7 @@ import pytest
 
 from console.core import codec, events
 from console.core.state import HostState
+from console.host.parsers.sglang_log import line_time, stamp_s
 
 ROOT = Path(__file__).resolve().parent.parent.parent / "console"
 DATA = Path(__file__).resolve().parent.parent / "data" / "recordings"
@@ -139,3 +140,13 @@ def test_a_recording_made_before_replays_to_the_same_state() -> None:
         t = row["t"]
         state.apply(codec.decode_event(json.dumps(row["e"])))
     assert _same_with_none_added(json.loads(codec.encode_event(state.snapshot())), expected["final_snapshot"])
+
+
+def test_a_recording_made_before_the_hosts_time_of_log_lines_reads_each_line_at_its_own_stamp() -> None:
+    """Log lines recorded before events carried the host's time of the line (journald's, Docker's)
+    decode with none, and every fact dated by such a line reads the server's own stamp, as then."""
+    lines = [e for row in _lines()[1:] if (body := json.loads(row)["e"])["event"] == "log"
+             for e in codec.decode_event(json.dumps(body)).events]
+    assert lines and all(e.at_s is None for e in lines)
+    stamped = [e for e in lines if e.ts]
+    assert stamped and all(line_time(e) == stamp_s(e.ts) is not None for e in stamped)

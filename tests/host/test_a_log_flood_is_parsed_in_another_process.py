@@ -72,6 +72,34 @@ async def test_a_journals_cursor_comes_back_from_the_parser_process() -> None:
     assert here.cursor == follower.cursor
 
 
+async def test_each_lines_host_time_comes_back_from_the_parser_process_beside_the_servers_stamp() -> None:
+    """journald's time of each entry (µs) and Docker's (ns, to the µs) are the events' `at_s`, through
+    the parser process and on the thread alike; the server's own whole-second stamp stays `ts`."""
+    t0 = 1_775_628_300_000_000  # µs since the epoch
+    raw = [json.dumps({"__CURSOR": f"s=1;i={i}", "__REALTIME_TIMESTAMP": str(t0 + i * 1_001),
+                       "MESSAGE": f"[2026-04-08 14:05:00] line {i}", "_SYSTEMD_UNIT": "sglang.service"}).encode()
+           for i in range(log_source.PROCESS_MIN_LINES)]
+    follower = LogFollower(LocalTransport(), units=("sglang.service",))
+    events = await follower._parse_off_loop(raw)
+    assert follower.parsed_in is not None and follower.parsed_in != os.getpid()
+    assert [e.at_s for e in events] == [(t0 + i * 1_001) / 1e6 for i in range(len(raw))]
+    assert {e.ts for e in events} == {"2026-04-08 14:05:00"}
+    assert events == LogFollower(LocalTransport(), units=("sglang.service",))._parse_batch(raw)
+    docker = [f"2026-04-08T14:05:{i // 1000:02d}.{i * 1_000_037 % 10**9:09d}Z [2026-04-08 14:05:00] line {i}".encode()
+              for i in range(log_source.PROCESS_MIN_LINES)]
+    follower = LogFollower(LocalTransport(), container="sglang")
+    events = await follower._parse_off_loop(docker)
+    assert follower.parsed_in is not None and follower.parsed_in != os.getpid()
+    start = 1_775_657_100  # 2026-04-08T14:05:00Z
+    assert [e.at_s for e in events] == [start + i // 1000 + (i * 1_000_037 % 10**9) // 1000 / 1e6
+                                        for i in range(len(docker))]
+    assert events == LogFollower(LocalTransport(), container="sglang")._parse_batch(docker)
+    # a file's line has no host time: its facts read the server's stamp
+    file = LogFollower(LocalTransport(), log_file="/x")
+    file.offset = 0
+    assert file._parse_batch([b"[2026-04-08 14:05:00] a line"])[0].at_s is None
+
+
 async def test_two_containers_lines_keep_their_container_and_resume_points_through_the_parser_process() -> None:
     """Beside, the old and the new container are followed at once: a flood's tagged lines come back
     from the process each with its container, and each container's own last Docker time."""

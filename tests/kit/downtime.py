@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from console.core.derive.swap_observer import log_time
 from console.core.state import HostState
 from console.demo.swap_demo import render_all, run_path_demo
 from console.domain.paths import host_named
@@ -153,6 +152,12 @@ class SimHost:
         lines = self.journal(unit) if unit.endswith(".service") else self.container_log(unit)
         return [m.group(1) for _, msg in lines if text in msg and (m := STAMP.match(msg))]
 
+    def logged_at(self, unit: str, text: str) -> list[float]:
+        """The host's times of the server's lines containing `text`: journald's time of each entry (a
+        unit's journal), Docker's (a container's `docker logs --timestamps`)."""
+        lines = self.journal(unit) if unit.endswith(".service") else self.container_log(unit)
+        return [at for at, msg in lines if text in msg and STAMP.match(msg)]
+
     def served_name(self, unit_file: Path) -> str:
         return re.search(r"--served-model-name (\S+)", unit_file.read_text()).group(1)
 
@@ -180,20 +185,25 @@ class SimHost:
         return json.loads((self.work / "host" / ".sim" / "lifecycle" / f"{unit}.json").read_text())
 
     def began(self) -> float:
-        """When the host began to change: the update's begin, the new server's start, the old one's stop."""
+        """When the host began to change: the update's begin (its first rank's line of the last update,
+        at the host's time of the line), the new server's start, the old one's stop."""
         if self.path == "in-place":
-            return log_time(self.logged(self.new, "Update engine weights online from disk begin")[-1])
+            begins = self.logged_at(self.new, "Update engine weights online from disk begin")
+            return min(t for t in begins if t >= begins[-1] - 1.0)
         return self.systemd(self.new, "Started") if self.path == "beside" else self.systemd(self.old, "Stopping")
 
     def ready(self) -> float:
+        """The host's time of the line that made the new weights serve: the update's last "end" line (in
+        place), the new server's ready line."""
         if self.path == "in-place":
-            return log_time(self.logged(self.new, "Update weights end.")[-1])
-        return log_time(self.logged(self.new, "The server is fired up")[-1])
+            return self.logged_at(self.new, "Update weights end.")[-1]
+        return self.logged_at(self.new, "The server is fired up")[-1]
 
 
 # -- a path played once on the simulated host, for every test of a module that reads it ----------------
 def play_path(factory: pytest.TempPathFactory, path: str, *, runtime: str = "systemd", speed: float = 16.0,
-              steps: tuple[str, ...] | None = None, name: str | None = None) -> tuple[Path, Any, dict, Path]:
+              steps: tuple[str, ...] | None = None, name: str | None = None,
+              faults: dict[str, Any] | None = None) -> tuple[Path, Any, dict, Path]:
     """`path` driven by the controller on its simulated host (`console.demo.swap_demo.run_path_demo`,
     the environment it sets restored after), its report rendered from the recording into OUT as
     NAME.md/.html/.json (NAME: "swap-report-PATH"): (the recording, the live state, the report's
@@ -202,7 +212,7 @@ def play_path(factory: pytest.TempPathFactory, path: str, *, runtime: str = "sys
     saved = dict(os.environ)
     try:
         rec, state = asyncio.run(run_path_demo(base / "out", path, speed=speed, work=base / "w", quiet=True,
-                                               steps=steps, runtime=runtime))
+                                               steps=steps, runtime=runtime, faults=faults))
     finally:
         os.environ.clear()
         os.environ.update(saved)

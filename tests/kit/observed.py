@@ -58,6 +58,12 @@ class ObservedHost:
     def log(self, at: float, text: str) -> None:
         self.feed(LogAppended("h", (replace(parse_line(text), ts=stamp(at)),)))
 
+    def journal_line(self, at: float, message: str) -> None:
+        """One of the server's lines as journald (or Docker) brings it: the server stamped it in whole
+        seconds (SGLang's default), the host's time of the line is journald's, `at` (to the µs)."""
+        whole = dt.datetime.fromtimestamp(at).replace(microsecond=0).isoformat(sep=" ")
+        self.feed(LogAppended("h", (replace(parse_line(f"[{whole}] {message}"), at_s=at),)))
+
     def ready_line(self, at: float) -> None:
         self.log(at, f"[{stamp(at)}] The server is fired up and ready to roll!")
 

@@ -212,20 +212,22 @@ def test_the_reports_who_and_audit_name_the_operator_and_the_exact_docker_comman
 
 
 def test_the_reports_downtime_and_its_parts_are_the_containers_own_lines_and_events(lived: LivedSwap) -> None:
-    """From the old server's last served request (its line in `docker logs`, stamped by the server in
-    whole seconds) to the new server's ready line; the parts add up to it and fall at Docker's events."""
+    """From the old server's last served request (its line in `docker logs`, at Docker's time of it, not
+    the server's whole-second stamp) to the new server's ready line (the same); the parts add up to it
+    and fall at Docker's events."""
     t, s, d, old, new = lived.report["timing"], lived.steps, lived.downtime, lived.old, lived.new
     assert d is not None and not t["downtime_running"] and d.end_source == f"{new} ready", t
     died_old = _event(lived, "die", old, lived.began_s)
     started_new = _event(lived, "start", new, died_old)
     ready_at, ready = _line(lived, new, "The server is fired up", started_new)
-    assert d.ended_at_s == _stamp(ready) and ready_at - 1 < d.ended_at_s <= ready_at, (d, ready_at)
+    assert d.ended_at_s == pytest.approx(ready_at, abs=1e-6) and _stamp(ready) <= d.ended_at_s, (d, ready_at)
     served = [(at, line) for at, line in lived.logs[old] if at < died_old and ("Decode batch" in line
                                                                                 or "Prefill batch" in line)]
     assert served, "the old server logged no batch"
     if t["downtime_from_source"] == "the old server's last served request, in its log":
-        assert d.started_at_s == _stamp(served[-1][1]), (d, served[-1])
-    else:  # stamped after the stop command (whole seconds): the clock starts at the stop command
+        # a batch's Docker time (the last one served before the stop: one served while it stopped is after it)
+        assert any(at == pytest.approx(d.started_at_s, abs=1e-6) for at, _ in served), (d, served[-3:])
+    else:  # written after the stop command (a batch served while stopping): the clock starts at the stop command
         assert t["downtime_from_source"].endswith("(the log's last request is stamped after it)"), t
     assert d.started_at_s <= died_old
     assert t["downtime_s"] == pytest.approx(d.ended_at_s - d.started_at_s, abs=0.01)
@@ -284,7 +286,7 @@ def test_the_reports_boot_timeline_is_the_new_containers_boot_in_docker_logs(liv
     launch_at, launch = _line(lived, new, "server_args=", started_new)
     ready_at, ready = _line(lived, new, "The server is fired up", started_new)
     assert (log_time(boot[0]["at"]), log_time(boot[-1]["at"])) == (_stamp(launch), _stamp(ready)), boot
-    assert boot[-1]["seconds"] == pytest.approx(_stamp(ready) - _stamp(launch), abs=0.01)
+    assert boot[-1]["seconds"] == pytest.approx(ready_at - launch_at, abs=0.01)  # by Docker's times of the lines
     loaded = [b for b in boot if b["phase"] == "weights loaded"]
     assert loaded and _stamp(_line(lived, new, "Load weight end", started_new)[1]) == log_time(loaded[0]["at"])
 

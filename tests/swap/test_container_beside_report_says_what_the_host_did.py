@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from console.core.derive.swap_observer import log_time
 from console.demo.hostsim import story
 from tests.kit.downtime import (
     SimHost,
@@ -36,7 +35,8 @@ def _started(host: SimHost) -> float:
 
 
 def _ready(host: SimHost) -> float:
-    return log_time(host.logged(NEW, "The server is fired up")[-1])
+    """The new server's ready line, at Docker's time of it."""
+    return host.logged_at(NEW, "The server is fired up")[-1]
 
 
 def _stopping(host: SimHost) -> float:

@@ -75,9 +75,9 @@ def _steps(state) -> dict[str, str]:  # noqa: ANN001
 
 
 def _played(factory: pytest.TempPathFactory, path: str, *, speed: float = SPEED,
-            steps: tuple[str, ...] | None = None) -> tuple[Path, Any, dict, Path]:
+            steps: tuple[str, ...] | None = None, faults: dict[str, Any] | None = None) -> tuple[Path, Any, dict, Path]:
     """One path played once on its simulated host for every test of the module that reads it."""
-    played = play_path(factory, path, speed=speed, steps=steps)
+    played = play_path(factory, path, speed=speed, steps=steps, faults=faults)
     _report(played[3], path)
     return played
 
@@ -89,7 +89,9 @@ def in_place(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, dict,
 
 @pytest.fixture(scope="module")
 def beside(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, dict, Path]:
-    return _played(tmp_path_factory, "beside")
+    # The new server stamps its lines in whole seconds (SGLang's default) and writes its ready line
+    # 0.7 s into a second: journald's time of it is not its stamp (a real server's line can be so).
+    return _played(tmp_path_factory, "beside", faults={"ready_late_in_second": 0.7})
 
 
 @pytest.fixture(scope="module")
@@ -232,6 +234,22 @@ def test_beside_downtime_is_none_and_its_time_to_ready_is_the_new_servers_boot(
     ttr = r["timing"]["time_to_ready_s"]
     step = state.swap.steps["beside"]
     assert ttr is not None and 0 < ttr <= step.duration_s + 0.5
+
+
+def test_beside_and_its_time_to_ready_end_at_journalds_time_of_the_ready_line_not_its_whole_second_stamp(
+        beside: tuple[Path, Any, dict, Path]) -> None:
+    """The new server's ready line stamped T (whole seconds) and written at T+0.7: the beside step
+    and the time to ready end at journald's time of the line, T+0.7, not at T."""
+    _, state, r, out = beside
+    host = Host("beside", out.parent / "w", r["old_new"]["old_unit"], r["old_new"]["new_unit"])
+    stamp = log_time(host.logged(host.new, "The server is fired up")[-1])
+    written = host.ready()  # journald's time of the line
+    assert written - stamp >= 0.6, (stamp, written)
+    step = state.swap.steps["beside"]
+    assert step.ended_at_s == pytest.approx(written, abs=0.001)
+    (start,) = [e for e in state.swap.audit if e.action == "beside" and " start -- " in e.command]
+    assert r["timing"]["time_to_ready_s"] == pytest.approx(written - (start.at_s - start.duration_s), abs=0.01)
+    assert r["timing"]["time_to_ready_to"] == "the new server ready"
 
 
 def test_beside_before_is_the_old_models_run_and_after_the_new_ones(beside: tuple[Path, Any, dict, Path]) -> None:
@@ -448,7 +466,10 @@ def test_each_paths_boot_timeline_is_the_servers_own_lines(lived: tuple[Host, An
         return
     assert rows["launch"]["at"] == host.logged(host.new, "server_args=")[-1]
     assert rows["ready"]["at"] == host.logged(host.new, "The server is fired up")[-1]
-    assert log_time(rows["launch"]["at"]) >= host.systemd(host.new, "Started") - 0.01  # the new server's boot
+    # the new server's boot: its launch line written (journald's time) after systemd started it (its
+    # whole-second stamp may read earlier)
+    assert host.logged_at(host.new, "server_args=")[-1] >= host.systemd(host.new, "Started") - 0.01
+    assert log_time(rows["launch"]["at"]) >= host.systemd(host.new, "Started") - 1.0
 
 
 def test_each_paths_benchmarks_before_and_after_are_the_runs_either_side_of_the_swap(

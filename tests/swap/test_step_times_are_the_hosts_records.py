@@ -119,6 +119,46 @@ def test_the_consoles_in_place_update_runs_from_its_request_to_the_servers_end_l
     assert step.who == "ana" and not step.observed
 
 
+def test_an_update_seen_on_the_host_is_dated_by_journalds_time_of_its_lines_not_their_whole_second_stamps() -> None:
+    """SGLang stamps its lines in whole seconds; journald records when each was written (µs). An
+    update whose begin line is stamped 10:00:09 but written at 10:00:09.6 begins at 09.6: a GPU
+    reading taken at 09.3, inside that second but before the line, is the memory "before" (read
+    as after it, the swap had no "before" at all)."""
+    h = ObservedHost(old=NEW, new=NEW)
+    h.units(T0, "active", "active")
+    h.gpu(T0 + 9.3, 90_000, 90_000)
+    h.journal_line(T0 + 9.6, "Update engine weights online from disk begin. avail mem=4.26 GB")
+    h.gpu(T0 + 12, 93_000, 93_000)
+    h.journal_line(T0 + 15.7, "Update weights end.")
+    h.gpu(T0 + 16.5, 91_000, 91_000)
+    step = h.state.swap.steps["in_place"]
+    assert (step.started_at_s, step.ended_at_s) == (T0 + 9.6, T0 + 15.7) and step.observed
+    d = h.state.swap.downtime
+    assert (d.started_at_s, d.ended_at_s) == (T0 + 9.6, T0 + 15.7)
+    before = h.state.swap.memory().get("before")
+    assert before is not None and before["at"] == T0 + 9.3, h.state.swap.memory()
+    assert [g["used_mib"] for g in before["gpus"]] == [90_000, 90_000]
+    live, attach, replay = h.views()
+    assert live == attach == replay
+
+
+def test_beside_ends_at_journalds_time_of_the_ready_line_not_its_whole_second_stamp() -> None:
+    """The new server's ready line stamped 10:00:22 and written at 10:00:22.7: the beside step ends
+    at 22.7."""
+    h = ObservedHost()
+    h.units(T0, "active", "inactive")
+    h.at(T0 + 1).intent("beside", state="running", detail="", who="ana")
+    h.at(T0 + 2.5).audit("beside", f"timeout -k 5 90 systemctl start -- {NEW}", at=T0 + 2.5, took=0.5)
+    h.units(T0 + 3, "active", "active")
+    h.journal_line(T0 + 22.7, "The server is fired up and ready to roll!")
+    h.server(T0 + 23, NEW, "ready")
+    h.at(T0 + 23.5).intent("beside", state="done", detail="ready on port 30001")
+    step = h.state.swap.steps["beside"]
+    assert (step.started_at_s, step.ended_at_s) == (T0 + 2, T0 + 22.7)
+    live, attach, replay = h.views()
+    assert live == attach == replay
+
+
 def test_a_step_with_no_command_keeps_its_intent_and_outcome_times() -> None:
     h = ObservedHost()
     h.at(T0 + 1).intent("preflight", state="running", detail="", who="ana")

@@ -23,7 +23,6 @@ this module existed still gives a report with its swap.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
 import shlex
 import time
@@ -47,6 +46,7 @@ from console.core.events import (
 )
 from console.core.derive import swap_plan as swap_plan
 from console.core.derive.swap_view import INSTALL_DIFF, MEMORY, STEP_TITLES, freed_rows
+from console.host.parsers.sglang_log import line_time, stamp_s
 
 OUTSIDE = "outside the console"
 # The note of an audit entry read back from the console's audit log at a start (console/domain/swap/
@@ -74,15 +74,16 @@ def verification(state: Any) -> Any:
 
 
 def log_time(ts: str | None) -> float | None:
-    """A log line's own stamp ("2026-11-30 15:04:05[.123]", host local time) as epoch seconds."""
-    if not ts:
-        return None
-    try:
-        if len(ts) <= 12:  # "15:04:05": today
-            ts = f"{dt.date.today().isoformat()} {ts}"
-        return dt.datetime.fromisoformat(ts).timestamp()
-    except ValueError:
-        return None
+    """A log line's own stamp ("2026-11-30 15:04:05[.123]", host local time) as epoch seconds. A
+    fact dated by a line reads `line_time` (the host's time of the line, where its source gave one)."""
+    return stamp_s(ts)
+
+
+def boot_time(step: Any) -> float | None:
+    """A boot step's time (console.domain.analysis.log_state.BootStep): the host's time of its line,
+    else (a recording made before the host's time was kept) its own stamp."""
+    at = getattr(step, "at_s", None)
+    return at if at is not None else stamp_s(step.at)
 
 
 def clock(at_s: float | None) -> str:
@@ -110,13 +111,13 @@ def last_served_at(log_lines: Iterable[Any], before_s: float, slack_s: float = 5
     before `before_s` (+ slack: the log's clock and ours differ a little); None when the log has none
     within the hour."""
     for event in reversed(list(log_lines)):
-        if event.ts is None:
+        if event.ts is None and event.at_s is None:
             continue
         served = event.kind in ("decode", "prefill") or (
             event.kind == "access" and "POST" in event.text and any(p in event.text for p in SERVED_PATHS))
         if not served:
             continue
-        at = log_time(event.ts)
+        at = line_time(event)
         if at is not None and at <= before_s + slack_s:
             return at if before_s - at < 3600 else None
     return None
@@ -125,6 +126,10 @@ def last_served_at(log_lines: Iterable[Any], before_s: float, slack_s: float = 5
 def downtime_from(host: str, log_lines: Iterable[Any], stopped_at_s: float, how: str) -> DowntimeChanged:
     """The clock's start: the old server's last served request, else the stop itself."""
     last = last_served_at(log_lines, stopped_at_s)
+    if last is not None and last > stopped_at_s:
+        # the newest one was served while the server stopped (the host's time of its line is after the
+        # stop's first fact): the clock starts at the last one served before the stop, if any
+        last = last_served_at(log_lines, stopped_at_s, slack_s=0.0) or last
     if last is not None and last <= stopped_at_s:
         return DowntimeChanged(host, last, "the old server's last served request, in its log")
     if last is not None:  # stamped after the stop (a whole-second stamp, or a batch served while stopping)
@@ -577,7 +582,7 @@ class SwapObserver:
         for e in events:
             text = e.text or ""
             if UPDATE_BEGIN in text:
-                at = log_time(e.ts)
+                at = line_time(e)
                 # the other ranks' lines of the same begin are not a new update
                 if at is not None and (self._update_begin_at is None or self._step("in_place").state != "running"
                                        and at > (self._step("in_place").ended_at_s or 0)):
@@ -588,10 +593,10 @@ class SwapObserver:
                                     detail=f"weights updating in place since {clock(at)} ({OUTSIDE}): "
                                            "requests paused")
             elif UPDATE_FAILED in text and self._update_begin_at is not None and self._touchable("in_place"):
-                self._write(out, "in_place", state="failed", ended_at_s=log_time(e.ts),
+                self._write(out, "in_place", state="failed", ended_at_s=line_time(e),
                             detail=f"the update failed ({OUTSIDE}): the server's log says {text[:160]!r}")
             elif UPDATE_END in text and self._update_begin_at is not None:
-                begin, end = self._update_begin_at, log_time(e.ts)
+                begin, end = self._update_begin_at, line_time(e)
                 if end is None or end < begin:
                     continue
                 pause = end - begin
@@ -692,9 +697,9 @@ class SwapObserver:
         stop, the new one's start, at journald's time."""
         old_unit, new_unit = self.units()
         for e in events:
-            if e.kind != "unit" or e.ts is None:
+            if e.kind != "unit":
                 continue
-            at = log_time(e.ts)
+            at = line_time(e)
             unit, kind = e.fields.get("unit"), e.fields.get("transition")
             if at is None or unit is None:
                 continue
@@ -720,9 +725,9 @@ class SwapObserver:
         server's start (or the rollback's): the service serves again."""
         old_unit, new_unit = self.units()
         for e in events:
-            if e.kind != "boot" or e.phase != "ready" or e.ts is None:
+            if e.kind != "boot" or e.phase != "ready":
                 continue
-            at = log_time(e.ts)
+            at = line_time(e)
             if at is None:
                 continue
             said_by = e.fields.get("container")  # a container's line says which one wrote it
@@ -868,7 +873,7 @@ class SwapObserver:
         summary = self.state.data("log")
         for b in reversed(summary.boot if summary is not None else ()):
             if b.phase == "launch":
-                return log_time(b.at)
+                return boot_time(b)
         return None
 
     def _log(self, summary: Any) -> None:
@@ -1122,4 +1127,4 @@ def observe(state: Any, *, wake: Callable[[str], None] | None = None,
 
 
 __all__ = ["SwapObserver", "MemoryFacts", "observe", "path_summary", "freed_between", "before_the_drain", "gpu_rows",
-           "verification", "last_served_at", "downtime_from", "log_time", "OUTSIDE", "READ_BACK"]
+           "verification", "last_served_at", "downtime_from", "log_time", "boot_time", "OUTSIDE", "READ_BACK"]

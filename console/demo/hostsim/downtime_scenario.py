@@ -110,7 +110,8 @@ FT_CONTAINER = "sglang-qwen122b-ft"
 
 async def start(sim: HostSimulator, path: str, *, earlier_boot: bool = False, update_fail: bool = False,
                 update_die: bool = False, router_refuse: bool = False, beside_oom: bool = False,
-                memory_pressure: float = 0.0, with_router: bool = True, runtime: str = "systemd") -> Downtime:
+                memory_pressure: float = 0.0, with_router: bool = True, runtime: str = "systemd",
+                ready_late_in_second: float = 0.0) -> Downtime:
     if path not in ("in-place", "beside", "restart"):
         raise ValueError(f"no such path: {path}")
     if runtime not in ("systemd", "container") or (runtime == "container" and path == "restart"):
@@ -155,6 +156,10 @@ async def start(sim: HostSimulator, path: str, *, earlier_boot: bool = False, up
         old_env["GPUSIM_UPDATE_DIE"] = "1"
     if beside_oom:
         new_env["GPUSIM_OOM"] = "1"
+    if ready_late_in_second:  # the new server stamps its lines in whole seconds, as SGLang does by default,
+        # and writes its ready line that far into a second: its host time (journald's, Docker's) is later
+        new_env.pop("SGLANG_LOG_MS", None)
+        new_env["GPUSIM_READY_LATE_IN_SECOND"] = str(ready_late_in_second)
     runner.extra_env[old_unit] = old_env
     if new_unit != old_unit:
         runner.extra_env[new_unit] = new_env

@@ -10,7 +10,7 @@ from datetime import datetime
 from collections.abc import Callable
 from typing import Any
 
-from console.host.parsers.sglang_log import BOOT_PHASES, LogEvent, batch_fields
+from console.host.parsers.sglang_log import BOOT_PHASES, LogEvent, batch_fields, line_time
 
 MAX_ERRORS = 50
 MAX_TRACEBACK_LINES = 60
@@ -28,8 +28,9 @@ ZONES_S = 14 * 3600.0  # the farthest a time zone is from ours (UTC-12 to UTC+14
 class BootStep:
     phase: str
     at: str | None  # the log's own timestamp
-    seconds: float | None  # since the launch line, by the log's clock
+    seconds: float | None  # since the launch line, by the host's time of the lines (`line_time`)
     detail: str
+    at_s: float | None = None  # the host's time of its line (`line_time`: journald's, Docker's, else the stamp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,18 @@ class LogError:
     kind: str
     message: str
     lines: tuple[str, ...] = ()
+    at_s: float | None = None  # the host's time of its line (`line_time`: journald's, Docker's, else the stamp)
+
+
+def logged_since(error: LogError, step: BootStep | None) -> bool:
+    """Whether `error` was logged at or after the boot step `step` (None: no boot known, so yes): by the
+    host's times of their lines where both have one (a previous boot's OOM in the new launch's
+    whole second is not this boot's), else by their own stamps."""
+    if step is None or (step.at is None and step.at_s is None):
+        return True
+    if error.at_s is not None and step.at_s is not None:
+        return error.at_s >= step.at_s
+    return (error.at or "") >= (step.at or "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,17 +117,6 @@ class LogSummary:
     unparsed_lines: int = 0  # lines shown as plain text because a number in them did not parse
 
 
-def _clock(ts: str | None) -> datetime | None:
-    if not ts:
-        return None
-    for fmt in ("%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%H:%M:%S"):
-        try:
-            return datetime.strptime(ts, fmt)
-        except ValueError:
-            continue
-    return None
-
-
 def _detail(phase: str, f: dict[str, Any]) -> str:
     if phase == "weights loaded" and f.get("weights_gib") is not None:
         return f"{f['weights_gib']:.2f} GiB weights/GPU, {f.get('avail_gib') or 0:.2f} GiB left"
@@ -156,7 +158,7 @@ class LogTracker:
         self.source = source
         self.boot: list[BootStep] = []
         self._ranks_seen: set[tuple[str, str]] = set()  # (phase, ranks) lines of this boot
-        self._launch: datetime | None = None
+        self._launch: float | None = None  # the launch line's time (`line_time`)
         self.phase: str | None = None
         self.last_prefill: dict[str, Any] | None = None
         self.last_decode: DecodeStats | None = None
@@ -187,7 +189,7 @@ class LogTracker:
         if self._traceback_head is not None and self._traceback is not None:
             last = next((ln for ln in reversed(self._traceback) if ln.strip()), self._traceback_head.text)
             self.errors.append(LogError(self._traceback_head.ts, "exception", last.strip()[:300],
-                                        tuple(self._traceback[:MAX_TRACEBACK_LINES])))
+                                        tuple(self._traceback[:MAX_TRACEBACK_LINES]), line_time(self._traceback_head)))
         self._traceback = None
         self._traceback_head = None
 
@@ -230,7 +232,8 @@ class LogTracker:
                 self._traceback_head = e
                 self._traceback = [e.text]
             elif e.severity in ("error", "warning"):
-                self.errors.append(LogError(e.ts, str(e.fields.get("kind", e.severity)), e.text[:300]))
+                self.errors.append(LogError(e.ts, str(e.fields.get("kind", e.severity)), e.text[:300], (),
+                                            line_time(e)))
         if last_prefill is not None:  # (a flood's every prefill line was parsed here, on the UI loop)
             self.last_prefill = {"at": last_prefill.ts, **batch_fields(last_prefill)}
         self._series_added = 0
@@ -325,11 +328,11 @@ class LogTracker:
         # Rank lines repeat each step (TP0..TPn): keep the first of each phase per boot.
         if any(s.phase == phase for s in self.boot):
             return
-        clock = _clock(e.ts)
-        if self._launch is None and clock is not None:
-            self._launch = clock
-        seconds = (clock - self._launch).total_seconds() if clock and self._launch else None
-        self.boot.append(BootStep(phase, e.ts, seconds, _detail(phase, e.fields)))
+        at = line_time(e)
+        if self._launch is None and at is not None:
+            self._launch = at
+        seconds = at - self._launch if at is not None and self._launch is not None else None
+        self.boot.append(BootStep(phase, e.ts, seconds, _detail(phase, e.fields), at))
         self.phase = phase
         if phase == "capacity":
             self.capacity = dict(e.fields)

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from console.domain.analysis.log_state import LogSummary
+from console.domain.analysis.log_state import LogSummary, logged_since
 
 PHASE_WORDS = {"launch": "launching", "weights loading": "loading weights", "weights loaded": "weights loaded",
                "mamba cache": "allocating caches", "kv cache": "allocating KV cache",
@@ -76,8 +76,8 @@ def _combine(unit: str | None, unit_state: str | None, main_pid: int | None, log
     phase = log.phase if log else None
     fatal = None
     if log is not None and log.errors:
-        booted_at = next((b.at for b in log.boot if b.phase in ("launch", "weights loading")), None)
-        recent = [e for e in log.errors if e.kind in CAUSE_RANK and (booted_at is None or (e.at or "") >= booted_at)]
+        booted = next((b for b in log.boot if b.phase in ("launch", "weights loading")), None)
+        recent = [e for e in log.errors if e.kind in CAUSE_RANK and logged_since(e, booted)]
         # Name the cause, not the consequence: an OOM in a traceback beats the sigquit that followed it.
         fatal = max(reversed(recent), key=lambda e: CAUSE_RANK[e.kind]) if recent else None
     metrics = http.metrics

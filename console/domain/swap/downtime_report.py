@@ -28,7 +28,7 @@ def _restart_measured(state: Any) -> dict[str, float]:
         out.update({"init": b.init_s, "weights": b.weights_s, "kv": b.kv_s, "graphs": b.graphs_s, "ready": b.ready_s})
         # the start: from the drain seen (the console starts the new unit then) to the server's
         # first line, so that the phases add up to the downtime; else systemd's "Started" line
-        launch = log_time(b.at)
+        launch = b.launch_at_s if b.launch_at_s is not None else log_time(b.at)
         if "stop" in out and stop is not None and stop.ended_at_s is not None and launch is not None \
                 and launch >= stop.ended_at_s:
             out["start"] = launch - stop.ended_at_s

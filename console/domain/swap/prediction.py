@@ -53,6 +53,7 @@ class BootSample:
     at: str | None = None  # the launch line's stamp
     start_s: float | None = None  # the unit's start (systemd's "Started" line) → the launch line, when logged
     stop_s: float | None = None  # the stop and drain before this boot (an earlier swap's), when recorded
+    launch_at_s: float | None = None  # the launch line's time (`line_time`: the host's, else its stamp)
 
     @property
     def weights_gbps(self) -> float | None:
@@ -74,6 +75,13 @@ def _clock(ts: str | None) -> datetime | None:
     return None
 
 
+def _when(e: Any) -> datetime | None:
+    """A line's time: the host's time of it where its source gave one (journald's, Docker's), else
+    its own stamp (console.host.parsers.sglang_log.line_time)."""
+    at = getattr(e, "at_s", None)
+    return datetime.fromtimestamp(at) if at is not None else _clock(e.ts)
+
+
 @dataclass
 class _Boot:
     stamps: dict[str, datetime] = field(default_factory=dict)
@@ -81,6 +89,7 @@ class _Boot:
     ranks: set[int] = field(default_factory=set)
     at: str | None = None
     start_s: float | None = None
+    launch_at_s: float | None = None
 
 
 def boots_from_events(events: Iterable[Any], cached: dict[str, float] | None = None,
@@ -95,14 +104,15 @@ def boots_from_events(events: Iterable[Any], cached: dict[str, float] | None = N
     for e in events:
         if getattr(e, "kind", None) == "unit" and (getattr(e, "fields", None) or {}).get("transition") in (
                 "started", "starting"):
-            started = _clock(e.ts) or started
+            started = _when(e) or started
             continue
         if getattr(e, "kind", None) != "boot":
             continue
         phase = e.phase
         if phase == "launch":
             cur = _Boot(at=e.ts)
-            launch = _clock(e.ts)
+            launch = _when(e)
+            cur.launch_at_s = launch.timestamp() if launch is not None else None
             if started is not None and launch is not None and 0 <= (launch - started).total_seconds() <= START_WINDOW_S:
                 cur.start_s = (launch - started).total_seconds()
             started = None
@@ -110,7 +120,7 @@ def boots_from_events(events: Iterable[Any], cached: dict[str, float] | None = N
             continue
         for m in RANK_RE.finditer(e.ranks or ""):
             cur.ranks.add(int(m.group(1)))
-        stamp = _clock(e.ts)
+        stamp = _when(e)
         if phase not in cur.stamps and stamp is not None:
             cur.stamps[phase] = stamp
             cur.fields[phase] = dict(e.fields or {})
@@ -143,7 +153,8 @@ def _sample(b: _Boot, cached: dict[str, float] | None, stops: dict[str, float] |
     ready_from = "cuda graphs done" if "cuda graphs done" in s else caches[-1] if caches else "weights loaded"
     return BootSample(float(per_gpu) * (1 << 30) * tp, float(weights_s), max(0.0, kv_s), float(graphs_s),
                       max(0.0, gap("launch", "weights loading") or 0.0), max(0.0, gap(ready_from, "ready") or 0.0),
-                      tp, (cached or {}).get(b.at or ""), b.at, b.start_s, (stops or {}).get(b.at or ""))
+                      tp, (cached or {}).get(b.at or ""), b.at, b.start_s, (stops or {}).get(b.at or ""),
+                      b.launch_at_s)
 
 
 def samples_from_recordings(directory: Path, limit: int = MAX_RECORDINGS) -> tuple[list[BootSample], list[str]]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from console.core.derive.swap_observer import _side, log_time, verification
+from console.core.derive.swap_observer import _side, boot_time, verification
 from console.core.derive.swap_view import audit_summary, format_duration
 from console.core.recording import FLUSH_EVERY_S, read_recording
 from console.core.state import HostState, ReadingChanged
@@ -227,10 +227,10 @@ class ReportBuilder:
         boot = list(log.boot if log else ())
         rollback = swap.steps.get("rollback")
         if boot and rollback is not None and rollback.started_at_s is not None \
-                and (log_time(boot[0].at) or 0.0) >= int(rollback.started_at_s):
+                and (boot_time(boot[0]) or 0.0) >= int(rollback.started_at_s):
             boot = list(self.swap_boot)  # the log's boot now is the rollback's (the old server's again)
         began = swap.began_at_s()
-        launch = next((log_time(b.at) for b in boot if b.phase == "launch"), None)
+        launch = next((boot_time(b) for b in boot if b.phase == "launch"), None)
         earlier = began is not None and launch is not None and launch < began - 1
         d = swap.downtime
         if swap.path() == "in-place":

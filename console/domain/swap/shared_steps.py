@@ -20,6 +20,7 @@ from console.core.derive.swap_observer import verification
 from console.core.derive.swap_view import GateChanged, freed_lines
 from console.core.state import ReadingChanged
 from console.domain.analysis.gpu_drain import DrainWatch
+from console.domain.analysis.log_state import logged_since
 from console.domain.analysis.server_status import CAUSE_RANK
 from console.domain.swap import actions as act
 from console.domain.swap import bench_choice, preflight
@@ -228,10 +229,10 @@ async def death_cause(ex: Executor, reason: str, wait_s: float = DEATH_CAUSE_WAI
     deadline = time.monotonic() + wait_s
     while True:
         log_summary = ex.state.data("log")
-        booted = next((b.at for b in (log_summary.boot if log_summary else ())
+        booted = next((b for b in (log_summary.boot if log_summary else ())
                        if b.phase in ("launch", "weights loading")), None)
         errors = [e for e in (log_summary.errors if log_summary else ())
-                  if e.kind in CAUSE_RANK and (booted is None or (e.at or "") >= booted)]
+                  if e.kind in CAUSE_RANK and logged_since(e, booted)]
         if errors:
             worst = max(reversed(errors), key=lambda e: CAUSE_RANK[e.kind])
             if worst.message[:60] not in reason:

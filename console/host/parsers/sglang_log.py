@@ -6,6 +6,7 @@ keyword, so a flood of decode lines costs little.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +71,33 @@ class LogEvent:
     phase: str | None = None  # for boot events, one of BOOT_PHASES
     fields: dict[str, Any] = field(default_factory=dict)
     body: str = ""  # batch lines: the `key: value` list, parsed on demand by `batch_fields`
+    # The host's time of the line (epoch seconds), where its source records one: journald's
+    # `__REALTIME_TIMESTAMP` (µs; `journalctl -o json`), Docker's (ns; `docker logs --timestamps`).
+    # Written once, by the source's decoder (console/host/sources/log.py `LineDecoder`). None where
+    # the source has none (a file followed with `tail -F`, a recording made before it existed):
+    # then the server's own stamp `ts` (whole seconds, unless SGLANG_LOG_MS) is the line's time.
+    # Every fact dated from a log line reads it through `line_time`.
+    at_s: float | None = None
+
+
+def stamp_s(ts: str | None) -> float | None:
+    """A log line's own stamp ("2026-11-30 15:04:05[.123456]", local time) as epoch seconds; a
+    dateless "15:04:05" is today's. None when absent or not a stamp."""
+    if not ts:
+        return None
+    try:
+        if len(ts) <= 12:  # "15:04:05": today
+            ts = f"{dt.date.today().isoformat()} {ts}"
+        return dt.datetime.fromisoformat(ts.replace(",", ".")).timestamp()
+    except ValueError:
+        return None
+
+
+def line_time(event: LogEvent) -> float | None:
+    """When the line was logged, as epoch seconds: the host's time of it where its source gave one
+    (`at_s`: journald's µs, Docker's ns), else the server's own stamp (a file's lines, whole seconds)."""
+    at = event.at_s
+    return at if at is not None else stamp_s(event.ts)
 
 
 def batch_fields(event: LogEvent) -> dict[str, Any]:
@@ -127,7 +155,7 @@ def _parse_line(line: str) -> LogEvent:
             fields = dict(event.fields)
             fields.setdefault("kind", floor)
             return LogEvent(event.kind if event.kind not in ("line", "access") else floor, event.text, event.ts,
-                            event.ranks, floor, event.phase, fields, event.body)
+                            event.ranks, floor, event.phase, fields, event.body, event.at_s)
     return event
 
 

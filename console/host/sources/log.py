@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import calendar
 import contextlib
 import datetime as dt
 import json
@@ -202,6 +203,26 @@ def journal_time(realtime_us: object) -> str | None:
     return dt.datetime.fromtimestamp(int(realtime_us) / 1e6).isoformat(sep=" ", timespec="microseconds")
 
 
+def docker_time_s(stamp: str, cache: list[Any] | None = None) -> float | None:
+    """Docker's time of a line (`docker logs --timestamps`: RFC 3339 in UTC, "2026-12-03T17:12:32.123456789Z")
+    as epoch seconds (to the µs); None when it is not one. `cache`: [whole second's text, its epoch]
+    (a flood's lines share their second: one calendar conversion per second, not per line)."""
+    base = stamp[:19]
+    if cache is not None and cache[0] == base:
+        whole = cache[1]
+    else:
+        try:
+            whole = calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S"))
+        except ValueError:
+            return None
+        if cache is not None:
+            cache[0], cache[1] = base, whole
+    frac = stamp[20:-1] if stamp[19:20] == "." else ""
+    if frac and not frac.isdigit():
+        return None
+    return whole + (int(frac[:6].ljust(6, "0")) / 1e6 if frac else 0.0)
+
+
 class LineDecoder:
     """A stream's raw lines to events: journalctl's JSON, a file's bytes or `docker logs`' stamped
     lines decoded, cleaned, redacted and parsed, with the stream's resume point (the journal
@@ -225,6 +246,10 @@ class LineDecoder:
         self.resume_cursor: str | None = None  # the entry --cursor= starts at: seen already, skipped
         self.vacuumed_note: str | None = None
         self._docker_ts: str | None = None
+        self._docker_second: list[Any] = ["", 0]  # `docker_time_s`'s cache
+        # The host's time of the line decoded last (epoch s): journald's __REALTIME_TIMESTAMP, Docker's
+        # --timestamps; None for a file's line (the event's `at_s`: see console/host/parsers/sglang_log.py)
+        self.at_s: float | None = None
         self._transition: UnitTransition | None = None
         self._suppressed: str | None = None  # journald's "Suppressed N messages from UNIT"
         self._journal_ts: str | None = None  # journald's own time of PID 1's line (the swap observer dates by it)
@@ -238,8 +263,18 @@ class LineDecoder:
          self.resume_cursor, self.vacuumed_note, self.tagged, self.since_of) = state
 
     def parse(self, raw: bytes) -> LogEvent | None:
+        """One raw line's event, its `at_s` the host's time of the line where the source gave one."""
+        event = self.parse_bare(raw)
+        if event is not None and self.at_s is not None and event.at_s is None:
+            event = replace(event, at_s=self.at_s)
+        return event
+
+    def parse_bare(self, raw: bytes) -> LogEvent | None:
+        """`parse` less the host's time of the line, which is left in `self.at_s` (the parser process
+        sends it beside the event's fields: no copy of the event per line)."""
         self._transition = self._journal_ts = None
         self._suppressed = None
+        self.at_s = None
         text = self.decode(raw)
         if text is None:
             return None
@@ -276,6 +311,7 @@ class LineDecoder:
             else:
                 self.since = ts
             self._docker_ts = ts
+            self.at_s = docker_time_s(ts, self._docker_second)
             return rest
         if self.log_file is not None:
             assert self.offset is not None
@@ -301,6 +337,9 @@ class LineDecoder:
                                   "resumed at the oldest entry it kept")
         if isinstance(cursor, str):
             self.cursor = cursor
+        realtime = entry.get("__REALTIME_TIMESTAMP")
+        if realtime.__class__ is str and realtime.isdigit():  # journald's own time of the entry (µs)
+            self.at_s = int(realtime) / 1e6
         message = entry.get("MESSAGE")
         if entry.get("_SYSTEMD_UNIT") == "init.scope" and isinstance(message, str):
             self._transition = parse_pid1_message(message)
@@ -321,9 +360,10 @@ def parse_in_process(state: tuple[object, ...], blob: bytes) -> tuple[int, tuple
     decoder.load(state)
     rows = []
     for raw in blob.split(b"\n"):
-        e = decoder.parse(raw)
+        e = decoder.parse_bare(raw)
         if e is not None:
-            rows.append((e.kind, e.text, e.ts, e.ranks, e.severity, e.phase, e.fields or None, e.body))
+            rows.append((e.kind, e.text, e.ts, e.ranks, e.severity, e.phase, e.fields or None, e.body,
+                         decoder.at_s if e.at_s is None else e.at_s))
     return os.getpid(), decoder.state(), rows
 
 
@@ -333,8 +373,8 @@ def _events_of(rows: list[tuple[object, ...]]) -> list[LogEvent]:
     for i in range(0, len(rows), PARSE_SLICE):
         if i:
             time.sleep(0)
-        events += [LogEvent(k, t, ts, r, sev, ph, f or {}, b)  # type: ignore[arg-type]
-                   for k, t, ts, r, sev, ph, f, b in rows[i:i + PARSE_SLICE]]
+        events += [LogEvent(k, t, ts, r, sev, ph, f or {}, b, at)  # type: ignore[arg-type]
+                   for k, t, ts, r, sev, ph, f, b, at in rows[i:i + PARSE_SLICE]]
     return events
 
 

@@ -32,6 +32,9 @@ BOOT = [(0.3, "launch"), (4.0, "weights loading"), (14.0, "weights loaded"), (16
 # rates are simulator parameters, never measurements. Logged durations are the simulated host's
 # own (wall) seconds, as a real server logs what it took.
 PAGECACHE_MODEL = os.environ.get("GPUSIM_PAGECACHE_MODEL") == "1"
+# Tests: the ready line written this far into a second (0.7: stamped T, written at T+0.7), as a
+# real server's line can be; its journal or Docker time then differs from its whole-second stamp.
+READY_LATE_IN_SECOND = float(os.environ.get("GPUSIM_READY_LATE_IN_SECOND", "0") or 0)
 GRAPHS_S = 5.0  # scenario seconds of CUDA graph capture
 
 
@@ -351,6 +354,9 @@ class Server:
         self.ready = True
         self.http_up.set()
         self.log("INFO:     127.0.0.1:40052 - \"GET /model_info HTTP/1.1\" 200 OK")
+        if READY_LATE_IN_SECOND:
+            into = time.time() % 1.0
+            time.sleep((READY_LATE_IN_SECOND - into) % 1.0)
         self.log("The server is fired up and ready to roll!")
 
     # -- serving ------------------------------------------------------------------------
