@@ -49,9 +49,13 @@ class ObservedHost:
         return self
 
     # -- the host's facts ----------------------------------------------------------------------------
-    def units(self, at: float, old: str, new: str) -> None:
+    def units(self, at: float, old: str, new: str, *, old_started: float | None = None,
+              old_finished: float | None = None) -> None:
+        """The service reading at `at`: each side's state; a container's own times of the old one
+        (`docker inspect`'s State.StartedAt/FinishedAt) when given."""
         sides = [replace(side_from_text(name, UNIT.format(model=name)), active_state=active)
                  for name, active in ((self.old, old), (self.new, new))]
+        sides[0] = replace(sides[0], started_at_s=old_started, finished_at_s=old_finished)
         report = build_report(sides[0], sides[1], HostFacts())  # as the service source reads it
         self.feed(ReadingChanged("h", "service", Reading("service", report, ok_at_s=at)))
 

@@ -171,6 +171,18 @@ def _gpus(side: Any) -> str | None:
     return effective_environment(side).get("CUDA_VISIBLE_DEVICES") if side is not None else None
 
 
+def _exited_at(side: Any) -> float | None:
+    """When a container not running now last exited (`docker inspect`'s State.FinishedAt, Docker's
+    time): None for a unit, a running container, or an exit before its last start (a FinishedAt
+    Docker keeps from an earlier run)."""
+    if side is None or side.active_state is None or side.active_state in ACTIVE:
+        return None
+    finished, started = getattr(side, "finished_at_s", None), getattr(side, "started_at_s", None)
+    if finished is None or (started is not None and finished < started):
+        return None
+    return float(finished)
+
+
 def _beside(old: Any, new: Any) -> bool:
     """Two servers at once: only beside one another (another port, or other GPUs); the same port
     and GPUs cannot both serve, so that is not a beside start (it is about to fail or replace)."""
@@ -468,6 +480,9 @@ class SwapObserver:
                 and self._step("install").state != "done":
             self._write(out, "install", state="done", started_at_s=at, ended_at_s=at,
                         detail=f"{new_unit} found installed {clock(at)} ({OUTSIDE})")
+        exited = _exited_at(old)
+        if exited is not None:
+            self._old_stopped_record(out, exited)
         if old is not None and old.active_state is not None:
             active = old.active_state in ACTIVE
             if not active and self._old_active is None and self.stopped_at is None \
@@ -481,7 +496,7 @@ class SwapObserver:
             elif self._old_active and self.stopped_at is None and self._console_moved_traffic():
                 # The console's own "Move traffic …, stop the old one" stopped it: that step is the
                 # stop (its author is the console's), not a stop and a start seen outside it.
-                self._moved_then_stopped(out, at)
+                self._moved_then_stopped(out, exited if exited is not None and exited <= at else at)
                 self._beside_done_at = self._beside_done_at or at
             elif self._old_active and self.stopped_at is None and self._beside_at is not None \
                     and self._touchable("beside"):
@@ -490,9 +505,11 @@ class SwapObserver:
                 # The GPUs' memory falling since the last reading that saw it serving dates the stop
                 # better than this reading (the service is read every 15 s, and a reading's time is
                 # when its script ended, up to READ_SLACK_S after `systemctl show` ran).
+                # A container's exit (Docker's FinishedAt) dates it too: the earliest of the two.
                 drop = self._gpu_drop_at
                 since = (self._old_active_at or 0) - READ_SLACK_S
-                self._stopped(out, drop if drop is not None and since < drop <= at else at)
+                facts = [t for t in (drop, exited) if t is not None and since < t <= at]
+                self._stopped(out, min(facts) if facts else at)
             if active and new is not None and new is not old and new.active_state in ACTIVE \
                     and self._beside_at is None and self.stopped_at is None and _beside(old, new):
                 self._beside_started(out, old, new, at)
@@ -649,15 +666,21 @@ class SwapObserver:
                 and self._downtime_sent is not None and self._downtime_sent.start_source.startswith("beside"):
             pass  # the host told it first (the console's step had ended before its stop's answer)
         elif verb == "stop" and target == old_unit and entry.action == "switch_traffic":
-            # Beside: the router moved the traffic (its replies said 200) before this stop.
-            d = DowntimeChanged(self.host, entry.at_s, "beside: the router moved traffic before the old server "
-                                "stopped", entry.at_s, "beside: no request was refused")
-            self._beside_done_at = self._beside_done_at or entry.at_s
+            # Beside: the router moved the traffic (its replies said 200) before this stop. Its instant:
+            # the host's record of the stop (systemd's Stopped line, the container's FinishedAt) when
+            # known, else the stop's reply; a container's exit is read now, not at the next poll.
+            at = self._switch_stopped_at if self._switch_stopped_at is not None else entry.at_s
+            if self._switch_stopped_at is None:
+                self.wake("service")
+            d = DowntimeChanged(self.host, at, "beside: the router moved traffic before the old server "
+                                "stopped", at, "beside: no request was refused")
+            self._beside_done_at = self._beside_done_at or at
             if self._downtime_sent != d and self.state.swap.downtime != d:
                 self._downtime_sent = d
                 out.append(d)
         elif verb == "stop" and target == old_unit and entry.action != "rollback":
             self._stopped(out, issued, "the stop command")
+            self.wake("service")  # a container's exit time (Docker's FinishedAt) is in its next reading
         elif verb in ("start", "restart") and target == old_unit and entry.action == "rollback":
             self._rollback_at = issued
 
@@ -672,14 +695,8 @@ class SwapObserver:
             unit, kind = e.fields.get("unit"), e.fields.get("transition")
             if at is None or unit is None:
                 continue
-            if unit == old_unit and kind == "stopped" and self._switch_stopped_at is None \
-                    and self._console_began("switch_traffic", at):
-                self._switch_stopped_at = at  # the console's "Move traffic …, stop the old one": its last act
-                self._console_time(out, "switch_traffic")
-            if unit == old_unit and kind == "stopped" and self._rollback_at is None and self.stopped_at is not None \
-                    and at >= self.stopped_at - 1.0 and self._stopped_line_at is None:
-                self._stopped_line_at = at
-                self._console_time(out, "stop_old")
+            if unit == old_unit and kind == "stopped":
+                self._old_stopped_record(out, at)
             if unit == old_unit and kind in ("stopping", "stopped") and self._old_active \
                     and self.stopped_at is None and self._console_moved_traffic():
                 self._moved_then_stopped(out, at)
@@ -688,6 +705,32 @@ class SwapObserver:
                 self._stopped(out, at, f"systemd stopping {unit} {clock(at)}")
             elif unit == old_unit and kind in ("starting", "started") and self._rollback_at is not None:
                 self._rollback_at = min(self._rollback_at, at)
+
+    def _old_stopped_record(self, out: list[Any], at: float) -> None:
+        """The host's own record of the old server's end: systemd's "Stopped" line of the old unit
+        (journald's time), or the old container's exit (`docker inspect`'s State.FinishedAt, Docker's
+        time). It ends the console's "Move traffic …, stop the old one" (its last act) and dates the
+        beside path's instant of no downtime; it ends the console's stop when no drained GPU reading
+        came."""
+        if self._switch_stopped_at is None and self._console_began("switch_traffic", at):
+            self._switch_stopped_at = at
+            self._console_time(out, "switch_traffic")
+            self._beside_instant(out, at)
+        if self._rollback_at is None and self.stopped_at is not None \
+                and at >= self.stopped_at - 1.0 and self._stopped_line_at is None:
+            self._stopped_line_at = at
+            self._console_time(out, "stop_old")
+
+    def _beside_instant(self, out: list[Any], at: float) -> None:
+        """Beside, the downtime is an instant (none): the old server's stop after the router's moves,
+        dated by the host's record of it once known (the stop's reply came after it)."""
+        d = self._downtime_sent
+        if d is None or not d.start_source.startswith("beside: the router moved") or d.started_at_s == at \
+                or self.state.swap.downtime not in (d, None):
+            return
+        d = replace(d, started_at_s=at, ended_at_s=at)
+        self._downtime_sent = d
+        out.append(d)
 
     def _ready_lines(self, out: list[Any], events: Iterable[Any]) -> None:
         """SGLang's own ready line ("The server is fired up and ready to roll!") after the new
