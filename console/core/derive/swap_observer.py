@@ -47,6 +47,7 @@ from console.core.events import (
 )
 from console.core.derive import swap_plan as swap_plan
 from console.core.derive.swap_view import MEMORY, STEP_TITLES, freed_rows
+from console.host.parsers.router import url_port
 
 OUTSIDE = "outside the console"
 # The note of an audit entry read back from the console's audit log at a start (console/domain/swap/
@@ -266,6 +267,8 @@ class SwapObserver:
         self._switch_stopped_at: float | None = None  # systemd's "Stopped" line of the old unit after the switch began
         self._read_back: dict[str, list[Any]] = {}  # per step: the commands of a console that ended (its audit log)
         self._read_back_stop: float | None = None  # that console's stop of the old service (its issue)
+        self._router_seen: Any = None  # the router's last reading (its worker list, its log's moves)
+        self._router_moves: tuple[Any, Any] | None = None  # (the new worker's add, the old one's remove or None)
 
     # -- what the swap is -----------------------------------------------------------------------
     def units(self) -> tuple[str | None, str | None]:
@@ -465,6 +468,9 @@ class SwapObserver:
                 self._download(out, data, at)
             elif event.source == "log":
                 self._log(data)
+            elif event.source == "router":
+                self._router_seen = data
+                self._router(out)
         elif isinstance(event, VerifyChanged) and event.progress is not None:
             self._verify(out, event.progress)
         elif isinstance(event, BenchChanged) and event.kind == "result" and event.record is not None:
@@ -518,6 +524,8 @@ class SwapObserver:
             self._new_active = new.active_state in ACTIVE
         if new is not None and new.active_state in ACTIVE and self.stopped_at is not None:
             self._new_started(out, at)
+        if self._router_seen is not None:
+            self._router(out)
 
     def _console_moved_traffic(self) -> bool:
         """The console's "Move traffic …" is under way or done, or its router moves went out (the
@@ -773,6 +781,40 @@ class SwapObserver:
                     detail=f"{new_unit} started {clock(started)} ({OUTSIDE}); ready {clock(at)}, "
                            f"{at - started:.0f}s after the start: its ready line in the log")
 
+    def _router(self, out: list[Any]) -> None:
+        """The router's moves as the router recorded them (its log's "Added worker"/"Removed worker"
+        lines at its own time, its worker list): the new server's worker added, the old one's
+        removed. Written into the traffic switch when it is not the console's own run: a console that
+        ended mid-switch (its author credited from its audit log), or an operator's moves. The
+        console's own run is timed by its own commands and the old server's stop (see above)."""
+        r = self._router_seen
+        old_unit, new_unit = self.units()
+        report = self.state.data("service")
+        old_port, new_port = _port(_side(report, old_unit)), _port(_side(report, new_unit))
+        if r is None or old_port is None or new_port is None or old_port == new_port:
+            return
+        adds = [m for m in r.moves if m.verb == "added" and url_port(m.url) == new_port]
+        if not adds:
+            return
+        added = adds[-1]
+        removed = next((m for m in r.moves if m.verb == "removed" and url_port(m.url) == old_port
+                        and m.at_s >= added.at_s - 1.0), None)
+        if r.workers is not None and new_port not in {url_port(u) for u in r.workers}:
+            return  # the new worker is not in the router's list now: taken out again since (a rollback)
+        if r.workers is not None and removed is not None and old_port in {url_port(u) for u in r.workers}:
+            removed = None  # the old worker is back in the router's list
+        self._router_moves = (added, removed)
+        step = self._step("switch_traffic")
+        if (not step.observed and step.state in ("running", "done")) or (step.observed and step.state == "done"):
+            return  # the console's own run, or the old server's stop already wrote it done
+        moves = f"the router added {added.url} {clock(added.at_s)}"
+        if removed is None:
+            detail = (f"{moves} ({OUTSIDE}); the old worker not removed: the router still sends "
+                      f"{old_unit} traffic")
+        else:
+            detail = f"{moves} and removed {removed.url} {clock(removed.at_s)} ({OUTSIDE}); {old_unit} not stopped yet"
+        self._write(out, "switch_traffic", state="running", started_at_s=added.at_s, ended_at_s=None, detail=detail)
+
     def _beside_started(self, out: list[Any], old: Any, new: Any, at: float) -> None:
         self._beside_at, self._beside_port, self._old_port = at, _port(new), _port(old)
         self._began(out, "beside", at)
@@ -787,8 +829,12 @@ class SwapObserver:
         old_unit, new_unit = self.units()
         self._write(out, "beside", state="done", ended_at_s=at,
                     detail=f"{new_unit} started {clock(self._beside_at)} beside the old one ({OUTSIDE})")
-        self._write(out, "switch_traffic", state="done", started_at_s=at, ended_at_s=at,
-                    detail=f"{old_unit} stopped {clock(at)} after {new_unit} started beside it ({OUTSIDE}): "
+        moved = self._router_moves
+        moves = "" if moved is None else f"the router added {moved[0].url} {clock(moved[0].at_s)}" + (
+            f" and removed {moved[1].url} {clock(moved[1].at_s)}; " if moved[1] is not None else "; ")
+        self._write(out, "switch_traffic", state="done",
+                    started_at_s=moved[0].at_s if moved is not None and moved[0].at_s <= at else at, ended_at_s=at,
+                    detail=f"{moves}{old_unit} stopped {clock(at)} after {new_unit} started beside it ({OUTSIDE}): "
                            "no downtime")
         self._path(out, "beside", "seen on the host: a new server started beside the old one (other GPUs or "
                    "port), then the old one stopped", at, {"downtime_s": 0.0})
