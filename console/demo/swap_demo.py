@@ -101,7 +101,7 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
     faults = dict(faults or {})
     margin = faults.pop("prewarm_margin_gib", 64)
     dt = await ds.start(sim, path, earlier_boot=True, runtime=runtime, **faults)
-    profile = dt.profile.with_overrides({"router_url": dt.router_url})
+    profile = dt.profile.with_overrides({"router_url": dt.router_url, "router_log": dt.router_log})
     if connect is not None:  # another SSH server in front of the same simulated host (tests: OpenSSH's sshd)
         profile = profile.with_overrides(connect(sim))
     session = HostSession(profile, make_transport(profile), demo=True, bench_path=work / "bench.jsonl")
