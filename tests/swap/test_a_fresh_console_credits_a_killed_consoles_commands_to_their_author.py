@@ -186,3 +186,36 @@ def test_a_fresh_console_shows_both_router_moves_once_each_never_doubled(tmp_pat
     assert h.state.swap.downtime is None and h.state.swap.paths["outcome"].data()["downtime_s"] == 0.0
     live, attach, replay = h.views()
     assert live == attach == replay
+
+
+def test_a_fresh_console_after_the_switchs_stop_shows_the_beside_path_done_never_a_restart(tmp_path: Path) -> None:
+    """Killed after the old server's stop (the switch's last act): the fresh console's first reading
+    finds the old one stopped and the new one serving. That is the beside path, done, no downtime —
+    never a stop and start "outside the console" with a downtime left open — with the router's moves
+    once each, whichever of the router and the service is read first."""
+    stop = f"timeout -k 5 120 systemctl stop -- {OLD}"
+    moves = [(T0 + 39, "added", NEW_WORKER), (T0 + 41, "removed", OLD_WORKER)]
+    for router_first in (False, True):
+        audit = tmp_path / f"audit-{router_first}.jsonl"
+        _killed_mid_switch(audit, removed=True)
+        first = ObservedHost()
+        first.at(T0 + 45)
+        console_on(first, audit)._audit("ana", "switch_traffic", stop, 0, "", 2.0)
+        h = ObservedHost()
+        h.at(T0 + 50)
+        console_on(h, audit, who="bob").announce()
+        if router_first:
+            h.router(T0 + 50.5, moves, [NEW_WORKER])
+        h.units(T0 + 51, "inactive", "active", new_port=30001)
+        h.router(T0 + 52, moves, [NEW_WORKER])
+        s = h.state.swap.steps
+        assert (s["beside"].state, s["beside"].who, s["beside"].started_at_s) == ("done", "ana", T0 + 2.5), s["beside"]
+        switch = s["switch_traffic"]
+        assert (switch.state, switch.who, switch.commands) == ("done", "ana", (ADD, REMOVE, stop)), switch
+        assert (switch.started_at_s, switch.ended_at_s) == (T0 + 39, T0 + 43), switch  # the router's add, the stop
+        assert switch.detail.count("added") == 1 and switch.detail.count("removed") == 1, switch.detail
+        assert BY_ANA in switch.detail and OUTSIDE not in switch.detail, switch.detail
+        assert s["stop_old"].state == s["start_new"].state == "skipped", (s["stop_old"], s["start_new"])
+        assert h.state.swap.downtime is None and h.state.swap.paths["outcome"].data()["downtime_s"] == 0.0
+        live, attach, replay = h.views()
+        assert live == attach == replay

@@ -267,6 +267,7 @@ class SwapObserver:
         self._switch_stopped_at: float | None = None  # systemd's "Stopped" line of the old unit after the switch began
         self._read_back: dict[str, list[Any]] = {}  # per step: the commands of a console that ended (its audit log)
         self._read_back_stop: float | None = None  # that console's stop of the old service (its issue)
+        self._read_back_switch_stop: float | None = None  # that console's stop at the end of its traffic switch
         self._router_seen: Any = None  # the router's last reading (its worker list, its log's moves)
         self._router_moves: tuple[Any, Any] | None = None  # (the new worker's add, the old one's remove or None)
 
@@ -491,6 +492,12 @@ class SwapObserver:
             self._old_stopped_record(out, exited)
         if old is not None and old.active_state is not None:
             active = old.active_state in ACTIVE
+            if not active and self._old_active is None and self.stopped_at is None and self._beside_done_at is None \
+                    and self._read_back_switch_stop is not None and self._read_back_switch_stop <= at \
+                    and new is not None and new is not old and new.active_state in ACTIVE:
+                # the first reading finds the old server stopped and the new one serving, as the traffic
+                # switch of a console that ended says (its audit log): the beside path, done, no downtime
+                self._read_back_beside(out, old, new, exited)
             if not active and self._old_active is None and self.stopped_at is None \
                     and self._read_back_stop is not None and self._read_back_stop <= at:
                 # the first reading finds it stopped, as the read-back stop command says
@@ -645,7 +652,11 @@ class SwapObserver:
             if current is not None and current.observed:  # written before its command was read back
                 self._write(out, entry.action)
             said = audited_verb(entry.command) if entry.exit_status == 0 else None
-            if said is not None and said[0] == "stop" and said[1] == self.units()[0] and entry.action != "rollback":
+            if said is not None and said[0] == "stop" and said[1] == self.units()[0] \
+                    and entry.action == "switch_traffic":  # beside: the switch's last act, no downtime
+                self._read_back_switch_stop = issued if self._read_back_switch_stop is None else \
+                    min(issued, self._read_back_switch_stop)
+            elif said is not None and said[0] == "stop" and said[1] == self.units()[0] and entry.action != "rollback":
                 self._read_back_stop = issued if self._read_back_stop is None else min(issued, self._read_back_stop)
             return
         began = self._run_began.get(entry.action)
@@ -805,8 +816,13 @@ class SwapObserver:
             removed = None  # the old worker is back in the router's list
         self._router_moves = (added, removed)
         step = self._step("switch_traffic")
-        if (not step.observed and step.state in ("running", "done")) or (step.observed and step.state == "done"):
-            return  # the console's own run, or the old server's stop already wrote it done
+        if step.observed and step.state == "done" and self._beside_done_at is not None \
+                and step.ended_at_s == self._beside_done_at:  # the old server's stop wrote it done: the moves in it
+            start, words = self._switch_done_words(self._beside_done_at)
+            self._write(out, "switch_traffic", started_at_s=start, detail=words)
+            return
+        if (not step.observed and step.state in ("running", "done")) or step.state == "done":
+            return  # the console's own run, or done already
         moves = f"the router added {added.url} {clock(added.at_s)}"
         if removed is None:
             detail = (f"{moves} ({OUTSIDE}); the old worker not removed: the router still sends "
@@ -824,18 +840,36 @@ class SwapObserver:
                     detail=f"{new.name} started {clock(at)} beside {old.name} ({where}) while it serves ({OUTSIDE})")
         self.wake("gpu")
 
-    def _beside_done(self, out: list[Any], at: float) -> None:
-        self._beside_done_at = at
+    def _read_back_beside(self, out: list[Any], old: Any, new: Any, exited: float | None) -> None:
+        """A console that ended after its traffic switch's stop: the new server's start beside the old
+        one from its commands' issue, the old server's stop at the host's record of it (a container's
+        FinishedAt) else that stop command's issue."""
+        stop = self._read_back_switch_stop
+        assert stop is not None
+        began = [e.at_s - (e.duration_s or 0.0) for e in self._read_back.get("beside", ())]
+        self._beside_at = min(began) if began else stop
+        self._beside_port, self._old_port = _port(new), _port(old)
+        self._began(out, "beside", self._beside_at)
+        self._beside_done(out, exited if exited is not None and exited >= stop - 1.0 else stop)
+
+    def _switch_done_words(self, at: float) -> tuple[float, str]:
+        """(start, words) of the traffic switch seen done on the host at `at` (the old server's stop):
+        the router's moves first when its record has them."""
         old_unit, new_unit = self.units()
-        self._write(out, "beside", state="done", ended_at_s=at,
-                    detail=f"{new_unit} started {clock(self._beside_at)} beside the old one ({OUTSIDE})")
         moved = self._router_moves
         moves = "" if moved is None else f"the router added {moved[0].url} {clock(moved[0].at_s)}" + (
             f" and removed {moved[1].url} {clock(moved[1].at_s)}; " if moved[1] is not None else "; ")
-        self._write(out, "switch_traffic", state="done",
-                    started_at_s=moved[0].at_s if moved is not None and moved[0].at_s <= at else at, ended_at_s=at,
-                    detail=f"{moves}{old_unit} stopped {clock(at)} after {new_unit} started beside it ({OUTSIDE}): "
-                           "no downtime")
+        start = moved[0].at_s if moved is not None and moved[0].at_s <= at else at
+        return start, (f"{moves}{old_unit} stopped {clock(at)} after {new_unit} started beside it ({OUTSIDE}): "
+                       "no downtime")
+
+    def _beside_done(self, out: list[Any], at: float) -> None:
+        self._beside_done_at = at
+        old_unit, new_unit = self.units()
+        self._write(out, "beside", state="done", started_at_s=self._step("beside").started_at_s or self._beside_at,
+                    ended_at_s=at, detail=f"{new_unit} started {clock(self._beside_at)} beside the old one ({OUTSIDE})")
+        start, words = self._switch_done_words(at)
+        self._write(out, "switch_traffic", state="done", started_at_s=start, ended_at_s=at, detail=words)
         self._path(out, "beside", "seen on the host: a new server started beside the old one (other GPUs or "
                    "port), then the old one stopped", at, {"downtime_s": 0.0})
         if self._beside_port is not None and self._old_port is not None and self._beside_port != self._old_port:
