@@ -24,7 +24,9 @@ def bounded(argv: list[str], seconds: int) -> str:
     return shlex.join(["timeout", "-k", "5", str(int(seconds)), *argv])
 
 
-LOG_TAIL_BYTES = 64 * 1024  # the router's recent lines (a swap's moves are minutes old at most)
+LOG_TAIL_BYTES = 4 << 20  # the router log's recent part searched for moves (a seek, then one grep)
+MOVE_LINES = "(Added|Removed) worker"
+MAX_MOVES = 200
 POLL_TIMEOUT_S = 20.0
 
 
@@ -33,8 +35,13 @@ def router_script(url: str, log: str | None, marker: str) -> str:
              bounded(["curl", "-s", "--max-time", "5", "--", url.rstrip("/") + "/list_workers"], 8) + " 2>/dev/null",
              "echo"]
     if log:
-        parts += [f"echo {marker}log", bounded(["tail", "-c", str(LOG_TAIL_BYTES), "--", log], 10) + " 2>&1",
-                  "__rc=$?", f"echo {marker}rc", "echo $__rc"]
+        # Only its add/remove lines, from the file's recent part: a busy router logs every request,
+        # and a move must not scroll out of what is read within seconds.
+        q = shlex.quote(log)
+        parts += [f"echo {marker}log",
+                  f"if [ -r {q} ]; then {bounded(['tail', '-c', str(LOG_TAIL_BYTES), '--', log], 10)} 2>/dev/null"
+                  f" | grep -a -E -e {shlex.quote(MOVE_LINES)} | tail -n {MAX_MOVES}; echo {marker}rc; echo 0;"
+                  f" else echo {marker}rc; echo 1; fi"]
     return "; ".join(parts) + "; true"
 
 
@@ -53,11 +60,10 @@ class RouterWatcher:
         workers = parse_worker_list(s.get("workers", "").strip())
         if self.log is None:
             return RouterReading(self.url, workers)
-        text = s.get("log", "")
         if s.get("rc", "").strip() != "0":
-            why = clean_line(" ".join(text.split()))[-200:] or "tail failed"
-            return RouterReading(self.url, workers, (), self.log, f"{self.log}: {why}")
-        return RouterReading(self.url, workers, parse_router_log(text), self.log)
+            return RouterReading(self.url, workers, (), self.log,
+                                 clean_line(f"{self.log}: cannot be read (not there, or no permission)"))
+        return RouterReading(self.url, workers, parse_router_log(s.get("log", "")), self.log)
 
 
 def router_source(watcher: RouterWatcher, interval_s: float = 5.0) -> PolledSource[RouterReading]:
