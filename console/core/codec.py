@@ -32,6 +32,7 @@ from console.core.events import (
     VerifyChanged,
 )
 from console.model import GpuStatus, HostSummary, Reading
+from console.host.parsers.router import RouterReading
 from console.host.parsers.sglang_log import LogEvent
 from console.host.sources.download import VerifyProgress
 from console.host.transport.base import ConnectionState
@@ -44,6 +45,7 @@ SOURCE_TYPES: dict[str, type[Any]] = {
     "service": ServiceReport,
     "server": ServerStatus,
     "log": LogSummary,
+    "router": RouterReading,
 }
 
 # The wire tag of every event, from its one declaration (console/core/events.py). The tags are the

@@ -13,7 +13,8 @@ from typing import Any
 # download every 2 s and every 10 s once complete (so 25 s: a limit equal to the poll's interval
 # flagged every on-time poll stale for a moment), the unit files once a minute. The log has none:
 # a quiet log is not a stale one (its stream's own errors say when it broke).
-STALE_AFTER_S: dict[str, float] = {"gpu": 5.0, "host": 15.0, "download": 25.0, "server": 30.0, "service": 60.0}
+STALE_AFTER_S: dict[str, float] = {"gpu": 5.0, "host": 15.0, "download": 25.0, "server": 30.0, "service": 60.0,
+                                   "router": 30.0}
 
 
 def stale_after_s(source: str) -> float | None:

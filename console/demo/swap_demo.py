@@ -101,7 +101,7 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
     faults = dict(faults or {})
     margin = faults.pop("prewarm_margin_gib", 64)
     dt = await ds.start(sim, path, earlier_boot=True, runtime=runtime, **faults)
-    profile = dt.profile.with_overrides({"router_url": dt.router_url})
+    profile = dt.profile.with_overrides({"router_url": dt.router_url, "router_log": dt.router_log})
     if connect is not None:  # another SSH server in front of the same simulated host (tests: OpenSSH's sshd)
         profile = profile.with_overrides(connect(sim))
     session = HostSession(profile, make_transport(profile), demo=True, bench_path=work / "bench.jsonl")
@@ -128,6 +128,7 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
         runner.start_bench("sweep", [(4, 8, 256, 128)])
         await _until(lambda: runner.bench is None or not runner.bench.running, 600)
         await play(swap, state, steps or PATH_STEPS[path], quiet=quiet, rollback=rollback)
+        await _read_after_the_last_command(runner, state)
         await asyncio.sleep(1.0)
     finally:
         recorder.close()
@@ -171,6 +172,22 @@ async def play(swap: Any, state: Any, keys: tuple[str, ...], *, quiet: bool = Fa
                     rb = state.swap.steps["rollback"]
                     print(f"rollback: {rb.state} — {rb.detail}", file=sys.stderr)
             break
+
+
+async def _read_after_the_last_command(runner: Any, state: Any) -> None:
+    """The demo ends once the host's services were read after its last command answered (a
+    container's exit time, Docker's FinishedAt, is in that reading): a poll under way when the
+    answer came may have read the host before it, so the second poll after it counts."""
+    last = state.swap.audit[-1].at_s if state.swap.audit else 0.0
+
+    def read_since(t: float) -> bool:
+        r = state.reading("service")
+        return r is not None and (r.ok_at_s or 0.0) > t
+
+    for _ in range(2):
+        runner.repoll("service")
+        await _until(lambda: read_since(last), 120)
+        last = state.reading("service").ok_at_s
 
 
 async def _until(ready: Any, timeout_s: float = 300) -> None:

@@ -24,6 +24,7 @@ from console.host.sources.download import DownloadWatcher, download_source
 from console.host.sources.gpu import GpuSource
 from console.host.sources.host import host_summary_source
 from console.host.sources.log import LogFollower
+from console.host.sources.router import RouterWatcher, router_source
 from console.host.sources.server import ServerWatcher, server_source
 from console.host.sources.service import ServiceWatcher, service_source
 from console.host.transport.base import Transport
@@ -69,6 +70,9 @@ class HostSession:
         if server is not None and not one_shot:
             self._server = server
             sources.append(server_source(server))
+        if self.profile.router_url and not one_shot:  # the beside path's router: its workers and moves
+            sources.append(router_source(RouterWatcher(self.transport, self.profile.router_url,
+                                                       self.profile.router_log)))
         return sources
 
     def service_watcher(self) -> ServiceWatcher | None:

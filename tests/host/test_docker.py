@@ -14,11 +14,13 @@ import pytest
 from console.domain.analysis.container_diff import build_container_report, side_from_container
 from console.domain.analysis.service_diff import HostFacts
 from console.domain.analysis.service_report import report_json
+from console.demo.hostsim.fake_docker import docker_state_time
 from console.host.parsers import ParseError
 from console.host.parsers.docker import (
     ContainerState,
     GpuRequest,
     container_id_from_cgroup,
+    docker_time,
     parse_compose,
     parse_inspect,
     parse_ps,
@@ -50,6 +52,31 @@ def test_inspect_reads_the_launch_gpus_mounts_shm_and_state():
     # the entrypoint wrapper in front of `python3 -m sglang.launch_server` is a launcher, not an argument
     assert side.command is not None and side.command.value("--tp-size") == "4"
     assert SECRET not in (side.text or "") and SECRET not in json.dumps(side.environment)
+
+
+def test_dockers_own_start_and_exit_times_are_read_to_the_nanosecond_and_its_zero_time_is_unknown():
+    """`State.StartedAt`/`State.FinishedAt` as Docker prints them (Go's RFC3339Nano, trailing zeros
+    of the fraction dropped): the service reading carries them; Docker's zero time, a date before
+    1970 or anything not such a time is unknown (None), never an error or the epoch."""
+    [spec] = parse_inspect((DATA / "inspect_qwen397b.json").read_text())
+    side = side_from_container(spec)
+    assert side.started_at_s == pytest.approx(1795851673.002117455, abs=1e-6) and side.finished_at_s is None
+    real = json.loads((DATA.parent / "real" / "docker_inspect_host_network_ports.json").read_text())["stdout"]
+    [created] = parse_inspect(real)  # the real dockerd's never-started container: both zero
+    assert (side_from_container(created).started_at_s, side_from_container(created).finished_at_s) == (None, None)
+    assert docker_time("2026-12-03T17:09:15.123456789Z") - docker_time("2026-12-03T17:09:15.123456Z") \
+        == pytest.approx(789e-9, abs=1e-7)
+    assert docker_time("2026-12-03T17:09:15.5Z") == docker_time("2026-12-03T18:09:15.5+01:00") \
+        == docker_time("2026-12-03T17:09:15Z") + 0.5
+    # the simulated Docker prints them the same way: its times read back as they were written
+    for ns in (1796332166920414255, 1796332166000000000, 1796332166500000000):
+        assert docker_time(docker_state_time(ns)) == pytest.approx(ns / 1e9, abs=1e-6)
+    assert docker_state_time(1796332166500000000).endswith(":26.5Z") and docker_state_time(None) == \
+        "0001-01-01T00:00:00Z"
+    for bad in ("0001-01-01T00:00:00Z", "1969-12-31T23:59:59Z", "2026-02-30T10:00:00Z", "2026-12-03T25:00:00Z",
+                "2026-12-03 17:09:15Z", "2026-12-03T17:09:15.1234567891Z", "yesterday", "", None, 12,
+                "2026-12-03T17:09:15Z" + "0" * 100):
+        assert docker_time(bad) is None, bad
 
 
 def test_compose_services_diff_as_the_seeds_units_do():

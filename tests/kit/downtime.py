@@ -203,16 +203,20 @@ class SimHost:
 # -- a path played once on the simulated host, for every test of a module that reads it ----------------
 def play_path(factory: pytest.TempPathFactory, path: str, *, runtime: str = "systemd", speed: float = 16.0,
               steps: tuple[str, ...] | None = None, name: str | None = None,
-              faults: dict[str, Any] | None = None) -> tuple[Path, Any, dict, Path]:
+              faults: dict[str, Any] | None = None,
+              late_replies: dict[str, float] | None = None) -> tuple[Path, Any, dict, Path]:
     """`path` driven by the controller on its simulated host (`console.demo.swap_demo.run_path_demo`,
     the environment it sets restored after), its report rendered from the recording into OUT as
     NAME.md/.html/.json (NAME: "swap-report-PATH"): (the recording, the live state, the report's
-    JSON, OUT). The simulated host's own records are under OUT's sibling "w" (`SimHost`)."""
+    JSON, OUT). The simulated host's own records are under OUT's sibling "w" (`SimHost`).
+    `late_replies`: a command containing this text answers the console that many seconds after the
+    host ran it."""
     base = factory.mktemp(f"{runtime}-{path}")
     saved = dict(os.environ)
     try:
         rec, state = asyncio.run(run_path_demo(base / "out", path, speed=speed, work=base / "w", quiet=True,
-                                               steps=steps, runtime=runtime, faults=faults))
+                                               steps=steps, runtime=runtime, faults=faults,
+                                               late_replies=late_replies))
     finally:
         os.environ.clear()
         os.environ.update(saved)

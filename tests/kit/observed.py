@@ -16,6 +16,7 @@ from console.core.derive.swap_view import AuditAppended, AuditEntry, SwapSetup
 from console.core.state import HostState, LogAppended, ReadingChanged
 from console.domain.analysis.service_report import HostFacts, build_report, side_from_text
 from console.domain.swap.controller import SwapController
+from console.host.parsers.router import RouterMove, RouterReading
 from console.host.parsers.sglang_log import LogEvent, parse_line
 from console.model import GpuDevice, GpuStatus, Reading
 
@@ -49,11 +50,24 @@ class ObservedHost:
         return self
 
     # -- the host's facts ----------------------------------------------------------------------------
-    def units(self, at: float, old: str, new: str) -> None:
-        sides = [replace(side_from_text(name, UNIT.format(model=name)), active_state=active)
+    def units(self, at: float, old: str, new: str, *, old_started: float | None = None,
+              old_finished: float | None = None, new_port: int = 30000) -> None:
+        """The service reading at `at`: each side's state; a container's own times of the old one
+        (`docker inspect`'s State.StartedAt/FinishedAt) when given; the new server's port (beside:
+        another one)."""
+        sides = [replace(side_from_text(name, UNIT.format(model=name).replace(
+                    "--port 30000", f"--port {new_port if name == self.new else 30000}")), active_state=active)
                  for name, active in ((self.old, old), (self.new, new))]
+        sides[0] = replace(sides[0], started_at_s=old_started, finished_at_s=old_finished)
         report = build_report(sides[0], sides[1], HostFacts())  # as the service source reads it
         self.feed(ReadingChanged("h", "service", Reading("service", report, ok_at_s=at)))
+
+    def router(self, at: float, moves: list[tuple[float, str, str]], workers: list[str] | None) -> None:
+        """The router reading at `at`: its log's add/remove-worker lines (the router's time, "added"
+        or "removed", the worker's URL) and its worker list."""
+        reading = RouterReading("http://127.0.0.1:30100", None if workers is None else tuple(workers),
+                                tuple(RouterMove(t, verb, url) for t, verb, url in moves), "/var/log/router.log")
+        self.feed(ReadingChanged("h", "router", Reading("router", reading, ok_at_s=at)))
 
     def log(self, at: float, text: str) -> None:
         self.feed(LogAppended("h", (replace(parse_line(text), ts=stamp(at)),)))

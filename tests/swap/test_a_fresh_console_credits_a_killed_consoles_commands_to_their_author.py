@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from console.core.derive.swap_observer import OUTSIDE
+from console.core.derive.swap_view import SwapStepChanged
 from console.domain.swap.report import ReportBuilder, render_markdown
 from tests.kit.observed import NEW, OLD, T0, ObservedHost, console_on
 
@@ -105,3 +106,116 @@ def test_a_read_back_stop_the_host_contradicts_dates_nothing(tmp_path: Path) -> 
     console_on(h, audit).announce()
     h.units(T0 + 16, "active", "inactive")
     assert h.state.swap.downtime is None and h.state.swap.steps["stop_old"].state == "pending"
+
+
+# -- a console killed in the middle of the beside path's traffic switch -------------------------------
+ROUTER = "http://127.0.0.1:30100"
+NEW_WORKER, OLD_WORKER = "http://127.0.0.1:30001", "http://127.0.0.1:30000"
+ADD = f"timeout -k 5 60 curl -s -X POST -- '{ROUTER}/add_worker?url={NEW_WORKER}'"
+REMOVE = f"timeout -k 5 60 curl -s -X POST -- '{ROUTER}/remove_worker?url={OLD_WORKER}'"
+BY_ANA = "by ana from a console that ended: its audit log"
+
+
+def _killed_mid_switch(audit: Path, *, removed: bool) -> None:
+    """ana's console started the new server beside the old one, asked the router to add it (and to
+    remove the old worker), then was killed before its next command."""
+    first = ObservedHost()
+    ctl = console_on(first, audit)
+    ctl.announce()
+    first.at(T0 + 3)
+    ctl._audit("ana", "beside", f"timeout -k 5 90 systemctl start -- {NEW}", 0, "", 0.5)
+    first.at(T0 + 40)
+    ctl._audit("ana", "switch_traffic", ADD, 0, f"Successfully added worker: {NEW_WORKER}\n200", 0.8)
+    if removed:
+        first.at(T0 + 42)
+        ctl._audit("ana", "switch_traffic", REMOVE, 0, f"Successfully removed worker: {OLD_WORKER}\n200", 0.3)
+
+
+def _fresh_console(audit: Path) -> ObservedHost:
+    h = ObservedHost()
+    h.at(T0 + 50)
+    console_on(h, audit, who="bob").announce()
+    h.units(T0 + 51, "active", "active", new_port=30001)
+    return h
+
+
+def _switch_writes(h: ObservedHost) -> list[SwapStepChanged]:
+    return [e for e in h.recorded if isinstance(e, SwapStepChanged) and e.step.key == "switch_traffic"]
+
+
+def test_a_fresh_console_shows_the_routers_add_done_at_its_time_and_the_remove_not_done(tmp_path: Path) -> None:
+    """Killed after the add, before the remove: the router's own record (its log's line at its
+    time, its worker list with both workers) says the add was done and the remove not; the step is
+    ana's, from her console's audit log, with that one command."""
+    audit = tmp_path / "audit.jsonl"
+    _killed_mid_switch(audit, removed=False)
+    h = _fresh_console(audit)
+    for at in (T0 + 52, T0 + 57, T0 + 62):  # the router polled again and again: written once
+        h.router(at, [(T0 + 20, "added", OLD_WORKER), (T0 + 39, "added", NEW_WORKER)], [OLD_WORKER, NEW_WORKER])
+    step = h.state.swap.steps["switch_traffic"]
+    assert (step.state, step.who, step.commands) == ("running", "ana", (ADD,)), step
+    assert (step.started_at_s, step.ended_at_s) == (T0 + 39, None)  # the router's time, not the reply's (T0 + 40)
+    assert f"the router added {NEW_WORKER} 10:00:39" in step.detail and BY_ANA in step.detail, step.detail
+    assert "not removed" in step.detail and "removed http" not in step.detail and OUTSIDE not in step.detail
+    assert len(_switch_writes(h)) == 1
+    live, attach, replay = h.views()
+    assert live == attach == replay
+
+
+def test_a_fresh_console_shows_both_router_moves_once_each_never_doubled(tmp_path: Path) -> None:
+    """Killed after both moves: each is shown once, at the router's time; the old server's stop
+    later ends the step (no downtime), the moves still once each."""
+    audit = tmp_path / "audit.jsonl"
+    _killed_mid_switch(audit, removed=True)
+    h = _fresh_console(audit)
+    moves = [(T0 + 39, "added", NEW_WORKER), (T0 + 41, "removed", OLD_WORKER)]
+    for at in (T0 + 52, T0 + 57):
+        h.router(at, moves, [NEW_WORKER])
+    step = h.state.swap.steps["switch_traffic"]
+    assert (step.state, step.who, step.commands) == ("running", "ana", (ADD, REMOVE)), step
+    assert step.started_at_s == T0 + 39 and BY_ANA in step.detail, step
+    assert step.detail.count("added") == 1 and step.detail.count("removed") == 1, step.detail
+    assert f"removed {OLD_WORKER} 10:00:41" in step.detail and "not stopped" in step.detail
+    assert len(_switch_writes(h)) == 1
+    h.units(T0 + 70, "inactive", "active", new_port=30001)  # the old server stopped on the host since
+    h.router(T0 + 72, moves, [NEW_WORKER])
+    step = h.state.swap.steps["switch_traffic"]
+    assert (step.state, step.who, step.started_at_s, step.ended_at_s) == ("done", "ana", T0 + 39, T0 + 70), step
+    assert step.detail.count("added") == 1 and step.detail.count("removed") == 1, step.detail
+    assert [e.step.state for e in _switch_writes(h)] == ["running", "done"]
+    assert h.state.swap.downtime is None and h.state.swap.paths["outcome"].data()["downtime_s"] == 0.0
+    live, attach, replay = h.views()
+    assert live == attach == replay
+
+
+def test_a_fresh_console_after_the_switchs_stop_shows_the_beside_path_done_never_a_restart(tmp_path: Path) -> None:
+    """Killed after the old server's stop (the switch's last act): the fresh console's first reading
+    finds the old one stopped and the new one serving. That is the beside path, done, no downtime —
+    never a stop and start "outside the console" with a downtime left open — with the router's moves
+    once each, whichever of the router and the service is read first."""
+    stop = f"timeout -k 5 120 systemctl stop -- {OLD}"
+    moves = [(T0 + 39, "added", NEW_WORKER), (T0 + 41, "removed", OLD_WORKER)]
+    for router_first in (False, True):
+        audit = tmp_path / f"audit-{router_first}.jsonl"
+        _killed_mid_switch(audit, removed=True)
+        first = ObservedHost()
+        first.at(T0 + 45)
+        console_on(first, audit)._audit("ana", "switch_traffic", stop, 0, "", 2.0)
+        h = ObservedHost()
+        h.at(T0 + 50)
+        console_on(h, audit, who="bob").announce()
+        if router_first:
+            h.router(T0 + 50.5, moves, [NEW_WORKER])
+        h.units(T0 + 51, "inactive", "active", new_port=30001)
+        h.router(T0 + 52, moves, [NEW_WORKER])
+        s = h.state.swap.steps
+        assert (s["beside"].state, s["beside"].who, s["beside"].started_at_s) == ("done", "ana", T0 + 2.5), s["beside"]
+        switch = s["switch_traffic"]
+        assert (switch.state, switch.who, switch.commands) == ("done", "ana", (ADD, REMOVE, stop)), switch
+        assert (switch.started_at_s, switch.ended_at_s) == (T0 + 39, T0 + 43), switch  # the router's add, the stop
+        assert switch.detail.count("added") == 1 and switch.detail.count("removed") == 1, switch.detail
+        assert BY_ANA in switch.detail and OUTSIDE not in switch.detail, switch.detail
+        assert s["stop_old"].state == s["start_new"].state == "skipped", (s["stop_old"], s["start_new"])
+        assert h.state.swap.downtime is None and h.state.swap.paths["outcome"].data()["downtime_s"] == 0.0
+        live, attach, replay = h.views()
+        assert live == attach == replay

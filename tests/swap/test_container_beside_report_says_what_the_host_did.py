@@ -3,15 +3,19 @@ controller on the simulated 8-GPU host (console/demo/hostsim/downtime_scenario.p
 "container": the 397B serving in its container on GPUs 0-3, the 122B's container created for GPUs
 4-7 and the next port, a router in front), and each section of its report checked against what the
 simulated host recorded itself: the containers' `docker inspect` and `docker logs`, the servers'
-lifecycle files, the console's bench and audit files."""
+lifecycle files, the console's bench and audit files. Its `docker stop` answers the console 2 s
+after the simulated Docker has stopped the old container (an executor whose reply comes late)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
 import pytest
 
+from console.core.recording import read_recording
+from console.core.state import HostState
 from console.demo.hostsim import story
 from tests.kit.downtime import (
     SimHost,
@@ -21,11 +25,13 @@ from tests.kit.downtime import (
 )
 
 OLD, NEW = story.OLD_CONTAINER, story.NEW_CONTAINER
+LATE_S = 2.0  # `docker stop` answers the console this long after Docker stopped the container
 
 
 @pytest.fixture(scope="module")
 def lived(tmp_path_factory: pytest.TempPathFactory) -> tuple[SimHost, Any, dict, str]:
-    _, state, r, out = play_path(tmp_path_factory, "beside", runtime="container", name="swap-report")
+    _, state, r, out = play_path(tmp_path_factory, "beside", runtime="container", name="swap-report",
+                                 late_replies={"docker stop": LATE_S})
     return SimHost("beside", out.parent / "w", OLD, NEW), state, r, (out / "swap-report.md").read_text()
 
 
@@ -133,3 +139,38 @@ def test_the_audit_is_the_containers_start_the_routers_moves_and_the_old_ones_st
     moves = " ".join(said["switch_traffic"])
     assert "/add_worker?url=http://127.0.0.1:" in moves and "/remove_worker?url=" in moves
     assert said["switch_traffic"][-1] == f"timeout -k 5 90 docker stop -t 60 -- {OLD}"
+
+
+def _docker_time(stamp: str) -> float:
+    """`docker inspect`'s RFC 3339 time with up to 9 digits of fraction, read here on its own."""
+    head, _, rest = stamp.rstrip("Z").partition(".")
+    return dt.datetime.fromisoformat(head + "+00:00").timestamp() + (float(f"0.{rest}") if rest else 0.0)
+
+
+def test_the_traffic_switch_ends_at_the_old_containers_exit_as_docker_recorded_it(
+        lived: tuple[SimHost, Any, dict, str]) -> None:
+    """The switch's last act is the old container's stop: it ends at Docker's own time of the exit
+    (`State.FinishedAt`), not when `docker stop` answered the console 2 s later; the beside path's
+    instant of no downtime is the same time; a late attach and a replay of the recording read the
+    same."""
+    host, state, r, _ = lived
+    inspect = host.inspect(OLD)["State"]
+    assert inspect["Running"] is False and inspect["FinishedAt"] != "0001-01-01T00:00:00Z", inspect
+    finished = _docker_time(inspect["FinishedAt"])
+    assert _docker_time(inspect["StartedAt"]) < _stopping(host) <= finished
+    written = [json.loads(line) for line in (host.work / "audit.jsonl").read_text().splitlines()]
+    (stop,) = [a for a in written if a["command"].endswith(f"docker stop -t 60 -- {OLD}")]
+    assert stop["at_s"] >= finished + LATE_S  # the reply came late
+    switch = state.swap.steps["switch_traffic"]
+    assert switch.state == "done" and switch.who == "ana" and not switch.observed
+    assert switch.ended_at_s == pytest.approx(finished, abs=1e-3), (switch, inspect["FinishedAt"], stop)
+    d = state.swap.downtime
+    assert d.started_at_s == d.ended_at_s == pytest.approx(finished, abs=1e-3), d
+    steps = {s["key"]: s for s in r["steps"]}
+    assert steps["switch_traffic"]["duration_s"] == pytest.approx(switch.ended_at_s - switch.started_at_s, abs=0.01)
+    (recording,) = (host.work / "recordings").glob("*.jsonl*")
+    replay = HostState(state.host)
+    for _, event in read_recording(recording).entries:
+        replay.apply(event)
+    attach = HostState.from_snapshot(state.snapshot())
+    assert replay.swap.to_data() == attach.swap.to_data() == state.swap.to_data()

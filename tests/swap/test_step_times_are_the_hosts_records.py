@@ -263,6 +263,71 @@ def test_beside_the_old_containers_ready_line_never_ends_the_new_ones_boot() -> 
     assert h.state.swap.steps["beside"].ended_at_s == T0 + 20
 
 
+def _container_beside_switch(h: ObservedHost, *, exit_seen_after_reply: bool) -> float:
+    """The console's traffic switch in containers: the router's moves, then `docker stop` of the old
+    container, which exits at T0 + 12.5 (Docker's FinishedAt) and answers the console at T0 + 14.6.
+    The reading with the exit time comes before the reply, or after the step's outcome."""
+    ok = '{"status": "ok"}\n200'
+    started = T0 - 3600.0
+    h.units(T0, "running", "running", old_started=started)
+    h.at(T0 + 1).intent("switch_traffic", state="running", detail="", who="ana")
+    h.at(T0 + 2.2).audit("switch_traffic", "curl -s -X POST http://127.0.0.1:30100/add_worker?url=x", at=T0 + 2.2,
+                         took=0.2, output=ok)
+    h.at(T0 + 2.5).audit("switch_traffic", "curl -s -X POST http://127.0.0.1:30100/remove_worker?url=y",
+                         at=T0 + 2.5, took=0.2, output=ok)
+    if not exit_seen_after_reply:
+        h.units(T0 + 13, "exited", "running", old_started=started, old_finished=T0 + 12.5)
+    h.at(T0 + 14.6).audit("switch_traffic", f"timeout -k 5 90 docker stop -t 60 -- {h.old}", at=T0 + 14.6, took=12)
+    h.at(T0 + 15).intent("switch_traffic", state="done", detail="the router sends traffic to 30001")
+    if exit_seen_after_reply:
+        h.units(T0 + 16, "exited", "running", old_started=started, old_finished=T0 + 12.5)
+    return T0 + 12.5
+
+
+def test_the_consoles_switch_in_containers_ends_at_the_old_containers_exit_as_docker_recorded_it() -> None:
+    """A container's stop has no line of systemd's: its end is Docker's own record of the exit
+    (`docker inspect`'s State.FinishedAt), read before the stop's late reply or after the step's
+    outcome; the beside path's instant of no downtime is that time too; a late attach and a replay
+    read the same."""
+    for after in (False, True):
+        h = ObservedHost(old="sglang-old", new="sglang-new")
+        exited = _container_beside_switch(h, exit_seen_after_reply=after)
+        step = h.state.swap.steps["switch_traffic"]
+        assert (step.started_at_s, step.ended_at_s) == pytest.approx((T0 + 2, exited), abs=0.01), after
+        assert step.who == "ana" and not step.observed and step.state == "done"
+        d = h.state.swap.downtime
+        assert d.start_source.startswith("beside") and d.started_at_s == d.ended_at_s == exited, (after, d)
+        live, attach, replay = h.views()
+        assert live == attach == replay
+
+
+def test_an_exit_docker_kept_from_an_earlier_run_dates_nothing() -> None:
+    """Docker keeps a container's last FinishedAt while a later start runs: an exit before the
+    container's last start is not this stop's (and a container not stopped has none)."""
+    h = ObservedHost(old="sglang-old", new="sglang-new")
+    h.units(T0, "running", "running", old_started=T0 - 60, old_finished=T0 - 120)
+    h.at(T0 + 1).intent("switch_traffic", state="running", detail="", who="ana")
+    h.units(T0 + 5, "exited", "running", old_started=T0 - 60, old_finished=T0 - 120)
+    h.at(T0 + 14.6).audit("switch_traffic", f"timeout -k 5 90 docker stop -t 60 -- {h.old}", at=T0 + 14.6, took=12)
+    h.at(T0 + 15).intent("switch_traffic", state="done", detail="the router sends traffic to 30001")
+    step = h.state.swap.steps["switch_traffic"]
+    assert step.ended_at_s == T0 + 15  # nothing of the host's: the outcome
+    assert h.state.swap.downtime.started_at_s == T0 + 14.6  # the stop's reply
+
+
+def test_the_consoles_stop_of_a_container_with_no_gpu_reading_ends_at_its_exit() -> None:
+    h = ObservedHost(old="sglang-old", new="sglang-new")
+    h.units(T0, "running", "exited", old_started=T0 - 3600)
+    h.at(T0 + 1).intent("stop_old", state="running", detail="", who="ana")
+    h.at(T0 + 20).audit("stop_old", f"timeout -k 5 90 docker stop -t 60 -- {h.old}", at=T0 + 20, took=18)
+    h.at(T0 + 21).intent("stop_old", state="done", detail="stopped")
+    h.units(T0 + 22, "exited", "exited", old_started=T0 - 3600, old_finished=T0 + 6.25)
+    stop = h.state.swap.steps["stop_old"]
+    assert (stop.started_at_s, stop.ended_at_s) == (T0 + 2, T0 + 6.25)
+    live, attach, replay = h.views()
+    assert live == attach == replay
+
+
 # -- driven on the simulated host: the executor's replies come late ---------------------------------
 def test_a_driven_restart_whose_replies_come_late_is_timed_by_the_simulated_hosts_records(
         tmp_path: Path) -> None:

@@ -47,6 +47,7 @@ from console.core.events import (
 from console.core.derive import swap_plan as swap_plan
 from console.core.derive.swap_view import INSTALL_DIFF, MEMORY, STEP_TITLES, freed_rows
 from console.host.parsers.sglang_log import line_time, stamp_s
+from console.host.parsers.router import url_port
 
 OUTSIDE = "outside the console"
 # The note of an audit entry read back from the console's audit log at a start (console/domain/swap/
@@ -176,6 +177,18 @@ def _gpus(side: Any) -> str | None:
     return effective_environment(side).get("CUDA_VISIBLE_DEVICES") if side is not None else None
 
 
+def _exited_at(side: Any) -> float | None:
+    """When a container not running now last exited (`docker inspect`'s State.FinishedAt, Docker's
+    time): None for a unit, a running container, or an exit before its last start (a FinishedAt
+    Docker keeps from an earlier run)."""
+    if side is None or side.active_state is None or side.active_state in ACTIVE:
+        return None
+    finished, started = getattr(side, "finished_at_s", None), getattr(side, "started_at_s", None)
+    if finished is None or (started is not None and finished < started):
+        return None
+    return float(finished)
+
+
 def _beside(old: Any, new: Any) -> bool:
     """Two servers at once: only beside one another (another port, or other GPUs); the same port
     and GPUs cannot both serve, so that is not a beside start (it is about to fail or replace)."""
@@ -264,6 +277,9 @@ class SwapObserver:
         self._unit_seen: tuple[Any, float] | None = None
         self._before_install: tuple[Any, float] | None = None
         self._install_diff_for: float | None = None
+        self._read_back_switch_stop: float | None = None  # that console's stop at the end of its traffic switch
+        self._router_seen: Any = None  # the router's last reading (its worker list, its log's moves)
+        self._router_moves: tuple[Any, Any] | None = None  # (the new worker's add, the old one's remove or None)
 
     # -- what the swap is -----------------------------------------------------------------------
     def units(self) -> tuple[str | None, str | None]:
@@ -465,6 +481,9 @@ class SwapObserver:
                 self._download(out, data, at)
             elif event.source == "log":
                 self._log(data)
+            elif event.source == "router":
+                self._router_seen = data
+                self._router(out)
         elif isinstance(event, VerifyChanged) and event.progress is not None:
             self._verify(out, event.progress)
         elif isinstance(event, BenchChanged) and event.kind == "result" and event.record is not None:
@@ -482,8 +501,17 @@ class SwapObserver:
                 and self._step("install").state != "done":
             self._write(out, "install", state="done", started_at_s=at, ended_at_s=at,
                         detail=f"{new_unit} found installed {clock(at)} ({OUTSIDE})")
+        exited = _exited_at(old)
+        if exited is not None:
+            self._old_stopped_record(out, exited)
         if old is not None and old.active_state is not None:
             active = old.active_state in ACTIVE
+            if not active and self._old_active is None and self.stopped_at is None and self._beside_done_at is None \
+                    and self._read_back_switch_stop is not None and self._read_back_switch_stop <= at \
+                    and new is not None and new is not old and new.active_state in ACTIVE:
+                # the first reading finds the old server stopped and the new one serving, as the traffic
+                # switch of a console that ended says (its audit log): the beside path, done, no downtime
+                self._read_back_beside(out, old, new, exited)
             if not active and self._old_active is None and self.stopped_at is None \
                     and self._read_back_stop is not None and self._read_back_stop <= at:
                 # the first reading finds it stopped, as the read-back stop command says
@@ -495,7 +523,7 @@ class SwapObserver:
             elif self._old_active and self.stopped_at is None and self._console_moved_traffic():
                 # The console's own "Move traffic …, stop the old one" stopped it: that step is the
                 # stop (its author is the console's), not a stop and a start seen outside it.
-                self._moved_then_stopped(out, at)
+                self._moved_then_stopped(out, exited if exited is not None and exited <= at else at)
                 self._beside_done_at = self._beside_done_at or at
             elif self._old_active and self.stopped_at is None and self._beside_at is not None \
                     and self._touchable("beside"):
@@ -504,9 +532,11 @@ class SwapObserver:
                 # The GPUs' memory falling since the last reading that saw it serving dates the stop
                 # better than this reading (the service is read every 15 s, and a reading's time is
                 # when its script ended, up to READ_SLACK_S after `systemctl show` ran).
+                # A container's exit (Docker's FinishedAt) dates it too: the earliest of the two.
                 drop = self._gpu_drop_at
                 since = (self._old_active_at or 0) - READ_SLACK_S
-                self._stopped(out, drop if drop is not None and since < drop <= at else at)
+                facts = [t for t in (drop, exited) if t is not None and since < t <= at]
+                self._stopped(out, min(facts) if facts else at)
             if active and new is not None and new is not old and new.active_state in ACTIVE \
                     and self._beside_at is None and self.stopped_at is None and _beside(old, new):
                 self._beside_started(out, old, new, at)
@@ -515,6 +545,8 @@ class SwapObserver:
             self._new_active = new.active_state in ACTIVE
         if new is not None and new.active_state in ACTIVE and self.stopped_at is not None:
             self._new_started(out, at)
+        if self._router_seen is not None:
+            self._router(out)
 
     def _install_diff(self, out: list[Any], report: Any, unit: Any, at: float) -> None:
         """In place on one unit the install rewrites the file of the unit that serves, and every
@@ -651,7 +683,11 @@ class SwapObserver:
             if current is not None and current.observed:  # written before its command was read back
                 self._write(out, entry.action)
             said = audited_verb(entry.command) if entry.exit_status == 0 else None
-            if said is not None and said[0] == "stop" and said[1] == self.units()[0] and entry.action != "rollback":
+            if said is not None and said[0] == "stop" and said[1] == self.units()[0] \
+                    and entry.action == "switch_traffic":  # beside: the switch's last act, no downtime
+                self._read_back_switch_stop = issued if self._read_back_switch_stop is None else \
+                    min(issued, self._read_back_switch_stop)
+            elif said is not None and said[0] == "stop" and said[1] == self.units()[0] and entry.action != "rollback":
                 self._read_back_stop = issued if self._read_back_stop is None else min(issued, self._read_back_stop)
             return
         began = self._run_began.get(entry.action)
@@ -680,15 +716,21 @@ class SwapObserver:
                 and self._downtime_sent is not None and self._downtime_sent.start_source.startswith("beside"):
             pass  # the host told it first (the console's step had ended before its stop's answer)
         elif verb == "stop" and target == old_unit and entry.action == "switch_traffic":
-            # Beside: the router moved the traffic (its replies said 200) before this stop.
-            d = DowntimeChanged(self.host, entry.at_s, "beside: the router moved traffic before the old server "
-                                "stopped", entry.at_s, "beside: no request was refused")
-            self._beside_done_at = self._beside_done_at or entry.at_s
+            # Beside: the router moved the traffic (its replies said 200) before this stop. Its instant:
+            # the host's record of the stop (systemd's Stopped line, the container's FinishedAt) when
+            # known, else the stop's reply; a container's exit is read now, not at the next poll.
+            at = self._switch_stopped_at if self._switch_stopped_at is not None else entry.at_s
+            if self._switch_stopped_at is None:
+                self.wake("service")
+            d = DowntimeChanged(self.host, at, "beside: the router moved traffic before the old server "
+                                "stopped", at, "beside: no request was refused")
+            self._beside_done_at = self._beside_done_at or at
             if self._downtime_sent != d and self.state.swap.downtime != d:
                 self._downtime_sent = d
                 out.append(d)
         elif verb == "stop" and target == old_unit and entry.action != "rollback":
             self._stopped(out, issued, "the stop command")
+            self.wake("service")  # a container's exit time (Docker's FinishedAt) is in its next reading
         elif verb in ("start", "restart") and target == old_unit and entry.action == "rollback":
             self._rollback_at = issued
 
@@ -703,14 +745,8 @@ class SwapObserver:
             unit, kind = e.fields.get("unit"), e.fields.get("transition")
             if at is None or unit is None:
                 continue
-            if unit == old_unit and kind == "stopped" and self._switch_stopped_at is None \
-                    and self._console_began("switch_traffic", at):
-                self._switch_stopped_at = at  # the console's "Move traffic …, stop the old one": its last act
-                self._console_time(out, "switch_traffic")
-            if unit == old_unit and kind == "stopped" and self._rollback_at is None and self.stopped_at is not None \
-                    and at >= self.stopped_at - 1.0 and self._stopped_line_at is None:
-                self._stopped_line_at = at
-                self._console_time(out, "stop_old")
+            if unit == old_unit and kind == "stopped":
+                self._old_stopped_record(out, at)
             if unit == old_unit and kind in ("stopping", "stopped") and self._old_active \
                     and self.stopped_at is None and self._console_moved_traffic():
                 self._moved_then_stopped(out, at)
@@ -719,6 +755,32 @@ class SwapObserver:
                 self._stopped(out, at, f"systemd stopping {unit} {clock(at)}")
             elif unit == old_unit and kind in ("starting", "started") and self._rollback_at is not None:
                 self._rollback_at = min(self._rollback_at, at)
+
+    def _old_stopped_record(self, out: list[Any], at: float) -> None:
+        """The host's own record of the old server's end: systemd's "Stopped" line of the old unit
+        (journald's time), or the old container's exit (`docker inspect`'s State.FinishedAt, Docker's
+        time). It ends the console's "Move traffic …, stop the old one" (its last act) and dates the
+        beside path's instant of no downtime; it ends the console's stop when no drained GPU reading
+        came."""
+        if self._switch_stopped_at is None and self._console_began("switch_traffic", at):
+            self._switch_stopped_at = at
+            self._console_time(out, "switch_traffic")
+            self._beside_instant(out, at)
+        if self._rollback_at is None and self.stopped_at is not None \
+                and at >= self.stopped_at - 1.0 and self._stopped_line_at is None:
+            self._stopped_line_at = at
+            self._console_time(out, "stop_old")
+
+    def _beside_instant(self, out: list[Any], at: float) -> None:
+        """Beside, the downtime is an instant (none): the old server's stop after the router's moves,
+        dated by the host's record of it once known (the stop's reply came after it)."""
+        d = self._downtime_sent
+        if d is None or not d.start_source.startswith("beside: the router moved") or d.started_at_s == at \
+                or self.state.swap.downtime not in (d, None):
+            return
+        d = replace(d, started_at_s=at, ended_at_s=at)
+        self._downtime_sent = d
+        out.append(d)
 
     def _ready_lines(self, out: list[Any], events: Iterable[Any]) -> None:
         """SGLang's own ready line ("The server is fired up and ready to roll!") after the new
@@ -761,6 +823,45 @@ class SwapObserver:
                     detail=f"{new_unit} started {clock(started)} ({OUTSIDE}); ready {clock(at)}, "
                            f"{at - started:.0f}s after the start: its ready line in the log")
 
+    def _router(self, out: list[Any]) -> None:
+        """The router's moves as the router recorded them (its log's "Added worker"/"Removed worker"
+        lines at its own time, its worker list): the new server's worker added, the old one's
+        removed. Written into the traffic switch when it is not the console's own run: a console that
+        ended mid-switch (its author credited from its audit log), or an operator's moves. The
+        console's own run is timed by its own commands and the old server's stop (see above)."""
+        r = self._router_seen
+        old_unit, new_unit = self.units()
+        report = self.state.data("service")
+        old_port, new_port = _port(_side(report, old_unit)), _port(_side(report, new_unit))
+        if r is None or old_port is None or new_port is None or old_port == new_port:
+            return
+        adds = [m for m in r.moves if m.verb == "added" and url_port(m.url) == new_port]
+        if not adds:
+            return
+        added = adds[-1]
+        removed = next((m for m in r.moves if m.verb == "removed" and url_port(m.url) == old_port
+                        and m.at_s >= added.at_s - 1.0), None)
+        if r.workers is not None and new_port not in {url_port(u) for u in r.workers}:
+            return  # the new worker is not in the router's list now: taken out again since (a rollback)
+        if r.workers is not None and removed is not None and old_port in {url_port(u) for u in r.workers}:
+            removed = None  # the old worker is back in the router's list
+        self._router_moves = (added, removed)
+        step = self._step("switch_traffic")
+        if step.observed and step.state == "done" and self._beside_done_at is not None \
+                and step.ended_at_s == self._beside_done_at:  # the old server's stop wrote it done: the moves in it
+            start, words = self._switch_done_words(self._beside_done_at)
+            self._write(out, "switch_traffic", started_at_s=start, detail=words)
+            return
+        if (not step.observed and step.state in ("running", "done")) or step.state == "done":
+            return  # the console's own run, or done already
+        moves = f"the router added {added.url} {clock(added.at_s)}"
+        if removed is None:
+            detail = (f"{moves} ({OUTSIDE}); the old worker not removed: the router still sends "
+                      f"{old_unit} traffic")
+        else:
+            detail = f"{moves} and removed {removed.url} {clock(removed.at_s)} ({OUTSIDE}); {old_unit} not stopped yet"
+        self._write(out, "switch_traffic", state="running", started_at_s=added.at_s, ended_at_s=None, detail=detail)
+
     def _beside_started(self, out: list[Any], old: Any, new: Any, at: float) -> None:
         self._beside_at, self._beside_port, self._old_port = at, _port(new), _port(old)
         self._began(out, "beside", at)
@@ -770,14 +871,36 @@ class SwapObserver:
                     detail=f"{new.name} started {clock(at)} beside {old.name} ({where}) while it serves ({OUTSIDE})")
         self.wake("gpu")
 
+    def _read_back_beside(self, out: list[Any], old: Any, new: Any, exited: float | None) -> None:
+        """A console that ended after its traffic switch's stop: the new server's start beside the old
+        one from its commands' issue, the old server's stop at the host's record of it (a container's
+        FinishedAt) else that stop command's issue."""
+        stop = self._read_back_switch_stop
+        assert stop is not None
+        began = [e.at_s - (e.duration_s or 0.0) for e in self._read_back.get("beside", ())]
+        self._beside_at = min(began) if began else stop
+        self._beside_port, self._old_port = _port(new), _port(old)
+        self._began(out, "beside", self._beside_at)
+        self._beside_done(out, exited if exited is not None and exited >= stop - 1.0 else stop)
+
+    def _switch_done_words(self, at: float) -> tuple[float, str]:
+        """(start, words) of the traffic switch seen done on the host at `at` (the old server's stop):
+        the router's moves first when its record has them."""
+        old_unit, new_unit = self.units()
+        moved = self._router_moves
+        moves = "" if moved is None else f"the router added {moved[0].url} {clock(moved[0].at_s)}" + (
+            f" and removed {moved[1].url} {clock(moved[1].at_s)}; " if moved[1] is not None else "; ")
+        start = moved[0].at_s if moved is not None and moved[0].at_s <= at else at
+        return start, (f"{moves}{old_unit} stopped {clock(at)} after {new_unit} started beside it ({OUTSIDE}): "
+                       "no downtime")
+
     def _beside_done(self, out: list[Any], at: float) -> None:
         self._beside_done_at = at
         old_unit, new_unit = self.units()
-        self._write(out, "beside", state="done", ended_at_s=at,
-                    detail=f"{new_unit} started {clock(self._beside_at)} beside the old one ({OUTSIDE})")
-        self._write(out, "switch_traffic", state="done", started_at_s=at, ended_at_s=at,
-                    detail=f"{old_unit} stopped {clock(at)} after {new_unit} started beside it ({OUTSIDE}): "
-                           "no downtime")
+        self._write(out, "beside", state="done", started_at_s=self._step("beside").started_at_s or self._beside_at,
+                    ended_at_s=at, detail=f"{new_unit} started {clock(self._beside_at)} beside the old one ({OUTSIDE})")
+        start, words = self._switch_done_words(at)
+        self._write(out, "switch_traffic", state="done", started_at_s=start, ended_at_s=at, detail=words)
         self._path(out, "beside", "seen on the host: a new server started beside the old one (other GPUs or "
                    "port), then the old one stopped", at, {"downtime_s": 0.0})
         if self._beside_port is not None and self._old_port is not None and self._beside_port != self._old_port:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from console.demo.hostsim import story
+from console.demo.hostsim.fake_docker import docker_state_time
 from console.host.parsers.systemd import parse_unit
 
 if TYPE_CHECKING:
@@ -46,15 +47,20 @@ def container_inspect(sim: HostSimulator, unit: str, name: str, models_host: str
     request = ({"Driver": "", "Count": 0, "DeviceIDs": pinned.group(1).split(","), "Capabilities": [["gpu"]],
                 "Options": {}} if pinned else
                {"Driver": "", "Count": -1, "DeviceIDs": None, "Capabilities": [["gpu"]], "Options": {}})
-    running = state.get("active") == "active"
+    started, finished = state.get("started_ns"), state.get("finished_ns")
+    exiting = isinstance(started, int) and (not isinstance(finished, int) or finished < started)
+    # As Docker's: a container is running until its process has exited (a `docker stop` under way
+    # still says running), and its exit time comes with the state that says it exited.
+    running = state.get("active") == "active" or (exiting and state.get("active") != "failed")
     failed = state.get("active") == "failed"
     return {
         "Id": container_id(name), "Created": "2026-11-28T07:41:12.118503992Z",
         "Path": "/opt/nvidia/nvidia_entrypoint.sh", "Args": argv,
         "State": {"Status": "running" if running else "exited", "Running": running, "Paused": False,
                   "Restarting": False, "OOMKilled": False, "Dead": False, "Pid": int(state.get("pid") or 0),
-                  "ExitCode": 1 if failed else 0, "Error": "", "StartedAt": "2026-11-28T07:41:13.002117455Z",
-                  "FinishedAt": "0001-01-01T00:00:00Z"},
+                  "ExitCode": 1 if failed else 0, "Error": "",
+                  "StartedAt": docker_state_time(started if isinstance(started, int) else None),
+                  "FinishedAt": docker_state_time(finished if isinstance(finished, int) else None)},
         "Image": "sha256:" + "9b1f0c3d" * 8, "Name": "/" + name, "RestartCount": 0,
         "HostConfig": {"Binds": [f"{host_models}:{inside}:ro"], "NetworkMode": "host",
                        "PortBindings": {}, "RestartPolicy": {"Name": "no", "MaximumRetryCount": 0},

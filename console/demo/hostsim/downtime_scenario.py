@@ -67,6 +67,7 @@ class Downtime:
     profile: HostProfile
     runner: UnitRunner
     router_url: str | None = None
+    router_log: str | None = None  # the file the router writes its log to (its add/remove-worker lines)
     router_proc: asyncio.subprocess.Process | None = None
 
     async def close(self) -> None:
@@ -182,6 +183,7 @@ async def start(sim: HostSimulator, path: str, *, earlier_boot: bool = False, up
             log.close()
         sim.unit_pids.add(dt.router_proc.pid)
         dt.router_url = f"http://127.0.0.1:{port}"
+        dt.router_log = str(sim.root / ".sim" / "router.log")
     return dt
 
 

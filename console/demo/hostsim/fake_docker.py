@@ -74,6 +74,25 @@ def _now() -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond * 1000:09d}Z"
 
 
+ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time.Time, as `docker inspect` prints a time never set
+
+
+def docker_state_time(ns: int | None) -> str:
+    """A time as `docker inspect` prints State.StartedAt/FinishedAt: Go's time.RFC3339Nano in UTC,
+    the fraction's trailing zeros dropped ("2026-12-03T17:09:15.1234Z", "2026-12-03T17:09:15Z");
+    Docker's zero time when never set."""
+    if ns is None:
+        return ZERO_TIME
+    whole, frac = divmod(ns, 1_000_000_000)
+    head = datetime.fromtimestamp(whole, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    digits = f"{frac:09d}".rstrip("0")
+    return f"{head}.{digits}Z" if digits else f"{head}Z"
+
+
+def _state_time() -> str:
+    return docker_state_time(time.time_ns())
+
+
 def _ellipsis(text: str, width: int) -> str:
     """docker/cli's stringutils.Ellipsis: cut to `width` runes, the last one "…"."""
     return text if len(text) <= width else text[:width - 1] + "…"
@@ -329,9 +348,14 @@ def _start_stop(cmd: str, args: list[str], *, quiet: bool = False) -> int:
                                              scenario_time()) or status
             continue
         state = obj.setdefault("State", {})
+        # Docker's own times: StartedAt at each start, FinishedAt at each exit (kept while a later start runs)
         if cmd == "start":
+            if not state.get("Running"):
+                state["StartedAt"] = _state_time()
             state.update(Status="running", Running=True, Restarting=False, ExitCode=0, Pid=state.get("Pid") or 4242)
         else:
+            if state.get("Running"):
+                state["FinishedAt"] = _state_time()
             state.update(Status="exited", Running=False, Restarting=False, ExitCode=0, Pid=0)
         _save(obj)
         if not quiet:

@@ -76,6 +76,10 @@ class UnitRunner:
         self.failed: dict[str, float] = {}
         self.extra_env: dict[str, dict[str, str]] = {}
         self.failed_at_t: dict[str, float] = {}
+        # Each unit's process: its last start and its last exit (ns since the epoch), as Docker keeps a
+        # container's State.StartedAt/FinishedAt (the mirrored containers' `docker inspect` reads them).
+        self.started_ns: dict[str, int] = {}
+        self.finished_ns: dict[str, int] = {}
         # The driven scenario ("drive"): the windows come from the simulated `systemctl start/stop`
         # (console/demo/hostsim/drive.py), not from a fixed timeline.
         self.driven = False
@@ -111,6 +115,7 @@ class UnitRunner:
         self._described[name] = f"{name} - {unit.description}" if unit.description else name
         Journal(self.sim).append(name, 1, f"Started {self._described[name]}.", pid1=True)
         self.since[name] = time.time()
+        self.started_ns[name] = time.time_ns()
         self._readers.append(asyncio.ensure_future(self._journal(name, proc)))
 
     async def _journal(self, name: str, proc: asyncio.subprocess.Process) -> None:
@@ -123,6 +128,7 @@ class UnitRunner:
                 break
             journal.append(name, proc.pid, line.rstrip(b"\n").decode("utf-8", "replace"))
         code = await proc.wait()
+        self.finished_ns[name] = time.time_ns()  # the process has exited (Docker's FinishedAt)
         if code not in (0, -15, 143) and self.procs.get(name) is proc:
             # systemd 252's words (tests/data/real/journal_pid1_lines.json)
             status = f"{-code}/{signal.Signals(-code).name.removeprefix('SIG')}" if code < 0 else \
@@ -163,6 +169,9 @@ class UnitRunner:
             out[name] = {"active": "active" if running else "failed" if failed else "inactive",
                          "sub": "running" if running else "failed" if failed else "dead",
                          "pid": proc.pid if running and proc else 0, "since": self.since.get(name, self.sim.start_s)}
+            for key, times in (("started_ns", self.started_ns), ("finished_ns", self.finished_ns)):
+                if name in times:
+                    out[name][key] = times[name]
             if name in self.failed:
                 out[name]["failed_at"] = self.failed[name]
                 out[name]["failed_at_t"] = self.failed_at_t.get(name, 0.0)

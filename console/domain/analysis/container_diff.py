@@ -56,10 +56,14 @@ def side_from_container(spec: ContainerSpec, table: FlagTable | None = None) -> 
         command = normalize(list(spec.argv), table)
     except NotSglang:
         return ServiceSide(spec.name, text, None, None, safe_env, active_state=active,
+                           started_at_s=state.started_at_s if state else None,
+                           finished_at_s=state.finished_at_s if state else None,
                            error=f"{spec.name}: the container's command does not run SGLang "
                                  f"(image {spec.image}: `python3 -m sglang.launch_server` or `sglang serve` expected)")
     return ServiceSide(spec.name, text, None, command, safe_env, active_state=active,
-                       main_pid=state.pid if state else None)
+                       main_pid=state.pid if state else None,
+                       started_at_s=state.started_at_s if state else None,
+                       finished_at_s=state.finished_at_s if state else None)
 
 
 def _host_path(path: str, spec: ContainerSpec) -> str | None:

@@ -55,6 +55,12 @@ class ServiceSide:
     # The unit's EnvironmentFile= contents as read from the host (secrets redacted): path -> variables,
     # None when the file is not there. A path not in here was not read (a local file, an error).
     env_files_read: dict[str, dict[str, str] | None] = field(default_factory=dict)
+    # A container's own times, as Docker recorded them (`docker inspect -f '{{.State.StartedAt}}'` and
+    # `'{{.State.FinishedAt}}'`, console/host/parsers/docker.py: docker_time): its last start, and its
+    # last exit (kept while a later start runs). None: a unit, or unknown (Docker's zero time). The
+    # swap's observer reads the old container's exit as the host's record of its stop.
+    started_at_s: float | None = None
+    finished_at_s: float | None = None
 
 
 def effective_environment(side: ServiceSide) -> dict[str, str]:

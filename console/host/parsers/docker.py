@@ -11,6 +11,8 @@ memory), ports and the restart policy.
 
 from __future__ import annotations
 
+import calendar
+import datetime as dt
 import json
 import re
 import shlex
@@ -56,6 +58,38 @@ class GpuRequest:
         return self.count
 
 
+_DOCKER_TIME = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
+
+
+def docker_time(text: Any) -> float | None:
+    """One of Docker's times (`docker inspect`'s `State.StartedAt`/`State.FinishedAt`, Go's
+    RFC3339Nano: "2026-12-03T17:09:15.123456789Z", trailing zeros of the fraction dropped) as epoch
+    seconds, every digit of the fraction read (not cut at microseconds). None: unknown — Docker's
+    zero time ("0001-01-01T00:00:00Z": never started, never finished), anything before 1970, or a
+    text that is not such a time (a hostile or broken host)."""
+    if not isinstance(text, str) or len(text) > 40:
+        return None
+    m = _DOCKER_TIME.match(text)
+    if m is None:
+        return None
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    if year < 1970:
+        return None
+    try:
+        whole = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
+        dt.date(year, month, day)  # timegm accepts 31 February
+    except (ValueError, OverflowError):
+        return None
+    if hour > 23 or minute > 59 or second > 60:
+        return None
+    zone = m.group(8)
+    if zone != "Z":
+        sign = 1 if zone[0] == "+" else -1
+        whole -= sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
+    frac = m.group(7) or ""
+    return whole + (int(frac.ljust(9, "0")) / 1e9 if frac else 0.0)
+
+
 @dataclass(frozen=True, slots=True)
 class ContainerState:
     status: str | None = None  # created, running, restarting, exited, paused, dead
@@ -64,9 +98,19 @@ class ContainerState:
     exit_code: int | None = None
     oom_killed: bool = False
     pid: int | None = None
-    started_at: str | None = None
-    finished_at: str | None = None
+    started_at: str | None = None  # `State.StartedAt` as Docker wrote it (docker_time reads it)
+    finished_at: str | None = None  # `State.FinishedAt`: the last exit, kept while a later start runs
     restart_count: int = 0
+
+    @property
+    def started_at_s(self) -> float | None:
+        """`docker inspect -f '{{.State.StartedAt}}'` as epoch seconds (None: never started, unknown)."""
+        return docker_time(self.started_at)
+
+    @property
+    def finished_at_s(self) -> float | None:
+        """`docker inspect -f '{{.State.FinishedAt}}'` as epoch seconds (None: never exited, unknown)."""
+        return docker_time(self.finished_at)
 
 
 @dataclass(frozen=True, slots=True)
