@@ -29,9 +29,22 @@ def main() -> None:
     from textual.widget import Widget
 
     profiler = cProfile.Profile()
-    counts: dict[str, Any] = {"frames": 0, "layouts": 0, "refresh_by_widget": Counter()}
+    counts: dict[str, Any] = {"frames": 0, "layouts": 0, "refresh_by_widget": Counter(),
+                              "render_lines_by_widget": Counter(), "render_ms_by_widget": Counter()}
     state: dict[str, Any] = {"on": False, "causes": {}}
     frame, layout, refresh, run_async = Screen._compositor_refresh, Screen._refresh_layout, Widget.refresh, App.run_async
+    render_lines = Widget.render_lines
+
+    def counted_render_lines(self: Any, crop: Any) -> Any:  # what each widget's lines cost in the frames
+        if not state["on"]:
+            return render_lines(self, crop)
+        t = time.thread_time()
+        try:
+            return render_lines(self, crop)
+        finally:
+            name = f"{type(self).__name__}#{self.id}"
+            counts["render_lines_by_widget"][name] += crop.height
+            counts["render_ms_by_widget"][name] += round(1000 * (time.thread_time() - t), 3)
 
     def counted_frame(self: Any) -> None:
         counts["frames"] += state["on"]
@@ -71,6 +84,7 @@ def main() -> None:
         return await run_async(self, *a, **k)
 
     Screen._compositor_refresh, Screen._refresh_layout, Widget.refresh = counted_frame, counted_layout, counted_refresh  # type: ignore[method-assign]
+    Widget.render_lines = counted_render_lines  # type: ignore[method-assign]
     App.run_async = timed_run_async  # type: ignore[method-assign]
     from console.cli.main import main as console_main
 

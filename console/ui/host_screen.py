@@ -58,6 +58,14 @@ FRAME_S = 1 / 60  # one flush per frame at most: a flood of events costs one rep
 # 78 frames in 30 s, the log pane 63 times, its scrollbar 90). The first change after a quiet
 # second, and the swap, the header and presence news, still go out at the next frame.
 BUSY_FLUSH_S = 1.0
+# Once the news has kept coming for STEADY_AFTER_S (every flush within STEADY_GAP_S of the last: a
+# serving host's GPU samples, log lines and metrics), they are flushed every STEADY_FLUSH_S: a
+# frame is the console's largest cost on a steady host (issue 36: half of the demo's CPU, a frame
+# a second). A pause in the news (more than STEADY_GAP_S) ends it: the next change goes out at once
+# and the next ones a second apart again. The swap, header and presence news is never held.
+STEADY_AFTER_S = 10.0
+STEADY_FLUSH_S = 2.0
+STEADY_GAP_S = STEADY_FLUSH_S + 1.0
 # HEADER and SWAP (console/core/events.py): the dirty keys of the header and of the swap plan
 AGES = "ages"  # every pane's ages again (the state replaced: its clock may have jumped)
 URGENT = frozenset((HEADER, SWAP, AGES, "presence"))  # flushed at the next frame, never held for the busy second
@@ -234,6 +242,7 @@ class HostScreen(Screen[None]):
         self._flush_timer: asyncio.TimerHandle | None = None
         self._woken = False
         self._flushed_at = -BUSY_FLUSH_S
+        self._busy_since: float | None = None  # when the news began to come without a pause (`flush`)
         self._flush_at = 0.0  # when the pending flush (`_flush_timer`) runs, on `_monotonic`
         self._notices: list[Notice] = []
         self._unsubscribe: Callable[[], None] | None = None
@@ -329,6 +338,7 @@ class HostScreen(Screen[None]):
         self._dirty.add(HEADER)
         self.flush()
         self._flushed_at = -BUSY_FLUSH_S  # what the state holds is no busy second: the first news goes out at once
+        self._busy_since = None
         self._arm_ages()
         self.watch(self, "maximized", lambda _: self._maximized_changed(), init=False)
         if self.note:
@@ -384,12 +394,19 @@ class HostScreen(Screen[None]):
             self._flush_timer.cancel()  # held for the busy second, but the swap's news goes out now
             self._flush_timer = None
         now = _monotonic()
-        wait = self._flushed_at + (FRAME_S if urgent else BUSY_FLUSH_S) - now
+        wait = self._flushed_at + (FRAME_S if urgent else self.hold_s(now)) - now
         if wait <= 0:
             self.flush()  # everything posted before this wake-up is in: one flush for all of it
         else:  # the last flush was less than a frame (or, busy, a second) ago: the next one waits
             self._flush_at = now + wait
             self._flush_timer = asyncio.get_running_loop().call_later(wait, self._flush_due)
+
+    def hold_s(self, now: float | None = None) -> float:
+        """How long streaming news is held after a flush: a second, two once it has kept coming
+        for STEADY_AFTER_S."""
+        now = _monotonic() if now is None else now
+        busy = self._busy_since
+        return STEADY_FLUSH_S if busy is not None and now - busy >= STEADY_AFTER_S else BUSY_FLUSH_S
 
     def _flush_due(self) -> None:
         self._flush_timer = None
@@ -404,7 +421,10 @@ class HostScreen(Screen[None]):
             self._flush_timer.cancel()
         self._flush_timer = None
         self._woken = False
-        self._flushed_at = _monotonic()
+        now = _monotonic()
+        if self._busy_since is None or now - self._flushed_at > STEADY_GAP_S:
+            self._busy_since = now  # news after a pause: a second's hold again, until it has kept coming
+        self._flushed_at = now
         dirty, self._dirty = self._dirty, set()
         bench = self.state.bench.version  # a derived view: the log's and the server's events move it too
         if bench != self._bench_seen:

@@ -35,7 +35,9 @@ async def test_a_still_gpu_pane_draws_nothing_in_30_s_of_quiet_samples(monkeypat
     laid_out: list[int] = []
     real = gpu_pane.format_gpu_status
     monkeypatch.setattr(gpu_pane, "format_gpu_status", lambda *a, **k: (laid_out.append(1), real(*a, **k))[1])
-    flush_clock = _Clock(5_000.0)  # every sample a second after the last: each one flushed to the pane
+    # Every sample two seconds after the last on the flush's clock: each one flushed to the pane at
+    # once, also once the news has kept coming long enough to be held two seconds (HostScreen.hold_s).
+    flush_clock = _Clock(5_000.0)
     monkeypatch.setattr(host_screen, "_monotonic", flush_clock, raising=False)
     clock = _Clock(1_000_000.0)
     state = HostState("gpu-01", label="gpu-01", clock=clock)
@@ -46,7 +48,7 @@ async def test_a_still_gpu_pane_draws_nothing_in_30_s_of_quiet_samples(monkeypat
 
         async def second(util: int = 7) -> Reading[GpuStatus]:
             clock.t += 1.0
-            flush_clock.t += 1.0
+            flush_clock.t += 2.0
             reading = _sample(state, clock.t, util)
             await wait_for(lambda: pane.reading is not None and pane.reading.ok_at_s == reading.ok_at_s, timeout=30)
             return reading

@@ -11,7 +11,10 @@ from typing import Any, ClassVar
 
 from rich.console import RenderableType
 from rich.text import Text
+from textual.geometry import Region
 from textual.reactive import reactive
+from textual.strip import Strip
+from textual.visual import Visual, visualize
 from textual.widgets import Static
 
 from console.model import Reading
@@ -130,6 +133,10 @@ class ReadingPane(PaneFrame, Static, can_focus=True):
     # Reading every second whose text is the same must not repaint the pane).
     reading: reactive[Reading[Any] | None] = reactive(None, repaint=False)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._line_stale: set[int] = set()  # the lines whose text changed since they were drawn
+
     def on_mount(self) -> None:
         if not self.border_title:
             self.set_title(self.PANE_KEY, self.PANE_TITLE)
@@ -160,14 +167,87 @@ class ReadingPane(PaneFrame, Static, can_focus=True):
         """Update only when what is shown changed: an identical update still repaints. A new
         text with as many lines as the last one repaints the pane alone, without a layout of the
         whole screen (the pane's size comes from the grid; only its line count can change its
-        scrollable height)."""
+        scrollable height), and of the pane only the lines whose text changed (`render_line`: a
+        GPU sample moves the figures of a few rows, not the processes under them)."""
         key = (renderable.plain, tuple(renderable.spans)) if isinstance(renderable, Text) else None
         if key is not None and key == getattr(self, "_shown_key", None):
             return
         lines = renderable.plain.count("\n") + 1 if isinstance(renderable, Text) else None
         layout = lines is None or lines != getattr(self, "_shown_lines", None)
+        texts = self._line_texts
+        new = self._lines_of(renderable)
         self._shown_key, self._shown_lines = key, lines
-        self.update(renderable, layout=layout)
+        if not layout and texts is not None and new is not None and len(texts) == len(new) \
+                and self._line_strips is not None and self.is_mounted:
+            changed = [y for y, (was, now) in enumerate(zip(texts, new))
+                       if was.plain != now.plain or was.spans != now.spans or was.style != now.style]
+            self._line_texts = new
+            self._line_stale.update(changed)
+            self._rows_text = renderable  # what a whole render draws (a resize, a style): `render`
+            if changed:
+                width = self.size.width
+                self.refresh(*(Region(0, y, width, 1) for y in changed))
+            return
+        self._line_strips = self._rows_text = None
+        Static.update(self, renderable, layout=layout)
+        self._line_texts = new
+
+    def update(self, content: Any = "", *, layout: bool = True) -> None:
+        """Shown other than through `show`: drawn whole, and the next `show` as well."""
+        self._line_texts = self._line_strips = self._rows_text = None
+        self._shown_key = self._shown_lines = None
+        super().update(content, layout=layout)
+
+    def render(self) -> Any:
+        # Static's content setter lays the screen out again: a text drawn row by row is kept here.
+        return self._rows_text if self._rows_text is not None else super().render()
+
+    # -- the pane's lines, drawn one at a time -------------------------------------------------
+    _line_texts: list[Text] | None = None  # the shown text's lines, when it can be drawn line by line
+    _line_strips: list[Strip] | None = None  # each line as drawn, for `_line_key`
+    _line_key: object = None
+    _rows_text: Text | None = None  # the text shown, when `show` drew only its changed rows
+    lines_drawn = 0  # text lines turned into strips (tests read it)
+
+    def _lines_of(self, renderable: RenderableType) -> list[Text] | None:
+        """The text's lines, when each line draws as one row whatever the others are: a text that
+        does not wrap, no taller than the pane (never scrolled), laid out left and top."""
+        if not isinstance(renderable, Text) or not renderable.no_wrap or not self.is_mounted:
+            return None
+        if renderable.justify not in (None, "default", "left") or self.styles.content_align != ("left", "top"):
+            return None
+        lines = renderable.split("\n", allow_blank=True)
+        return list(lines) if len(lines) <= self.size.height else None
+
+    def render_line(self, y: int) -> Strip:
+        """A row of the pane: drawn again only when its text changed (`show`) or the whole pane
+        must be (its size or style changed, a selection over it, a text that is not line by line)."""
+        texts = self._line_texts
+        if texts is None or self.text_selection is not None or len(texts) > self.size.height:
+            self._line_strips = None
+            return super().render_line(y)
+        width, height = self.size
+        style = self.visual_style
+        key = (width, height, style)
+        strips = self._line_strips
+        if strips is None or key != self._line_key:
+            strips = list(Visual.to_strips(self, self._render(), width, height, style))
+            self.lines_drawn += len(strips)
+            self._line_stale.clear()
+            if len(strips) != len(texts):
+                # Not row for line (at a new size Textual draws the last text before the pane lays
+                # it out for that size: it may wrap): drawn whole, as Textual does, until the next text.
+                self._line_texts = self._line_strips = None
+                return super().render_line(y)
+            self._line_strips, self._line_key = strips, key
+        elif y in self._line_stale and y < len(texts):
+            self._line_stale.discard(y)
+            strip = Visual.to_strips(self, visualize(self, texts[y]), width, 1, style)[0]
+            # Each cell carries its place in the text (Textual's selection and clicks read it): the
+            # line drawn alone was row 0.
+            strips[y] = strip.apply_offsets(0, y) if y else strip
+            self.lines_drawn += 1
+        return strips[y] if y < len(strips) else Strip.blank(width, style.rich_style)
 
     def update_age(self, now_s: float | None = None) -> None:
         """The subtitle says how fresh the data is, without a repaint of the body; `age_due_s`
