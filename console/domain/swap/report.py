@@ -139,7 +139,10 @@ class ReportBuilder:
                 self.old_side = side
         rollback = self.state.swap.steps.get("rollback")
         log = self.state.data("log")
-        if log is not None and (rollback is None or rollback.started_at_s is None):
+        if log is not None and (rollback is None or rollback.started_at_s is None
+                                or (log.boot and not _the_rollbacks_boot(log.boot, rollback))):
+            # the swap's boot as the log tells it: also a line read after the rollback began, while the
+            # boot it belongs to was launched before (its ready line, read late)
             self.swap_boot = tuple(log.boot)
 
     def build(self) -> dict[str, Any]:
@@ -226,8 +229,7 @@ class ReportBuilder:
         log = self.state.data("log")
         boot = list(log.boot if log else ())
         rollback = swap.steps.get("rollback")
-        if boot and rollback is not None and rollback.started_at_s is not None \
-                and (boot_time(boot[0]) or 0.0) >= int(rollback.started_at_s):
+        if boot and rollback is not None and rollback.started_at_s is not None and _the_rollbacks_boot(boot, rollback):
             boot = list(self.swap_boot)  # the log's boot now is the rollback's (the old server's again)
         began = swap.began_at_s()
         launch = next((boot_time(b) for b in boot if b.phase == "launch"), None)
@@ -283,6 +285,11 @@ class ReportBuilder:
                 "note": c.note,
                 "compared": {"before": _bench_row(c.compared[0]), "after": _bench_row(c.compared[1])}
                 if c.compared else None}
+
+
+def _the_rollbacks_boot(boot: Any, rollback: Any) -> bool:
+    """The log's boot is the rollback's (the old server's again): launched once the rollback began."""
+    return (boot_time(boot[0]) or 0.0) >= int(rollback.started_at_s)
 
 
 def _bench_row(r: dict[str, Any]) -> dict[str, Any]:
