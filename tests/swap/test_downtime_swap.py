@@ -17,6 +17,7 @@ from console.demo.swap_demo import run_path_demo
 from console.domain.swap import fastpath, prediction
 from console.domain.swap.actions import ActionError
 from console.domain.swap.report import SECTIONS, render_html, render_markdown
+from console.ui.panes.service import format_service, with_install_change
 from tests.kit.downtime import SimHost as Host
 from tests.kit.downtime import play_path, report_headline
 
@@ -164,6 +165,20 @@ def test_in_place_gpu_before_and_the_old_directory_are_known(in_place: tuple[Pat
     first = _head(out, "in-place").splitlines()[2]
     old, new = first.split(" → ")
     assert old != new
+
+
+def test_in_place_on_one_unit_the_diff_pane_shows_the_installs_change_as_the_report(
+        in_place: tuple[Path, Any, dict, Path]) -> None:
+    """The live diff pane read the installed unit against itself (0 changes) while the gate and the
+    report said the install's change: the pane shows that change too, and says what it compares."""
+    _, state, _, _ = in_place
+    reading = state.reading("service")
+    assert reading.data.change_count == 0  # the unit read against itself, as the host has it now
+    shown = with_install_change(reading, state.swap.install_diff())
+    text = format_service(shown, 120).plain
+    assert f"{shown.data.change_count} changes" in text, text
+    assert shown.data.change_count == state.swap.install_diff()["count"] >= 2
+    assert "--model-path" in text and "--served-model-name" in text and "no differences" not in text, text
 
 
 def test_in_place_on_one_unit_the_reports_diff_is_the_installs_change(in_place: tuple[Path, Any, dict, Path]) -> None:

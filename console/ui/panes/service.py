@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.reactive import reactive
 
-from console.domain.analysis.service_diff import CATEGORY_ORDER, FlagChange
+from console.domain.analysis.service_diff import CATEGORY_ORDER, EnvChange, FlagChange, UnitChange
 from console.domain.analysis.service_report import ServiceReport, ServiceSide
 from console.core.freshness import STALE_AFTER_S
 from console.model import Reading
@@ -236,6 +236,23 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
     return text
 
 
+def with_install_change(reading: Reading[ServiceReport] | None, fact: dict[str, Any]
+                        ) -> Reading[ServiceReport] | None:
+    """In place on one unit, after the install: the unit is read against itself (its file rewritten),
+    so the diff shown is the install's change, the swap's fact (the unit as the last reading before
+    the install saw it against the first after: console/core/derive/swap_observer.py), as the gate
+    and the report read it. Any other reading, or no such fact for this unit: the reading as it is."""
+    r = reading.data if reading is not None else None
+    if r is None or not fact or r.old is None or not (r.old.name == r.new.name == fact.get("unit")):
+        return reading
+    changed = replace(
+        r, changes=tuple(FlagChange(**c) for c in fact.get("changes", ())),
+        env_changes=tuple(EnvChange(**e) for e in fact.get("env_changes", ())),
+        unit_changes=tuple(UnitChange(**u) for u in fact.get("unit_changes", ())),
+        raw_diff=tuple(fact.get("raw_diff", ())), other_way=None)
+    return replace(reading, data=changed)  # type: ignore[arg-type]
+
+
 def oriented(reading: Reading[ServiceReport] | None, flipped: bool) -> Reading[ServiceReport] | None:
     """The reading as this view shows it: `flipped`, the report the other way round (the old unit as
     the new), as the source delivered it; the state's reading is never changed."""
@@ -275,9 +292,25 @@ class ServicePane(ReadingPane):
             subtitle = f"units read {units_read_at(reading.ok_at_s)} · {subtitle}"
         super().set_health(stale=stale, error=error, subtitle=subtitle)
 
+    install_change: dict[str, Any] = {}  # the swap's fact: the install's change of a unit both old and new
+
+    def state_changed(self, state: Any, source: str) -> None:
+        fact = state.swap.install_diff()
+        news, self.install_change = fact != self.install_change, fact
+        before = self.reading
+        super().state_changed(state, source)
+        if news and self.reading is before:  # the same reading, shown anew with the install's change
+            self._render_now()
+
     def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
-        shown = oriented(reading, self.flipped)
+        installed = with_install_change(reading, self.install_change)
+        shown = oriented(installed, self.flipped)
         text = format_service(shown, self.content_size.width or 56, raw=self.raw)
+        if installed is not reading and shown is installed:
+            at = self.install_change.get("before_at")
+            when = f" (read {units_read_at(at)})" if isinstance(at, (int, float)) else ""
+            text = Text(f"in place: the install's change, the unit before it{when} → as installed\n",
+                        style=DIM) + text
         if shown is not reading and reading is not None and reading.data is not None:
             # Said in the body too: the swap plan's new unit has not changed, only this view.
             note = Text(f"flipped in this view (s): the swap's new unit is still {reading.data.new.name}\n",
