@@ -99,13 +99,28 @@ async def run_stop_old(ex: Executor, who: str) -> str:
     return f"{unit} stopped; {drained}"
 
 
+DROP_SETTLE_S = 15.0  # after a lost reply, how long a unit is read again for the command's effect
+
+
 async def unit_command(ex: Executor, key: str, who: str, unit: str, cmd: act.RemoteCommand, *,
                        running_after: bool) -> None:
     """`systemctl start` or `stop` of one unit, audited; its exit status respected; a drop re-read
     from the host (is the unit running or not?), never assumed."""
     verb = "start" if running_after else "stop"
     if await run_checked(ex, who, key, cmd, lambda r: f"systemctl {verb} {unit} exited {r.exit_status}") is None:
-        now = (await ex._unit_state(unit)).get("ActiveState")
+        # The reply was lost, not necessarily the command: it may still be on its way on the host (a
+        # held shell, a slow ExecStop). The unit is read until it shows the command's effect, for
+        # DROP_SETTLE_S, and while it is between states up to the command's own bound on the host.
+        issued = time.monotonic()
+        while True:
+            now = (await ex._unit_state(unit)).get("ActiveState")
+            took_effect = now in ("active", "activating") if running_after \
+                else now not in ("active", "deactivating", "activating")
+            waited = time.monotonic() - issued
+            if took_effect or waited > cmd.timeout_s + 5 or (
+                    waited > DROP_SETTLE_S and now not in ("deactivating", "activating")):
+                break
+            await asyncio.sleep(ex.poll_s)
         if running_after and now not in ("active", "activating"):
             raise StepFailed(f"after the drop, {unit} is {now or 'unknown'}: it is not running") from None
         if not running_after and now in ("active", "deactivating", "activating"):
