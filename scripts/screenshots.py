@@ -92,7 +92,8 @@ async def main(speed: float) -> None:
     logging.getLogger("asyncio").setLevel(logging.ERROR)  # as the CLI does
     os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp()
     from console.ui.app import ConsoleApp
-    from console.host.session import HostSession, SimulatorThread, make_transport
+    from console.demo.hostsim.process import SimulatorThread
+    from console.host.session import HostSession, make_transport
 
     OUT.mkdir(exist_ok=True)
     sim = SimulatorThread(speed=speed)

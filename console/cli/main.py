@@ -441,7 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, terminated)
     sim = None
     if args.demo:
-        from console.host.session import SimulatorThread
+        from console.demo.hostsim.process import SimulatorThread
 
         scenario = getattr(args, "demo_scenario", None) or "swap"
         # The operator's demo runs on the driven host: nothing moves but what the plan's keys do.

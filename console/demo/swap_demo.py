@@ -58,10 +58,10 @@ async def run_demo(out: Path, *, speed: float = 8.0, oom: bool = False) -> Path:
     runner.announce()
     await runner.start()
     try:
-        await _until(lambda: state.data("service") is not None and state.data("gpu") is not None)
+        await until(lambda: state.data("service") is not None and state.data("gpu") is not None)
         # The old model's run on this host, for the comparison.
         runner.start_bench("sweep", [(4, 8, 256, 128)])
-        await _until(lambda: runner.bench is None or not runner.bench.running)
+        await until(lambda: runner.bench is None or not runner.bench.running)
         await play(swap, state, ("download", "verify", "install", "preflight", "stop_old", "start_new", "benchmark"))
         await asyncio.sleep(1.0)
     finally:
@@ -122,11 +122,11 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
     runner.announce()
     await runner.start()
     try:
-        await _until(lambda: state.data("service") is not None and state.data("gpu") is not None)
-        await _until(lambda: state.data("server") is not None and state.data("server").status == "ready", 600)
+        await until(lambda: state.data("service") is not None and state.data("gpu") is not None)
+        await until(lambda: state.data("server") is not None and state.data("server").status == "ready", 600)
         # The old model's run on this host: the workload the new server is benchmarked with (before/after).
         runner.start_bench("sweep", [(4, 8, 256, 128)])
-        await _until(lambda: runner.bench is None or not runner.bench.running, 600)
+        await until(lambda: runner.bench is None or not runner.bench.running, 600)
         await play(swap, state, steps or PATH_STEPS[path], quiet=quiet, rollback=rollback)
         await _read_after_the_last_command(runner, state)
         await asyncio.sleep(1.0)
@@ -186,63 +186,17 @@ async def _read_after_the_last_command(runner: Any, state: Any) -> None:
 
     for _ in range(2):
         runner.repoll("service")
-        await _until(lambda: read_since(last), 120)
+        await until(lambda: read_since(last), 120)
         last = state.reading("service").ok_at_s
 
 
-async def _until(ready: Any, timeout_s: float = 300) -> None:
+async def until(ready: Any, timeout_s: float = 300) -> None:
+    """Wait for `ready()` on the demo's host, checking every 0.2 s; the demo ends if it never comes."""
     for _ in range(int(timeout_s / 0.2)):
         if ready():
             return
         await asyncio.sleep(0.2)
     raise SystemExit("the demo host did not get there in time")
-
-
-async def run_tui_demo(out: Path, *, speed: float = 8.0) -> Path:
-    """The same swap driven through the console's own screens (headless Textual pilot): the plan
-    screen's keys, each confirmation's enter; SVG screenshots of the plan at its moments."""
-    from console.ui.app import ConsoleApp
-    from console.demo.hostsim.scenario import demo_profile, start_scenario
-    from console.ui.panes.swap import ConfirmScreen
-    from console.host.session import HostSession, make_transport
-
-    work = Path(tempfile.mkdtemp(prefix="gpuconsole-swap-tui-"))
-    sim = await simulated_host(work, speed)
-    await start_scenario(sim)
-    profile = demo_profile(sim).with_overrides({"gpu_interval_s": 0.5})
-    app = ConsoleApp.for_session(HostSession(profile, make_transport(profile), demo=True,
-                                             bench_path=work / "bench.jsonl"), record=True, record_dir=work / "rec")
-    await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
-    try:
-        async with app.run_test(size=(130, 48)) as pilot:
-            state = app.state
-            app.runner.swap.bench_plan = [(1, 4, 256, 128), (4, 8, 256, 128)]
-            await _until(lambda: state.data("service") is not None and state.data("gpu") is not None)
-            app.action_swap_plan()
-            await pilot.pause()
-            shots = {"download": "swap-plan-1-download", "stop_old": "swap-plan-2-confirm-stop",
-                     "benchmark": "swap-plan-3-done"}
-            for key, letter in (("download", "d"), ("install", "i"), ("preflight", "g"), ("stop_old", "s"),
-                                ("start_new", "n"), ("benchmark", "b")):
-                await pilot.press(letter)
-                await pilot.pause(0.3)
-                if not isinstance(app.screen, ConfirmScreen):
-                    raise SystemExit(f"{key}: no confirmation came up")
-                if key == "stop_old":
-                    app.save_screenshot(f"{shots[key]}.svg", str(out))
-                await pilot.press("enter")
-                if key == "download":
-                    await _until(lambda: (state.data("download") is not None
-                                          and state.data("download").bytes_done > 120e9))
-                    await pilot.pause(0.6)
-                    app.save_screenshot(f"{shots[key]}.svg", str(out))
-                await _until(lambda k=key: state.swap.steps[k].state in ("done", "failed", "skipped"), 600)
-                print(f"{key}: {state.swap.steps[key].state} — {state.swap.steps[key].detail}", file=sys.stderr)
-            await pilot.pause(1.0)
-            app.save_screenshot(f"{shots['benchmark']}.svg", str(out))
-    finally:
-        await sim.stop()
-    return out
 
 
 def render_all(recording: Path, out: Path, name: str = "swap-report") -> list[Path]:
@@ -272,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--oom", action="store_true", help="the new server runs out of memory; roll back")
     parser.add_argument("--speed", type=float, default=8.0)
-    parser.add_argument("--tui", action="store_true", help="drive it through the console's screens; save SVGs")
+    parser.add_argument("--tui", action="store_true",
+                        help="moved: python -m console.ui.swap_tui_demo OUT (the swap through the console's screens)")
     parser.add_argument("--path", choices=("in-place", "beside", "restart"),
                         help="issue 24: play this path on its simulated host; writes swap-report-<path>.*")
     parser.add_argument("--runtime", choices=("systemd", "container"), default="systemd",
@@ -287,9 +242,10 @@ def main(argv: list[str] | None = None) -> int:
         for path in render_all(recording, args.out, name):
             print(path)
         return 0
-    if args.tui:
-        asyncio.run(run_tui_demo(args.out, speed=args.speed))
-        return 0
+    if args.tui:  # the screens are the UI's floor, above the demo: the swap through them is its own command
+        print(f"the swap through the console's screens: python -m console.ui.swap_tui_demo {args.out}"
+              + (f" --speed {args.speed:g}" if args.speed != 8.0 else ""), file=sys.stderr)
+        return 2
     recording = asyncio.run(run_demo(args.out, speed=args.speed, oom=args.oom))
     name = "swap-report-rollback" if args.oom else "swap-report"
     for path in render_all(recording, args.out, name):

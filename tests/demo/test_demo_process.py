@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from console.host.session import SimulatorThread
+from console.demo.hostsim.process import SimulatorThread
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -41,7 +41,7 @@ def test_the_demo_simulator_is_another_process_and_stop_ends_it() -> None:
 
 
 def test_the_simulator_dies_with_a_console_that_is_killed() -> None:
-    script = ("import os, sys\nfrom console.host.session import SimulatorThread\n"
+    script = ("import os, sys\nfrom console.demo.hostsim.process import SimulatorThread\n"
               "s = SimulatorThread(); s.start(); print(s.process.pid, flush=True)\nos.kill(os.getpid(), 9)\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
     pid = int(out.stdout.split()[0])

@@ -4,8 +4,9 @@ command of the console goes through a real SSH connection and a real login shell
 seeds' two services as containers and as compose services, the log and the status, the swap end to
 end, a failed start rolled back, the GPU-to-container mapping (a real process in a real cgroup).
 
-The driven scenario's services run in this process (console/demo/hostsim/docker_drive.py); only the SSH
-side is OpenSSH's instead of the simulator's own."""
+The driven scenario's services run in this process (console/demo/hostsim/docker_drive.py lays them
+out, the fake docker CLI's drive_* start and stop them); only the SSH side is OpenSSH's instead of
+the simulator's own."""
 
 from __future__ import annotations
 
@@ -467,7 +468,7 @@ async def test_in_place_on_a_container_end_to_end_over_sshd(tmp_path: Path, monk
 async def _in_place_on_containers(tmp_path: Path, sim: HostSimulator, dt: Any) -> None:
     from console.demo.hostsim import downtime_scenario as ds
     from console.demo.hostsim.containers import container_inspect, mirror_units_as_containers
-    from console.demo.hostsim.docker_drive import MAP_FILE
+    from console.demo.hostsim.fake_docker import MAP_FILE
     from console.demo.hostsim.downloader import qwen122b_config, qwen122b_files
     from console.demo.hostsim.scenario import NEW_UNIT
 
@@ -536,7 +537,7 @@ async def test_beside_on_containers_end_to_end_over_sshd(tmp_path: Path, monkeyp
 async def _beside_on_containers(tmp_path: Path, sim: HostSimulator, dt: Any) -> None:
     from console.demo.hostsim import downtime_scenario as ds
     from console.demo.hostsim.containers import mirror_units_as_containers
-    from console.demo.hostsim.docker_drive import MAP_FILE
+    from console.demo.hostsim.fake_docker import MAP_FILE
     from console.demo.hostsim.downloader import qwen122b_config, qwen122b_files
     from console.demo.hostsim.scenario import NEW_UNIT, OLD_UNIT
     from console.demo.hostsim.services import UNITS_DIR

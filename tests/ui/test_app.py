@@ -20,7 +20,8 @@ from tests.kit.screens import (
 @pytest.fixture
 def demo_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ConsoleApp]:
     """The app against the full demo (scenario running), with bench runs saved under tmp_path."""
-    from console.host.session import SimulatorThread, make_transport
+    from console.demo.hostsim.process import SimulatorThread
+    from console.host.session import make_transport
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     sim = SimulatorThread()

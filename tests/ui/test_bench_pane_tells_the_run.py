@@ -69,7 +69,8 @@ async def test_a_peak_below_its_own_mean_is_not_shown_as_a_peak(size: tuple[int,
 
 async def test_a_sweep_stopped_with_x_says_so_and_how_many_requests_went_out(tmp_path: Path) -> None:
     from console.ui.app import ConsoleApp
-    from console.host.session import HostSession, SimulatorThread, make_transport
+    from console.demo.hostsim.process import SimulatorThread
+    from console.host.session import HostSession, make_transport
 
     sim = SimulatorThread()
     profile = sim.start()

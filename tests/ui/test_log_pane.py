@@ -92,7 +92,8 @@ def test_wrap_keeps_every_character() -> None:
 @pytest.fixture
 def fast_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ConsoleApp]:
     """The demo swap at 8× (ready after ~10 s)."""
-    from console.host.session import HostSession, SimulatorThread, make_transport
+    from console.demo.hostsim.process import SimulatorThread
+    from console.host.session import HostSession, make_transport
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     sim = SimulatorThread(speed=8.0)

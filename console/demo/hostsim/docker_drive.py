@@ -1,43 +1,25 @@
 """The seeds' swap in containers, driven from the console (`--demo-scenario docker-drive`, issue 26):
 nothing moves on its own. The story's services run as in the "drive" scenario (real fake-SGLang
 processes whose windows console/demo/hostsim/drive.py keeps), mirrored as Docker containers
-(console/demo/hostsim/containers.py); here the other direction: the simulated `docker start NAME` and
-`docker stop NAME` open and close the mapped service's window and return as Docker's do: `start`
-once the container's process runs (a server that dies while booting is seen later, in `docker
-inspect`), `stop` once it has exited (SIGTERM, SIGKILL after --time seconds).
-
-State: $GPUSIM_ROOT/.sim/docker-drive.json = {"containers": {NAME: UNIT}} (stdlib only: the host's
-python3 runs the fake CLI).
+(console/demo/hostsim/containers.py). This lays the scenario out and writes which container is which
+service ($GPUSIM_ROOT/.sim/docker-drive.json); the other direction, the simulated `docker start|stop
+NAME` and `docker compose create` opening and closing the mapped service's window, is the fake
+docker CLI's own (console/demo/hostsim/fake_docker.py, `drive_*`: the host's python3 runs it).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sys
-import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from console.demo.hostsim import drive
+from console.demo.hostsim.containers import mirror_units_as_containers
+from console.demo.hostsim.fake_docker import MAP_FILE
+from console.demo.hostsim.services import Timeline, UnitRunner, install_units
+from console.demo.hostsim.story import MODEL_DIR, NEW_CONTAINER, NEW_UNIT, OLD_CONTAINER, OLD_MODEL_DIR, OLD_UNIT
 
 if TYPE_CHECKING:
     from console.demo.hostsim.server import HostSimulator
-
-MAP_FILE = "docker-drive.json"
-
-
-def _root() -> Path:
-    return Path(os.environ["GPUSIM_ROOT"])
-
-
-def mapped(name: str, root: Path | None = None) -> str | None:
-    """The simulated service behind a container of the driven scenario (None: a plain container)."""
-    try:
-        data: dict[str, Any] = json.loads(((root or _root()) / ".sim" / MAP_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    unit = data.get("containers", {}).get(name.lstrip("/"))
-    return unit if isinstance(unit, str) else None
-
 
 COMPOSE_FILE = "/etc/sglang/compose.yaml"
 COMPOSE_SERVICE = "qwen122b"
@@ -73,18 +55,6 @@ def compose_text(sim: HostSimulator) -> str:
 async def start(sim: HostSimulator, *, oom: bool = False, compose: bool = False) -> None:
     """Lay out the sandbox: the old container serving for hours, the new one created, not started
     (`compose`: not created yet; COMPOSE_FILE describes it and `docker compose create` makes it)."""
-    from console.demo.hostsim import drive
-    from console.demo.hostsim.containers import mirror_units_as_containers
-    from console.demo.hostsim.story import (
-        MODEL_DIR,
-        NEW_CONTAINER,
-        NEW_UNIT,
-        OLD_CONTAINER,
-        OLD_MODEL_DIR,
-        OLD_UNIT,
-    )
-    from console.demo.hostsim.services import Timeline, UnitRunner, install_units
-
     sim.path(MODEL_DIR).mkdir(parents=True, exist_ok=True)
     sim.path(OLD_MODEL_DIR).mkdir(parents=True, exist_ok=True)
     # The unit files are the simulation's own launch definitions here: the console reads containers.
@@ -108,99 +78,3 @@ async def start(sim: HostSimulator, *, oom: bool = False, compose: bool = False)
     sim.add_task(runner.run())
     new: tuple[str, ...] = (NEW_CONTAINER, "/shared/models") + ((COMPOSE_IMAGE,) if compose else ())
     sim.add_task(mirror_units_as_containers(sim, {OLD_UNIT: (OLD_CONTAINER, "/data/models"), NEW_UNIT: new}))
-
-
-def _unit_active(unit: str) -> str:
-    try:
-        units = json.loads((_root() / ".sim" / "units.json").read_text())
-    except (OSError, ValueError):
-        units = {}
-    return str(units.get(unit, {}).get("active", "inactive"))
-
-
-def _container_running(name: str) -> bool | None:
-    try:
-        obj = json.loads((_root() / ".sim" / "containers" / f"{name}.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return bool(obj.get("State", {}).get("Running"))
-
-
-def _wait(predicate: Any, timeout_s: float) -> bool:
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def start_stop(cmd: str, name: str, unit: str, grace_s: float, t: float) -> int:
-    """`docker start|stop NAME` for a mapped container; prints what Docker prints."""
-    from console.demo.hostsim import drive
-
-    if cmd == "start":
-        if _unit_active(unit) == "active":
-            print(name)  # Docker: starting a running container is a no-op that names it
-            return 0
-        drive._set_window(unit, True, t)
-        if not _wait(lambda: _unit_active(unit) == "active", 10):
-            print(f"Error response from daemon: failed to create task for container: {name}: the process did "
-                  "not start", file=sys.stderr)
-            print(f"Error: failed to start containers: {name}", file=sys.stderr)
-            return 1
-        _wait(lambda: _container_running(name) is True, 5)  # what `docker inspect` says next agrees
-        print(name)
-        return 0
-    drive._set_window(unit, False, t)
-    if not _wait(lambda: _unit_active(unit) != "active", grace_s + 10):
-        print(f"Error response from daemon: cannot stop container: {name}: tried to kill container, but did "
-              "not receive an exit event", file=sys.stderr)
-        return 1
-    _wait(lambda: _container_running(name) is False, 5)
-    print(name)
-    return 0
-
-
-def compose_mapped(path: str) -> bool:
-    """Whether the driven scenario stages this compose file's service (else the plain simulated compose)."""
-    try:
-        services = json.loads((_root() / ".sim" / MAP_FILE).read_text()).get("compose", {})
-    except (OSError, ValueError):
-        return False
-    return any(isinstance(e, list) and e and e[0] == path for e in services.values())
-
-
-def compose(args: list[str]) -> int:
-    """`docker compose -f FILE create [--no-recreate] [--] SERVICE` for the driven scenario: the
-    service's container appears (created, not started); an existing one is kept (--no-recreate)."""
-    path = args[args.index("-f") + 1] if "-f" in args and args.index("-f") + 1 < len(args) else None
-    rest = args[args.index("-f") + 2:] if path is not None else args
-    if not rest or rest[0] != "create":
-        print(f"unknown docker command: \"compose {rest[0] if rest else ''}\"", file=sys.stderr)
-        return 1
-    names = rest[rest.index("--") + 1:] if "--" in rest else [a for a in rest[1:] if not a.startswith("-")]
-    if path is None or not Path(path).is_file():
-        print(f"open {path}: no such file or directory", file=sys.stderr)
-        return 1
-    try:
-        services = json.loads((_root() / ".sim" / MAP_FILE).read_text()).get("compose", {})
-    except (OSError, ValueError):
-        services = {}
-    status = 0
-    for service in names:
-        entry = services.get(service)
-        if entry is None or entry[0] != path:
-            print(f"no such service: {service}", file=sys.stderr)
-            status = 1
-            continue
-        _file, container, unit = entry
-        target = _root() / "etc" / "systemd" / "system" / unit
-        if not target.exists():
-            (_root() / ".sim" / "compose-staged" / unit).replace(target)
-            _wait(lambda c=container: _container_running(c) is not None, 5)
-            print(f" Container {container}  Created", file=sys.stderr)
-        else:
-            print(f" Container {container}  Running" if _container_running(container) else
-                  f" Container {container}  Created", file=sys.stderr)
-    return status

@@ -23,6 +23,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from console.demo.hostsim import drive
+from console.demo.hostsim.simstate import scenario_time
+
 DAEMON_DOWN = ("Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
                "Is the docker daemon running?")
 
@@ -325,8 +328,6 @@ def _logs(args: list[str]) -> int:
 
 
 def _start_stop(cmd: str, args: list[str], *, quiet: bool = False) -> int:
-    from console.demo.hostsim import docker_drive
-
     status = 0
     if "--time" in args or any(a.startswith("--time=") for a in args):
         print("Flag --time has been deprecated, use --timeout instead")  # CLI 28, on stdout
@@ -338,14 +339,12 @@ def _start_stop(cmd: str, args: list[str], *, quiet: bool = False) -> int:
             status = 1
             failed.append(name)
             continue
-        unit = docker_drive.mapped(str(obj.get("Name", name)))
+        unit = drive_mapped(str(obj.get("Name", name)))
         if unit is not None:  # --demo-scenario docker-drive: the container is a simulated service
-            from console.demo.hostsim.simstate import scenario_time
-
             grace = _value(args, "--time", "--timeout", "-t")
-            status = docker_drive.start_stop(cmd, str(obj["Name"]).lstrip("/"), unit,
-                                             float(grace) if grace and grace.isdigit() else 10.0,
-                                             scenario_time()) or status
+            status = drive_start_stop(cmd, str(obj["Name"]).lstrip("/"), unit,
+                                      float(grace) if grace and grace.isdigit() else 10.0,
+                                      scenario_time()) or status
             continue
         state = obj.setdefault("State", {})
         # Docker's own times: StartedAt at each start, FinishedAt at each exit (kept while a later start runs)
@@ -547,15 +546,14 @@ def compose(args: list[str]) -> int:
     """`docker compose [-f FILE] [-p NAME] create|up -d|start|stop|ps [SERVICE...]`: the containers
     of a compose file, created from its services with Compose's names and labels; progress lines on
     stderr as Compose prints them without a terminal (" Container NAME  Created")."""
-    from console.demo.hostsim import docker_drive
     from console.host.parsers.docker import compose_project_name
 
     files, project, rest = _compose_opts(args)
     if not rest:
         print(COMPOSE_USAGE, file=sys.stderr)
         return 1
-    if files and docker_drive.compose_mapped(files[0]):  # the driven scenario's staged service
-        return docker_drive.compose(args)
+    if files and drive_compose_mapped(files[0]):  # the driven scenario's staged service
+        return drive_compose(args)
     sub, operands = rest[0], rest[1:]
     names = operands[operands.index("--") + 1:] if "--" in operands else [a for a in operands if not a.startswith("-")]
     if sub not in ("create", "up", "start", "stop", "ps"):
@@ -618,3 +616,121 @@ def compose(args: list[str]) -> int:
             _start_stop("stop", ["--", name], quiet=True)
             print(f" Container {name}  Stopped", file=sys.stderr)
     return 0
+
+
+# -- the driven scenario's containers (`--demo-scenario docker-drive`, issue 26) ----------------------
+# The containers of console/demo/hostsim/docker_drive.py's scenario are the simulated services of
+# console/demo/hostsim/drive.py: `docker start|stop NAME` opens and closes the mapped service's window
+# and returns as Docker's do, `start` once the container's process runs (a server that dies while
+# booting is seen later, in `docker inspect`), `stop` once it has exited (SIGTERM, SIGKILL after
+# --time seconds). State: $GPUSIM_ROOT/.sim/docker-drive.json = {"containers": {NAME: UNIT},
+# "compose": {SERVICE: [FILE, CONTAINER, UNIT]}}, written by the scenario, read here.
+MAP_FILE = "docker-drive.json"
+
+
+def _root() -> Path:
+    return Path(os.environ["GPUSIM_ROOT"])
+
+
+def drive_mapped(name: str, root: Path | None = None) -> str | None:
+    """The simulated service behind a container of the driven scenario (None: a plain container)."""
+    try:
+        data: dict[str, Any] = json.loads(((root or _root()) / ".sim" / MAP_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    unit = data.get("containers", {}).get(name.lstrip("/"))
+    return unit if isinstance(unit, str) else None
+
+
+def _unit_active(unit: str) -> str:
+    try:
+        units = json.loads((_root() / ".sim" / "units.json").read_text())
+    except (OSError, ValueError):
+        units = {}
+    return str(units.get(unit, {}).get("active", "inactive"))
+
+
+def _container_running(name: str) -> bool | None:
+    try:
+        obj = json.loads((_root() / ".sim" / "containers" / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return bool(obj.get("State", {}).get("Running"))
+
+
+def _wait(predicate: Any, timeout_s: float) -> bool:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def drive_start_stop(cmd: str, name: str, unit: str, grace_s: float, t: float) -> int:
+    """`docker start|stop NAME` for a mapped container; prints what Docker prints."""
+    if cmd == "start":
+        if _unit_active(unit) == "active":
+            print(name)  # Docker: starting a running container is a no-op that names it
+            return 0
+        drive._set_window(unit, True, t)
+        if not _wait(lambda: _unit_active(unit) == "active", 10):
+            print(f"Error response from daemon: failed to create task for container: {name}: the process did "
+                  "not start", file=sys.stderr)
+            print(f"Error: failed to start containers: {name}", file=sys.stderr)
+            return 1
+        _wait(lambda: _container_running(name) is True, 5)  # what `docker inspect` says next agrees
+        print(name)
+        return 0
+    drive._set_window(unit, False, t)
+    if not _wait(lambda: _unit_active(unit) != "active", grace_s + 10):
+        print(f"Error response from daemon: cannot stop container: {name}: tried to kill container, but did "
+              "not receive an exit event", file=sys.stderr)
+        return 1
+    _wait(lambda: _container_running(name) is False, 5)
+    print(name)
+    return 0
+
+
+def drive_compose_mapped(path: str) -> bool:
+    """Whether the driven scenario stages this compose file's service (else the plain simulated compose)."""
+    try:
+        services = json.loads((_root() / ".sim" / MAP_FILE).read_text()).get("compose", {})
+    except (OSError, ValueError):
+        return False
+    return any(isinstance(e, list) and e and e[0] == path for e in services.values())
+
+
+def drive_compose(args: list[str]) -> int:
+    """`docker compose -f FILE create [--no-recreate] [--] SERVICE` for the driven scenario: the
+    service's container appears (created, not started); an existing one is kept (--no-recreate)."""
+    path = args[args.index("-f") + 1] if "-f" in args and args.index("-f") + 1 < len(args) else None
+    rest = args[args.index("-f") + 2:] if path is not None else args
+    if not rest or rest[0] != "create":
+        print(f"unknown docker command: \"compose {rest[0] if rest else ''}\"", file=sys.stderr)
+        return 1
+    names = rest[rest.index("--") + 1:] if "--" in rest else [a for a in rest[1:] if not a.startswith("-")]
+    if path is None or not Path(path).is_file():
+        print(f"open {path}: no such file or directory", file=sys.stderr)
+        return 1
+    try:
+        services = json.loads((_root() / ".sim" / MAP_FILE).read_text()).get("compose", {})
+    except (OSError, ValueError):
+        services = {}
+    status = 0
+    for service in names:
+        entry = services.get(service)
+        if entry is None or entry[0] != path:
+            print(f"no such service: {service}", file=sys.stderr)
+            status = 1
+            continue
+        _file, container, unit = entry
+        target = _root() / "etc" / "systemd" / "system" / unit
+        if not target.exists():
+            (_root() / ".sim" / "compose-staged" / unit).replace(target)
+            _wait(lambda c=container: _container_running(c) is not None, 5)
+            print(f" Container {container}  Created", file=sys.stderr)
+        else:
+            print(f" Container {container}  Running" if _container_running(container) else
+                  f" Container {container}  Created", file=sys.stderr)
+    return status
