@@ -27,6 +27,7 @@ from console.share.client import attach
 from console.share.server import ShareServer
 from console.domain.swap.controller import SwapController
 from console.core.derive.swap_view import ApprovalChanged, SwapStep, SwapStepChanged
+from tests.kit.clocks import Clock
 from tests.kit.hosts import wait_for
 
 SPEED = 4.0  # the story at 4 scenario seconds a second: the old server stops 11 s in, the new is ready at 19 s
@@ -177,20 +178,12 @@ async def test_a_client_attached_after_the_swap_shows_what_one_attached_from_the
 
 
 # -- 3. recordings: the first event kept, the whole state first, at rotation and every few minutes --
-class _Clock:
-    def __init__(self, t: float = 1000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def _notice(state: HostState, i: int) -> Notice:
     return Notice(state.host, "n", f"event {i}", "information", state.now())
 
 
 def test_a_recording_starts_with_the_whole_state_and_one_comes_at_each_rotation(tmp_path: Path) -> None:
-    clock = _Clock()
+    clock = Clock(1000.0)
     state = HostState("h", label="lab", clock=clock)
     state.apply(HostInfo("h", "lab", missing=(("log", "no log"),), read_only=True))
     recorder = Recorder(state, tmp_path, max_file_bytes=1, flush_every_s=0.0).start()
@@ -207,7 +200,7 @@ def test_a_recording_starts_with_the_whole_state_and_one_comes_at_each_rotation(
 
 
 def test_a_snapshot_is_written_every_few_minutes_and_replay_at_seeks_to_the_one_before(tmp_path: Path) -> None:
-    clock = _Clock()
+    clock = Clock(1000.0)
     state = HostState("h", clock=clock)
     recorder = Recorder(state, tmp_path, snapshot_every_s=3600).start()
     states_at: dict[int, StateSnapshot] = {}
@@ -279,7 +272,7 @@ async def test_a_replayed_demo_swap_shows_every_pane_as_the_live_run_did_before_
 
 
 async def test_replay_says_its_position_speed_and_end(tmp_path: Path) -> None:
-    clock = _Clock()
+    clock = Clock(1000.0)
     state = HostState("h", clock=clock)
     recorder = Recorder(state, tmp_path).start()
     for i in range(3):
@@ -319,7 +312,7 @@ def _log_with(series: list[tuple[float, float]], ready: bool = False, launch_at:
 def test_showing_the_other_side_as_old_marks_nothing_and_a_named_unit_stopping_does() -> None:
     from console.core.derive.swap_view import SwapSetup
 
-    clock = _Clock(100.0)
+    clock = Clock(100.0)
     state = HostState("h", clock=clock)
     state.apply(SwapSetup("h", "old.service", "new.service", None, None))
     events: list[object] = []
@@ -340,7 +333,7 @@ def test_showing_the_other_side_as_old_marks_nothing_and_a_named_unit_stopping_d
 def test_the_server_series_has_a_gap_where_no_server_existed() -> None:
     from console.ui.panes.bench import chart
 
-    clock = _Clock(1000.0)
+    clock = Clock(1000.0)
     state = HostState("h", clock=clock)
     state.apply(ReadingChanged("h", "log", Reading("log", _log_with([(990.0 + i, 600.0) for i in range(10)]), 1000.0)))
     state.apply(ReadingChanged("h", "service", Reading("service", _service(("a", "active"), ("b", "inactive")), 1001)))
@@ -408,7 +401,7 @@ def test_one_freshness_rule_for_the_gpu_pane_the_fleet_row_and_the_header() -> N
     from console.ui.panes.gpu import GpuPane
     from console.ui.panes.header import format_header
 
-    state = HostState("h", clock=_Clock(1010.0))
+    state = HostState("h", clock=Clock(1010.0))
     gpu = GpuDevice(0, "x", "GPU-0", 1, 2, 5, 40, 100.0, 600.0)
     state.apply(ReadingChanged("h", "gpu", Reading("gpu", GpuStatus("nvml", (gpu,), sampled_at_s=1000.0), 1000.0)))
     reading = state.reading("gpu")
@@ -431,7 +424,7 @@ def test_a_fleet_row_shows_no_throughput_for_a_server_that_is_loading_weights() 
     tracker.feed([parse_line("[2026-01-01 10:00:00 TP0] Decode batch, #running-req: 4, "
                              "gen throughput (token/s): 116.00, #queue-req: 0,")], 990.0)
     tracker.feed([parse_line('[2026-01-01 10:05:00] server_args=ServerArgs(model_path="/m")')], 994.0)
-    state = HostState("h", clock=_Clock(1000.0))
+    state = HostState("h", clock=Clock(1000.0))
     state.apply(ReadingChanged("h", "log", Reading("log", tracker.summary(), 995.0)))
     starting = ServerStatus("starting", "loading weights", "u", "active", 1, "weights loading", HttpFacts())
     state.apply(ReadingChanged("h", "server", Reading("server", starting, 999.0)))

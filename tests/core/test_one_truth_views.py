@@ -20,17 +20,10 @@ from console.demo.hostsim.scenario import NEW_UNIT, OLD_UNIT, demo_profile, star
 from console.model import Reading
 from console.host.session import HostSession, make_transport
 from console.host.transport.ssh import SshTransport
+from tests.kit.clocks import Clock
 from tests.kit.hosts import sim_options, wait_for
 
 UNITS = Path(__file__).resolve().parent.parent.parent / "console" / "demo" / "hostsim" / "units"
-
-
-class _Clock:
-    def __init__(self, t: float = 1000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def _seeds_report() -> Any:
@@ -62,7 +55,7 @@ def _pane_text(app: Any) -> str:
 async def test_s_in_the_diff_pane_flips_the_view_and_creates_no_event(tmp_path: Path) -> None:
     from console.ui.app import ConsoleApp
 
-    state = HostState("h", label="h", clock=_Clock())
+    state = HostState("h", label="h", clock=Clock(1000.0))
     state.apply(HostInfo("h", "h"))
     state.apply(ReadingChanged("h", "service", Reading("service", _seeds_report(), 1000.0)))
     recorder = Recorder(state, tmp_path / "rec", flush_every_s=0.0).start()
@@ -210,7 +203,7 @@ def test_the_status_line_and_the_fleet_row_say_nothing_of_the_last_boots_through
     summary = _tracker_after_a_restart().summary()
     status = combine("new.service", "active", 42, summary, HttpFacts(), 999.0)
     assert status.status == "starting" and status.gen_throughput is None and status.running_reqs is None
-    state = HostState("h", clock=_Clock(999.0))
+    state = HostState("h", clock=Clock(999.0))
     state.apply(ReadingChanged("h", "log", Reading("log", summary, 999.0)))
     state.apply(ReadingChanged("h", "server", Reading("server", status, 999.0)))
     row = fleet_row(state, 999.0)
@@ -252,7 +245,7 @@ async def test_the_panes_draw_their_ages_on_the_states_clock() -> None:
     clock: 56 years for a state whose clock says 12 s."""
     from console.ui.app import ConsoleApp
 
-    clock = _Clock(1_000_000.0)
+    clock = Clock(1_000_000.0)
     app = ConsoleApp(_age(HostState("h", label="h", clock=clock)), None)
     async with app.run_test(size=(140, 50)) as pilot:
         await pilot.pause()
@@ -267,7 +260,7 @@ async def test_a_replay_seeked_to_t_draws_the_ages_the_live_screen_drew_at_t(tmp
     from console.ui.app import ConsoleApp
     from console.core.recording import Replayer
 
-    clock = _Clock(1_000_000.0)
+    clock = Clock(1_000_000.0)
     state = HostState("h", label="h", clock=clock)
     recorder = Recorder(state, tmp_path / "rec", flush_every_s=0.0).start()
     _age(state)  # recorded as they come
@@ -305,7 +298,7 @@ def test_the_log_status_line_and_the_fleet_row_give_the_same_throughput() -> Non
     tracker.feed([parse_line(DECODE.replace("#queue-req: 0", "#queue-req: 3").format(s=0))], 940.0)
     metrics = {"sglang:gen_throughput": 0.0, "sglang:num_running_reqs": 0.0, "sglang:num_queue_reqs": 0.0}
     http = HttpFacts(server_info={"status": "ready"}, metrics=metrics, health_ok=True, health_ever_ok=True)
-    state = HostState("h", clock=_Clock(1000.0))
+    state = HostState("h", clock=Clock(1000.0))
     state.apply(ReadingChanged("h", "log", Reading("log", tracker.summary(), 1000.0)))
     status = combine("u.service", "active", 1, tracker.summary(), http, 1000.0)
     state.apply(ReadingChanged("h", "server", Reading("server", status, 1000.0)))
@@ -332,7 +325,7 @@ async def test_the_log_pane_says_a_stale_server_status_as_the_fleet_row_does() -
     from console.domain.fleet.rows import fleet_row
     from console.ui.panes.log import format_status
 
-    clock = _Clock(1000.0)
+    clock = Clock(1000.0)
     state = HostState("h", label="h", clock=clock)
     state.apply(HostInfo("h", "h", log_label="journal: u.service"))
     ready = ServerStatus("ready", "serving: /health_generate answered", "u.service", "active", 1, "ready",

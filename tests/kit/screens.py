@@ -7,6 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
+from console.ui import host_screen
 from console.ui.app import ConsoleApp
 from console.config import HostProfile
 from console.core.state import HostInfo, HostState
@@ -14,6 +15,7 @@ from console.demo.hostsim import HostSimulator
 from console.ui.panes.header import HostHeader
 from console.host.session import HostSession
 from console.host.transport.ssh import SshTransport
+from tests.kit.clocks import Clock
 from tests.kit.hosts import sim_options
 
 
@@ -43,3 +45,14 @@ def offline_state(host: str = "gpu-01") -> HostState:
     state = HostState(host, label=host)
     state.apply(HostInfo(host, host, log_label="journal: sglang.service"))
     return state
+
+
+def gpu_pane_on_clocks(monkeypatch: pytest.MonkeyPatch) -> tuple[Clock, Clock, HostState, ConsoleApp]:
+    """A console on one host ("gpu-01", no session) whose two clocks the test moves by hand: the
+    flush cadence's (the host screen's monotonic clock) and the host's (the state's, the samples'
+    times). Returns (flush clock, host clock, the state, the app, not yet run)."""
+    flush_clock = Clock(5_000.0)
+    monkeypatch.setattr(host_screen, "_monotonic", flush_clock, raising=False)
+    clock = Clock(1_000_000.0)
+    state = HostState("gpu-01", label="gpu-01", clock=clock)
+    return flush_clock, clock, state, ConsoleApp(state, None)

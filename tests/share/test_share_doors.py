@@ -24,21 +24,14 @@ from console.share import protocol as p
 from console.share.server import ShareServer
 from console.core.derive.swap_view import ApprovalChanged, SwapSetup
 from tests.kit.cli import gpuconsole
+from tests.kit.clocks import Clock
 from tests.kit.figures import record
 from tests.kit.hosts import wait_for
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 async def core() -> AsyncIterator[tuple[ShareServer, Path, Clock]]:
-    clock = Clock()
+    clock = Clock(1000.0)
     short = Path(tempfile.mkdtemp(prefix="gc-"))
     server = await ShareServer(HostState("h"), None, owner="ana", clock=clock).start(
         unix_path=short / "core.sock", tcp=("127.0.0.1", 0))
@@ -86,12 +79,12 @@ async def test_two_hundred_asks_to_drive_from_one_person_reach_the_driver_once(c
         reply = await _reply(reader, 1)
         refusals += bool(reply["error"])
         writer.close()
-        clock.now += 0.05  # 200 in 10 s
+        clock.t += 0.05  # 200 in 10 s
     await wait_for(lambda: len(server.clients) == 1, 10)
     record("connect, ask to drive, leave (one person, 10 s)", tried=200, announced=len(announced))
     assert len(announced) == 1 and refusals == 199
     # the same person later: told again
-    clock.now += 60
+    clock.t += 60
     reader, writer, _ = await _hello(sock, "mallory")
     writer.write(json.dumps({"t": "ask_drive", "id": 1}).encode() + b"\n")
     assert (await _reply(reader, 1))["error"] is None

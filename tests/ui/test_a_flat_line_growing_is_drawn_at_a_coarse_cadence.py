@@ -8,14 +8,7 @@ from __future__ import annotations
 
 from console.core.state import HostState, ReadingChanged
 from console.model import GpuDevice, GpuStatus, Reading
-
-
-class _Clock:
-    def __init__(self, t: float = 1_000_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
+from tests.kit.clocks import Clock
 
 
 def _gpu(state: HostState, at: float, util: int) -> None:
@@ -26,7 +19,7 @@ def _gpu(state: HostState, at: float, util: int) -> None:
 async def test_a_flat_line_growing_is_drawn_every_30s_and_a_new_value_at_once() -> None:
     from console.ui.app import ConsoleApp
 
-    clock = _Clock()
+    clock = Clock()
     state = HostState("h", label="h", clock=clock)
     for age in range(10, 0, -1):  # the console opened 10 s ago: 10 samples of 0 %
         _gpu(state, clock.t - age, 0)

@@ -11,14 +11,7 @@ from typing import Any
 from console.core.state import HostState, ReadingChanged
 from console.model import GpuDevice, GpuStatus, Reading
 from tests.kit.hosts import wait_for
-
-
-class _Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
+from tests.kit.screens import gpu_pane_on_clocks
 
 
 def _sample(state: HostState, at: float, utils: tuple[int, ...]) -> Reading[GpuStatus]:
@@ -47,8 +40,6 @@ def _whole(pane: Any) -> list[str]:
 
 
 async def test_a_gpu_sample_redraws_only_the_rows_that_moved(monkeypatch: Any) -> None:
-    from console.ui import host_screen
-    from console.ui.app import ConsoleApp
     from textual.visual import Visual
 
     drawn_rows: list[int] = []
@@ -61,11 +52,7 @@ async def test_a_gpu_sample_redraws_only_the_rows_that_moved(monkeypatch: Any) -
         return strips
 
     monkeypatch.setattr(Visual, "to_strips", classmethod(counted))
-    flush_clock = _Clock(5_000.0)
-    monkeypatch.setattr(host_screen, "_monotonic", flush_clock, raising=False)
-    clock = _Clock(1_000_000.0)
-    state = HostState("gpu-01", label="gpu-01", clock=clock)
-    app = ConsoleApp(state, None)
+    flush_clock, clock, state, app = gpu_pane_on_clocks(monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         pane = app.host_screen.pane("gpu")
         await pilot.pause()

@@ -10,14 +10,7 @@ from typing import Any
 from console.core.state import HostState, ReadingChanged
 from console.model import GpuDevice, GpuStatus, Reading
 from tests.kit.hosts import wait_for
-
-
-class _Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
+from tests.kit.screens import gpu_pane_on_clocks
 
 
 def _sample(state: HostState, at: float, util: int = 7) -> Reading[GpuStatus]:
@@ -28,8 +21,6 @@ def _sample(state: HostState, at: float, util: int = 7) -> Reading[GpuStatus]:
 
 
 async def test_a_still_gpu_pane_draws_nothing_in_30_s_of_quiet_samples(monkeypatch: Any) -> None:
-    from console.ui import host_screen
-    from console.ui.app import ConsoleApp
     from console.ui.panes import gpu as gpu_pane
 
     laid_out: list[int] = []
@@ -37,11 +28,7 @@ async def test_a_still_gpu_pane_draws_nothing_in_30_s_of_quiet_samples(monkeypat
     monkeypatch.setattr(gpu_pane, "format_gpu_status", lambda *a, **k: (laid_out.append(1), real(*a, **k))[1])
     # Every sample two seconds after the last on the flush's clock: each one flushed to the pane at
     # once, also once the news has kept coming long enough to be held two seconds (HostScreen.hold_s).
-    flush_clock = _Clock(5_000.0)
-    monkeypatch.setattr(host_screen, "_monotonic", flush_clock, raising=False)
-    clock = _Clock(1_000_000.0)
-    state = HostState("gpu-01", label="gpu-01", clock=clock)
-    app = ConsoleApp(state, None)
+    flush_clock, clock, state, app = gpu_pane_on_clocks(monkeypatch)
     async with app.run_test(size=(120, 40)) as pilot:
         pane = app.host_screen.pane("gpu")
         await pilot.pause()

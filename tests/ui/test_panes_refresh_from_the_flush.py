@@ -9,19 +9,12 @@ from __future__ import annotations
 from console.domain.bench.runner import Progress
 from console.core.state import BenchChanged, HostInfo, HostState
 from console.core.derive.swap_view import SwapStep, SwapStepChanged
+from tests.kit.clocks import Clock
 from tests.kit.hosts import wait_for
 from tests.kit.screens import screen_text
 
 
-class _Clock:
-    def __init__(self, t: float = 1_000_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def _state(clock: _Clock) -> HostState:
+def _state(clock: Clock) -> HostState:
     state = HostState("gpu-01", label="gpu-01", clock=clock)
     state.apply(HostInfo("gpu-01", "gpu-01", log_label="journal: sglang.service"))
     return state
@@ -31,7 +24,7 @@ async def test_the_bench_pane_and_the_plan_have_no_timer_and_draw_nothing_when_n
     from console.ui.app import ConsoleApp
     from console.ui.panes.swap import SwapScreen
 
-    clock = _Clock()
+    clock = Clock()
     state = _state(clock)
     app = ConsoleApp(state, None)
     async with app.run_test(size=(200, 60)) as pilot:
@@ -58,7 +51,7 @@ async def test_the_plan_follows_the_swap_through_the_screens_flush() -> None:
     from console.ui.app import ConsoleApp
     from console.ui.panes.swap import SwapScreen
 
-    clock = _Clock()
+    clock = Clock()
     state = _state(clock)
     app = ConsoleApp(state, None)
     async with app.run_test(size=(200, 60)) as pilot:
@@ -76,7 +69,7 @@ async def test_the_plan_follows_the_swap_through_the_screens_flush() -> None:
 async def test_a_change_held_back_by_the_throttle_is_drawn_when_due_by_the_age_timer() -> None:
     from console.ui.app import ConsoleApp
 
-    clock = _Clock()
+    clock = Clock()
     state = _state(clock)
     app = ConsoleApp(state, None)
     async with app.run_test(size=(200, 60)) as pilot:
@@ -106,7 +99,7 @@ async def test_a_pane_left_out_beside_the_plan_is_not_drawn_until_it_is_shown_ag
     from console.ui.app import ConsoleApp
     from console.ui.panes.swap import SwapScreen
 
-    clock = _Clock()
+    clock = Clock()
     state = _state(clock)
     app = ConsoleApp(state, None)
     async with app.run_test(size=(80, 24)) as pilot:

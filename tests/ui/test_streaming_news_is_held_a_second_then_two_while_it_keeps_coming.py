@@ -11,15 +11,8 @@ from typing import Any
 from console.core.derive.swap_view import SwapStep, SwapStepChanged
 from console.core.state import HostInfo, HostState, ReadingChanged
 from console.model import Reading
+from tests.kit.clocks import Clock
 from tests.kit.hosts import wait_for
-
-
-class _Clock:
-    def __init__(self, t: float = 1_000_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def _gpu_error(i: int) -> ReadingChanged:
@@ -30,9 +23,9 @@ async def test_changes_that_keep_coming_are_flushed_once_a_second_and_the_swap_a
     from console.ui import host_screen
     from console.ui.app import ConsoleApp
 
-    held = _Clock(5_000.0)  # the flush cadence's clock, held still: every change falls in one busy second
+    held = Clock(5_000.0)  # the flush cadence's clock, held still: every change falls in one busy second
     monkeypatch.setattr(host_screen, "_monotonic", held, raising=False)
-    state = HostState("gpu-01", label="gpu-01", clock=_Clock())
+    state = HostState("gpu-01", label="gpu-01", clock=Clock())
     state.apply(HostInfo("gpu-01", "gpu-01", log_label="journal: sglang.service"))
     app = ConsoleApp(state, None)
     async with app.run_test(size=(200, 60)) as pilot:
@@ -71,9 +64,9 @@ async def test_news_that_keeps_coming_is_flushed_every_two_seconds_until_it_paus
     from console.ui import host_screen
     from console.ui.app import ConsoleApp
 
-    held = _Clock(5_000.0)  # the flush cadence's clock, moved by hand
+    held = Clock(5_000.0)  # the flush cadence's clock, moved by hand
     monkeypatch.setattr(host_screen, "_monotonic", held, raising=False)
-    state = HostState("gpu-01", label="gpu-01", clock=_Clock())
+    state = HostState("gpu-01", label="gpu-01", clock=Clock())
     app = ConsoleApp(state, None)
     async with app.run_test(size=(200, 60)) as pilot:
         screen = app.host_screen

@@ -12,14 +12,7 @@ from console.domain.analysis.log_state import LogSummary
 from console.core.freshness import is_stale
 from console.core.state import HostState, ReadingChanged
 from console.model import GpuDevice, GpuStatus, Reading
-
-
-class _Clock:
-    def __init__(self, t: float = 1_000_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
+from tests.kit.clocks import Clock
 
 
 def _gpu(state: HostState, at: float) -> None:
@@ -84,19 +77,19 @@ async def test_a_live_pane_is_not_asked_until_its_label_would_change() -> None:
         assert asked["gpu"] == 0
 
 
-def _clocked_state() -> tuple[_Clock, HostState, float]:
-    clock = _Clock()
+def _clocked_state() -> tuple[Clock, HostState, float]:
+    clock = Clock()
     return clock, HostState("h", label="h", clock=clock), clock.t
 
 
-def _gpu_state() -> tuple[_Clock, HostState, float]:
+def _gpu_state() -> tuple[Clock, HostState, float]:
     """A state on a test clock with a GPU reading taken now."""
     clock, state, t0 = _clocked_state()
     _gpu(state, t0)
     return clock, state, t0
 
 
-def _quiet_log_state(quiet_s: float) -> tuple[_Clock, HostState, float]:
+def _quiet_log_state(quiet_s: float) -> tuple[Clock, HostState, float]:
     """A state on a test clock whose log's last line was `quiet_s` ago."""
     clock, state, t0 = _clocked_state()
     summary = LogSummary("log", "serving", (), None, None, None, None, None, None, (), 10, t0 - quiet_s)

@@ -12,14 +12,7 @@ import pytest
 from console.domain.analysis.bench_view import BenchView
 from console.core.state import HostState, ReadingChanged
 from console.model import GpuDevice, GpuStatus, Reading
-
-
-class _Clock:
-    def __init__(self, t: float = 1_000_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
+from tests.kit.clocks import Clock
 
 
 def _gpu(state: HostState, at: float, util: int) -> None:
@@ -45,7 +38,7 @@ def builds(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 async def test_a_flat_series_scrolling_is_not_rebuilt_and_a_change_is(builds: list[float]) -> None:
     from console.ui.app import ConsoleApp
 
-    clock = _Clock()
+    clock = Clock()
     state = HostState("h", label="h", clock=clock)
     t = clock.t - 150.0
     while t < clock.t:  # 150 s of a flat 37 % already there
