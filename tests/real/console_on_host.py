@@ -30,7 +30,33 @@ from console.domain.swap.controller import SwapController
 from console.domain.swap.report import SECTIONS, render, report_from_recording
 
 WHO = "ana"
+# The bounds every real swap's console runs under: GPU readings twice a second, and room for a loaded
+# two-core machine (a boot, the drain, the SSH connect).
+LIVED_BOUNDS: dict[str, float] = dict(gpu_interval_s=0.5, ready_timeout_s=150.0, drain_timeout_s=90.0,
+                                      connect_timeout_s=20.0)
 HF_TOKEN = "hf_sImUlAtEdToKeNnOtReAl"  # the seed units' (console/demo/hostsim/units/): never in a report
+
+
+@dataclass
+class LivedSwapFacts:
+    """What every real swap module keeps of its one swap, as the console reported it: the report,
+    the plan's steps, what each step said (state, detail), the downtime, when the swap began (the
+    host's clock), and the audit file's entries. Each module's LivedSwap adds what the host recorded."""
+
+    report: dict[str, Any]
+    steps: dict[str, Any]
+    said: dict[str, tuple[str, str]]
+    downtime: Any
+    began_s: float
+    audit_file: list[dict[str, Any]]
+
+
+def console_profile(name: str, ssh: Any, **fields: Any) -> HostProfile:
+    """The console's profile of a real host reached over `ssh` (the SshOptions of its sshd: the
+    systemd host's `ssh_options()`, OpenSSH's `options()` in front of dockerd), under LIVED_BOUNDS;
+    `fields` name the service (unit or container, the draft, the router) and may change a bound."""
+    return HostProfile(name=name, host=ssh.host, port=ssh.port, user=ssh.user, identity=ssh.identity,
+                       known_hosts=ssh.known_hosts, **{**LIVED_BOUNDS, **fields})
 
 
 @dataclass

@@ -26,12 +26,12 @@ from typing import Any
 
 import pytest
 
-from console.config import HostProfile
 from console.core.derive.swap_observer import log_time
 from console.demo.hostsim.downloader import qwen122b_config, qwen122b_files
 from console.demo.hostsim.downtime_scenario import qwen397b_config
 from tests.real.console_on_host import (
-    WHO, audit_entries, check_audit_is_the_file, check_renders_every_section, check_step_rows, console_on, logged)
+    WHO, LivedSwapFacts, audit_entries, check_audit_is_the_file, check_renders_every_section, check_step_rows,
+    console_on, console_profile, logged)
 from tests.real.console_on_host import server_stamp as _stamp
 from tests.real.daemons import DaemonUnavailable, Dockerd, pooled_root, require_dockerd, start_dockerd
 from tests.real.docker_host import (
@@ -63,23 +63,17 @@ def gpu_dockerd() -> Iterator[Dockerd]:
 
 
 @dataclass
-class LivedSwap:
+class LivedSwap(LivedSwapFacts):
     old: str
     new: str
     port: int
     router_port: int
     models: Path
-    report: dict[str, Any]
-    steps: dict[str, Any]
-    said: dict[str, tuple[str, str]]
-    downtime: Any
-    began_s: float
     old_before: dict[str, Any]
     at_end: dict[str, dict[str, Any]]
     events: list[tuple[float, str, str]]
     logs: dict[str, list[tuple[float, str]]]
     router_log: str
-    audit_file: list[dict[str, Any]]
 
 
 def _swap_beside(dockerd: Dockerd, directory: Path) -> LivedSwap:
@@ -112,10 +106,8 @@ def _swap_beside(dockerd: Dockerd, directory: Path) -> LivedSwap:
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         assert host.sshd is not None
         o = host.sshd.options()
-        prof = HostProfile(name="real-docker", host=o.host, port=o.port, user=o.user, identity=o.identity,
-                           known_hosts=o.known_hosts, container=new, compare_container=old, server_port=port,
-                           model_dir=str(models / NEW_MODEL), router_url=f"http://127.0.0.1:{router_port}",
-                           gpu_interval_s=0.5, ready_timeout_s=150.0, drain_timeout_s=90.0, connect_timeout_s=20.0)
+        prof = console_profile("real-docker", o, container=new, compare_container=old, server_port=port,
+                               model_dir=str(models / NEW_MODEL), router_url=f"http://127.0.0.1:{router_port}")
         try:
             async with console_on(prof, directory / "console", label="real-docker") as console:
                 await console.until(lambda: (r := console.state.reading("server")) is not None and r.data is not None

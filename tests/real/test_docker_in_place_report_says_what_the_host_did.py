@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from console.config import HostProfile
 from console.core.derive.swap_observer import log_time
 from console.demo.hostsim.downloader import qwen122b_config
 from tests.real.console_on_host import (
-    WHO, audit_entries, check_audit_is_the_file, check_renders_every_section, check_step_rows, console_on, logged)
+    WHO, LivedSwapFacts, audit_entries, check_audit_is_the_file, check_renders_every_section, check_step_rows,
+    console_on, console_profile, logged)
 from tests.real.daemons import Dockerd
 from tests.real.docker_host import (
     close_host, docker_events, docker_logs, inspect, open_host, require_sshd, run_sglang, standin_gpus)
@@ -37,21 +37,15 @@ STEPS = ("paths", "install", "preflight", "in_place")
 
 
 @dataclass
-class LivedSwap:
+class LivedSwap(LivedSwapFacts):
     old: str
     new: str
     models: Path
-    report: dict[str, Any]
-    steps: dict[str, Any]
-    said: dict[str, tuple[str, str]]
-    downtime: Any
-    began_s: float
     before: dict[str, Any]  # docker inspect of the serving container before the swap
     after: dict[str, Any]
     new_after: dict[str, Any]
     events: list[tuple[float, str, str]]
     log: list[tuple[float, str]]
-    audit_file: list[dict[str, Any]]
 
 
 def _swap_in_place(dockerd: Dockerd, directory: Path) -> LivedSwap:
@@ -75,10 +69,8 @@ def _swap_in_place(dockerd: Dockerd, directory: Path) -> LivedSwap:
                    extra=("--served-model-name", "qwen3.5-122b-ft"))
         assert host.sshd is not None
         o = host.sshd.options()
-        prof = HostProfile(name="real-docker", host=o.host, port=o.port, user=o.user, identity=o.identity,
-                           known_hosts=o.known_hosts, container=new, compare_container=old, server_port=port,
-                           model_dir=str(models / NEW_MODEL), gpu_interval_s=0.5, ready_timeout_s=150.0,
-                           drain_timeout_s=90.0, connect_timeout_s=20.0)
+        prof = console_profile("real-docker", o, container=new, compare_container=old, server_port=port,
+                               model_dir=str(models / NEW_MODEL))
         try:
             async with console_on(prof, directory / "console", label="real-docker") as console:
                 await console.until(lambda: (r := console.state.reading("server")) is not None and r.data is not None

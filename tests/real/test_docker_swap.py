@@ -22,7 +22,8 @@ import pytest
 from console.config import HostProfile
 from console.core.derive.swap_observer import log_time
 from tests.real.console_on_host import (
-    WHO, audit_entries, check_audit_is_the_file, check_renders_every_section, check_step_rows, console_on, logged)
+    WHO, LivedSwapFacts, audit_entries, check_audit_is_the_file, check_renders_every_section, check_step_rows,
+    console_on, console_profile, logged)
 from tests.real.console_on_host import server_stamp as _stamp
 from tests.real.daemons import Dockerd
 from tests.real.docker_host import (
@@ -36,13 +37,8 @@ pytestmark = [pytest.mark.real_docker, pytest.mark.timeout(480)]
 
 def profile(host: RealDockerHost, directory: Path, new: str, old: str, port: int, **changes: Any) -> HostProfile:
     assert host.sshd is not None, "the console's swap is tested over OpenSSH's sshd"
-    o = host.sshd.options()
-    values: dict[str, Any] = dict(name="real-docker", host=o.host, port=o.port, user=o.user, identity=o.identity,
-                                  known_hosts=o.known_hosts, container=new, compare_container=old, server_port=port,
-                                  gpu_interval_s=0.5, ready_timeout_s=150.0, drain_timeout_s=90.0,
-                                  connect_timeout_s=20.0)
-    values.update(changes)
-    return HostProfile(**values)
+    return console_profile("real-docker", host.sshd.options(), container=new, compare_container=old,
+                           server_port=port, **changes)
 
 
 @pytest.fixture
@@ -56,22 +52,16 @@ async def host(dockerd: Dockerd, tmp_path: Path) -> Any:
 
 
 @dataclass
-class LivedSwap:
+class LivedSwap(LivedSwapFacts):
     """One container swap and its rollback as the console reported it, and what Docker recorded."""
 
     old: str
     new: str
-    report: dict[str, Any]
-    steps: dict[str, Any]
-    said: dict[str, tuple[str, str]]
-    downtime: Any
-    began_s: float
     at_start: dict[str, dict[str, Any]]  # docker inspect of both after the swap's start_new
     at_end: dict[str, dict[str, Any]]  # after the rollback
     old_pid: int
     events: list[tuple[float, str, str]]
     logs: dict[str, list[tuple[float, str]]]
-    audit_file: list[dict[str, Any]]
 
 
 def _swap_and_roll_back(dockerd: Dockerd, directory: Path) -> LivedSwap:

@@ -16,15 +16,14 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from console.config import HostProfile
 from console.core.derive.swap_observer import log_time
 from tests.real.console_on_host import (
-    WHO, audit_entries, check_audit_is_the_file, check_renders_every_section, check_step_rows, console_on,
-    logged, ready_reading)
+    WHO, LivedSwapFacts, audit_entries, check_audit_is_the_file, check_renders_every_section, check_step_rows,
+    console_on, console_profile, logged, ready_reading)
 from tests.real.console_on_host import server_stamp as _stamp
 from tests.real.systemd_host import (
     MOUNTED_CONSOLE, NEW_UNIT, OLD_UNIT, SystemdHost, said_by_systemd, systemd_lines, unit_lines, unit_text)
@@ -44,11 +43,9 @@ def profile(host: SystemdHost, directory: Path) -> HostProfile:
     draft = directory / NEW_UNIT
     draft.parent.mkdir(parents=True, exist_ok=True)
     draft.write_text(unit_text(NEW_UNIT, host.server_port))
-    return HostProfile(name="real-systemd", host="127.0.0.1", port=host.ssh_port, user="root",
-                       identity=str(host.client_key), known_hosts=str(host.known_hosts), unit=NEW_UNIT,
-                       compare_unit=OLD_UNIT, server_port=host.server_port, unit_draft=str(draft), model_dir=NEW_DIR,
-                       router_url=f"http://127.0.0.1:{router_port(host)}", gpu_interval_s=0.5,
-                       ready_timeout_s=150.0, drain_timeout_s=90.0, connect_timeout_s=20.0)
+    return console_profile("real-systemd", host.ssh_options(), unit=NEW_UNIT, compare_unit=OLD_UNIT,
+                           server_port=host.server_port, unit_draft=str(draft), model_dir=NEW_DIR,
+                           router_url=f"http://127.0.0.1:{router_port(host)}")
 
 
 def model_dirs(host: SystemdHost) -> None:
@@ -65,12 +62,7 @@ def model_dirs(host: SystemdHost) -> None:
 
 
 @dataclass
-class LivedSwap:
-    report: dict[str, Any]
-    steps: dict[str, Any]
-    said: dict[str, tuple[str, str]]
-    downtime: Any
-    began_s: float
+class LivedSwap(LivedSwapFacts):
     old_pid: int
     new_shown: dict[str, str]
     old_shown: dict[str, str]
@@ -78,7 +70,6 @@ class LivedSwap:
     router_log: list[tuple[float, int, str]]
     systemd: list[tuple[float, str]]
     installed: str
-    audit_file: list[dict[str, Any]]
 
 
 def _swap_beside(host: SystemdHost, directory: Path) -> LivedSwap:

@@ -15,15 +15,14 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from console.config import HostProfile
 from console.core.derive.swap_observer import log_time
 from tests.real.console_on_host import (
-    WHO, Console, audit_entries, check_audit_is_the_file, check_renders_every_section, check_step_rows, console_on,
-    logged, ready_reading)
+    WHO, Console, LivedSwapFacts, audit_entries, check_audit_is_the_file, check_renders_every_section, check_step_rows,
+    console_on, console_profile, logged, ready_reading)
 from tests.real.systemd_host import NEW_UNIT, SystemdHost, systemd_lines, unit_lines, unit_text
 
 pytestmark = [pytest.mark.real_systemd, pytest.mark.timeout(480)]
@@ -38,10 +37,8 @@ def profile(host: SystemdHost, directory: Path) -> HostProfile:
     draft.parent.mkdir(parents=True, exist_ok=True)
     draft.write_text(unit_text(UNIT, host.server_port).replace(f"--model-path {OLD_DIR} ", f"--model-path {NEW_DIR} ")
                      .replace("--served-model-name qwen3.5-122b ", "--served-model-name qwen3.5-122b-ft "))
-    return HostProfile(name="real-systemd", host="127.0.0.1", port=host.ssh_port, user="root",
-                       identity=str(host.client_key), known_hosts=str(host.known_hosts), unit=UNIT, compare_unit=UNIT,
-                       server_port=host.server_port, unit_draft=str(draft), model_dir=NEW_DIR, gpu_interval_s=0.5,
-                       ready_timeout_s=150.0, drain_timeout_s=90.0, connect_timeout_s=20.0)
+    return console_profile("real-systemd", host.ssh_options(), unit=UNIT, compare_unit=UNIT,
+                           server_port=host.server_port, unit_draft=str(draft), model_dir=NEW_DIR)
 
 
 def model_dirs(host: SystemdHost) -> None:
@@ -54,12 +51,7 @@ def model_dirs(host: SystemdHost) -> None:
 
 
 @dataclass
-class LivedSwap:
-    report: dict[str, Any]
-    steps: dict[str, Any]
-    said: dict[str, tuple[str, str]]
-    downtime: Any
-    began_s: float
+class LivedSwap(LivedSwapFacts):
     pid_before: int
     shown_before: dict[str, str]
     shown_after: dict[str, str]
@@ -67,7 +59,6 @@ class LivedSwap:
     systemd: list[tuple[float, str]]
     installed: str
     draft: str
-    audit_file: list[dict[str, Any]]
 
 
 def _swap_in_place(host: SystemdHost, directory: Path) -> LivedSwap:

@@ -23,7 +23,7 @@ import pytest
 from console.config import HostProfile
 from console.core.derive.swap_observer import log_time
 from tests.real.console_on_host import (
-    WHO, Console, check_renders_every_section, check_step_rows, console_on, ready_reading)
+    WHO, Console, check_renders_every_section, check_step_rows, console_on, console_profile, ready_reading)
 from tests.real.systemd_host import (
     NEW_UNIT, OLD_UNIT, SystemdHost, said_by_systemd, systemd_lines, unit_lines, unit_text)
 
@@ -39,13 +39,8 @@ def profile(host: SystemdHost, directory: Path, **changes: Any) -> HostProfile:
     draft = directory / NEW_UNIT
     draft.parent.mkdir(parents=True, exist_ok=True)
     draft.write_text(unit_text(NEW_UNIT, host.server_port).replace(*DRAFT_CHANGE))
-    values: dict[str, Any] = dict(
-        name="real-systemd", host="127.0.0.1", port=host.ssh_port, user="root", identity=str(host.client_key),
-        known_hosts=str(host.known_hosts), unit=NEW_UNIT, compare_unit=OLD_UNIT, server_port=host.server_port,
-        unit_draft=str(draft), gpu_interval_s=0.5, ready_timeout_s=150.0, drain_timeout_s=90.0,
-        connect_timeout_s=20.0)
-    values.update(changes)
-    return HostProfile(**values)
+    return console_profile("real-systemd", host.ssh_options(), unit=NEW_UNIT, compare_unit=OLD_UNIT,
+                           server_port=host.server_port, unit_draft=str(draft), **changes)
 
 
 def model_dirs(host: SystemdHost) -> None:
