@@ -28,7 +28,7 @@ from console.core.runner import HostRunner
 from console.core.state import HostState
 from console.demo.hostsim import HostSimulator
 from console.demo.hostsim.downloader import DownloadPlan
-from console.demo.hostsim.fake_docker import add_container, append_log
+from console.demo.hostsim.fake_docker import MAP_FILE, add_container, append_log
 from console.demo.hostsim.scenario import NEW_CONTAINER, OLD_CONTAINER, demo_profile, start_scenario, write_hub_cache
 from console.host.session import HostSession, make_transport
 from console.domain.swap.controller import SwapController
@@ -468,7 +468,6 @@ async def test_in_place_on_a_container_end_to_end_over_sshd(tmp_path: Path, monk
 async def _in_place_on_containers(tmp_path: Path, sim: HostSimulator, dt: Any) -> None:
     from console.demo.hostsim import downtime_scenario as ds
     from console.demo.hostsim.containers import container_inspect, mirror_units_as_containers
-    from console.demo.hostsim.fake_docker import MAP_FILE
     from console.demo.hostsim.downloader import qwen122b_config, qwen122b_files
     from console.demo.hostsim.scenario import NEW_UNIT
 
@@ -537,7 +536,6 @@ async def test_beside_on_containers_end_to_end_over_sshd(tmp_path: Path, monkeyp
 async def _beside_on_containers(tmp_path: Path, sim: HostSimulator, dt: Any) -> None:
     from console.demo.hostsim import downtime_scenario as ds
     from console.demo.hostsim.containers import mirror_units_as_containers
-    from console.demo.hostsim.fake_docker import MAP_FILE
     from console.demo.hostsim.downloader import qwen122b_config, qwen122b_files
     from console.demo.hostsim.scenario import NEW_UNIT, OLD_UNIT
     from console.demo.hostsim.services import UNITS_DIR
