@@ -173,6 +173,19 @@ def check_step_rows(report: dict[str, Any], steps: dict[str, Any]) -> None:
         assert row["started"] == time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(live.started_at_s)), (row, live)
 
 
+def check_in_place_gpu_memory(report: dict[str, Any], gpus: list[int], pid: int) -> None:
+    """An in-place update's GPU section: the same GPUs held before and after, by the one serving
+    process (`pid`, the host's own: systemd's MainPID, Docker's State.Pid), nothing freed or stopped."""
+    g = report["gpu"]
+    held = {x["gpu"]: x for x in g["before"] if x["used_mib"]}
+    after = {x["gpu"]: x for x in g["after"] if x["used_mib"]}
+    assert sorted(held) == sorted(after) == gpus, g
+    pids = {p.split()[0] for x in [*held.values(), *after.values()] for p in x["processes"]}
+    assert pids == {str(pid)}, g
+    assert g["freed"] == [] and g["freed_by"] == "the swap" and g["stopped"] == [], g
+    assert g["after_what"] == "after the update (the new weights serving)", g
+
+
 def check_audit_is_the_file(report: dict[str, Any], audit_file: list[dict[str, Any]]) -> None:
     """The report's audit is the console's audit file, entry by entry (who, action, command), all by WHO."""
     said = [(a["who"], a["action"], a["command"]) for a in report["audit"]]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shlex
 import shutil
@@ -176,6 +177,16 @@ ExecStartPre=
 ExecStartPre=/usr/bin/ssh-keygen -A
 ExecStartPre=/usr/sbin/sshd -t
 """
+
+
+def require_curl(host: SystemdHost, what: str) -> None:
+    """A test whose swap runs the host's curl (`what` says which call) needs this machine's curl
+    staged into the container: skipped without one, failed on CI, where it must be there."""
+    if host.has_curl:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{what} runs the host's curl: this machine has none to give the container")
+    pytest.skip(f"this machine has no curl to give the container ({what} runs it)")
 
 
 def _sshd_config(port: int) -> str:

@@ -23,7 +23,7 @@ import pytest
 from console.core.derive.swap_observer import log_time
 from console.demo.hostsim.downloader import qwen122b_config
 from tests.real.console_on_host import (
-    WHO, LivedSwapFacts, audit_entries, check_audit_is_the_file, check_renders_every_section, check_step_rows,
+    WHO, LivedSwapFacts, audit_entries, check_audit_is_the_file, check_in_place_gpu_memory, check_renders_every_section, check_step_rows,
     console_on, console_profile, logged)
 from tests.real.daemons import Dockerd
 from tests.real.docker_host import (
@@ -200,14 +200,8 @@ def test_the_reports_old_and_new_and_diff_are_the_containers_and_the_model_direc
 
 
 def test_the_reports_gpu_memory_is_the_serving_containers_process_throughout(lived: LivedSwap) -> None:
-    g = lived.report["gpu"]
-    held = {x["gpu"]: x for x in g["before"] if x["used_mib"]}
-    after = {x["gpu"]: x for x in g["after"] if x["used_mib"]}
-    assert sorted(held) == sorted(after) == [0], g  # the stand-in: no CUDA_VISIBLE_DEVICES, GPU 0
-    pids = {p.split()[0] for x in [*held.values(), *after.values()] for p in x["processes"]}
-    assert pids == {str(lived.before["State"]["Pid"])}, g  # Docker's State.Pid, before and after
-    assert g["freed"] == [] and g["freed_by"] == "the swap" and g["stopped"] == [], g
-    assert g["after_what"] == "after the update (the new weights serving)", g
+    # the stand-in: no CUDA_VISIBLE_DEVICES, GPU 0; Docker's State.Pid, before and after
+    check_in_place_gpu_memory(lived.report, [0], lived.before["State"]["Pid"])
 
 
 def test_the_reports_boot_timeline_is_the_update_in_the_containers_log(lived: LivedSwap) -> None:

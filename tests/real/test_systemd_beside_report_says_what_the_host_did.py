@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import time
 from dataclasses import dataclass
@@ -26,7 +25,8 @@ from tests.real.console_on_host import (
     console_on, console_profile, logged, ready_reading)
 from tests.real.console_on_host import server_stamp as _stamp
 from tests.real.systemd_host import (
-    MOUNTED_CONSOLE, NEW_UNIT, OLD_UNIT, SystemdHost, said_by_systemd, systemd_lines, unit_lines, unit_text)
+    MOUNTED_CONSOLE, NEW_UNIT, OLD_UNIT, SystemdHost, require_curl, said_by_systemd, systemd_lines, unit_lines,
+    unit_text)
 
 pytestmark = [pytest.mark.real_systemd, pytest.mark.timeout(480)]
 
@@ -132,10 +132,7 @@ def _swap_beside(host: SystemdHost, directory: Path) -> LivedSwap:
 
 @pytest.fixture(scope="module")
 def lived(real_host: SystemdHost, tmp_path_factory: pytest.TempPathFactory) -> LivedSwap:
-    if not real_host.has_curl:
-        if os.environ.get("CI") == "true":
-            pytest.fail("the router's calls run the host's curl: this machine has none to give the container")
-        pytest.skip("this machine has no curl to give the container (the router's calls run it)")
+    require_curl(real_host, "the router's calls")
     return _swap_beside(real_host, tmp_path_factory.mktemp("beside"))
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +20,9 @@ import pytest
 from console.config import HostProfile
 from console.core.derive.swap_observer import log_time
 from tests.real.console_on_host import (
-    WHO, Console, LivedSwapFacts, audit_entries, check_audit_is_the_file, check_renders_every_section, check_step_rows,
+    WHO, Console, LivedSwapFacts, audit_entries, check_audit_is_the_file, check_in_place_gpu_memory, check_renders_every_section, check_step_rows,
     console_on, console_profile, logged, ready_reading)
-from tests.real.systemd_host import NEW_UNIT, SystemdHost, systemd_lines, unit_lines, unit_text
+from tests.real.systemd_host import NEW_UNIT, SystemdHost, require_curl, systemd_lines, unit_lines, unit_text
 
 pytestmark = [pytest.mark.real_systemd, pytest.mark.timeout(480)]
 
@@ -109,10 +108,7 @@ async def _serving(console: Console) -> None:
 
 @pytest.fixture(scope="module")
 def lived(real_host: SystemdHost, tmp_path_factory: pytest.TempPathFactory) -> LivedSwap:
-    if not real_host.has_curl:
-        if os.environ.get("CI") == "true":
-            pytest.fail("the in-place update runs the host's curl: this machine has none to give the container")
-        pytest.skip("this machine has no curl to give the container (the in-place update runs it)")
+    require_curl(real_host, "the in-place update")
     return _swap_in_place(real_host, tmp_path_factory.mktemp("in-place"))
 
 
@@ -221,14 +217,8 @@ def test_the_reports_diff_is_the_drafted_change_of_the_unit(lived: LivedSwap) ->
 
 
 def test_the_reports_gpu_memory_is_the_one_process_throughout(lived: LivedSwap) -> None:
-    g = lived.report["gpu"]
-    held = {x["gpu"]: x for x in g["before"] if x["used_mib"]}
-    after = {x["gpu"]: x for x in g["after"] if x["used_mib"]}
-    assert sorted(held) == sorted(after) == [0, 1, 2, 3], g  # the unit's CUDA_VISIBLE_DEVICES
-    pids = {p.split()[0] for x in [*held.values(), *after.values()] for p in x["processes"]}
-    assert pids == {str(lived.pid_before)}, g  # systemd's MainPID before and after
-    assert g["freed"] == [] and g["freed_by"] == "the swap" and g["stopped"] == [], g
-    assert g["after_what"] == "after the update (the new weights serving)", g
+    # the unit's CUDA_VISIBLE_DEVICES; systemd's MainPID before and after
+    check_in_place_gpu_memory(lived.report, [0, 1, 2, 3], lived.pid_before)
 
 
 def test_the_reports_boot_timeline_is_the_update_in_the_journal(lived: LivedSwap) -> None:
