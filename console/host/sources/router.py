@@ -17,12 +17,8 @@ from console.host.parsers import split_sections
 from console.host.parsers.router import RouterReading, parse_router_log, parse_worker_list
 from console.host.sources.base import PolledSource
 from console.host.transport.base import Transport
+from console.host.transport.bounded import bounded
 from console.sanitize import clean_line
-
-def bounded(argv: list[str], seconds: int) -> str:
-    """`timeout -k 5 N argv…`: the host ends it after N s (as console/domain/swap/actions.py's)."""
-    return shlex.join(["timeout", "-k", "5", str(int(seconds)), *argv])
-
 
 LOG_TAIL_BYTES = 4 << 20  # the router log's recent part searched for moves (a seek, then one grep)
 MOVE_LINES = "(Added|Removed) worker"
