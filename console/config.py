@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from console.host.parsers.router import router_log_place
 from console.locations import config_home
 
 if sys.version_info >= (3, 11):
@@ -71,8 +72,9 @@ class HostProfile:
     ready_timeout_s: float = 600.0  # the new server must be ready within this long
     drain_timeout_s: float = 120.0  # the old server's GPU memory must be released within this long
     router_url: str | None = None  # issue 24: an SGLang router / model gateway in front of the server (beside path)
-    # The file on the host the router writes its log to (its add/remove-worker lines, at its own time):
-    # the beside path's traffic moves are read from it and from the router's worker list (issue 33).
+    # Where the router keeps its log (its add/remove-worker lines, at its own time): a file on the host,
+    # journal:UNIT.service (journald) or docker:CONTAINER (docker logs); the beside path's traffic moves
+    # are read from it and from the router's worker list (issue 33).
     router_log: str | None = None
     swap_path: str | None = None  # issue 24: "in-place", "beside" or "restart" (default: the least downtime)
     # The Hub (or a mirror) asked for the repo's file list; None: $HF_ENDPOINT, else huggingface.co.
@@ -160,8 +162,11 @@ def _check_value(source: Path, name: str, key: str, value: Any) -> None:
         raise ConfigError(f"{where} {why}, got {value!r}"[:300])
     if key == "hub_endpoint" and not re.match(r"^https?://[A-Za-z0-9.\[\]:-]+(:\d+)?(/[A-Za-z0-9._~/-]*)?$", value):
         raise ConfigError(f"{where} must be an http(s) URL (a Hub mirror), got {value!r}"[:300])
-    if key == "router_log" and (not value.startswith("/") or any(ord(c) < 32 for c in value) or len(value) > 4096):
-        raise ConfigError(f"{where} must be an absolute path on the host, got {value!r}"[:300])
+    if key == "router_log":
+        try:
+            router_log_place(value)
+        except ValueError as exc:
+            raise ConfigError(f"{where} {exc}, got {value!r}"[:300]) from None
     if key == "router_url" and not re.match(r"^https?://[A-Za-z0-9.\[\]:-]+(:\d+)?/?$", value):
         raise ConfigError(f"{where} must be a URL like http://127.0.0.1:30080, got {value!r}"[:300])
 
