@@ -268,6 +268,7 @@ class SwapObserver:
         self._beside_port: int | None = None
         self._old_port: int | None = None
         self._beside_done_at: float | None = None
+        self._beside_added_at: float | None = None  # the router added the new server (its record's time)
         self._boot_seen: tuple[Any, ...] | None = None  # the log's boot as last seen (its start, ready)
         self._new_active: bool | None = None  # the new unit or container as the service reading saw it
         self._rollback_at: float | None = None  # the old service started again by a rollback (its command)
@@ -903,6 +904,7 @@ class SwapObserver:
         if r.workers is not None and removed is not None and old_port in {url_port(u) for u in r.workers}:
             removed = None  # the old worker is back in the router's list
         self._router_moves = (added, removed)
+        self._beside_added(out, added.at_s, _side(report, new_unit))
         step = self._step("switch_traffic")
         if step.observed and step.state == "done" and self._beside_done_at is not None \
                 and step.ended_at_s == self._beside_done_at:  # the old server's stop wrote it done: the moves in it
@@ -918,6 +920,26 @@ class SwapObserver:
         else:
             detail = f"{moves} and removed {removed.url} {clock(removed.at_s)} ({OUTSIDE}); {old_unit} not stopped yet"
         self._write(out, "switch_traffic", state="running", started_at_s=added.at_s, ended_at_s=None, detail=detail)
+
+    def _beside_added(self, out: list[Any], at: float, new: Any) -> None:
+        """The router took the new server in (its "Added worker" line, at its time): it answered then,
+        so the beside step (start it beside the old one, wait for ready) was done by then. A console
+        started after it read both serving and showed the step running from its own first reading."""
+        step = self._step("beside")
+        if step.state == "done" or self.stopped_at is not None or self._beside_done_at is not None \
+                or (not step.observed and step.state == "running"):
+            return  # done already, the old one stopped first (another path), or the console's own run
+        began = [e.at_s - (e.duration_s or 0.0) for e in self._read_back.get("beside", ())]
+        began += [t for t in (getattr(new, "started_at_s", None), self._beside_at) if t is not None]
+        start = min((t for t in began if t <= at), default=None)  # the host's, never after the add
+        if self._beside_at is None or (start is not None and start < self._beside_at):
+            self._beside_at = start if start is not None else at
+            self._began(out, "beside", self._beside_at)
+        self._beside_added_at = at
+        _, new_unit = self.units()
+        started = f"started {clock(start)}, " if start is not None else ""
+        self._write(out, "beside", state="done", started_at_s=start, ended_at_s=at,
+                    detail=f"{new_unit} {started}ready beside the old one: the router added it {clock(at)} ({OUTSIDE})")
 
     def _beside_started(self, out: list[Any], old: Any, new: Any, at: float) -> None:
         self._beside_at, self._beside_port, self._old_port = at, _port(new), _port(old)
@@ -954,8 +976,10 @@ class SwapObserver:
     def _beside_done(self, out: list[Any], at: float) -> None:
         self._beside_done_at = at
         old_unit, new_unit = self.units()
-        self._write(out, "beside", state="done", started_at_s=self._step("beside").started_at_s or self._beside_at,
-                    ended_at_s=at, detail=f"{new_unit} started {clock(self._beside_at)} beside the old one ({OUTSIDE})")
+        if self._beside_added_at is None:  # else done at the router's add, which it was by then
+            self._write(out, "beside", state="done",
+                        started_at_s=self._step("beside").started_at_s or self._beside_at, ended_at_s=at,
+                        detail=f"{new_unit} started {clock(self._beside_at)} beside the old one ({OUTSIDE})")
         start, words = self._switch_done_words(at)
         self._write(out, "switch_traffic", state="done", started_at_s=start, ended_at_s=at, detail=words)
         self._path(out, "beside", "seen on the host: a new server started beside the old one (other GPUs or "
