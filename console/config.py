@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from console.host.parsers.router import router_log_place
 from console.locations import config_home
 
 if sys.version_info >= (3, 11):
@@ -100,6 +99,33 @@ class HostProfile:
         if self.model_dir and self.model_dir not in paths:
             paths.insert(0, self.model_dir)
         return tuple(paths) or ("/",)
+
+
+# router_log's forms (the profile's record of the router): checked here, read by console/host/sources/router.py
+_JOURNAL_UNIT = re.compile(r"[A-Za-z0-9][A-Za-z0-9@._:\\-]*\.service")
+_CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
+
+
+def router_log_place(value: str) -> tuple[str, str]:
+    """Where the router keeps its record, as the profile's `router_log` names it: ("file", PATH) for
+    an absolute path it writes to, ("journal", UNIT) for `journal:UNIT.service` (journald: the
+    router runs as a systemd unit, `journalctl -u UNIT -o cat`), ("docker", NAME) for
+    `docker:CONTAINER` (`docker logs CONTAINER`). ValueError (one line) for anything else: a unit or
+    a container name never begins with '-', so neither reads as an option."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value) or len(value) > 4096:
+        raise ValueError("must be one line")
+    kind, sep, name = value.partition(":")
+    if sep and kind == "journal":
+        if not _JOURNAL_UNIT.fullmatch(name):
+            raise ValueError("journal: must name a systemd unit (journal:ROUTER.service)")
+        return "journal", name
+    if sep and kind == "docker":
+        if not _CONTAINER.fullmatch(name):
+            raise ValueError("docker: must name a container (docker:NAME)")
+        return "docker", name
+    if not value.startswith("/"):
+        raise ValueError("must be an absolute path on the host, journal:UNIT.service or docker:CONTAINER")
+    return "file", value
 
 
 def config_search_paths() -> list[Path]:

@@ -55,32 +55,6 @@ def _stamp(day: str, clock: str) -> float | None:
     return at + (int(frac.ljust(9, "0")) / 1e9 if frac else 0.0)
 
 
-_JOURNAL_UNIT = re.compile(r"[A-Za-z0-9][A-Za-z0-9@._:\\-]*\.service")
-_CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
-
-
-def router_log_place(value: str) -> tuple[str, str]:
-    """Where the router keeps its record, as the profile's `router_log` names it: ("file", PATH) for
-    an absolute path it writes to, ("journal", UNIT) for `journal:UNIT.service` (journald: the
-    router runs as a systemd unit, `journalctl -u UNIT -o cat`), ("docker", NAME) for
-    `docker:CONTAINER` (`docker logs CONTAINER`). ValueError (one line) for anything else: a unit or
-    a container name never begins with '-', so neither reads as an option."""
-    if any(ord(c) < 32 or ord(c) == 127 for c in value) or len(value) > 4096:
-        raise ValueError("must be one line")
-    kind, sep, name = value.partition(":")
-    if sep and kind == "journal":
-        if not _JOURNAL_UNIT.fullmatch(name):
-            raise ValueError("journal: must name a systemd unit (journal:ROUTER.service)")
-        return "journal", name
-    if sep and kind == "docker":
-        if not _CONTAINER.fullmatch(name):
-            raise ValueError("docker: must name a container (docker:NAME)")
-        return "docker", name
-    if not value.startswith("/"):
-        raise ValueError("must be an absolute path on the host, journal:UNIT.service or docker:CONTAINER")
-    return "file", value
-
-
 def parse_router_log(text: str) -> tuple[RouterMove, ...]:
     """The add/remove-worker lines of the router's log, in its order."""
     out = []
@@ -113,4 +87,4 @@ def url_port(url: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-__all__ = ["RouterMove", "RouterReading", "parse_router_log", "parse_worker_list", "router_log_place", "url_port"]
+__all__ = ["RouterMove", "RouterReading", "parse_router_log", "parse_worker_list", "url_port"]

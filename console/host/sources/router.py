@@ -13,8 +13,9 @@ from __future__ import annotations
 import secrets
 import shlex
 
+from console.config import router_log_place
 from console.host.parsers import split_sections
-from console.host.parsers.router import RouterReading, parse_router_log, parse_worker_list, router_log_place
+from console.host.parsers.router import RouterReading, parse_router_log, parse_worker_list
 from console.host.sources.base import PolledSource
 from console.host.transport.base import Transport
 from console.host.transport.bounded import bounded
@@ -55,7 +56,7 @@ def router_script(url: str, log: str | None, marker: str) -> str:
 
 class RouterWatcher:
     """`url`: the profile's router_url; `log`: where the router keeps its log on the host (a file,
-    journal:UNIT.service or docker:CONTAINER: console/host/parsers/router.py's router_log_place)."""
+    journal:UNIT.service or docker:CONTAINER: console/config.py's router_log_place)."""
 
     def __init__(self, transport: Transport, url: str, log: str | None = None) -> None:
         self.transport = transport
