@@ -71,8 +71,9 @@ class HostProfile:
     ready_timeout_s: float = 600.0  # the new server must be ready within this long
     drain_timeout_s: float = 120.0  # the old server's GPU memory must be released within this long
     router_url: str | None = None  # issue 24: an SGLang router / model gateway in front of the server (beside path)
-    # The file on the host the router writes its log to (its add/remove-worker lines, at its own time):
-    # the beside path's traffic moves are read from it and from the router's worker list (issue 33).
+    # Where the router keeps its log (its add/remove-worker lines, at its own time): a file on the host,
+    # journal:UNIT.service (journald) or docker:CONTAINER (docker logs); the beside path's traffic moves
+    # are read from it and from the router's worker list (issue 33).
     router_log: str | None = None
     swap_path: str | None = None  # issue 24: "in-place", "beside" or "restart" (default: the least downtime)
     # The Hub (or a mirror) asked for the repo's file list; None: $HF_ENDPOINT, else huggingface.co.
@@ -98,6 +99,33 @@ class HostProfile:
         if self.model_dir and self.model_dir not in paths:
             paths.insert(0, self.model_dir)
         return tuple(paths) or ("/",)
+
+
+# router_log's forms (the profile's record of the router): checked here, read by console/host/sources/router.py
+_JOURNAL_UNIT = re.compile(r"[A-Za-z0-9][A-Za-z0-9@._:\\-]*\.service")
+_CONTAINER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
+
+
+def router_log_place(value: str) -> tuple[str, str]:
+    """Where the router keeps its record, as the profile's `router_log` names it: ("file", PATH) for
+    an absolute path it writes to, ("journal", UNIT) for `journal:UNIT.service` (journald: the
+    router runs as a systemd unit, `journalctl -u UNIT -o cat`), ("docker", NAME) for
+    `docker:CONTAINER` (`docker logs CONTAINER`). ValueError (one line) for anything else: a unit or
+    a container name never begins with '-', so neither reads as an option."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value) or len(value) > 4096:
+        raise ValueError("must be one line")
+    kind, sep, name = value.partition(":")
+    if sep and kind == "journal":
+        if not _JOURNAL_UNIT.fullmatch(name):
+            raise ValueError("journal: must name a systemd unit (journal:ROUTER.service)")
+        return "journal", name
+    if sep and kind == "docker":
+        if not _CONTAINER.fullmatch(name):
+            raise ValueError("docker: must name a container (docker:NAME)")
+        return "docker", name
+    if not value.startswith("/"):
+        raise ValueError("must be an absolute path on the host, journal:UNIT.service or docker:CONTAINER")
+    return "file", value
 
 
 def config_search_paths() -> list[Path]:
@@ -160,8 +188,11 @@ def _check_value(source: Path, name: str, key: str, value: Any) -> None:
         raise ConfigError(f"{where} {why}, got {value!r}"[:300])
     if key == "hub_endpoint" and not re.match(r"^https?://[A-Za-z0-9.\[\]:-]+(:\d+)?(/[A-Za-z0-9._~/-]*)?$", value):
         raise ConfigError(f"{where} must be an http(s) URL (a Hub mirror), got {value!r}"[:300])
-    if key == "router_log" and (not value.startswith("/") or any(ord(c) < 32 for c in value) or len(value) > 4096):
-        raise ConfigError(f"{where} must be an absolute path on the host, got {value!r}"[:300])
+    if key == "router_log":
+        try:
+            router_log_place(value)
+        except ValueError as exc:
+            raise ConfigError(f"{where} {exc}, got {value!r}"[:300]) from None
     if key == "router_url" and not re.match(r"^https?://[A-Za-z0-9.\[\]:-]+(:\d+)?/?$", value):
         raise ConfigError(f"{where} must be a URL like http://127.0.0.1:30080, got {value!r}"[:300])
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import os
 import socket
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import pytest
 
 from console.config import ConfigError, load_config
 from console.host.parsers.router import parse_router_log, parse_worker_list, url_port
-from console.host.sources.router import RouterWatcher
+from console.host.sources.router import RouterWatcher, router_script
 from console.host.transport.local import LocalTransport
 
 
@@ -120,5 +121,97 @@ def test_a_router_log_that_is_not_an_absolute_path_is_refused_at_load(tmp_path: 
     config = tmp_path / "config.toml"
     shown = f'"{value}"' if isinstance(value, str) else str(value)
     config.write_text(f"[profiles.h]\nhost = \"h\"\nrouter_log = {shown.replace(chr(10), chr(92) + 'n')}\n")
+    with pytest.raises(ConfigError, match="router_log"):
+        load_config(config)
+
+
+# -- the router's record where the router keeps it: journald (a systemd unit) or Docker (a container) --
+ROUTER_LINES = (
+    "2026-12-03T21:04:20 INFO sgl_model_gateway: Starting router on 127.0.0.1:30100",
+    "2026-12-03T21:04:21 INFO sgl_model_gateway: Added worker http://127.0.0.1:30001",
+    '2026-12-03T21:04:21 INFO sgl_model_gateway: 127.0.0.1 "GET /health HTTP/1.1" 200',
+    "2026-12-03T21:04:22 INFO sgl_model_gateway: Removed worker http://127.0.0.1:30000",
+)
+
+
+@pytest.fixture
+def record_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`journalctl` and `docker` on the shell host's PATH that print the router's lines for one unit
+    and one container (exit 1 otherwise, as theirs do), and log the argv they were given."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    lines = tmp_path / "router.lines"
+    lines.write_text("\n".join(ROUTER_LINES) + "\n")
+    calls = tmp_path / "calls"
+    for tool, known in (("journalctl", "sglang-router.service"), ("docker", "router")):
+        script = bin_dir / tool
+        script.write_text(f"#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > '{calls}.{tool}'\n"
+                          f"for a in \"$@\"; do last=$a; done\n"
+                          f"[ \"$last\" = {known} ] || {{ echo 'no such {tool} target' >&2; exit 1; }}\n"
+                          f"cat '{lines}'\n")
+        script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return tmp_path
+
+
+def _read(log: str) -> object:
+    async def read() -> object:
+        transport = LocalTransport()
+        try:
+            return await RouterWatcher(transport, "http://127.0.0.1:1", log).poll()
+        finally:
+            await transport.close()
+
+    return asyncio.run(read())
+
+
+@pytest.mark.parametrize("log, tool, argv", [
+    ("journal:sglang-router.service", "journalctl",
+     ["--no-pager", "-o", "cat", "-n", "100000", "-u", "sglang-router.service"]),
+    ("docker:router", "docker", ["logs", "--tail", "100000", "router"]),
+])
+def test_the_routers_moves_are_read_from_journald_or_docker_as_it_wrote_them(
+        record_tools: Path, log: str, tool: str, argv: list[str]) -> None:
+    reading = _read(log)
+    at = dt.datetime(2026, 12, 3, 21, 4, 21).timestamp()
+    assert [(m.at_s - at, m.verb, m.url) for m in reading.moves] == [
+        (0.0, "added", "http://127.0.0.1:30001"), (1.0, "removed", "http://127.0.0.1:30000")], reading
+    assert reading.log == log and reading.log_error is None
+    assert (record_tools / f"calls.{tool}").read_text().splitlines() == argv  # the host ran it, as argv
+
+
+@pytest.mark.parametrize("log, words", [
+    ("journal:other.service", "journalctl -u other.service failed (exit 1"),
+    ("docker:gone", "docker logs gone failed (exit 1"),
+])
+def test_a_record_that_cannot_be_read_is_one_line_with_the_readers_words(
+        record_tools: Path, log: str, words: str) -> None:
+    reading = _read(log)
+    assert reading.moves == () and reading.log_error is not None and words in reading.log_error, reading
+    assert "\n" not in reading.log_error
+
+
+def test_the_router_record_commands_are_bounded_and_quoted() -> None:
+    for log in ("journal:sglang-router.service", "docker:router"):
+        script = router_script("http://127.0.0.1:30080", log, "@@rX")
+        reader = script.split("echo @@rXlog; { ", 1)[1]
+        assert reader.startswith("timeout -k 5 10 "), reader
+
+
+@pytest.mark.parametrize("value", ["journal:sglang-router.service", "docker:router", "docker:my_router.1",
+                                   "/var/log/router.log"])
+def test_a_router_log_in_journald_or_docker_is_accepted_at_load(tmp_path: Path, value: str) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f"[profiles.h]\nhost = \"h\"\nrouter_log = \"{value}\"\n")
+    (profile,) = load_config(config).profiles.values()
+    assert profile.router_log == value
+
+
+@pytest.mark.parametrize("value", ["journal:", "journal:-x.service", "journal:router", "journal:a b.service",
+                                   "journal:$(reboot).service", "docker:", "docker:-v", "docker:a;b", "dockr:x",
+                                   "docker:" + "a" * 300])
+def test_a_router_log_naming_no_unit_or_container_is_refused_at_load(tmp_path: Path, value: str) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f"[profiles.h]\nhost = \"h\"\nrouter_log = \"{value}\"\n")
     with pytest.raises(ConfigError, match="router_log"):
         load_config(config)

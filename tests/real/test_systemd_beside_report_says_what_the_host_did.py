@@ -15,6 +15,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,7 +46,7 @@ def profile(host: SystemdHost, directory: Path) -> HostProfile:
     draft.write_text(unit_text(NEW_UNIT, host.server_port))
     return console_profile("real-systemd", host.ssh_options(), unit=NEW_UNIT, compare_unit=OLD_UNIT,
                            server_port=host.server_port, unit_draft=str(draft), model_dir=NEW_DIR,
-                           router_url=f"http://127.0.0.1:{router_port(host)}")
+                           router_url=f"http://127.0.0.1:{router_port(host)}", router_log=f"journal:{ROUTER_UNIT}")
 
 
 def model_dirs(host: SystemdHost) -> None:
@@ -70,6 +71,8 @@ class LivedSwap(LivedSwapFacts):
     router_log: list[tuple[float, int, str]]
     systemd: list[tuple[float, str]]
     installed: str
+    fresh_router: Any  # the router as a console started after the switch read it (its journal)
+    fresh_steps: dict[str, Any]  # that console's steps
 
 
 def _swap_beside(host: SystemdHost, directory: Path) -> LivedSwap:
@@ -113,6 +116,14 @@ def _swap_beside(host: SystemdHost, directory: Path) -> LivedSwap:
             report = console.report()
             steps = dict(console.state.swap.steps)
             downtime = console.state.swap.downtime
+        # A console started after the switch (its audit log the same file): the router's moves from
+        # the router's own record in journald (router_log journal:UNIT), as the router wrote them.
+        async with console_on(prof, directory / "console", label="real-systemd") as fresh:
+            await fresh.until(lambda: (r := fresh.state.data("router")) is not None and len(r.moves) >= 2
+                              and (s := fresh.state.swap.steps.get("switch_traffic")) is not None
+                              and s.state == "done", 90,
+                              "the fresh console's router moves, read from its journal, and the switch done")
+            fresh_router, fresh_steps = fresh.state.data("router"), dict(fresh.state.swap.steps)
         props = ("MainPID", "ActiveState", "ExecMainStartTimestamp", "NRestarts")
         return LivedSwap(
             report=report, steps=steps, said=said, downtime=downtime, began_s=began, old_pid=old_pid,
@@ -120,7 +131,7 @@ def _swap_beside(host: SystemdHost, directory: Path) -> LivedSwap:
             new_log=unit_lines(host, NEW_UNIT, began - 1), router_log=unit_lines(host, ROUTER_UNIT, began - 1),
             systemd=systemd_lines(host, began - 1, OLD_UNIT, NEW_UNIT),
             installed=host.sh(f"cat /etc/systemd/system/{NEW_UNIT}", check=True).stdout,
-            audit_file=audit_entries(directory / "console"))
+            audit_file=audit_entries(directory / "console"), fresh_router=fresh_router, fresh_steps=fresh_steps)
 
     try:
         return asyncio.run(drive())
@@ -285,3 +296,20 @@ def test_the_reports_boot_timeline_is_the_new_units_boot_in_the_journal(lived: L
 @pytest.mark.parametrize("fmt", ["md", "html", "json"])
 def test_the_report_renders_every_section(lived: LivedSwap, fmt: str) -> None:
     check_renders_every_section(lived.report, fmt, "beside", shows=(NEW_UNIT, OLD_UNIT))
+
+
+def test_a_console_started_after_the_switch_reads_the_routers_moves_from_its_journal(lived: LivedSwap) -> None:
+    """The router runs as a unit: its record is journald's (router_log journal:UNIT). A console started
+    after the switch reads the add and the remove there, at the router's own time (its whole-second
+    stamps, within the second journald gave the line), and shows the new server's start and the switch done."""
+    r = lived.fresh_router
+    assert r.log == f"journal:{ROUTER_UNIT}" and r.log_error is None, r
+    port = _new_port(lived)
+    added = _router(lived, f"Added worker http://127.0.0.1:{port}")
+    removed = _router(lived, "Removed worker http://127.0.0.1:")
+    moves = {(m.verb, m.url): m.at_s for m in r.moves}
+    assert int(added) - 1 <= moves[("added", f"http://127.0.0.1:{port}")] <= added, (moves, added)
+    assert int(removed) - 1 <= moves[("removed", f"http://127.0.0.1:{port - 1}")] <= removed, (moves, removed)
+    switch, beside = lived.fresh_steps["switch_traffic"], lived.fresh_steps.get("beside")
+    assert switch.state == "done" and beside is not None and beside.state == "done", (switch, beside)
+    assert beside.ended_at_s is not None and beside.ended_at_s <= switch.ended_at_s, (beside, switch)

@@ -23,6 +23,7 @@ this module existed still gives a report with its swap.
 from __future__ import annotations
 
 import asyncio
+import calendar
 import json
 import shlex
 import time
@@ -32,7 +33,12 @@ from dataclasses import replace
 from typing import Any
 
 from console.domain.analysis.host_replies import reply_json, split_reply
-from console.domain.analysis.service_report import effective_environment, install_change, install_change_json
+from console.domain.analysis.service_report import (
+    effective_environment,
+    install_change,
+    install_change_json,
+    side_from_text,
+)
 from console.core.events import (
     AuditAppended,
     BenchChanged,
@@ -45,7 +51,7 @@ from console.core.events import (
     VerifyChanged,
 )
 from console.core.derive import swap_plan as swap_plan
-from console.core.derive.swap_view import INSTALL_DIFF, MEMORY, STEP_TITLES, freed_rows
+from console.core.derive.swap_view import INSTALL_DIFF, MEMORY, STEP_TITLES, UNIT_BACKUP, freed_rows
 from console.host.parsers.sglang_log import line_time, stamp_s
 from console.host.parsers.router import url_port
 
@@ -157,6 +163,14 @@ def audited_verb(command: str) -> tuple[str, str] | None:
     return None
 
 
+def _stamp_time(stamp: str | None) -> float | None:
+    """The UTC time an install wrote in its backup's name (%Y%m%dT%H%M%SZ); None: none or not one."""
+    try:
+        return float(calendar.timegm(time.strptime(stamp or "", "%Y%m%dT%H%M%SZ")))
+    except ValueError:
+        return None
+
+
 def _side(report: Any, unit: str | None) -> Any:
     """The side of the service report that describes `unit` (by name: which side a view shows as
     old is a view's choice, never a host fact)."""
@@ -254,6 +268,7 @@ class SwapObserver:
         self._beside_port: int | None = None
         self._old_port: int | None = None
         self._beside_done_at: float | None = None
+        self._beside_added_at: float | None = None  # the router added the new server (its record's time)
         self._boot_seen: tuple[Any, ...] | None = None  # the log's boot as last seen (its start, ready)
         self._new_active: bool | None = None  # the new unit or container as the service reading saw it
         self._rollback_at: float | None = None  # the old service started again by a rollback (its command)
@@ -354,7 +369,8 @@ class SwapObserver:
         if isinstance(event, SwapStepChanged):
             now = self.state.swap.steps.get(event.step.key)
             return now is None or now.observed or now.state in TOUCHABLE
-        if isinstance(event, PathEvent) and event.kind not in (MEMORY, INSTALL_DIFF):  # the console's own plan is the console's
+        # the console's own plan is the console's; the host's facts (memory, the unit's change) the observer's
+        if isinstance(event, PathEvent) and event.kind not in (MEMORY, INSTALL_DIFF, UNIT_BACKUP):
             plan = self.state.swap.paths.get("plan")
             return plan is None or bool(plan.data().get("observed"))
         return True  # the downtime clock is this observer's alone, whoever acted
@@ -495,6 +511,7 @@ class SwapObserver:
         old, new = _side(report, old_unit), _side(report, new_unit)
         if new_unit is not None and old_unit == new_unit:
             self._install_diff(out, report, new, at)
+            self._unit_backup(out, report, new, at)
         # In place the new unit is the old one, serving since before the swap: its being there is
         # not the install (the console's install then kept the observer's flag: "observed").
         if new is not None and new is not old and new.error is None and new.unit is not None \
@@ -559,11 +576,52 @@ class SwapObserver:
         if install.state == "done" and install.ended_at_s is not None and at >= install.ended_at_s \
                 and before is not None and self._install_diff_for != install.ended_at_s:
             self._install_diff_for = install.ended_at_s
-            fact = {"unit": unit.name, "before_at": before[1], "at": at,
+            fact = {"unit": unit.name, "from": "reading", "before_at": before[1], "at": at,
+                    "installed_at": install.ended_at_s, "by": install.who or None,
                     **install_change_json(install_change(before[0], report))}
             out.append(PathEvent(self.host, INSTALL_DIFF, json.dumps(fact), at))
         if install.state != "running":
             self._unit_seen = (unit, at)
+
+    def _unit_backup(self, out: list[Any], report: Any, unit: Any, at: float) -> None:
+        """In place on one unit, the backup the last install kept (`UNIT.bak-STAMP`, read by the
+        service source): the swap's `unit_backup` fact, and the install's change from it where this
+        console did not see the unit before the install (it started or reconnected after it), or the
+        backup is of a later install than the change it saw."""
+        backup = getattr(report, "unit_backup", None)
+        if backup is None or unit is None or unit.error is not None:
+            return  # not read (an older recording): nothing known either way
+        installed_at = _stamp_time(backup.stamp)
+        fact = {"unit": unit.name, "found": backup.path is not None, "path": backup.path, "stamp": backup.stamp,
+                "installed_at": installed_at, "readable": backup.text is not None, "truncated": backup.truncated,
+                "by": self._installed_by(backup.stamp)}
+        seen = self.state.swap.paths.get(UNIT_BACKUP)
+        if seen is None or {k: v for k, v in seen.data().items() if k != "read_at"} != fact:
+            out.append(PathEvent(self.host, UNIT_BACKUP, json.dumps({**fact, "read_at": at}), at))
+        if backup.path is None or backup.text is None or unit.command is None:
+            return
+        written = [e for e in out if isinstance(e, PathEvent) and e.kind == INSTALL_DIFF]  # this reading's
+        current = written[-1] if written else self.state.swap.paths.get(INSTALL_DIFF)
+        now = current.data() if current is not None else {}
+        if now.get("unit") == unit.name and (now.get("backup") == backup.path or (
+                now.get("from") != "backup" and installed_at is not None
+                and installed_at <= (now.get("installed_at") or now.get("at") or 0))):
+            return  # this backup's change is written, or the change seen live is of this install or a later one
+        before = side_from_text(unit.name, backup.text)
+        change = {"unit": unit.name, "from": "backup", "backup": backup.path, "before_at": None, "at": at,
+                  "installed_at": installed_at, "by": fact["by"],
+                  **install_change_json(install_change(before, report))}
+        out.append(PathEvent(self.host, INSTALL_DIFF, json.dumps(change), at))
+
+    def _installed_by(self, stamp: str | None) -> str | None:
+        """Who ran the install that kept this backup: its audited command names the file (this
+        console's audit, or a console's that ended, read back); None: unknown."""
+        if not stamp:
+            return None
+        for entry in reversed(self.state.swap.audit):
+            if entry.action == "install" and f".bak-{stamp}" in entry.command:
+                return str(entry.who)
+        return None
 
     def _console_moved_traffic(self) -> bool:
         """The console's "Move traffic …" is under way or done, or its router moves went out (the
@@ -846,6 +904,7 @@ class SwapObserver:
         if r.workers is not None and removed is not None and old_port in {url_port(u) for u in r.workers}:
             removed = None  # the old worker is back in the router's list
         self._router_moves = (added, removed)
+        self._beside_added(out, added.at_s, _side(report, new_unit))
         step = self._step("switch_traffic")
         if step.observed and step.state == "done" and self._beside_done_at is not None \
                 and step.ended_at_s == self._beside_done_at:  # the old server's stop wrote it done: the moves in it
@@ -861,6 +920,26 @@ class SwapObserver:
         else:
             detail = f"{moves} and removed {removed.url} {clock(removed.at_s)} ({OUTSIDE}); {old_unit} not stopped yet"
         self._write(out, "switch_traffic", state="running", started_at_s=added.at_s, ended_at_s=None, detail=detail)
+
+    def _beside_added(self, out: list[Any], at: float, new: Any) -> None:
+        """The router took the new server in (its "Added worker" line, at its time): it answered then,
+        so the beside step (start it beside the old one, wait for ready) was done by then. A console
+        started after it read both serving and showed the step running from its own first reading."""
+        step = self._step("beside")
+        if step.state == "done" or self.stopped_at is not None or self._beside_done_at is not None \
+                or (not step.observed and step.state == "running"):
+            return  # done already, the old one stopped first (another path), or the console's own run
+        began = [e.at_s - (e.duration_s or 0.0) for e in self._read_back.get("beside", ())]
+        began += [t for t in (getattr(new, "started_at_s", None), self._beside_at) if t is not None]
+        start = min((t for t in began if t <= at), default=None)  # the host's, never after the add
+        if self._beside_at is None or (start is not None and start < self._beside_at):
+            self._beside_at = start if start is not None else at
+            self._began(out, "beside", self._beside_at)
+        self._beside_added_at = at
+        _, new_unit = self.units()
+        started = f"started {clock(start)}, " if start is not None else ""
+        self._write(out, "beside", state="done", started_at_s=start, ended_at_s=at,
+                    detail=f"{new_unit} {started}ready beside the old one: the router added it {clock(at)} ({OUTSIDE})")
 
     def _beside_started(self, out: list[Any], old: Any, new: Any, at: float) -> None:
         self._beside_at, self._beside_port, self._old_port = at, _port(new), _port(old)
@@ -897,8 +976,10 @@ class SwapObserver:
     def _beside_done(self, out: list[Any], at: float) -> None:
         self._beside_done_at = at
         old_unit, new_unit = self.units()
-        self._write(out, "beside", state="done", started_at_s=self._step("beside").started_at_s or self._beside_at,
-                    ended_at_s=at, detail=f"{new_unit} started {clock(self._beside_at)} beside the old one ({OUTSIDE})")
+        if self._beside_added_at is None:  # else done at the router's add, which it was by then
+            self._write(out, "beside", state="done",
+                        started_at_s=self._step("beside").started_at_s or self._beside_at, ended_at_s=at,
+                        detail=f"{new_unit} started {clock(self._beside_at)} beside the old one ({OUTSIDE})")
         start, words = self._switch_done_words(at)
         self._write(out, "switch_traffic", state="done", started_at_s=start, ended_at_s=at, detail=words)
         self._path(out, "beside", "seen on the host: a new server started beside the old one (other GPUs or "

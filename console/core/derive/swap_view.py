@@ -51,6 +51,12 @@ MEMORY = "memory"
 # it): one PathEvent of this kind, {"unit", "before_at", "changes", "env_changes", "unit_changes",
 # "raw_diff", "count"} (console/domain/analysis/service_report.py's install_change_json).
 INSTALL_DIFF = "install_diff"
+# In place on one unit, the backup of the unit the last install kept on the host (`UNIT.bak-STAMP`):
+# one PathEvent of this kind, {"unit", "found", "path", "stamp", "installed_at", "by", "readable",
+# "truncated", "read_at"}; the observer writes it from the service source's read. With it a console
+# started after the install writes the install's change from the backup (INSTALL_DIFF's "from":
+# "backup"), and where the host kept none the change is unknown, never "0 changes".
+UNIT_BACKUP = "unit_backup"
 
 
 # -- the view of it, kept in the state -------------------------------------------------------------
@@ -115,6 +121,31 @@ class SwapView:
         if setup is not None and not (setup.old_unit == setup.new_unit == fact.get("unit")):
             return {}  # another swap's (this one has two units)
         return fact
+
+    def unit_backup(self) -> dict[str, Any]:
+        """The backup the last install kept of a unit both old and new, as the observer read it ({}:
+        not read: two units, a recording made before it)."""
+        event = self.paths.get(UNIT_BACKUP)
+        fact = event.data() if event is not None else {}
+        setup = self.setup
+        if setup is not None and not (setup.old_unit == setup.new_unit == fact.get("unit")):
+            return {}
+        return fact
+
+    def install_change_unknown(self) -> str | None:
+        """In place on one unit, why the install's change is unknown (the host kept no backup of the
+        unit before it, and this console did not see it), else None."""
+        if self.install_diff():
+            return None
+        backup = self.unit_backup()
+        if not backup:
+            return None
+        unit = backup.get("unit")
+        if not backup.get("found"):
+            return f"unknown: the host keeps no backup of {unit} from before an install ({unit}.bak-*)"
+        if not backup.get("readable"):
+            return f"unknown: the backup {backup.get('path')} could not be read"
+        return None
 
     def downtime_s(self, now_s: float) -> float | None:
         d = self.downtime

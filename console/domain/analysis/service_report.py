@@ -100,6 +100,19 @@ def side_from_text(name: str, text: str, table: FlagTable | None = None) -> Serv
 
 
 @dataclass(frozen=True, slots=True)
+class UnitBackup:
+    """The unit file as it stood before the last install, as that install kept it beside the unit's
+    file (`cp -p UNIT UNIT.bak-STAMP`, console/domain/swap/actions.py's install_unit): the newest
+    `$(systemctl show -p FragmentPath --value UNIT).bak-*` on the host, read with a bounded read of at
+    most UNIT_BACKUP_MAX_BYTES. `path` None: the host has none (the install's change is unknown)."""
+
+    path: str | None
+    stamp: str | None = None  # the install's own UTC stamp in the name (%Y%m%dT%H%M%SZ)
+    text: str | None = None  # None: found but not readable (no permission, a dropped read)
+    truncated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ServiceReport:
     old: ServiceSide | None
     new: ServiceSide
@@ -121,6 +134,9 @@ class ServiceReport:
     # The same two services compared the other way round, as the source read them (issue 20): what
     # `s` in the diff pane shows. None with one side only.
     other_way: OtherWay | None = None
+    # In place on one unit (old and new the same unit): the backup its last install kept, read by the
+    # source (console/host/sources/service.py); None where not read (two units, a recording before it).
+    unit_backup: UnitBackup | None = None
 
     @property
     def change_count(self) -> int:

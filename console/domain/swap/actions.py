@@ -15,11 +15,12 @@ import shlex
 from dataclasses import dataclass
 
 from console.host.transport.base import quote
+from console.host.transport.bounded import BoundError
+from console.host.transport.bounded import bounded as bound_on_host
 
 UNIT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9@._:\\-]*\.service$")
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 SAFE_PATH_RE = re.compile(r"^/[^\x00\n\r]*$")
-KILL_AFTER_S = 5
 UNITS_DIR = "/etc/systemd/system"
 
 
@@ -45,9 +46,13 @@ def check_repo(repo: str | None) -> str:
     return repo
 
 
-def bounded(argv: list[str], seconds: int) -> str:
-    """`timeout -k 5 N argv...`: the host kills it after N s (and SIGKILLs it 5 s later)."""
-    return shlex.join(["timeout", "-k", str(KILL_AFTER_S), str(int(seconds)), *argv])
+def bounded(argv: list[str], seconds: float) -> str:
+    """`timeout -k 5 N argv...`: the host kills it after N s (and SIGKILLs it 5 s later); built by
+    console/host/transport/bounded.py, its refusal an ActionError the operator reads."""
+    try:
+        return bound_on_host(argv, seconds)
+    except BoundError as exc:
+        raise ActionError(str(exc)) from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +117,11 @@ def download(repo: str, model_dir: str) -> Action:
         'HF="$(command -v hf)" || { echo "hf is not on the host\'s PATH (pip install -U huggingface_hub)" >&2; '
         "exit 127; }",
         f"mkdir -p -- {q(work)}",
-        f"if command -v systemd-run >/dev/null 2>&1 && "
-        f"timeout -k {KILL_AFTER_S} 30 systemd-run --unit={q(unit)} --collect --quiet "
-        f"--property=StandardOutput=append:{q(log)} --property=StandardError=append:{q(log)} "
-        f"-- \"$HF\" {shlex.join(hf_args)}; then echo {q('started as ' + unit)}; exit 0; fi",
+        # "$HF" is the host's own path of hf, expanded there: it follows the bounded, quoted words.
+        "if command -v systemd-run >/dev/null 2>&1 && "
+        + bounded(["systemd-run", f"--unit={unit}", "--collect", "--quiet",
+                   f"--property=StandardOutput=append:{log}", f"--property=StandardError=append:{log}", "--"], 30)
+        + f" \"$HF\" {shlex.join(hf_args)}; then echo {q('started as ' + unit)}; exit 0; fi",
         f"setsid nohup \"$HF\" {shlex.join(hf_args)} >>{q(log)} 2>&1 </dev/null &",
         # The log path holds the model dir: quoted like every other value (it was echoed raw inside
         # double quotes, and `$(…)` in a model dir ran; issue 21, item 2).

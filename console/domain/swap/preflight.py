@@ -93,6 +93,9 @@ def check_diff(state: Any) -> GateCheck:
     # the diff pane's count: flags, environment and unit directives (never two figures for one diff);
     # in place on one unit, the install's change (the unit before it against the unit now)
     installed = state.swap.install_diff()
+    unknown = state.swap.install_change_unknown()
+    if unknown is not None:
+        return GateCheck("diff", None, f"the install's change is {unknown}; no error in the lints")
     count = installed.get("count", report.change_count) if installed else report.change_count
     return GateCheck("diff", True, f"{count} change(s), no error in the lints")
 

@@ -108,7 +108,7 @@ def prewarm(model_dir: str, names: Sequence[str], total_bytes: int, *, rate_mbps
         f"if [ -f {q(pid)} ] && kill -0 \"$(cat {q(pid)})\" 2>/dev/null; then "
         f"echo \"already running: pid $(cat {q(pid)})\"; exit 0; fi",
         f"mkdir -p -- {q(work)}",
-        f"setsid nohup timeout -k {act.KILL_AFTER_S} {bound} sh -c {q(body)} >{q(log)} 2>&1 </dev/null &",
+        f"setsid nohup {act.bounded(['sh', '-c', body], bound)} >{q(log)} 2>&1 </dev/null &",
         f"echo $! > {q(pid)}; echo \"started: pid $!, log {log}\"",
     ])
     return act.Action("prewarm", "Pre-warm the new model's shards into the page cache",

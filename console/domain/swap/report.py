@@ -175,11 +175,18 @@ class ReportBuilder:
         # In place on one unit the install rewrote the unit that serves: its change is the observer's
         # fact (the unit as it stood before the install), never the unit read against itself.
         installed = swap.install_diff()
+        unknown = swap.install_change_unknown()
         out["diff"] = {
-            "changes": installed["changes"] if installed else [
+            # where the change was read: "the units" (old against new), "the install" (the unit before
+            # it as a reading saw it), "the backup" (UNIT.bak-STAMP on the host), or "unknown"
+            "from": "unknown" if unknown else ("the backup" if installed.get("from") == "backup" else "the install")
+            if installed or unknown else "the units",
+            "unknown": unknown, "backup": installed.get("backup"),
+            "installed_at": _ts(installed.get("installed_at")), "installed_by": installed.get("by"),
+            "changes": [] if unknown else installed["changes"] if installed else [
                 {"flag": c.flag, "change": c.change, "old": c.old, "new": c.new, "category": c.category,
                  "reason": c.reason} for c in (report.changes if report else ())],
-            "env_changes": installed["env_changes"] if installed else [
+            "env_changes": [] if unknown else installed["env_changes"] if installed else [
                 {"name": e.name, "change": e.change, "old": e.old, "new": e.new}
                 for e in (report.env_changes if report else ())],
             "lints": [{"severity": lint.severity, "flag": lint.flag, "message": lint.message}
@@ -441,9 +448,10 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
     sections.append(("Diff", ["flag", "change", "old", "new", "why"],
                      [[c["flag"], c["change"], _fmt(c["old"]), _fmt(c["new"]), _fmt(c["reason"])]
                       for c in diff["changes"]],
-                     [f"{lint['severity']}: " + (f"{lint['flag']} " if lint["flag"] and not
-                                                 lint["message"].startswith(lint["flag"]) else "") + lint["message"]
-                      for lint in diff["lints"]]
+                     _diff_source(diff)
+                     + [f"{lint['severity']}: " + (f"{lint['flag']} " if lint["flag"] and not
+                                                   lint["message"].startswith(lint["flag"]) else "") + lint["message"]
+                        for lint in diff["lints"]]
                      + [f"environment {e['change']}: {e['name']}" for e in diff["env_changes"]]))
     fit = r["fit"]
     p = fit["predicted"]
@@ -694,3 +702,13 @@ def render(r: dict[str, Any], fmt: str) -> str:
     if fmt == "html":
         return render_html(r)
     return render_markdown(r)
+
+
+def _diff_source(diff: dict[str, Any]) -> list[str]:
+    """The Diff section's first note: in place on one unit, what the change was read from."""
+    if diff.get("unknown"):
+        return [f"the install's change: {diff['unknown']}"]
+    if diff.get("from") == "the backup":
+        by = diff.get("installed_by") or "an unknown author"
+        return [f"from the backup {diff.get('backup')}: installed {_fmt(diff.get('installed_at'))} by {by}"]
+    return []

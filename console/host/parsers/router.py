@@ -42,7 +42,7 @@ class RouterReading:
     # The router's log's add/remove-worker lines (the tail of the profile's router_log), oldest
     # first; empty when no log is named or it has none
     moves: tuple[RouterMove, ...] = ()
-    log: str | None = None  # the log file read (None: not named in the profile)
+    log: str | None = None  # the record read: a file, journal:UNIT or docker:NAME (None: not named in the profile)
     log_error: str | None = None  # why the log could not be read, in one line
 
 

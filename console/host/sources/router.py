@@ -13,20 +13,18 @@ from __future__ import annotations
 import secrets
 import shlex
 
+from console.config import router_log_place
 from console.host.parsers import split_sections
 from console.host.parsers.router import RouterReading, parse_router_log, parse_worker_list
 from console.host.sources.base import PolledSource
 from console.host.transport.base import Transport
+from console.host.transport.bounded import bounded
 from console.sanitize import clean_line
-
-def bounded(argv: list[str], seconds: int) -> str:
-    """`timeout -k 5 N argv…`: the host ends it after N s (as console/domain/swap/actions.py's)."""
-    return shlex.join(["timeout", "-k", "5", str(int(seconds)), *argv])
-
 
 LOG_TAIL_BYTES = 4 << 20  # the router log's recent part searched for moves (a seek, then one grep)
 MOVE_LINES = "(Added|Removed) worker"
 MAX_MOVES = 200
+RECORD_LINES = 100_000  # journald's or Docker's recent lines of the router searched for moves
 POLL_TIMEOUT_S = 20.0
 
 
@@ -34,7 +32,18 @@ def router_script(url: str, log: str | None, marker: str) -> str:
     parts = [f"echo {marker}workers",
              bounded(["curl", "-s", "--max-time", "5", "--", url.rstrip("/") + "/list_workers"], 8) + " 2>/dev/null",
              "echo"]
-    if log:
+    place = router_log_place(log) if log else None
+    if place is not None and place[0] != "file":
+        # journald's or Docker's record of the router's output, its lines as the router wrote them (`-o
+        # cat`: the message alone); the reader's exit status follows its lines, through the same grep
+        kind, name = place
+        argv = (["journalctl", "--no-pager", "-o", "cat", "-n", str(RECORD_LINES), "-u", name] if kind == "journal"
+                else ["docker", "logs", "--tail", str(RECORD_LINES), name])
+        parts += [f"echo {marker}log",
+                  f"{{ {bounded(argv, 10)} 2>&1; echo \"{marker}rc $?\"; }}"
+                  f" | grep -a -E -e {shlex.quote(MOVE_LINES)} -e {shlex.quote('^' + marker + 'rc ')}"
+                  f" | tail -n {MAX_MOVES + 1}"]
+    elif log:
         # Only its add/remove lines, from the file's recent part: a busy router logs every request,
         # and a move must not scroll out of what is read within seconds.
         q = shlex.quote(log)
@@ -46,7 +55,8 @@ def router_script(url: str, log: str | None, marker: str) -> str:
 
 
 class RouterWatcher:
-    """`url`: the profile's router_url; `log`: the file on the host the router writes its log to."""
+    """`url`: the profile's router_url; `log`: where the router keeps its log on the host (a file,
+    journal:UNIT.service or docker:CONTAINER: console/config.py's router_log_place)."""
 
     def __init__(self, transport: Transport, url: str, log: str | None = None) -> None:
         self.transport = transport
@@ -60,10 +70,24 @@ class RouterWatcher:
         workers = parse_worker_list(s.get("workers", "").strip())
         if self.log is None:
             return RouterReading(self.url, workers)
-        if s.get("rc", "").strip() != "0":
-            return RouterReading(self.url, workers, (), self.log,
-                                 clean_line(f"{self.log}: cannot be read (not there, or no permission)"))
-        return RouterReading(self.url, workers, parse_router_log(s.get("log", "")), self.log)
+        text, rc = s.get("log", ""), s.get("rc", "").strip()
+        if router_log_place(self.log)[0] != "file":
+            lines = text.splitlines()
+            ends = [line for line in lines if line.startswith(f"{marker}rc ")]
+            rc = ends[-1].split(" ", 1)[1].strip() if ends else ""
+            text = "\n".join(line for line in lines if not line.startswith(f"{marker}rc "))
+        if rc != "0":
+            return RouterReading(self.url, workers, (), self.log, clean_line(f"{self.log}: {self._unread(rc)}"))
+        return RouterReading(self.url, workers, parse_router_log(text), self.log)
+
+    def _unread(self, rc: str) -> str:
+        kind, name = router_log_place(self.log or "")
+        status = f"exit {rc}" if rc.isdigit() else "no exit status"
+        if kind == "journal":
+            return f"journalctl -u {name} failed ({status}: no journal access, or no such unit)"
+        if kind == "docker":
+            return f"docker logs {name} failed ({status}: no such container, or no access to Docker)"
+        return "cannot be read (not there, or no permission)"
 
 
 def router_source(watcher: RouterWatcher, interval_s: float = 5.0) -> PolledSource[RouterReading]:

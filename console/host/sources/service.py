@@ -14,6 +14,7 @@ from console.domain.analysis.service_diff import PATH_FLAGS, REDACTED, HostFacts
 from console.domain.analysis.service_report import (
     ServiceReport,
     ServiceSide,
+    UnitBackup,
     build_report,
     side_from_text,
     with_other_way,
@@ -31,9 +32,13 @@ GPU_COUNT_TIMEOUT_S = 8.0
 ENV_FILES_MAX = 8  # EnvironmentFile= entries read per unit
 ENV_FILE_MAX_BYTES = 256 << 10
 _VERSION = re.compile(r"^\d+\.\d+[\w.+-]*$")
+_STAMP = re.compile(r"(\d{8}T\d{6}Z)")
+UNIT_BACKUP_MAX_BYTES = 256 << 10  # a unit file is a few KiB: more is not a unit the install kept
 
 
-def service_script(units: list[str]) -> str:
+def service_script(units: list[str], backup_of: str | None = None) -> str:
+    """Both units' text, state and running argv; with `backup_of` (in place on one unit), that unit's
+    file (`F path`) and the backups an install kept beside it (`B path`, its `.bak-*` files)."""
     parts = []
     for i, unit in enumerate(units):
         q = quote(unit)
@@ -43,7 +48,28 @@ def service_script(units: list[str]) -> str:
         parts.append(f"echo @@cmdline{i}; __p=$(systemctl show -p MainPID --value -- {q} 2>/dev/null); "
                      f"if [ \"${{__p:-0}}\" -gt 0 ] 2>/dev/null; then tr '\\0' '\\n' < /proc/$__p/cmdline; fi")
     parts.append("echo @@units; systemctl list-unit-files --no-legend --no-pager 'sglang*' 2>/dev/null")
+    if backup_of is not None:
+        parts.append("echo @@backups; "
+                     f"__f=$(systemctl show -p FragmentPath --value -- {quote(backup_of)} 2>/dev/null); "
+                     "if [ -n \"$__f\" ]; then printf 'F %s\\n' \"$__f\"; "
+                     "for __c in \"$__f\".bak-*; do [ -f \"$__c\" ] && printf 'B %s\\n' \"$__c\"; done; fi")
     return "; ".join(parts) + "; true"
+
+
+def newest_backup(listing: str) -> tuple[str, str] | None:
+    """(path, stamp) of the newest backup in the `@@backups` section: only `UNIT.bak-STAMP` beside the
+    unit's own file, with the install's stamp (console/domain/swap/unit_steps.py's %Y%m%dT%H%M%SZ);
+    anything else there is not an install's backup."""
+    lines = listing.splitlines()
+    fragment = next((line[2:] for line in lines if line.startswith("F /")), None)
+    if fragment is None:
+        return None
+    found = [(m.group(1), line[2:]) for line in lines if line.startswith("B ")
+             and line[2:].startswith(fragment + ".bak-") and (m := _STAMP.fullmatch(line[2 + len(fragment) + 5:]))]
+    if not found:
+        return None
+    stamp, path = max(found)
+    return path, stamp
 
 
 def _props(text: str) -> dict[str, str]:
@@ -63,6 +89,8 @@ class ServiceWatcher:
         self.flags_note: str | None = None
         self.flags_binary: str | None = None  # the interpreter run for the current report, if any
         self._probes: dict[tuple[str, str], tuple[FlagTable, str | None, str | None]] = {}
+        self.unit_backup: UnitBackup | None = None  # in place on one unit: the last poll's read of it
+        self._backup: UnitBackup | None = None  # the last backup read (a backup's file never changes)
 
     def swap(self) -> None:
         """Watch the old unit as the new one (a tool's setup, like `pick`). No view calls it: `s` in
@@ -129,7 +157,8 @@ class ServiceWatcher:
 
     async def read_sides(self, units: list[str]) -> tuple[list[ServiceSide], tuple[str, ...], int | None]:
         """The units as the host has them, with state and running argv; the sglang units found; GPU count."""
-        result = await self.transport.run(service_script(units), timeout=20)
+        one = units[0] if len(units) == 2 and units[0] == units[1] else None  # in place on one unit
+        result = await self.transport.run(service_script(units, one), timeout=20)
         # Unit texts are cleaned by side_from_text (after its check for binary content); the rest
         # here: no escape sequence from the host goes further (issue 21, item 1).
         s = {k: v if k.startswith("cat") else clean_block(v) for k, v in split_sections(result.text).items()}
@@ -155,7 +184,26 @@ class ServiceWatcher:
                                  main_pid=int(pid) if pid.isdigit() and int(pid) > 0 else None, running=running,
                                  env_files_read=await self._env_files(side)))
         units_on_host = tuple(line.split()[0] for line in s.get("units", "").splitlines() if line.strip())
+        self.unit_backup = await self._read_backup(s.get("backups", "")) if one is not None else None
         return sides, units_on_host, await self.gpu_count()
+
+    async def _read_backup(self, listing: str) -> UnitBackup:
+        """The newest backup an install kept of the unit, read once (a bounded read of its file)."""
+        newest = newest_backup(listing)
+        if newest is None:
+            return UnitBackup(None)
+        path, stamp = newest
+        if self._backup is not None and self._backup.path == path and self._backup.text is not None:
+            return self._backup
+        try:
+            raw = await self.transport.read_file(path, max_bytes=UNIT_BACKUP_MAX_BYTES + 1, timeout=10)
+        except Exception:  # noqa: BLE001 - no permission, a dropped connection: there, but unread
+            return UnitBackup(path, stamp)
+        text = raw[:UNIT_BACKUP_MAX_BYTES].decode("utf-8", "replace")
+        # Cleaned and redacted here, at the source: the reading is recorded and shared.
+        self._backup = UnitBackup(path, stamp, None if "\x00" in text else redact_text(clean_block(text)),
+                                  truncated=len(raw) > UNIT_BACKUP_MAX_BYTES)
+        return self._backup
 
     async def _env_files(self, side: ServiceSide) -> dict[str, dict[str, str] | None]:
         """The unit's EnvironmentFile= files as the server will read them (secrets redacted at once):
@@ -205,6 +253,8 @@ class ServiceWatcher:
         table, note, binary = self.table, self.flags_note, self.flags_binary
         report = build_report(old, new, facts, table=table, units_on_host=units_on_host,
                               flags_source=note, flags_binary=binary)
+        if self.unit_backup is not None:
+            report = replace(report, unit_backup=self.unit_backup)
         if old is None:
             return report
         try:

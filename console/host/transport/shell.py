@@ -43,6 +43,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from console.host.transport.base import CommandResult
+from console.host.transport.bounded import bounded
 from console.host.transport.errors import CommandError, CommandTimeout
 from console.units import seconds
 
@@ -170,9 +171,10 @@ def frame(script: str, token: str, timeout: float | None = None, mode: ShellMode
     else:
         limit = host_time_limit(timeout)
         # The script travels in the environment, not in argv: `ps` on the host shows `sh -c eval…`.
-        run = "sh -c 'eval \"$__gc_s\"' </dev/null"
+        argv = ["sh", "-c", 'eval "$__gc_s"']
+        run, timed = f"{shlex.join(argv)} </dev/null", f"{bounded(argv, limit, kill_after_s=KILL_GRACE_S)} </dev/null"
         body = (f"__gc_s={shlex.quote(script)}; export __gc_s; if command -v timeout >/dev/null 2>&1; "
-                f"then timeout -k {KILL_GRACE_S} {limit} {run}; else {run}; fi; __gc_rc=$?")
+                f"then {timed}; else {run}; fi; __gc_rc=$?")
     wrapped = (
         f"{body}; unset __gc_s; "
         f"printf '\\n%s %d\\n' '{token}' \"$__gc_rc\"; printf '\\n%s\\n' '{token}' >&2\n"

@@ -110,7 +110,10 @@ def _lint_lines(text: Text, lints: list[Any], width: int = 10_000) -> None:
         text.append(hanging(x.message, 3, width) + "\n", style=style if x.severity != "info" else "")
 
 
-def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, raw: bool = False) -> Text:
+def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, raw: bool = False,
+                   unknown: str | None = None) -> Text:
+    """`unknown`: why the change is not known (in place on one unit with no backup of the unit from
+    before the install): said instead of a count, never "0 changes" or "no differences"."""
     text = Text(no_wrap=False, overflow="fold")
     if reading is None:
         return Text("reading the units…", style=DIM)
@@ -137,7 +140,9 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
     n_errors = len(errors) + len(side_errors)
     compared = r.old is not None and r.old.command is not None and r.new.command is not None
     summary = Text()
-    if compared:
+    if compared and unknown is not None:
+        summary.append("changes unknown", style=WARN)
+    elif compared:
         summary.append(plural(r.change_count, "change"), style="bold")
     elif missing and not n_errors:
         summary.append(f"nothing to compare yet: {missing[0]} is not installed (the swap plan's i installs it)",
@@ -158,14 +163,17 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
                     style="bold yellow")
         for c in r.drift:
             text.append(f"   {c.flag}: running {_value(c.old, 24)}, unit {_value(c.new, 24)}\n", style=WARN)
+    if unknown is not None:
+        text.append(f"the install's change: {hanging(unknown, 3, width)}\n", style=WARN)
     if raw:
-        for line in r.raw_diff or ("(no differences)",):
+        for line in () if unknown is not None else r.raw_diff or ("(no differences)",):
             style = ("green" if line.startswith("+") else OLD if line.startswith("-")
                      else "cyan" if line.startswith("@@") else DIM)
             text.append(line + "\n", style=style)
         return text
     _lint_lines(text, errors + warnings, width)
-    if r.old is not None and r.old.command is not None and r.new.command is not None and not r.change_count:
+    if r.old is not None and r.old.command is not None and r.new.command is not None and not r.change_count \
+            and unknown is None:
         text.append("no differences\n", style=OK)
     flag_w = min(max((len(c.flag) for c in r.changes), default=10), 34 if wide else 24)
     by_cat: dict[str, list[FlagChange]] = {}
@@ -253,6 +261,19 @@ def with_install_change(reading: Reading[ServiceReport] | None, fact: dict[str, 
     return replace(reading, data=changed)  # type: ignore[arg-type]
 
 
+def install_change_words(fact: dict[str, Any]) -> str:
+    """What the pane compares in place on one unit: the unit before the install (as a reading saw it,
+    or as the install's backup on the host keeps it) against the unit as installed, when and by whom."""
+    at, installed_at, who = fact.get("before_at"), fact.get("installed_at"), fact.get("by")
+    when = f" {units_read_at(installed_at)}" if isinstance(installed_at, (int, float)) else ""
+    by = f" by {who}" if who else " by an unknown author"
+    if fact.get("from") == "backup":
+        return (f"in place: the install's change (installed{when}{by}), the unit from the backup "
+                f"{fact.get('backup')} → as installed")
+    read = f" (read {units_read_at(at)})" if isinstance(at, (int, float)) else ""
+    return f"in place: the install's change, the unit before it{read} → as installed"
+
+
 def oriented(reading: Reading[ServiceReport] | None, flipped: bool) -> Reading[ServiceReport] | None:
     """The reading as this view shows it: `flipped`, the report the other way round (the old unit as
     the new), as the source delivered it; the state's reading is never changed."""
@@ -293,10 +314,12 @@ class ServicePane(ReadingPane):
         super().set_health(stale=stale, error=error, subtitle=subtitle)
 
     install_change: dict[str, Any] = {}  # the swap's fact: the install's change of a unit both old and new
+    change_unknown: str | None = None  # the swap's word: why that change is unknown (no backup on the host)
 
     def state_changed(self, state: Any, source: str) -> None:
-        fact = state.swap.install_diff()
-        news, self.install_change = fact != self.install_change, fact
+        fact, unknown = state.swap.install_diff(), state.swap.install_change_unknown()
+        news = (fact, unknown) != (self.install_change, self.change_unknown)
+        self.install_change, self.change_unknown = fact, unknown
         before = self.reading
         super().state_changed(state, source)
         if news and self.reading is before:  # the same reading, shown anew with the install's change
@@ -305,12 +328,12 @@ class ServicePane(ReadingPane):
     def render_reading(self, reading: Reading[Any] | None) -> RenderableType:
         installed = with_install_change(reading, self.install_change)
         shown = oriented(installed, self.flipped)
-        text = format_service(shown, self.content_size.width or 56, raw=self.raw)
+        r = reading.data if reading is not None else None
+        one_unit = r is not None and r.old is not None and r.old.name == r.new.name
+        unknown = self.change_unknown if installed is reading and one_unit and not self.flipped else None
+        text = format_service(shown, self.content_size.width or 56, raw=self.raw, unknown=unknown)
         if installed is not reading and shown is installed:
-            at = self.install_change.get("before_at")
-            when = f" (read {units_read_at(at)})" if isinstance(at, (int, float)) else ""
-            text = Text(f"in place: the install's change, the unit before it{when} → as installed\n",
-                        style=DIM) + text
+            text = Text(install_change_words(self.install_change) + "\n", style=DIM) + text
         if shown is not reading and reading is not None and reading.data is not None:
             # Said in the body too: the swap plan's new unit has not changed, only this view.
             note = Text(f"flipped in this view (s): the swap's new unit is still {reading.data.new.name}\n",
