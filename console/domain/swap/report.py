@@ -46,6 +46,39 @@ def _ts(at: float | None) -> str | None:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if at else None
 
 
+def _host_ts(at: float | None) -> str | None:
+    """The host's time of a line (journald's µs, Docker's ns) to the millisecond, host local time."""
+    if at is None:
+        return None
+    ms = int(at * 1000)
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms // 1000)) + f".{ms % 1000:03d}"
+
+
+# The clock of the host's time of a log line, by the log source (console/host/sources/log.py's labels)
+LINE_CLOCKS = (("journal of ", "journald"), ("docker logs of ", "docker"))
+CLOCK_NOTES = {
+    "journald": "journald's time of each line (__REALTIME_TIMESTAMP, the host's clock), to the millisecond",
+    "docker": "Docker's time of each line (docker logs --timestamps, the host's clock), to the millisecond",
+    "stamp": "the server's own stamp of each line (the log source gave no host time: whole seconds unless "
+             "SGLANG_LOG_MS)",
+}
+
+
+def _line_clock(source: str | None) -> str:
+    """Whose time the host's time of the log's lines is: journald's, Docker's, else only the stamp."""
+    return next((clock for prefix, clock in LINE_CLOCKS if (source or "").startswith(prefix)), "stamp")
+
+
+def _clock_note(rows: list[dict[str, Any]]) -> str | None:
+    """One line under the boot table: which clock its "at" column is (each when they differ)."""
+    clocks = list(dict.fromkeys(row["clock"] for row in rows))
+    if not clocks:
+        return None
+    if len(clocks) == 1:
+        return f"at: {CLOCK_NOTES[clocks[0]]}"
+    return "at: " + "; else ".join(CLOCK_NOTES[c] for c in clocks)
+
+
 def _model_path(side: Any) -> str | None:
     v = side.command.value("--model-path") if side is not None and side.command is not None else None
     return v if isinstance(v, str) and v else None
@@ -235,20 +268,30 @@ class ReportBuilder:
         launch = next((boot_time(b) for b in boot if b.phase == "launch"), None)
         earlier = began is not None and launch is not None and launch < began - 1
         d = swap.downtime
+        # Each row's "at" is the host's time of its line (journald's, Docker's: `clock` says whose),
+        # else the server's own stamp ("stamp": a file's lines, a recording made before)
+        source = _line_clock(log.source if log is not None else None)
         if swap.path() == "in-place":
             rows = []
             if d is not None and d.start_source.startswith("in place") and d.started_at_s is not None:
-                rows.append({"phase": "update begin", "at": _ts(d.started_at_s), "seconds": 0.0,
+                # the observer's dates of the update's begin and end lines (`line_time`)
+                rows.append({"phase": "update begin", "at": _host_ts(d.started_at_s), "stamp": None,
+                             "at_s": d.started_at_s, "clock": source, "seconds": 0.0,
                              "detail": d.start_source.removeprefix("in place: ")})
                 if d.ended_at_s is not None:
-                    rows.append({"phase": "update end", "at": _ts(d.ended_at_s),
+                    rows.append({"phase": "update end", "at": _host_ts(d.ended_at_s), "stamp": None,
+                                 "at_s": d.ended_at_s, "clock": source,
                                  "seconds": round(d.ended_at_s - d.started_at_s, 2), "detail": d.end_source})
             return rows, "in place: no server booted; the running server loaded the new weights" + (
                 f" (the log's boot at {boot[0].at} is the old server's, before the swap)" if boot and earlier else "")
         if earlier:
             return [], (f"the new server's boot is not in the log yet (the log's boot at {boot[0].at} is the old "
                         "server's, before the swap)")
-        return [{"phase": b.phase, "at": b.at, "seconds": b.seconds, "detail": b.detail} for b in boot], None
+        def clock(b: Any) -> str:  # a file's line: its at_s is its stamp's (line_time); older recordings: none
+            return source if b.at_s is not None else "stamp"
+
+        return [{"phase": b.phase, "at": b.at if clock(b) == "stamp" else _host_ts(b.at_s), "stamp": b.at,
+                 "at_s": b.at_s, "clock": clock(b), "seconds": b.seconds, "detail": b.detail} for b in boot], None
 
     def _fit(self) -> dict[str, Any]:
         from console.domain.analysis.fit import calibration
@@ -461,9 +504,10 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
                                                                       if v["mismatched"] else ""))]
                      + d["problems"]))
     since = "s since the update's begin" if r["boot"] and r["boot"][0]["phase"] == "update begin" else "s since launch"
-    sections.append(("Boot timeline", ["phase", "log time", since, "detail"],
+    clock = _clock_note([b for b in r["boot"] if b.get("clock")])
+    sections.append(("Boot timeline", ["phase", "at", since, "detail"],
                      [[b["phase"], _fmt(b["at"]), _fmt(b["seconds"]), b["detail"]] for b in r["boot"]],
-                     [r["boot_note"]] if r.get("boot_note") else []))
+                     [n for n in (clock, r.get("boot_note")) if n]))
     sections.append(("Time to ready and downtime", ["", "value", "from", "to"], [
         ["time to ready", _dur(t["time_to_ready_s"]), _fmt(t.get("time_to_ready_from") or "the new server's start"),
          _fmt(t.get("time_to_ready_to") or t["start_new_state"])],
