@@ -205,6 +205,11 @@ class ReportBuilder:
             "gate": [{"check": c.name, "ok": c.ok, "reason": c.reason, "overridden_by": c.overridden_by}
                      for c in swap.gate],
         }
+        on = out["old_new"]
+        if swap.path() == "in-place" and on["old_model"] and on["new_model"] and on["old_model"] != on["new_model"]:
+            # A weight update keeps the name the server was started with (SGLang's served_model_name):
+            # clients ask for the old name until the unit's new one takes effect at a restart
+            on["served_as"] = on["old_model"]
         # In place on one unit the install rewrote the unit that serves: its change is the observer's
         # fact (the unit as it stood before the install), never the unit read against itself.
         installed = swap.install_diff()
@@ -215,9 +220,15 @@ class ReportBuilder:
             "env_changes": installed["env_changes"] if installed else [
                 {"name": e.name, "change": e.change, "old": e.old, "new": e.new}
                 for e in (report.env_changes if report else ())],
+            "unit_changes": installed.get("unit_changes", []) if installed else [
+                {"directive": u.directive, "section": u.section, "change": u.change, "old": u.old, "new": u.new,
+                 "reason": u.reason} for u in (report.unit_changes if report else ())],
             "lints": [{"severity": lint.severity, "flag": lint.flag, "message": lint.message}
                       for lint in (report.lints if report else ())],
         }
+        # the gate's and the diff pane's one figure: flags, environment and unit directives
+        diff = out["diff"]
+        diff["count"] = len(diff["changes"]) + len(diff["env_changes"]) + len(diff["unit_changes"])
         out["fit"] = self._fit()
         out["download"] = self._download()
         out["boot"], out["boot_note"] = self._boot()
@@ -243,7 +254,10 @@ class ReportBuilder:
         out.update(downtime_report.section(s, out["timing"]["downtime_s"]))
         out["gpu"] = _memory(swap.memory())
         out["bench"] = self._bench(out["old_new"])
-        out["audit"] = [{"who": e.who, "at": _ts(e.at_s), "action": e.action, "command": e.command,
+        # Each command dated when it was sent (its entry is written when the reply came back, `duration_s`
+        # later): the update's POST was sent when the pause began, not when the weights were in
+        out["audit"] = [{"who": e.who, "at": _ts(_sent_at(e)), "answered_at": _ts(e.at_s),
+                         "answered_after_s": e.duration_s, "action": e.action, "command": e.command,
                          "exit_status": e.exit_status, "output_tail": e.output_tail, "note": e.note}
                         for e in swap.audit]
         out["approvals"] = [{"action": a.action, "requested_by": a.requested_by, "requested_at": _ts(a.requested_at_s),
@@ -328,6 +342,12 @@ class ReportBuilder:
                 "note": c.note,
                 "compared": {"before": _bench_row(c.compared[0]), "after": _bench_row(c.compared[1])}
                 if c.compared else None}
+
+
+def _sent_at(entry: Any) -> float:
+    """When an audited command was sent: its reply's time less how long it took, where that is known."""
+    took = entry.duration_s
+    return entry.at_s - took if isinstance(took, (int, float)) and 0 <= took <= entry.at_s else entry.at_s
 
 
 def _the_rollbacks_boot(boot: Any, rollback: Any) -> bool:
@@ -426,7 +446,8 @@ def headline(r: dict[str, Any]) -> list[str]:
     if old == new and on.get("old_model_dir") and on.get("model_dir") and on["old_model_dir"] != on["model_dir"]:
         # the same name serves other weights (in place): the directories say what changed
         old, new = f"{old} ({on['old_model_dir']})", f"{new} ({on['model_dir']})"
-    lines = [f"{_fmt(old)} → {_fmt(new)}"]
+    lines = [f"{_fmt(old)} → {_fmt(new)}" + (f" (still served as {on['served_as']} until restart)"
+                                             if on.get("served_as") else "")]
     if t["downtime_s"] is not None:
         parts = " + ".join(f"{p['part']} {_dur(p['seconds'])}" for p in t.get("downtime_parts") or [])
         if not parts and (t.get("downtime_from_source") or "").startswith("beside"):
@@ -471,7 +492,8 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
                      [n for n in (host.get("note"), host.get("recording_note"), host.get("recording_damage")) if n]))
     sections.append(("Old → new", ["", "old", "new"], [
         [on.get("kind") or "unit", _fmt(on["old_unit"]), _fmt(on["new_unit"])],
-        ["model", _fmt(on["old_model"]), _fmt(on["new_model"])],
+        ["model", _fmt(on["old_model"]), _fmt(on["new_model"]) + (
+            f" (the unit's; still served as {on['served_as']} until restart)" if on.get("served_as") else "")],
         ["repo / directory", _fmt(on.get("old_model_dir")), f"{_fmt(on['repo_id'])} → {_fmt(on['model_dir'])}"]],
         []))
     sections.append(("Swap plan", ["step", "state", "started", "took", "by", "detail"],
@@ -481,10 +503,18 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
                       f" — {g['reason']}" + (f" (overridden by {g['overridden_by']})" if g["overridden_by"] else "")
                       for g in r["gate"]]))
     diff = r["diff"]
+    served_as = on.get("served_as")
     sections.append(("Diff", ["flag", "change", "old", "new", "why"],
                      [[c["flag"], c["change"], _fmt(c["old"]), _fmt(c["new"]), _fmt(c["reason"])]
-                      for c in diff["changes"]],
-                     [f"{lint['severity']}: " + (f"{lint['flag']} " if lint["flag"] and not
+                      for c in diff["changes"]]
+                     + [[f"[{u['section']}] {u['directive']}", u["change"], _fmt(u["old"]), _fmt(u["new"]),
+                         _fmt(u["reason"])] for u in diff.get("unit_changes") or ()],
+                     ([f"{diff['count']} change(s): flags, environment and unit directives (the gate's count)"]
+                      if "count" in diff else [])
+                     + ([f"in place: still served as {served_as} until restart (a weight update keeps the name "
+                         "the server was started with; the unit's --served-model-name takes effect at a restart)"]
+                        if served_as else [])
+                     + [f"{lint['severity']}: " + (f"{lint['flag']} " if lint["flag"] and not
                                                  lint["message"].startswith(lint["flag"]) else "") + lint["message"]
                       for lint in diff["lints"]]
                      + [f"environment {e['change']}: {e['name']}" for e in diff["env_changes"]]))
@@ -528,7 +558,7 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
                                    *[c for _, c, _ in BENCH_COLUMNS]], rows, [b["note"]] if b["note"] else []))
     states = {st.get("key"): st.get("state") for st in r["steps"]}
     sections.append(("Audit log", ["when", "who", "action", "what it did", "status", "output", "script"],
-                     [[_fmt(a["at"]), a["who"], a["action"], _audit_line(a), _audit_status(a, states),
+                     [[_audit_when(a), a["who"], a["action"], _audit_line(a), _audit_status(a, states),
                        (a["output_tail"] or "")[-160:], f"A{i}" if "\n" in (a["command"] or "") else ""]
                       for i, a in enumerate(r["audit"], 1)],
                      [f"approval: {a['action']} asked by {a['requested_by']} at {a['requested_at']}: {a['status']}"
@@ -579,6 +609,12 @@ def _audit_line(a: dict[str, Any]) -> str:
 
 
     return audit_summary(SimpleNamespace(command=a["command"] or "", note=a["note"]))
+
+
+def _audit_when(a: dict[str, Any]) -> str:
+    """When the command was sent, and how much later the host answered (where the console timed it)."""
+    took = a.get("answered_after_s")
+    return _fmt(a["at"]) + (f" (answered {took:.1f} s later)" if isinstance(took, (int, float)) else "")
 
 
 def _audit_status(a: dict[str, Any], states: dict[Any, Any]) -> str:
