@@ -277,7 +277,7 @@ def test_the_reports_gpu_memory_moved_from_the_old_containers_gpus_to_the_new_on
 def test_the_reports_boot_timeline_is_the_new_containers_boot_in_docker_logs(lived: LivedSwap) -> None:
     boot = lived.report["boot"]
     launch, ready = _line(lived, lived.new, "server_args="), _line(lived, lived.new, "The server is fired up")
-    assert boot and (log_time(boot[0]["at"]), log_time(boot[-1]["at"])) == (_stamp(launch[1]), _stamp(ready[1]))
+    assert boot and (log_time(boot[0]["stamp"]), log_time(boot[-1]["stamp"])) == (_stamp(launch[1]), _stamp(ready[1]))
 
 
 def test_the_reports_boot_note_is_gone_once_the_new_containers_boot_is_in_the_log(lived: LivedSwap) -> None:

@@ -275,10 +275,11 @@ def test_the_reports_boot_timeline_is_the_new_containers_boot_in_docker_logs(liv
     started_new = _event(lived, "start", new, lived.began_s)
     launch_at, launch = _line(lived, new, "server_args=", started_new)
     ready_at, ready = _line(lived, new, "The server is fired up", started_new)
-    assert (log_time(boot[0]["at"]), log_time(boot[-1]["at"])) == (_stamp(launch), _stamp(ready)), boot
+    assert (log_time(boot[0]["stamp"]), log_time(boot[-1]["stamp"])) == (_stamp(launch), _stamp(ready)), boot
     assert boot[-1]["seconds"] == pytest.approx(ready_at - launch_at, abs=0.01)  # by Docker's times of the lines
+    assert boot[-1]["at_s"] == pytest.approx(ready_at, abs=1e-3) and boot[-1]["clock"] == "docker", boot
     loaded = [b for b in boot if b["phase"] == "weights loaded"]
-    assert loaded and _stamp(_line(lived, new, "Load weight end", started_new)[1]) == log_time(loaded[0]["at"])
+    assert loaded and _stamp(_line(lived, new, "Load weight end", started_new)[1]) == log_time(loaded[0]["stamp"])
 
 
 @pytest.mark.parametrize("fmt", ["md", "html", "json"])

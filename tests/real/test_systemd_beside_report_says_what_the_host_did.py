@@ -285,11 +285,12 @@ def test_the_reports_boot_timeline_is_the_new_units_boot_in_the_journal(lived: L
     boot = lived.report["boot"]
     assert boot[0]["phase"] == "launch" and boot[-1]["phase"] == "ready", boot
     launch, ready = _new_line(lived, "server_args="), _new_line(lived, "The server is fired up")
-    assert (log_time(boot[0]["at"]), log_time(boot[-1]["at"])) == (_stamp(launch[2]), _stamp(ready[2])), boot
+    assert (log_time(boot[0]["stamp"]), log_time(boot[-1]["stamp"])) == (_stamp(launch[2]), _stamp(ready[2])), boot
     # its seconds: journald's times of the two lines (the host's, not the server's whole-second stamps)
     assert boot[-1]["seconds"] == pytest.approx(ready[0] - launch[0], abs=0.01)
+    assert boot[-1]["at_s"] == pytest.approx(ready[0], abs=1e-3) and boot[-1]["clock"] == "journald", boot
     loaded = [b for b in boot if b["phase"] == "weights loaded"]
-    assert loaded and log_time(loaded[0]["at"]) == _stamp(_new_line(lived, "Load weight end")[2])
+    assert loaded and log_time(loaded[0]["stamp"]) == _stamp(_new_line(lived, "Load weight end")[2])
     assert lived.report["boot_note"] is None
 
 

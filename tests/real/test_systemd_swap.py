@@ -281,7 +281,7 @@ def test_the_reports_boot_timeline_is_the_new_units_boot_in_the_real_journal(liv
     launch = [m for _, pid, m in lived.new_log if pid in lived.new_pids and "server_args=" in m]
     ready = [m for _, pid, m in lived.new_log if pid in lived.new_pids and "The server is fired up" in m]
     assert launch and ready, lived.new_log[:5]
-    assert (log_time(boot[0]["at"]), log_time(boot[-1]["at"])) == (log_time(launch[0][1:20]),
+    assert (log_time(boot[0]["stamp"]), log_time(boot[-1]["stamp"])) == (log_time(launch[0][1:20]),
                                                                    log_time(ready[0][1:20])), boot
 
 

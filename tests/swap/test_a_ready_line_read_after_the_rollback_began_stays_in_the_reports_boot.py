@@ -40,5 +40,5 @@ def test_the_new_servers_ready_line_read_after_the_rollback_began_is_in_the_boot
         builder.feed(t, event)
     boot = builder.build()["boot"]
     assert [row["phase"] for row in boot] == ["launch", "weights loading", "ready"], boot
-    assert boot[0]["at"] == dt.datetime.fromtimestamp(T0 + 10).isoformat(sep=" ")  # the new server's launch
+    assert boot[0]["stamp"] == dt.datetime.fromtimestamp(T0 + 10).isoformat(sep=" ")  # the new server's launch
     assert round(boot[-1]["seconds"], 1) == 20.2

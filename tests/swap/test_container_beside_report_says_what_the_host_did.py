@@ -113,8 +113,9 @@ def test_gpu_memory_moves_from_the_old_containers_gpus_to_the_new_ones(lived: tu
 def test_the_boot_timeline_is_the_new_containers_own_lines(lived: tuple[SimHost, Any, dict, str]) -> None:
     host, _, r, _ = lived
     rows = {b["phase"]: b for b in r["boot"]}
-    assert rows["launch"]["at"] == host.logged(NEW, "server_args=")[-1]
-    assert rows["ready"]["at"] == host.logged(NEW, "The server is fired up")[-1]
+    assert rows["launch"]["stamp"] == host.logged(NEW, "server_args=")[-1]
+    assert rows["ready"]["stamp"] == host.logged(NEW, "The server is fired up")[-1]
+    assert rows["ready"]["at_s"] == pytest.approx(host.logged_at(NEW, "The server is fired up")[-1], abs=1e-3) and rows["ready"]["clock"] == "docker"
 
 
 def test_the_benchmarks_are_the_old_containers_run_and_the_new_ones(lived: tuple[SimHost, Any, dict, str]) -> None:

@@ -46,7 +46,8 @@ def _ended(host: SimHost) -> float:
 def test_the_headline_says_what_the_containers_did(lived: tuple[SimHost, Any, dict, str]) -> None:
     host, _, r, md = lived
     head = report_headline(md)
-    assert head[0] == f"{host.served_as(OLD)} → {host.served_as(NEW)}"
+    # the running container keeps the name it was started with until a restart
+    assert head[0] == f"{host.served_as(OLD)} → {host.served_as(NEW)} (still served as {host.served_as(OLD)} until restart)"
     assert head[1].startswith("downtime ") and "in-place pause (requests held while the weights load)" in head[1]
     assert "boot to ready" not in head[1]
     assert head[2].startswith("time to ready ") and "–" not in head[2].split("(")[0], head

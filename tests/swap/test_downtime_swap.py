@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -382,7 +383,10 @@ def test_each_paths_headline_says_what_the_host_did(lived: tuple[Host, Any, dict
     head = report_headline(md)
     units = host.work / "host" / "etc" / "systemd" / "system"
     old_file = next(units.glob(f"{host.old}.bak-*")) if host.path == "in-place" else units / host.old
-    assert head[0] == f"{host.served_name(old_file)} → {host.served_name(units / host.new)}"
+    old, new = host.served_name(old_file), host.served_name(units / host.new)
+    # in place the running server keeps the name it was started with until a restart
+    assert head[0] == f"{old} → {new}" + (f" (still served as {old} until restart)" if host.path == "in-place"
+                                          else ""), head
     downtime = {"in-place": "in-place pause (requests held while the weights load)",
                 "beside": "none, traffic moved to the new server before the old one stopped",
                 "restart": "boot to ready"}[host.path]
@@ -476,15 +480,18 @@ def test_each_paths_boot_timeline_is_the_servers_own_lines(lived: tuple[Host, An
     rows = {b["phase"]: b for b in r["boot"]}
     if host.path == "in-place":
         assert list(rows) == ["update begin", "update end"] and "no server booted" in r["boot_note"]
-        assert "| phase | log time | s since the update's begin | detail |" in md  # no launch in place
+        assert "| phase | at | s since the update's begin | detail |" in md  # no launch in place
         assert rows["update end"]["seconds"] == pytest.approx(host.ready() - host.began(), abs=0.05)
+        assert rows["update begin"]["clock"] == "journald" and "journald's time" in md
         return
-    assert rows["launch"]["at"] == host.logged(host.new, "server_args=")[-1]
-    assert rows["ready"]["at"] == host.logged(host.new, "The server is fired up")[-1]
+    assert rows["launch"]["stamp"] == host.logged(host.new, "server_args=")[-1]
+    assert rows["ready"]["stamp"] == host.logged(host.new, "The server is fired up")[-1]
     # the new server's boot: its launch line written (journald's time) after systemd started it (its
     # whole-second stamp may read earlier)
     assert host.logged_at(host.new, "server_args=")[-1] >= host.systemd(host.new, "Started") - 0.01
-    assert log_time(rows["launch"]["at"]) >= host.systemd(host.new, "Started") - 1.0
+    assert rows["launch"]["at_s"] == pytest.approx(host.logged_at(host.new, "server_args=")[-1], abs=1e-3)
+    assert rows["launch"]["clock"] == "journald"
+    assert log_time(rows["launch"]["stamp"]) >= host.systemd(host.new, "Started") - 1.0
 
 
 def test_each_paths_benchmarks_before_and_after_are_the_runs_either_side_of_the_swap(
@@ -497,6 +504,48 @@ def test_each_paths_benchmarks_before_and_after_are_the_runs_either_side_of_the_
     if host.path != "in-place":  # in place the server keeps the name it was started with
         assert {x["model"] for x in b["after"]} == {r["old_new"]["new_model"]}
     assert b["compared"]["before"]["concurrency"] == b["compared"]["after"]["concurrency"]
+
+
+def test_each_paths_diff_lists_every_change_the_gate_counted(lived: tuple[Host, Any, dict, str]) -> None:
+    _, _, r, md = lived
+    (gate,) = [g for g in r["gate"] if g["check"] == "diff"]
+    counted = int(re.match(r"(\d+) change", gate["reason"]).group(1))
+    d = r["diff"]
+    assert len(d["changes"]) + len(d["env_changes"]) + len(d["unit_changes"]) == d["count"] == counted, (gate, d)
+    section = md.split("## Diff")[1].split("## ")[0]
+    assert f"{counted} change\\(s\\): flags, environment and unit directives" in section, section
+    assert all(f"[{u['section']}] {u['directive']}".replace("[", "\\[").replace("]", "\\]") in section
+               for u in d["unit_changes"]), section
+
+
+def test_in_place_says_the_server_still_answers_by_the_name_it_was_started_with(
+        in_place: tuple[Path, Any, dict, Path]) -> None:
+    _, _, r, out = in_place
+    on = r["old_new"]
+    assert on["served_as"] == on["old_model"] != on["new_model"], on
+    # what the server answered as after the update: the benchmark's runs name the model it served
+    assert {x["model"] for x in r["bench"]["after"]} == {on["served_as"]}
+    md = (out / "swap-report-in-place.md").read_text()
+    assert f"still served as {on['served_as']} until restart" in md.split("## Diff")[1].split("## Fit")[0]
+    assert f"still served as {on['served_as']} until restart" in md.split("## Swap plan")[0]
+
+
+def test_each_paths_audit_dates_each_command_when_it_was_sent(lived: tuple[Host, Any, dict, str]) -> None:
+    host, _, r, md = lived
+    written = [json.loads(line) for line in (host.work / "audit.jsonl").read_text().splitlines()]
+    assert len(written) == len(r["audit"])
+    for a, w in zip(r["audit"], written, strict=True):
+        took = w.get("duration_s")
+        sent = w["at_s"] - took if took is not None else w["at_s"]
+        assert a["at"] == time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(sent)), (a, w)
+        assert a["answered_after_s"] == took and a["answered_at"] == time.strftime(
+            "%Y-%m-%d %H:%M:%S", time.localtime(w["at_s"])), (a, w)
+    audit = md.split("## Audit log")[1]
+    assert "s later\\)" in audit, audit
+    if host.path == "in-place":  # the update was sent as the pause began, answered once the weights were in
+        (update,) = [a for a in r["audit"] if a["action"] == "in_place"]
+        assert log_time(update["at"]) <= host.began() and log_time(update["answered_at"]) >= int(host.ready())
+        assert update["answered_after_s"] >= host.ready() - host.began() - 0.05
 
 
 def test_each_paths_audit_says_who_did_what_as_the_host_saw_it(lived: tuple[Host, Any, dict, str]) -> None:

@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 FT_MODEL_DIR = "/shared/models/Qwen3.5-122B-A10B-ft"
 OLD_397B_BYTES = 230_000_000_000
 OLD_397B_SHARDS = 36
-SIM_ENV = {"GPUSIM_PAGECACHE_MODEL": "1", "SGLANG_LOG_MS": "1"}
+# No SGLANG_LOG_MS: the simulated servers stamp their lines in whole seconds, as SGLang does by default
+# (the report dates lines by the host's time of them, never by a millisecond stamp)
+SIM_ENV = {"GPUSIM_PAGECACHE_MODEL": "1"}
 
 
 def qwen397b_config() -> dict[str, object]:
@@ -157,9 +159,8 @@ async def start(sim: HostSimulator, path: str, *, earlier_boot: bool = False, up
         old_env["GPUSIM_UPDATE_DIE"] = "1"
     if beside_oom:
         new_env["GPUSIM_OOM"] = "1"
-    if ready_late_in_second:  # the new server stamps its lines in whole seconds, as SGLang does by default,
-        # and writes its ready line that far into a second: its host time (journald's, Docker's) is later
-        new_env.pop("SGLANG_LOG_MS", None)
+    if ready_late_in_second:  # the new server writes its ready line that far into a whole second: its
+        # host time (journald's, Docker's) is later than its stamp
         new_env["GPUSIM_READY_LATE_IN_SECOND"] = str(ready_late_in_second)
     runner.extra_env[old_unit] = old_env
     if new_unit != old_unit:

@@ -71,7 +71,7 @@ class NodeView:
 
 @dataclass(frozen=True, slots=True)
 class TimelineLine:
-    at_s: float | None  # the console's clock: the node's own stamp minus its measured offset
+    at_s: float | None  # console clock: the host's time of the line (else its stamp) minus the node's offset
     node: str
     label: str  # "node 1 TP8" or "node 1" for lines without a rank
     text: str
@@ -305,7 +305,7 @@ def faults(d: Deployment, nodes: tuple[NodeView, ...], probes: Mapping[str, Node
     if len(set(versions.values())) > 1:
         said = ", ".join(f"{label} {v}" for label, v in versions.items())
         out.append(f"the nodes run different SGLang versions ({said}): every node must run the same")
-    for role, members in d.groups:
+    for _role, members in d.groups:
         group = [n for n in nodes if n.key in {m.key for m in members}]
         if len(group) < 2:
             continue
@@ -352,8 +352,9 @@ def clock_label(probe: NodeProbe | None) -> str:
 
 def timeline(d: Deployment, states: Mapping[str, Any], probes: Mapping[str, NodeProbe],
              limit: int = 2000) -> tuple[TimelineLine, ...]:
-    """Every node's log lines as one timeline, each labelled by node and rank, ordered by each
-    node's own stamp minus its measured offset (zone and skew). A node whose clock was not
+    """Every node's log lines as one timeline, each labelled by node and rank, ordered by the host's
+    time of each line (journald's, Docker's: `LogEvent.at_s`) minus the node's measured skew, else, for
+    a file's line, its own stamp minus the measured offset (zone and skew). A node whose clock was not
     measured keeps its own stamps and says so on every line; a line without a stamp (torch's
     gloo lines, a traceback) stays after its node's previous line."""
     keyed: list[tuple[float, int, int, TimelineLine]] = []
@@ -362,19 +363,28 @@ def timeline(d: Deployment, states: Mapping[str, Any], probes: Mapping[str, Node
         if state is None:
             continue
         probe = probes.get(node.key)
+        skew = probe.clock_skew_s if probe is not None else None
         offset = None
-        if probe is not None and probe.clock_skew_s is not None and probe.utc_offset_s is not None:
-            offset = probe.utc_offset_s + probe.clock_skew_s
+        if skew is not None and probe is not None and probe.utc_offset_s is not None:
+            offset = probe.utc_offset_s + skew
         label = clock_label(probe)
         last: float | None = None
+        last_known = False
         for i, e in enumerate(list(state.log_lines)[-limit:]):
-            own = _naive_epoch(e.ts)
-            at = (own - offset) if (own is not None and offset is not None) else own
+            if e.at_s is not None:
+                # the host's time of the line (journald's µs, Docker's ns): an epoch on the node's
+                # clock, so only its skew is taken off; its zone and the stamp's whole second are not needed
+                at = e.at_s - skew if skew is not None else e.at_s
+                known = skew is not None
+            else:
+                own = _naive_epoch(e.ts)
+                at = (own - offset) if (own is not None and offset is not None) else own
+                known = offset is not None and own is not None
             if at is None:
-                at = last
-            last = at
+                at, known = last, last_known
+            last, last_known = at, known
             who = f"{node.label} {e.ranks}".strip()
-            line = TimelineLine(at if offset is not None else None, node.key, who, message(e), e.severity, label)
+            line = TimelineLine(at if known else None, node.key, who, message(e), e.severity, label)
             keyed.append((at if at is not None else float("-inf"), order, i, line))
     keyed.sort(key=lambda k: (k[0], k[1], k[2]))
     return tuple(k[3] for k in keyed[-limit:])

@@ -46,6 +46,39 @@ def _ts(at: float | None) -> str | None:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if at else None
 
 
+def _host_ts(at: float | None) -> str | None:
+    """The host's time of a line (journald's µs, Docker's ns) to the millisecond, host local time."""
+    if at is None:
+        return None
+    ms = int(at * 1000)
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms // 1000)) + f".{ms % 1000:03d}"
+
+
+# The clock of the host's time of a log line, by the log source (console/host/sources/log.py's labels)
+LINE_CLOCKS = (("journal of ", "journald"), ("docker logs of ", "docker"))
+CLOCK_NOTES = {
+    "journald": "journald's time of each line (__REALTIME_TIMESTAMP, the host's clock), to the millisecond",
+    "docker": "Docker's time of each line (docker logs --timestamps, the host's clock), to the millisecond",
+    "stamp": "the server's own stamp of each line (the log source gave no host time: whole seconds unless "
+             "SGLANG_LOG_MS)",
+}
+
+
+def _line_clock(source: str | None) -> str:
+    """Whose time the host's time of the log's lines is: journald's, Docker's, else only the stamp."""
+    return next((clock for prefix, clock in LINE_CLOCKS if (source or "").startswith(prefix)), "stamp")
+
+
+def _clock_note(rows: list[dict[str, Any]]) -> str | None:
+    """One line under the boot table: which clock its "at" column is (each when they differ)."""
+    clocks = list(dict.fromkeys(row["clock"] for row in rows))
+    if not clocks:
+        return None
+    if len(clocks) == 1:
+        return f"at: {CLOCK_NOTES[clocks[0]]}"
+    return "at: " + "; else ".join(CLOCK_NOTES[c] for c in clocks)
+
+
 def _model_path(side: Any) -> str | None:
     v = side.command.value("--model-path") if side is not None and side.command is not None else None
     return v if isinstance(v, str) and v else None
@@ -172,6 +205,11 @@ class ReportBuilder:
             "gate": [{"check": c.name, "ok": c.ok, "reason": c.reason, "overridden_by": c.overridden_by}
                      for c in swap.gate],
         }
+        on = out["old_new"]
+        if swap.path() == "in-place" and on["old_model"] and on["new_model"] and on["old_model"] != on["new_model"]:
+            # A weight update keeps the name the server was started with (SGLang's served_model_name):
+            # clients ask for the old name until the unit's new one takes effect at a restart
+            on["served_as"] = on["old_model"]
         # In place on one unit the install rewrote the unit that serves: its change is the observer's
         # fact (the unit as it stood before the install), never the unit read against itself.
         installed = swap.install_diff()
@@ -189,9 +227,16 @@ class ReportBuilder:
             "env_changes": [] if unknown else installed["env_changes"] if installed else [
                 {"name": e.name, "change": e.change, "old": e.old, "new": e.new}
                 for e in (report.env_changes if report else ())],
+            "unit_changes": [] if unknown else installed.get("unit_changes", []) if installed else [
+                {"directive": u.directive, "section": u.section, "change": u.change, "old": u.old, "new": u.new,
+                 "reason": u.reason} for u in (report.unit_changes if report else ())],
             "lints": [{"severity": lint.severity, "flag": lint.flag, "message": lint.message}
                       for lint in (report.lints if report else ())],
         }
+        # the gate's and the diff pane's one figure: flags, environment and unit directives
+        diff = out["diff"]
+        if not unknown:  # a change nobody can read has no count (the Diff says why)
+            diff["count"] = len(diff["changes"]) + len(diff["env_changes"]) + len(diff["unit_changes"])
         out["fit"] = self._fit()
         out["download"] = self._download()
         out["boot"], out["boot_note"] = self._boot()
@@ -217,7 +262,10 @@ class ReportBuilder:
         out.update(downtime_report.section(s, out["timing"]["downtime_s"]))
         out["gpu"] = _memory(swap.memory())
         out["bench"] = self._bench(out["old_new"])
-        out["audit"] = [{"who": e.who, "at": _ts(e.at_s), "action": e.action, "command": e.command,
+        # Each command dated when it was sent (its entry is written when the reply came back, `duration_s`
+        # later): the update's POST was sent when the pause began, not when the weights were in
+        out["audit"] = [{"who": e.who, "at": _ts(_sent_at(e)), "answered_at": _ts(e.at_s),
+                         "answered_after_s": e.duration_s, "action": e.action, "command": e.command,
                          "exit_status": e.exit_status, "output_tail": e.output_tail, "note": e.note}
                         for e in swap.audit]
         out["approvals"] = [{"action": a.action, "requested_by": a.requested_by, "requested_at": _ts(a.requested_at_s),
@@ -242,20 +290,30 @@ class ReportBuilder:
         launch = next((boot_time(b) for b in boot if b.phase == "launch"), None)
         earlier = began is not None and launch is not None and launch < began - 1
         d = swap.downtime
+        # Each row's "at" is the host's time of its line (journald's, Docker's: `clock` says whose),
+        # else the server's own stamp ("stamp": a file's lines, a recording made before)
+        source = _line_clock(log.source if log is not None else None)
         if swap.path() == "in-place":
             rows = []
             if d is not None and d.start_source.startswith("in place") and d.started_at_s is not None:
-                rows.append({"phase": "update begin", "at": _ts(d.started_at_s), "seconds": 0.0,
+                # the observer's dates of the update's begin and end lines (`line_time`)
+                rows.append({"phase": "update begin", "at": _host_ts(d.started_at_s), "stamp": None,
+                             "at_s": d.started_at_s, "clock": source, "seconds": 0.0,
                              "detail": d.start_source.removeprefix("in place: ")})
                 if d.ended_at_s is not None:
-                    rows.append({"phase": "update end", "at": _ts(d.ended_at_s),
+                    rows.append({"phase": "update end", "at": _host_ts(d.ended_at_s), "stamp": None,
+                                 "at_s": d.ended_at_s, "clock": source,
                                  "seconds": round(d.ended_at_s - d.started_at_s, 2), "detail": d.end_source})
             return rows, "in place: no server booted; the running server loaded the new weights" + (
                 f" (the log's boot at {boot[0].at} is the old server's, before the swap)" if boot and earlier else "")
         if earlier:
             return [], (f"the new server's boot is not in the log yet (the log's boot at {boot[0].at} is the old "
                         "server's, before the swap)")
-        return [{"phase": b.phase, "at": b.at, "seconds": b.seconds, "detail": b.detail} for b in boot], None
+        def clock(b: Any) -> str:  # a file's line: its at_s is its stamp's (line_time); older recordings: none
+            return source if b.at_s is not None else "stamp"
+
+        return [{"phase": b.phase, "at": b.at if clock(b) == "stamp" else _host_ts(b.at_s), "stamp": b.at,
+                 "at_s": b.at_s, "clock": clock(b), "seconds": b.seconds, "detail": b.detail} for b in boot], None
 
     def _fit(self) -> dict[str, Any]:
         from console.domain.analysis.fit import calibration
@@ -292,6 +350,12 @@ class ReportBuilder:
                 "note": c.note,
                 "compared": {"before": _bench_row(c.compared[0]), "after": _bench_row(c.compared[1])}
                 if c.compared else None}
+
+
+def _sent_at(entry: Any) -> float:
+    """When an audited command was sent: its reply's time less how long it took, where that is known."""
+    took = entry.duration_s
+    return entry.at_s - took if isinstance(took, (int, float)) and 0 <= took <= entry.at_s else entry.at_s
 
 
 def _the_rollbacks_boot(boot: Any, rollback: Any) -> bool:
@@ -390,7 +454,8 @@ def headline(r: dict[str, Any]) -> list[str]:
     if old == new and on.get("old_model_dir") and on.get("model_dir") and on["old_model_dir"] != on["model_dir"]:
         # the same name serves other weights (in place): the directories say what changed
         old, new = f"{old} ({on['old_model_dir']})", f"{new} ({on['model_dir']})"
-    lines = [f"{_fmt(old)} → {_fmt(new)}"]
+    lines = [f"{_fmt(old)} → {_fmt(new)}" + (f" (still served as {on['served_as']} until restart)"
+                                             if on.get("served_as") else "")]
     if t["downtime_s"] is not None:
         parts = " + ".join(f"{p['part']} {_dur(p['seconds'])}" for p in t.get("downtime_parts") or [])
         if not parts and (t.get("downtime_from_source") or "").startswith("beside"):
@@ -435,7 +500,8 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
                      [n for n in (host.get("note"), host.get("recording_note"), host.get("recording_damage")) if n]))
     sections.append(("Old → new", ["", "old", "new"], [
         [on.get("kind") or "unit", _fmt(on["old_unit"]), _fmt(on["new_unit"])],
-        ["model", _fmt(on["old_model"]), _fmt(on["new_model"])],
+        ["model", _fmt(on["old_model"]), _fmt(on["new_model"]) + (
+            f" (the unit's; still served as {on['served_as']} until restart)" if on.get("served_as") else "")],
         ["repo / directory", _fmt(on.get("old_model_dir")), f"{_fmt(on['repo_id'])} → {_fmt(on['model_dir'])}"]],
         []))
     sections.append(("Swap plan", ["step", "state", "started", "took", "by", "detail"],
@@ -445,12 +511,20 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
                       f" — {g['reason']}" + (f" (overridden by {g['overridden_by']})" if g["overridden_by"] else "")
                       for g in r["gate"]]))
     diff = r["diff"]
+    served_as = on.get("served_as")
     sections.append(("Diff", ["flag", "change", "old", "new", "why"],
                      [[c["flag"], c["change"], _fmt(c["old"]), _fmt(c["new"]), _fmt(c["reason"])]
-                      for c in diff["changes"]],
+                      for c in diff["changes"]]
+                     + [[f"[{u['section']}] {u['directive']}", u["change"], _fmt(u["old"]), _fmt(u["new"]),
+                         _fmt(u["reason"])] for u in diff.get("unit_changes") or ()],
                      _diff_source(diff)
+                     + ([f"{diff['count']} change(s): flags, environment and unit directives (the gate's count)"]
+                        if "count" in diff else [])
+                     + ([f"in place: still served as {served_as} until restart (a weight update keeps the name "
+                         "the server was started with; the unit's --served-model-name takes effect at a restart)"]
+                        if served_as else [])
                      + [f"{lint['severity']}: " + (f"{lint['flag']} " if lint["flag"] and not
-                                                   lint["message"].startswith(lint["flag"]) else "") + lint["message"]
+                                                 lint["message"].startswith(lint["flag"]) else "") + lint["message"]
                         for lint in diff["lints"]]
                      + [f"environment {e['change']}: {e['name']}" for e in diff["env_changes"]]))
     fit = r["fit"]
@@ -469,9 +543,10 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
                                                                       if v["mismatched"] else ""))]
                      + d["problems"]))
     since = "s since the update's begin" if r["boot"] and r["boot"][0]["phase"] == "update begin" else "s since launch"
-    sections.append(("Boot timeline", ["phase", "log time", since, "detail"],
+    clock = _clock_note([b for b in r["boot"] if b.get("clock")])
+    sections.append(("Boot timeline", ["phase", "at", since, "detail"],
                      [[b["phase"], _fmt(b["at"]), _fmt(b["seconds"]), b["detail"]] for b in r["boot"]],
-                     [r["boot_note"]] if r.get("boot_note") else []))
+                     [n for n in (clock, r.get("boot_note")) if n]))
     sections.append(("Time to ready and downtime", ["", "value", "from", "to"], [
         ["time to ready", _dur(t["time_to_ready_s"]), _fmt(t.get("time_to_ready_from") or "the new server's start"),
          _fmt(t.get("time_to_ready_to") or t["start_new_state"])],
@@ -492,7 +567,7 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
                                    *[c for _, c, _ in BENCH_COLUMNS]], rows, [b["note"]] if b["note"] else []))
     states = {st.get("key"): st.get("state") for st in r["steps"]}
     sections.append(("Audit log", ["when", "who", "action", "what it did", "status", "output", "script"],
-                     [[_fmt(a["at"]), a["who"], a["action"], _audit_line(a), _audit_status(a, states),
+                     [[_audit_when(a), a["who"], a["action"], _audit_line(a), _audit_status(a, states),
                        (a["output_tail"] or "")[-160:], f"A{i}" if "\n" in (a["command"] or "") else ""]
                       for i, a in enumerate(r["audit"], 1)],
                      [f"approval: {a['action']} asked by {a['requested_by']} at {a['requested_at']}: {a['status']}"
@@ -543,6 +618,12 @@ def _audit_line(a: dict[str, Any]) -> str:
 
 
     return audit_summary(SimpleNamespace(command=a["command"] or "", note=a["note"]))
+
+
+def _audit_when(a: dict[str, Any]) -> str:
+    """When the command was sent, and how much later the host answered (where the console timed it)."""
+    took = a.get("answered_after_s")
+    return _fmt(a["at"]) + (f" (answered {took:.1f} s later)" if isinstance(took, (int, float)) else "")
 
 
 def _audit_status(a: dict[str, Any], states: dict[Any, Any]) -> str:
