@@ -41,7 +41,6 @@ from console.core.state import (
     HostState,
     Notice,
     Presence,
-    ReadingChanged,
     same_person,
 )
 from console.locations import data_home
@@ -241,6 +240,7 @@ class HostScreen(Screen[None]):
         # own, started and stopped for each held flush: once a second on a quiet host).
         self._flush_timer: asyncio.TimerHandle | None = None
         self._woken = False
+        self._urgent_woken = False  # a wake-up posted for news never held, past a held flush (`_on_event`)
         self._flushed_at = -BUSY_FLUSH_S
         self._busy_since: float | None = None  # when the news began to come without a pause (`flush`)
         self._flush_at = 0.0  # when the pending flush (`_flush_timer`) runs, on `_monotonic`
@@ -365,19 +365,26 @@ class HostScreen(Screen[None]):
         thread's callback): only mark what changed and post one wake-up; the screen's own task
         flushes once per frame."""
         what = changes(event)  # as the event's declaration says (console/core/events.py)
+        urgent = True
         if what == TOAST:
             self._notices.append(event)  # type: ignore[arg-type]
         elif what == EVERYTHING:  # the whole state replaced (a replay's seek): every view
             self._dirty.update(source for spec in self.specs for source in spec.sources)
             self._dirty.update((HEADER, SWAP, AGES, "presence"))
         else:
+            # The host summary (a reading every few seconds) is streaming news like the GPUs': the
+            # header draws it from "host" with the held flush (`flush`), not at the next frame.
             self._dirty.add(what)
-            if isinstance(event, ReadingChanged) and event.source == "host":
-                self._dirty.add(HEADER)
             if isinstance(event, Presence):
                 self._dirty.add("presence")
+            urgent = what in URGENT
         if not self._woken:
             self._woken = True
+            self.post_message(Wake())
+        elif urgent and not self._urgent_woken:
+            # A wake-up is out already, maybe one that held its flush for the busy second: news that
+            # is never held (the swap, the connection, a notice) gets its own, so it does not wait.
+            self._urgent_woken = True
             self.post_message(Wake())
 
     @on(Wake)
@@ -387,6 +394,10 @@ class HostScreen(Screen[None]):
             title = f"{self.state.host}: {event.title}" if self.back else event.title
             self.notify(event.message, title=title, severity=event.severity,  # type: ignore[arg-type]
                         timeout=10 if event.severity == "error" else 4, markup=False)
+        if not self._dirty:  # a notice alone, or a second wake-up (`_on_event`) whose news a flush took
+            if self._flush_timer is None:
+                self._woken = self._urgent_woken = False
+            return
         urgent = bool(self._dirty & URGENT)
         if self._flush_timer is not None:
             if not urgent or self._flush_at - _monotonic() <= FRAME_S:
@@ -420,7 +431,7 @@ class HostScreen(Screen[None]):
         if self._flush_timer is not None:  # called directly (a test, the mount) with one pending
             self._flush_timer.cancel()
         self._flush_timer = None
-        self._woken = False
+        self._woken = self._urgent_woken = False
         now = _monotonic()
         if self._busy_since is None or now - self._flushed_at > STEADY_GAP_S:
             self._busy_since = now  # news after a pause: a second's hold again, until it has kept coming
