@@ -445,10 +445,11 @@ class HostScreen(Screen[None]):
             return
         self.flushes += 1
         self.flush_causes.update(dirty)
-        if HEADER in dirty or "host" in dirty:
-            header = self._header()
-            if header is not None:
-                header.refresh_state()
+        header = self._header()
+        if header is not None and (HEADER in dirty or "host" in dirty):
+            header.refresh_state()
+        elif header is not None and self._age_is_due(header.age_due_s()):
+            header.tick()  # its ages came due while this flush was held (`_tick`): drawn with it
         maximized = self.maximized
         for spec in self.specs:
             wanted = [source for source in spec.sources if source in dirty]
@@ -464,8 +465,9 @@ class HostScreen(Screen[None]):
             if isinstance(pane, PaneFrame):
                 for source in wanted:
                     pane.state_changed(self.state, source)
-        if AGES in dirty:  # the clock may have jumped (a seek back): every pane's ages now, due or not
-            self._update_ages(force=True)
+        # The clock may have jumped (a seek back): every pane's ages now, due or not. Else the ages
+        # due now (come due while this flush was held: `_tick`), in the same repaint as the news.
+        self._update_ages(force=AGES in dirty)
         if dirty & {SWAP, HEADER, "presence"}:  # the plan beside the panes, if open (no timer of its own)
             plan = self._plan_beside()
             if plan is not None:
@@ -519,6 +521,11 @@ class HostScreen(Screen[None]):
         nothing reads differently until the next sample, is not woken every second for nothing."""
         self._age_timer = None
         self.age_ticks += 1
+        if self._flush_timer is not None and self._flush_at - _monotonic() <= self.AGES_AT_MOST_S \
+                and self._plan_beside() is None:
+            # A flush is held and comes within the finest step an age is drawn in: the ages due now
+            # are drawn with it (`flush`), one repaint, not one now and one with the news.
+            return
         header = self._header()
         if header is not None:
             header.tick()
@@ -553,6 +560,9 @@ class HostScreen(Screen[None]):
         if due <= now:  # due already (0.0: a pane that does not say): every second, as before
             return self.AGES_AT_MOST_S
         return min(3600.0, due - now)
+
+    def _age_is_due(self, due: float | None) -> bool:
+        return due is not None and due <= self.state.now()
 
     def _arm_ages(self) -> None:
         if not self.is_attached:
