@@ -636,10 +636,12 @@ class HostScreen(Screen[None]):
             self._hidden_dirty.clear()
             self.flush()
         now = self.state.now()
-        for pane in self.query(".pane"):
-            if isinstance(pane, PaneFrame):
-                pane.relayout()
-                pane.update_age(now)  # not asked while hidden behind a maximized pane
+        maximized = self.maximized
+        for pane in self._frames():
+            if maximized is not None and pane is not maximized or not pane.display:
+                continue  # not seen: laid out when it is shown again (this again, then)
+            pane.relayout()
+            pane.update_age(now)  # not asked while hidden behind a maximized pane
         self._arm_ages()
 
     def action_restore(self) -> None:
