@@ -263,6 +263,7 @@ class HostScreen(Screen[None]):
         self._age_timer: asyncio.TimerHandle | None = None
         self._age_at = 0.0  # when it runs, on `_monotonic`
         self.age_ticks = 0  # how many times it ran (tests read it)
+        self._ages_deferred = False  # it ran while a flush was held, which draws the ages due (`_tick`)
         for spec in self.specs:
             self._bindings.bind(spec.number, f"toggle_max('{spec.key}')", description=spec.title, show=False)
 
@@ -442,14 +443,18 @@ class HostScreen(Screen[None]):
             self._bench_seen = bench
             dirty.add("bench")
         if not dirty:
+            if self._ages_deferred:  # nothing to flush after all: the ages the timer left to it now
+                self._ages_deferred = False
+                self._tick()
             return
         self.flushes += 1
         self.flush_causes.update(dirty)
+        deferred, self._ages_deferred = self._ages_deferred, False
         header = self._header()
         if header is not None and (HEADER in dirty or "host" in dirty):
             header.refresh_state()
-        elif header is not None and self._age_is_due(header.age_due_s()):
-            header.tick()  # its ages came due while this flush was held (`_tick`): drawn with it
+        elif header is not None and deferred:
+            header.tick()  # the age timer came while this flush was held (`_tick`): drawn with it
         maximized = self.maximized
         for spec in self.specs:
             wanted = [source for source in spec.sources if source in dirty]
@@ -465,9 +470,10 @@ class HostScreen(Screen[None]):
             if isinstance(pane, PaneFrame):
                 for source in wanted:
                     pane.state_changed(self.state, source)
-        # The clock may have jumped (a seek back): every pane's ages now, due or not. Else the ages
-        # due now (come due while this flush was held: `_tick`), in the same repaint as the news.
-        self._update_ages(force=AGES in dirty)
+        if AGES in dirty:  # the clock may have jumped (a seek back): every pane's ages now, due or not
+            self._update_ages(force=True)
+        elif deferred:  # the ages that came due while this flush was held (`_tick`), in its repaint
+            self._update_ages()
         if dirty & {SWAP, HEADER, "presence"}:  # the plan beside the panes, if open (no timer of its own)
             plan = self._plan_beside()
             if plan is not None:
@@ -525,6 +531,7 @@ class HostScreen(Screen[None]):
                 and self._plan_beside() is None:
             # A flush is held and comes within the finest step an age is drawn in: the ages due now
             # are drawn with it (`flush`), one repaint, not one now and one with the news.
+            self._ages_deferred = True
             return
         header = self._header()
         if header is not None:
@@ -560,9 +567,6 @@ class HostScreen(Screen[None]):
         if due <= now:  # due already (0.0: a pane that does not say): every second, as before
             return self.AGES_AT_MOST_S
         return min(3600.0, due - now)
-
-    def _age_is_due(self, due: float | None) -> bool:
-        return due is not None and due <= self.state.now()
 
     def _arm_ages(self) -> None:
         if not self.is_attached:
