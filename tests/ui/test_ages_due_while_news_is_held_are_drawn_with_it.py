@@ -81,3 +81,40 @@ async def test_an_age_due_while_a_flush_is_held_is_drawn_with_that_flush(monkeyp
         clock.t = t0 + 14.0
         screen._tick()
         assert len(asked) == 2 and str(gpu.border_subtitle) == "stale 14s"
+
+
+async def test_the_headers_count_while_reconnecting_is_drawn_with_the_held_flush(monkeypatch: Any) -> None:
+    """The header counts "reconnecting for 5s" each second (it never says when it is due next: it
+    asks again each second); the age timer left to a held flush still has that flush draw it."""
+    from console.core.state import ConnectionChanged
+    from console.host.transport.base import ConnectionState
+    from console.ui import host_screen
+    from console.ui.app import ConsoleApp
+
+    cadence = _Clock(5_000.0)
+    monkeypatch.setattr(host_screen, "_monotonic", cadence)
+    monkeypatch.setattr(host_screen, "BUSY_FLUSH_S", HOUR_S)
+    clock = _Clock(1_000_000.0)
+    state = HostState("h", label="h", clock=clock)
+    state.apply(ConnectionChanged("h", ConnectionState("h", "reconnecting", clock.t, detail="connection lost")))
+    app = ConsoleApp(state, None)
+    async with app.run_test(size=(140, 50)) as pilot:
+        await pilot.pause()
+        screen = app.host_screen
+        cadence.t += 10.0
+        state.apply(_server_error(1, clock.t))
+        await pilot.pause()
+        await pilot.pause()
+        state.apply(_server_error(2, clock.t))
+        await pilot.pause()
+        assert screen._flush_timer is not None
+        cadence.t = screen._flush_at - 0.5
+        ticks: list[float] = []
+        real = screen.header.tick
+        monkeypatch.setattr(screen.header, "tick", lambda: (ticks.append(clock.t), real()))
+        clock.t += 5.0
+        screen._tick()
+        assert ticks == []  # left to the held flush
+        screen.flush()
+        assert ticks == [clock.t]
+        assert "5s" in str(screen.header.render())
