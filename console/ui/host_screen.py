@@ -41,7 +41,6 @@ from console.core.state import (
     HostState,
     Notice,
     Presence,
-    ReadingChanged,
     same_person,
 )
 from console.locations import data_home
@@ -241,6 +240,7 @@ class HostScreen(Screen[None]):
         # own, started and stopped for each held flush: once a second on a quiet host).
         self._flush_timer: asyncio.TimerHandle | None = None
         self._woken = False
+        self._urgent_woken = False  # a wake-up posted for news never held, past a held flush (`_on_event`)
         self._flushed_at = -BUSY_FLUSH_S
         self._busy_since: float | None = None  # when the news began to come without a pause (`flush`)
         self._flush_at = 0.0  # when the pending flush (`_flush_timer`) runs, on `_monotonic`
@@ -263,6 +263,7 @@ class HostScreen(Screen[None]):
         self._age_timer: asyncio.TimerHandle | None = None
         self._age_at = 0.0  # when it runs, on `_monotonic`
         self.age_ticks = 0  # how many times it ran (tests read it)
+        self._ages_deferred = False  # it ran while a flush was held, which draws the ages due (`_tick`)
         for spec in self.specs:
             self._bindings.bind(spec.number, f"toggle_max('{spec.key}')", description=spec.title, show=False)
 
@@ -365,19 +366,26 @@ class HostScreen(Screen[None]):
         thread's callback): only mark what changed and post one wake-up; the screen's own task
         flushes once per frame."""
         what = changes(event)  # as the event's declaration says (console/core/events.py)
+        urgent = True
         if what == TOAST:
             self._notices.append(event)  # type: ignore[arg-type]
         elif what == EVERYTHING:  # the whole state replaced (a replay's seek): every view
             self._dirty.update(source for spec in self.specs for source in spec.sources)
             self._dirty.update((HEADER, SWAP, AGES, "presence"))
         else:
+            # The host summary (a reading every few seconds) is streaming news like the GPUs': the
+            # header draws it from "host" with the held flush (`flush`), not at the next frame.
             self._dirty.add(what)
-            if isinstance(event, ReadingChanged) and event.source == "host":
-                self._dirty.add(HEADER)
             if isinstance(event, Presence):
                 self._dirty.add("presence")
+            urgent = what in URGENT
         if not self._woken:
             self._woken = True
+            self.post_message(Wake())
+        elif urgent and not self._urgent_woken:
+            # A wake-up is out already, maybe one that held its flush for the busy second: news that
+            # is never held (the swap, the connection, a notice) gets its own, so it does not wait.
+            self._urgent_woken = True
             self.post_message(Wake())
 
     @on(Wake)
@@ -387,6 +395,10 @@ class HostScreen(Screen[None]):
             title = f"{self.state.host}: {event.title}" if self.back else event.title
             self.notify(event.message, title=title, severity=event.severity,  # type: ignore[arg-type]
                         timeout=10 if event.severity == "error" else 4, markup=False)
+        if not self._dirty:  # a notice alone, or a second wake-up (`_on_event`) whose news a flush took
+            if self._flush_timer is None:
+                self._woken = self._urgent_woken = False
+            return
         urgent = bool(self._dirty & URGENT)
         if self._flush_timer is not None:
             if not urgent or self._flush_at - _monotonic() <= FRAME_S:
@@ -420,7 +432,7 @@ class HostScreen(Screen[None]):
         if self._flush_timer is not None:  # called directly (a test, the mount) with one pending
             self._flush_timer.cancel()
         self._flush_timer = None
-        self._woken = False
+        self._woken = self._urgent_woken = False
         now = _monotonic()
         if self._busy_since is None or now - self._flushed_at > STEADY_GAP_S:
             self._busy_since = now  # news after a pause: a second's hold again, until it has kept coming
@@ -431,13 +443,18 @@ class HostScreen(Screen[None]):
             self._bench_seen = bench
             dirty.add("bench")
         if not dirty:
+            if self._ages_deferred:  # nothing to flush after all: the ages the timer left to it now
+                self._ages_deferred = False
+                self._tick()
             return
         self.flushes += 1
         self.flush_causes.update(dirty)
-        if HEADER in dirty or "host" in dirty:
-            header = self._header()
-            if header is not None:
-                header.refresh_state()
+        deferred, self._ages_deferred = self._ages_deferred, False
+        header = self._header()
+        if header is not None and (HEADER in dirty or "host" in dirty):
+            header.refresh_state()
+        elif header is not None and deferred:
+            header.tick()  # the age timer came while this flush was held (`_tick`): drawn with it
         maximized = self.maximized
         for spec in self.specs:
             wanted = [source for source in spec.sources if source in dirty]
@@ -455,6 +472,8 @@ class HostScreen(Screen[None]):
                     pane.state_changed(self.state, source)
         if AGES in dirty:  # the clock may have jumped (a seek back): every pane's ages now, due or not
             self._update_ages(force=True)
+        elif deferred:  # the ages that came due while this flush was held (`_tick`), in its repaint
+            self._update_ages()
         if dirty & {SWAP, HEADER, "presence"}:  # the plan beside the panes, if open (no timer of its own)
             plan = self._plan_beside()
             if plan is not None:
@@ -508,6 +527,12 @@ class HostScreen(Screen[None]):
         nothing reads differently until the next sample, is not woken every second for nothing."""
         self._age_timer = None
         self.age_ticks += 1
+        if self._flush_timer is not None and self._flush_at - _monotonic() <= self.AGES_AT_MOST_S \
+                and self._plan_beside() is None:
+            # A flush is held and comes within the finest step an age is drawn in: the ages due now
+            # are drawn with it (`flush`), one repaint, not one now and one with the news.
+            self._ages_deferred = True
+            return
         header = self._header()
         if header is not None:
             header.tick()
@@ -615,10 +640,12 @@ class HostScreen(Screen[None]):
             self._hidden_dirty.clear()
             self.flush()
         now = self.state.now()
-        for pane in self.query(".pane"):
-            if isinstance(pane, PaneFrame):
-                pane.relayout()
-                pane.update_age(now)  # not asked while hidden behind a maximized pane
+        maximized = self.maximized
+        for pane in self._frames():
+            if maximized is not None and pane is not maximized or not pane.display:
+                continue  # not seen: laid out when it is shown again (this again, then)
+            pane.relayout()
+            pane.update_age(now)  # not asked while hidden behind a maximized pane
         self._arm_ages()
 
     def action_restore(self) -> None:

@@ -79,12 +79,18 @@ async def test_the_header_redraws_its_line_without_a_layout() -> None:
         state.apply(ReadingChanged("h", "host", host_reading(0.10, 100.0)))
         await pilot.pause()
         header = app.query_one(HostHeader)
+        screen = app.host_screen
+        # The host summary is streaming news, held up to a second after the last flush: waited for.
         with counting_refreshes(header) as calls:
+            flushes = screen.flushes
             state.apply(ReadingChanged("h", "host", host_reading(0.10, 105.0)))  # same text
+            await wait_for(lambda: screen.flushes > flushes, timeout=30)
             await pilot.pause()
         assert calls == []
         with counting_refreshes(header) as calls:
+            flushes = screen.flushes
             state.apply(ReadingChanged("h", "host", host_reading(1.50, 110.0)))
+            await wait_for(lambda: screen.flushes > flushes, timeout=30)
             await pilot.pause()
         assert calls and not any(calls)
         assert "1.50" in str(header.render())

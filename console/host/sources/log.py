@@ -150,7 +150,7 @@ def _parser_process_failed(process: ParserProcess) -> None:
 # closed (one error, named by its last line) once the stream has been quiet this long, not when a
 # batch happens to end after its header (the real journald cut an OOM's traceback at its header).
 TRACEBACK_QUIET_S = 1.0
-BACKLOG_S = 2.0  # lines within this long of a stream's start are its backlog (not the log moving now)
+BACKLOG_S = 2.0  # lines read within this long of a stream's start are its backlog (not the log moving now)
 BACKLOG_LINES = 300
 BACKLOG_BYTES = 256 << 10
 WAIT_RUNNING_S = 2.0  # a container followed beside another, not running: asked again this often on the host
@@ -186,6 +186,33 @@ class LogBatch:
 
 
 _END = object()
+
+
+class Backlog:
+    """Which of a stream's lines are its backlog (old lines `tail`, `journalctl -n` or `docker logs
+    --tail` print at its start), not the log moving now: those read within BACKLOG_S of its opening,
+    counted as they are read, not as they are parsed (a loaded console parsed a quiet host's backlog
+    late, took it for the log moving and woke the server poll: issue 36), and for a file those up
+    to the size it had at the opening, however late they were read."""
+
+    def __init__(self, opened_s: float, file_end: int | None = None) -> None:
+        self.opened_s = opened_s
+        self.file_end = file_end  # the file's size at the opening (a file's stream only)
+        self.lines = 0  # lines read within BACKLOG_S of the opening
+        self._fed = 0
+
+    def read(self, lines: int, now_s: float) -> None:
+        """`lines` raw lines were read from the stream at `now_s` (the loop's time)."""
+        if now_s - self.opened_s <= BACKLOG_S:
+            self.lines += lines
+
+    def live(self, lines: int, offset: int | None = None) -> bool:
+        """Whether a batch of the next `lines` raw lines (a file's read up to `offset`) holds a line
+        the log wrote after the stream opened."""
+        self._fed += lines
+        if self.file_end is not None and offset is not None and offset <= self.file_end:
+            return False
+        return self._fed > self.lines
 
 
 def parse_line(text: str) -> LogEvent:
@@ -403,6 +430,7 @@ class LogFollower:
         self._connected_status: str | None = None
         self._watching = False
         self._feed_backoffs: list[Backoff] = []  # the containers' own streams' (followed at once)
+        self._file_end: int | None = None  # the file's size when its stream opened (`Backlog`)
 
     def _on_state(self, state: ConnectionState) -> None:
         """When the connection comes back the stream restarts now, not after a backoff grown while
@@ -482,6 +510,7 @@ class LogFollower:
             start, note = self.offset, "resumed at the byte offset"
             self._skip_partial = False
         self.offset = start
+        self._file_end = size
         return f"exec tail -c +{start + 1} -F -- {path}", note
 
     # What the decoder reads and its resume point, as the follower's own (the command reads and sets them)
@@ -629,8 +658,8 @@ class LogFollower:
                 yield LogBatch((), self.tracker.summary(), note=note)
             # A list of lines per item (a read's, 64 KiB at most): 64 items hold up to 4 MiB.
             queue: asyncio.Queue[object] = asyncio.Queue(maxsize=64)
-            reader = asyncio.ensure_future(_pump(stream, queue))
-            opened = loop.time()
+            backlog = Backlog(loop.time(), self._file_end if self.log_file is not None else None)
+            reader = asyncio.ensure_future(_pump(stream, queue, backlog))
             got = 0
             try:
                 ended = False
@@ -659,9 +688,9 @@ class LogFollower:
                     if self._vacuumed_note is not None:
                         vacuumed, self._vacuumed_note = self._vacuumed_note, None
                         yield LogBatch((), self.tracker.summary(), note=vacuumed)
-                    # What arrives in a stream's first seconds is its backlog (tail -n, journalctl -n):
-                    # old lines, not the log moving now.
-                    self.tracker.feed(events, live=loop.time() - opened > BACKLOG_S)
+                    # What a stream reads in its first seconds is its backlog (tail -c, journalctl -n):
+                    # old lines, not the log moving now, however late they are parsed.
+                    self.tracker.feed(events, live=backlog.live(len(raw_lines), self.offset))
                     yield LogBatch(tuple(events), self.tracker.summary())
                     backoff.reset()
             finally:
@@ -679,9 +708,10 @@ class LogFollower:
 
     async def _feed(self, slot: int, queue: asyncio.Queue[object]) -> None:
         """One of the containers followed at once (the `slot`-th of `_followed()`, named again at each
-        connect): its lines into the shared queue as ("lines", when its stream opened, the lines
-        tagged "NAME LINE"), its notes and errors as ("note"|"error", text); reconnected when its
-        `docker logs -f` ends (the container stopped), with its own backoff."""
+        connect): its lines into the shared queue as ("lines", whether they are its backlog (read within
+        BACKLOG_S of its opening: `Backlog`), the lines tagged "NAME LINE"), its notes and errors as
+        ("note"|"error", text); reconnected when its `docker logs -f` ends (the container stopped),
+        with its own backoff."""
         loop = asyncio.get_running_loop()
         backoff = Backoff()
         self._feed_backoffs.append(backoff)
@@ -704,7 +734,7 @@ class LogFollower:
             try:
                 async for lines in stream.chunks():
                     got += len(lines)
-                    await queue.put(("lines", opened, [tag + raw for raw in lines]))
+                    await queue.put(("lines", loop.time() - opened <= BACKLOG_S, [tag + raw for raw in lines]))
             finally:
                 await stream.close()
             why = stream.stderr_tail.splitlines()[-1:] or [f"exit {stream.exit_status}"]
@@ -734,7 +764,7 @@ class LogFollower:
                         self.tracker.flush()  # a traceback its stream ended on is whole
                     yield LogBatch((), self.tracker.summary(), **{kind: rest[0]})
                     continue
-                opened, raw_lines = rest[0], list(rest[1])  # opened: the latest of its streams' openings
+                backlog, raw_lines = rest[0], list(rest[1])  # backlog: every read of the batch its stream's backlog
                 deadline = loop.time() + BATCH_S
                 held: object = None
                 while len(raw_lines) < BATCH_MAX:
@@ -744,13 +774,14 @@ class LogFollower:
                     if item[0] != "lines":  # type: ignore[index]
                         held = item  # said after this batch's lines
                         break
-                    opened = max(opened, item[1])  # type: ignore[index]
+                    backlog = backlog and item[1]  # type: ignore[index]
                     raw_lines.extend(item[2])  # type: ignore[index]
                 events = await self._parse_off_loop(raw_lines)
                 for lost in (e for e in events if e.kind == "lost"):
                     yield LogBatch((), self.tracker.summary(), note=lost.text)
-                # What arrives in a stream's first seconds is its backlog (`--tail`): old lines.
-                self.tracker.feed(events, live=loop.time() - opened > BACKLOG_S)
+                # What a stream reads in its first seconds is its backlog (`--tail`): old lines,
+                # however late they are parsed.
+                self.tracker.feed(events, live=not backlog)
                 yield LogBatch(tuple(events), self.tracker.summary())
                 if held is not None:
                     kind, text = held  # type: ignore[misc]
@@ -793,11 +824,14 @@ async def _item_by(queue: asyncio.Queue[object], deadline: float) -> object | No
             return None
 
 
-async def _pump(stream: LineStream, queue: asyncio.Queue[object]) -> None:
+async def _pump(stream: LineStream, queue: asyncio.Queue[object], backlog: Backlog | None = None) -> None:
     """Stream lines into the queue, a list per read (one queue item per 64 KiB, not per line); a
-    full queue makes us stop reading (backpressure), never drop."""
+    full queue makes us stop reading (backpressure), never drop. `backlog` counts the reads as they come."""
+    loop = asyncio.get_running_loop()
     try:
         async for lines in stream.chunks():
+            if backlog is not None:
+                backlog.read(len(lines), loop.time())
             await queue.put(lines)
     finally:
         await queue.put(_END)

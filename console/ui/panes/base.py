@@ -136,6 +136,7 @@ class ReadingPane(PaneFrame, Static, can_focus=True):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._line_stale: set[int] = set()  # the lines whose text changed since they were drawn
+        self._rendered_for: tuple[Any, Any] | None = None  # the reading and the size last rendered
 
     def on_mount(self) -> None:
         if not self.border_title:
@@ -152,16 +153,27 @@ class ReadingPane(PaneFrame, Static, can_focus=True):
         self.update_age()
 
     def _render_now(self) -> None:
-        frame = self.render_safely(lambda: self.render_reading(self.reading))
+        reading, size = self.reading, self.content_size
+        frame = self.render_safely(lambda: self.render_reading(reading))
         if frame is not None:
+            self._rendered_for = (reading, size)
             self.show(frame)
+
+    def _render_for_size(self) -> None:
+        """Rendered again for a new size, unless the last render was of this reading at this size
+        already: a restored pane handed its news (after the layout, at its new size) was rendered
+        again by the screen's relayout and once more by its resize, three renders for one change."""
+        drawn = self._rendered_for
+        if drawn is not None and drawn[0] is self.reading and drawn[1] == self.content_size:
+            return
+        self._render_now()
 
     def on_resize(self) -> None:
         """Panes lay their text out for their size (columns, how many rows): re-render on resize."""
-        self._render_now()
+        self._render_for_size()
 
     def relayout(self) -> None:
-        self._render_now()
+        self._render_for_size()
 
     def show(self, renderable: RenderableType) -> None:
         """Update only when what is shown changed: an identical update still repaints. A new
