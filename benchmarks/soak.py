@@ -18,6 +18,10 @@ this client received between two stats replies (the core sends both in order), v
 recording wrote; the lines the simulated journal of the two units holds vs the lines the core
 was given (a gap that stays the same is lines in flight; one that grows is lost).
 
+`--trace-core`: the core runs under tracemalloc (benchmarks/core_tracemalloc.py): each sample also
+says the heap its Python objects hold, and the summary whether a growing RSS is objects kept or
+the allocator's (the core's CPU is then tracemalloc's too: not the console's figure).
+
     nice .venv/bin/python benchmarks/soak.py --minutes 60 --out /tmp/soak.jsonl
     .venv/bin/python benchmarks/soak.py --summary /tmp/soak.jsonl     # the README's table from a run
 """
@@ -167,6 +171,20 @@ def count_lines(path: Path) -> int | None:
 PROCS = ("core", "ana", "ben", "simulator")
 
 
+def last_line(path: Path) -> dict[str, Any] | None:
+    """The last whole JSON line of a file another process appends to (None if none yet)."""
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return dict(json.loads(line))
+        except ValueError:
+            continue  # a line being written
+    return None
+
+
 def summarize(records: list[dict[str, Any]], settle_min: float = 10.0) -> str:
     """The README's table from a run's JSON lines (its samples; a summary line is skipped)."""
     samples = [r for r in records if "minute" in r and not r.get("summary")]
@@ -206,6 +224,14 @@ def summarize(records: list[dict[str, Any]], settle_min: float = 10.0) -> str:
     ra, rb = settle.get("recording_bytes", 0), end.get("recording_bytes", 0)
     rows += ["", f"Recording: {ra / 1e6:.2f} MB at minute {settle['minute']} → {rb / 1e6:.2f} MB at minute "
              f"{end['minute']} ({(rb - ra) / 1e3 / minutes if minutes > 0 else 0:.1f} kB a minute)."]
+    ha, hb = settle.get("core_heap_mib"), end.get("core_heap_mib")
+    if ha is not None and hb is not None:
+        grew = ", ".join(f"{g['at']} {g['grew_bytes'] / 1e3:+.1f} kB"
+                         for g in (end.get("core_heap_grew_most") or [])[:5])
+        rows.append(f"The core's Python heap (tracemalloc) at minute {settle['minute']} → {end['minute']}: "
+                    f"{ha} → {hb} MiB ({hb - ha:+.3f} MiB) beside its RSS "
+                    f"{settle.get('core_rss_mib')} → {end.get('core_rss_mib')} MiB"
+                    + (f"; grew most since its own settle: {grew}" if grew else "") + ".")
     sa, sb = settle.get("sizes") or {}, end.get("sizes") or {}
     if sb:
         changed = [f"{k} {sa.get(k)} → {v}" for k, v in sorted(sb.items()) if v]
@@ -231,6 +257,8 @@ def main() -> int:
     ap.add_argument("--loop-s", type=float, default=300.0, help="the story again every this many scenario seconds")
     ap.add_argument("--bench-every-min", type=float, default=5.0, help="the quick benchmark this often (0: never)")
     ap.add_argument("--summary", type=Path, metavar="JSONL", help="print the table of a run's JSON lines and exit")
+    ap.add_argument("--trace-core", action="store_true",
+                    help="the core under tracemalloc: its heap beside its RSS (its CPU is then not the console's)")
     args = ap.parse_args()
     if args.summary is not None:
         try:
@@ -254,6 +282,7 @@ def main() -> int:
         Path(env[key]).mkdir(parents=True, exist_ok=True, mode=0o700)
     env.pop("GPUCONSOLE_CONFIG", None)
     sock = base / "run" / "core.sock"
+    heap = base / "core-heap.jsonl"  # --trace-core: the core's heap, written by the core itself
     procs: dict[str, subprocess.Popen[bytes]] = {}
     pids: dict[str, int] = {}
     tmux = [f"gc-soak-{os.getpid()}-{name}" for name in ("ana", "ben")]
@@ -269,9 +298,11 @@ def main() -> int:
 
     try:
         with (base / "core.err").open("wb") as err:
+            serve = ["serve", "--demo", "--demo-loop", repr(args.loop_s), "--socket", str(sock)]
+            traced = [str(ROOT / "benchmarks" / "core_tracemalloc.py"), "--out", str(heap), "--every-s",
+                      repr(args.sample_s), "--settle-s", repr(60 * args.settle_min), "--"]
             procs["core"] = subprocess.Popen(
-                [sys.executable, "-m", "console", "serve", "--demo", "--demo-loop", repr(args.loop_s),
-                 "--socket", str(sock)],
+                [sys.executable, *(traced if args.trace_core else ["-m", "console"]), *serve],
                 cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
         pids["core"] = procs["core"].pid
         deadline = time.time() + 120
@@ -347,6 +378,10 @@ def main() -> int:
                 record["journal_lines"] = journal
                 if journal is not None and stats is not None:
                     record["log_lines_gap"] = journal - stats["log_lines_total"]
+            if args.trace_core and (traced_now := last_line(heap)) is not None:
+                record.update(core_heap_mib=traced_now.get("heap_mib"),
+                              core_heap_peak_mib=traced_now.get("heap_peak_mib"),
+                              core_heap_grew_most=traced_now.get("grew_most"))
             record.update(benches)
             if bench_refusals:
                 record["bench_refusals"] = dict(bench_refusals)
@@ -380,6 +415,8 @@ def main() -> int:
                 cpus = [c for c in cpus if c is not None]
                 if cpus:
                     verdict[f"{name}_cpu_pct_after_settle"] = [min(cpus), round(sum(cpus) / len(cpus), 2), max(cpus)]
+            if settle.get("core_heap_mib") is not None and end.get("core_heap_mib") is not None:
+                verdict["core_heap_mib"] = [settle["core_heap_mib"], end["core_heap_mib"]]
             verdict["recording_bytes"] = [settle["recording_bytes"], end["recording_bytes"]]
             verdict["loops"] = end.get("loops")
             verdict["client_events_lost"] = end.get("client_events_lost")

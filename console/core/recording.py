@@ -110,8 +110,11 @@ class Recorder:
         self.write_snapshot()  # every file starts with the whole state: each part replays alone
         self._prune()
 
-    def _line(self, event: Event) -> bytes:
-        return b'{"t":%.6f,"e":' % self.state.now() + codec.encode_event(event) + b"}\n"
+    def _line(self, event: Event) -> bytearray:
+        line = bytearray(b'{"t":%.6f,"e":' % self.state.now())
+        codec.encode_event_into(event, line)  # encoded once, into the line (a snapshot is megabytes)
+        line += b"}\n"
+        return line
 
     def write_snapshot(self) -> None:
         """The whole state, now (at start, at each rotation, every `snapshot_every_s`)."""

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass, field
+import sys
+from dataclasses import dataclass
 from typing import Any
 
 PREFIX = re.compile(
@@ -59,9 +60,32 @@ BOOT_PHASES = ("launch", "weights loading", "weights loaded", "mamba cache", "kv
                "cuda graphs done", "capacity", "http up", "ready")
 
 
+class _NoFields(dict[str, Any]):
+    """The fields of a line that has none, one object shared by all of them (an empty dict of its
+    own cost each held line 64 B): read like any dict, never written."""
+
+    __slots__ = ()
+    __hash__ = object.__hash__  # one shared default (dataclasses refuse an unhashable one)
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a line's fields are read only: build a dict of your own")
+
+    __setitem__ = __delitem__ = setdefault = update = pop = popitem = clear = __ior__ = _refuse  # type: ignore[assignment]
+
+
+NO_FIELDS: dict[str, Any] = _NoFields()
+_intern = sys.intern
+
+
 @dataclass(frozen=True, slots=True)
 class LogEvent:
-    """One parsed line. `kind`: line, prefill, decode, boot, error, warning, traceback, access."""
+    """One parsed line. `kind`: line, prefill, decode, boot, error, warning, traceback, access.
+
+    A held line costs its text and little more (the state holds thousands, in the core and in each
+    attached console): a line without fields shares `NO_FIELDS`, its stamp, kind, severity, ranks
+    and phase are interned (a busy log's lines share their second, and decoding them in an attached
+    console made new strings of each), and a batch line's statistics are read from its text, not
+    kept as a copy of its tail (see `batch_fields`)."""
 
     kind: str
     text: str
@@ -69,8 +93,10 @@ class LogEvent:
     ranks: str = ""
     severity: str = "info"  # info, warning, error
     phase: str | None = None  # for boot events, one of BOOT_PHASES
-    fields: dict[str, Any] = field(default_factory=dict)
-    body: str = ""  # batch lines: the `key: value` list, parsed on demand by `batch_fields`
+    fields: dict[str, Any] = NO_FIELDS
+    # A batch line's `key: value` list as recordings made before session 13 carry it; the parser
+    # leaves it empty (the list is in `text`: `batch_fields` reads it there).
+    body: str = ""
     # The host's time of the line (epoch seconds), where its source records one: journald's
     # `__REALTIME_TIMESTAMP` (µs; `journalctl -o json`), Docker's (ns; `docker logs --timestamps`).
     # Written once, by the source's decoder (console/host/sources/log.py `LineDecoder`). None where
@@ -78,6 +104,19 @@ class LogEvent:
     # then the server's own stamp `ts` (whole seconds, unless SGLANG_LOG_MS) is the line's time.
     # Every fact dated from a log line reads it through `line_time`.
     at_s: float | None = None
+
+    def __post_init__(self) -> None:
+        # Every way a line is made passes here: the parser, `dataclasses.replace`, the parser
+        # process's rows built again, the codec's decoding (msgspec calls it too).
+        if not self.fields and self.fields is not NO_FIELDS:
+            object.__setattr__(self, "fields", NO_FIELDS)
+        if self.ts is not None:
+            object.__setattr__(self, "ts", _intern(self.ts))
+        if self.phase is not None:
+            object.__setattr__(self, "phase", _intern(self.phase))
+        object.__setattr__(self, "kind", _intern(self.kind))
+        object.__setattr__(self, "severity", _intern(self.severity))
+        object.__setattr__(self, "ranks", _intern(self.ranks))
 
 
 def stamp_s(ts: str | None) -> float | None:
@@ -101,8 +140,15 @@ def line_time(event: LogEvent) -> float | None:
 
 
 def batch_fields(event: LogEvent) -> dict[str, Any]:
-    """The statistics of a Prefill/Decode line. Lazy: in a flood only the latest line is needed."""
-    return parse_batch_body(event.body) if event.body else event.fields
+    """The statistics of a Prefill/Decode line. Lazy: in a flood only the latest line is needed. Read
+    from the line's text, found as the parser found it (so no copy of it is held per line)."""
+    if event.body:  # a recording made before the list was left in the text
+        return parse_batch_body(event.body)
+    if event.kind in ("decode", "prefill"):
+        batch = _batch(_message(event.text)[0])
+        if batch is not None:
+            return parse_batch_body(batch[1].rstrip(", "))
+    return event.fields
 
 
 def _num(value: str) -> float | int | bool:
@@ -159,7 +205,8 @@ def _parse_line(line: str) -> LogEvent:
     return event
 
 
-def _classify(line: str) -> LogEvent:
+def _message(line: str) -> tuple[str, str | None, str]:
+    """The message SGLang wrote, behind whatever prefix the line has: (message, stamp, ranks)."""
     m = PREFIX.match(line)
     ts = ranks = None
     msg = line
@@ -177,14 +224,27 @@ def _classify(line: str) -> LogEvent:
         if moved is not None:
             msg, found_ts, found_ranks = moved
             ts, ranks = ts or found_ts, ranks or found_ranks
-    # Hot path first: batch statistics.
+    return msg, ts, ranks
+
+
+def _batch(msg: str) -> tuple[bool, str] | None:
+    """A Decode/Prefill batch message: (decode, its `key: value` list); None for any other."""
     if msg.startswith("Decode batch") or msg.startswith("Prefill batch"):
         decode = msg[0] == "D"
         rest = msg[12 if decode else 13:]
         if rest.startswith(" ["):  # LOG_FORWARD_ITERS: "Decode batch [123], ..."
             rest = rest[rest.find("]") + 1:]
         if rest[:2] in (". ", ", "):
-            return LogEvent("decode" if decode else "prefill", line, ts, ranks, body=rest[2:].rstrip(", "))
+            return decode, rest[2:]
+    return None
+
+
+def _classify(line: str) -> LogEvent:
+    msg, ts, ranks = _message(line)
+    # Hot path first: batch statistics.
+    batch = _batch(msg)
+    if batch is not None:
+        return LogEvent("decode" if batch[0] else "prefill", line, ts, ranks)
     if "INFO:" in msg and ('"GET ' in msg or '"POST ' in msg):
         return LogEvent("access", line, ts, ranks)
     boot = _boot(msg)
