@@ -85,7 +85,7 @@ def utilization_period_s(pynvml: Any, handle: Any) -> float:
     try:
         _kind, samples = pynvml.nvmlDeviceGetSamples(handle, pynvml.NVML_GPU_UTILIZATION_SAMPLES, 0)
         stamps = sorted(int(s.timeStamp) for s in samples)
-        gaps = sorted(b - a for a, b in zip(stamps, stamps[1:]) if b > a)
+        gaps = sorted(b - a for a, b in zip(stamps, stamps[1:], strict=False) if b > a)
         if not gaps:
             return UTIL_MIN_S
         return min(UTIL_MAX_S, max(UTIL_MIN_S, gaps[len(gaps) // 2] / 1e6))
@@ -116,6 +116,7 @@ class Sampler:
         self.count = 0
         self.last: dict[int, dict[str, Any]] = {}  # per GPU: the slow fields as last read, the memory then
         self.calls = 0  # NVML calls made by sample() (tests and benchmarks count them)
+        self.usual = 0  # samples that step() put in the line without the whole path (tests count them)
 
     def _memory(self, handle: Any) -> Any:
         pynvml = self.pynvml
@@ -136,9 +137,50 @@ class Sampler:
     def _due(self, every: int) -> bool:
         return self.count % every == 0
 
-    def sample(self, only_moved: bool = False) -> dict[str, Any] | None:
+    def _read(self, index: int, handle: Any, last: dict[str, Any] | None) -> tuple[Any, ...]:
+        """One GPU's fields as of this sample: each read when due (every one where `last` is None:
+        the first sample, or the first after an error), else as last read. NVMLError propagates."""
+        pynvml = self.pynvml
+        mem = self._memory(handle)
+        self.calls += 1
+        util_every = self.util_every.get(index)
+        if util_every is None:
+            util_every = self.util_every[index] = (
+                1 if self.interval_s is None else self.every(utilization_period_s(pynvml, handle)))
+        if last is None or self._due(util_every):
+            util = _call(pynvml.nvmlDeviceGetUtilizationRates, handle)
+            util = None if util is None else util.gpu
+            self.calls += 1
+        else:
+            util = last["util"]
+        if last is None or self._due(self.power_every):
+            power = _call(pynvml.nvmlDeviceGetPowerUsage, handle)
+            self.calls += 1
+        else:
+            power = last["power"]
+        if last is None or self._due(self.limit_every):
+            limit = _call(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle)
+            self.calls += 1
+        else:
+            limit = last["limit"]
+        if last is None or self._due(self.slow_every):
+            temperature = _call(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU)
+            self.calls += 1
+        else:
+            temperature = last["temperature"]
+        if last is None or mem.used != last["used"] or self._due(self.procs_every):
+            procs = _call(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
+            self.calls += 1
+            rows = [[p.pid, self._name(p.pid), None if p.usedGpuMemory is None else mib(p.usedGpuMemory)]
+                    for p in procs]
+        else:
+            rows = last["processes"]
+        return mem, util, power, limit, temperature, rows
+
+    def sample(self, only_moved: bool = False, readings: list[Any] | None = None) -> dict[str, Any] | None:
         """One sample of every GPU. With `only_moved`, None when no GPU's figures moved since the
-        sample before (nothing is built for a still host: the sampler's loop sends nothing)."""
+        sample before (nothing is built for a still host: the sampler's loop sends nothing).
+        `readings`: each GPU's fields already read for this sample (`_read`'s, or its NVMLError)."""
         pynvml = self.pynvml
         moved = False
         gpus: list[dict[str, Any]] = []
@@ -146,40 +188,13 @@ class Sampler:
         for index, handle in enumerate(self.handles):
             last = self.last.get(index)
             try:
-                mem = self._memory(handle)
-                self.calls += 1
-                util_every = self.util_every.get(index)
-                if util_every is None:
-                    util_every = self.util_every[index] = (
-                        1 if self.interval_s is None else self.every(utilization_period_s(pynvml, handle)))
-                if last is None or self._due(util_every):
-                    util = _call(pynvml.nvmlDeviceGetUtilizationRates, handle)
-                    util = None if util is None else util.gpu
-                    self.calls += 1
+                if readings is None:
+                    reading = self._read(index, handle, last)
+                elif isinstance(readings[index], pynvml.NVMLError):
+                    raise readings[index]
                 else:
-                    util = last["util"]
-                if last is None or self._due(self.power_every):
-                    power = _call(pynvml.nvmlDeviceGetPowerUsage, handle)
-                    self.calls += 1
-                else:
-                    power = last["power"]
-                if last is None or self._due(self.limit_every):
-                    limit = _call(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle)
-                    self.calls += 1
-                else:
-                    limit = last["limit"]
-                if last is None or self._due(self.slow_every):
-                    temperature = _call(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU)
-                    self.calls += 1
-                else:
-                    temperature = last["temperature"]
-                if last is None or mem.used != last["used"] or self._due(self.procs_every):
-                    procs = _call(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
-                    self.calls += 1
-                    rows = [[p.pid, self._name(p.pid), None if p.usedGpuMemory is None else mib(p.usedGpuMemory)]
-                            for p in procs]
-                else:
-                    rows = last["processes"]
+                    reading = readings[index]
+                mem, util, power, limit, temperature, rows = reading
                 if (only_moved and last is not None and mem.used == last["used"] and util == last["util"]
                         and power == last["power"] and limit == last["limit"]
                         and temperature == last["temperature"] and rows == last["processes"]):
@@ -216,6 +231,60 @@ class Sampler:
             return None
         return {"t": time.time(), "gpus": gpus}
 
+    def step(self, delta: Delta) -> dict[str, Any] | None:
+        """The next line the console reads: what `delta.record(self.sample(...))` makes, or None
+        where nothing moved and no whole line is due. The usual sample of a host at work (every
+        GPU read before and answering, no slow field due, its memory and processes as last read)
+        moves only utilization or power: those go into the line as they are, with no whole sample
+        built and compared field by field (on the H200 that building was a third of a sample's
+        CPU). Anything else takes the whole path with the fields already read."""
+        if delta.full_due:
+            return delta.record(self.sample())  # type: ignore[arg-type] - never None when whole
+        readings: list[Any] = []
+        usual = True
+        lasts = self.last
+        error = self.pynvml.NVMLError
+        for index, handle in enumerate(self.handles):
+            last = lasts.get(index)
+            try:
+                reading = self._read(index, handle, last)
+            except error as exc:
+                readings.append(exc)
+                usual = False
+                continue
+            readings.append(reading)
+            if (last is None or reading[0].used != last["used"] or reading[3] != last["limit"]
+                    or reading[4] != last["temperature"] or reading[5] != last["processes"]
+                    or index not in delta.sent):
+                usual = False
+        if not usual:
+            record = self.sample(only_moved=True, readings=readings)
+            return None if record is None else delta.record(record)
+        items: list[dict[str, Any]] = []
+        moved = False
+        for index, (_mem, util, power, _limit, _temperature, _rows) in enumerate(readings):
+            last = lasts[index]
+            if util == last["util"] and power == last["power"]:
+                continue
+            moved = True
+            last["util"], last["power"] = util, power
+            before = delta.sent[index]
+            power_w = None if power is None else power / 1000.0
+            item: dict[str, Any] = {}
+            if before["utilization_pct"] != util:
+                item["utilization_pct"] = util
+            if before["power_w"] != power_w:
+                item["power_w"] = power_w
+            delta.sent[index] = {**before, "utilization_pct": util, "power_w": power_w}
+            if item:
+                item["index"], item["delta"] = index, 1
+                items.append(item)
+        self.count += 1
+        self.usual += 1
+        if not moved:
+            return None
+        delta.count += 1
+        return {"t": time.time(), "gpus": items, "delta": 1}
 
 def sample(pynvml: Any, handles: list[Any]) -> dict[str, Any]:
     """One full sample with nothing cached (see Sampler for the loop's)."""
@@ -298,11 +367,12 @@ def main(argv: list[str]) -> int:
         started = time.perf_counter()
         # A still host (no figure moved) costs a read and no line, but for a line a second that
         # says so (the GPUs' readings stay fresh); every delta.full_every-th line is whole.
-        record = sampler.sample(only_moved=not delta.full_due)
-        if record is None and started - sent_at < HEARTBEAT_S:
-            time.sleep(max(0.0, interval - (time.perf_counter() - started)))
-            continue
-        record = delta.record(record if record is not None else {"t": time.time(), "gpus": []})
+        record = sampler.step(delta)
+        if record is None:
+            if started - sent_at < HEARTBEAT_S:
+                time.sleep(max(0.0, interval - (time.perf_counter() - started)))
+                continue
+            record = delta.record({"t": time.time(), "gpus": []})
         record["cost_us"] = round((time.perf_counter() - started) * 1e6, 1)
         write(encode(record))  # one write per line
         sent_at = started
