@@ -64,7 +64,9 @@ def _call(fn: Any, *args: Any) -> Any:
 # How old a slow field may get (seconds) before it is read again: the GPU's temperature moves by
 # degrees over seconds, its enforced power limit only when an operator sets it. Memory is read every
 # sample. A GPU's processes are read again whenever its memory moved (a process that starts, grows
-# or leaves moves it) and at least every PROCS_S. Utilization and power are figures NVML computes
+# or leaves moves it: a CUDA context alone is hundreds of MiB) and at least every PROCS_S, a
+# minute, while it is still: the list was the dearest call of a sample on the H200 (~195 µs, where
+# memory cost 41-81). Utilization and power are figures NVML computes
 # on its own clock: utilization is "the percent of time over the past sample period" (1/6 s to 1 s
 # by product; the GPU says which through nvmlDeviceGetSamples' timestamps: 200 ms on the H200), and
 # the power reading moved every 100 ms on the H200 under a duty-cycled load
@@ -72,7 +74,7 @@ def _call(fn: Any, *args: Any) -> Any:
 # each is read once per its own period.
 SLOW_S = 5.0
 LIMIT_S = 60.0
-PROCS_S = 5.0
+PROCS_S = 60.0
 POWER_S = 0.1
 # With nothing moved, a line is still sent this often (the console marks the GPUs stale after 5 s).
 HEARTBEAT_S = 1.0
