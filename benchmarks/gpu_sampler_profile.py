@@ -4,7 +4,9 @@ Stand-ins that each add one part of a sample to the one before (`sleep`: a Pytho
 at the interval and does nothing; `write`: + one write(2) of a line the size of the sampler's;
 `json`: + that line encoded from a dict; `nvml`: + pynvml imported and NVML started; `mem`: + the
 memory call; `three`: + utilization and power, the three calls a 1 Hz sample needs; `power1`,
-`util1`: one call other than memory, to tell the first ioctl of a wake-up from the call itself)
+`util1`: one call other than memory, to tell the first ioctl of a wake-up from the call itself;
+`clock`, `encode`, `fstr`: the json stand-in's clock reads alone, its encoding alone, the line
+formatted by hand; `mem_v1`: NVML's v1 memory struct; `mem2`: the memory call twice)
 run side by side with the samplers given (`--sampler LABEL=PATH`), each started as the console
 starts the sampler (`python3 -u -c SOURCE INTERVAL`), started a fraction of the interval apart.
 Each process's CPU comes from /proc/PID/schedstat after `--warmup` seconds and again `--seconds`
@@ -42,13 +44,14 @@ STAND_IN = """
 import json, os, sys, time
 MODE, interval = {mode!r}, float(sys.argv[1])
 STEPS = ["sleep", "write", "json", "nvml", "mem", "three"]
-level = STEPS.index(MODE) if MODE in STEPS else STEPS.index("nvml")
+level = STEPS.index(MODE) if MODE in STEPS else 1 if MODE in ("clock", "encode", "fstr") else STEPS.index("nvml")
 if level >= 3:
     import pynvml
     pynvml.nvmlInit()
     h = pynvml.nvmlDeviceGetHandleByIndex(0)
 encode = json.JSONEncoder(separators=(",", ":")).encode
-LINE = (encode({{"t": time.time(), "gpus": [{{"utilization_pct": 0, "power_w": 118.776, "index": 0, "delta": 1}}],
+T0 = time.time()
+LINE = (encode({{"t": T0, "gpus": [{{"utilization_pct": 0, "power_w": 118.776, "index": 0, "delta": 1}}],
                "delta": 1, "cost_us": 123.4}}) + "\\n").encode()
 os.write(1, b'{{"gpus":[],"start":1}}\\n')
 while True:
@@ -63,15 +66,31 @@ while True:
         power = pynvml.nvmlDeviceGetPowerUsage(h)
     if MODE == "util1":
         util = pynvml.nvmlDeviceGetUtilizationRates(h).gpu
+    if MODE == "mem_v1":
+        used = pynvml.nvmlDeviceGetMemoryInfo(h).used
+    if MODE == "mem2":
+        used = pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2).used
+        used = pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2).used
     if level >= 2:
         os.write(1, (encode({{"t": time.time(), "gpus": [{{"utilization_pct": util, "power_w": power / 1000.0,
                                                         "index": 0, "delta": 1}}], "delta": 1,
                              "cost_us": round((time.perf_counter() - started) * 1e6, 1)}}) + "\\n").encode())
+    elif MODE == "clock":  # the clock reads and the rounding of the json stand-in, the line ready-made
+        t, cost = time.time(), round((time.perf_counter() - started) * 1e6, 1)
+        os.write(1, LINE)
+    elif MODE == "encode":  # the json stand-in's encoding, no clock read
+        os.write(1, (encode({{"t": T0, "gpus": [{{"utilization_pct": util, "power_w": power / 1000.0,
+                                                "index": 0, "delta": 1}}], "delta": 1,
+                             "cost_us": 123.4}}) + "\\n").encode())
+    elif MODE == "fstr":  # the same line formatted by hand
+        os.write(1, ('{{"t":%r,"gpus":[{{"utilization_pct":%d,"power_w":%r,"index":0,"delta":1}}],"delta":1,'
+                     '"cost_us":123.4}}\\n' % (T0, util, power / 1000.0)).encode())
     elif level == 1:
         os.write(1, LINE)
     time.sleep(max(0.0, interval - (time.perf_counter() - started)))
 """
-STAND_INS = ["sleep", "write", "json", "nvml", "mem", "three", "power1", "util1"]
+STAND_INS = ["sleep", "write", "clock", "encode", "fstr", "json", "nvml", "mem", "mem_v1", "mem2", "three",
+             "power1", "util1"]
 
 
 def cpu_ns(pid: int) -> int:

@@ -16,6 +16,7 @@ import pytest
 from console.host.sources import nvml_sampler
 
 GPUS, SAMPLES = 3, 1600
+ENCODE = json.JSONEncoder(separators=(",", ":")).encode  # the sampler's own
 
 
 class NVMLError(Exception):
@@ -122,13 +123,17 @@ def test_the_usual_sample_sends_exactly_what_the_whole_path_sends(interval_s: fl
     fast = nvml_sampler.Sampler(fast_nvml, list(range(GPUS)), interval_s=interval_s)
     whole = nvml_sampler.Sampler(whole_nvml, list(range(GPUS)), interval_s=interval_s)
     fast_delta, whole_delta = nvml_sampler.Delta(), nvml_sampler.Delta()
-    sent = 0
+    sent, rng = 0, random.Random(7)
     for k in range(SAMPLES):
         fast_nvml.k = whole_nvml.k = k
         got = fast.step(fast_delta)
         record = whole.sample(only_moved=not whole_delta.full_due)
         want = None if record is None else whole_delta.record(record)
         assert _without_time(got) == _without_time(want), f"sample {k}"
+        for record in (got, want):  # the line written is the encoder's, also where formatted directly
+            if record is not None:
+                record["cost_us"] = round(rng.uniform(5, 900), 1)
+                assert nvml_sampler.line(record, ENCODE) == ENCODE(record)
         sent += got is not None
         # what each path keeps for the next sample is the same
         assert fast.last == whole.last and fast.names == whole.names and fast_delta.sent == whole_delta.sent
@@ -153,3 +158,22 @@ def test_a_still_host_takes_the_fast_path_and_sends_nothing() -> None:
         lines.append(sampler.step(delta))
     assert lines[0] is not None and "delta" not in lines[0]
     assert lines[1:] == [None] * 58 and sampler.usual >= 50
+
+
+@pytest.mark.parametrize("record", [
+    {"t": 1796379802.755883, "gpus": [], "delta": 1, "cost_us": 41.0},
+    {"t": 1.5, "gpus": [{"utilization_pct": 100, "power_w": 118.776, "index": 0, "delta": 1},
+                        {"power_w": None, "index": 7, "delta": 1}], "delta": 1, "cost_us": 1e-05},
+    {"t": 1.5, "gpus": [{"utilization_pct": None, "index": 1, "delta": 1}], "delta": 1, "cost_us": 3.0},
+    {"t": 1.5, "gpus": [{"power_w": float("nan"), "index": 0, "delta": 1}], "delta": 1, "cost_us": 3.0},
+    {"t": 1.5, "gpus": [{"power_w": float("inf"), "index": 0, "delta": 1}], "delta": 1, "cost_us": 3.0},
+    {"t": 1.5, "gpus": [{"utilization_pct": True, "index": 0, "delta": 1}], "delta": 1, "cost_us": 3.0},
+    {"t": 1.5, "gpus": [{"memory_used_mib": 5, "processes": [[7, "py\"th\\on", 1]], "index": 0, "delta": 1}],
+     "delta": 1, "cost_us": 3.0},
+    {"t": 1.5, "gpus": [{"index": 0, "error": "GPU is lost"}], "delta": 1, "cost_us": 3.0},
+    {"t": 1.5, "gpus": [{"index": 0, "name": "NVIDIA H200", "power_w": 1.0}], "cost_us": 3.0},
+    {"t": 1.5, "gpus": [], "delta": 2, "cost_us": 3.0},
+    {"t": 1, "gpus": [], "delta": 1, "cost_us": 3.0},
+])
+def test_a_line_formatted_directly_is_what_the_encoder_writes(record: dict) -> None:
+    assert nvml_sampler.line(record, ENCODE) == ENCODE(record)
