@@ -177,3 +177,21 @@ def test_a_still_host_takes_the_fast_path_and_sends_nothing() -> None:
 ])
 def test_a_line_formatted_directly_is_what_the_encoder_writes(record: dict) -> None:
     assert nvml_sampler.line(record, ENCODE) == ENCODE(record)
+
+
+def test_a_gpu_whose_last_line_was_an_error_is_sent_whole_not_as_a_change() -> None:
+    """The fast path writes changes against the GPU's last line; where that line was an error
+    (a Delta that saw one the sampler did not: one Delta fed by two loops) the GPU is sent whole."""
+    script = _script(seed=2)
+    nvml = ScriptedNVML(script)
+    sampler, delta = nvml_sampler.Sampler(nvml, [0], interval_s=1.0), nvml_sampler.Delta()
+    for k in range(3):
+        nvml.k = k
+        sampler.step(delta)
+    delta.sent[0] = {"index": 0, "error": "GPU is lost"}
+    for k in range(3, 40):
+        nvml.k = k
+        record = sampler.step(delta)
+        if record is not None:
+            break
+    assert record is not None and record["gpus"][0]["name"] == "NVIDIA H200"
