@@ -2,7 +2,7 @@
 sample; utilization once per NVML's own utilization sample period (from its samples' timestamps)
 and power once a second (NVML's 1 s average); the temperature at most SLOW_S old; the enforced
 power limit at most LIMIT_S old; the processes whenever the GPU's memory moved and at least every
-PROCS_S. Each NVML call is an ioctl, and on the H200 the ioctls were most of a sample's cost."""
+PROCS_S (a minute). Each NVML call is an ioctl, and on the H200 the ioctls were most of a sample's cost."""
 
 from __future__ import annotations
 
@@ -66,10 +66,11 @@ def test_a_still_gpu_costs_three_calls_a_sample_and_its_slow_fields_are_read_on_
     sampler = nvml_sampler.Sampler(fake, [0], interval_s=1.0)
     samples = [sampler.sample()["gpus"][0] for _ in range(n)]
     assert fake.calls["memory"] == fake.calls["utilization"] == fake.calls["power"] == n
-    # at 1 s a sample: the temperature every 5th sample, the processes every 5th, the limit every 60th
-    assert fake.calls["temperature"] == n // 5 and fake.calls["processes"] == n // 5
-    assert fake.calls["limit"] == n // 60
-    assert sampler.calls == 3 * n + n // 5 * 2 + n // 60
+    # at 1 s a sample: the temperature every 5th sample; the processes of a GPU whose memory stays
+    # put every 60th, as the limit
+    assert fake.calls["temperature"] == n // 5
+    assert fake.calls["processes"] == n // 60 and fake.calls["limit"] == n // 60
+    assert sampler.calls == 3 * n + n // 5 + n // 60 * 2
     # what a sample says is never older than its clock: the temperature read at k - k % 5
     for k, gpu in enumerate(samples):
         assert gpu["temperature_c"] == 40 + (k - k % 5)

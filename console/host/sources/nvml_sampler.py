@@ -1,8 +1,10 @@
 """The NVML sampler: stdlib and pynvml only, so the same file runs in-process or on the host.
 
 On the host it is started once as `python3 -u -c <this file> INTERVAL_S` over an SSH stream and
-prints one JSON line per sample; NVML queries cost microseconds (1-6 us measured on an H200)
-where a `nvidia-smi` process costs 30-40 ms. If NVML cannot start it prints {"fatal": reason}
+prints one JSON line per sample where something moved (and one a second regardless). On the lent
+H200 (gVisor) a 1 Hz sample cost the whole process 316-318 µs of CPU, 70-73x below a one-shot
+`nvidia-smi` (22-24 ms); of it the process's wake-up ~74 µs and the first memory query of a
+wake-up ~111 (tests/data/h200/sampler_cost/s13). If NVML cannot start it prints {"fatal": reason}
 and exits 3, and the console falls back to nvidia-smi.
 """
 
@@ -49,22 +51,12 @@ def mib(n_bytes: int) -> int:
     return -(-int(n_bytes) // (1 << 20))
 
 
-def _call(fn: Any, *args: Any) -> Any:
-    """An NVML call whose 'not supported' becomes None; other errors propagate."""
-    import pynvml
-
-    try:
-        return fn(*args)
-    except pynvml.NVMLError as exc:
-        if exc.value in (pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_NO_PERMISSION):
-            return None
-        raise
-
-
 # How old a slow field may get (seconds) before it is read again: the GPU's temperature moves by
 # degrees over seconds, its enforced power limit only when an operator sets it. Memory is read every
 # sample. A GPU's processes are read again whenever its memory moved (a process that starts, grows
-# or leaves moves it) and at least every PROCS_S. Utilization and power are figures NVML computes
+# or leaves moves it: a CUDA context alone is hundreds of MiB) and at least every PROCS_S, a
+# minute, while it is still: the list was the dearest call of a sample on the H200 (~195 µs, where
+# memory cost 41-81). Utilization and power are figures NVML computes
 # on its own clock: utilization is "the percent of time over the past sample period" (1/6 s to 1 s
 # by product; the GPU says which through nvmlDeviceGetSamples' timestamps: 200 ms on the H200), and
 # the power reading moved every 100 ms on the H200 under a duty-cycled load
@@ -72,7 +64,7 @@ def _call(fn: Any, *args: Any) -> Any:
 # each is read once per its own period.
 SLOW_S = 5.0
 LIMIT_S = 60.0
-PROCS_S = 5.0
+PROCS_S = 60.0
 POWER_S = 0.1
 # With nothing moved, a line is still sent this often (the console marks the GPUs stale after 5 s).
 HEARTBEAT_S = 1.0
@@ -85,7 +77,7 @@ def utilization_period_s(pynvml: Any, handle: Any) -> float:
     try:
         _kind, samples = pynvml.nvmlDeviceGetSamples(handle, pynvml.NVML_GPU_UTILIZATION_SAMPLES, 0)
         stamps = sorted(int(s.timeStamp) for s in samples)
-        gaps = sorted(b - a for a, b in zip(stamps, stamps[1:]) if b > a)
+        gaps = sorted(b - a for a, b in zip(stamps, stamps[1:], strict=False) if b > a)
         if not gaps:
             return UTIL_MIN_S
         return min(UTIL_MAX_S, max(UTIL_MIN_S, gaps[len(gaps) // 2] / 1e6))
@@ -116,6 +108,17 @@ class Sampler:
         self.count = 0
         self.last: dict[int, dict[str, Any]] = {}  # per GPU: the slow fields as last read, the memory then
         self.calls = 0  # NVML calls made by sample() (tests and benchmarks count them)
+        self.unsupported = (pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_NO_PERMISSION)
+        self.usual = 0  # samples that step() put in the line without the whole path (tests count them)
+
+    def _get(self, fn: Any, *args: Any) -> Any:
+        """An NVML call whose 'not supported' or 'no permission' is None; other errors propagate."""
+        try:
+            return fn(*args)
+        except self.pynvml.NVMLError as exc:
+            if exc.value in self.unsupported:
+                return None
+            raise
 
     def _memory(self, handle: Any) -> Any:
         pynvml = self.pynvml
@@ -133,12 +136,51 @@ class Sampler:
             name = self.names[pid] = _proc_name(self.pynvml, pid)
         return name
 
-    def _due(self, every: int) -> bool:
-        return self.count % every == 0
+    def _read(self, index: int, handle: Any, last: dict[str, Any] | None) -> tuple[Any, ...]:
+        """One GPU's fields as of this sample: each read when due (every one where `last` is None:
+        the first sample, or the first after an error), else as last read. NVMLError propagates."""
+        pynvml = self.pynvml
+        mem = self._memory(handle)
+        self.calls += 1
+        count = self.count
+        util_every = self.util_every.get(index)
+        if util_every is None:
+            util_every = self.util_every[index] = (
+                1 if self.interval_s is None else self.every(utilization_period_s(pynvml, handle)))
+        if last is None or count % util_every == 0:
+            util = self._get(pynvml.nvmlDeviceGetUtilizationRates, handle)
+            util = None if util is None else util.gpu
+            self.calls += 1
+        else:
+            util = last["util"]
+        if last is None or count % self.power_every == 0:
+            power = self._get(pynvml.nvmlDeviceGetPowerUsage, handle)
+            self.calls += 1
+        else:
+            power = last["power"]
+        if last is None or count % self.limit_every == 0:
+            limit = self._get(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle)
+            self.calls += 1
+        else:
+            limit = last["limit"]
+        if last is None or count % self.slow_every == 0:
+            temperature = self._get(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU)
+            self.calls += 1
+        else:
+            temperature = last["temperature"]
+        if last is None or mem.used != last["used"] or count % self.procs_every == 0:
+            procs = self._get(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
+            self.calls += 1
+            rows = [[p.pid, self._name(p.pid), None if p.usedGpuMemory is None else mib(p.usedGpuMemory)]
+                    for p in procs]
+        else:
+            rows = last["processes"]
+        return mem, util, power, limit, temperature, rows
 
-    def sample(self, only_moved: bool = False) -> dict[str, Any] | None:
+    def sample(self, only_moved: bool = False, readings: list[Any] | None = None) -> dict[str, Any] | None:
         """One sample of every GPU. With `only_moved`, None when no GPU's figures moved since the
-        sample before (nothing is built for a still host: the sampler's loop sends nothing)."""
+        sample before (nothing is built for a still host: the sampler's loop sends nothing).
+        `readings`: each GPU's fields already read for this sample (`_read`'s, or its NVMLError)."""
         pynvml = self.pynvml
         moved = False
         gpus: list[dict[str, Any]] = []
@@ -146,40 +188,13 @@ class Sampler:
         for index, handle in enumerate(self.handles):
             last = self.last.get(index)
             try:
-                mem = self._memory(handle)
-                self.calls += 1
-                util_every = self.util_every.get(index)
-                if util_every is None:
-                    util_every = self.util_every[index] = (
-                        1 if self.interval_s is None else self.every(utilization_period_s(pynvml, handle)))
-                if last is None or self._due(util_every):
-                    util = _call(pynvml.nvmlDeviceGetUtilizationRates, handle)
-                    util = None if util is None else util.gpu
-                    self.calls += 1
+                if readings is None:
+                    reading = self._read(index, handle, last)
+                elif isinstance(readings[index], pynvml.NVMLError):
+                    raise readings[index]
                 else:
-                    util = last["util"]
-                if last is None or self._due(self.power_every):
-                    power = _call(pynvml.nvmlDeviceGetPowerUsage, handle)
-                    self.calls += 1
-                else:
-                    power = last["power"]
-                if last is None or self._due(self.limit_every):
-                    limit = _call(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle)
-                    self.calls += 1
-                else:
-                    limit = last["limit"]
-                if last is None or self._due(self.slow_every):
-                    temperature = _call(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU)
-                    self.calls += 1
-                else:
-                    temperature = last["temperature"]
-                if last is None or mem.used != last["used"] or self._due(self.procs_every):
-                    procs = _call(pynvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
-                    self.calls += 1
-                    rows = [[p.pid, self._name(p.pid), None if p.usedGpuMemory is None else mib(p.usedGpuMemory)]
-                            for p in procs]
-                else:
-                    rows = last["processes"]
+                    reading = readings[index]
+                mem, util, power, limit, temperature, rows = reading
                 if (only_moved and last is not None and mem.used == last["used"] and util == last["util"]
                         and power == last["power"] and limit == last["limit"]
                         and temperature == last["temperature"] and rows == last["processes"]):
@@ -216,6 +231,61 @@ class Sampler:
             return None
         return {"t": time.time(), "gpus": gpus}
 
+    def step(self, delta: Delta) -> dict[str, Any] | None:
+        """The next line the console reads: what `delta.record(self.sample(...))` makes, or None
+        where nothing moved and no whole line is due. The usual sample of a host at work (every
+        GPU read before and answering, no slow field due, its memory and processes as last read)
+        moves only utilization or power: those go into the line as they are, with no whole sample
+        built and compared field by field (on the H200 the fast path and the process list read once a
+        minute took a 1 Hz sample from 397-430 µs of CPU to 331-353, tests/data/h200/sampler_cost/s13).
+        Anything else takes the whole path with the fields already read."""
+        if delta.full_due:
+            return delta.record(self.sample())  # type: ignore[arg-type] - never None when whole
+        readings: list[Any] = []
+        usual = True
+        lasts = self.last
+        error = self.pynvml.NVMLError
+        for index, handle in enumerate(self.handles):
+            last = lasts.get(index)
+            try:
+                reading = self._read(index, handle, last)
+            except error as exc:
+                readings.append(exc)
+                usual = False
+                continue
+            readings.append(reading)
+            if (last is None or reading[0].used != last["used"] or reading[3] != last["limit"]
+                    or reading[4] != last["temperature"] or reading[5] != last["processes"]
+                    or "power_w" not in delta.sent.get(index, ())):
+                usual = False
+        if not usual:
+            record = self.sample(only_moved=True, readings=readings)
+            return None if record is None else delta.record(record)
+        items: list[dict[str, Any]] = []
+        moved = False
+        for index, (_mem, util, power, _limit, _temperature, _rows) in enumerate(readings):
+            last = lasts[index]
+            if util == last["util"] and power == last["power"]:
+                continue
+            moved = True
+            last["util"], last["power"] = util, power
+            before = delta.sent[index]
+            power_w = None if power is None else power / 1000.0
+            item: dict[str, Any] = {}
+            if before["utilization_pct"] != util:
+                item["utilization_pct"] = util
+            if before["power_w"] != power_w:
+                item["power_w"] = power_w
+            before["utilization_pct"], before["power_w"] = util, power_w  # the line sent before is gone
+            if item:
+                item["index"], item["delta"] = index, 1
+                items.append(item)
+        self.count += 1
+        self.usual += 1
+        if not moved:
+            return None
+        delta.count += 1
+        return {"t": time.time(), "gpus": items, "delta": 1}
 
 def sample(pynvml: Any, handles: list[Any]) -> dict[str, Any]:
     """One full sample with nothing cached (see Sampler for the loop's)."""
@@ -272,6 +342,37 @@ def open_nvml() -> tuple[Any, list[Any], str]:
     return pynvml, handles, _text(pynvml.nvmlSystemGetDriverVersion())
 
 
+_LINE_KEYS = ("t", "gpus", "delta", "cost_us")
+_ITEM_KEYS = frozenset({"utilization_pct", "power_w", "index", "delta"})
+
+
+def line(record: dict[str, Any], encode: Any) -> str:
+    """The line as `encode` (compact JSON) writes it. The usual line (utilization or power that
+    moved, or a still host's heartbeat: numbers only) is formatted directly: on the H200 the
+    JSON encoder cost ~67 µs of CPU a line at 1 Hz, a format ~20 (s13/profile.json). Any other
+    line, or a number JSON would not write as Python's repr, goes through `encode`."""
+    if tuple(record) != _LINE_KEYS or record["delta"] != 1:
+        return encode(record)
+    t, cost = record["t"], record["cost_us"]
+    if type(t) is not float or type(cost) is not float or t - t != 0.0 or cost - cost != 0.0:
+        return encode(record)
+    items = []
+    for item in record["gpus"]:
+        if not _ITEM_KEYS.issuperset(item):
+            return encode(record)
+        fields = []
+        for key, value in item.items():
+            if value is None:
+                fields.append(f'"{key}":null')
+            elif type(value) is int or (type(value) is float and value - value == 0.0):
+                fields.append(f'"{key}":{value!r}')
+            else:  # a bool, NaN or infinity: as the encoder writes it
+                return encode(record)
+        items.append("{" + ",".join(fields) + "}")
+    gpus = ",".join(items)
+    return f'{{"t":{t!r},"gpus":[{gpus}],"delta":1,"cost_us":{cost!r}}}'
+
+
 def write(line: str) -> None:
     """The line and its newline in one write(2) (print() under -u makes two)."""
     data = (line + "\n").encode()
@@ -295,18 +396,20 @@ def main(argv: list[str]) -> int:
     write(encode({"driver": driver, "count": len(handles)}))
     sent_at = 0.0
     while True:
-        started = time.perf_counter()
+        started = time.perf_counter()  # with the one below, the clock's only reads but the line's time
         # A still host (no figure moved) costs a read and no line, but for a line a second that
         # says so (the GPUs' readings stay fresh); every delta.full_every-th line is whole.
-        record = sampler.sample(only_moved=not delta.full_due)
-        if record is None and started - sent_at < HEARTBEAT_S:
-            time.sleep(max(0.0, interval - (time.perf_counter() - started)))
-            continue
-        record = delta.record(record if record is not None else {"t": time.time(), "gpus": []})
-        record["cost_us"] = round((time.perf_counter() - started) * 1e6, 1)
-        write(encode(record))  # one write per line
+        record = sampler.step(delta)
+        if record is None:
+            if started - sent_at < HEARTBEAT_S:
+                time.sleep(max(0.0, interval - (time.perf_counter() - started)))
+                continue
+            record = delta.record({"t": time.time(), "gpus": []})
+        took = time.perf_counter() - started
+        record["cost_us"] = round(took * 1e6, 1)
+        write(line(record, encode))  # one write per line
         sent_at = started
-        time.sleep(max(0.0, interval - (time.perf_counter() - started)))
+        time.sleep(max(0.0, interval - took))  # the write's µs not made up: a clock read costs ~7 on the H200
 
 
 if __name__ == "__main__":
