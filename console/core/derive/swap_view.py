@@ -6,10 +6,12 @@ reads it.
 
 from __future__ import annotations
 
+import shlex
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.core.derive.downtime import FAST_STEPS
 from console.core.events import (  # declared once, with every event (named here for the swap's modules)
     SWAP_EVENTS,
     ApprovalChanged,
@@ -24,7 +26,6 @@ from console.core.events import (  # declared once, with every event (named here
     SwapStep,
     SwapStepChanged,
 )
-from console.core.derive.downtime import FAST_STEPS
 
 # "refused": the gate or the two-person rule said no before anything ran (the old service still
 # serves; there is nothing to roll back), which is not a failure.
@@ -255,6 +256,19 @@ def format_duration(seconds: float | None) -> str:
     return f"{m}m{sec:02d}s" if m else f"{sec}s"
 
 
+def _loop_words(cmd: str) -> int | None:
+    """How many names the verify's `for f in NAMES; do sha256sum …` loop reads (console/domain/swap/
+    shared_steps.py writes it): a name is quoted only when the shell needs it, so quotes count nothing."""
+    head, sep, rest = cmd.partition(" for f in ")
+    names, sep2, _ = rest.partition("; do ")
+    if not sep or not sep2:
+        return None
+    try:
+        return len(shlex.split(names))
+    except ValueError:
+        return None
+
+
 def audit_summary(e: Any) -> str:
     """One line for one audited action: what it did, not the first 100 characters of its script."""
     cmd = e.command or ""
@@ -266,7 +280,9 @@ def audit_summary(e: Any) -> str:
     if cmd.startswith("sftp put"):
         return cmd.split("  (")[0]
     if "sha256sum" in cmd:
-        return f"sha256 of {max(1, cmd.count(chr(39)) // 2)} file(s)" + (f" ({e.note})" if e.note else "")
+        n = _loop_words(cmd)
+        what = "every finished file" if n is None else f"{n} file" + ("" if n == 1 else "s")
+        return f"sha256 of {what}" + (f" ({e.note})" if e.note else "")
     if "hf download" in cmd or " hf " in cmd:
         return "hf download (detached)" + (f" ({e.note})" if e.note else "")
     first = cmd.splitlines()[0] if cmd else ""
@@ -275,7 +291,8 @@ def audit_summary(e: Any) -> str:
 
 
 __all__ = [
-    "STEP_STATES", "PLAN_STEPS", "ROLLBACK", "STEP_TITLES", "AUDIT_KEEP", "MEMORY", "INSTALL_DIFF", "SwapView", "format_duration",
+    "STEP_STATES", "PLAN_STEPS", "ROLLBACK", "STEP_TITLES", "AUDIT_KEEP", "MEMORY", "INSTALL_DIFF", "SwapView",
+    "format_duration",
     "freed_rows", "freed_lines",
     "audit_summary",
     # declared in console/core/events.py, named here for the swap's modules
