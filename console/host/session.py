@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from console.config import HostProfile
-from console.locations import PACKAGE_PARENT
 from console.host.sources.base import PolledSource
 from console.host.sources.download import DownloadWatcher, download_source
 from console.host.sources.gpu import GpuSource
@@ -29,6 +28,7 @@ from console.host.sources.server import ServerWatcher, server_source
 from console.host.sources.service import ServiceWatcher, service_source
 from console.host.transport.base import Transport
 from console.host.transport.local import LocalTransport
+from console.locations import PACKAGE_PARENT
 from console.units import seconds
 
 
@@ -57,6 +57,9 @@ class HostSession:
     _download: DownloadWatcher | None = None
     _server: ServerWatcher | None = None  # the polled server source's watcher (move_server moves it)
     bench_port: int | None = None  # issue 24: benchmark a server on another port (beside, before traffic moves)
+    # where the swap's commands are audited (None: the user's audit log, or the demos' beside it); the
+    # CLI's demo gives its own run's file (SimulatorThread.audit_file): an earlier demo's are not its host's
+    audit_file: Path | None = None
 
     def polled_sources(self, *, one_shot: bool = False) -> Sequence[PolledSource[Any]]:
         sources: list[PolledSource[Any]] = [host_summary_source(self.transport, self.profile.watched_paths())]
@@ -233,6 +236,13 @@ class SimulatorThread:
         self.sim = SimulatorClock(float(hello["start_s"]), float(hello["speed"]))
         profile: HostProfile = profile_from_json(hello["profile"])
         return profile
+
+    @property
+    def audit_file(self) -> Path | None:
+        """This demo's own audit log, in its own directory (removed with it): the simulated host is
+        born with this run, so no earlier demo's commands are its host's (a second demo read the
+        first one's back, 127.0.0.1 both times, and listed them as its own last commands)."""
+        return self.cache_root / "audit.jsonl" if self.cache_root is not None else None
 
     def _stderr_tail(self) -> str:
         if self._stderr is None:
