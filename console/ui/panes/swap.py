@@ -11,13 +11,13 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import BindingType
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 
-from console.core.state import same_person, who_can_approve
 from console.core.derive.swap_view import PLAN_STEPS, SwapView, audit_summary, format_duration
+from console.core.state import same_person, who_can_approve
 
 STATE_STYLE = {"pending": "dim", "running": "bold yellow", "done": "green", "failed": "bold red", "skipped": "dim",
                "refused": "bold yellow"}
@@ -344,7 +344,12 @@ class SwapScreen(ModalScreen[None]):
         ("escape", "dismiss(None)", "Close"), ("q", "app.quit", "Quit"),
         ("o", "override", "Override"), ("a", "approve", "Approve"),
         ("c", "withdraw", "Withdraw"), ("A", "audit", "Audit in full"),
-        *[(k, f"act('{key}')", label) for k, key, label in KEYS]]
+        *[(k, f"act('{key}')", label) for k, key, label in KEYS],
+        # Under --read-only the keys above are neither shown nor run (check_action): these take
+        # them, unseen, to say why nothing runs (the footer listed every action key beside the
+        # plan's own "read-only: no action can be run from this session").
+        *[Binding(k, "refused_read_only", show=False) for k in ("o", "a", "c", *(k for k, _, _ in KEYS))]]
+    ACTING: ClassVar[frozenset[str]] = frozenset({"act", "override", "approve", "withdraw"})
     # Beside the panes, never over them (issue 35 item 1): the plan is a strip docked on the right,
     # the screen below shows through (no dimming) and its grid makes room for it (HostScreen.dock_plan),
     # so the drain, the boot and the log are seen while they happen. Its own footer: the plan's keys.
@@ -368,6 +373,17 @@ class SwapScreen(ModalScreen[None]):
     def read_only(self) -> bool:
         setup = self.state.swap.setup
         return self.control is None or bool(self.state.info.read_only or (setup and setup.read_only))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A read-only session's footer lists no action key (False: neither shown nor run)."""
+        if action in self.ACTING:
+            return not self.read_only
+        if action == "refused_read_only":
+            return self.read_only
+        return True
+
+    def action_refused_read_only(self) -> None:
+        self._say("read-only: no action can be run from this session")
 
     def compose(self) -> ComposeResult:
         from textual.widgets import Footer
