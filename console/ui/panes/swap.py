@@ -16,7 +16,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 
-from console.core.derive.swap_view import PLAN_STEPS, SwapView, audit_summary, format_duration
+from console.core.derive.swap_view import PLAN_STEPS, STEP_TITLES, SwapView, audit_summary, format_duration
 from console.core.state import same_person, who_can_approve
 
 STATE_STYLE = {"pending": "dim", "running": "bold yellow", "done": "green", "failed": "bold red", "skipped": "dim",
@@ -29,6 +29,16 @@ KEYS = (("d", "download", "download"), ("x", "stop_download", "stop download"), 
         ("i", "install", "install unit"), ("g", "preflight", "gate"), ("s", "stop_old", "stop old"),
         ("n", "start_new", "start new"), ("b", "benchmark", "benchmark"), ("r", "rollback", "roll back"),
         ("p", "swap", "run the rest of the plan"))
+
+
+def step_words(key: str) -> str:
+    """A step as the plan's keys name it ("gate", "stop old"), else by its title: never its raw key
+    (the plan said "busy: preflight", and "in_place" would be worse)."""
+    label = next((label for _, k, label in KEYS if k == key), None)
+    if label is not None:
+        return label
+    title = STEP_TITLES.get(key)
+    return title[:1].lower() + title[1:] if title else key.replace("_", " ")
 
 
 def plan_strip_width(screen_width: int) -> int:
@@ -118,7 +128,7 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
     busy = setup.busy if setup is not None else None
     if busy:
         step = view.steps.get(busy)
-        t.append(f"busy: {busy.replace('_', ' ')}" + (f" ({step.detail})" if step and step.detail else "")
+        t.append(f"busy: {step_words(busy)}" + (f" ({step.detail})" if step and step.detail else "")
                  + " — keys for the next step are queued, others refused\n", style="yellow")
     t.append("\n")
     for step in view.ordered_steps():
@@ -501,12 +511,12 @@ class SwapScreen(ModalScreen[None]):
             order = [k for k, _ in PLAN_STEPS]
             if busy in order and key in order and order.index(key) == order.index(busy) + 1:
                 self.queued = key  # the next step: its confirmation comes up when this one ends
-                self.notify(f"queued: {key.replace('_', ' ')} (its commands are shown when "
-                            f"{busy.replace('_', ' ')} is done)", title="swap", markup=False)
+                self.notify(f"queued: {step_words(key)} (its commands are shown when "
+                            f"{step_words(busy)} is done)", title="swap", markup=False)
                 return
             step = self.state.swap.steps.get(busy)
-            self.notify(f"busy: {busy.replace('_', ' ')}" + (f" ({step.detail})" if step and step.detail else "")
-                        + f"; {key.replace('_', ' ')} refused", title="swap", severity="warning",
+            self.notify(f"busy: {step_words(busy)}" + (f" ({step.detail})" if step and step.detail else "")
+                        + f"; {step_words(key)} refused", title="swap", severity="warning",
                         markup=False)
             return
         asking = getattr(self.control, "swap_preview_async", None)
