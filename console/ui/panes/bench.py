@@ -142,9 +142,10 @@ def _axis(plt: Any, values: list[float], side: str, unit: str = "", floor_zero: 
     return _set_axis(plt, side, _axis_ticks(values, side, unit, floor_zero, fixed, rows))
 
 
-# Series: never red. GPU util is 256-colour 33 (dodger blue): a theme's ANSI "blue" is violet.
-COLORS: dict[str, Any] = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": 33}
-LEGEND_COLORS = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": "color(33)"}
+# Series: never red. GPU util is 256-colour 252 (light grey), on its own axis: beside the server's
+# cyan the dodger blue it was (33) read as the same line, 28° of hue apart.
+COLORS: dict[str, Any] = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": 252}
+LEGEND_COLORS = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": "color(252)"}
 LEGEND_DOT = "⣿"
 
 
