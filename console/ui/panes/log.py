@@ -65,7 +65,9 @@ def format_subtitle(source_label: str, *, following: bool, new_lines: int, filte
     if wrap:
         parts.append("wrap")
     if own_hidden:
-        parts.append(f"{own_hidden} own poll{'s' if own_hidden != 1 else ''} hidden (a shows)")
+        # the server's access lines of the console's own polls (/metrics, /health): said as what they
+        # are, the key as the footer says it ("17 own polls hidden (a shows)" read as jargon)
+        parts.append(f"{own_hidden} console request{'s' if own_hidden != 1 else ''} hidden (a: show)")
     if quiet_s is not None and quiet_s > QUIET_SHOWN_AFTER_S:
         parts.append(f"quiet {duration(quiet_shown_s(quiet_s))}")
     parts.append(source_label)
