@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from console.domain.analysis.host_replies import reply_json, split_reply
-from console.domain.analysis.service_report import effective_environment, install_change, install_change_json
+from console.core.derive import swap_plan as swap_plan
+from console.core.derive.swap_view import INSTALL_DIFF, MEMORY, STEP_TITLES, freed_phrase, freed_rows
 from console.core.events import (
     AuditAppended,
     BenchChanged,
@@ -44,10 +44,10 @@ from console.core.events import (
     SwapStepChanged,
     VerifyChanged,
 )
-from console.core.derive import swap_plan as swap_plan
-from console.core.derive.swap_view import INSTALL_DIFF, MEMORY, STEP_TITLES, freed_rows
-from console.host.parsers.sglang_log import line_time, stamp_s
+from console.domain.analysis.host_replies import reply_json, split_reply
+from console.domain.analysis.service_report import effective_environment, install_change, install_change_json
 from console.host.parsers.router import url_port
+from console.host.parsers.sglang_log import line_time, stamp_s
 
 OUTSIDE = "outside the console"
 # The note of an audit entry read back from the console's audit log at a start (console/domain/swap/
@@ -93,7 +93,7 @@ def clock(at_s: float | None) -> str:
 
 def freed_between(before: Any, after: Any) -> list[str]:
     """What each GPU freed: its memory in the reading before the stop minus the reading after
-    ("GPU 0 91,204 MiB (91,204 → 0 MiB)"), never the last sample seen on the way down. Empty when
+    ("GPU 0 91,204 MiB", `freed_phrase`), never the last sample seen on the way down. Empty when
     either reading is missing."""
     if before is None or after is None:
         return []
@@ -103,7 +103,7 @@ def freed_between(before: Any, after: Any) -> list[str]:
         was, now = then.get(g.index), g.memory_used_mib
         if was is None or now is None or g.lost_at_s is not None or was <= now:
             continue
-        out.append(f"GPU {g.index} {was - now:,} MiB ({was:,} → {now:,} MiB)")
+        out.append(freed_phrase(g.index, was, now))
     return out
 
 
@@ -354,7 +354,8 @@ class SwapObserver:
         if isinstance(event, SwapStepChanged):
             now = self.state.swap.steps.get(event.step.key)
             return now is None or now.observed or now.state in TOUCHABLE
-        if isinstance(event, PathEvent) and event.kind not in (MEMORY, INSTALL_DIFF):  # the console's own plan is the console's
+        # the console's own plan is the console's
+        if isinstance(event, PathEvent) and event.kind not in (MEMORY, INSTALL_DIFF):
             plan = self.state.swap.paths.get("plan")
             return plan is None or bool(plan.data().get("observed"))
         return True  # the downtime clock is this observer's alone, whoever acted

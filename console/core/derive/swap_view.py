@@ -242,9 +242,16 @@ def freed_rows(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> lis
     return out
 
 
+def freed_phrase(gpu: int, was_mib: int, now_mib: int) -> str:
+    """What one GPU freed, said once: "GPU 0 91,204 MiB" when it holds nothing now, "GPU 1 90,698 MiB
+    (512 MiB left)" when it holds some ("91,204 MiB (91,204 → 0 MiB)" said the figure twice)."""
+    left = f" ({now_mib:,} MiB left)" if now_mib else ""
+    return f"GPU {gpu} {was_mib - now_mib:,} MiB{left}"
+
+
 def freed_lines(memory: dict[str, Any]) -> list[str]:
-    """The memory fact's "freed", one phrase per GPU: "GPU 0 91,204 MiB (91,204 → 0 MiB)"."""
-    return [f"GPU {f['gpu']} {f['mib']:,} MiB ({f['from']:,} → {f['to']:,} MiB)" for f in memory.get("freed") or ()]
+    """The memory fact's "freed", one phrase per GPU (`freed_phrase`)."""
+    return [freed_phrase(f["gpu"], f["from"], f["to"]) for f in memory.get("freed") or ()]
 
 
 def format_duration(seconds: float | None) -> str:
@@ -293,7 +300,7 @@ def audit_summary(e: Any) -> str:
 __all__ = [
     "STEP_STATES", "PLAN_STEPS", "ROLLBACK", "STEP_TITLES", "AUDIT_KEEP", "MEMORY", "INSTALL_DIFF", "SwapView",
     "format_duration",
-    "freed_rows", "freed_lines",
+    "freed_rows", "freed_lines", "freed_phrase",
     "audit_summary",
     # declared in console/core/events.py, named here for the swap's modules
     "SWAP_EVENTS", "ApprovalChanged", "AuditAppended", "AuditEntry", "DowntimeChanged", "GateChanged", "GateCheck",
