@@ -19,6 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from rich.console import Console
+from rich.markdown import Markdown
+
 from console import __version__
 from console.config import ConfigError, HostProfile, load_config
 
@@ -549,6 +552,11 @@ def _report(args: argparse.Namespace) -> int:
             Path(args.output).write_text(text, encoding="utf-8")
         except OSError as exc:
             return _fail(f"cannot write {args.output}: {exc.strerror or exc}", EXIT_USAGE)
+    elif args.format == "md" and sys.stdout.isatty():
+        # To a terminal the Markdown is drawn (headings, tables), not printed as its source: the
+        # backslashes that keep host text from being read as Markdown are for a renderer, and a
+        # terminal showed every one. Piped or written to a file: the Markdown itself.
+        Console(highlight=False).print(Markdown(text))
     else:
         print(text)
     return EXIT_OK
