@@ -188,7 +188,7 @@ async def test_help_says_where_the_swap_plan_the_report_and_pairing_are(size: tu
     from console.core.state import HostState
     from console.ui.host_screen import HelpScreen, help_text
 
-    text = " ".join(help_text().split())
+    text = " ".join(help_text(shared=True).split())
     for words in ("**The swap plan** (`p`)", "`s` stop the old server", "`a` approves",
                   "**The swap report** (`ctrl+p`, \"Swap report\")", "**Pairing**", "`gpuconsole attach`",
                   "ask to drive", "hand over"):
