@@ -31,6 +31,15 @@ KEYS = (("d", "download", "download"), ("x", "stop_download", "stop download"), 
         ("p", "swap", "run the rest of the plan"))
 
 
+def cut_words(text: str, width: int) -> str:
+    """`text` in `width` cells: whole, else cut at its last space (or `/`) in the room, with "…"."""
+    if len(text) <= width:
+        return text
+    room = text[: max(1, width - 1)]
+    at = max(room.rfind(" "), room.rfind("/"))
+    return (room[:at] if at > width // 2 else room).rstrip() + "…"
+
+
 def step_words(key: str) -> str:
     """A step as the plan's keys name it ("gate", "stop old"), else by its title: never its raw key
     (the plan said "busy: preflight", and "in_place" would be worse)."""
@@ -181,9 +190,10 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
         t.append("\nlast commands (A: every command in full)\n", style="bold")
         for e in list(view.audit)[-5:]:
             status = audit_status(e, view)
-            t.append(f" {time.strftime('%H:%M:%S', time.localtime(e.at_s))} {e.who} [{status}] ",
-                     style="dim" if status in ("ok", "started", "done", "noted") else "red")
-            t.append(f"{audit_summary(e)[: max(20, width - 30)]}\n")
+            head = f" {time.strftime('%H:%M:%S', time.localtime(e.at_s))} {e.who} [{status}] "
+            t.append(head, style="dim" if status in ("ok", "started", "done", "noted") else "red")
+            # the room the row has, the command cut at a word behind "…" ("systemctl stop sglan" was)
+            t.append(cut_words(audit_summary(e), max(20, width - len(head))) + "\n")
     t.append("\n")
     if read_only:
         t.append("read-only: no action can be run from this session", style="bold yellow")
