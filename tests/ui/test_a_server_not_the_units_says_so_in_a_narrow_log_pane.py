@@ -40,4 +40,5 @@ def test_narrower_still_the_unit_keeps_both_ends() -> None:
 def test_any_reason_too_long_stops_at_a_word_with_an_ellipsis() -> None:
     line = _status(40, "serving: /health and the log agree after a long boot")
     assert line.endswith("…") and len(line) <= 40, line
-    assert line[:-1].rstrip().split()[-1] in "serving: /health and the log agree after a long boot".split(), line
+    reason = "serving: /health and the log agree after a long boot"
+    assert line[:-1].rstrip().split()[-1] in reason.split(" "), line
