@@ -26,3 +26,15 @@ def test_a_command_that_fits_is_whole() -> None:
 def test_a_command_too_long_is_cut_behind_an_ellipsis_within_the_width() -> None:
     (row,) = _rows(50, "timeout -k 5 90 systemctl stop -- sglang-qwen397b-nvfp4-with-a-long-name.service")
     assert row.endswith("…") and len(row) <= 50 and "systemctl stop" in row, row
+
+
+def test_the_demos_files_are_named_as_its_host_names_them() -> None:
+    """The demo's plan read '10:52:19 root [ok] sftp put /tmp/gpuconsole-swap-t…': this machine's
+    sandbox of the simulated host, where the step above says '/etc/systemd/system/…'."""
+    state = HostState("h", label="h")
+    state.apply(SwapSetup("h", "old.service", "new.service", None, "/m"))
+    state.apply(AuditAppended("h", AuditEntry("root", 1_000.0, "install",
+                                              "sftp put /tmp/gpusim-ab12/etc/systemd/system/new.service", 0, "")))
+    lines = format_plan(state.swap, 1_001.0, width=80, host_root="/tmp/gpusim-ab12").plain.splitlines()
+    row = lines[lines.index("last commands (A: every command in full)") + 1]
+    assert row.endswith("sftp put /etc/systemd/system/new.service"), row

@@ -18,6 +18,7 @@ from textual.widgets import Input, OptionList, Static
 
 from console.core.derive.swap_view import PLAN_STEPS, STEP_TITLES, SwapView, audit_summary, format_duration
 from console.core.state import same_person, who_can_approve
+from console.domain.paths import host_named
 
 STATE_STYLE = {"pending": "dim", "running": "bold yellow", "done": "green", "failed": "bold red", "skipped": "dim",
                "refused": "bold yellow"}
@@ -95,9 +96,10 @@ def _cut_at_word(text: str, width: int) -> str:
 
 
 def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width: int = 100,
-                approvers: str | None = None) -> Text:
+                approvers: str | None = None, host_root: str | None = None) -> Text:
     """`approvers`: who can approve this person's requests under the two-person rule, said up front
-    (core/state.who_can_approve)."""
+    (core/state.who_can_approve). `host_root`: the demo's sandbox (HostInfo.host_root): the last
+    commands name a file as the host names it ("sftp put /etc/systemd/system/…", not "/tmp/gpusim-…")."""
     t = Text()
     setup = view.setup
     if setup is not None:
@@ -193,7 +195,7 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
             head = f" {time.strftime('%H:%M:%S', time.localtime(e.at_s))} {e.who} [{status}] "
             t.append(head, style="dim" if status in ("ok", "started", "done", "noted") else "red")
             # the room the row has, the command cut at a word behind "…" ("systemctl stop sglan" was)
-            t.append(cut_words(audit_summary(e), max(20, width - len(head))) + "\n")
+            t.append(cut_words(host_named(audit_summary(e), host_root), max(20, width - len(head))) + "\n")
     t.append("\n")
     if read_only:
         t.append("read-only: no action can be run from this session", style="bold yellow")
@@ -473,7 +475,8 @@ class SwapScreen(ModalScreen[None]):
         self._shown = key
         self.plan_draws += 1
         self.query_one("#swap-plan", Static).update(format_plan(view, self.state.now(), read_only=self.read_only,
-                                                                width=width, approvers=approvers))
+                                                                width=width, approvers=approvers,
+                                                                host_root=getattr(self.state.info, "host_root", None)))
 
     def _plan_width(self) -> int:
         """The plan's own width: inside the border, the padding and the scrollbar (at 80x24 the
