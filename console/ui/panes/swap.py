@@ -621,6 +621,11 @@ async def drive_plan_as_operator(app: Any, *, read_s: float = 2.5, timeout_s: fl
     if runner is None or not await until(lambda: state.data("service") is not None
                                           and state.data("gpu") is not None):
         return "the demo host did not answer"
+    # The old model's run waits for its server to read ready: on a loaded machine the simulated
+    # server was still booting at t≈16 s and the "before" run failed at once (HTTP 503, "server is
+    # starting"), the report then without a before.
+    if not await until(lambda: getattr(state.data("server"), "status", None) == "ready"):
+        return "the old server never read ready"
     runner.swap.bench_plan = list(DEMO_BENCH)
     if runner.start_bench("sweep", list(DEMO_BENCH)) is None:  # the old model's run: the "before"
         await until(lambda: runner.bench is None or not runner.bench.running)
