@@ -179,8 +179,8 @@ def _check_value(source: Path, name: str, key: str, value: Any) -> None:
         raise ConfigError(f"{where} must be a number above 0, got {value!r}")
     if key in _TEXT and not isinstance(value, str):
         raise ConfigError(f"{where} must be a string, got {value!r}")
-    if key == "jump" and not re.match(r"^(?:[A-Za-z0-9._][A-Za-z0-9._-]*@)?[A-Za-z0-9_][A-Za-z0-9._-]*(?::[0-9]{1,5})?$",
-                                      value):
+    if key == "jump" and not re.match(
+            r"^(?:[A-Za-z0-9._][A-Za-z0-9._-]*@)?[A-Za-z0-9_][A-Za-z0-9._-]*(?::[0-9]{1,5})?$", value):
         raise ConfigError(f"{where} must be one jump host as [user@]host[:port], got {value!r}"[:300])
     if key == "swap_path" and value not in ("in-place", "beside", "restart"):  # issue 24
         raise ConfigError(f"{where} must be in-place, beside or restart, got {value!r}"[:300])
@@ -378,18 +378,27 @@ class ConsoleConfig:
     groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # [deployments.NAME]: one model over several hosts (issue 37; console/domain/deploy/profile.py)
     deployments: dict[str, Deployment] = field(default_factory=dict)
+    searched: tuple[Path, ...] = ()  # where a config was looked for, when none was found
+
+    def where(self) -> str:
+        """Which file a name was looked up in, or where none was found ("" when neither is known)."""
+        if self.source is not None:
+            return f" in {self.source}"
+        if self.searched:
+            return f": no config file at {', '.join(str(p) for p in self.searched)}"
+        return ""
 
     def deployment(self, name: str) -> Any:
         """The named deployment; unknown: a ConfigError."""
         if name not in self.deployments:
-            where = f" in {self.source}" if self.source else ""
+            where = self.where()
             known = ", ".join(sorted(self.deployments)) or "none"
             raise ConfigError(f"no deployment named {name!r}{where} (deployments: {known})"[:300])
         return self.deployments[name]
 
     def group(self, name: str) -> list[HostProfile]:
         """The profiles a group names; an unknown group or profile is a ConfigError (one line)."""
-        where = f" in {self.source}" if self.source else ""
+        where = self.where()
         if name not in self.groups:
             known = ", ".join(sorted(self.groups)) or "none"
             raise ConfigError(f"no group named {name!r}{where} (groups: {known})")
@@ -402,8 +411,10 @@ class ConsoleConfig:
     def pick(self, profile: str | None, host: str | None) -> HostProfile:
         if profile:
             if profile not in self.profiles:
-                where = f" in {self.source}" if self.source else ""
-                raise ConfigError(f"no profile named {profile!r}{where}")
+                # the file looked in, and the names it has: an operator whose config is elsewhere
+                # (GPUCONSOLE_CONFIG unset, --config not given) learns where it was looked for
+                known = f" (profiles: {', '.join(sorted(self.profiles))})" if self.profiles else ""
+                raise ConfigError(f"no profile named {profile!r}{self.where()}{known}"[:400])
             return self.profiles[profile]
         if host:
             for p in self.profiles.values():
@@ -438,4 +449,4 @@ def load_config(path: Path | None = None) -> ConsoleConfig:
         groups = _groups_from_table(data.get("groups", {}), candidate)
         deployments = deployments_from_table(data.get("deployments", {}), profiles, candidate)
         return ConsoleConfig(profiles, default if isinstance(default, str) else None, candidate, groups, deployments)
-    return ConsoleConfig({})
+    return ConsoleConfig({}, searched=tuple(c for c in candidates if c is not None))

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from console.config import HostProfile
+from console.domain.paths import host_named
 from console.host.sources.base import describe_error
 from console.host.transport.base import Transport, operand
 
@@ -99,7 +100,9 @@ async def run_doctor(transport: Transport, profile: HostProfile, *, runs: int = 
         checks.append(await _server_check(transport, profile.server_port))
     paths = [p for p in (profile.model_dir, profile.log_file, *profile.disk_paths) if p]
     for path in paths:
-        checks.append(await _probe(transport, f"path {path}",
+        # named as the host names it (the demo's sandbox left out: "path /shared", not "path
+        # /tmp/gpusim-2wb_k623/shared"); the probe reads the exact path
+        checks.append(await _probe(transport, f"path {host_named(path, profile.host_root)}",
                                    path_probe_script(path)))
     try:
         rtt = await measure_rtt(transport, runs)

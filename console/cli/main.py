@@ -19,6 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from rich.console import Console
+from rich.markdown import Markdown
+
 from console import __version__
 from console.config import ConfigError, HostProfile, load_config
 
@@ -376,7 +379,7 @@ async def _with_session(args: argparse.Namespace, profile: HostProfile, body: An
     from console.host.transport.errors import TransportError
 
     transport = make_transport(profile, accept_new_host_key=bool(args.accept_new_host_key))
-    session = HostSession(profile, transport, demo=bool(args.demo))
+    session = HostSession(profile, transport, demo=bool(args.demo), audit_file=getattr(args, "demo_audit_file", None))
     try:
         await transport.connect()
     except TransportError as exc:
@@ -452,6 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                   "require_approval": getattr(args, "require_approval", None)})
         except Exception as exc:  # noqa: BLE001 - the demo failing to start is one line, too
             return _fail(f"the demo host simulator did not start: {exc}")
+        args.demo_audit_file = sim.audit_file  # this run's own (its host is new): no earlier demo's commands
     try:
         return asyncio.run(_dispatch(args, profile))
     except KeyboardInterrupt:
@@ -495,10 +499,10 @@ async def _run_view(app: Any, args: argparse.Namespace) -> int:
 
 
 async def _replay(args: argparse.Namespace) -> int:
-    from console.ui.app import ConsoleApp
+    from console.cli.deploy import deployment_replay_app
     from console.core.recording import RecordingError, Replayer, read_recording
     from console.core.state import HostState
-    from console.cli.deploy import deployment_replay_app
+    from console.ui.app import ConsoleApp
 
     if (made := deployment_replay_app(args)) is not None:  # a deployment's recording (a directory), issue 37
         return made if isinstance(made, int) else await _run_view(made, args)
@@ -548,6 +552,11 @@ def _report(args: argparse.Namespace) -> int:
             Path(args.output).write_text(text, encoding="utf-8")
         except OSError as exc:
             return _fail(f"cannot write {args.output}: {exc.strerror or exc}", EXIT_USAGE)
+    elif args.format == "md" and sys.stdout.isatty():
+        # To a terminal the Markdown is drawn (headings, tables), not printed as its source: the
+        # backslashes that keep host text from being read as Markdown are for a renderer, and a
+        # terminal showed every one. Piped or written to a file: the Markdown itself.
+        Console(highlight=False).print(Markdown(text))
     else:
         print(text)
     return EXIT_OK
@@ -611,8 +620,8 @@ async def _dispatch(args: argparse.Namespace, profile: HostProfile) -> int:
         return await _with_session(args, profile, doctor)
 
     async def run_app(session: Any) -> int:
-        from console.ui.app import ConsoleApp
         from console.core.recording import default_dir
+        from console.ui.app import ConsoleApp
 
         app = ConsoleApp.for_session(
             session, record=not args.no_record, record_dir=default_dir() / "demo" if session.demo else None,

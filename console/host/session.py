@@ -47,6 +47,9 @@ class HostSession:
     _download: DownloadWatcher | None = None
     _server: ServerWatcher | None = None  # the polled server source's watcher (move_server moves it)
     bench_port: int | None = None  # issue 24: benchmark a server on another port (beside, before traffic moves)
+    # where the swap's commands are audited (None: the user's audit log, or the demos' beside it); the
+    # CLI's demo gives its own run's file (SimulatorThread.audit_file): an earlier demo's are not its host's
+    audit_file: Path | None = None
 
     def polled_sources(self, *, one_shot: bool = False) -> Sequence[PolledSource[Any]]:
         sources: list[PolledSource[Any]] = [host_summary_source(self.transport, self.profile.watched_paths())]

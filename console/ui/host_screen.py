@@ -32,10 +32,9 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Label, Markdown
 from textual.worker import Worker, WorkerState
 
-from console.domain.analysis.fit import calibration, inputs_from_command, plan_fit
 from console.core.control import HostControl, NoControl
-from console.core.events import EVERYTHING, HEADER, SWAP, TOAST, changes
 from console.core.derive.swap_view import STEP_TITLES
+from console.core.events import EVERYTHING, HEADER, SWAP, TOAST, changes
 from console.core.state import (
     Event,
     HostState,
@@ -43,12 +42,13 @@ from console.core.state import (
     Presence,
     same_person,
 )
+from console.domain.analysis.fit import calibration, inputs_from_command, plan_fit
+from console.host.sources.base import describe_error
 from console.locations import data_home
 from console.ui.panes.base import PaneFrame, PlaceholderPane
 from console.ui.panes.header import HostHeader
 from console.ui.panes.registry import PANES, PaneSpec, grid_shape
 from console.ui.panes.swap import SwapScreen
-from console.host.sources.base import describe_error
 
 FRAME_S = 1 / 60  # one flush per frame at most: a flood of events costs one repaint per frame
 # While the host's data keeps coming (the GPU each second, log batches, polls), the streaming
@@ -90,8 +90,18 @@ def event_source(event: Event) -> str:
     return changes(event)
 
 
-def help_text() -> str:
-    """The help screen, from the pane registry."""
+PAIRING_SHARED = """**Pairing**: this session is shared: others attach with `gpuconsole attach` (a browser with
+`serve --web`). Everyone sees the same state; one person drives. From the palette (`ctrl+p`):
+set the shared note, ask to drive, accept a request, hand over, follow the driver's view. A
+request to drive rings the driver's bell and is shown in the header until answered."""
+PAIRING_ALONE = """**Pairing**: this session is not shared. `gpuconsole --share` or `gpuconsole serve` lets others
+attach (`gpuconsole attach`; a browser with `serve --web`): everyone sees the same state and one
+person drives; the palette then offers the shared note, asking to drive and following the driver."""
+
+
+def help_text(shared: bool = False) -> str:
+    """The help screen, from the pane registry. `shared`: this session is shared (the palette has
+    the pairing commands); alone it says how to share, never commands its palette does not have."""
     numbers = f"{PANES[0].number}–{PANES[-1].number}" if PANES else ""
     rows = "\n".join(f"| {spec.number} {spec.title} | {spec.keys_help or '–'} |" for spec in PANES)
     return f"""\
@@ -104,7 +114,7 @@ One screen for an SGLang model swap on one GPU host, fed over one SSH connection
 | `{numbers}` | maximize a pane; the same key (or `escape`) restores the grid |
 | `tab` / `shift+tab` | move focus between panes |
 | `p` | the swap plan: its steps, gate, downtime clock and approvals (also in the palette) |
-| `ctrl+p` | command palette: the swap plan and report, the fit planner, benchmarks, pairing |
+| `ctrl+p` | command palette: the swap plan and report, the fit planner, benchmarks{", pairing" if shared else ""} |
 | `ctrl+s` | save an SVG screenshot (on every screen, the swap plan too) |
 | `?` | this help |
 | `q` | quit |
@@ -123,10 +133,7 @@ the old server served.
 **The swap report** (`ctrl+p`, "Swap report"): Markdown and HTML from this session's recording:
 old → new, downtime, time to ready, before/after benchmarks, the audit with every script.
 
-**Pairing**: `gpuconsole --share` or `gpuconsole serve` lets others attach (`gpuconsole attach`;
-a browser with `serve --web`). Everyone sees the same state; one person drives. From the palette (`ctrl+p`):
-set the shared note, ask to drive, accept a request, hand over, follow the driver's view. A
-request to drive rings the driver's bell and is shown in the header until answered.
+{PAIRING_SHARED if shared else PAIRING_ALONE}
 
 `escape`, `q` or `?` closes this help; the keys panel (`ctrl+p`, "Keys") closes with `escape` too.
 
@@ -145,9 +152,13 @@ class HelpScreen(ModalScreen[None]):
         border: round $accent; background: $surface; padding: 0 1; }
     """
 
+    def __init__(self, shared: bool = False) -> None:
+        super().__init__()
+        self.shared = shared
+
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Markdown(help_text())
+            yield Markdown(help_text(self.shared))
 
 
 class NoteScreen(ModalScreen[str | None]):
@@ -511,7 +522,8 @@ class HostScreen(Screen[None]):
             if req.request_id in self._approvals_told:
                 continue
             self._approvals_told.add(req.request_id)
-            if req.requested_by == self._control.who or (presence is not None and same_person(presence, req.requested_by, me)):
+            if req.requested_by == self._control.who or (
+                    presence is not None and same_person(presence, req.requested_by, me)):
                 continue
             what = STEP_TITLES.get(req.action, req.action.replace("_", " "))
             self.app.bell()
@@ -657,7 +669,7 @@ class HostScreen(Screen[None]):
             self.dismiss()
 
     def action_help(self) -> None:
-        self.app.push_screen(HelpScreen())
+        self.app.push_screen(HelpScreen(shared=self.shared))
 
     # -- asking the host -------------------------------------------------------------------
     def _said(self, title: str, why: str | None) -> None:
@@ -734,8 +746,8 @@ class HostScreen(Screen[None]):
 
     # -- the swap: the plan screen, its actions, the report ----------------------------------
     def swap_screen(self) -> Any:
-        from console.ui.panes.swap import SwapScreen
         from console.domain.swap.controller import default_who
+        from console.ui.panes.swap import SwapScreen
 
         if isinstance(self.app.screen, SwapScreen):
             return self.app.screen

@@ -10,13 +10,13 @@ import re
 import time
 from pathlib import Path
 
+from console.core.derive import swap_plan as swap_plan
+from console.core.derive.swap_view import DowntimeChanged, SwapSetup, SwapStep, SwapStepChanged, SwapView
 from console.core.recording import Recorder
 from console.core.state import BenchChanged, HostState
-from console.model import GpuDevice, GpuStatus
-from console.core.derive import swap_plan as swap_plan
 from console.domain.swap import prediction as pred
-from console.core.derive.swap_view import DowntimeChanged, SwapSetup, SwapStep, SwapStepChanged, SwapView
 from console.domain.swap.report import render, report_from_recording
+from console.model import GpuDevice, GpuStatus
 
 HOST = "gpu-01"
 
@@ -124,7 +124,7 @@ def test_freed_is_the_reading_before_the_stop_minus_the_reading_after() -> None:
     from console.core.derive.swap_observer import freed_between
 
     before, after = _gpus(91204, 91210), _gpus(0, 512)
-    assert freed_between(before, after) == ["GPU 0 91,204 MiB (91,204 → 0 MiB)", "GPU 1 90,698 MiB (91,210 → 512 MiB)"]
+    assert freed_between(before, after) == ["GPU 0 91,204 MiB", "GPU 1 90,698 MiB (512 MiB left)"]
     assert freed_between(None, after) == []
 
 
@@ -154,11 +154,11 @@ def test_the_plan_table_says_for_every_path_and_runtime_what_is_skipped_and_why(
 
 
 def test_the_gate_counts_the_changes_the_diff_pane_counts() -> None:
+    from console.core.state import Reading, ReadingChanged
     from console.domain.analysis.service_diff import EnvChange, UnitChange
     from console.domain.analysis.service_report import ServiceReport, ServiceSide
-    from console.core.state import Reading, ReadingChanged
-    from console.host.parsers.sglang_argv import normalize
     from console.domain.swap.preflight import check_diff
+    from console.host.parsers.sglang_argv import normalize
 
     argv = ["python", "-m", "sglang.launch_server", "--model-path", "{}", "--tp", "4"]
     old = ServiceSide("old.service", None, None, normalize([a.format("/m/old") for a in argv]))

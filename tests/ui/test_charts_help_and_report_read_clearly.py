@@ -127,10 +127,10 @@ async def test_the_log_view_has_no_dead_row_under_its_last_line(size: tuple[int,
     """The virtual log view drew an empty dark row and a scrollbar stub under the last line (its
     horizontal scrollbar, for lines wider than the pane): every row of the view shows a line, and
     a line cut at the edge says so with "…"."""
-    from console.ui.app import ConsoleApp
     from console.core.state import HostInfo, HostState, LogAppended
-    from console.ui.panes.log import LogPane
     from console.host.parsers.sglang_log import parse_line
+    from console.ui.app import ConsoleApp
+    from console.ui.panes.log import LogPane
     from tests.kit.hosts import wait_for
 
     state = HostState("gpu-01", label="gpu-01")
@@ -159,9 +159,9 @@ def test_the_gpu_history_fills_its_width(width: int) -> None:
     from dataclasses import replace
 
     from console.core.state import GpuTracker
+    from console.host.parsers.nvidia_smi import parse_gpu_csv
     from console.model import GpuStatus, Reading
     from console.ui.panes.gpu import format_gpu_status
-    from console.host.parsers.nvidia_smi import parse_gpu_csv
 
     tracker = GpuTracker()
     base = GpuStatus("nvml", tuple(parse_gpu_csv("\n".join(
@@ -184,11 +184,11 @@ def test_the_gpu_history_fills_its_width(width: int) -> None:
 async def test_help_says_where_the_swap_plan_the_report_and_pairing_are(size: tuple[int, int]) -> None:
     """Item 8: `?` mentions the Swap plan (and its keys), the report and pairing, with the keys
     that open them."""
-    from console.ui.app import ConsoleApp
     from console.core.state import HostState
+    from console.ui.app import ConsoleApp
     from console.ui.host_screen import HelpScreen, help_text
 
-    text = " ".join(help_text().split())
+    text = " ".join(help_text(shared=True).split())
     for words in ("**The swap plan** (`p`)", "`s` stop the old server", "`a` approves",
                   "**The swap report** (`ctrl+p`, \"Swap report\")", "**Pairing**", "`gpuconsole attach`",
                   "ask to drive", "hand over"):
@@ -213,8 +213,8 @@ class _Shared:
 async def test_asks_to_drive_is_a_notice_to_the_driver() -> None:
     """Item 8: a peer asking to drive rings the driver's bell, puts up a toast and a header notice
     (before: only the words "(asks to drive)" in the header's second line); once per request."""
-    from console.ui.app import ConsoleApp
     from console.core.state import Client, HostState, Presence
+    from console.ui.app import ConsoleApp
     from console.ui.panes.header import format_presence
     from tests.kit.screens import screen_text
 
@@ -244,8 +244,8 @@ async def test_asks_to_drive_is_a_notice_to_the_driver() -> None:
 def test_the_fit_views_memory_parts_are_coloured_by_meaning() -> None:
     """Item 16 (the rest): the GDN bar was magenta and the speculative state's yellow; a memory
     part is no error and no warning: red, magenta and yellow stay for verdicts."""
-    from console.domain.analysis.fit import FitInputs, plan_fit
     from console.demo.hostsim.downloader import qwen122b_config
+    from console.domain.analysis.fit import FitInputs, plan_fit
     from console.ui.panes.fit import format_fit
 
     r = plan_fit(FitInputs(qwen122b_config(), 248_837_128_000, 8, 139.8, tp=4, speculative_algorithm="NEXTN"))
@@ -264,9 +264,9 @@ def test_the_reports_audit_table_has_one_line_per_action_a_final_status_and_scri
         tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Item 11: the report put whole 20-line scripts in one cell and left the benchmark's row
     "started": one line per action with a final status; every script whole, in an appendix."""
+    from console.core.derive.swap_view import AuditAppended, AuditEntry
     from console.core.recording import Recorder
     from console.core.state import HostState
-    from console.core.derive.swap_view import AuditAppended, AuditEntry
     from console.domain.swap.report import render, report_from_recording
     from tests.kit.swap import EVENTS
 
@@ -300,8 +300,8 @@ def test_the_reports_audit_table_has_one_line_per_action_a_final_status_and_scri
 async def test_the_plans_first_line_shows_under_the_two_line_header(size: tuple[int, int]) -> None:
     """Item 15 (a guard: not reproduced): a console in a shared session has a two-line header; the
     swap plan opened there still shows its first line, old → new, and the header's both lines."""
-    from console.ui.app import ConsoleApp
     from console.core.state import Client, HostState, Presence
+    from console.ui.app import ConsoleApp
     from console.ui.panes.swap import SwapScreen
     from tests.kit.screens import screen_text
     from tests.kit.swap import EVENTS
@@ -337,9 +337,9 @@ def test_mode_badges_and_series_blues_are_not_the_themes_violet_ansi_blue() -> N
 def test_a_short_gpu_history_ends_at_now_on_the_right() -> None:
     """Seen at 200x60 maximized: a history still filling up hung at the left of its column with the
     newest sample mid-row and blanks before the utilization figure; it ends at the right, at now."""
+    from console.host.parsers.nvidia_smi import parse_gpu_csv
     from console.model import GpuStatus, Reading
     from console.ui.panes.gpu import format_gpu_status
-    from console.host.parsers.nvidia_smi import parse_gpu_csv
 
     gpus = tuple(parse_gpu_csv("0, NVIDIA H200, GPU-0, 40000, 143771, 50, 40, 300.00, 700.00").gpus)
     reading = Reading("gpu", GpuStatus("nvml", gpus, memory_history=((0.3,) * 10,),

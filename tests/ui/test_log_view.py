@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from console.core.state import LOG_LINES, HostInfo, HostState, LogAppended
+from console.host.parsers.sglang_log import parse_line
 from console.ui.panes.log import LogPane
 from console.ui.panes.log_view import is_own_poll, wrap_rows
-from console.host.parsers.sglang_log import parse_line
 from tests.kit.hosts import wait_for
 from tests.kit.screens import screen_text
 
@@ -120,7 +120,7 @@ async def test_the_consoles_own_polls_are_hidden_until_a() -> None:
         state.apply(LogAppended(state.host, lines(POLL, 10) + lines(CHAT, 3) + lines(DECODE, 2)))
         await wait_for(lambda: view.total == 15, 10)
         assert view.line_count == 5 and not any("/metrics" in row for row in view.lines)
-        assert "10 own polls hidden (a shows)" in str(pane.border_subtitle)
+        assert "10 console requests hidden (a: show)" in str(pane.border_subtitle)
         pane.focus()
         await pilot.press("a")
         await pilot.pause(0.1)

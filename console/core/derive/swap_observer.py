@@ -51,9 +51,9 @@ from console.core.events import (
     VerifyChanged,
 )
 from console.core.derive import swap_plan as swap_plan
-from console.core.derive.swap_view import INSTALL_DIFF, MEMORY, STEP_TITLES, UNIT_BACKUP, freed_rows
-from console.host.parsers.sglang_log import line_time, stamp_s
+from console.core.derive.swap_view import INSTALL_DIFF, MEMORY, STEP_TITLES, UNIT_BACKUP, freed_phrase, freed_rows
 from console.host.parsers.router import url_port
+from console.host.parsers.sglang_log import line_time, stamp_s
 
 OUTSIDE = "outside the console"
 # The note of an audit entry read back from the console's audit log at a start (console/domain/swap/
@@ -99,7 +99,7 @@ def clock(at_s: float | None) -> str:
 
 def freed_between(before: Any, after: Any) -> list[str]:
     """What each GPU freed: its memory in the reading before the stop minus the reading after
-    ("GPU 0 91,204 MiB (91,204 → 0 MiB)"), never the last sample seen on the way down. Empty when
+    ("GPU 0 91,204 MiB", `freed_phrase`), never the last sample seen on the way down. Empty when
     either reading is missing."""
     if before is None or after is None:
         return []
@@ -109,7 +109,7 @@ def freed_between(before: Any, after: Any) -> list[str]:
         was, now = then.get(g.index), g.memory_used_mib
         if was is None or now is None or g.lost_at_s is not None or was <= now:
             continue
-        out.append(f"GPU {g.index} {was - now:,} MiB ({was:,} → {now:,} MiB)")
+        out.append(freed_phrase(g.index, was, now))
     return out
 
 

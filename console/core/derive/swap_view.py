@@ -6,10 +6,12 @@ reads it.
 
 from __future__ import annotations
 
+import shlex
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from console.core.derive.downtime import FAST_STEPS
 from console.core.events import (  # declared once, with every event (named here for the swap's modules)
     SWAP_EVENTS,
     ApprovalChanged,
@@ -24,7 +26,6 @@ from console.core.events import (  # declared once, with every event (named here
     SwapStep,
     SwapStepChanged,
 )
-from console.core.derive.downtime import FAST_STEPS
 
 # "refused": the gate or the two-person rule said no before anything ran (the old service still
 # serves; there is nothing to roll back), which is not a failure.
@@ -272,9 +273,16 @@ def freed_rows(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> lis
     return out
 
 
+def freed_phrase(gpu: int, was_mib: int, now_mib: int) -> str:
+    """What one GPU freed, said once: "GPU 0 91,204 MiB" when it holds nothing now, "GPU 1 90,698 MiB
+    (512 MiB left)" when it holds some ("91,204 MiB (91,204 → 0 MiB)" said the figure twice)."""
+    left = f" ({now_mib:,} MiB left)" if now_mib else ""
+    return f"GPU {gpu} {was_mib - now_mib:,} MiB{left}"
+
+
 def freed_lines(memory: dict[str, Any]) -> list[str]:
-    """The memory fact's "freed", one phrase per GPU: "GPU 0 91,204 MiB (91,204 → 0 MiB)"."""
-    return [f"GPU {f['gpu']} {f['mib']:,} MiB ({f['from']:,} → {f['to']:,} MiB)" for f in memory.get("freed") or ()]
+    """The memory fact's "freed", one phrase per GPU (`freed_phrase`)."""
+    return [freed_phrase(f["gpu"], f["from"], f["to"]) for f in memory.get("freed") or ()]
 
 
 def format_duration(seconds: float | None) -> str:
@@ -284,6 +292,19 @@ def format_duration(seconds: float | None) -> str:
     total = int(round(max(0.0, seconds)))
     m, sec = divmod(total, 60)
     return f"{m}m{sec:02d}s" if m else f"{sec}s"
+
+
+def _loop_words(cmd: str) -> int | None:
+    """How many names the verify's `for f in NAMES; do sha256sum …` loop reads (console/domain/swap/
+    shared_steps.py writes it): a name is quoted only when the shell needs it, so quotes count nothing."""
+    head, sep, rest = cmd.partition(" for f in ")
+    names, sep2, _ = rest.partition("; do ")
+    if not sep or not sep2:
+        return None
+    try:
+        return len(shlex.split(names))
+    except ValueError:
+        return None
 
 
 def audit_summary(e: Any) -> str:
@@ -297,7 +318,9 @@ def audit_summary(e: Any) -> str:
     if cmd.startswith("sftp put"):
         return cmd.split("  (")[0]
     if "sha256sum" in cmd:
-        return f"sha256 of {max(1, cmd.count(chr(39)) // 2)} file(s)" + (f" ({e.note})" if e.note else "")
+        n = _loop_words(cmd)
+        what = "every finished file" if n is None else f"{n} file" + ("" if n == 1 else "s")
+        return f"sha256 of {what}" + (f" ({e.note})" if e.note else "")
     if "hf download" in cmd or " hf " in cmd:
         return "hf download (detached)" + (f" ({e.note})" if e.note else "")
     first = cmd.splitlines()[0] if cmd else ""
@@ -306,8 +329,9 @@ def audit_summary(e: Any) -> str:
 
 
 __all__ = [
-    "STEP_STATES", "PLAN_STEPS", "ROLLBACK", "STEP_TITLES", "AUDIT_KEEP", "MEMORY", "INSTALL_DIFF", "SwapView", "format_duration",
-    "freed_rows", "freed_lines",
+    "STEP_STATES", "PLAN_STEPS", "ROLLBACK", "STEP_TITLES", "AUDIT_KEEP", "MEMORY", "INSTALL_DIFF", "SwapView",
+    "format_duration",
+    "freed_rows", "freed_lines", "freed_phrase",
     "audit_summary",
     # declared in console/core/events.py, named here for the swap's modules
     "SWAP_EVENTS", "ApprovalChanged", "AuditAppended", "AuditEntry", "DowntimeChanged", "GateChanged", "GateCheck",

@@ -165,6 +165,13 @@ class SimulatorThread:
         profile: HostProfile = profile_from_json(hello["profile"])
         return profile
 
+    @property
+    def audit_file(self) -> Path | None:
+        """This demo's own audit log, in its own directory (removed with it): the simulated host is
+        born with this run, so no earlier demo's commands are its host's (a second demo read the
+        first one's back, 127.0.0.1 both times, and listed them as its own last commands)."""
+        return self.cache_root / "audit.jsonl" if self.cache_root is not None else None
+
     def _stderr_tail(self) -> str:
         if self._stderr is None:
             return ""

@@ -257,8 +257,13 @@ def plan_fit(inp: FitInputs) -> FitResult:
         running = min(max(int(tokens / context * 512), 2048), 4096, max(1, tokens // 2))
         binding = "KV cache tokens"
     if mamba_slots is not None and mamba_slots // slots_per_req < running:
+        # what the cap is below, said: the fit screen showed 42 running requests bound by GDN slots and
+        # never that speculative decoding would otherwise allow its default of 48
+        below = {"--max-running-requests": f"below --max-running-requests {max_running_given}",
+                 "KV cache tokens": f"below the {running:,} the KV cache allows"}.get(
+            binding, "below speculative decoding's default of 48" if spec and max_running_given is None else "")
         running, binding = mamba_slots // slots_per_req, (
-            f"GDN state slots ({mamba_slots} slots / {slots_per_req} per request)")
+            f"GDN state slots ({mamba_slots} slots / {slots_per_req} per request)" + (f", {below}" if below else ""))
     fits = weights < pre_load * frac and tokens > 0 and (mamba_slots is None or mamba_slots > 0)
     if not fits:
         if weights >= pre_load * frac:

@@ -4,6 +4,7 @@ the reason. Combines the unit's state, the log, /server_info, /metrics and /heal
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -69,6 +70,12 @@ def combine(unit: str | None, unit_state: str | None, main_pid: int | None, log:
                        reason=f"{st.reason} (not {unit}, which is {unit_state}: another process answers on "
                               "the port)")
     return st
+
+
+# The words `combine` adds to a reason whose server is not the followed unit's: a narrow view reads
+# them back to say the whose first (the log pane's 56 columns cut "(not sglang-qwen…" mid-name).
+NOT_THE_UNITS = re.compile(r"^(?P<head>.*) \(not (?P<unit>\S+), which is (?P<state>[\w-]+): another process "
+                           r"answers on the port\)$")
 
 
 def _combine(unit: str | None, unit_state: str | None, main_pid: int | None, log: LogSummary | None,

@@ -95,7 +95,8 @@ class SwapController:
         self.busy: str | None = None
         self.poll_s = 0.5
         self.bench_plan: list[tuple[int, int, int, int]] | None = None  # None: the story's sweep
-        self.audit_file: Path | None = audit_path(demo=bool(getattr(runner.session, "demo", False)))
+        self.audit_file: Path | None = getattr(runner.session, "audit_file", None) or audit_path(
+            demo=bool(getattr(runner.session, "demo", False)))
         self._previews: dict[str, tuple[str, float]] = {}
         self._consumed: set[str] = set()
         self._overrides: dict[str, str] = {}

@@ -22,6 +22,7 @@ from textual.widgets import Static
 
 from console.domain.analysis.bench_view import BenchView, is_result
 from console.ui.panes.base import PaneFrame
+from console.units import fit_name
 
 DIM = "dim"
 
@@ -141,9 +142,10 @@ def _axis(plt: Any, values: list[float], side: str, unit: str = "", floor_zero: 
     return _set_axis(plt, side, _axis_ticks(values, side, unit, floor_zero, fixed, rows))
 
 
-# Series: never red. GPU util is 256-colour 33 (dodger blue): a theme's ANSI "blue" is violet.
-COLORS: dict[str, Any] = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": 33}
-LEGEND_COLORS = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": "color(33)"}
+# Series: never red. GPU util is 256-colour 252 (light grey), on its own axis: beside the server's
+# cyan the dodger blue it was (33) read as the same line, 28° of hue apart.
+COLORS: dict[str, Any] = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": 252}
+LEGEND_COLORS = {"client tok/s": "green", "server gen tok/s": "cyan", "GPU util %": "color(252)"}
 LEGEND_DOT = "⣿"
 
 
@@ -604,6 +606,22 @@ def _peak(r: dict[str, Any]) -> Any:
     return peak
 
 
+MODEL_CELLS = 14  # a column's model name: the figures under it are narrower
+
+
+def short_model(name: str, width: int) -> str:
+    """A model's name in `width` cells for a column head: its last path part ("Qwen3.5-122B-A10B" of
+    "Qwen/Qwen3.5-122B-A10B"); too long, its end from a word's start behind "…" ("…122B-A10B", what
+    tells two sizes of one family apart), never a word cut ("n3.5-122B-A10B" was)."""
+    name = name.rstrip("/").rsplit("/", 1)[-1]
+    if len(name) <= width:
+        return name
+    for i, ch in enumerate(name):
+        if ch in "-_" and 0 < len(name) - i - 1 <= width - 1:
+            return "…" + name[i + 1:]
+    return fit_name(name, width)
+
+
 def _table(view: BenchView, rows: list[dict[str, Any]], tags: dict[int, str], caption: str | None) -> RenderableType:
     metrics = [("req/s", "request_throughput", ".2f"), ("out tok/s", "output_throughput", ",.0f"),
                ("peak tok/s", "max_output_tokens_per_s", ",.0f"), ("TTFT p50 ms", "median_ttft_ms", ",.0f"),
@@ -620,7 +638,7 @@ def _table(view: BenchView, rows: list[dict[str, Any]], tags: dict[int, str], ca
             label += " stopped"
         if i in tags:
             label = f"{tags[i]} {label}"
-        model = str(r.get("model") or "")[-14:]
+        model = short_model(str(r.get("model") or ""), MODEL_CELLS)
         table.add_column(f"{label}\n{model}", justify="right", overflow="fold",
                          header_style="bold yellow" if r.get("stopped") else "bold")
     for label, key, spec in metrics:
@@ -723,9 +741,13 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
             size = table.content_size
             self.table_draws += 1
             table.update(results_table(self.view, size.width or 40, size.height or 8))
-        if force or self._chart_due(now) is not None and self._chart_due(now) <= now:  # type: ignore[operator]
-            if force or self.display:
-                self._draw_chart(now)
+            # The table's width is its own (auto): a column more takes it from the chart, which is
+            # drawn at its width (layout=False): drawn again once laid out, if its size moved (a
+            # third run drew the table over the chart's right axis until something else redrew it).
+            self.call_after_refresh(self.relayout)
+        due = self._chart_due(now)
+        if (force or (due is not None and due <= now)) and (force or self.display):
+            self._draw_chart(now)
         self.age_due_s = self._next_due(now)
 
     def _chart_due(self, now: float) -> float | None:

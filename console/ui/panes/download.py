@@ -14,12 +14,12 @@ from textual.reactive import reactive
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from console.core.freshness import STALE_AFTER_S
 from console.domain.analysis.download import DownloadProgress
 from console.domain.paths import host_named
-from console.core.freshness import STALE_AFTER_S
 from console.model import Reading
-from console.ui.panes.base import ReadingPane
 from console.sanitize import clean_line
+from console.ui.panes.base import ReadingPane
 from console.units import DASH, bar, duration, fit_name, gb, rate
 
 OK, WARN, BAD, DIM = "green", "yellow", "bold red", "dim"
@@ -48,6 +48,27 @@ def _name(path: str, width: int) -> str:
     # drawn is cleaned of escape sequences and control characters (issue 21, item 1).
     path = clean_line(path).replace(".safetensors", "")
     return path if len(path) <= width else "…" + path[-(width - 1):]
+
+
+def source_line(note: str, model_dir: str, width: int) -> str:
+    """Where the total comes from, and the directory read, in `width` cells: the source whole and
+    the directory by its last name ("…/Qwen3.5-122B-A10B", then "Qwen3.5-…-A10B") when both do not fit;
+    never cut mid-word."""
+    note = clean_line(note)
+    line = f"{note} · {model_dir}"
+    if len(line) <= width:
+        return line
+    name = model_dir.rstrip("/").rsplit("/", 1)[-1]
+    short = f"{note} · …/{name}"
+    if len(short) <= width:
+        return short
+    room = width - len(note) - 3
+    if room >= 10:  # the directory's name around an ellipsis: both ends say something
+        return f"{note} · {fit_name(name, room)}"
+    if len(note) <= width:
+        return note
+    cut = note[: max(1, width - 1)]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut) + "…"
 
 
 def format_verify(v: Any, width: int) -> Text:
@@ -125,7 +146,7 @@ def format_download(reading: Reading[DownloadProgress] | None, width: int = 56, 
         text.append(" (fits)" if p.fits_on_disk else " (rest will not fit)", style=fit_style)
     text.append("\n")
     if p.expected_note:
-        text.append(f"{p.expected_note} · {host_named(p.model_dir, host_root)}"[:width] + "\n", style=DIM)
+        text.append(source_line(p.expected_note, host_named(p.model_dir, host_root), width) + "\n", style=DIM)
     if verify is not None:
         text.append_text(format_verify(verify, width))
     lines_left = height - 5 - own_line

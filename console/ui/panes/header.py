@@ -11,8 +11,8 @@ from textual.widgets import Static
 
 from console.core.freshness import is_stale, stale_after_s
 from console.domain.paths import host_named
-from console.model import HostSummary, Reading
 from console.host.transport.base import ConnectionState
+from console.model import HostSummary, Reading
 from console.units import DASH, duration, gb
 
 _STATE_STYLE = {"connected": "bold green", "connecting": "yellow", "reconnecting": "bold yellow",
@@ -32,13 +32,15 @@ def format_header(label: str, demo: bool, state: ConnectionState | None,
                   replay: Any = None, width: int | None = None, compact: int = 0, host_root: str | None = None) -> Text:
     """One line. With `width`, a line too long for it drops the uptime and the 5- and 15-minute
     loads first (compact 1), then names the host by its own name alone, without the address the
-    console reached it by (compact 2): the free disk is the figure kept (issue 35 item 9: cut at 80).
+    console reached it by (compact 2), then drops the CPU count and says "free" once for every disk
+    (compact 3: "free /shared 841 GB, / 740 GB"): the free disk is the figure kept, each disk whole
+    (issue 35 item 9: at 80 columns the last disk was cut to "/: 740").
     `host_root`: the demo's sandbox (HostInfo.host_root): a disk is named as the host names it."""
     if width is not None and not compact:
-        for level in (0, 1, 2):
+        for level in (0, 1, 2, 3):
             line = format_header(label, demo, state, summary, now_s, mode, replay, compact=level,
                                  host_root=host_root)
-            if line.cell_len <= width or level == 2:
+            if line.cell_len <= width or level == 3:
                 return line
     now = time.time() if now_s is None else now_s
     text = Text(no_wrap=True, overflow="ellipsis")
@@ -75,17 +77,24 @@ def format_header(label: str, demo: bool, state: ConnectionState | None,
         load_text = " ".join(f"{x:.2f}" for x in loads) or DASH
         busy = s.cpus and s.load_1m and s.load_1m > s.cpus
         text.append(load_text, style="bold yellow" if busy else "")
-        if s.cpus:
+        if s.cpus and compact < 3:
             text.append(f" /{s.cpus} cpu", style="dim")
         seen: set[str] = set()
         for disk in s.disks:
             if disk.mount in seen:
                 continue
+            first = not seen
             seen.add(disk.mount)
             frac_free = disk.avail_bytes / disk.size_bytes if disk.size_bytes else 1.0
             style = "bold red" if frac_free < 0.05 else "yellow" if frac_free < 0.15 else "green"
+            mount = short_mount(host_named(disk.mount, host_root))
+            if compact >= 3:  # short of room: "free /shared 841 GB, / 740 GB", every disk whole
+                text.append("  free " if first else ", ", style="dim")
+                text.append(mount + " ", style="dim")
+                text.append(gb(disk.avail_bytes, 0), style=style)
+                continue
             text.append("  ")
-            text.append(short_mount(host_named(disk.mount, host_root)) + ":", style="dim")  # "/: 69 GB free", not "/69 GB free"
+            text.append(mount + ":", style="dim")  # "/: 69 GB free", not "/69 GB free"
             text.append(f" {gb(disk.avail_bytes, 0)} free", style=style)
     elif summary is not None and summary.error:
         text.append(f"  host summary: {summary.error}", style="red")

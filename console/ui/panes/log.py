@@ -18,10 +18,11 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Input, Static
 
-from console.domain.analysis.log_state import LogSummary
-from console.domain.analysis.server_status import ServerStatus
 from console.core.freshness import freshness, stale_after_s
 from console.core.state import HostState, LogAppended
+from console.domain.analysis.log_state import LogSummary
+from console.domain.analysis.server_status import NOT_THE_UNITS, ServerStatus
+from console.host.parsers.sglang_log import LogEvent
 from console.model import Reading
 from console.ui.panes.base import PaneFrame, label_due_s, limit_due_s
 from console.ui.panes.log_view import (  # noqa: F401  (imported from here by tests and tools)
@@ -31,8 +32,7 @@ from console.ui.panes.log_view import (  # noqa: F401  (imported from here by te
     is_own_poll,
     wrap_rows,
 )
-from console.host.parsers.sglang_log import LogEvent
-from console.units import DASH, duration, tail_from_word
+from console.units import DASH, duration, fit_name, tail_from_word
 
 STATUS_STYLE = {"ready": "bold black on green", "starting": "bold black on cyan", "degraded": "bold black on yellow",
                 "dead": "bold white on red", "unknown": "bold black on grey50"}
@@ -65,11 +65,40 @@ def format_subtitle(source_label: str, *, following: bool, new_lines: int, filte
     if wrap:
         parts.append("wrap")
     if own_hidden:
-        parts.append(f"{own_hidden} own poll{'s' if own_hidden != 1 else ''} hidden (a shows)")
+        # the server's access lines of the console's own polls (/metrics, /health): said as what they
+        # are, the key as the footer says it ("17 own polls hidden (a shows)" read as jargon)
+        parts.append(f"{own_hidden} console request{'s' if own_hidden != 1 else ''} hidden (a: show)")
     if quiet_s is not None and quiet_s > QUIET_SHOWN_AFTER_S:
         parts.append(f"quiet {duration(quiet_shown_s(quiet_s))}")
     parts.append(source_label)
     return " · ".join(parts)
+
+
+def _cut_at_word(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    cut = text[: max(0, width - 1)]
+    if " " in cut.strip():
+        cut = cut[: cut.rstrip().rfind(" ")]
+    return cut.rstrip(" ,;:(·") + "…"
+
+
+def status_reason(prefix: str, reason: str, width: int) -> str:
+    """The status's reason in `width` cells. A server that is not the followed unit's says so first
+    when the whole reason does not fit ("serving · not sglang-qwen122b.service's (inactive)"), never
+    "serving: /health_generate answered (not sglang-qwen" cut mid-name; else cut at a word, with "…"."""
+    whole = prefix + reason
+    if len(whole) <= width:
+        return whole
+    m = NOT_THE_UNITS.match(reason)
+    if m:
+        head = m.group("head").split(":", 1)[0]
+        unit, state = m.group("unit"), m.group("state")
+        for said in (f"{head} · not {unit}'s ({state})", f"{head} · not {unit}'s",
+                     f"{head} · not {fit_name(unit, max(8, width - len(prefix) - len(head) - 9))}'s"):
+            if len(prefix + said) <= width:
+                return prefix + said
+    return _cut_at_word(whole, width)
 
 
 def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary] | None, width: int = 56,
@@ -92,7 +121,7 @@ def format_status(server: Reading[ServerStatus] | None, log: Reading[LogSummary]
         moved = f" port {st.port} (moved from {st.moved_from_port}) ·" if getattr(st, "moved_from_port", None) else ""
         # issue 36: the poll's cadence when it follows the host (a quiet host asked less, a boot more)
         cadence = f" {server.detail} ·" if server is not None and server.detail else ""
-        t.append(f"{moved}{cadence} {st.reason}"[: max(0, width - len(st.status) - 3 - len(mark))])
+        t.append(status_reason(f"{moved}{cadence} ", st.reason, max(0, width - len(st.status) - 3 - len(mark))))
     elif server is not None and server.error:
         t.append(" UNKNOWN ", style=STATUS_STYLE["unknown"])
         t.append(f" {server.error}")

@@ -13,9 +13,9 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.reactive import reactive
 
+from console.core.freshness import STALE_AFTER_S
 from console.domain.analysis.service_diff import CATEGORY_ORDER, EnvChange, FlagChange, UnitChange
 from console.domain.analysis.service_report import ServiceReport, ServiceSide
-from console.core.freshness import STALE_AFTER_S
 from console.model import Reading
 from console.ui.panes.base import ReadingPane
 
@@ -45,7 +45,7 @@ def _not_installed(side: ServiceSide | None) -> bool:
     return side is not None and bool(side.error) and str(side.error).endswith(": not installed yet")
 
 
-def _side(side: ServiceSide | None) -> Text:
+def _side(side: ServiceSide | None, *, pid: bool = True) -> Text:
     """A unit and its state. When that state was read is on the pane's border (`ServicePane`):
     it is polled every 15 s, and a unit started since must not read as "inactive" now."""
     t = Text()
@@ -60,7 +60,7 @@ def _side(side: ServiceSide | None) -> Text:
         return t.append(" (file)", style=DIM)
     state = side.active_state
     t.append(f" {state}", style=OK if state == "active" else DIM)
-    if side.main_pid:
+    if side.main_pid and pid:
         t.append(f" pid {side.main_pid}", style=DIM)
     return t
 
@@ -127,6 +127,11 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
     if wide and len(old_side) + 3 + len(new_side) <= width:
         text.append_text(old_side + Text("   ") + new_side)
     else:
+        # a narrow pane (80x24): a side that does not fit on its row leaves its pid out before it
+        # wraps (the header took a row more: "new sglang-qwen122b.service active / pid 18903")
+        if len(old_side) > width or len(new_side) > width:
+            old_side = Text("old ", style=DIM) + _side(r.old, pid=False)
+            new_side = Text("new ", style=DIM) + _side(r.new, pid=False)
         text.append_text(hang(old_side, width, 4))
         text.append("\n")
         text.append_text(hang(new_side, width, 4))
@@ -151,7 +156,10 @@ def format_service(reading: Reading[ServiceReport] | None, width: int = 56, *, r
         summary.append("nothing compared", style="bold")
     summary.append(f" · {plural(n_errors, 'error')}", style=BAD if n_errors else OK)
     summary.append(f" · {plural(len(warnings), 'warning')}", style=WARN if warnings else OK)
+    counted = len(summary)
     summary.append(f" · {plural(len(notes), 'note')}", style=DIM)
+    if len(summary) > width:  # the notes are listed below: their count gives way before the line wraps
+        summary = summary[:counted]
     if r.drift:
         summary.append(" · DRIFT", style="bold black on yellow")
     text.append_text(hang(summary, width, 2))

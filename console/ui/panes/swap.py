@@ -11,13 +11,14 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import BindingType
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 
+from console.core.derive.swap_view import PLAN_STEPS, STEP_TITLES, SwapView, audit_summary, format_duration
 from console.core.state import same_person, who_can_approve
-from console.core.derive.swap_view import PLAN_STEPS, SwapView, audit_summary, format_duration
+from console.domain.paths import host_named
 
 STATE_STYLE = {"pending": "dim", "running": "bold yellow", "done": "green", "failed": "bold red", "skipped": "dim",
                "refused": "bold yellow"}
@@ -29,6 +30,25 @@ KEYS = (("d", "download", "download"), ("x", "stop_download", "stop download"), 
         ("i", "install", "install unit"), ("g", "preflight", "gate"), ("s", "stop_old", "stop old"),
         ("n", "start_new", "start new"), ("b", "benchmark", "benchmark"), ("r", "rollback", "roll back"),
         ("p", "swap", "run the rest of the plan"))
+
+
+def cut_words(text: str, width: int) -> str:
+    """`text` in `width` cells: whole, else cut at its last space (or `/`) in the room, with "…"."""
+    if len(text) <= width:
+        return text
+    room = text[: max(1, width - 1)]
+    at = max(room.rfind(" "), room.rfind("/"))
+    return (room[:at] if at > width // 2 else room).rstrip() + "…"
+
+
+def step_words(key: str) -> str:
+    """A step as the plan's keys name it ("gate", "stop old"), else by its title: never its raw key
+    (the plan said "busy: preflight", and "in_place" would be worse)."""
+    label = next((label for _, k, label in KEYS if k == key), None)
+    if label is not None:
+        return label
+    title = STEP_TITLES.get(key)
+    return title[:1].lower() + title[1:] if title else key.replace("_", " ")
 
 
 def plan_strip_width(screen_width: int) -> int:
@@ -76,9 +96,10 @@ def _cut_at_word(text: str, width: int) -> str:
 
 
 def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width: int = 100,
-                approvers: str | None = None) -> Text:
+                approvers: str | None = None, host_root: str | None = None) -> Text:
     """`approvers`: who can approve this person's requests under the two-person rule, said up front
-    (core/state.who_can_approve)."""
+    (core/state.who_can_approve). `host_root`: the demo's sandbox (HostInfo.host_root): the last
+    commands name a file as the host names it ("sftp put /etc/systemd/system/…", not "/tmp/gpusim-…")."""
     t = Text()
     setup = view.setup
     if setup is not None:
@@ -118,7 +139,7 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
     busy = setup.busy if setup is not None else None
     if busy:
         step = view.steps.get(busy)
-        t.append(f"busy: {busy.replace('_', ' ')}" + (f" ({step.detail})" if step and step.detail else "")
+        t.append(f"busy: {step_words(busy)}" + (f" ({step.detail})" if step and step.detail else "")
                  + " — keys for the next step are queued, others refused\n", style="yellow")
     t.append("\n")
     for step in view.ordered_steps():
@@ -171,9 +192,10 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
         t.append("\nlast commands (A: every command in full)\n", style="bold")
         for e in list(view.audit)[-5:]:
             status = audit_status(e, view)
-            t.append(f" {time.strftime('%H:%M:%S', time.localtime(e.at_s))} {e.who} [{status}] ",
-                     style="dim" if status in ("ok", "started", "done", "noted") else "red")
-            t.append(f"{audit_summary(e)[: max(20, width - 30)]}\n")
+            head = f" {time.strftime('%H:%M:%S', time.localtime(e.at_s))} {e.who} [{status}] "
+            t.append(head, style="dim" if status in ("ok", "started", "done", "noted") else "red")
+            # the room the row has, the command cut at a word behind "…" ("systemctl stop sglan" was)
+            t.append(cut_words(host_named(audit_summary(e), host_root), max(20, width - len(head))) + "\n")
     t.append("\n")
     if read_only:
         t.append("read-only: no action can be run from this session", style="bold yellow")
@@ -344,7 +366,12 @@ class SwapScreen(ModalScreen[None]):
         ("escape", "dismiss(None)", "Close"), ("q", "app.quit", "Quit"),
         ("o", "override", "Override"), ("a", "approve", "Approve"),
         ("c", "withdraw", "Withdraw"), ("A", "audit", "Audit in full"),
-        *[(k, f"act('{key}')", label) for k, key, label in KEYS]]
+        *[(k, f"act('{key}')", label) for k, key, label in KEYS],
+        # Under --read-only the keys above are neither shown nor run (check_action): these take
+        # them, unseen, to say why nothing runs (the footer listed every action key beside the
+        # plan's own "read-only: no action can be run from this session").
+        *[Binding(k, "refused_read_only", show=False) for k in ("o", "a", "c", *(k for k, _, _ in KEYS))]]
+    ACTING: ClassVar[frozenset[str]] = frozenset({"act", "override", "approve", "withdraw"})
     # Beside the panes, never over them (issue 35 item 1): the plan is a strip docked on the right,
     # the screen below shows through (no dimming) and its grid makes room for it (HostScreen.dock_plan),
     # so the drain, the boot and the log are seen while they happen. Its own footer: the plan's keys.
@@ -368,6 +395,17 @@ class SwapScreen(ModalScreen[None]):
     def read_only(self) -> bool:
         setup = self.state.swap.setup
         return self.control is None or bool(self.state.info.read_only or (setup and setup.read_only))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A read-only session's footer lists no action key (False: neither shown nor run)."""
+        if action in self.ACTING:
+            return not self.read_only
+        if action == "refused_read_only":
+            return self.read_only
+        return True
+
+    def action_refused_read_only(self) -> None:
+        self._say("read-only: no action can be run from this session")
 
     def compose(self) -> ComposeResult:
         from textual.widgets import Footer
@@ -437,7 +475,8 @@ class SwapScreen(ModalScreen[None]):
         self._shown = key
         self.plan_draws += 1
         self.query_one("#swap-plan", Static).update(format_plan(view, self.state.now(), read_only=self.read_only,
-                                                                width=width, approvers=approvers))
+                                                                width=width, approvers=approvers,
+                                                                host_root=getattr(self.state.info, "host_root", None)))
 
     def _plan_width(self) -> int:
         """The plan's own width: inside the border, the padding and the scrollbar (at 80x24 the
@@ -485,12 +524,12 @@ class SwapScreen(ModalScreen[None]):
             order = [k for k, _ in PLAN_STEPS]
             if busy in order and key in order and order.index(key) == order.index(busy) + 1:
                 self.queued = key  # the next step: its confirmation comes up when this one ends
-                self.notify(f"queued: {key.replace('_', ' ')} (its commands are shown when "
-                            f"{busy.replace('_', ' ')} is done)", title="swap", markup=False)
+                self.notify(f"queued: {step_words(key)} (its commands are shown when "
+                            f"{step_words(busy)} is done)", title="swap", markup=False)
                 return
             step = self.state.swap.steps.get(busy)
-            self.notify(f"busy: {busy.replace('_', ' ')}" + (f" ({step.detail})" if step and step.detail else "")
-                        + f"; {key.replace('_', ' ')} refused", title="swap", severity="warning",
+            self.notify(f"busy: {step_words(busy)}" + (f" ({step.detail})" if step and step.detail else "")
+                        + f"; {step_words(key)} refused", title="swap", severity="warning",
                         markup=False)
             return
         asking = getattr(self.control, "swap_preview_async", None)
@@ -582,6 +621,11 @@ async def drive_plan_as_operator(app: Any, *, read_s: float = 2.5, timeout_s: fl
     if runner is None or not await until(lambda: state.data("service") is not None
                                           and state.data("gpu") is not None):
         return "the demo host did not answer"
+    # The old model's run waits for its server to read ready: on a loaded machine the simulated
+    # server was still booting at t≈16 s and the "before" run failed at once (HTTP 503, "server is
+    # starting"), the report then without a before.
+    if not await until(lambda: getattr(state.data("server"), "status", None) == "ready"):
+        return "the old server never read ready"
     runner.swap.bench_plan = list(DEMO_BENCH)
     if runner.start_bench("sweep", list(DEMO_BENCH)) is None:  # the old model's run: the "before"
         await until(lambda: runner.bench is None or not runner.bench.running)
