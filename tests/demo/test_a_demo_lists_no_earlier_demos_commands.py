@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 from console.config import HostProfile
-from console.domain.swap.controller import audit_path
 from console.demo.hostsim.process import SimulatorThread
+from console.domain.swap.controller import audit_path
 from console.host.session import HostSession, make_transport
 from console.ui.app import ConsoleApp
 

@@ -16,9 +16,16 @@ class _State:
     def __init__(self) -> None:
         self.readings: dict[str, Any] = {"service": object(), "gpu": object(),
                                          "server": SimpleNamespace(status="starting")}
+        self.server_asked = 0  # how often the operator read the server's status
 
     def data(self, source: str) -> Any:
+        self.server_asked += source == "server"
         return self.readings.get(source)
+
+
+async def _until_the_server_was_read(state: _State, times: int) -> None:
+    while state.server_asked < times:
+        await asyncio.sleep(0.05)
 
 
 async def test_the_before_run_waits_for_the_old_server_to_read_ready() -> None:
@@ -32,7 +39,7 @@ async def test_the_before_run_waits_for_the_old_server_to_read_ready() -> None:
     runner = SimpleNamespace(swap=SimpleNamespace(bench_plan=None), start_bench=start_bench, bench=None)
     app = SimpleNamespace(state=state, runner=runner)
     driving = asyncio.create_task(drive_plan_as_operator(app, timeout_s=30, plan=()))
-    await asyncio.sleep(1.0)
+    await asyncio.wait_for(_until_the_server_was_read(state, 3), 10)
     assert started == []  # still booting: no benchmark against a server that answers 503
     state.readings["server"] = SimpleNamespace(status="ready")
     assert await asyncio.wait_for(driving, 10) == "the swap is done"
