@@ -76,6 +76,10 @@ def _swap_in_place(host: SystemdHost, directory: Path) -> LivedSwap:
             began = time.time()
             for key in STEPS:
                 if key == "preflight":
+                    # the gate as the operator reads it once the console has read the unit it installed
+                    # (its diff is the install's change; before that reading it is unknown)
+                    await console.until(lambda: bool(console.state.swap.install_diff()), 60,
+                                        "the install's change read")
                     for check in console.swap.evaluate_gate():  # no GPUs here (the stand-in): overridden by name
                         if not check.passes:
                             assert console.swap.override(check.name, check.name, WHO) is None
