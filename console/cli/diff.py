@@ -9,13 +9,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from console.config import HostProfile
 from console.domain.analysis.container_diff import build_container_report, side_from_container
 from console.domain.analysis.service_diff import HostFacts
 from console.domain.analysis.service_report import ServiceSide, build_report, report_json, side_from_text
-from console.config import HostProfile
-from console.model import Reading
 from console.host.parsers import ParseError
-from console.host.parsers.docker import MAX_INSPECT_BYTES, ContainerSpec, looks_like_inspect, parse_compose, parse_inspect
+from console.host.parsers.docker import (
+    MAX_INSPECT_BYTES,
+    ContainerSpec,
+    looks_like_inspect,
+    parse_compose,
+    parse_inspect,
+)
+from console.host.sources.service import ServiceWatcher
+from console.model import Reading
 
 
 def _local_side(spec: str) -> ServiceSide | None:
@@ -98,8 +105,6 @@ async def run_diff(args: argparse.Namespace, profile: HostProfile, *, local_only
         print(f"gpuconsole: {missing}: no such file, and no --host to read a unit from", file=sys.stderr)
         return 1
     else:
-        from console.host.sources.service import ServiceWatcher
-
         async def on_host(session: Any) -> int:
             watcher = ServiceWatcher(session.transport, args.new, args.old,
                                      forbidden_prefixes=profile.forbidden_prefixes)

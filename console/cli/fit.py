@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from console.domain.analysis.fit import FitInputs, plan_fit
 
@@ -74,9 +77,6 @@ HUB_HINT = "pass a local model directory, or a directory on the host with --host
 def _hub_reachable(timeout_s: float = 3.0) -> str | None:
     """None when the Hub's endpoint accepts a TCP connection, else why not. huggingface_hub retries a
     refused or unresolvable endpoint for ~24 s before it gives up; this answers in at most `timeout_s`."""
-    import socket
-    from urllib.parse import urlsplit
-
     from huggingface_hub import constants
 
     if constants.HF_HUB_OFFLINE:
@@ -165,8 +165,6 @@ async def run_fit(args: argparse.Namespace, session: Any) -> int:
         speculative_num_draft_tokens=args.speculative_num_draft_tokens,
         model=args.model.rstrip("/").rsplit("/", 1)[-1]))
     if notes:
-        from dataclasses import replace
-
         result = replace(result, warnings=result.warnings + tuple(notes))
     if args.json:
         print(json.dumps(result.to_json(), indent=2))

@@ -8,11 +8,15 @@ import contextlib
 import ipaddress
 import logging
 import os
+import re
 import signal
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
+from console.core.state import HostState
+from console.domain.fleet.metrics import MetricsAddressError, parse_metrics_address, start_metrics_server
 from console.share.protocol import clean_name
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -59,8 +63,6 @@ def add_share_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _invite_name(value: str) -> str:
-    import re
-
     name = value.strip()
     if not re.fullmatch(r"[A-Za-z0-9_.-]{1,32}", name) or name in ("anonymous", "web"):
         raise argparse.ArgumentTypeError(f"expected a person's name (letters, digits, . @ - _), got {value[:40]!r}")
@@ -74,8 +76,6 @@ def read_token_file(path: str) -> str:
     """The token in `path`: a regular file, readable by its owner only, at most `MAX_TOKEN_FILE`
     bytes (issue 34, item 11: /dev/zero grew to 3 GB, a FIFO hung, a 0644 file passed). ValueError
     with one line otherwise."""
-    import stat
-
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as exc:
@@ -137,10 +137,8 @@ def _logging() -> None:
 async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> int:
     from console.core.recording import Recorder, default_dir
     from console.core.runner import HostRunner
-    from console.core.state import HostState
-    from console.domain.fleet.metrics import MetricsAddressError, parse_metrics_address, start_metrics_server
-    from console.share.server import ShareError, ShareServer
     from console.domain.swap.controller import SwapController
+    from console.share.server import ShareError, ShareServer
 
     try:
         listen = parse_listen(args.listen, "--listen", any_port=True) if args.listen else None
@@ -251,9 +249,9 @@ def _write_tokens(sock: Path, token: str, invited: dict[str, str]) -> dict[str, 
 
 
 async def run_attach(args: argparse.Namespace, run_view: Any) -> int:
-    from console.ui.attach_app import CORE_GONE_EXIT, SharedConsoleApp
     from console.share.client import AttachError, RemoteControl, attach, find_socket
     from console.share.server import runtime_dir
+    from console.ui.attach_app import CORE_GONE_EXIT, SharedConsoleApp
 
     name = clean_name(args.name) if args.name else None
     token = args.token or os.environ.get("GPUCONSOLE_TOKEN", "")
@@ -295,9 +293,9 @@ async def run_attach(args: argparse.Namespace, run_view: Any) -> int:
 async def run_shared_app(args: argparse.Namespace, session: Any, run_view: Any) -> int:
     """`gpuconsole --host … --share`: the usual console, and its core also serves."""
     from console.core.recording import default_dir
-    from console.ui.attach_app import SharedConsoleApp
     from console.share.client import default_name
     from console.share.server import ShareError, ShareServer
+    from console.ui.attach_app import SharedConsoleApp
 
     app = SharedConsoleApp.for_session(
         session, record=not args.no_record, record_dir=default_dir() / "demo" if session.demo else None,

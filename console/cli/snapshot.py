@@ -10,9 +10,11 @@ import dataclasses
 import time
 from typing import Any
 
+from console.core.runner import run_one_cycle
 from console.core.state import HostState
-from console.model import Reading
+from console.domain.analysis.service_report import report_json
 from console.host.session import HostSession
+from console.model import Reading
 
 
 def to_jsonable(value: Any) -> Any:
@@ -91,8 +93,6 @@ def source_fields(source: str, reading: Reading[Any]) -> dict[str, Any]:
     if source == "download":
         return {"download": download_json(reading)}
     if source == "service":
-        from console.domain.analysis.service_report import report_json
-
         return {"service": report_json(reading.data) if reading.data else {"error": reading.error}}
     return {source: to_jsonable(reading.data)}
 
@@ -136,8 +136,6 @@ def connection_json(state: Any) -> dict[str, Any]:
 
 async def take_snapshot(session: HostSession) -> dict[str, Any]:
     """One poll cycle of every source through the app's own path (HostRunner into a HostState)."""
-    from console.core.runner import run_one_cycle
-
     state = HostState(session.profile.host or "local", label=session.transport.label, demo=session.demo)
     await run_one_cycle(session, state)
     return snapshot_json(state)

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import httpx
 
+from console import __version__
 from console.domain.analysis.download import ExpectedFile, ExpectedFiles
 from console.locations import cache_home
 from console.sanitize import clean_line
@@ -163,8 +164,6 @@ async def _get_json(url: str, token: str | None, timeout_s: float, name: str,
 
 
 def _version() -> str:
-    from console import __version__
-
     return __version__
 
 

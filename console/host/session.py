@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from console.config import HostProfile
+from console.host.hub import HubAccess
 from console.host.sources.base import PolledSource
+from console.host.sources.container import ComposeLogFollower, ContainerWatcher
 from console.host.sources.download import DownloadWatcher, download_source
 from console.host.sources.gpu import GpuSource
 from console.host.sources.host import host_summary_source
@@ -71,8 +73,6 @@ class HostSession:
     def service_watcher(self) -> ServiceWatcher | None:
         profile = self.profile
         if self._service is None and (profile.container or profile.compose):
-            from console.host.sources.container import ContainerWatcher
-
             self._service = ContainerWatcher(self.transport, profile.container or profile.compose_service or "sglang",
                                              profile.compare_container, compose_file=profile.compose,
                                              compose_service=profile.compose_service,
@@ -97,7 +97,6 @@ class HostSession:
                 self._log = LogFollower(self.transport, container=self.profile.container,
                                         compare_container=self.profile.compare_container)
             elif self.profile.compose:  # issue 26: the container Compose names, found by the service reading
-                from console.host.sources.container import ComposeLogFollower, ContainerWatcher
 
                 watcher = self.service_watcher()
                 assert isinstance(watcher, ContainerWatcher)
@@ -118,7 +117,6 @@ class HostSession:
     def download_watcher(self, *, one_shot: bool = False) -> DownloadWatcher | None:
         if not self.profile.model_dir:
             return None
-        from console.host.hub import HubAccess
 
         endpoint = self.profile.hub_endpoint
         # A demo asks only its simulated host's Hub (loopback), never huggingface.co: the real Hub

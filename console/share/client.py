@@ -19,8 +19,9 @@ from typing import Any
 
 from console.core import codec
 from console.core.state import ConnectionChanged, HostInfo, HostState, Notice, ReadingChanged
-from console.share import protocol as p
 from console.host.transport.base import ConnectionState
+from console.share import protocol as p
+from console.share.server import decode_preview
 
 CORE_GONE = "the core (gpuconsole serve) is gone"
 
@@ -258,8 +259,6 @@ class RemoteControl:
     # the swap (issue 13): the core previews (the exact commands come from it) and acts in the name
     # of this attached person; answers come back as notices, the plan through the mirrored state.
     async def swap_preview_async(self, key: str) -> tuple[str | None, Any]:
-        from console.share.server import decode_preview
-
         try:
             reply = await self.client.request(p.SwapPreview, key=key)
         except (asyncio.TimeoutError, ConnectionError, OSError) as exc:

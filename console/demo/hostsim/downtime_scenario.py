@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +29,8 @@ from console.demo.hostsim import docker_drive, drive, pagecache, placement
 from console.demo.hostsim.containers import mirror_units_as_containers
 from console.demo.hostsim.downloader import qwen122b_config, qwen122b_files
 from console.demo.hostsim.scenario import MODEL_DIR, NEW_UNIT, OLD_MODEL_DIR, OLD_UNIT, demo_profile
-from console.demo.hostsim.story import NEW_CONTAINER, OLD_CONTAINER
 from console.demo.hostsim.services import TEMPLATES, UNITS_DIR, Timeline, UnitRunner, install_units
+from console.demo.hostsim.story import NEW_CONTAINER, OLD_CONTAINER
 from console.locations import PACKAGE_PARENT
 
 if TYPE_CHECKING:
@@ -79,8 +80,6 @@ class Downtime:
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

@@ -19,7 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from console.demo.hostsim import story
+from console.demo.hostsim import placement, story
+from console.demo.hostsim.downloader import DownloadPlan, LocalDirDownloader
+from console.demo.hostsim.fake_sglang import lifecycle
 
 DRAIN_S = 3.0  # scenario seconds for a stopped server's memory to be released
 OLD_BOOT_S = 14.0  # the old model, started again by a rollback, loads its weights in this long
@@ -213,8 +215,6 @@ def systemd_run(args: list[str]) -> int:
 def hf(args: list[str]) -> int:
     """`hf download REPO --local-dir DIR`: the simulated repo, from whatever is already on disk
     (a resumed download continues its partial files), in the foreground until complete."""
-    from console.demo.hostsim.downloader import DownloadPlan, LocalDirDownloader
-
     if not args or args[0] != "download":
         print("usage: hf download REPO_ID --local-dir DIR", file=sys.stderr)
         return 2
@@ -297,8 +297,6 @@ def _unit_memory(role: str, start: float, stop: float | None, t: float, booted: 
 def _lived_memory(life: dict[str, Any], role: str, start: float, stop: float | None, t: float) -> int:
     """MiB from the server's own lifecycle (fake_sglang/lifecycle.py); after the console's stop the
     memory drains as the processes exit (DRAIN_S), as `_unit_memory` does."""
-    from console.demo.hostsim.fake_sglang import lifecycle
-
     if t < start:
         return 0
     if stop is not None and t >= stop:
@@ -316,9 +314,6 @@ def gpu_states(t: float) -> tuple[story.SimGpu, ...]:
     roles = {data.get("old"): ("old", story.OLD_PID_BASE), data.get("new"): ("new", story.NEW_PID_BASE)}
     held: list[tuple[int, int, str]] = []  # (MiB, pid base, role)
     # issue 24 hook: how many GPUs, and which ones each unit's server uses (console/demo/hostsim/placement.py)
-    from console.demo.hostsim import placement
-    from console.demo.hostsim.fake_sglang import lifecycle
-
     count = placement.gpu_count(_root(), story.GPU_COUNT)
     on: list[tuple[int, ...]] = []
     for unit, windows_ in ws.items():

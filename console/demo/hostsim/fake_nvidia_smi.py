@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from console.demo.hostsim import drive, story
+from console.demo.hostsim.simstate import load_state
 from console.host.parsers.nvidia_smi_table import TableGpu, TableProcess
 
 DRIVER = "580.95.05"
@@ -167,6 +168,4 @@ def main(args: list[str], t: float, out: Callable[[str], None]) -> int:
 
 
 def _speed() -> float:
-    from console.demo.hostsim.simstate import load_state
-
     return float(load_state().get("speed", 1.0))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 from console.config import HostProfile
 from console.demo.hostsim import drive, placement, story
 from console.demo.hostsim.downloader import DownloadPlan, LocalDirDownloader, qwen122b_config, qwen122b_files
+from console.demo.hostsim.downtime_scenario import write_model
 from console.demo.hostsim.scenario import MODEL_DIR, NEW_UNIT, OLD_MODEL_DIR, OLD_UNIT, demo_profile, start_scenario
 from console.demo.hostsim.services import UNITS_DIR, Timeline, UnitRunner, install_units
 
@@ -115,8 +117,6 @@ async def _beside_operator(sim: HostSimulator, port: int) -> None:
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -124,8 +124,6 @@ def _free_port() -> int:
 
 async def start_path_host(sim: HostSimulator, path: str, *, oom: bool = False) -> HostProfile:
     """Lay out the host for `path` and start its host-side operator; the profile to reach it."""
-    from console.demo.hostsim.downtime_scenario import write_model
-
     if path == "restart":
         await start_scenario(sim, oom=oom)
         return demo_profile(sim)

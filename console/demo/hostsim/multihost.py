@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import shlex
 import sys
 from dataclasses import asdict, dataclass
@@ -148,8 +149,6 @@ async def _serve(count: int, gpus: int, model_files: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import logging
-
     logging.getLogger("asyncssh").setLevel(logging.ERROR)
     ap = argparse.ArgumentParser(prog="python -m console.demo.hostsim.multihost", description=__doc__.splitlines()[0])
     ap.add_argument("count", type=int)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.config import HostProfile
-from console.demo.hostsim import story
+from console.demo.hostsim import docker_drive, drive, story
+from console.demo.hostsim.containers import mirror_units_as_containers
 from console.demo.hostsim.downloader import DownloadPlan, LocalDirDownloader
-from console.demo.hostsim.services import Timeline, UnitRunner, install_units
+from console.demo.hostsim.services import TEMPLATES, UNITS_DIR, Timeline, UnitRunner, install_units
 from console.demo.hostsim.story import (  # noqa: F401 (the story's names, read from here too)
     MODEL_DIR,
     NEW_CONTAINER,
@@ -53,9 +56,6 @@ def demo_profile(sim: HostSimulator) -> HostProfile:
 def write_hub_cache(cache_root: Path, plan: DownloadPlan, repo_id: str = "Qwen/Qwen3.5-122B-A10B") -> None:
     """What `HfApi.model_info(files_metadata=True)` answered for the simulated repo, in the
     console's Hub cache (tests of the cached path; the demo asks its simulated Hub, `sim.hub`)."""
-    import json
-    import time
-
     from console.host.hub import _cache_path
 
     path = _cache_path(repo_id, "main")
@@ -71,8 +71,6 @@ async def start_scenario(sim: HostSimulator, plan: DownloadPlan | None = None, *
     """Lay out the sandbox for the story and start its drivers. `driven` (default: the simulator's
     scenario is "drive"): nothing moves until the console's commands move it (console/demo/hostsim/drive.py)."""
     if sim.scenario == "docker-drive":
-        from console.demo.hostsim import docker_drive
-
         await docker_drive.start(sim, oom=oom)
         return None
     if driven if driven is not None else sim.scenario == "drive":
@@ -92,8 +90,6 @@ async def start_scenario(sim: HostSimulator, plan: DownloadPlan | None = None, *
     if sim.loop_s is not None:
         sim.add_task(loop_story(sim, sim.loop_s))
     if sim.scenario == "docker":
-        from console.demo.hostsim.containers import mirror_units_as_containers
-
         sim.add_task(mirror_units_as_containers(sim, {OLD_UNIT: (OLD_CONTAINER, "/data/models"),
                                                       NEW_UNIT: (NEW_CONTAINER, "/shared/models")}))
     return downloader
@@ -121,9 +117,6 @@ def draft_unit_path(sim: HostSimulator) -> Path:
 
 
 async def _start_driven(sim: HostSimulator, *, oom: bool = False) -> None:
-    from console.demo.hostsim import drive
-    from console.demo.hostsim.services import TEMPLATES, UNITS_DIR
-
     sim.path(MODEL_DIR).mkdir(parents=True, exist_ok=True)
     sim.path(OLD_MODEL_DIR).mkdir(parents=True, exist_ok=True)
     install_units(sim, [OLD_UNIT], sim.server_port)

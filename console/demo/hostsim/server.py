@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -17,6 +18,9 @@ from typing import Any
 
 import asyncssh
 
+from console.demo.hostsim import simstate
+from console.demo.hostsim.downloader import REPO_ID, DownloadPlan
+from console.demo.hostsim.fake_hub import FakeHub
 from console.locations import PACKAGE_PARENT as _PACKAGE_PARENT
 
 PACKAGE_PARENT = str(_PACKAGE_PARENT)
@@ -36,8 +40,6 @@ class HostIdentity:
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -93,7 +95,6 @@ class HostSimulator:
         self.client_key_path = self.root / ".sim" / "client_key"
         self.known_hosts_path = self.root / ".sim" / "known_hosts"
         self.host_key = asyncssh.generate_private_key("ssh-ed25519")
-        from console.demo.hostsim.fake_hub import FakeHub
 
         # The simulated host's Hub on loopback: the demo's download total never asks huggingface.co
         self.hub = FakeHub()
@@ -136,8 +137,6 @@ class HostSimulator:
         tmp.replace(sim_dir / "state.json")
 
     def _install_tools(self) -> None:
-        from console.demo.hostsim import simstate
-
         self.bin_dir.mkdir(parents=True, exist_ok=True)
         (self.root / ".sim" / "pylib").mkdir(parents=True, exist_ok=True)
         for name in simstate.TOOLS:
@@ -163,8 +162,6 @@ class HostSimulator:
 
     # -- lifecycle -----------------------------------------------------------------------
     async def start(self) -> None:
-        from console.demo.hostsim.downloader import REPO_ID, DownloadPlan
-
         self.start_s = time.time()
         self.hub.repos[REPO_ID] = DownloadPlan().hub_siblings()  # the story's files (every plan has the same)
         await self.hub.start()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from console.demo.hostsim import drive
 from console.host.parsers.systemd import parse_unit
 
 if TYPE_CHECKING:
@@ -179,15 +180,11 @@ class UnitRunner:
 
     def _names(self) -> list[str]:
         if self.driven:
-            from console.demo.hostsim import drive
-
             return list(drive.windows(self.sim.root))
         return list(self.timeline.windows)
 
     def _wanted(self, t: float) -> dict[str, bool]:
         if self.driven:
-            from console.demo.hostsim import drive
-
             return drive.wanted(self.sim.root, t)
         return {name: start <= t < stop for name, (start, stop) in self.timeline.windows.items()}
 
@@ -197,7 +194,6 @@ class UnitRunner:
             return False
         if not self.driven:
             return True
-        from console.demo.hostsim import drive
 
         ws = drive.windows(self.sim.root).get(name) or []
         opened = float(ws[-1][0] or 0) if ws else 0.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import posixpath
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from console.host.parsers.hf_listing import (
@@ -239,8 +239,6 @@ class ProgressTracker:
         self._begun = False
 
     def update(self, p: DownloadProgress) -> DownloadProgress:
-        from dataclasses import replace
-
         now, done = p.sampled_at_s, p.bytes_done
         notes = list(p.problems)
         shrank = self._last_bytes is not None and done < self._last_bytes

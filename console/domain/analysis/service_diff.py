@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from console.domain.paths import forbidden_prefix
 from console.host.parsers.sglang_argv import SglangCommand
 from console.host.parsers.sglang_flags import FlagTable, builtin_table
 from console.host.parsers.systemd import LIST_DIRECTIVES, Unit
@@ -190,8 +191,6 @@ def diff_commands(old: SglangCommand, new: SglangCommand, *, new_config: dict[st
 
 def _with_reasons(changes: list[FlagChange], old: SglangCommand, new: SglangCommand,
                   new_config: dict[str, Any] | None, table: FlagTable) -> list[FlagChange]:
-    from dataclasses import replace
-
     old_quant = old.value("--quantization")
     new_quant = new.value("--quantization")
     quant_dropped = bool(old_quant) and not new_quant
@@ -424,7 +423,6 @@ def lint(new: SglangCommand, facts: HostFacts, table: FlagTable | None = None) -
         value = new.value(flag)
         if not isinstance(value, str) or not value.startswith("/"):
             continue
-        from console.domain.paths import forbidden_prefix
 
         # one rule with the gate's: normalised lexically and by the host's realpath (issue 21, item 14)
         prefix = forbidden_prefix(value, facts.forbidden_prefixes, facts.real_paths.get(value))

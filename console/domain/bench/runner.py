@@ -35,6 +35,8 @@ except ImportError:  # pragma: no cover - the bench extra brings it
     from json import JSONDecodeError as _JsonError
     from json import loads as _loads
 
+import sys
+
 from console.domain.bench.metrics import RequestResult, calculate_metrics, client_headroom, token_times
 from console.domain.bench.tokens import Counter
 from console.domain.bench.workload import Prompt
@@ -477,8 +479,6 @@ class BenchThread:
 
     async def _run_in_worker(self, i: int, cfg: BenchConfig, prompts: list[Prompt]) -> dict[str, Any]:
         """One run in `python -m console.domain.bench.worker` (see there why a process)."""
-        import sys
-
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "console.domain.bench.worker", stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, limit=1 << 24)

@@ -32,9 +32,14 @@ from typing import Any
 
 import msgspec
 
+from console.config import HostProfile
 from console.core.state import ConnectionChanged, HostInfo, HostState, ReadingChanged
-from console.model import GpuDevice, GpuStatus, Reading
+from console.domain.analysis.server_status import HttpFacts, ServerStatus
+from console.domain.fleet.rows import host_label, ssh_target
+from console.host.backoff import Backoff
 from console.host.transport.base import ConnectionState
+from console.model import GpuDevice, GpuStatus, Reading
+from console.sanitize import clean_line
 from console.units import seconds
 
 HOST_LABELS = ("Hostname", "hostname", "host", "node")
@@ -156,14 +161,10 @@ def decode_answer(body: bytes) -> list[_Sample]:
 
 def _clean(value: str | None) -> str | None:
     """A label value without terminal escapes (issue 21, item 1: labels are the exporters' text)."""
-    from console.sanitize import clean_line
-
     return clean_line(value) if value else value
 
 
 def host_of(labels: _Labels) -> str | None:
-    from console.domain.fleet.rows import host_label
-
     host = host_label(labels.Hostname or labels.hostname or labels.host or labels.node)  # issue 21, item 4
     if host:
         return host
@@ -201,8 +202,6 @@ class HostSamples:
 
 
 def group_samples(dcgm: list[_Sample] | None, sglang: list[_Sample] | None) -> dict[str, HostSamples]:
-    from console.domain.fleet.rows import host_label
-
     hosts: dict[str, HostSamples] = {}
     unlabelled = 0
     value_of = _value
@@ -281,8 +280,6 @@ def gpu_status(samples: HostSamples, now: float) -> GpuStatus:
 
 
 def server_status(samples: HostSamples) -> Any:
-    from console.domain.analysis.server_status import HttpFacts, ServerStatus
-
     metrics = {k: v for k, v in samples.server.items() if v is not None}
     info = {"served_model_name": samples.model} if samples.model else None
     return ServerStatus("up", "exporting sglang: metrics (Prometheus cannot tell its health)", None, None, None,
@@ -455,8 +452,6 @@ class PrometheusFleet:
 
     async def run(self) -> None:
         """Poll until cancelled; a failing Prometheus is retried with backoff, said on every row."""
-        from console.host.backoff import Backoff
-
         backoff = Backoff(initial_s=self.interval_s, cap_s=max(60.0, self.interval_s))
         try:
             while True:
@@ -496,7 +491,6 @@ class PrometheusFleet:
         if key in self._ssh:
             host = self._ssh[key]
             return host.state, host.runner, None
-        from console.config import HostProfile
         from console.domain.fleet.hosts import Fleet
 
         profile = None
@@ -504,8 +498,6 @@ class PrometheusFleet:
             profile = next((p for p in self.config.profiles.values() if key in (p.name, p.host)), None)
         note = None
         if profile is None:
-            from console.domain.fleet.rows import ssh_target
-
             if not self.ssh_to_labels or ssh_target(key) is None:
                 why = ("not a host name" if ssh_target(key) is None else
                        "a Prometheus label is not a host to SSH to without your say: add a profile of that "

@@ -7,19 +7,19 @@ check only by typing its name, and the override is recorded with who typed it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from console.core.derive.swap_observer import verification
 from console.core.derive.swap_view import GateCheck
-from console.domain.paths import host_named
+from console.domain.analysis.fit import inputs_from_command, plan_fit
+from console.domain.paths import forbidden_prefix, host_named
 
 CHECKS = ("download", "sha256", "diff", "fit", "disk", "paths", "flags")
 
 
 def _under(path: str, prefix: str, real: str | None = None) -> bool:
     """The one rule the lint uses too (console/domain/paths.py): lexical and, where known, the host's realpath."""
-    from console.domain.paths import forbidden_prefix
-
     return forbidden_prefix(path, (prefix,), real) is not None
 
 
@@ -102,8 +102,6 @@ def check_diff(state: Any) -> GateCheck:
 
 def fit_result(state: Any) -> tuple[Any, str | None]:
     """The fit planner for the new unit's flags, as the fit view computes it; (result, why not)."""
-    from console.domain.analysis.fit import inputs_from_command, plan_fit
-
     report, gpus, download = _report(state), state.data("gpu"), state.data("download")
     if report is None or report.new.command is None:
         return None, "no new unit command yet"
@@ -189,8 +187,6 @@ def check_flags(state: Any) -> GateCheck:
 def evaluate(state: Any, *, forbidden: tuple[str, ...] = (), verify_sha: bool = False,
              model_dir: str | None = None, overrides: Mapping[str, str] | None = None) -> tuple[GateCheck, ...]:
     """Every check, with the overrides (check name -> who typed it) applied to failing ones."""
-    from dataclasses import replace
-
     checks = (check_download(state), check_sha(state, verify_sha), check_diff(state), check_fit(state),
               check_disk(state), check_paths(state, forbidden, model_dir), check_flags(state))
     overrides = overrides or {}

@@ -22,8 +22,10 @@ from console.core.derive.swap_observer import _side, boot_time, verification
 from console.core.derive.swap_view import audit_summary, format_duration
 from console.core.recording import FLUSH_EVERY_S, read_recording
 from console.core.state import HostState, ReadingChanged
+from console.domain.analysis.fit import calibration
 from console.domain.paths import host_named
 from console.domain.swap import bench_choice, downtime_report
+from console.domain.swap.preflight import fit_result
 from console.redact import redact_text
 
 SECTIONS = ("Host", "Old → new", "Swap plan", "Diff", "Fit", "Download", "Boot timeline", "Time to ready and downtime",
@@ -316,9 +318,6 @@ class ReportBuilder:
                  "at_s": b.at_s, "clock": clock(b), "seconds": b.seconds, "detail": b.detail} for b in boot], None
 
     def _fit(self) -> dict[str, Any]:
-        from console.domain.analysis.fit import calibration
-        from console.domain.swap.preflight import fit_result
-
         result, why = fit_result(self.state)
         if result is None:
             return {"predicted": None, "why_not": why, "rows": []}

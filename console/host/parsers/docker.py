@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from console.host.parsers import ParseError
-from console.sanitize import clean_json
+from console.sanitize import clean_json, clean_line
 
 MAX_INSPECT_BYTES = 8 * 1024 * 1024  # a container's inspect is a few KiB; more is not docker's output
 
@@ -545,8 +545,6 @@ def docker_error_text(text: str) -> str:
     """A failed docker command's output as one line: the daemon's reason, without what the CLI
     adds around it (`Error: failed to start containers: NAME` after the reason of a failed
     `docker start`, CLI 28's `Flag --time has been deprecated` note), host text cleaned."""
-    from console.sanitize import clean_line
-
     lines = [clean_line(ln).strip() for ln in text.splitlines()]
     kept = [ln for ln in lines if ln and not _CLI_NOISE.match(ln)]
     return " ".join(kept or [ln for ln in lines if ln])

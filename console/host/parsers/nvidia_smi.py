@@ -9,7 +9,7 @@ Unknown Error". Such lines become problems; the healthy GPUs are kept.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from console.model import GpuDevice, GpuProcess
 
@@ -111,6 +111,4 @@ def parse_compute_apps(text: str) -> tuple[dict[str, list[GpuProcess]], tuple[st
 
 
 def attach_processes(gpus: tuple[GpuDevice, ...], by_uuid: dict[str, list[GpuProcess]]) -> tuple[GpuDevice, ...]:
-    from dataclasses import replace
-
     return tuple(replace(g, processes=tuple(by_uuid.get(g.uuid or "", ()))) for g in gpus)

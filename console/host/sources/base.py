@@ -9,9 +9,10 @@ from dataclasses import replace
 from typing import Generic, TypeVar
 
 from console.host.backoff import Backoff
-from console.model import Reading
 from console.host.parsers import ParseError
 from console.host.transport.errors import TransportError
+from console.model import Reading
+from console.sanitize import clean_line
 
 T = TypeVar("T")
 
@@ -19,8 +20,6 @@ T = TypeVar("T")
 def describe_error(exc: BaseException) -> str:
     """One line for the operator: never a traceback, never a terminal escape from the host's
     stderr (issue 21, item 1)."""
-    from console.sanitize import clean_line
-
     return clean_line(_describe(exc))
 
 

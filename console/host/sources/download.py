@@ -20,7 +20,7 @@ from console.domain.analysis.download import (
     finals_stats,
     summarize,
 )
-from console.host.hub import HubAccess
+from console.host.hub import HubAccess, HubError
 from console.host.parsers import ParseError
 from console.host.parsers.hf_listing import (
     INDEX_NAME,
@@ -144,8 +144,6 @@ class DownloadWatcher:
         if exc is None:
             s.hub_expected, s.hub_problem = task.result(), None
         else:
-            from console.host.hub import HubError
-
             s.hub_problem = str(exc) if isinstance(exc, HubError) else describe_error(exc)
 
     # -- the directory, incrementally ---------------------------------------------------------

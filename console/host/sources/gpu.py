@@ -16,12 +16,13 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from console.host.backoff import Backoff
-from console.model import GpuDevice, GpuStatus, Reading
 from console.host.parsers import ParseError, split_sections
+from console.host.parsers.docker import container_id_from_cgroup
 from console.host.parsers.nvidia_smi import (
     attach_processes,
     parse_compute_apps,
@@ -31,9 +32,11 @@ from console.host.parsers.nvidia_smi import (
     query_gpu_command,
 )
 from console.host.parsers.nvml import gpus_from_sample, merge_sample, parse_sampler_line
-from console.sanitize import clean_line
+from console.host.sources import nvml_sampler
 from console.host.sources.base import describe_error
 from console.host.transport.base import LineStream, Transport, quote
+from console.model import GpuDevice, GpuStatus, Reading
+from console.sanitize import clean_line
 from console.units import seconds
 
 SAMPLER_SOURCE = (Path(__file__).parent / "nvml_sampler.py").read_text()
@@ -73,8 +76,6 @@ async def _lines(stream: LineStream, stall_s: float) -> AsyncIterator[bytes]:
 def _clean_gpu(gpu: GpuDevice) -> GpuDevice:
     """A GPU's strings without terminal escapes: a process name is chosen by whoever starts a
     CUDA process on the host (`ESC ] 52` in it wrote the operator's clipboard; issue 21, item 1)."""
-    from dataclasses import replace
-
     procs = tuple(replace(p, name=clean_line(p.name)) if p.name != clean_line(p.name) else p
                   for p in gpu.processes)
     name, uuid = clean_line(gpu.name), clean_line(gpu.uuid) if gpu.uuid else gpu.uuid
@@ -124,8 +125,6 @@ class GpuSource:
     def _with_containers(self, gpus: tuple[GpuDevice, ...]) -> tuple[GpuDevice, ...]:
         """Name the container of each GPU process (from /proc/PID/cgroup and `docker ps`), as far
         as it is known; unknown pids are looked up in the background, once."""
-        from dataclasses import replace
-
         pids = {p.pid for g in gpus for p in g.processes}
         now = time.monotonic()
         new = sorted(pid for pid in pids if pid > 0 and (
@@ -141,8 +140,6 @@ class GpuSource:
                      for g in gpus)
 
     async def _lookup_containers(self, pids: list[int]) -> None:
-        from console.host.parsers.docker import container_id_from_cgroup
-
         script = ("for p in " + " ".join(str(int(p)) for p in pids) + "; do echo \"@@pid$p\"; "
                   "cat \"/proc/$p/cgroup\" 2>/dev/null; done; echo @@names; "
                   "command -v docker >/dev/null 2>&1 && "
@@ -169,8 +166,6 @@ class GpuSource:
             self._containers.pop(next(iter(self._containers)))
 
     def _error(self, message: str) -> Reading[GpuStatus]:
-        from dataclasses import replace
-
         self.reading = replace(self.reading, error=message, error_at_s=time.time())
         return self.reading
 
@@ -226,8 +221,6 @@ class GpuSource:
 
     # -- path 1: NVML --------------------------------------------------------------------
     async def _nvml_local(self) -> AsyncIterator[Reading[GpuStatus]]:
-        from console.host.sources import nvml_sampler
-
         try:
             pynvml, handles, driver = await asyncio.to_thread(nvml_sampler.open_nvml)
         except ImportError as exc:

@@ -19,14 +19,15 @@ from console.domain.analysis.service_report import (
     side_from_text,
     with_other_way,
 )
+from console.domain.paths import exists_and_real_script, parse_exists_and_real
 from console.host.parsers import split_sections
 from console.host.parsers.sglang_argv import NotSglang, normalize
 from console.host.parsers.sglang_flags import FlagTable, builtin_table, table_from_help
 from console.host.parsers.systemd import parse_env_file
-from console.redact import redact_argv, redact_text
-from console.sanitize import clean_block, clean_line
 from console.host.sources.base import PolledSource, describe_error
 from console.host.transport.base import Transport, operand, quote
+from console.redact import redact_argv, redact_text
+from console.sanitize import clean_block, clean_line
 
 GPU_COUNT_TIMEOUT_S = 8.0
 ENV_FILES_MAX = 8  # EnvironmentFile= entries read per unit
@@ -274,8 +275,6 @@ class ServiceWatcher:
         exists: dict[str, bool] = {}
         real: dict[str, str] = {}
         if paths:
-            from console.domain.paths import exists_and_real_script, parse_exists_and_real
-
             r = await self.transport.run(exists_and_real_script(paths), timeout=10)
             exists, real = parse_exists_and_real(paths, clean_block(r.text))
         config: dict[str, Any] | None = None

@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import socket
+import stat as stat_mod
 import time
 from collections.abc import Callable
 
@@ -84,7 +85,6 @@ class LocalTransport:
     async def stat(self, path: str, *, timeout: float = 10.0) -> FileStat:
         st = await asyncio.wait_for(asyncio.to_thread(os.stat, path), timeout)
         is_link = await asyncio.to_thread(os.path.islink, path)
-        import stat as stat_mod
 
         return FileStat(path, st.st_size, st.st_mtime, stat_mod.S_ISDIR(st.st_mode), is_link)
 

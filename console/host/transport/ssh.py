@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import socket
+import stat as stat_mod
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -206,9 +208,6 @@ class KnownHostsFile:
         return trusted, cas, revoked
 def connect_error_words(exc: OSError) -> str:
     """asyncio words a refused connection as "Connect call failed ('127.0.0.1', 22)": say what it is."""
-    import errno
-    import os
-
     if isinstance(exc, ConnectionRefusedError) or exc.errno == errno.ECONNREFUSED:
         return "connection refused (nothing listens on that port, or a firewall rejects it)"
     if exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
@@ -536,8 +535,6 @@ class SshTransport:
             raise CommandError(f"{what} {path}: {exc.reason}") from None
 
     async def stat(self, path: str, *, timeout: float = 10.0) -> FileStat:
-        import stat as stat_mod
-
         with self._sftp_errors("stat", path, timeout):
             sftp = await asyncio.wait_for(self._sftp_client(), timeout)
             attrs = await asyncio.wait_for(sftp.stat(path), timeout)

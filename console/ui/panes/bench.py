@@ -5,6 +5,7 @@ Keys: `b` quick run, `B` the story's sweep (1, 4, 16, 64 at 1k/1k), `x` stop."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections import OrderedDict
 from typing import Any, ClassVar
@@ -29,8 +30,6 @@ DIM = "dim"
 
 def nice_ticks(lo: float, hi: float, n: int = 4) -> list[float]:
     """Round tick values (1, 2, 2.5, 5 x 10^k steps) covering [lo, hi], at most n + 1 of them."""
-    import math
-
     lo, hi = min(lo, hi), max(lo, hi)
     if hi - lo < 1e-9:
         hi = lo + 1.0
@@ -65,8 +64,6 @@ def tick_label(v: float, unit: str = "") -> str:
 
 
 def _is_nice(step: float) -> bool:
-    import math
-
     if step <= 0:
         return False
     mag = 10 ** math.floor(math.log10(step))
@@ -75,8 +72,6 @@ def _is_nice(step: float) -> bool:
 
 def _nice_ceil(raw: float) -> float:
     """The smallest 1, 2, 2.5, 5 x 10^k step at least `raw`."""
-    import math
-
     raw = max(raw, 1e-9)
     mag = 10 ** math.floor(math.log10(raw))
     return next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw * (1 - 1e-9))
@@ -469,8 +464,6 @@ class ChartInputs:
     picture and the pane keeps the pictures it drew by key. Passed to `chart` as its view."""
 
     def __init__(self, view: BenchView, width: int, now_s: float, span_s: int = 120) -> None:
-        import math
-
         self.dot_s = dot = span_s / max(2, 2 * width)  # finer than the plot's own dots: never coarser
         self.now_s = now = math.ceil(now_s / dot) * dot  # "now" at most one dot ahead
         self._series = {name: list(_at_resolution(points, dot)) for name, points in view.series(now, span_s).items()}
@@ -509,7 +502,6 @@ def sweep_chart(view: BenchView, width: int, height: int) -> Text:
     if len(pts) < 2:
         return Text("the sweep chart needs two finished runs at different concurrency (B runs 1, 4, 16, 64)",
                     style=DIM)
-    import math
 
     # Concurrency doubles or quadruples from run to run: a log axis spaces 1, 4, 16, 64 evenly.
     xs = [math.log2(p[0]) for p in pts]

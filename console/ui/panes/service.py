@@ -3,6 +3,7 @@ lints by severity, drift of the running process; `d` the raw diff, `s` swap, `u`
 
 from __future__ import annotations
 
+import textwrap
 import time
 from dataclasses import replace
 from typing import Any, ClassVar
@@ -96,8 +97,6 @@ def plural(n: int, word: str) -> str:
 
 def hanging(message: str, indent: int, width: int) -> str:
     """`message` wrapped to `width`, continuation lines under its first character (not column 1)."""
-    import textwrap
-
     room = max(12, width - indent)
     lines = textwrap.wrap(message, room, break_on_hyphens=False, break_long_words=True) or [""]
     return ("\n" + " " * indent).join(lines)

@@ -5,6 +5,7 @@ an override needs the check's name typed. `format_plan` is pure and tested witho
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
 import time
 from typing import Any, ClassVar
@@ -604,8 +605,6 @@ async def drive_plan_as_operator(app: Any, *, read_s: float = 2.5, timeout_s: fl
     old model is benchmarked first (the report's "before"); then each step's key is pressed on the
     plan screen, its confirmation (the exact commands) stays up `read_s` to be read, enter runs
     it, and the next waits for it to end. Returns how it ended (one line)."""
-    import asyncio
-
     state = app.state
     runner = getattr(app, "runner", None)
     loop = asyncio.get_running_loop()

@@ -19,8 +19,10 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from console.demo.hostsim import pagecache, story
 from console.demo.hostsim.fake_sglang import multinode
 from console.demo.hostsim.fake_sglang.lifecycle import Lifecycle
+from console.locations import DATA_DIR
 
 SPEED = float(os.environ.get("GPUSIM_SPEED", "1") or 1)
 # Boot timeline, seconds after the process starts (story.T_NEW_START): see console/demo/hostsim/story.py.
@@ -39,8 +41,6 @@ GRAPHS_S = 5.0  # scenario seconds of CUDA graph capture
 
 
 def build_parser():
-    from console.locations import DATA_DIR
-
     data = json.loads((DATA_DIR / "sglang_flags_0.5.23.json").read_text())
     parser = argparse.ArgumentParser(prog="sglang serve")
     for flag in data["flags"]:
@@ -85,8 +85,6 @@ class Server:
         self.paused_now = 0
         self.update_lock = threading.Lock()
         if PAGECACHE_MODEL and os.environ.get("GPUSIM_BOOTED") != "1":
-            from console.demo.hostsim import pagecache
-
             self.weights_s = pagecache.load_seconds(args.model_path or "")[0]
             w = self.weights_s
             self.boot_plan = [(0.3, "launch"), (4.0, "weights loading"), (4.0 + w, "weights loaded"),
@@ -226,8 +224,6 @@ class Server:
         elapsed = self.weights_s / SPEED if PAGECACHE_MODEL else 9.87
         usage = 58.03  # the story's 122B at TP4
         if PAGECACHE_MODEL:
-            from console.demo.hostsim import pagecache
-
             # the weights this server read: its shards' bytes over its ranks (a real server logs
             # what it loaded, whichever model it is; the old 397B's boot said the 122B's figure)
             total = pagecache.model_bytes(self.model_path or "")[0]
@@ -258,8 +254,6 @@ class Server:
             self.update_lock.release()
 
     def _update(self, path, req):
-        from console.demo.hostsim import pagecache
-
         with self.lock:
             self.paused_now = 0
             self.updating.set()
@@ -361,8 +355,6 @@ class Server:
 
     # -- serving ------------------------------------------------------------------------
     def background_running(self):
-        from console.demo.hostsim import story
-
         t = (time.time() - float(os.environ.get("GPUSIM_START", self.started))) * SPEED
         return max(0, round(story.traffic(t) * 12))
 
