@@ -117,8 +117,8 @@ async def start(sim: HostSimulator, path: str, *, earlier_boot: bool = False, up
                 ready_late_in_second: float = 0.0) -> Downtime:
     if path not in ("in-place", "beside", "restart"):
         raise ValueError(f"no such path: {path}")
-    if runtime not in ("systemd", "container") or (runtime == "container" and path == "restart"):
-        raise ValueError(f"no simulated {runtime} host for the {path} path (restart: --demo-scenario docker-drive)")
+    if runtime not in ("systemd", "container", "compose") or (runtime == "compose" and path != "restart"):
+        raise ValueError(f"no simulated {runtime} host for the {path} path")
     pagecache.install(sim.bin_dir)
     if memory_pressure:
         pagecache.set_pressure(memory_pressure, sim.root)
@@ -169,8 +169,10 @@ async def start(sim: HostSimulator, path: str, *, earlier_boot: bool = False, up
                                "unit_draft": str(draft), "gpu_interval_s": 0.5}
     if runtime == "container" and path == "in-place":
         over = _in_place_containers(sim, runner, draft, model_dir)
-    elif runtime == "container":
+    elif runtime == "container" and path == "beside":
         over = _beside_containers(sim, draft, model_dir)
+    elif runtime in ("container", "compose"):
+        over = _restart_containers(sim, draft, model_dir, compose=runtime == "compose")
     sim.add_task(runner.run())
     profile = demo_profile(sim)
     dt = Downtime(path, profile.with_overrides(over), runner)
@@ -219,6 +221,35 @@ def _beside_containers(sim: HostSimulator, draft: Path, model_dir: str) -> dict[
                                                   NEW_UNIT: (NEW_CONTAINER, "/shared/models")}))
     return {"unit": None, "compare_unit": None, "container": NEW_CONTAINER, "compare_container": OLD_CONTAINER,
             "model_dir": sim.host_path(model_dir), "unit_draft": None, "gpu_interval_s": 0.5}
+
+
+def _restart_containers(sim: HostSimulator, draft: Path, model_dir: str, *, compose: bool) -> dict[str, object]:
+    """The restart when SGLang runs in containers: the 397B serves in OLD_CONTAINER; the 122B's
+    container is created, not started (`compose`: not created yet, its service in COMPOSE_FILE, and
+    `docker compose create` makes it). `docker stop` and `docker start` of either close and open its
+    service's window as Docker's do (console/demo/hostsim/fake_docker.py, `drive_start_stop`)."""
+    services: dict[str, list[str]] = {}
+    if compose:  # the new service's launch waits beside until compose creates its container
+        staged = sim.root / ".sim" / "compose-staged"
+        staged.mkdir(parents=True, exist_ok=True)
+        (staged / NEW_UNIT).write_text(draft.read_text())
+        sim.path(docker_drive.COMPOSE_FILE).parent.mkdir(parents=True, exist_ok=True)
+        sim.path(docker_drive.COMPOSE_FILE).write_text(docker_drive.compose_text(sim))
+        services[docker_drive.COMPOSE_SERVICE] = [sim.host_path(docker_drive.COMPOSE_FILE), NEW_CONTAINER, NEW_UNIT]
+    else:
+        sim.path(f"{UNITS_DIR}/{NEW_UNIT}").write_text(draft.read_text())
+    (sim.root / ".sim" / docker_drive.MAP_FILE).write_text(json.dumps(
+        {"containers": {OLD_CONTAINER: OLD_UNIT, NEW_CONTAINER: NEW_UNIT}, "compose": services}))
+    new: tuple[str, ...] = (NEW_CONTAINER, "/shared/models") + ((docker_drive.COMPOSE_IMAGE,) if compose else ())
+    sim.add_task(mirror_units_as_containers(sim, {OLD_UNIT: (OLD_CONTAINER, "/data/models"), NEW_UNIT: new}))
+    over: dict[str, object] = {"unit": None, "compare_unit": None, "compare_container": OLD_CONTAINER,
+                               "model_dir": sim.host_path(model_dir), "unit_draft": None, "gpu_interval_s": 0.5}
+    if compose:
+        over.update(compose=sim.host_path(docker_drive.COMPOSE_FILE), compose_service=docker_drive.COMPOSE_SERVICE,
+                    container=None)
+    else:
+        over["container"] = NEW_CONTAINER
+    return over
 
 
 __all__ = ["Downtime", "FT_CONTAINER", "FT_UNIT", "FT_MODEL_DIR", "qwen397b_config", "start", "write_model"]
