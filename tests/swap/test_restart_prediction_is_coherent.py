@@ -14,9 +14,9 @@ from pathlib import Path
 from console.core.derive.swap_view import SwapSetup, SwapStep, SwapStepChanged
 from console.core.recording import Recorder
 from console.core.state import DowntimeChanged, HostState, LogAppended, PathEvent, ReadingChanged
+from console.domain.analysis.service_report import HostFacts, build_report, side_from_text
 from console.domain.swap import downtime_report
 from console.domain.swap import prediction as pred
-from console.domain.analysis.service_report import HostFacts, build_report, side_from_text
 from console.domain.swap.report import render, report_from_recording
 from console.host.parsers.sglang_log import LogEvent, parse_line
 from console.model import Reading

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from console.config import HostProfile
 from console.demo.hostsim import docker_drive, drive, pagecache, placement
-from console.demo.hostsim.containers import mirror_units_as_containers
+from console.demo.hostsim.containers import IMAGE, mirror_units_as_containers
 from console.demo.hostsim.downloader import qwen122b_config, qwen122b_files
 from console.demo.hostsim.scenario import MODEL_DIR, NEW_UNIT, OLD_MODEL_DIR, OLD_UNIT, demo_profile
-from console.demo.hostsim.story import NEW_CONTAINER, OLD_CONTAINER
 from console.demo.hostsim.services import TEMPLATES, UNITS_DIR, Timeline, UnitRunner, install_units
+from console.demo.hostsim.story import NEW_CONTAINER, OLD_CONTAINER
 from console.locations import PACKAGE_PARENT
 
 if TYPE_CHECKING:
@@ -234,14 +234,17 @@ def _restart_containers(sim: HostSimulator, draft: Path, model_dir: str, *, comp
         staged.mkdir(parents=True, exist_ok=True)
         (staged / NEW_UNIT).write_text(draft.read_text())
         sim.path(docker_drive.COMPOSE_FILE).parent.mkdir(parents=True, exist_ok=True)
-        sim.path(docker_drive.COMPOSE_FILE).write_text(docker_drive.compose_text(sim))
+        # the image the host has (a newer tag's flags cannot be checked against the built-in table:
+        # the gate would refuse; the pull of a missing image is docker-drive's scenario)
+        sim.path(docker_drive.COMPOSE_FILE).write_text(
+            docker_drive.compose_text(sim).replace(docker_drive.COMPOSE_IMAGE, IMAGE))
         services[docker_drive.COMPOSE_SERVICE] = [sim.host_path(docker_drive.COMPOSE_FILE), NEW_CONTAINER, NEW_UNIT]
     else:
         sim.path(f"{UNITS_DIR}/{NEW_UNIT}").write_text(draft.read_text())
     (sim.root / ".sim" / docker_drive.MAP_FILE).write_text(json.dumps(
         {"containers": {OLD_CONTAINER: OLD_UNIT, NEW_CONTAINER: NEW_UNIT}, "compose": services}))
-    new: tuple[str, ...] = (NEW_CONTAINER, "/shared/models") + ((docker_drive.COMPOSE_IMAGE,) if compose else ())
-    sim.add_task(mirror_units_as_containers(sim, {OLD_UNIT: (OLD_CONTAINER, "/data/models"), NEW_UNIT: new}))
+    sim.add_task(mirror_units_as_containers(sim, {OLD_UNIT: (OLD_CONTAINER, "/data/models"),
+                                                  NEW_UNIT: (NEW_CONTAINER, "/shared/models")}))
     over: dict[str, object] = {"unit": None, "compare_unit": None, "compare_container": OLD_CONTAINER,
                                "model_dir": sim.host_path(model_dir), "unit_draft": None, "gpu_interval_s": 0.5}
     if compose:

@@ -120,7 +120,8 @@ def boots_from_events(events: Iterable[Any], cached: dict[str, float] | None = N
             if started is not None and launch is not None and 0 <= (launch - started).total_seconds() <= START_WINDOW_S:
                 cur.start_s = (launch - started).total_seconds()
             elif launch is not None:  # the container's start: Docker's, the last one before this launch
-                before = [launch.timestamp() - t for t in docker_starts if 0 <= launch.timestamp() - t <= START_WINDOW_S]
+                at = launch.timestamp()
+                before = [at - t for t in docker_starts if 0 <= at - t <= START_WINDOW_S]
                 cur.start_s = min(before) if before else None
             started = None
         if cur is None:
@@ -334,7 +335,8 @@ def predict_restart(samples: list[BootSample], weights_bytes: float, residency: 
                            "(the new server starts once a GPU reading shows the memory drained)")
     starts = [s.start_s for s in samples if s.start_s is not None]
     if not starts:
-        started = "the container's start (Docker's start event)" if container else "the unit's start (systemd's Started line)"
+        started = ("the container's start (Docker's start event)" if container
+                   else "the unit's start (systemd's Started line)")
         assumptions.append(f"{started} → the server's first log line is not in the earlier boots' logs: counted as 0")
     phases = {
         "stop": stop_s,
