@@ -2,7 +2,8 @@
 
     python -m console.demo.swap_demo screenshots/ [--oom] [--speed 8]
     python -m console.demo.swap_demo OUT --path in-place|beside|restart   (issue 24: the faster paths)
-    python -m console.demo.swap_demo OUT --path in-place|beside --runtime container   (SGLang in containers)
+    python -m console.demo.swap_demo OUT --path in-place|beside|restart --runtime container   (SGLang in containers)
+    python -m console.demo.swap_demo OUT --path restart --runtime compose   (the new server a compose service)
 
 Runs the simulator's driven scenario (real SSH, SFTP, the simulated systemctl/hf and SGLang), a
 benchmark of the old model, then every step of the plan from the SwapController (a failed boot

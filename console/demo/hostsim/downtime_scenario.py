@@ -7,6 +7,10 @@ commands move it; console/demo/hostsim/drive.py):
   (console/demo/hostsim/fake_sglang/router.py) fronts the old server.
 - "restart": the story's 4-GPU host, 397B → 122B.
 
+Runtime "container" (every path) mirrors the units as Docker containers (console/demo/hostsim/
+containers.py), `docker stop|start` driving them as Docker does; runtime "compose" (the restart)
+has the new server as a compose service whose container the swap's install creates.
+
 In all three the weights phase of a boot (and of an in-place update) follows the simulated page
 cache (console/demo/hostsim/pagecache.py: SIMULATOR PARAMETERS, not measurements), and the host has
 `fincore`, `free` and a counting `dd`. `earlier_boot`: the old server boots at the start (as the
