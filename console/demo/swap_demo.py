@@ -2,7 +2,8 @@
 
     python -m console.demo.swap_demo screenshots/ [--oom] [--speed 8]
     python -m console.demo.swap_demo OUT --path in-place|beside|restart   (issue 24: the faster paths)
-    python -m console.demo.swap_demo OUT --path in-place|beside --runtime container   (SGLang in containers)
+    python -m console.demo.swap_demo OUT --path in-place|beside|restart --runtime container   (SGLang in containers)
+    python -m console.demo.swap_demo OUT --path restart --runtime compose   (the new server a compose service)
 
 Runs the simulator's driven scenario (real SSH, SFTP, the simulated systemctl/hf and SGLang), a
 benchmark of the old model, then every step of the plan from the SwapController (a failed boot
@@ -230,15 +231,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="moved: python -m console.ui.swap_tui_demo OUT (the swap through the console's screens)")
     parser.add_argument("--path", choices=("in-place", "beside", "restart"),
                         help="issue 24: play this path on its simulated host; writes swap-report-<path>.*")
-    parser.add_argument("--runtime", choices=("systemd", "container"), default="systemd",
-                        help="with --path in-place or beside: SGLang as systemd units (default) or in containers")
+    parser.add_argument("--runtime", choices=("systemd", "container", "compose"), default="systemd",
+                        help="with --path: SGLang as systemd units (default), in containers, or (restart) a compose "
+                             "service")
     args = parser.parse_args(argv)
-    if args.runtime == "container" and args.path not in ("in-place", "beside"):
-        parser.error("--runtime container goes with --path in-place or beside (the restart in containers: "
-                     "gpuconsole --demo-scenario docker-drive)")
+    if args.runtime != "systemd" and not args.path:
+        parser.error(f"--runtime {args.runtime} goes with --path")
+    if args.runtime == "compose" and args.path != "restart":
+        parser.error("--runtime compose goes with --path restart (the compose service is created by the swap)")
     if args.path:
         recording, _ = asyncio.run(run_path_demo(args.out, args.path, speed=args.speed, runtime=args.runtime))
-        name = f"swap-report-{args.path}" + ("-container" if args.runtime == "container" else "")
+        name = f"swap-report-{args.path}" + (f"-{args.runtime}" if args.runtime != "systemd" else "")
         for path in render_all(recording, args.out, name):
             print(path)
         return 0

@@ -146,6 +146,10 @@ class SimHost:
         """`docker inspect` of a container as the simulated Docker answers it."""
         return json.loads((self.work / "host" / ".sim" / "containers" / f"{name}.json").read_text())
 
+    def started_at(self, name: str) -> float:
+        """A container's last start as the simulated Docker recorded it (State.StartedAt, epoch seconds)."""
+        return dt.datetime.fromisoformat(self.inspect(name)["State"]["StartedAt"][:26] + "+00:00").timestamp()
+
     def logged(self, unit: str, text: str) -> list[str]:
         """The server's own stamps of its lines containing `text` (a unit's journal; a container's
         `docker logs`)."""

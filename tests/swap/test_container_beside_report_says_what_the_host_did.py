@@ -88,6 +88,16 @@ def test_there_was_no_downtime_as_the_hosts_order_says(lived: tuple[SimHost, Any
     assert abs(d.started_at_s - _stopping(host)) < 5
 
 
+def test_the_predicted_downtime_is_the_measured_one(lived: tuple[SimHost, Any, dict, str]) -> None:
+    """Issue 33, item 4, in containers beside: 0 s predicted (the old server serves until the router
+    moved traffic), 0 s measured from the host's order; the row says both."""
+    _, _, r, _ = lived
+    d = r["downtime_paths"]
+    assert d["chosen"] == "beside" and r["predicted_downtime_s"] == 0.0
+    assert d["phases"] == [{"phase": "downtime", "title": d["phases"][0]["title"], "predicted_s": 0.0,
+                            "measured_s": 0.0, "error_pct": None}], d["phases"]
+
+
 def test_time_to_ready_is_the_new_containers_boot(lived: tuple[SimHost, Any, dict, str]) -> None:
     host, _, r, _ = lived
     booted = _ready(host) - _started(host)

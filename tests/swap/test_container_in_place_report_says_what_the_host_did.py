@@ -135,23 +135,37 @@ def test_the_audit_is_the_update_posted_with_the_containers_own_path(lived: tupl
         "systemctl is-active", "")
 
 
-def test_the_demo_refuses_a_container_runtime_without_a_path_it_has(capsys: pytest.CaptureFixture[str],
-                                                                    tmp_path: Path) -> None:
-    for argv in ([str(tmp_path)], [str(tmp_path), "--path", "restart"]):
+def test_the_demo_refuses_a_runtime_without_a_path_it_has(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    for argv, said in (([str(tmp_path), "--runtime", "container"], "--runtime container goes with --path"),
+                       ([str(tmp_path), "--path", "beside", "--runtime", "compose"],
+                        "--runtime compose goes with --path restart (the compose service is created by the swap)")):
         with pytest.raises(SystemExit) as exc:
-            main([*argv, "--runtime", "container"])
+            main(argv)
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert err[-1].endswith("--runtime container goes with --path in-place or beside (the restart in "
-                                "containers: gpuconsole --demo-scenario docker-drive)"), err
+        assert err[-1].endswith(said), err
         assert not any("Traceback" in line for line in err)
 
 
-def test_the_predictions_assumptions_name_the_containers_start_not_a_units(
+def test_the_pause_is_predicted_within_ten_percent_of_the_containers_update(
+        lived: tuple[SimHost, Any, dict, str]) -> None:
+    """Issue 33, item 4, in a container: the in-place pause predicted from the container's recorded
+    boot against the pause its log says (Docker's times of the update's lines)."""
+    host, _, r, _ = lived
+    (pause,) = [x for x in r["downtime_paths"]["phases"] if x["phase"] == "pause"]
+    assert pause["measured_s"] == pytest.approx(_ended(host) - _began(host), abs=0.05)
+    assert pause["measured_s"] == pytest.approx(pause["predicted_s"], rel=0.10), pause
+    assert r["predicted_downtime_s"] == pause["predicted_s"]
+
+
+def test_the_restart_it_weighed_starts_the_container_as_docker_recorded_it(
         lived: tuple[SimHost, Any, dict, str]) -> None:
     """The restart the plan weighed (had it restarted instead) starts a container, not a unit: its
-    assumption about the start before the server's first log line names Docker's start."""
-    _, _, r, md = lived
-    said = [a for a in r["downtime_paths"]["assumptions"] if "first log line" in a]
-    assert said and all("unit" not in a and "the container's start (Docker's start event)" in a for a in said), said
+    start before the server's first log line is Docker's (the serving container's State.StartedAt up
+    to its launch line), never a unit's, never an assumed 0."""
+    host, state, r, md = lived
+    assert not [a for a in r["downtime_paths"]["assumptions"] if "first log line" in a], r["downtime_paths"]
+    restart = state.swap.paths["plan"].data()["restart"]
+    booted = host.logged_at(OLD, "server_args=")[0] - host.started_at(OLD)  # its one start: the earlier boot
+    assert 0 < booted < 5 and restart["phases_s"]["start"] == pytest.approx(booted, abs=0.1), restart
     assert "the unit's start" not in md

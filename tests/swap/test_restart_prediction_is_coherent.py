@@ -13,11 +13,13 @@ from pathlib import Path
 
 from console.core.derive.swap_view import SwapSetup, SwapStep, SwapStepChanged
 from console.core.recording import Recorder
-from console.core.state import DowntimeChanged, HostState, LogAppended, PathEvent
+from console.core.state import DowntimeChanged, HostState, LogAppended, PathEvent, ReadingChanged
+from console.domain.analysis.service_report import HostFacts, build_report, side_from_text
 from console.domain.swap import downtime_report
 from console.domain.swap import prediction as pred
 from console.domain.swap.report import render, report_from_recording
 from console.host.parsers.sglang_log import LogEvent, parse_line
+from console.model import Reading
 
 T0 = dt.datetime(2026, 12, 1, 10, 0, 0).timestamp()
 BOOT = [  # seconds after the unit's start, the lines SGLang logs
@@ -88,6 +90,42 @@ def test_each_assumption_is_named_once_in_the_report(tmp_path: Path) -> None:
     notes = tables[0][3]
     assert sum("GB weights at" in n for n in notes) == 1, notes
     assert sum("stop and drain 1 s assumed" in n for n in notes) == 1, notes
+
+
+def _containers(started: float | None) -> ReadingChanged:
+    """The service reading of a container host: the old container serving since `started` (Docker's
+    State.StartedAt), the new one created."""
+    unit = "[Service]\nExecStart=/py -m sglang.launch_server --model-path /m/{m} --tp 2 --port 30000\n"
+    old = replace(side_from_text("sglang-old", unit.format(m="old")), active_state="active", started_at_s=started)
+    new = replace(side_from_text("sglang-new", unit.format(m="new")), active_state="inactive")
+    return ReadingChanged("h", "service", Reading("service", build_report(old, new, HostFacts()), ok_at_s=T0 + 20))
+
+
+def test_a_containers_boot_carries_dockers_start_up_to_its_first_log_line(tmp_path: Path) -> None:
+    """In a container no systemd "Started" line comes before the launch: the container's start is
+    Docker's (State.StartedAt, in the service reading), and the restart's prediction counts it (it
+    was counted as 0, and the container restart was predicted 16 % short on the simulator)."""
+    state = HostState("h", label="h")
+    rec = Recorder(state, tmp_path).start()
+    state.apply(LogAppended("h", tuple(boot_lines(T0, with_unit=False))))
+    state.apply(_containers(T0 - 0.8))  # read after the boot, as the console does: the start stays in it
+    rec.close()
+    (sample,), problems = pred.samples_from_recordings(tmp_path)
+    assert not problems and sample.start_s is not None and abs(sample.start_s - 1.3) < 0.01  # 0.8 + the launch's 0.5
+    p = pred.predict_restart([sample], sample.weights_bytes, None, container=True)
+    assert abs(p.phases["start"] - 1.3) < 0.01 and not any("first log line" in a for a in p.assumptions)
+    # a start long before the launch (a container up for hours, its boot's log lost) is no boot's start
+    later = HostState("h", label="h")
+    rec = Recorder(later, tmp_path / "b").start()
+    later.apply(LogAppended("h", tuple(boot_lines(T0, with_unit=False))))
+    later.apply(_containers(T0 - 3600))
+    rec.close()
+    (old,), _ = pred.samples_from_recordings(tmp_path / "b")
+    assert old.start_s is None
+    said = pred.predict_restart([old], old.weights_bytes, None, container=True).assumptions
+    assert [a for a in said if "first log line" in a] == [
+        "the container's start (Docker's start event) → the server's first log line is not in the earlier boots' "
+        "logs: counted as 0"]
 
 
 def _beside(state: HostState, *, clock: bool) -> None:

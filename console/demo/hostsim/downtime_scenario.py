@@ -7,6 +7,10 @@ commands move it; console/demo/hostsim/drive.py):
   (console/demo/hostsim/fake_sglang/router.py) fronts the old server.
 - "restart": the story's 4-GPU host, 397B → 122B.
 
+Runtime "container" (every path) mirrors the units as Docker containers (console/demo/hostsim/
+containers.py), `docker stop|start` driving them as Docker does; runtime "compose" (the restart)
+has the new server as a compose service whose container the swap's install creates.
+
 In all three the weights phase of a boot (and of an in-place update) follows the simulated page
 cache (console/demo/hostsim/pagecache.py: SIMULATOR PARAMETERS, not measurements), and the host has
 `fincore`, `free` and a counting `dd`. `earlier_boot`: the old server boots at the start (as the
@@ -26,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from console.config import HostProfile
 from console.demo.hostsim import docker_drive, drive, pagecache, placement
-from console.demo.hostsim.containers import mirror_units_as_containers
+from console.demo.hostsim.containers import IMAGE, mirror_units_as_containers
 from console.demo.hostsim.downloader import qwen122b_config, qwen122b_files
 from console.demo.hostsim.scenario import MODEL_DIR, NEW_UNIT, OLD_MODEL_DIR, OLD_UNIT, demo_profile
 from console.demo.hostsim.services import TEMPLATES, UNITS_DIR, Timeline, UnitRunner, install_units
@@ -116,8 +120,8 @@ async def start(sim: HostSimulator, path: str, *, earlier_boot: bool = False, up
                 ready_late_in_second: float = 0.0) -> Downtime:
     if path not in ("in-place", "beside", "restart"):
         raise ValueError(f"no such path: {path}")
-    if runtime not in ("systemd", "container") or (runtime == "container" and path == "restart"):
-        raise ValueError(f"no simulated {runtime} host for the {path} path (restart: --demo-scenario docker-drive)")
+    if runtime not in ("systemd", "container", "compose") or (runtime == "compose" and path != "restart"):
+        raise ValueError(f"no simulated {runtime} host for the {path} path")
     pagecache.install(sim.bin_dir)
     if memory_pressure:
         pagecache.set_pressure(memory_pressure, sim.root)
@@ -168,8 +172,10 @@ async def start(sim: HostSimulator, path: str, *, earlier_boot: bool = False, up
                                "unit_draft": str(draft), "gpu_interval_s": 0.5}
     if runtime == "container" and path == "in-place":
         over = _in_place_containers(sim, runner, draft, model_dir)
-    elif runtime == "container":
+    elif runtime == "container" and path == "beside":
         over = _beside_containers(sim, draft, model_dir)
+    elif runtime in ("container", "compose"):
+        over = _restart_containers(sim, draft, model_dir, compose=runtime == "compose")
     sim.add_task(runner.run())
     profile = demo_profile(sim)
     dt = Downtime(path, profile.with_overrides(over), runner)
@@ -218,6 +224,38 @@ def _beside_containers(sim: HostSimulator, draft: Path, model_dir: str) -> dict[
                                                   NEW_UNIT: (NEW_CONTAINER, "/shared/models")}))
     return {"unit": None, "compare_unit": None, "container": NEW_CONTAINER, "compare_container": OLD_CONTAINER,
             "model_dir": sim.host_path(model_dir), "unit_draft": None, "gpu_interval_s": 0.5}
+
+
+def _restart_containers(sim: HostSimulator, draft: Path, model_dir: str, *, compose: bool) -> dict[str, object]:
+    """The restart when SGLang runs in containers: the 397B serves in OLD_CONTAINER; the 122B's
+    container is created, not started (`compose`: not created yet, its service in COMPOSE_FILE, and
+    `docker compose create` makes it). `docker stop` and `docker start` of either close and open its
+    service's window as Docker's do (console/demo/hostsim/fake_docker.py, `drive_start_stop`)."""
+    services: dict[str, list[str]] = {}
+    if compose:  # the new service's launch waits beside until compose creates its container
+        staged = sim.root / ".sim" / "compose-staged"
+        staged.mkdir(parents=True, exist_ok=True)
+        (staged / NEW_UNIT).write_text(draft.read_text())
+        sim.path(docker_drive.COMPOSE_FILE).parent.mkdir(parents=True, exist_ok=True)
+        # the image the host has (a newer tag's flags cannot be checked against the built-in table:
+        # the gate would refuse; the pull of a missing image is docker-drive's scenario)
+        sim.path(docker_drive.COMPOSE_FILE).write_text(
+            docker_drive.compose_text(sim).replace(docker_drive.COMPOSE_IMAGE, IMAGE))
+        services[docker_drive.COMPOSE_SERVICE] = [sim.host_path(docker_drive.COMPOSE_FILE), NEW_CONTAINER, NEW_UNIT]
+    else:
+        sim.path(f"{UNITS_DIR}/{NEW_UNIT}").write_text(draft.read_text())
+    (sim.root / ".sim" / docker_drive.MAP_FILE).write_text(json.dumps(
+        {"containers": {OLD_CONTAINER: OLD_UNIT, NEW_CONTAINER: NEW_UNIT}, "compose": services}))
+    sim.add_task(mirror_units_as_containers(sim, {OLD_UNIT: (OLD_CONTAINER, "/data/models"),
+                                                  NEW_UNIT: (NEW_CONTAINER, "/shared/models")}))
+    over: dict[str, object] = {"unit": None, "compare_unit": None, "compare_container": OLD_CONTAINER,
+                               "model_dir": sim.host_path(model_dir), "unit_draft": None, "gpu_interval_s": 0.5}
+    if compose:
+        over.update(compose=sim.host_path(docker_drive.COMPOSE_FILE), compose_service=docker_drive.COMPOSE_SERVICE,
+                    container=None)
+    else:
+        over["container"] = NEW_CONTAINER
+    return over
 
 
 __all__ = ["Downtime", "FT_CONTAINER", "FT_UNIT", "FT_MODEL_DIR", "qwen397b_config", "start", "write_model"]

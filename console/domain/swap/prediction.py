@@ -22,7 +22,7 @@ from typing import Any
 
 from console.core.derive.downtime import PathEvent
 from console.core.recording import RecordingError, read_recording
-from console.core.state import LogAppended, SwapStepChanged
+from console.core.state import LogAppended, ReadingChanged, SwapStepChanged
 from console.domain.swap.paths import format_duration
 
 GB = 1e9
@@ -93,14 +93,18 @@ class _Boot:
 
 
 def boots_from_events(events: Iterable[Any], cached: dict[str, float] | None = None,
-                      stops: dict[str, float] | None = None) -> list[BootSample]:
+                      stops: dict[str, float] | None = None,
+                      container_starts: Iterable[float] = ()) -> list[BootSample]:
     """Complete boots (launch … ready) in a stream of parsed log lines (console.host.parsers.sglang_log
     LogEvents), each with the start before its launch when systemd's "Started" line is in the
-    stream. A boot that never got ready (an OOM) is no sample of how long a boot takes. `cached` and
-    `stops`: the page-cache residency and the stop before a boot, by its launch stamp."""
+    stream, else when a container's start (`docker inspect`'s State.StartedAt, epoch seconds, in
+    `container_starts`) came shortly before it. A boot that never got ready (an OOM) is no sample of
+    how long a boot takes. `cached` and `stops`: the page-cache residency and the stop before a boot,
+    by its launch stamp."""
     out: list[BootSample] = []
     cur: _Boot | None = None
     started: datetime | None = None
+    docker_starts = sorted(set(container_starts))
     for e in events:
         if getattr(e, "kind", None) == "unit" and (getattr(e, "fields", None) or {}).get("transition") in (
                 "started", "starting"):
@@ -115,6 +119,10 @@ def boots_from_events(events: Iterable[Any], cached: dict[str, float] | None = N
             cur.launch_at_s = launch.timestamp() if launch is not None else None
             if started is not None and launch is not None and 0 <= (launch - started).total_seconds() <= START_WINDOW_S:
                 cur.start_s = (launch - started).total_seconds()
+            elif launch is not None:  # the container's start: Docker's, the last one before this launch
+                at = launch.timestamp()
+                before = [at - t for t in docker_starts if 0 <= at - t <= START_WINDOW_S]
+                cur.start_s = min(before) if before else None
             started = None
         if cur is None:
             continue
@@ -175,13 +183,21 @@ def samples_from_recordings(directory: Path, limit: int = MAX_RECORDINGS) -> tup
         # after a pre-warm is the one that counts): that makes warm boots samples of the warm rate.
         # A swap's stop and drain (the old server's stop step, done: the console's own or one the
         # observer saw) is the stop before the next boot.
+        # A container's start (Docker's StartedAt, in the service readings) is the start before the
+        # boot it launched, as a unit's "Started" line is.
         events: list[Any] = []
         cached: dict[str, float] = {}
         stops: dict[str, float] = {}
+        starts: set[float] = set()
         fraction: float | None = None
         stop: float | None = None
         for _, entry in rec.entries:
-            if isinstance(entry, PathEvent) and entry.kind == "plan":
+            if isinstance(entry, ReadingChanged) and entry.source == "service" and entry.reading.data is not None:
+                for side in (getattr(entry.reading.data, "old", None), getattr(entry.reading.data, "new", None)):
+                    at = getattr(side, "started_at_s", None)
+                    if isinstance(at, (int, float)) and not isinstance(at, bool):
+                        starts.add(float(at))
+            elif isinstance(entry, PathEvent) and entry.kind == "plan":
                 fraction = ((entry.data().get("residency") or {}).get("fraction"))
             elif isinstance(entry, SwapStepChanged) and entry.step.key == "stop_old" and entry.step.state == "done" \
                     and entry.step.duration_s is not None:
@@ -196,7 +212,7 @@ def samples_from_recordings(directory: Path, limit: int = MAX_RECORDINGS) -> tup
                             stops[ev.ts] = stop
                             stop = None
                     events.append(ev)
-        samples += boots_from_events(events, cached, stops)
+        samples += boots_from_events(events, cached, stops, starts)
     return samples, problems
 
 
@@ -319,7 +335,8 @@ def predict_restart(samples: list[BootSample], weights_bytes: float, residency: 
                            "(the new server starts once a GPU reading shows the memory drained)")
     starts = [s.start_s for s in samples if s.start_s is not None]
     if not starts:
-        started = "the container's start (Docker's start event)" if container else "the unit's start (systemd's Started line)"
+        started = ("the container's start (Docker's start event)" if container
+                   else "the unit's start (systemd's Started line)")
         assumptions.append(f"{started} → the server's first log line is not in the earlier boots' logs: counted as 0")
     phases = {
         "stop": stop_s,
