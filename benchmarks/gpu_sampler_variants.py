@@ -42,7 +42,7 @@ from benchmarks.gpu_sampler_profile import HOLDER, QUERY, child_cpu_us, side_by_
 STAND_IN = """
 import ctypes, os, select, signal, sys, time
 MODE, interval = {mode!r}, float(sys.argv[1])
-WAKE = {{"sleep_fixed": "sleep_fixed", "select": "select", "poll_in": "poll_in", "sigwait": "sigwait"}}.get(MODE, "sleep")
+WAKE = MODE if MODE in ("sleep_fixed", "select", "poll_in", "sigwait") else "sleep"
 if MODE not in ("sleep", "sleep_fixed", "select", "poll_in", "sigwait"):
     import pynvml
     pynvml.nvmlInit()

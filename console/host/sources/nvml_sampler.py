@@ -11,6 +11,7 @@ and exits 3, and the console falls back to nvidia-smi.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -177,7 +178,8 @@ class Sampler:
             rows = last["processes"]
         return mem, util, power, limit, temperature, rows
 
-    def sample(self, only_moved: bool = False, readings: list[Any] | None = None) -> dict[str, Any] | None:
+    def sample(self, only_moved: bool = False, readings: list[Any] | None = None,
+               t: float | None = None) -> dict[str, Any] | None:
         """One sample of every GPU. With `only_moved`, None when no GPU's figures moved since the
         sample before (nothing is built for a still host: the sampler's loop sends nothing).
         `readings`: each GPU's fields already read for this sample (`_read`'s, or its NVMLError)."""
@@ -229,18 +231,19 @@ class Sampler:
             del self.names[pid]
         if only_moved and not moved:
             return None
-        return {"t": time.time(), "gpus": gpus}
+        return {"t": time.time() if t is None else t, "gpus": gpus}
 
-    def step(self, delta: Delta) -> dict[str, Any] | None:
+    def step(self, delta: Delta, t: float | None = None) -> dict[str, Any] | None:
         """The next line the console reads: what `delta.record(self.sample(...))` makes, or None
         where nothing moved and no whole line is due. The usual sample of a host at work (every
         GPU read before and answering, no slow field due, its memory and processes as last read)
         moves only utilization or power: those go into the line as they are, with no whole sample
         built and compared field by field (on the H200 the fast path and the process list read once a
         minute took a 1 Hz sample from 397-430 µs of CPU to 331-353, tests/data/h200/sampler_cost/s13).
-        Anything else takes the whole path with the fields already read."""
+        Anything else takes the whole path with the fields already read. `t`: the line's time (the
+        sampler's loop gives the one clock read it made; else the wall clock is read)."""
         if delta.full_due:
-            return delta.record(self.sample())  # type: ignore[arg-type] - never None when whole
+            return delta.record(self.sample(t=t))  # type: ignore[arg-type] - never None when whole
         readings: list[Any] = []
         usual = True
         lasts = self.last
@@ -259,7 +262,7 @@ class Sampler:
                     or "power_w" not in delta.sent.get(index, ())):
                 usual = False
         if not usual:
-            record = self.sample(only_moved=True, readings=readings)
+            record = self.sample(only_moved=True, readings=readings, t=t)
             return None if record is None else delta.record(record)
         items: list[dict[str, Any]] = []
         moved = False
@@ -285,7 +288,7 @@ class Sampler:
         if not moved:
             return None
         delta.count += 1
-        return {"t": time.time(), "gpus": items, "delta": 1}
+        return {"t": time.time() if t is None else t, "gpus": items, "delta": 1}
 
 def sample(pynvml: Any, handles: list[Any]) -> dict[str, Any]:
     """One full sample with nothing cached (see Sampler for the loop's)."""
@@ -394,22 +397,34 @@ def main(argv: list[str]) -> int:
     sampler, delta = Sampler(pynvml, handles, interval_s=interval), Delta()
     encode = json.JSONEncoder(separators=(",", ":")).encode
     write(encode({"driver": driver, "count": len(handles)}))
-    sent_at = 0.0
+    # One clock read a still sample, two a sample that sends a line (the start, and the end for
+    # cost_us): each read cost 12-14 µs of a 1 Hz sample on the Firecracker H200, ~5-7 under gVisor
+    # (tests/data/h200/sampler_cost/s14). The line's time is the start's monotonic reading set on the
+    # wall clock as read at the last whole line (a minute at most, so a step of the wall clock is
+    # taken up within a minute). The heartbeat is counted in samples: a still sample sleeps the
+    # whole interval, so HEARTBEAT_S worth of them is never less than HEARTBEAT_S.
+    heartbeat_every = max(1, math.ceil(HEARTBEAT_S / interval - 1e-9))
+    wall_at, perf_at = time.time(), time.perf_counter()
+    still = 0  # samples since the last line
     while True:
-        started = time.perf_counter()  # with the one below, the clock's only reads but the line's time
+        started = time.perf_counter()
         # A still host (no figure moved) costs a read and no line, but for a line a second that
         # says so (the GPUs' readings stay fresh); every delta.full_every-th line is whole.
-        record = sampler.step(delta)
+        t = wall_at + (started - perf_at)
+        record = sampler.step(delta, t)
         if record is None:
-            if started - sent_at < HEARTBEAT_S:
-                time.sleep(max(0.0, interval - (time.perf_counter() - started)))
+            still += 1
+            if still < heartbeat_every:
+                time.sleep(interval)  # the read's µs not made up: a 1 Hz sample takes ~0.3 ms longer
                 continue
-            record = delta.record({"t": time.time(), "gpus": []})
+            record = delta.record({"t": t, "gpus": []})
+        still = 0
         took = time.perf_counter() - started
         record["cost_us"] = round(took * 1e6, 1)
         write(line(record, encode))  # one write per line
-        sent_at = started
-        time.sleep(max(0.0, interval - took))  # the write's µs not made up: a clock read costs ~7 on the H200
+        if "delta" not in record:  # a whole line: the wall clock read again for the next minute's
+            wall_at, perf_at = time.time(), time.perf_counter()
+        time.sleep(max(0.0, interval - took))
 
 
 if __name__ == "__main__":
