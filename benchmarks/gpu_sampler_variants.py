@@ -12,13 +12,14 @@ samples in that time) with the samplers given (`--sampler LABEL=PATH`) and `nvid
   pipe, which the parent holds open and never writes: a blocking read with a timeout), `sigwait` (a
   periodic itimer and signal.sigwait, no handler, no clock);
 - the memory call (time.sleep wake-up, no line): `nvml` (none), `mem` (v2 struct), `mem_v1`, `mem_ct`
-  (v1 through ctypes straight to libnvidia-ml, the struct made once: pynvml's Python left out),
+  (v1 through ctypes straight to libnvidia-ml, the struct made once: pynvml's Python left out), `mem_ct2` (v2 so),
   `power_mem` (power read first: is the memory call dear as the wake-up's first ioctl or by itself),
   `power1` (power alone);
 - whole samples: `line3` (memory, utilization, power, two clock reads, the line formatted, one write),
   `still` (memory alone, no line: a still sample whose other figures are not due), `still_dot` (the same
   and a 2-byte line), `alt2` (memory each sample; utilization, power and a line every second sample),
-  `alt2_dot` (`alt2` with a 2-byte line on the others).
+  `alt2_dot` (`alt2` with a 2-byte line on the others), `floor` (`mem_ct2` woken by `sleep_fixed`: the least a
+  sample that reads memory can cost, no line).
 
 `--rounds` repeats the whole set, the start order reversed each round. Then one-shot nvidia-smi's CPU
 (median of `--oneshot`). A torch process holding 2 GiB on GPU 0 (when torch is there). Stdlib only.
@@ -42,7 +43,8 @@ from benchmarks.gpu_sampler_profile import HOLDER, QUERY, child_cpu_us, side_by_
 STAND_IN = """
 import ctypes, os, select, signal, sys, time
 MODE, interval = {mode!r}, float(sys.argv[1])
-WAKE = MODE if MODE in ("sleep_fixed", "select", "poll_in", "sigwait") else "sleep"
+WAKE = MODE if MODE in ("select", "poll_in", "sigwait") else "sleep"
+WAKE = "sleep_fixed" if MODE in ("sleep_fixed", "floor") else WAKE
 if MODE not in ("sleep", "sleep_fixed", "select", "poll_in", "sigwait"):
     import pynvml
     pynvml.nvmlInit()
@@ -50,6 +52,11 @@ if MODE not in ("sleep", "sleep_fixed", "select", "poll_in", "sigwait"):
     if MODE == "mem_ct":
         fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetMemoryInfo")
         cmem = pynvml.c_nvmlMemory_t()
+        ref = ctypes.byref(cmem)
+    if MODE in ("mem_ct2", "floor"):
+        fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetMemoryInfo_v2")
+        cmem = pynvml.c_nvmlMemory_v2_t()
+        cmem.version = pynvml.nvmlMemory_v2
         ref = ctypes.byref(cmem)
 v2 = getattr(sys.modules.get("pynvml"), "nvmlMemory_v2", None)
 os.write(1, b'{{"gpus":[],"start":1}}\\n')
@@ -66,7 +73,7 @@ while True:
         used = pynvml.nvmlDeviceGetMemoryInfo(h, version=v2).used
     elif MODE == "mem_v1":
         used = pynvml.nvmlDeviceGetMemoryInfo(h).used
-    elif MODE == "mem_ct":
+    elif MODE in ("mem_ct", "mem_ct2", "floor"):
         if fn(h, ref) != 0:
             raise SystemExit("memory call failed")
         used = cmem.used
@@ -106,8 +113,8 @@ while True:
     else:
         signal.sigwait([signal.SIGALRM])
 """
-STAND_INS = ["sleep", "sleep_fixed", "select", "poll_in", "sigwait", "nvml", "mem", "mem_v1", "mem_ct",
-             "power_mem", "power1", "line3", "still", "still_dot", "alt2", "alt2_dot"]
+STAND_INS = ["sleep", "sleep_fixed", "select", "poll_in", "sigwait", "nvml", "mem", "mem_v1", "mem_ct", "mem_ct2",
+             "power_mem", "power1", "line3", "still", "still_dot", "alt2", "alt2_dot", "floor"]
 
 
 def main() -> int:
