@@ -4,8 +4,11 @@ On the host it is started once as `python3 -u -c <this file> INTERVAL_S` over an
 prints one JSON line per sample where something moved (and one a second regardless). On the lent
 H200 (gVisor) a 1 Hz sample cost the whole process 316-318 µs of CPU, 70-73x below a one-shot
 `nvidia-smi` (22-24 ms); of it the process's wake-up ~74 µs and the first memory query of a
-wake-up ~111 (tests/data/h200/sampler_cost/s13). If NVML cannot start it prints {"fatal": reason}
-and exits 3, and the console falls back to nvidia-smi.
+wake-up ~111 (tests/data/h200/sampler_cost/s13). Under Firecracker (session 14) it cost 265-281 µs
+side by side with main's 236-299, 73-78x below one-shot nvidia-smi's 20.6 ms; a stand-in that
+reads memory, utilization and power through pynvml and sends a line cost 245-257 µs, one that reads
+memory alone the cheapest way and sends nothing 153-170 (tests/data/h200/sampler_cost/s14). If NVML
+cannot start it prints {"fatal": reason} and exits 3, and the console falls back to nvidia-smi.
 """
 
 from __future__ import annotations
@@ -90,7 +93,9 @@ def utilization_period_s(pynvml: Any, handle: Any) -> float:
 def _direct_memory(pynvml: Any, count: int) -> tuple[Any, list[Any], list[Any]] | None:
     """NVML's v2 memory call as pynvml makes it, its function found and each GPU's struct made once:
     pynvml's own call makes a struct, looks the function up under a lock and checks the answer each
-    time, ~10 µs of a 1 Hz sample's ~100 µs memory read on the H200 (tests/data/h200/sampler_cost/s14).
+    time. On the H200 a process reading memory so once a second cost 135-165 µs where pynvml's call
+    cost 187-192 (stand-ins; in the whole sampler the gain was within the run's noise,
+    tests/data/h200/sampler_cost/s14).
     None where this pynvml has no such struct or function (its public call is used)."""
     try:
         fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetMemoryInfo_v2")
