@@ -1,6 +1,6 @@
 """The sampler on the host reads the clock once a sample where nothing moved and twice a sample
 that sends a line (its start, and its end for the line's cost_us): on the H200 each read cost
-12-14 µs of a 1 Hz sample's CPU under Firecracker, ~5-7 under gVisor
+6-14 µs of a 1 Hz sample's CPU under Firecracker, ~5-7 under gVisor
 (tests/data/h200/sampler_cost/s14). The line's time is still the wall clock's."""
 
 from __future__ import annotations

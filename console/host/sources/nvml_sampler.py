@@ -427,7 +427,7 @@ def main(argv: list[str]) -> int:
     encode = json.JSONEncoder(separators=(",", ":")).encode
     write(encode({"driver": driver, "count": len(handles)}))
     # One clock read a still sample, two a sample that sends a line (the start, and the end for
-    # cost_us): each read cost 12-14 µs of a 1 Hz sample on the Firecracker H200, ~5-7 under gVisor
+    # cost_us): each read cost 6-14 µs of a 1 Hz sample on the Firecracker H200, ~5-7 under gVisor
     # (tests/data/h200/sampler_cost/s14). The line's time is the start's monotonic reading set on the
     # wall clock as read at the last whole line (a minute at most, so a step of the wall clock is
     # taken up within a minute). The heartbeat is counted in samples: a still sample sleeps the
