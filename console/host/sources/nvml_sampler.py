@@ -4,13 +4,18 @@ On the host it is started once as `python3 -u -c <this file> INTERVAL_S` over an
 prints one JSON line per sample where something moved (and one a second regardless). On the lent
 H200 (gVisor) a 1 Hz sample cost the whole process 316-318 µs of CPU, 70-73x below a one-shot
 `nvidia-smi` (22-24 ms); of it the process's wake-up ~74 µs and the first memory query of a
-wake-up ~111 (tests/data/h200/sampler_cost/s13). If NVML cannot start it prints {"fatal": reason}
-and exits 3, and the console falls back to nvidia-smi.
+wake-up ~111 (tests/data/h200/sampler_cost/s13). Under Firecracker (session 14) it cost 265-281 µs
+side by side with main's 236-299, 73-78x below one-shot nvidia-smi's 20.6 ms; a stand-in that
+reads memory, utilization and power through pynvml and sends a line cost 245-257 µs, one that reads
+memory alone the cheapest way and sends nothing 153-170 (tests/data/h200/sampler_cost/s14). If NVML
+cannot start it prints {"fatal": reason} and exits 3, and the console falls back to nvidia-smi.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
+import math
 import os
 import sys
 import time
@@ -85,6 +90,23 @@ def utilization_period_s(pynvml: Any, handle: Any) -> float:
         return UTIL_MIN_S
 
 
+def _direct_memory(pynvml: Any, count: int) -> tuple[Any, list[Any], list[Any]] | None:
+    """NVML's v2 memory call as pynvml makes it, its function found and each GPU's struct made once:
+    pynvml's own call makes a struct, looks the function up under a lock and checks the answer each
+    time. On the H200 a process reading memory so once a second cost 135-165 µs where pynvml's call
+    cost 187-192 (stand-ins; in the whole sampler the gain was within the run's noise,
+    tests/data/h200/sampler_cost/s14).
+    None where this pynvml has no such struct or function (its public call is used)."""
+    try:
+        fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetMemoryInfo_v2")
+        structs = [pynvml.c_nvmlMemory_v2_t() for _ in range(count)]
+        for struct in structs:
+            struct.version = pynvml.nvmlMemory_v2
+        return fn, structs, [ctypes.byref(struct) for struct in structs]
+    except Exception:  # noqa: BLE001 - an old or stand-in pynvml, no v2 call in this driver
+        return None
+
+
 class Sampler:
     """One host's samples, what does not change read once: a GPU's name and UUID when its
     handle first answers, a process's name once per pid (forgotten when the pid leaves the GPU's
@@ -99,6 +121,7 @@ class Sampler:
         self.static: dict[int, tuple[str, str]] = {}
         self.names: dict[int, str] = {}
         self.memory_v2 = True
+        self.direct: Any = None  # _direct_memory's, False where pynvml offers no way (made at the first read)
         self.name_lookups = 0  # how many process names were asked of NVML or /proc (tests count them)
         every = (lambda s: 1) if interval_s is None else (lambda s: max(1, round(s / max(interval_s, 1e-3))))
         self.slow_every, self.limit_every, self.procs_every = every(SLOW_S), every(LIMIT_S), every(PROCS_S)
@@ -120,9 +143,16 @@ class Sampler:
                 return None
             raise
 
-    def _memory(self, handle: Any) -> Any:
+    def _memory(self, index: int, handle: Any) -> Any:
         pynvml = self.pynvml
         if self.memory_v2:
+            if self.direct is None:
+                self.direct = _direct_memory(pynvml, len(self.handles)) or False
+            if self.direct:
+                fn, structs, refs = self.direct
+                if fn(handle, refs[index]) == 0:
+                    return structs[index]
+                # an error: pynvml's own call again, which raises it or steps down to the v1 struct
             try:
                 return pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
             except (AttributeError, TypeError, pynvml.NVMLError):
@@ -140,7 +170,7 @@ class Sampler:
         """One GPU's fields as of this sample: each read when due (every one where `last` is None:
         the first sample, or the first after an error), else as last read. NVMLError propagates."""
         pynvml = self.pynvml
-        mem = self._memory(handle)
+        mem = self._memory(index, handle)
         self.calls += 1
         count = self.count
         util_every = self.util_every.get(index)
@@ -177,7 +207,8 @@ class Sampler:
             rows = last["processes"]
         return mem, util, power, limit, temperature, rows
 
-    def sample(self, only_moved: bool = False, readings: list[Any] | None = None) -> dict[str, Any] | None:
+    def sample(self, only_moved: bool = False, readings: list[Any] | None = None,
+               t: float | None = None) -> dict[str, Any] | None:
         """One sample of every GPU. With `only_moved`, None when no GPU's figures moved since the
         sample before (nothing is built for a still host: the sampler's loop sends nothing).
         `readings`: each GPU's fields already read for this sample (`_read`'s, or its NVMLError)."""
@@ -229,18 +260,19 @@ class Sampler:
             del self.names[pid]
         if only_moved and not moved:
             return None
-        return {"t": time.time(), "gpus": gpus}
+        return {"t": time.time() if t is None else t, "gpus": gpus}
 
-    def step(self, delta: Delta) -> dict[str, Any] | None:
+    def step(self, delta: Delta, t: float | None = None) -> dict[str, Any] | None:
         """The next line the console reads: what `delta.record(self.sample(...))` makes, or None
         where nothing moved and no whole line is due. The usual sample of a host at work (every
         GPU read before and answering, no slow field due, its memory and processes as last read)
         moves only utilization or power: those go into the line as they are, with no whole sample
         built and compared field by field (on the H200 the fast path and the process list read once a
         minute took a 1 Hz sample from 397-430 µs of CPU to 331-353, tests/data/h200/sampler_cost/s13).
-        Anything else takes the whole path with the fields already read."""
+        Anything else takes the whole path with the fields already read. `t`: the line's time (the
+        sampler's loop gives the one clock read it made; else the wall clock is read)."""
         if delta.full_due:
-            return delta.record(self.sample())  # type: ignore[arg-type] - never None when whole
+            return delta.record(self.sample(t=t))  # type: ignore[arg-type] - never None when whole
         readings: list[Any] = []
         usual = True
         lasts = self.last
@@ -259,7 +291,7 @@ class Sampler:
                     or "power_w" not in delta.sent.get(index, ())):
                 usual = False
         if not usual:
-            record = self.sample(only_moved=True, readings=readings)
+            record = self.sample(only_moved=True, readings=readings, t=t)
             return None if record is None else delta.record(record)
         items: list[dict[str, Any]] = []
         moved = False
@@ -285,7 +317,7 @@ class Sampler:
         if not moved:
             return None
         delta.count += 1
-        return {"t": time.time(), "gpus": items, "delta": 1}
+        return {"t": time.time() if t is None else t, "gpus": items, "delta": 1}
 
 def sample(pynvml: Any, handles: list[Any]) -> dict[str, Any]:
     """One full sample with nothing cached (see Sampler for the loop's)."""
@@ -394,22 +426,34 @@ def main(argv: list[str]) -> int:
     sampler, delta = Sampler(pynvml, handles, interval_s=interval), Delta()
     encode = json.JSONEncoder(separators=(",", ":")).encode
     write(encode({"driver": driver, "count": len(handles)}))
-    sent_at = 0.0
+    # One clock read a still sample, two a sample that sends a line (the start, and the end for
+    # cost_us): each read cost 6-14 µs of a 1 Hz sample on the Firecracker H200, ~5-7 under gVisor
+    # (tests/data/h200/sampler_cost/s14). The line's time is the start's monotonic reading set on the
+    # wall clock as read at the last whole line (a minute at most, so a step of the wall clock is
+    # taken up within a minute). The heartbeat is counted in samples: a still sample sleeps the
+    # whole interval, so HEARTBEAT_S worth of them is never less than HEARTBEAT_S.
+    heartbeat_every = max(1, math.ceil(HEARTBEAT_S / interval - 1e-9))
+    wall_at, perf_at = time.time(), time.perf_counter()
+    still = 0  # samples since the last line
     while True:
-        started = time.perf_counter()  # with the one below, the clock's only reads but the line's time
+        started = time.perf_counter()
         # A still host (no figure moved) costs a read and no line, but for a line a second that
         # says so (the GPUs' readings stay fresh); every delta.full_every-th line is whole.
-        record = sampler.step(delta)
+        t = wall_at + (started - perf_at)
+        record = sampler.step(delta, t)
         if record is None:
-            if started - sent_at < HEARTBEAT_S:
-                time.sleep(max(0.0, interval - (time.perf_counter() - started)))
+            still += 1
+            if still < heartbeat_every:
+                time.sleep(interval)  # the read's µs not made up: a 1 Hz sample takes ~0.3 ms longer
                 continue
-            record = delta.record({"t": time.time(), "gpus": []})
+            record = delta.record({"t": t, "gpus": []})
+        still = 0
         took = time.perf_counter() - started
         record["cost_us"] = round(took * 1e6, 1)
         write(line(record, encode))  # one write per line
-        sent_at = started
-        time.sleep(max(0.0, interval - took))  # the write's µs not made up: a clock read costs ~7 on the H200
+        if "delta" not in record:  # a whole line: the wall clock read again for the next minute's
+            wall_at, perf_at = time.time(), time.perf_counter()
+        time.sleep(max(0.0, interval - took))
 
 
 if __name__ == "__main__":
