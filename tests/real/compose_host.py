@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.real.compose_plugin import install_plugin
 from tests.real.daemons import IMAGE_TAG, Dockerd
-from tests.real.docker_host import CHECKOUT, sglang_args, shim_dir
+from tests.real.docker_host import CHECKOUT, docker_time, sglang_args, shim_dir
 
 
 @dataclass(frozen=True)
@@ -78,3 +79,21 @@ def compose_down(dockerd: Dockerd, project: ComposeProject) -> None:
     """The project's containers removed (Compose's own `down`, then any left by name)."""
     dockerd.docker("compose", "-f", str(project.file), "down", "-t", "1", timeout_s=120, check=False)
     dockerd.docker("rm", "-f", project.old, project.new, check=False)
+
+
+def compose_logs(dockerd: Dockerd, project: ComposeProject, service: str) -> list[tuple[float, str]]:
+    """`docker compose logs -t --no-log-prefix SERVICE`: (Docker's time of the line, the line), oldest first."""
+    run = dockerd.docker("compose", "-f", str(project.file), "logs", "-t", "--no-log-prefix", "--no-color",
+                         "--", service)
+    out = []
+    for line in run.stdout.splitlines():
+        stamp, _, text = line.partition(" ")
+        out.append((docker_time(stamp), text))
+    return sorted(out, key=lambda x: x[0])
+
+
+def compose_config(dockerd: Dockerd, project: ComposeProject) -> dict[str, Any]:
+    """The compose file as Compose itself reads it (`docker compose config --format json`)."""
+    config: dict[str, Any] = json.loads(dockerd.docker("compose", "-f", str(project.file), "config",
+                                                       "--format", "json").stdout)
+    return config

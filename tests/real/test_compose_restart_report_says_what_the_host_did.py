@@ -11,7 +11,6 @@ file."""
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import time
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 
 from console.core.derive.swap_observer import log_time
-from tests.real.compose_host import ComposeProject, compose_down, compose_project
+from tests.real.compose_host import ComposeProject, compose_config, compose_down, compose_logs, compose_project
 from tests.real.console_on_host import (
     WHO,
     LivedSwapFacts,
@@ -63,17 +62,6 @@ class LivedSwap(LivedSwapFacts):
     events: list[tuple[float, str, str]]
     logs: dict[str, list[tuple[float, str]]]  # `docker compose logs -t SERVICE`: (Docker's time, line)
     compose_config: dict[str, Any]  # `docker compose config --format json`
-
-
-def compose_logs(dockerd: Dockerd, project: ComposeProject, service: str) -> list[tuple[float, str]]:
-    """`docker compose logs -t --no-log-prefix SERVICE`: (Docker's time of the line, the line), oldest first."""
-    run = dockerd.docker("compose", "-f", str(project.file), "logs", "-t", "--no-log-prefix", "--no-color",
-                         "--", service)
-    out = []
-    for line in run.stdout.splitlines():
-        stamp, _, text = line.partition(" ")
-        out.append((docker_time(stamp), text))
-    return sorted(out, key=lambda x: x[0])
 
 
 def _swap_restart(dockerd: Dockerd, directory: Path) -> LivedSwap:
@@ -118,8 +106,7 @@ def _swap_restart(dockerd: Dockerd, directory: Path) -> LivedSwap:
                 events=docker_events(dockerd, began - 1, time.time() + 1, old, new),
                 logs={s: compose_logs(dockerd, project, s) for s in (project.old_service, project.new_service)},
                 audit_file=audit_entries(directory / "console"),
-                compose_config=json.loads(dockerd.docker("compose", "-f", str(project.file), "config",
-                                                         "--format", "json").stdout))
+                compose_config=compose_config(dockerd, project))
         finally:
             compose_down(dockerd, project)
             await close_host(host)
