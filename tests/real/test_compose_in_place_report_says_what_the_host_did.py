@@ -225,6 +225,8 @@ def test_the_reports_old_and_new_and_diff_are_the_compose_files_two_services(liv
     services = lived.compose_config["services"]
     old_cmd, new_cmd = services[c.old_service]["command"], services[c.new_service]["command"]
     assert lived.before["Args"] == old_cmd[1:] and lived.new_after["Args"] == new_cmd[1:]
+    # read from the compose file's service (its launch as the file writes it) against the old container: no unit
+    assert r["diff"]["from"] == "the compose file's service against the old container", r["diff"]["from"]
     changes = {ch["flag"]: (ch["old"], ch["new"]) for ch in r["diff"]["changes"]}
     # the two services' commands differ in the model and its served name only: so does the diff
     assert [(o, n) for o, n in zip(old_cmd, new_cmd, strict=True) if o != n] == list(changes.values())

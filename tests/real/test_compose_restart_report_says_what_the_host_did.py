@@ -238,6 +238,8 @@ def test_the_reports_old_and_new_and_diff_are_the_compose_files_two_services(liv
         return cmd[cmd.index("--model-path") + 1]
 
     assert (on["old_model"], on["new_model"]) == (model(old_cmd), model(new_cmd)) == (OLD_MODEL, NEW_MODEL)
+    # read from the compose file's service (its launch as the file writes it) against the old container: no unit
+    assert r["diff"]["from"] == "the compose file's service against the old container", r["diff"]["from"]
     changes = {ch["flag"]: (ch["old"], ch["new"]) for ch in r["diff"]["changes"]}
     # the two services' commands differ in the model only, and their environments not at all: so does the diff
     assert [a for a in old_cmd if a not in new_cmd] == [OLD_MODEL]
