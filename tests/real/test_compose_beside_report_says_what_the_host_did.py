@@ -342,6 +342,11 @@ def test_the_reports_boot_timeline_is_the_new_services_boot_in_compose_logs(live
     assert not lived.report.get("boot_note"), lived.report.get("boot_note")
 
 
+def _created(lived: LivedSwap) -> str:
+    """The install's exact Compose command, as every format of the report must show it."""
+    return f"docker compose -f {lived.compose.file} create --no-recreate -- {lived.compose.new_service}"
+
+
 @pytest.mark.parametrize("fmt", ["md", "html", "json"])
 def test_the_report_renders_every_section(lived: LivedSwap, fmt: str) -> None:
-    check_renders_every_section(lived.report, fmt, "beside", shows=(lived.new,))
+    check_renders_every_section(lived.report, fmt, "beside", shows=(lived.new, _created(lived)))

@@ -253,6 +253,11 @@ def test_the_reports_boot_timeline_is_the_update_in_the_services_compose_logs(li
     assert len(launch) == 1 and launch[0][0] < lived.began_s and launch[0][1][1:20] in r["boot_note"]
 
 
+def _created(lived: LivedSwap) -> str:
+    """The install's exact Compose command, as every format of the report must show it."""
+    return f"docker compose -f {lived.compose.file} create --no-recreate -- {lived.compose.new_service}"
+
+
 @pytest.mark.parametrize("fmt", ["md", "html", "json"])
 def test_the_report_renders_every_section(lived: LivedSwap, fmt: str) -> None:
-    check_renders_every_section(lived.report, fmt, "in-place", shows=("in-place pause", lived.old))
+    check_renders_every_section(lived.report, fmt, "in-place", shows=("in-place pause", lived.old, _created(lived)))
