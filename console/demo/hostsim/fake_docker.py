@@ -729,6 +729,7 @@ def drive_compose(args: list[str]) -> int:
         if not target.exists():
             (_root() / ".sim" / "compose-staged" / unit).replace(target)
             _wait(lambda c=container: _container_running(c) is not None, 5)
+            print(f" Container {container}  Creating", file=sys.stderr)  # as Compose says a creation
             print(f" Container {container}  Created", file=sys.stderr)
         else:
             print(f" Container {container}  Running" if _container_running(container) else

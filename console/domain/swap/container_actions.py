@@ -63,6 +63,34 @@ def create_from_compose(compose_file: str, service: str) -> Action:
                       "create the new container (not started)"),))
 
 
+COMPOSE_HASH_LABEL = "com.docker.compose.config-hash"
+
+
+def compose_current(compose_file: str, service: str, name: str) -> Action:
+    """Is the service's container the file's launch? `docker compose create --no-recreate` leaves a
+    container created from an earlier version of the file as it was (and says nothing): Compose's own
+    hash of the service as the file says it now, then the hash Compose labelled the container with."""
+    path, service, name = check_path(compose_file, "the compose file"), check_service(service), check_container(name)
+    script = (bounded(["docker", "compose", "-f", path, "config", "--hash", service], 60) + " && "
+              + bounded(["docker", "inspect", "--type", "container", "--format",
+                         f'{{{{index .Config.Labels "{COMPOSE_HASH_LABEL}"}}}}', "--", name], 20))
+    return Action("compose_current", f"check that {name} is {service} as {path} says it now", (
+        RemoteCommand(script, 90, "Compose's hash of the service in the file, and the container's"),))
+
+
+def parse_compose_current(text: str, service: str) -> tuple[str, str] | None:
+    """(the file's hash of the service, the container's label) from `compose_current`'s output; None
+    when it is not the two lines asked for."""
+    lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
+    if len(lines) != 2:
+        return None
+    named, _, file_hash = lines[0].partition(" ")
+    if named != service or not re.fullmatch(r"[0-9a-f]{16,128}", file_hash.strip()) \
+            or not re.fullmatch(r"[0-9a-f]{0,128}", lines[1]):
+        return None
+    return file_hash.strip(), lines[1]
+
+
 def stop_container(name: str, *, key: str = "stop_old", approval: bool = False, grace_s: int = 60) -> Action:
     name = check_container(name)
     return Action(key, f"stop {name}", (

@@ -112,7 +112,7 @@ def beside_misfit(ctl: Executor, beside: PathOption) -> str | None:
         return f"the launch of {name} is not known yet"
     want = tuple(str(g) for g in beside.gpus)
     have = new.gpus.device_ids if new.gpus is not None else ()
-    gpus_flag = gpu_assignment(beside.gpus, container=True)
+    gpus_flag = gpu_assignment(beside.gpus, container=True, compose=bool(getattr(ctl.profile, "compose", None)))
     problems = []
     if tuple(have) != want:
         seen = new.gpus.describe if new.gpus is not None else "no GPU request"

@@ -102,7 +102,7 @@ class ContainerPlan:
             out = [check, pull]
             if getattr(p, "compose", None):
                 out.append(ca.create_from_compose(p.compose, ca.check_service(p.compose_service)))
-                ca.check_container(self.new_name)
+                out.append(ca.compose_current(p.compose, p.compose_service, ca.check_container(self.new_name)))
             else:
                 new = ca.check_container(self.new_name)
                 out.append(act.Action("new_container", f"the new container {new} exists, not running", (

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from console.domain.swap import actions as act
 from console.domain.swap import container_actions as ca
@@ -63,7 +64,7 @@ async def run_install(ex: Executor, who: str) -> str:
         if not result.ok:
             raise StepFailed(f"docker compose create exited {result.exit_status}: "
                              f"{(result.error_text or result.text).strip()[-200:]}")
-        said.append(f"created {ex.containers.new_name} from {ex.profile.compose}")
+        said.append(await _compose_current(ex, who, built[3], result))
     else:
         state = ca.parse_container_state(result.text)
         if not state:
@@ -78,6 +79,34 @@ async def run_install(ex: Executor, who: str) -> str:
         said.append(f"{ex.containers.new_name} exists ({state['status']})")
     ex.runner.repoll("service")
     return "; ".join(said)
+
+
+async def _compose_current(ex: Executor, who: str, check: act.Action, created: Any) -> str:
+    """What `docker compose create --no-recreate` did: created the service's container (Compose says
+    "Creating"), or left one there, silently, even one created from an earlier version of the file; that
+    one is not the file's launch (it would start with the old one, under a diff that shows the file's):
+    Compose's hash of the service now against the container's label, and on a difference the step fails
+    and says how to recreate it."""
+    name, path, service = ex.containers.new_name, ex.profile.compose, ex.profile.compose_service
+    words = f"{created.error_text or ''}\n{created.text or ''}"
+    if f"{name}  Creating" in words or f"{name} Creating" in words:
+        return f"created {name} from {path}"
+    try:
+        result = await ex._run(who, "install", check.commands[0])
+    except _Dropped as exc:
+        raise StepFailed(f"{exc}: run the step again (it checks before it changes anything)") from None
+    hashes = ca.parse_compose_current(result.text, service) if result.ok else None
+    if hashes is None:
+        why = (result.error_text or result.text).strip()[-160:] or f"exit {result.exit_status}"
+        return (f"{name} exists (created before this swap); whether it is {service} as {path} says it now "
+                f"is unknown: {why}")
+    in_file, on_container = hashes
+    if in_file != on_container:
+        raise StepFailed(f"{name} was created from an earlier {path} (Compose's hash of {service} there, "
+                         f"{on_container[:12] or 'none'}, is not the file's now, {in_file[:12]}): docker compose "
+                         f"create --no-recreate left it as it was; recreate it (docker compose -f {path} create "
+                         f"--force-recreate -- {service}) or remove it, then run the step again")
+    return f"{name} exists, as {path} says {service} now (created before this swap)"
 
 
 async def run_stop_old(ex: Executor, who: str) -> str:

@@ -106,7 +106,8 @@ async def plan_paths(ex: Executor) -> str:
         mem = min((g.memory_total_mib or 0) for g in gpu.gpus) / 1024
         fit_in = inputs_from_command(new_cmd, new_cfg, total or None, len(gpu.gpus), mem, model=model_dir)
     beside = P.beside_option(fit_in, gpu, old_pids=fast.old_unit_pids, old_port=fast.old_port,
-                             router=fast.router_url, container=container)
+                             router=fast.router_url, container=container,
+                             compose=container and bool(getattr(p, "compose", None)))
     in_place, beside = cfp.adjust_options(ex, in_place, beside, model_dir)  # issue 26 hook: containers
     install = ex.state.swap.steps.get("install")
     if (not cfp.active(ex) and beside.possible and install is not None and install.state == "done"

@@ -178,10 +178,14 @@ def free_gpus(gpu_status: Any, old_pids: Iterable[int] = ()) -> tuple[list[int],
     return free, busy
 
 
-def gpu_assignment(gpus: Sequence[int], *, container: bool = False) -> str:
+def gpu_assignment(gpus: Sequence[int], *, container: bool = False, compose: bool = False) -> str:
     """How the beside server is given its GPUs, as the operator would write it: a unit's
-    CUDA_VISIBLE_DEVICES (the drafted unit gets it), a container's `--gpus` request (its launch)."""
+    CUDA_VISIBLE_DEVICES (the drafted unit gets it), a container's `--gpus` request (its launch), a
+    compose service's GPU reservation in its compose file (Compose passes it to Docker: no `--gpus`)."""
     ids = ",".join(str(g) for g in gpus)
+    if compose:
+        listed = ", ".join(f'"{g}"' for g in gpus)
+        return f"device_ids [{listed}] of the compose service's deploy.resources.reservations"
     return f"--gpus '\"device={ids}\"'" if container else f"CUDA_VISIBLE_DEVICES={ids}"
 
 
@@ -217,9 +221,10 @@ def in_place_option(old_config: dict[str, Any] | None, new_config: dict[str, Any
 
 def beside_option(fit_inputs: FitInputs | None, gpu_status: Any, *, old_pids: Iterable[int] = (),
                   old_port: int | None = None, port: int | None = None, router: str | None = None,
-                  fit: FitResult | None = None, container: bool = False) -> PathOption:
+                  fit: FitResult | None = None, container: bool = False, compose: bool = False) -> PathOption:
     """The beside path: the new model's TP size on free GPUs, where the fit planner says it fits
-    (`container`: its GPUs are its launch's `--gpus` request, not a unit's environment)."""
+    (`container`: its GPUs are its launch's `--gpus` request, not a unit's environment; `compose`: its
+    compose file's GPU reservation)."""
     free, busy = free_gpus(gpu_status, old_pids)
     if fit_inputs is None:
         return PathOption("beside", False, None, "the new model's fit is not known (config.json or weights missing)")
@@ -243,7 +248,8 @@ def beside_option(fit_inputs: FitInputs | None, gpu_status: Any, *, old_pids: It
         return PathOption("beside", False, None, "no port for the new server (the old one's is not known)")
     if new_port == old_port:
         return PathOption("beside", False, None, f"the new server's port {new_port} is the old one's")
-    details = [f"boots on GPUs {','.join(map(str, gpus))} ({gpu_assignment(gpus, container=container)}), "
+    given = gpu_assignment(gpus, container=container, compose=compose)
+    details = [f"boots on GPUs {','.join(map(str, gpus))} ({given}), "
                f"port {new_port}, while the old server keeps serving",
                f"fit: {result.verdict} ({result.weights_gib:.1f} GiB weights/GPU, "
                f"{result.max_total_tokens:,} KV tokens)"]

@@ -91,6 +91,17 @@ def _in_container(side: Any) -> bool:
     return side is not None and side.unit is None and (side.text or "").startswith(("# inspect:", "# compose:"))
 
 
+def _compared(report: Any) -> str:
+    """What the diff compared, old against new, in the host's words: two units, two containers, or a
+    compose file's service (its launch as the file writes it) against the old container."""
+    new = report.new if report is not None else None
+    if not _in_container(new):
+        return "the units"
+    if (new.text or "").startswith("# compose:"):
+        return "the compose file's service against the old container"
+    return "the containers"
+
+
 def _model_dir_on_host(side: Any) -> str | None:
     """The side's --model-path as a host directory: inside a container it is the container's path,
     read through the container's bind mounts (its launch's "mount: SRC -> DEST" lines); a path under
@@ -217,10 +228,11 @@ class ReportBuilder:
         installed = swap.install_diff()
         unknown = swap.install_change_unknown()
         out["diff"] = {
-            # where the change was read: "the units" (old against new), "the install" (the unit before
+            # where the change was read: "the units" (old against new; containers: their `docker inspect`,
+            # or the compose file's service against the old container), "the install" (the unit before
             # it as a reading saw it), "the backup" (UNIT.bak-STAMP on the host), or "unknown"
             "from": "unknown" if unknown else ("the backup" if installed.get("from") == "backup" else "the install")
-            if installed or unknown else "the units",
+            if installed or unknown else _compared(report),
             "unknown": unknown, "backup": installed.get("backup"),
             "installed_at": _ts(installed.get("installed_at")), "installed_by": installed.get("by"),
             "changes": [] if unknown else installed["changes"] if installed else [
