@@ -38,6 +38,11 @@ class DeploymentWatch:
         host = self.fleet.hosts.get(key)
         return host.runner.session.transport if host is not None else None
 
+    def runner(self, key: str) -> Any:
+        """The node's runner (its sources: a swap step asks it to read a unit again at once)."""
+        host = self.fleet.hosts.get(key)
+        return host.runner if host is not None else None
+
     async def start(self) -> None:
         await self.fleet.start()
         self._probe_task = asyncio.ensure_future(self._probe_loop())
