@@ -62,7 +62,8 @@ def _fail(message: str, code: int = EXIT_FAIL) -> int:
 
 async def _swap_once(watch: Any, kind: str, yes: bool, wait_s: float, side: str | None = None) -> int:
     demo = any(h.state.demo for h in watch.fleet.hosts.values())
-    swap = DeploymentSwap(watch, who=default_who(), audit_file=audit_path(demo=demo))
+    own = getattr(watch, "audit_file", None)  # a demo run's own log, else the user's
+    swap = DeploymentSwap(watch, who=default_who(), audit_file=own or audit_path(demo=demo))
     print("\n".join(swap.preview(kind, side)))
     if not yes:
         print("nothing ran: add --yes to run these commands", file=sys.stderr)
@@ -167,7 +168,7 @@ def run_deploy_cli(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             return _fail(str(exc), EXIT_USAGE)
         watch = DeploymentWatch(deployment, accept_new_host_key=bool(getattr(args, "accept_new_host_key", False)),
-                                demo=sim is not None)
+                                demo=sim is not None, audit_file=sim.audit_file if sim is not None else None)
         if getattr(args, "invite", None) and not getattr(args, "share", False):
             return _fail("--invite goes with --share (the deployment served to `attach --deployment`)", EXIT_USAGE)
         if getattr(args, "side", None) and not (args.swap or args.rollback):
