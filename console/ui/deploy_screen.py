@@ -66,8 +66,9 @@ class DeploymentScreen(Screen[None]):
         self.report = report  # a replay: () -> the last swap report written by then (None: none yet)
         self.start_watch = start_watch  # the console's first screen starts the watch (its nodes' sessions)
         self.swap = swap  # console/domain/deploy/swap.py's DeploymentSwap (None: this screen only watches)
-        self._pending: str | None = None  # "swap" or "rollback" previewed, waiting for y
+        self._pending: str | None = None  # the confirmation the preview asks (the swap's ask id), waiting for y
         self._side: str | None = None  # with it: one side of a PD pair alone ("prefill" or "decode")
+        self._kind = "swap"  # with it: "swap" or "rollback"
         self._shown: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
@@ -157,10 +158,10 @@ class DeploymentScreen(Screen[None]):
         if side is not None and (why := self.swap.side_refusal(side, kind)) is not None:
             return self._swap_box(f"{side} alone is not allowed now: {why}")
         try:
-            lines = self.swap.preview(kind, side)
+            pid, lines = self.swap.ask(kind, side)
         except ValueError as exc:
             return self._swap_box(str(exc))
-        self._pending, self._side = kind, side
+        self._pending, self._side, self._kind = pid, side, kind
         self._swap_box("\n".join(lines + ["", "y: run these commands on the hosts · n: cancel"]))
 
     def action_side_preview(self, side: str) -> None:
@@ -179,12 +180,12 @@ class DeploymentScreen(Screen[None]):
     def action_confirm(self) -> None:
         if self._pending is None or self.swap is None:
             return
-        kind, side, self._pending, self._side = self._pending, self._side, None, None
+        pid, kind, side, self._pending, self._side = self._pending, self._kind, self._side, None, None
         self._swap_box(f"{kind} running…" if side is None else f"{kind} of the {side} side running…")
-        self.run_worker(self._run_swap(kind, side), group="deploy-swap", exclusive=True, exit_on_error=False)
+        self.run_worker(self._run_swap(pid), group="deploy-swap", exclusive=True, exit_on_error=False)
 
-    async def _run_swap(self, kind: str, side: str | None = None) -> None:
-        run = await self.swap.run(kind, confirmed=True, side=side)
+    async def _run_swap(self, preview_id: str) -> None:
+        run = await self.swap.confirm(preview_id)  # the confirmation runs once
         self._swap_box(format_report(run, self.watch.deployment))
 
     def _requests(self) -> list[Any]:

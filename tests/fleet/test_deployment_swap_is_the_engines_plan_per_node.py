@@ -84,6 +84,7 @@ def test_the_rollback_undoes_every_node_that_ran_rank_zero_started_first(tmp_pat
     assert failed.startswith("failed: node 2: Stop the old service, drain GPU memory: stop old.service not sent: node 2 has no "
                              "connection"), failed
     assert back == "ready", back
+    assert f"# node 2: not rolled back: {NOTHING_RAN}" in preview
     assert [line for line in preview if "systemctl" in line] == [
         "node 1: timeout -k 5 120 systemctl stop -- new.service",
         "node 0: timeout -k 5 120 systemctl stop -- new.service",
@@ -97,3 +98,21 @@ def test_the_rollback_undoes_every_node_that_ran_rank_zero_started_first(tmp_pat
         assert watch.states[key].swap.steps["rollback"].state == "done"
     skipped = watch.states["node2"].swap.steps["rollback"]
     assert (skipped.state, skipped.detail) == ("skipped", NOTHING_RAN)
+
+
+def test_a_confirmation_runs_once_and_an_unknown_one_runs_nothing() -> None:
+    watch = three_nodes()
+    swap = DeploymentSwap(watch, who="ana")
+
+    async def run() -> tuple[str, str, str, list[str]]:
+        pid, lines = swap.ask()
+        first = await swap.confirm(pid)
+        again = await swap.confirm(pid)
+        unknown = await swap.confirm("0123456789ab")
+        return first.outcome, again.outcome, unknown.outcome, lines
+
+    first, again, unknown, lines = asyncio.run(run())
+    assert lines == swap.preview()  # what the confirmation showed is the plan's commands
+    assert first == "ready" and again == "refused: already confirmed: it runs once"
+    assert unknown == "refused: no such confirmation (open the preview again)"
+    assert sum("systemctl start" in c for h in watch.hosts.values() for c in h.ran) == 3  # each node started once

@@ -43,7 +43,7 @@ from typing import Any
 from console.core.derive.swap_view import STEP_TITLES
 from console.core.events import ApprovalChanged, AuditAppended, AuditEntry
 from console.domain.deploy.checks import Check
-from console.domain.deploy.node_steps import NodeExecutor, StartTurns, audit_line, node_plan
+from console.domain.deploy.node_steps import NOTHING_RAN, NodeExecutor, StartTurns, audit_line, node_plan
 from console.domain.deploy.profile import Deployment, DeploymentNode
 from console.domain.deploy.router import read_router
 from console.domain.deploy.state import DUMMY_HEALTH, FIRED_UP, INIT_BEGIN, INIT_ENDS, message
@@ -161,6 +161,8 @@ class DeploymentSwap:
         self._approvals: dict[str, asyncio.Future[str]] = {}
         self.on_end: list[Any] = []  # called with each run when it ends, refused ones too (the recording)
         self._swapped: set[str] | None = None  # the nodes the last swap ran a command on (None: no swap ran)
+        self._previews: dict[str, tuple[str, str | None]] = {}  # a confirmation to give: (kind, side)
+        self._consumed: dict[str, tuple[str, str | None]] = {}  # confirmations given: each runs once
 
     # -- the two-person rule (the host swap's events, in every node's state) ------------------
     @property
@@ -296,6 +298,9 @@ class DeploymentSwap:
             other = "decode" if side == "prefill" else "prefill"
             lines = [f"# {kind} of {self.deployment.name}'s {side} side alone: "
                      f"{len(start_order(self.deployment, side))} node(s); {other} keeps running, untouched"]
+        if kind == "rollback":
+            lines += [f"# {n.label}: not rolled back: {NOTHING_RAN}" for n in start_order(self.deployment, side)
+                      if not self._ran(n.key)]
         for s in self.plan(kind, side):
             lines.append(f"{s.label}: {s.command.script}")
             if s.title.startswith("stop"):
@@ -317,13 +322,40 @@ class DeploymentSwap:
         why += [f"fault: {f}" for f in self.watch.view().faults]
         return why
 
+    # -- the confirmation, once ---------------------------------------------------------------
+    def ask(self, kind: str = "swap", side: str | None = None) -> tuple[str, list[str]]:
+        """A confirmation to give: its id and what it shows (preview's lines; ActionError on a unit
+        name a command cannot hold). `confirm(id)` runs it, once (the host executor's rule)."""
+        lines = self.preview(kind, side)
+        pid = secrets.token_hex(6)
+        self._previews[pid] = (kind, side)
+        return pid, lines
+
+    async def confirm(self, preview_id: str) -> SwapRun:
+        """Run what the confirmation `preview_id` showed; a second confirmation of it is refused."""
+        entry = self._previews.pop(preview_id, None)
+        if entry is None:
+            kind, side = self._consumed.get(preview_id, ("swap", None))
+            run = self._new_run(kind, side)
+            return self._end(run, "refused: already confirmed: it runs once" if preview_id in self._consumed
+                             else "refused: no such confirmation (open the preview again)")
+        self._consumed[preview_id] = entry
+        return await self.run(entry[0], confirmed=True, side=entry[1])
+
     # -- running -----------------------------------------------------------------------------
-    async def run(self, kind: str = "swap", *, confirmed: bool = False, side: str | None = None) -> SwapRun:
+    def _new_run(self, kind: str, side: str | None) -> SwapRun:
         nodes = {n.key: NodeTimeline(n.label) for n in start_order(self.deployment, side)}
         if (router := self._router()) is not None:
             nodes[router.key] = NodeTimeline("router (its view of the workers)")
         run = SwapRun(kind if side is None else f"{kind} of the {side} side", self.clock(), nodes=nodes)
         self.runs.append(run)
+        return run
+
+    async def run(self, kind: str = "swap", *, confirmed: bool = False, side: str | None = None) -> SwapRun:
+        """Run the plan now (`confirmed`: the caller showed the preview and was answered: a script's,
+        or `--yes`); a screen gives its confirmation once through ask/confirm."""
+        run = self._new_run(kind, side)
+        router = self._router()
         if self.read_only:
             return self._end(run, "refused: read-only: this session changes nothing on the hosts")
         if not confirmed:
