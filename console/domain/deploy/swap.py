@@ -21,13 +21,17 @@ in its node's state as well as a line of the audit file. So every node's recordi
 deployment swap's requests and commands, and a paired console attached to a node sees the request
 and approves it with the host screen's own key (console/share/deployment.py routes it here).
 
-Each host command is the single-host swap's own action (console/domain/swap/actions.py: `systemctl stop|
-start -- UNIT` under the host's `timeout -k`, quoted, checked unit names), run through that node's
-transport; `plan()` lists them all before anything runs (the confirmation shows them), the gate is
-the checks across nodes (checks.py: flags, downloads, rendezvous) and no node's fault, and every
-command is appended to the swap's audit log (console/domain/swap/controller.py's audit file). Under
-read_only nothing runs. What happened is read back from the nodes' own states (their units, GPU
-readings and log lines), never written by the swap: the report shows each node's timeline.
+The plan is the swap engine's, one per node (node_steps.py): the path × runtime table's restart row
+on a systemd unit, each step one of the engine's step objects (stop_old: the engine's stop and GPU
+drain; start_new: `systemctl start` in the node's turn; rollback: the engine's rollback action),
+every step the deployment does not take skipped in the node's state with its reason. `plan()` lists
+every command before anything runs; `ask()` gives the confirmation and `confirm(id)` runs it once;
+the gate is the checks across nodes (checks.py: flags, downloads, rendezvous) and no node's fault;
+under read_only nothing runs; a failed step stops the plan (rollback is offered) and the rollback
+undoes the nodes whose swap ran. Each node's steps run against its NodeExecutor: the steps' intent,
+words and who go into the node's HostState, each command is audited there and in the audit file;
+their times and what the host did are the node's observer's, never the swap's: the report shows
+each node's timeline read back from the node's state (its steps, its log's init and ready lines).
 """
 
 from __future__ import annotations
