@@ -8,15 +8,21 @@ issued to (an invited person's tab with their token file), never a name typed in
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import socket
 import stat
+import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 
 from console.cli.deploy import is_deployment, run_deploy_cli
 from console.cli.main import build_parser
+from console.domain.deploy.swap import DeploymentSwap
 from console.share.deployment import DeploymentShare
 from console.ui import web as webmod
 from tests.kit.deploy import FakeWatch, deployment
@@ -73,6 +79,73 @@ def test_web_without_a_shared_deployment_is_refused_with_why(capsys: pytest.Capt
         assert is_deployment(args)  # not ignored by the host's console
         assert run_deploy_cli(args) == 2
         assert "--web goes with --deployment NAME --share" in capsys.readouterr().err
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+def _browser_or_skip() -> None:
+    missing = []
+    if not Path(CHROMIUM).exists():
+        missing.append("chromium (apt-get install chromium)")
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        missing.append("playwright (pip install playwright)")
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail("the browser test must run in CI: missing " + ", ".join(missing))
+        pytest.skip("no browser here: " + ", ".join(missing))
+
+
+async def _until(predicate: Any, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what} never happened"
+        await asyncio.sleep(0.1)
+
+
+@pytest.mark.timeout(180)
+def test_a_browser_tab_draws_the_deployment_and_joins_every_node_as_its_person() -> None:
+    _browser_or_skip()
+    from playwright.async_api import async_playwright
+
+    d = deployment()
+    d = replace(d, nodes=tuple(replace(n, profile=replace(n.profile, unit="new.service", compare_unit="old.service"))
+                               for n in d.nodes))
+    watch = FakeWatch(d, ready=False)
+
+    async def run() -> None:
+        # served in this user's runtime dir (the test's own), where a tab's `attach --deployment` looks
+        share = await DeploymentShare(watch, DeploymentSwap(watch, who="ana"), invite=("ben",)).start()
+        web, files = await webmod.serve_deployment(share, "127.0.0.1", _free_port(), owner="ana")
+        before = {k: len(server.clients) for k, server in share.servers.items()}
+        received: list[bytes] = []
+        try:
+            async with async_playwright() as pw:
+                browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                try:
+                    page = await browser.new_page(viewport={"width": 1400, "height": 900})
+                    page.on("websocket", lambda ws: ws.on("framereceived", lambda data: received.append(
+                        data if isinstance(data, bytes) else data.encode())))
+                    await page.goto(dict(files)["ben"].read_text().strip())
+                    # ben's tab: one more client on every node's server, as ben (his token file)
+                    await _until(lambda: all(len(server.clients) == before[k] + 1
+                                             for k, server in share.servers.items()), "the tab attached to every node")
+                    assert all(server.clients[-1].name == "ben" for server in share.servers.values())
+                    shown = lambda: b"".join(received).decode("utf-8", "replace")  # noqa: E731
+                    await _until(lambda: "node 0" in shown() and "node 1" in shown(), "the deployment drawn in the tab")
+                finally:
+                    await browser.close()
+            await _until(lambda: all(len(server.clients) == before[k] for k, server in share.servers.items()),
+                         "the tab's attach gone with the tab")
+        finally:
+            await web.close()
+            await share.close()
+
+    asyncio.run(run())
 
 
 class _Swap:
