@@ -25,7 +25,7 @@ from console.domain.deploy.swap import DeploymentSwap, format_report
 from console.domain.deploy.text import format_deployment
 from console.domain.deploy.watch import DeploymentWatch
 from console.domain.swap.controller import audit_path, default_who
-from console.cli.share import read_token_file
+from console.cli.share import parse_listen, read_token_file
 from console.share.client import AttachError
 from console.share.deployment import AttachedWatch
 
@@ -49,10 +49,15 @@ def add_deploy_options(parser: argparse.ArgumentParser) -> None:
                    help="with --swap/--rollback on a pd deployment: that side alone, behind the router "
                         "(refused when the two sides would run different weights)")
     g.add_argument("--yes", action="store_true", help="confirm the --swap/--rollback printed before it")
+    g.add_argument("--web", metavar="[HOST:]PORT", dest="deploy_web",
+                   help="with --deployment --share: the deployment to browsers too (each tab attaches as its "
+                        "person; the addresses in 0600 files, their paths shown)")
 
 
 def is_deployment(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "deployment", None) or getattr(args, "demo_deployment", None))
+    """A deployment's console (or `--web` given outside one: refused there, with why)."""
+    return bool(getattr(args, "deployment", None) or getattr(args, "demo_deployment", None)
+                or getattr(args, "deploy_web", None))
 
 
 def _fail(message: str, code: int = EXIT_FAIL) -> int:
@@ -62,7 +67,8 @@ def _fail(message: str, code: int = EXIT_FAIL) -> int:
 
 async def _swap_once(watch: Any, kind: str, yes: bool, wait_s: float, side: str | None = None) -> int:
     demo = any(h.state.demo for h in watch.fleet.hosts.values())
-    swap = DeploymentSwap(watch, who=default_who(), audit_file=audit_path(demo=demo))
+    own = getattr(watch, "audit_file", None)  # a demo run's own log, else the user's
+    swap = DeploymentSwap(watch, who=default_who(), audit_file=own or audit_path(demo=demo))
     print("\n".join(swap.preview(kind, side)))
     if not yes:
         print("nothing ran: add --yes to run these commands", file=sys.stderr)
@@ -139,6 +145,15 @@ def run_deploy_attach(args: argparse.Namespace) -> int:
 def run_deploy_cli(args: argparse.Namespace) -> int:
     if getattr(args, "deployment", None) and getattr(args, "demo_deployment", None):
         return _fail("give --deployment NAME or --demo-deployment KIND, not both", EXIT_USAGE)
+    web_at = None
+    if getattr(args, "deploy_web", None):
+        if not getattr(args, "share", False) or not (args.deployment or args.demo_deployment):
+            return _fail("--web goes with --deployment NAME --share (a host is served to browsers by "
+                         "gpuconsole serve --web)", EXIT_USAGE)
+        try:
+            web_at = parse_listen(args.deploy_web, "--web")
+        except ValueError as exc:
+            return _fail(str(exc), EXIT_USAGE)
     if not 0 <= args.wait <= 86400:
         return _fail(f"--wait must be 0-86400 seconds, got {args.wait:g}", EXIT_USAGE)
     sim = None
@@ -167,7 +182,7 @@ def run_deploy_cli(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             return _fail(str(exc), EXIT_USAGE)
         watch = DeploymentWatch(deployment, accept_new_host_key=bool(getattr(args, "accept_new_host_key", False)),
-                                demo=sim is not None)
+                                demo=sim is not None, audit_file=sim.audit_file if sim is not None else None)
         if getattr(args, "invite", None) and not getattr(args, "share", False):
             return _fail("--invite goes with --share (the deployment served to `attach --deployment`)", EXIT_USAGE)
         if getattr(args, "side", None) and not (args.swap or args.rollback):
@@ -183,7 +198,7 @@ def run_deploy_cli(args: argparse.Namespace) -> int:
                                         screenshot_after_s=getattr(args, "screenshot_after", 3.0) or 3.0,
                                         demo=sim is not None, share=bool(getattr(args, "share", False)),
                                         record=not getattr(args, "no_record", False),
-                                        invite=tuple(getattr(args, "invite", None) or ()))
+                                        invite=tuple(getattr(args, "invite", None) or ()), web=web_at)
         if getattr(args, "screenshot", None):
             width, height = (int(x) for x in str(getattr(args, "screenshot_size", "120x40")).lower().split("x"))
             return int(asyncio.run(app.run_async(headless=True, size=(width, height))) or 0)

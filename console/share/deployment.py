@@ -12,7 +12,9 @@ so both screens say the same status, nodes, checks and timeline. Nothing on a no
 node's socket but what the deployment allows: the deployment's own approval requests are decided
 there (the host screen's `a`, or any client's SwapDecide), routed to the DeploymentSwap, with the
 share server's two-person rule by identity on top of the swap's own. Unix sockets only: a deployment
-is not served over TCP (yet).
+is not served over TCP (yet). A browser sees it through `--web` (console/ui/web.py on the serving
+machine): each tab's process is `attach --deployment` to these sockets, as this user, the tab's person
+its ticket's (an invited person's tab presents their token file).
 """
 
 from __future__ import annotations
@@ -103,6 +105,8 @@ class DeploymentShare:
         self.directory = directory
         self.invite = invite  # people issued an invite (the host share's --invite): one token on every node
         self.token_files: dict[str, Path] = {}
+        self.tokens: dict[str, str] = {}  # an invited person's token -> their name (a browser tab's person)
+        self.url_files: list[Path] = []  # 0600 files of browser addresses (a one-use ticket each)
         self.servers: dict[str, ShareServer] = {}
         self.seats: dict[str, Any] = {}
         self.manifest = manifest_path(watch.deployment.name, directory)
@@ -136,10 +140,22 @@ class DeploymentShare:
             own = server.invite(name)  # the name bound to its person on this server too
             del server.people[own]
             server.people[token] = name  # and the one token that is theirs on every node
+        self.tokens[token] = name
         path = self.manifest.with_name(self.manifest.stem + f".{_safe(name)}.token")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(token + "\n")
+        return path
+
+    def url_file(self, person: str, url: str) -> Path:
+        """A browser address (a one-use ticket) in a 0600 file beside the manifest, its path shown,
+        never the address: `deploy-NAME.url` for the serving person, `deploy-NAME.PERSON.url`."""
+        suffix = f".{_safe(person)}.url" if person else ".url"
+        path = self.manifest.with_name(self.manifest.stem + suffix)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(url + "\n")
+        self.url_files.append(path)
         return path
 
     def publish_probes(self, *_: Any) -> None:
@@ -155,7 +171,7 @@ class DeploymentShare:
         self.servers.clear()
         with contextlib.suppress(OSError):
             self.manifest.unlink()
-        for path in self.token_files.values():
+        for path in (*self.token_files.values(), *self.url_files):
             with contextlib.suppress(OSError):
                 path.unlink()
 

@@ -141,12 +141,14 @@ class ConsoleApp(App[int]):
     @classmethod
     def for_deployment(cls, watch: Any, *, screenshot: str | None = None, screenshot_after_s: float = 3.0,
                        demo: bool = False, share: bool = False, attached: bool = False, record: bool = False,
-                       record_dir: Path | None = None, invite: tuple[str, ...] = ()) -> ConsoleApp:
+                       record_dir: Path | None = None, invite: tuple[str, ...] = (),
+                       web: tuple[str, int] | None = None) -> ConsoleApp:
         """`gpuconsole --deployment NAME`: the deployment's screen first (it starts the watch: every
         node's session and probe); every node closed on quit. `share`: served to `gpuconsole attach
         --deployment NAME`; `attached`: the watch is such an attached one (it only watches, and approves)."""
-        swap = None if attached else DeploymentSwap(watch, who=default_who(), audit_file=audit_path(demo=demo))
-        screen = DeploymentScreen(watch, swap, start_watch=True, share=share, invite=invite,
+        own = getattr(watch, "audit_file", None)  # a demo run's own log, else the user's
+        swap = None if attached else DeploymentSwap(watch, who=default_who(), audit_file=own or audit_path(demo=demo))
+        screen = DeploymentScreen(watch, swap, start_watch=True, share=share, invite=invite, web=web,
                                   approver=watch.approve if attached else None)
         # recorded as a host session is (each node's HostState, the probes, the swaps' reports)
         recorder = DeploymentRecorder(watch, record_dir).start() if record and swap is not None else None

@@ -19,6 +19,7 @@ from console.share.deployment import DeploymentShare
 from console.share.server import ShareError
 from console.domain.deploy.text import format_checks, format_faults, format_nodes, format_status_line, format_timeline
 from console.ui.panes.gpu import format_gpu_status
+from console.ui.web import WebShare, serve_deployment
 
 REFRESH_S = 1.0
 STATUS_STYLE = {"ready": "bold green", "starting": "cyan", "waiting": "bold yellow", "failed": "bold red",
@@ -49,9 +50,12 @@ class DeploymentScreen(Screen[None]):
     """
 
     def __init__(self, watch: Any, swap: Any = None, *, start_watch: bool = False, share: bool = False,
-                 approver: Any = None, report: Any = None, invite: tuple[str, ...] = ()) -> None:
+                 approver: Any = None, report: Any = None, invite: tuple[str, ...] = (),
+                 web: tuple[str, int] | None = None) -> None:
         super().__init__()
         self.watch = watch
+        self.web_at = web  # with share: served to browsers too ([HOST:]PORT), each tab an attach --deployment
+        self.web: WebShare | None = None
         self.share_it = share  # serve the deployment to `gpuconsole attach --deployment NAME` (pairing)
         self.invite = invite  # with share: people issued an invite of their own (a 0600 token file each)
         self.shared: Any = None  # the DeploymentShare once serving
@@ -62,8 +66,9 @@ class DeploymentScreen(Screen[None]):
         self.report = report  # a replay: () -> the last swap report written by then (None: none yet)
         self.start_watch = start_watch  # the console's first screen starts the watch (its nodes' sessions)
         self.swap = swap  # console/domain/deploy/swap.py's DeploymentSwap (None: this screen only watches)
-        self._pending: str | None = None  # "swap" or "rollback" previewed, waiting for y
+        self._pending: str | None = None  # the confirmation the preview asks (the swap's ask id), waiting for y
         self._side: str | None = None  # with it: one side of a PD pair alone ("prefill" or "decode")
+        self._kind = "swap"  # with it: "swap" or "rollback"
         self._shown: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
@@ -96,6 +101,8 @@ class DeploymentScreen(Screen[None]):
                 for person, path in self.shared.token_files.items():  # the path only, never the token
                     self.notify(f"invite for {person} in {path} (0600; hand it over): gpuconsole attach "
                                 f"--deployment {name} --token-file {path}", timeout=60)
+                if self.web_at is not None:
+                    await self._serve_web()
         self.query_one("#deploy-timeline").border_title = "one timeline · console clock (UTC) · node and rank"
         self.refresh_view()
         self.set_interval(REFRESH_S, self.refresh_view)
@@ -151,10 +158,10 @@ class DeploymentScreen(Screen[None]):
         if side is not None and (why := self.swap.side_refusal(side, kind)) is not None:
             return self._swap_box(f"{side} alone is not allowed now: {why}")
         try:
-            lines = self.swap.preview(kind, side)
+            pid, lines = self.swap.ask(kind, side)
         except ValueError as exc:
             return self._swap_box(str(exc))
-        self._pending, self._side = kind, side
+        self._pending, self._side, self._kind = pid, side, kind
         self._swap_box("\n".join(lines + ["", "y: run these commands on the hosts · n: cancel"]))
 
     def action_side_preview(self, side: str) -> None:
@@ -173,12 +180,12 @@ class DeploymentScreen(Screen[None]):
     def action_confirm(self) -> None:
         if self._pending is None or self.swap is None:
             return
-        kind, side, self._pending, self._side = self._pending, self._side, None, None
+        pid, kind, side, self._pending, self._side = self._pending, self._kind, self._side, None, None
         self._swap_box(f"{kind} running…" if side is None else f"{kind} of the {side} side running…")
-        self.run_worker(self._run_swap(kind, side), group="deploy-swap", exclusive=True, exit_on_error=False)
+        self.run_worker(self._run_swap(pid), group="deploy-swap", exclusive=True, exit_on_error=False)
 
-    async def _run_swap(self, kind: str, side: str | None = None) -> None:
-        run = await self.swap.run(kind, confirmed=True, side=side)
+    async def _run_swap(self, preview_id: str) -> None:
+        run = await self.swap.confirm(preview_id)  # the confirmation runs once
         self._swap_box(format_report(run, self.watch.deployment))
 
     def _requests(self) -> list[Any]:
@@ -203,7 +210,23 @@ class DeploymentScreen(Screen[None]):
                         + (why or "granted"))
         self._swap_box(self._answer)
 
+    async def _serve_web(self) -> None:
+        """The deployment to browsers: each tab's process attaches to the nodes' sockets as the person
+        its one-use address was issued to (the addresses in 0600 files, their paths shown)."""
+        assert self.web_at is not None and self.shared is not None
+        try:
+            self.web, files = await serve_deployment(self.shared, *self.web_at, owner=self.swap.who)
+        except OSError as exc:
+            self.notify(f"browsers: not served: {exc}", severity="error")
+            return
+        for person, path in files:  # the path only, never the address (a one-use ticket)
+            self.notify(f"browser address {'for ' + person if person else 'of yours'} in {path} (0600; "
+                        "it works once)", timeout=60)
+
     async def close_share(self) -> None:
+        if self.web is not None:
+            await self.web.close()
+            self.web = None
         if self.shared is not None:
             await self.shared.close()
             self.shared = None

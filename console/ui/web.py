@@ -24,6 +24,7 @@ import re
 import secrets
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +53,31 @@ def attach_command(socket_path: Path, name: str, token_file: Path | None = None)
         *extra))
 
 
+def deployment_attach_command(deployment: str, name: str, token_file: Path | None = None) -> str:
+    """The command a tab of a served deployment runs: `attach --deployment=NAME` (every node's Unix
+    socket, named by the manifest in this user's runtime dir; the name joined to its option so it is
+    never read as one), the tab's person (checked and quoted), a person's token file."""
+    if not _NAME.match(name):
+        name = "web"
+    extra = ("--token-file", str(token_file)) if token_file is not None else ()
+    return " ".join(shlex.quote(part) for part in (
+        sys.executable, "-m", "console", "attach", f"--deployment={deployment}", "--name", name, *extra))
+
+
 class WebShare(Server):
-    def __init__(self, socket_path: Path, host: str, port: int, token: str, *,
+    """`tab_command(person, token_file)`: what a tab runs when it is not `attach` to `socket_path`
+    (a served deployment's tab: deployment_attach_command)."""
+
+    def __init__(self, socket_path: Path | None, host: str, port: int, token: str, *,
                  people: dict[str, str] | None = None, token_files: dict[str, Path] | None = None,
-                 max_tabs: int = MAX_TABS, owner: str | None = None) -> None:
-        super().__init__(attach_command(socket_path, "web"), host=host, port=port, title="gpuconsole")
+                 max_tabs: int = MAX_TABS, owner: str | None = None,
+                 tab_command: Callable[[str, Path | None], str] | None = None) -> None:
+        if tab_command is None:
+            if socket_path is None:
+                raise ValueError("a tab attaches to a core's socket or runs its tab_command")
+            tab_command = lambda name, token_file: attach_command(socket_path, name, token_file)  # noqa: E731
+        self.tab_command = tab_command
+        super().__init__(tab_command("web", None), host=host, port=port, title="gpuconsole")
         from console.share.server import _user_name
 
         self.socket_path = socket_path
@@ -149,8 +170,7 @@ class WebShare(Server):
             log.warning("refused web client %s: %d tabs open (the cap)", request.remote, self.tabs)
             raise web.HTTPServiceUnavailable(text=f"gpuconsole: {self.tabs} tabs are open (at most {self.max_tabs})\n")
         # Who the tab is comes from its session, never from a name in the address.
-        command = attach_command(self.socket_path, person or self.owner,
-                                 self.token_files.get(person) if person else None)
+        command = self.tab_command(person or self.owner, self.token_files.get(person) if person else None)
         websocket = web.WebSocketResponse(heartbeat=15)
         width = _int(request.query.get("width"), 80)
         height = _int(request.query.get("height"), 24)
@@ -180,6 +200,21 @@ class WebShare(Server):
     async def close(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+
+
+async def serve_deployment(shared: Any, host: str, port: int, owner: str) -> tuple[WebShare, list[tuple[str, Path]]]:
+    """A served deployment (console/share/deployment.py's DeploymentShare, started) to browsers: each
+    tab's process is `attach --deployment` to the nodes' sockets as the person its one-use address
+    was issued to (an invited person's tab with their token file). Returns the door and, for the
+    serving person ('') and each invited one, the 0600 file holding their first address."""
+    name = shared.watch.deployment.name
+    web = await WebShare(None, host, port, secrets.token_urlsafe(24), people=dict(shared.tokens),
+                         token_files=dict(shared.token_files), owner=owner,
+                         tab_command=lambda person, token_file: deployment_attach_command(name, person, token_file)
+                         ).start()
+    files = [("", shared.url_file("", web.url))]
+    files += [(person, shared.url_file(person, web.url_for(person))) for person in shared.token_files]
+    return web, files
 
 
 async def stop_tab(service: Any, grace_s: float = 5.0) -> None:

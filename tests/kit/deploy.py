@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -91,15 +92,35 @@ def init_ends(stamp: str, ranks: range) -> list[str]:
 
 
 class FakeNodeHost:
-    """A node's transport: every command answers 0, `systemctl show` says the unit is inactive."""
+    """A node's transport: every command answers 0, `systemctl show` says the unit is inactive;
+    after a `systemctl stop` the node's GPU poller reads its GPUs again (`state`: a fresh reading of
+    the same GPUs, each holding `held_mib` after the stop: none by default, drained)."""
 
-    def __init__(self) -> None:
+    def __init__(self, state: HostState | None = None, held_mib: int = 0) -> None:
         self.ran: list[str] = []
+        self.state = state
+        self.held_mib = held_mib
+        self.fail: dict[str, int] = {}  # a command's words -> the exit status it answers instead
 
     async def run(self, script: str, timeout: float = 0) -> Any:
         self.ran.append(script)
+        for words, status in self.fail.items():
+            if words in script:
+                return SimpleNamespace(stdout=b"", stderr=f"Job for {words} failed".encode(), exit_status=status)
+        if "systemctl stop" in script and self.state is not None:
+            self._gpus_read_again()
         out = b"ActiveState=inactive\nSubState=dead\nMainPID=0\n" if "systemctl show" in script else b""
         return SimpleNamespace(stdout=out, stderr=b"", exit_status=0)
+
+    def _gpus_read_again(self) -> None:
+        assert self.state is not None
+        now = self.state.data("gpu")
+        if now is None:
+            return
+        at = time.time() + 0.001
+        gpus = tuple(replace(g, memory_used_mib=self.held_mib) for g in now.gpus)
+        self.state.apply(ReadingChanged(self.state.host, "gpu", Reading("gpu", replace(now, gpus=gpus, sampled_at_s=at),
+                                                                         at)))
 
 
 class FakeWatch:
@@ -109,7 +130,7 @@ class FakeWatch:
     def __init__(self, d: Deployment, *, ready: bool = True, states: dict[str, HostState] | None = None) -> None:
         self.deployment = d
         self.states = states or {n.key: node_state(n.profile.name, gpus=(8, 143_771)) for n in d.nodes}
-        self.hosts = {n.key: FakeNodeHost() for n in d.nodes}
+        self.hosts = {n.key: FakeNodeHost(self.states.get(n.key)) for n in d.nodes}
         self.probes: dict[str, Any] = {}
         self.on_probes: list[Any] = []
         self.ready = ready

@@ -63,6 +63,10 @@ DRAINED_MIB = 1024  # a GPU holding less than this (the CUDA context of nothing)
 SERVED_PATHS = ("/v1/", "/generate")
 ACTIVE = ("active", "activating", "reloading")
 # The lines real SGLang writes around /update_weights_from_disk (console/domain/swap/fastpath.py reads the same).
+# A node of rank >= 1 of a multi-node server (--nnodes N --node-rank R) serves no API and logs no ready
+# line: once its ranks have ended distributed init it starts SGLang's dummy health server, which is
+# its own "serving again" (tests/data/sglang_multinode_real.json).
+RANK_UP = "Dummy health check server started"
 UPDATE_BEGIN = "Update engine weights online from disk begin"
 UPDATE_END = "Update weights end."
 UPDATE_FAILED = "Failed to update weights"
@@ -845,6 +849,9 @@ class SwapObserver:
         server's start (or the rollback's): the service serves again."""
         old_unit, new_unit = self.units()
         for e in events:
+            if RANK_UP in e.text and (rank := self._node_rank()) is not None:
+                self._rank_up(out, e, rank)
+                continue
             if e.kind != "boot" or e.phase != "ready":
                 continue
             at = line_time(e)
@@ -864,6 +871,30 @@ class SwapObserver:
                     self._ended(out, at, f"{new_unit} ready")
                     self._console_time(out, "start_new")
                     self._ready_seen_late(out)
+
+    def _node_rank(self) -> int | None:
+        """This host's --node-rank when it is a node of rank >= 1 of a multi-node server (its units'
+        command line, as the service source read it); None otherwise."""
+        report = self.state.data("service")
+        for side in ((report.new, report.old) if report is not None else ()):
+            cmd = getattr(side, "command", None)
+            rank = cmd.value("--node-rank") if cmd is not None else None
+            if isinstance(rank, str) and rank.strip().isdigit():
+                return int(rank) if int(rank) >= 1 else None
+        return None
+
+    def _rank_up(self, out: list[Any], e: Any, rank: int) -> None:
+        """A node of rank >= 1: its dummy health server after the stop (or the rollback's start) ends
+        its downtime; rank 0's API is the deployment's, not this node's."""
+        at = line_time(e)
+        if at is None:
+            return
+        old_unit, new_unit = self.units()
+        said = f"node rank {rank}: its ranks up (SGLang's dummy health server started; rank 0 serves the API)"
+        if self._rollback_at is not None and at >= self._rollback_at - 1:
+            self._ended(out, at, f"{old_unit} again, {said}")
+        elif self.stopped_at is not None and at >= self.stopped_at:
+            self._ended(out, at, f"{new_unit}, {said}")
 
     def _ready_seen_late(self, out: list[Any]) -> None:
         """An operator's start seen done by a server reading before the log brought the ready line:

@@ -300,6 +300,12 @@ class DeploymentSimThread:
         asyncio.run_coroutine_threadsafe(self.sim.start(), self._loop).result(120)
         return self.sim
 
+    @property
+    def audit_file(self) -> Path | None:
+        """This run's own audit log, in its directory (removed with it): its simulated hosts are born
+        with the run, so no earlier demo's commands are theirs (all are 127.0.0.1)."""
+        return self.cache_root / "audit.jsonl" if self.cache_root is not None else None
+
     def stop(self) -> None:
         try:
             if self._thread.is_alive():

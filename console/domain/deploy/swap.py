@@ -21,36 +21,40 @@ in its node's state as well as a line of the audit file. So every node's recordi
 deployment swap's requests and commands, and a paired console attached to a node sees the request
 and approves it with the host screen's own key (console/share/deployment.py routes it here).
 
-Each host command is the single-host swap's own action (console/domain/swap/actions.py: `systemctl stop|
-start -- UNIT` under the host's `timeout -k`, quoted, checked unit names), run through that node's
-transport; `plan()` lists them all before anything runs (the confirmation shows them), the gate is
-the checks across nodes (checks.py: flags, downloads, rendezvous) and no node's fault, and every
-command is appended to the swap's audit log (console/domain/swap/controller.py's audit file). Under
-read_only nothing runs. What happened is read back from the nodes' own states (their units, GPU
-readings and log lines), never written by the swap: the report shows each node's timeline.
+The plan is the swap engine's, one per node (node_steps.py): the path × runtime table's restart row
+on a systemd unit, each step one of the engine's step objects (stop_old: the engine's stop and GPU
+drain; start_new: `systemctl start` in the node's turn; rollback: the engine's rollback action),
+every step the deployment does not take skipped in the node's state with its reason. `plan()` lists
+every command before anything runs; `ask()` gives the confirmation and `confirm(id)` runs it once;
+the gate is the checks across nodes (checks.py: flags, downloads, rendezvous) and no node's fault;
+under read_only nothing runs; a failed step stops the plan (rollback is offered) and the rollback
+undoes the nodes whose swap ran. Each node's steps run against its NodeExecutor: the steps' intent,
+words and who go into the node's HostState, each command is audited there and in the audit file;
+their times and what the host did are the node's observer's, never the swap's: the report shows
+each node's timeline read back from the node's state (its steps, its log's init and ready lines).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
 import secrets
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from console.core.derive.swap_view import STEP_TITLES
 from console.core.events import ApprovalChanged, AuditAppended, AuditEntry
 from console.domain.deploy.checks import Check
+from console.domain.deploy.node_steps import NOTHING_RAN, NodeExecutor, StartTurns, audit_line, node_plan
 from console.domain.deploy.profile import Deployment, DeploymentNode
 from console.domain.deploy.router import read_router
-from console.domain.deploy.state import INIT_BEGIN, INIT_ENDS, DUMMY_HEALTH, FIRED_UP, message
+from console.domain.deploy.state import DUMMY_HEALTH, FIRED_UP, INIT_BEGIN, INIT_ENDS, message
 from console.domain.swap import actions as act
-from console.redact import redact_text
+from console.domain.swap.errors import StepFailed, StepRefused
+from console.domain.swap.steps import Planned
 
-DRAIN_FRACTION = 0.05  # a node is drained when its GPUs hold less than this share of their memory
 ROUTER_EVERY_S = 1.0  # how often the router's /workers is read while a PD swap runs
 # What both sides of a PD pair must agree on (the KV cache prefill computes is what decode receives):
 # the weights (--model-path compared by its last component: hosts may mount models elsewhere)
@@ -58,15 +62,17 @@ ROUTER_EVERY_S = 1.0  # how often the router's /workers is read while a PD swap 
 PD_MUST_MATCH = ("--model-path", "--revision", "--quantization", "--kv-cache-dtype", "--page-size",
                  "--disaggregation-transfer-backend")
 SIDES = ("prefill", "decode")
-TAIL_CHARS = 600  # the output kept per audited command (the host swap's own figure)
 
 
 @dataclass(frozen=True, slots=True)
 class NodeStep:
+    """One command of a node's plan, as the confirmation lists it."""
+
     node: str  # the node's key
     label: str
     title: str  # "stop sglang-qwen397b-r1.service"
     command: act.RemoteCommand
+    key: str = "stop_old"  # the engine's step it belongs to (stop_old, start_new, rollback)
 
 
 @dataclass
@@ -75,9 +81,9 @@ class NodeTimeline:
     the node's state showed (unit inactive, GPUs drained, its log's init and ready lines)."""
 
     label: str
-    events: list[tuple[float, str]] = field(default_factory=list)
+    events: list[tuple[float | None, str]] = field(default_factory=list)  # None: no time observed
 
-    def add(self, at_s: float, what: str) -> None:
+    def add(self, at_s: float | None, what: str) -> None:
         self.events.append((at_s, what))
 
 
@@ -158,6 +164,9 @@ class DeploymentSwap:
         self.busy = False
         self._approvals: dict[str, asyncio.Future[str]] = {}
         self.on_end: list[Any] = []  # called with each run when it ends, refused ones too (the recording)
+        self._swapped: set[str] | None = None  # the nodes the last swap ran a command on (None: no swap ran)
+        self._previews: dict[str, tuple[str, str | None]] = {}  # a confirmation to give: (kind, side)
+        self._consumed: dict[str, tuple[str, str | None]] = {}  # confirmations given: each runs once
 
     # -- the two-person rule (the host swap's events, in every node's state) ------------------
     @property
@@ -247,18 +256,40 @@ class DeploymentSwap:
         return any(n.profile.read_only for n in self.deployment.nodes)
 
     def plan(self, kind: str = "swap", side: str | None = None) -> list[NodeStep]:
-        """Every host command, in order (raises ActionError on a unit name a command cannot hold)."""
-        steps: list[NodeStep] = []
-        order = start_order(self.deployment, side)
-        stop_units = {n.key: (n.profile.compare_unit if kind == "swap" else n.profile.unit) for n in order}
-        start_units = {n.key: (n.profile.unit if kind == "swap" else n.profile.compare_unit) for n in order}
-        for n in reversed(order):  # stop: the other ranks first, rank 0 last (nothing waits on a store)
-            a = act.stop_service(act.check_unit(stop_units[n.key]))
-            steps.append(NodeStep(n.key, n.label, f"stop {stop_units[n.key]}", a.commands[0]))
+        """Every host command, in order (raises ActionError on a unit name a command cannot hold):
+        each node's plan of the engine's steps (node_steps.py), its stops first (the other ranks
+        first, rank 0 last: nothing waits on a store), then its starts in the start order. A rollback
+        covers the nodes whose swap ran (every node when no swap ran from this console)."""
+        order = [n for n in start_order(self.deployment, side) if kind != "rollback" or self._ran(n.key)]
+        stops: list[NodeStep] = []
+        starts: list[NodeStep] = []
         for n in order:
-            a = act.start_service(act.check_unit(start_units[n.key]))
-            steps.append(NodeStep(n.key, n.label, f"start {start_units[n.key]}", a.commands[0]))
-        return steps
+            ex = self._executor(n, None)
+            for line in node_plan(kind):
+                if line.step is None:
+                    continue
+                for a in line.step.preview(ex):
+                    for cmd in a.commands:
+                        step = NodeStep(n.key, n.label, cmd.purpose, cmd, line.key)
+                        (stops if cmd.purpose.startswith("stop") else starts).append(step)
+        return list(reversed(stops)) + starts
+
+    def _ran(self, key: str) -> bool:
+        """Whether the node's swap ran a command (a rollback undoes it); unknown (no swap ran from
+        this console): yes, every node is rolled back."""
+        return self._swapped is None or key in self._swapped
+
+    def _executor(self, n: DeploymentNode, turns: StartTurns | None, run: SwapRun | None = None) -> NodeExecutor:
+        states = getattr(self.watch, "states", {})
+        runner = getattr(self.watch, "runner", None)
+        ex = NodeExecutor(n, states.get(n.key), self.watch.transport(n.key) if turns is not None else None,
+                          runner(n.key) if runner is not None and turns is not None else None, self.who,
+                          self.deployment.name, turns or StartTurns([]), self.audit_file, self.clock,
+                          self.drain_timeout_s)
+        if run is not None and n.key in run.nodes:
+            timeline = run.nodes[n.key]
+            ex.on_issue = lambda cmd: timeline.add(self.clock(), f"{cmd.purpose} issued by {self.who}")
+        return ex
 
     def side_refusal(self, side: str, kind: str = "swap") -> str | None:
         return one_side_refusal(self.deployment, self.watch.states, side, kind)
@@ -271,6 +302,9 @@ class DeploymentSwap:
             other = "decode" if side == "prefill" else "prefill"
             lines = [f"# {kind} of {self.deployment.name}'s {side} side alone: "
                      f"{len(start_order(self.deployment, side))} node(s); {other} keeps running, untouched"]
+        if kind == "rollback":
+            lines += [f"# {n.label}: not rolled back: {NOTHING_RAN}" for n in start_order(self.deployment, side)
+                      if not self._ran(n.key)]
         for s in self.plan(kind, side):
             lines.append(f"{s.label}: {s.command.script}")
             if s.title.startswith("stop"):
@@ -292,13 +326,40 @@ class DeploymentSwap:
         why += [f"fault: {f}" for f in self.watch.view().faults]
         return why
 
+    # -- the confirmation, once ---------------------------------------------------------------
+    def ask(self, kind: str = "swap", side: str | None = None) -> tuple[str, list[str]]:
+        """A confirmation to give: its id and what it shows (preview's lines; ActionError on a unit
+        name a command cannot hold). `confirm(id)` runs it, once (the host executor's rule)."""
+        lines = self.preview(kind, side)
+        pid = secrets.token_hex(6)
+        self._previews[pid] = (kind, side)
+        return pid, lines
+
+    async def confirm(self, preview_id: str) -> SwapRun:
+        """Run what the confirmation `preview_id` showed; a second confirmation of it is refused."""
+        entry = self._previews.pop(preview_id, None)
+        if entry is None:
+            kind, side = self._consumed.get(preview_id, ("swap", None))
+            run = self._new_run(kind, side)
+            return self._end(run, "refused: already confirmed: it runs once" if preview_id in self._consumed
+                             else "refused: no such confirmation (open the preview again)")
+        self._consumed[preview_id] = entry
+        return await self.run(entry[0], confirmed=True, side=entry[1])
+
     # -- running -----------------------------------------------------------------------------
-    async def run(self, kind: str = "swap", *, confirmed: bool = False, side: str | None = None) -> SwapRun:
+    def _new_run(self, kind: str, side: str | None) -> SwapRun:
         nodes = {n.key: NodeTimeline(n.label) for n in start_order(self.deployment, side)}
         if (router := self._router()) is not None:
             nodes[router.key] = NodeTimeline("router (its view of the workers)")
         run = SwapRun(kind if side is None else f"{kind} of the {side} side", self.clock(), nodes=nodes)
         self.runs.append(run)
+        return run
+
+    async def run(self, kind: str = "swap", *, confirmed: bool = False, side: str | None = None) -> SwapRun:
+        """Run the plan now (`confirmed`: the caller showed the preview and was answered: a script's,
+        or `--yes`); a screen gives its confirmation once through ask/confirm."""
+        run = self._new_run(kind, side)
+        router = self._router()
         if self.read_only:
             return self._end(run, "refused: read-only: this session changes nothing on the hosts")
         if not confirmed:
@@ -312,9 +373,11 @@ class DeploymentSwap:
         if side is not None and (why := self.side_refusal(side, kind)) is not None:
             return self._end(run, f"refused: one side alone: {why}")
         try:
-            steps = self.plan(kind, side)
+            self.plan(kind, side)  # every unit name checked before anything runs
         except act.ActionError as exc:
             return self._end(run, f"refused: {exc}")
+        if kind == "rollback" and not any(self._ran(n.key) for n in start_order(self.deployment, side)):
+            return self._end(run, "refused: nothing to roll back: the swap ran no command on any node")
         self.busy = True
         if self.require_approval:
             try:
@@ -327,16 +390,8 @@ class DeploymentSwap:
                 return self._end(run, f"refused: {why}")
         observer = asyncio.ensure_future(self._observe_router(run, router)) if router is not None else None
         try:
-            stops = [s for s in steps if s.title.startswith("stop")]
-            starts = [s for s in steps if s.title.startswith("start")]
-            # every node stopped at once, each followed until its unit is inactive and drained
-            results = await asyncio.gather(*(self._stop(run, s) for s in stops))
-            failed = [r for r in results if r]
-            if failed:
-                return self._end(run, f"failed: {failed[0]}")
-            for s in starts:
-                if (why := await self._command(run, s)):
-                    return self._end(run, f"failed: {why}")
+            if (failed := await self._walk(run, kind, side)) is not None:
+                return self._end(run, f"failed: {failed}")
             return self._end(run, await self._ready(run))
         finally:
             self.busy = False
@@ -344,6 +399,64 @@ class DeploymentSwap:
                 observer.cancel()
                 with contextlib.suppress(BaseException):
                     await observer
+
+    async def _walk(self, run: SwapRun, kind: str, side: str | None) -> str | None:
+        """Every node's plan at once, each walked in order by its node's executor (the starts wait
+        for their turn: StartTurns); a failed step stops the plan (nodes waiting for their turn start
+        nothing). Returns the first failure, or None when every node's plan ran."""
+        order = start_order(self.deployment, side)
+        running = [n for n in order if kind != "rollback" or self._ran(n.key)]
+        turns = StartTurns([n.key for n in running])
+        executors = {n.key: self._executor(n, turns, run) for n in order}
+        plans = {n.key: node_plan(kind, ran=kind != "rollback" or self._ran(n.key)) for n in order}
+        for n in order:  # the plan in each node's state: what runs pending, what it skips with why
+            ex = executors[n.key]
+            if ex.state is None:
+                continue
+            for line in plans[n.key]:
+                if line.step is None:
+                    ex._set(line.key, state="skipped", detail=line.skipped or "", who=None, commands=())
+                else:
+                    ex._set(line.key, state="pending", detail="", who=None)
+        try:
+            await asyncio.gather(*(self._walk_node(executors[n.key], plans[n.key], run) for n in order))
+        finally:
+            if kind != "rollback":
+                self._swapped = {k for k, ex in executors.items() if ex.issued} | (
+                    self._swapped or set() if side is not None else set())
+        return turns.failed
+
+    async def _walk_node(self, ex: NodeExecutor, plan: list[Planned], run: SwapRun) -> None:
+        """One node's plan, step by step: the engine's rules for each (its intent and who written
+        through `_set`, its words its run's; failed or refused stops the node and the plan)."""
+        label = ex.node.label
+        for line in plan:
+            if line.step is None:
+                continue
+            key, title = line.key, STEP_TITLES.get(line.key, line.key)
+            if ex.turns.failed is not None:  # never left pending: the plan stopped before it
+                ex._set(key, state="refused", detail=f"not run: the plan stopped ({ex.turns.failed})", who=self.who)
+                continue
+            ex.busy = key
+            try:
+                commands = tuple(text for a in ex.build(key) for text in a.display())
+                ex._set(key, state="running", detail="", commands=commands, who=self.who)
+                words = await line.step.run(ex, self.who)
+            except StepRefused as exc:
+                ex._set(key, state="refused", detail=str(exc))
+                ex.turns.fail(f"{label}: {title}: {exc}")
+                continue
+            except (StepFailed, act.ActionError) as exc:
+                ex._set(key, state="failed", detail=f"{exc} (rollback is offered)")
+                ex.turns.fail(f"{label}: {title}: {exc}")
+                continue
+            except asyncio.CancelledError:
+                ex._set(key, state="failed", detail="cancelled (the console closed)")
+                ex.turns.fail(f"{label}: {title}: cancelled")
+                raise
+            finally:
+                ex.busy = None
+            ex._set(key, state="done", detail=words)
 
     async def _observe_router(self, run: SwapRun, router: DeploymentNode) -> None:
         """The router's view of its workers, each change on the router's timeline (until cancelled)."""
@@ -377,57 +490,6 @@ class DeploymentSwap:
         for callback in list(self.on_end):
             callback(run)
         return run
-
-    async def _command(self, run: SwapRun, s: NodeStep) -> str | None:
-        transport = self.watch.transport(s.node)
-        run.nodes[s.node].add(self.clock(), f"{s.title} issued by {self.who}")
-        if transport is None:
-            return f"{s.label}: no connection"
-        try:
-            result = await transport.run(s.command.script, timeout=s.command.timeout_s)
-        except Exception as exc:  # the transport's errors: connect, timeout, command failed
-            self._audit(s, None, f"{type(exc).__name__}: {exc}")
-            return f"{s.label}: {s.title}: {type(exc).__name__}: {exc}"
-        out = (result.stdout + result.stderr).decode("utf-8", "replace").strip()
-        self._audit(s, result.exit_status, out)
-        if result.exit_status != 0:
-            return f"{s.label}: {s.title} exited {result.exit_status}: {out[-200:]}"
-        return None
-
-    async def _stop(self, run: SwapRun, s: NodeStep) -> str | None:
-        if (why := await self._command(run, s)):
-            return why
-        unit = s.title.split(" ", 1)[1]
-        transport = self.watch.transport(s.node)
-        deadline = time.monotonic() + self.drain_timeout_s
-        inactive = drained = False
-        while time.monotonic() < deadline:
-            if not inactive:
-                try:
-                    r = await transport.run(act.unit_state_check(unit), timeout=20)
-                    inactive = act.parse_unit_state(r.stdout.decode("utf-8", "replace")).get("ActiveState") in (
-                        "inactive", "failed")
-                except Exception:  # noqa: BLE001 - read again on the next turn
-                    inactive = False
-                if inactive:
-                    run.nodes[s.node].add(self.clock(), f"{unit} inactive")
-            if inactive and not drained:
-                drained = self._drained(s.node)
-                if drained:
-                    run.nodes[s.node].add(self.clock(), "GPU memory drained")
-                    return None
-            await asyncio.sleep(0.5)
-        return f"{s.label}: {unit} " + ("did not release its GPU memory" if inactive else "did not stop") + \
-            f" within {self.drain_timeout_s:.0f} s"
-
-    def _drained(self, key: str) -> bool:
-        state = self.watch.states.get(key)
-        gpus = state.data("gpu") if state is not None else None
-        if gpus is None or not gpus.gpus:
-            return False
-        used = sum(g.memory_used_mib or 0 for g in gpus.gpus)
-        total = sum(g.memory_total_mib or 0 for g in gpus.gpus) or 1
-        return used / total < DRAIN_FRACTION
 
     async def _ready(self, run: SwapRun) -> str:
         deadline = time.monotonic() + self.ready_timeout_s
@@ -463,18 +525,19 @@ class DeploymentSwap:
                 if line.text.startswith(needle) and (line.node, what) not in seen:
                     seen.add((line.node, what))
                     run.nodes[line.node].add(line.at_s, f"{what} ({line.label})")
+        # each node's steps as its state holds them: the words the steps wrote, the times its
+        # observer wrote (none where the node's state has no observer: the time is not known)
+        keys = ("rollback",) if run.kind.startswith("rollback") else ("stop_old", "start_new")
+        for key, t in run.nodes.items():
+            state = self.watch.states.get(key) if hasattr(self.watch, "states") else None
+            steps = getattr(getattr(state, "swap", None), "steps", {})
+            for k in keys:
+                step = steps.get(k)
+                if step is None or step.state in ("pending", "running"):
+                    continue
+                t.add(step.ended_at_s, f"{step.title}: {step.state}" + (f": {step.detail}" if step.detail else ""))
         for t in run.nodes.values():
-            t.events.sort(key=lambda e: e[0])
-
-    def _audit(self, s: NodeStep, status: int | None, output: str) -> None:
-        """One command: an AuditAppended in its node's state (its recording, its attached views) and a
-        line of the audit file (0600, as the host swap's)."""
-        tail = redact_text(output[-TAIL_CHARS:])
-        self._audit_event(s.node, AuditEntry(self.who, self.clock(), f"{s.title} ({self.deployment.name})",
-                                             redact_text(s.command.script), status, tail, note="deployment swap"))
-        self._audit_line({"who": self.who, "deployment": self.deployment.name, "node": s.label,
-                          "host": self.deployment.node(s.node).profile.host, "action": s.title,
-                          "command": redact_text(s.command.script), "status": status, "output": tail})
+            t.events.sort(key=lambda e: (e[0] is None, e[0] or 0.0))
 
     def _audit_event(self, key: str, entry: AuditEntry) -> None:
         state = self.watch.states.get(key) if hasattr(self.watch, "states") else None
@@ -482,12 +545,7 @@ class DeploymentSwap:
             state.apply(AuditAppended(state.host, entry))
 
     def _audit_line(self, record: dict[str, Any]) -> None:
-        if self.audit_file is None:
-            return
-        self.audit_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.audit_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"at_s": self.clock(), **record}) + "\n")
+        audit_line(self.audit_file, self.clock(), record)
 
 
 def format_report(run: SwapRun, deployment: Deployment, checks: tuple[Check, ...] = ()) -> str:
@@ -500,7 +558,8 @@ def format_report(run: SwapRun, deployment: Deployment, checks: tuple[Check, ...
         if not t.events:
             out.append("- nothing happened on this node")
         for at, what in t.events:
-            out.append(f"- +{at - run.started_at_s:6.1f} s  {what}")
+            when = f"+{at - run.started_at_s:6.1f} s" if at is not None else "(no time observed)"
+            out.append(f"- {when}  {what}")
         out.append("")
     return "\n".join(out)
 

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from console.domain.deploy.checks import Check, run_checks
@@ -21,11 +22,15 @@ PROBE_TIMEOUT_S = 10.0
 
 
 class DeploymentWatch:
-    def __init__(self, deployment: Deployment, *, accept_new_host_key: bool = False, demo: bool = False) -> None:
+    def __init__(self, deployment: Deployment, *, accept_new_host_key: bool = False, demo: bool = False,
+                 audit_file: Path | None = None) -> None:
         self.deployment = deployment
+        # the audit log of every node's session and of the deployment swap, when not the user's (a
+        # demo run's own, in its directory: its hosts are born with it)
+        self.audit_file = audit_file
         # the fleet's key of each node is the node's key ("node0", "prefill0", "router")
         profiles = [replace(n.profile, name=n.key) for n in deployment.nodes]
-        self.fleet = Fleet(profiles, accept_new_host_key=accept_new_host_key, demo=demo)
+        self.fleet = Fleet(profiles, accept_new_host_key=accept_new_host_key, demo=demo, audit_file=audit_file)
         self.probes: dict[str, NodeProbe] = {}
         self.on_probes: list[Any] = []  # called with the probes after each round (a shared deployment publishes them)
         self._probe_task: asyncio.Task[Any] | None = None
@@ -37,6 +42,11 @@ class DeploymentWatch:
     def transport(self, key: str) -> Any:
         host = self.fleet.hosts.get(key)
         return host.runner.session.transport if host is not None else None
+
+    def runner(self, key: str) -> Any:
+        """The node's runner (its sources: a swap step asks it to read a unit again at once)."""
+        host = self.fleet.hosts.get(key)
+        return host.runner if host is not None else None
 
     async def start(self) -> None:
         await self.fleet.start()

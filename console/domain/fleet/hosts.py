@@ -9,6 +9,7 @@ import asyncio
 import logging
 from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from console.config import HostProfile
@@ -73,14 +74,16 @@ class Fleet:
     """The hosts of one console. `start()` returns at once; each host connects in its own task."""
 
     def __init__(self, profiles: Iterable[HostProfile], *, accept_new_host_key: bool = False,
-                 demo: bool = False, max_connecting: int = MAX_CONNECTING) -> None:
+                 demo: bool = False, max_connecting: int = MAX_CONNECTING, audit_file: Path | None = None) -> None:
+        """`audit_file`: the hosts' audit log when it is not the user's (a demo run's own: its hosts
+        are born with it, so no earlier run's commands are theirs)."""
         profiles = list(profiles)
         self.max_connecting = max(1, max_connecting)
         self.gate = asyncio.Semaphore(self.max_connecting)
         self.hosts: dict[str, FleetHost] = {}
         for key, profile in zip(host_keys(profiles), profiles, strict=False):
             transport = make_transport(profile, accept_new_host_key=accept_new_host_key)
-            session = HostSession(profile, transport, demo=demo)
+            session = HostSession(profile, transport, demo=demo, audit_file=audit_file)
             state = HostState(key, label=key, demo=demo)
             # issue 24: the swap as each host lives it, and its path (the row's path cell), is derived
             # in its state (the runner turns the observer on, and follows a server that moved)
