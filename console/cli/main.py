@@ -414,6 +414,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command is None and is_deployment(args):
         return run_deploy_cli(args)
+    if args.command is not None and getattr(args, "deploy_web", None):
+        return _fail(f"--web before '{args.command}' is the deployment's (--deployment NAME --share --web PORT); "
+                     "a host is served to browsers by gpuconsole serve --web PORT", EXIT_USAGE)
     if args.command == "attach" and getattr(args, "deployment", None):
         return run_deploy_attach(args)
     if args.command is None and args.metrics:

@@ -75,6 +75,7 @@ def usage_cases(f: dict[str, Path]) -> list[list[str]]:
         ["snapshot", "--log-file", str(d)],
         ["snapshot", "--model-dir", str(f["dir"] / "plain")],
         ["doctor", "--runs", "0"],
+        ["--web", "127.0.0.1:9", "serve", "--demo"],  # the deployment's --web before a command: not ignored
         ["--demo-speed", "0", "doctor"],
     ]
 
