@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import gc
 import json
 import os
 import statistics
@@ -368,6 +369,25 @@ def open_connections(ports: set[int]) -> int:
     return count
 
 
+def _awaited_frames(coro: Any) -> list[Any]:
+    """The frames below a task's own: what its coroutine awaits, down the chain (through the
+    async generator an `async for` is in, found among what its `asend` refers to)."""
+    frames: list[Any] = []
+    seen = 0
+    while coro is not None and seen < 50:
+        seen += 1
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is None:
+            break
+        frames.append(frame)
+        awaited = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None) \
+            or getattr(coro, "gi_yieldfrom", None)
+        if awaited is not None and type(awaited).__name__ in ("async_generator_asend", "async_generator_athrow"):
+            awaited = next((v for v in gc.get_referents(awaited) if type(v).__name__ == "async_generator"), None)
+        coro = awaited
+    return frames[1:]
+
+
 def tasks_left(app_task: asyncio.Task[Any]) -> dict[str, int]:
     """The loop's tasks still pending (the app's own left out), counted by the innermost frame of
     the console's code each waits in ("console/host/sources/gpu.py:59 _lines")."""
@@ -375,7 +395,7 @@ def tasks_left(app_task: asyncio.Task[Any]) -> dict[str, int]:
     for t in asyncio.all_tasks():
         if t is app_task or t is asyncio.current_task() or t.done():
             continue
-        frames = t.get_stack(limit=50)
+        frames = t.get_stack(limit=50) + _awaited_frames(t.get_coro())
         ours = [f for f in frames if "/console/" in f.f_code.co_filename]
         f = (ours or frames or [None])[-1]
         if f is None:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -309,6 +310,7 @@ def _count_repaints(after_s: float) -> dict[str, Any]:
     layouts, and `refresh()` calls by widget class. A benchmark's own instrument (`--counts`)."""
     from collections import Counter
 
+    from textual.dom import DOMNode
     from textual.screen import Screen
     from textual.widget import Widget
 
@@ -326,12 +328,33 @@ def _count_repaints(after_s: float) -> dict[str, Any]:
             counts["layouts"] += 1
         layout(self, *a, **k)
 
+    counts["scrollbar_refresh_by_caller"] = Counter()
+
     def counted_refresh(self: Any, *a: Any, **k: Any) -> Any:
         if time.monotonic() >= start:
             counts["refresh_by_widget"][f"{type(self).__name__}#{self.id}"] += 1
+            if type(self).__name__ == "ScrollBar":  # whose bar, and which calls asked for it
+                callers = " < ".join(f"{f.name}" for f in traceback.extract_stack(limit=16)[-16:-1][::-1])
+                owner = self.parent
+                counts["scrollbar_refresh_by_caller"][f"{type(owner).__name__}#{owner.id}: {callers}"] += 1
         return refresh(self, *a, **k)
 
     Screen._compositor_refresh, Screen._refresh_layout, Widget.refresh = counted_frame, counted_layout, counted_refresh  # type: ignore[method-assign]
+    # Classes that really changed (each re-applies the CSS to the node and all under it).
+    counts["class_changes"] = Counter()
+    add, remove = DOMNode.add_class, DOMNode.remove_class
+
+    def counted_add(self: Any, *names: str, update: bool = True) -> Any:
+        if time.monotonic() >= start and not self._classes.issuperset(names):
+            counts["class_changes"][f"{type(self).__name__}#{self.id} +{' '.join(names)}"] += 1
+        return add(self, *names, update=update)
+
+    def counted_remove(self: Any, *names: str, update: bool = True) -> Any:
+        if time.monotonic() >= start and self._classes.intersection(names):
+            counts["class_changes"][f"{type(self).__name__}#{self.id} -{' '.join(names)}"] += 1
+        return remove(self, *names, update=update)
+
+    DOMNode.add_class, DOMNode.remove_class = counted_add, counted_remove  # type: ignore[method-assign]
     return counts
 
 

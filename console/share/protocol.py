@@ -33,6 +33,9 @@ from typing import Annotated, Any
 
 import msgspec
 
+from console.core import codec
+from console.core.events import Event
+
 VERSION = 2  # 2: the welcome snapshot is one StateSnapshot event (issue 20)
 MAX_CLIENT_LINE = 4096  # a request is small; anything longer is not one of ours
 MAX_CORE_LINE = 16 << 20  # the longest line a client accepts from the core (a log batch)
@@ -240,9 +243,17 @@ def encode_core(msg: Welcome | Refused | Reply) -> bytes:
     return msgspec.json.encode(msg) + b"\n"
 
 
-def event_line(encoded_event: bytes) -> bytes:
-    """An event already in the codec's JSON, framed: encoded once, written to every client."""
-    return b'{"t":"event","e":' + encoded_event + b"}\n"
+_EVENT_HEAD = b'{"t":"event","e":'
+
+
+def event_frame(event: Event) -> bytearray:
+    """The event framed for the wire, encoded once straight into its frame (`codec.encode_event_into`)
+    and written as it is to every client: no copy of the event's JSON (it was copied into bytes and
+    twice more to frame it; the attach's snapshot is megabytes). The frame is never changed after."""
+    out = bytearray(_EVENT_HEAD)
+    codec.encode_event_into(event, out)
+    out += b"}\n"
+    return out
 
 
 # -- names and notes -------------------------------------------------------------------------

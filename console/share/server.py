@@ -26,7 +26,6 @@ from typing import Any
 
 import msgspec
 
-from console.core import codec
 from console.core.state import (
     Client,
     Event,
@@ -316,12 +315,12 @@ class ShareServer:
         remote = [peer for peer in self._peers.values() if peer.writer is not None]
         if not remote:
             return
-        line = p.event_line(codec.encode_event(event))
+        line = p.event_frame(event)  # one frame, every client
         for peer in remote:
             self._send(peer, line)
         self._enforce_budget()
 
-    def _send(self, peer: _Peer, data: bytes) -> None:
+    def _send(self, peer: _Peer, data: bytes | bytearray) -> None:
         writer = peer.writer
         if writer is None or writer.is_closing():
             return
@@ -428,7 +427,7 @@ class ShareServer:
             peer = self._join(name, via, writer, identity, observe=hello.observe)
             self._send(peer, p.encode_core(p.Welcome(p.VERSION, peer.id, peer.role, self.state.host)))
             for event in self.snapshot():  # no await between here and the fan-out: nothing is missed
-                self._send(peer, p.event_line(codec.encode_event(event)))
+                self._send(peer, p.event_frame(event))
             log.info("client %d attached: %s via %s (%s)", peer.id, peer.name, via, where)
             self._publish()
             await self._requests(peer, reader)

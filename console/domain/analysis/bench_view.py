@@ -14,6 +14,9 @@ from console.domain.bench.metrics import percentile_sorted
 from console.domain.bench.runner import Progress
 
 WINDOW_S = 300
+# A GPU sample this close to the two before it, at their value, only lengthens a flat line; a
+# longer silence first (the sampler stalled, the host came back) is news of its own.
+FLAT_SAMPLE_GAP_S = 10.0
 
 
 @dataclass
@@ -191,8 +194,16 @@ class BenchView:
         self.version += 1
 
     def add_gpu(self, t: float, util_pct: float) -> None:
-        self.gpu_util.append((t, util_pct))
-        self._touch()
+        """A GPU sample on the time chart. One at the value of the two before it, within seconds
+        of them, only makes a flat line longer: held without a new version (the chart's own
+        clock draws a line growing, `BenchPane._chart_due`), so a still GPU's 1 Hz samples do
+        not tell the screen's flush that the bench view moved (issue 36: 15-16 of them in 30 s)."""
+        series = self.gpu_util
+        only_longer = (len(series) >= 2 and series[-1][1] == util_pct == series[-2][1]
+                       and 0.0 <= t - series[-2][0] <= FLAT_SAMPLE_GAP_S)
+        series.append((t, util_pct))
+        if not only_longer:
+            self._touch()
 
     def add_server_points(self, points: list[tuple[float, float | None, float | None]]) -> None:
         last = self.server_gen[-1][0] if self.server_gen else 0.0

@@ -75,6 +75,7 @@ class _NoFields(dict[str, Any]):
 
 NO_FIELDS: dict[str, Any] = _NoFields()
 _intern = sys.intern
+_set = object.__setattr__
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,15 +109,22 @@ class LogEvent:
     def __post_init__(self) -> None:
         # Every way a line is made passes here: the parser, `dataclasses.replace`, the parser
         # process's rows built again, the codec's decoding (msgspec calls it too).
+        # Written only where interning gave another object: the parser's kinds, severities and
+        # empty ranks are literals, interned already, and a frozen field's write is the cost here
+        # (building a line went from 0.92 to 1.56 µs with every field written back).
         if not self.fields and self.fields is not NO_FIELDS:
-            object.__setattr__(self, "fields", NO_FIELDS)
-        if self.ts is not None:
-            object.__setattr__(self, "ts", _intern(self.ts))
-        if self.phase is not None:
-            object.__setattr__(self, "phase", _intern(self.phase))
-        object.__setattr__(self, "kind", _intern(self.kind))
-        object.__setattr__(self, "severity", _intern(self.severity))
-        object.__setattr__(self, "ranks", _intern(self.ranks))
+            _set(self, "fields", NO_FIELDS)
+        ts, phase, kind, severity, ranks = self.ts, self.phase, self.kind, self.severity, self.ranks
+        if ts is not None and (held := _intern(ts)) is not ts:
+            _set(self, "ts", held)
+        if phase is not None and (held := _intern(phase)) is not phase:
+            _set(self, "phase", held)
+        if (held := _intern(kind)) is not kind:
+            _set(self, "kind", held)
+        if (held := _intern(severity)) is not severity:
+            _set(self, "severity", held)
+        if (held := _intern(ranks)) is not ranks:
+            _set(self, "ranks", held)
 
 
 def stamp_s(ts: str | None) -> float | None:

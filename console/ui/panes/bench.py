@@ -749,17 +749,17 @@ class BenchPane(PaneFrame, Horizontal, can_focus=True):
             # A chart still saying "no throughput yet" is drawn as soon as its first points are
             # there, not up to 5 s later (a fresh 80x24 console showed it beside the log's 232 tok/s).
             return now
-        every = self.LIVE_CHART_EVERY_S if self.view.live is not None else self.IDLE_CHART_EVERY_S
-        if moved:
-            # The shape is looked at only once the usual cadence has come (once per 5 s, not at
-            # every sample): until then that cadence's time is the answer either way.
-            if self.view.live is None and not self.sweep_mode and self._drawn_shape is not None \
-                    and now >= self._drawn_at + every and self._shape(now) == self._drawn_shape:
-                return self._drawn_at + self.FLAT_GROWTH_EVERY_S  # the same flat lines, longer
-            return self._drawn_at + every
-        if self._chart_empty or self.sweep_mode:
+        if not moved and (self._chart_empty or self.sweep_mode):
             return None  # an empty chart, or the sweep's: time does not move it
-        return self._drawn_at + self.IDLE_CHART_EVERY_S  # the time axis scrolls its points away
+        # Moved, or not (the time axis scrolls its points away; a flat line grows with samples
+        # that move no version, `BenchView.add_gpu`): the usual cadence, unless the picture is
+        # the same flat lines, only longer. The shape is looked at only once that cadence has
+        # come (once per 5 s, not at every sample): until then its time is the answer either way.
+        every = self.LIVE_CHART_EVERY_S if self.view.live is not None else self.IDLE_CHART_EVERY_S
+        if self.view.live is None and not self.sweep_mode and self._drawn_shape is not None \
+                and now >= self._drawn_at + every and self._shape(now) == self._drawn_shape:
+            return self._drawn_at + self.FLAT_GROWTH_EVERY_S  # the same flat lines, longer
+        return self._drawn_at + every
 
     def _next_due(self, now: float) -> float | None:
         dues = [d for d in (self._chart_due(now),) if d is not None]
