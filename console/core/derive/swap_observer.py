@@ -60,6 +60,7 @@ OUTSIDE = "outside the console"
 # switch is done then, whether or not the old server is ever stopped); the downtime clock's words.
 BESIDE_MOVED = "beside: the router moved all traffic to the new server"
 BESIDE_NONE = "beside: no request was refused"
+BESIDE_CONSOLE = "beside: the router moved traffic before the old server stopped"  # the console's own switch
 # The note of an audit entry read back from the console's audit log at a start (console/domain/swap/
 # audit_log.py): a command of a console that ended (killed, its machine lost) while its swap went on.
 READ_BACK = "read back from the console's audit log"
@@ -1017,8 +1018,13 @@ class SwapObserver:
         start, words = self._switch_done_words(at)
         self._write(out, "switch_traffic", state="done", started_at_s=start, ended_at_s=at, detail=words)
         if self._downtime_sent is None or not self._downtime_sent.start_source.startswith("beside"):
-            self._beside_clock(out, at, f"beside: {old_unit} stopped {clock(at)} after {new_unit} served beside "
-                                        f"it ({OUTSIDE})")
+            by = self._read_back.get("switch_traffic")
+            if by:  # a console that ended ran the switch (its audit log): its moves, then its stop
+                who = ", ".join(dict.fromkeys(e.who for e in by))
+                self._beside_clock(out, at, f"{BESIDE_CONSOLE} (by {who} from a console that ended: its audit log)")
+            else:
+                self._beside_clock(out, at, f"beside: {old_unit} stopped {clock(at)} after {new_unit} served "
+                                            f"beside it ({OUTSIDE})")
         self._path(out, "beside", "seen on the host: a new server started beside the old one (other GPUs or "
                    "port), then the old one stopped", at, {"downtime_s": 0.0})
         self._endpoint(out, at)

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from console.core.derive.swap_observer import OUTSIDE, _side, boot_time, verification
+from console.core.derive.swap_observer import BESIDE_CONSOLE, _side, boot_time, verification
 from console.core.derive.swap_view import audit_summary, format_duration
 from console.core.recording import FLUSH_EVERY_S, read_recording
 from console.core.state import HostState, ReadingChanged
@@ -459,8 +459,8 @@ def headline(r: dict[str, Any]) -> list[str]:
     if t["downtime_s"] is not None:
         parts = " + ".join(f"{p['part']} {_dur(p['seconds'])}" for p in t.get("downtime_parts") or [])
         source = t.get("downtime_from_source") or ""
-        if not parts and source.startswith("beside") and OUTSIDE in source:
-            # seen on the host (an operator's): what the host's facts said, and whose it was
+        if not parts and source.startswith("beside") and source != BESIDE_CONSOLE:
+            # seen on the host (an operator's, a console's that ended): what its facts said, and whose
             parts = "none, " + source.removeprefix("beside: ")
         elif not parts and source.startswith("beside"):
             parts = "none, traffic moved to the new server before the old one stopped"
