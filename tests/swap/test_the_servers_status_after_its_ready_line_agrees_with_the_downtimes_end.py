@@ -3,8 +3,9 @@ server is fired up and ready to roll!") while the busy line beside it still said
 line is in, /health_generate not answering yet (HTTP 503)". Real SGLang writes that line once its
 warm-up request was served and its status is up (research/sglang_logs_metrics.md; the simulator's
 fake does the same), so the 503 was the answer to a probe made before the line. A refusal answered
-before the ready line is the boot's: the status says serving (its words name the old answer) and the
-source asks /health_generate again at once; a refusal after the line is still the warm-up."""
+before the ready line is the boot's: the status says so (never the warm-up, never ready before a
+generation answered) and the source asks /health_generate again at once, so the next poll says
+ready; a refusal after the line is still the warm-up."""
 
 from __future__ import annotations
 
@@ -45,8 +46,9 @@ def test_a_503_answered_before_the_ready_line_is_not_the_warm_up_after_it() -> N
     line = ready - 1.0  # the line's whole-second stamp: it was written within the second after it
     for answered in (line - 5.0, line + 0.4):  # the poll before the line, and one in the line's own second
         st = combine("u.service", "active", 1, log, _refused(answered, line - 20.0), line + 1.5)
-        assert st.status == "ready" and "came before it" in st.reason and "HTTP 503" in st.reason, st
-        assert "warm-up" not in st.reason
+        # never "ready" before a generation answered, never a warm-up the line says is over
+        assert st.status == "starting" and st.reason.startswith("ready line in: /health_generate asked again"), st
+        assert "came before the line" in st.reason and "HTTP 503" in st.reason and "warm-up" not in st.reason, st
 
 
 def test_a_503_answered_after_the_ready_line_is_still_the_warm_up() -> None:

@@ -131,9 +131,10 @@ def _combine(unit: str | None, unit_state: str | None, main_pid: int | None, log
             and http.health_at_s < ready_at:
         # SGLang writes its ready line once its warm-up request has been served (its status is up
         # then, research/sglang_logs_metrics.md): a refusal answered before the line is the boot's, not
-        # the warm-up after it (the plan's clock ended at the line while this said "warm-up", 503)
-        return status("ready", f"serving: the ready line is in; /health_generate's last answer "
-                               f"({http.health_error or 'failed'}) came before it, asked again")
+        # the warm-up after it (the plan's clock ended at the line while this said "warm-up", 503).
+        # Ready is said only once a generation answered: the source asks again at once.
+        return status("starting", f"ready line in: /health_generate asked again (its last answer, "
+                                  f"{http.health_error or 'failed'}, came before the line)")
     if http.health_ok is False:
         if phase not in ("ready", None):
             return status("starting", PHASE_WORDS.get(phase or "", "warming up"))
