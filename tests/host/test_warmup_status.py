@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from console.domain.analysis.log_state import LogTracker
-from console.domain.analysis.server_status import WARMUP_GRACE_S, HttpFacts, combine
+from console.domain.analysis.server_status import WARMUP_GRACE_S, HttpFacts, combine, ready_line_at
 from console.host.parsers.sglang_log import parse_line
 
 READY = "[2026-01-01 10:00:30] The server is fired up and ready to roll!"
@@ -42,18 +42,20 @@ def test_another_ranks_late_line_is_not_a_new_boot_nor_an_earlier_phase() -> Non
 def test_a_503_six_seconds_after_the_ready_line_is_the_warm_up_not_degraded() -> None:
     log = _tracker().summary()
     info = {"status": "ready"}
-    warming = HttpFacts(info, None, {}, False, 106.0, "HTTP 503", health_ever_ok=False, health_failing_since_s=100.0)
-    st = combine("u.service", "active", 1, log, warming, 106.0)
+    r = ready_line_at(log)  # the probes' times on the line's clock (a 503 answered before it is the boot's)
+    assert r is not None
+    warming = HttpFacts(info, None, {}, False, r + 6, "HTTP 503", health_ever_ok=False, health_failing_since_s=r)
+    st = combine("u.service", "active", 1, log, warming, r + 6)
     assert st.status == "starting" and st.reason.startswith("warm-up: the ready line is in"), st
     assert "sizing the pools" not in st.reason
     # once it has answered, a failure is a fault
-    broken = HttpFacts(info, None, {}, False, 106.0, "HTTP 503", health_ever_ok=True, health_failing_since_s=100.0)
-    assert combine("u.service", "active", 1, log, broken, 106.0).status == "degraded"
+    broken = HttpFacts(info, None, {}, False, r + 6, "HTTP 503", health_ever_ok=True, health_failing_since_s=r)
+    assert combine("u.service", "active", 1, log, broken, r + 6).status == "degraded"
     # and a warm-up that never ends is one too
-    stuck = HttpFacts(info, None, {}, False, 106.0, "HTTP 503", health_ever_ok=False, health_failing_since_s=0.0)
-    assert combine("u.service", "active", 1, log, stuck, WARMUP_GRACE_S + 1).status == "degraded"
+    stuck = HttpFacts(info, None, {}, False, r + 6, "HTTP 503", health_ever_ok=False, health_failing_since_s=r - 100)
+    assert combine("u.service", "active", 1, log, stuck, r + WARMUP_GRACE_S).status == "degraded"
     # no HTTP yet after the ready line: the warm-up, never "sizing the pools"
-    st = combine("u.service", "active", 1, log, HttpFacts(None, "refused", {}), 106.0)
+    st = combine("u.service", "active", 1, log, HttpFacts(None, "refused", {}), r + 6)
     assert st.status == "starting" and "warm-up" in st.reason
 
 

@@ -16,6 +16,7 @@ from console.core.derive.swap_view import AuditAppended, AuditEntry, SwapSetup
 from console.core.state import HostState, LogAppended, ReadingChanged
 from console.domain.analysis.service_report import HostFacts, build_report, side_from_text
 from console.domain.swap.controller import SwapController
+from console.domain.swap.report import ReportBuilder
 from console.host.parsers.router import RouterMove, RouterReading
 from console.host.parsers.sglang_log import LogEvent, parse_line
 from console.model import GpuDevice, GpuStatus, Reading
@@ -39,6 +40,8 @@ class ObservedHost:
         self.old, self.new = old, new
         self.recorded: list[Any] = []  # every event applied, the observer's too, in order: the recorder's
         self.state.subscribe(self.recorded.append)
+        self.timed: list[tuple[float, Any]] = []  # the same, each with the state's time of it (a recording)
+        self.state.subscribe(lambda event: self.timed.append((self.now, event)))
         self.feed(SwapSetup("h", old, new, "o/new", "/m/new"))
 
     def feed(self, event: Any) -> None:
@@ -108,6 +111,13 @@ class ObservedHost:
         self.feed(AuditAppended("h", AuditEntry("ana", at, action, command, status, output, took)))
 
     # -- the views -------------------------------------------------------------------------------------
+    def report(self) -> dict[str, Any]:
+        """The swap report built from the recorded events (console/domain/swap/report.py)."""
+        builder = ReportBuilder("h", "h")
+        for t, event in self.timed:
+            builder.feed(t, event)
+        return builder.build()
+
     def views(self) -> list[Any]:
         """The live swap, a late attach (the live state's snapshot) and a replay (the recorded
         events applied to a fresh state, nothing derived again)."""

@@ -162,6 +162,15 @@ def test_a_fresh_console_shows_the_routers_add_done_at_its_time_and_the_remove_n
     assert live == attach == replay
 
 
+def _no_downtime_by_ana(h: ObservedHost, stopped_at: float) -> None:
+    """The beside path's downtime, written as for the console's own switch: an instant (none) at the
+    old server's stop, its author the console that ended."""
+    d = h.state.swap.downtime
+    assert d is not None and d.started_at_s == d.ended_at_s == stopped_at, d
+    assert BY_ANA in d.start_source and OUTSIDE not in d.start_source, d
+    assert h.state.swap.paths["outcome"].data()["downtime_s"] == 0.0
+
+
 def test_a_fresh_console_shows_both_router_moves_once_each_never_doubled(tmp_path: Path) -> None:
     """Killed after both moves: each is shown once, at the router's time; the old server's stop
     later ends the step (no downtime), the moves still once each."""
@@ -183,7 +192,7 @@ def test_a_fresh_console_shows_both_router_moves_once_each_never_doubled(tmp_pat
     assert (step.state, step.who, step.started_at_s, step.ended_at_s) == ("done", "ana", T0 + 39, T0 + 70), step
     assert step.detail.count("added") == 1 and step.detail.count("removed") == 1, step.detail
     assert [e.step.state for e in _switch_writes(h)] == ["running", "done"]
-    assert h.state.swap.downtime is None and h.state.swap.paths["outcome"].data()["downtime_s"] == 0.0
+    _no_downtime_by_ana(h, T0 + 70)
     live, attach, replay = h.views()
     assert live == attach == replay
 
@@ -216,6 +225,6 @@ def test_a_fresh_console_after_the_switchs_stop_shows_the_beside_path_done_never
         assert switch.detail.count("added") == 1 and switch.detail.count("removed") == 1, switch.detail
         assert BY_ANA in switch.detail and OUTSIDE not in switch.detail, switch.detail
         assert s["stop_old"].state == s["start_new"].state == "skipped", (s["stop_old"], s["start_new"])
-        assert h.state.swap.downtime is None and h.state.swap.paths["outcome"].data()["downtime_s"] == 0.0
+        _no_downtime_by_ana(h, T0 + 43)
         live, attach, replay = h.views()
         assert live == attach == replay

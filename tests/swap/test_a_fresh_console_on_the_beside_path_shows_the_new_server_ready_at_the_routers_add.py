@@ -3,7 +3,8 @@ first reading finds both servers serving, and the router's record says when it a
 (its log's "Added worker" line, at its own time). The router adds a worker that answers, so the
 beside step (start the new server beside the old one, wait for ready) is done at that time at the
 latest: the fresh console showed it "running" from its own first reading, and later "done" at the old
-server's stop. The switch step stays running until the old server stops (by design)."""
+server's stop. The switch step is done once the router's record says all traffic moved (the old
+worker removed after the new one was added), stopped or not; until then it is running."""
 
 from __future__ import annotations
 
@@ -29,7 +30,10 @@ def test_a_fresh_console_shows_the_beside_step_done_at_the_routers_add() -> None
         assert beside.ended_at_s == ADDED and (beside.started_at_s or 0) <= ADDED, beside
         assert NEW in beside.detail and "the router added" in beside.detail, beside.detail
         switch = h.state.swap.steps["switch_traffic"]
-        assert switch.state == "running" and switch.started_at_s == ADDED, switch  # until the old one stops
+        if removed:  # all traffic on the new server: done at the old worker's removal, the old one warm
+            assert (switch.state, switch.started_at_s, switch.ended_at_s) == ("done", ADDED, REMOVED), switch
+        else:
+            assert switch.state == "running" and switch.started_at_s == ADDED, switch
         live, attach, replay = h.views()
         assert live == attach == replay
 

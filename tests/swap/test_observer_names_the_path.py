@@ -90,7 +90,8 @@ def test_a_beside_start_then_the_old_stop_is_the_beside_path_with_no_downtime() 
     h.service(T0 + 90, replace(old_on, active_state="inactive"),
               _side("new.service", "active", port=30001, gpus="4,5,6,7"))
     assert h.state.swap.steps["switch_traffic"].state == "done"
-    assert h.state.swap.downtime is None  # the old one stopped after the new one served: no clock
+    d = h.state.swap.downtime  # the old one stopped after the new one served: an instant, as the console's
+    assert d is not None and d.started_at_s == d.ended_at_s == T0 + 90 and "outside the console" in d.start_source
     assert path_summary(h.state) == ("beside", 0.0, True)
     ep = h.state.swap.paths["endpoint"].data()
     assert (ep["from_port"], ep["to_port"]) == (30000, 30001)

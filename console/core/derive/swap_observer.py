@@ -56,6 +56,11 @@ from console.host.parsers.router import url_port
 from console.host.parsers.sglang_log import line_time, stamp_s
 
 OUTSIDE = "outside the console"
+# Beside, seen on the host: the router's log says it took the new server in and the old one out (the
+# switch is done then, whether or not the old server is ever stopped); the downtime clock's words.
+BESIDE_MOVED = "beside: the router moved all traffic to the new server"
+BESIDE_NONE = "beside: no request was refused"
+BESIDE_CONSOLE = "beside: the router moved traffic before the old server stopped"  # the console's own switch
 # The note of an audit entry read back from the console's audit log at a start (console/domain/swap/
 # audit_log.py): a command of a console that ended (killed, its machine lost) while its swap went on.
 READ_BACK = "read back from the console's audit log"
@@ -299,6 +304,7 @@ class SwapObserver:
         self._read_back_switch_stop: float | None = None  # that console's stop at the end of its traffic switch
         self._router_seen: Any = None  # the router's last reading (its worker list, its log's moves)
         self._router_moves: tuple[Any, Any] | None = None  # (the new worker's add, the old one's remove or None)
+        self._moved_at: float | None = None  # an operator's router moves took all traffic off the old server
 
     # -- what the swap is -----------------------------------------------------------------------
     def units(self) -> tuple[str | None, str | None]:
@@ -547,7 +553,7 @@ class SwapObserver:
                 self._moved_then_stopped(out, exited if exited is not None and exited <= at else at)
                 self._beside_done_at = self._beside_done_at or at
             elif self._old_active and self.stopped_at is None and self._beside_at is not None \
-                    and self._touchable("beside"):
+                    and self._beside_done_at is None and self._touchable("beside"):
                 self._beside_done(out, at)
             elif self._old_active and self.stopped_at is None and not self._beside_done_at:
                 # The GPUs' memory falling since the last reading that saw it serving dates the stop
@@ -809,6 +815,10 @@ class SwapObserver:
                 continue
             if unit == old_unit and kind == "stopped":
                 self._old_stopped_record(out, at)
+            if unit == old_unit and kind == "stopped" and self._old_active and self.stopped_at is None \
+                    and self._beside_at is not None and self._beside_done_at is None \
+                    and not self._console_moved_traffic() and self._touchable("beside"):
+                self._beside_done(out, at)  # an operator's beside path: the old one stopped (journald's time)
             if unit == old_unit and kind in ("stopping", "stopped") and self._old_active \
                     and self.stopped_at is None and self._console_moved_traffic():
                 self._moved_then_stopped(out, at)
@@ -862,6 +872,14 @@ class SwapObserver:
                     and self._console_began("beside", at):
                 self._beside_ready_at = at  # the new server booted beside the old one: the console's step ends
                 self._console_time(out, "beside")
+            beside = self._step("beside")
+            if (said_by is None or said_by == new_unit) and beside.observed and beside.state == "running" \
+                    and self._beside_at is not None and at >= self._beside_at - 1.0 and self.stopped_at is None:
+                # an operator's new server, started beside the old one, wrote its ready line: the same
+                # fact that ends the console's own beside step
+                self._write(out, "beside", state="done", ended_at_s=at,
+                            detail=f"{new_unit} started {clock(beside.started_at_s)} beside the old one, ready "
+                                   f"{clock(at)}: its ready line in the log ({OUTSIDE})")
             if self._rollback_at is not None and at >= self._rollback_at - 1:
                 self._ended(out, at, f"{old_unit} ready again (rollback)")
             elif self.stopped_at is not None:
@@ -944,6 +962,9 @@ class SwapObserver:
             return
         if (not step.observed and step.state in ("running", "done")) or step.state == "done":
             return  # the console's own run, or done already
+        if removed is not None and not self._read_back.get("switch_traffic") and self._beside_done_at is None:
+            self._traffic_moved(out, added, removed)  # an operator's: the router's moves are the whole switch
+            return
         moves = f"the router added {added.url} {clock(added.at_s)}"
         if removed is None:
             detail = (f"{moves} ({OUTSIDE}); the old worker not removed: the router still sends "
@@ -957,6 +978,8 @@ class SwapObserver:
         so the beside step (start it beside the old one, wait for ready) was done by then. A console
         started after it read both serving and showed the step running from its own first reading."""
         step = self._step("beside")
+        if step.observed and step.state == "done" and step.ended_at_s is not None and step.ended_at_s <= at:
+            self._beside_added_at = at  # done at its ready line, before the router's add
         if step.state == "done" or self.stopped_at is not None or self._beside_done_at is not None \
                 or (not step.observed and step.state == "running"):
             return  # done already, the old one stopped first (another path), or the console's own run
@@ -1007,14 +1030,64 @@ class SwapObserver:
     def _beside_done(self, out: list[Any], at: float) -> None:
         self._beside_done_at = at
         old_unit, new_unit = self.units()
-        if self._beside_added_at is None:  # else done at the router's add, which it was by then
+        switch = self._step("switch_traffic")
+        if self._moved_at is not None and switch.observed and switch.state == "done":
+            # the router had moved all traffic (the switch done then): the old server's stop after it
+            # is said in its words, and the downtime's, never a later end of either
+            self._write(out, "switch_traffic", detail=switch.detail.replace(
+                f"{old_unit} still running (warm for a rollback)", f"{old_unit} stopped {clock(at)}"))
+            d = self._downtime_sent
+            if d is not None and d.start_source.startswith(BESIDE_MOVED) and self.state.swap.downtime in (d, None):
+                self._beside_clock(out, d.started_at_s or at, d.start_source.replace(
+                    f"{old_unit} kept running", f"{old_unit} stopped {clock(at)}"))
+            return
+        if self._beside_added_at is None and self._step("beside").state != "done":
+            # else done at its ready line or the router's add, which it was by then
             self._write(out, "beside", state="done",
                         started_at_s=self._step("beside").started_at_s or self._beside_at, ended_at_s=at,
                         detail=f"{new_unit} started {clock(self._beside_at)} beside the old one ({OUTSIDE})")
         start, words = self._switch_done_words(at)
         self._write(out, "switch_traffic", state="done", started_at_s=start, ended_at_s=at, detail=words)
+        if self._downtime_sent is None or not self._downtime_sent.start_source.startswith("beside"):
+            by = self._read_back.get("switch_traffic")
+            if by:  # a console that ended ran the switch (its audit log): its moves, then its stop
+                who = ", ".join(dict.fromkeys(e.who for e in by))
+                self._beside_clock(out, at, f"{BESIDE_CONSOLE} (by {who} from a console that ended: its audit log)")
+            else:
+                self._beside_clock(out, at, f"beside: {old_unit} stopped {clock(at)} after {new_unit} served "
+                                            f"beside it ({OUTSIDE})")
         self._path(out, "beside", "seen on the host: a new server started beside the old one (other GPUs or "
                    "port), then the old one stopped", at, {"downtime_s": 0.0})
+        self._endpoint(out, at)
+
+    def _traffic_moved(self, out: list[Any], added: Any, removed: Any) -> None:
+        """An operator's beside path: the router's log says it added the new server and then removed
+        the old one. All traffic is on the new server from the removal: the switch is done, and the
+        downtime an instant (none), whether the old server is stopped later or kept warm for a
+        rollback (it is then named as still running)."""
+        at = max(added.at_s, removed.at_s)
+        self._moved_at = at
+        old_unit, new_unit = self.units()
+        self._write(out, "switch_traffic", state="done", started_at_s=added.at_s, ended_at_s=at,
+                    detail=f"the router added {added.url} {clock(added.at_s)} and removed {removed.url} "
+                           f"{clock(removed.at_s)} ({OUTSIDE}): all traffic on {new_unit}; "
+                           f"{old_unit} still running (warm for a rollback)")
+        self._beside_clock(out, at, f"{BESIDE_MOVED} {clock(at)} (the router's log), {old_unit} kept running "
+                                    f"({OUTSIDE})")
+        self._path(out, "beside", "seen on the host: a new server started beside the old one (other GPUs or "
+                   "port), then the router moved all traffic to it", at, {"downtime_s": 0.0})
+        self._endpoint(out, at)
+
+    def _beside_clock(self, out: list[Any], at: float, source: str) -> None:
+        """The beside path's downtime seen on the host: an instant (none), as for the console's own."""
+        d = DowntimeChanged(self.host, at, source, at, BESIDE_NONE)
+        if self._downtime_sent == d or self.state.swap.downtime == d:
+            return
+        self._downtime_sent = d
+        out.append(d)
+
+    def _endpoint(self, out: list[Any], at: float) -> None:
+        _, new_unit = self.units()
         if self._beside_port is not None and self._old_port is not None and self._beside_port != self._old_port:
             out.append(PathEvent(self.host, "endpoint", json.dumps(
                 {"from_port": self._old_port, "to_port": self._beside_port, "unit": new_unit, "observed": True}), at))
@@ -1248,6 +1321,10 @@ def swap_ended(swap: Any) -> tuple[float, str] | None:
         return rollback.ended_at_s, "after the rollback"
     moved = swap.steps.get("switch_traffic")
     if swap.path() == "beside":
+        d = swap.downtime
+        if moved is not None and moved.state == "done" and moved.ended_at_s is not None \
+                and d is not None and d.start_source.startswith(BESIDE_MOVED):
+            return moved.ended_at_s, "after the router moved all traffic to the new server"
         if moved is not None and moved.state == "done" and moved.ended_at_s is not None:
             return moved.ended_at_s, "after the old server stopped (traffic on the new one)"
         return None

@@ -126,6 +126,15 @@ def _combine(unit: str | None, unit_state: str | None, main_pid: int | None, log
                 return status("starting", "warm-up: the ready line is in, HTTP not answering yet")
             return status("starting", PHASE_WORDS.get(phase or "", phase or "process up, no HTTP yet"))
         return status("unknown", http.server_info_error or "no answer from the server")
+    ready_at = ready_line_at(log)
+    if http.health_ok is False and phase == "ready" and ready_at is not None and http.health_at_s is not None \
+            and http.health_at_s < ready_at:
+        # SGLang writes its ready line once its warm-up request has been served (its status is up
+        # then, research/sglang_logs_metrics.md): a refusal answered before the line is the boot's, not
+        # the warm-up after it (the plan's clock ended at the line while this said "warm-up", 503).
+        # Ready is said only once a generation answered: the source asks again at once.
+        return status("starting", f"ready line in: /health_generate asked again (its last answer, "
+                                  f"{http.health_error or 'failed'}, came before the line)")
     if http.health_ok is False:
         if phase not in ("ready", None):
             return status("starting", PHASE_WORDS.get(phase or "", "warming up"))
@@ -141,6 +150,16 @@ def _combine(unit: str | None, unit_state: str | None, main_pid: int | None, log
         return status("ready", "serving: /health_generate answered" if http.health_via == "/health_generate"
                       else f"serving: {http.health_via}")
     return status("ready", "serving")
+
+
+def ready_line_at(log: LogSummary | None) -> float | None:
+    """When this boot's ready line was written (the host's time of it), None: not in the log. A line
+    stamped in whole seconds (SGLang's default) may have been written up to a second later."""
+    step = next((b for b in reversed(log.boot) if b.phase == "ready"), None) if log is not None else None
+    at = step.at_s if step is not None else None
+    if at is None:
+        return None
+    return at + 1.0 if float(at).is_integer() else at
 
 
 def parse_prometheus(text: str, wanted: tuple[str, ...]) -> dict[str, float]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from console.core.derive.swap_observer import _side, boot_time, verification
+from console.core.derive.swap_observer import BESIDE_CONSOLE, _side, boot_time, verification
 from console.core.derive.swap_view import audit_summary, format_duration
 from console.core.recording import FLUSH_EVERY_S, read_recording
 from console.core.state import HostState, ReadingChanged
@@ -469,7 +469,11 @@ def headline(r: dict[str, Any]) -> list[str]:
                                              if on.get("served_as") else "")]
     if t["downtime_s"] is not None:
         parts = " + ".join(f"{p['part']} {_dur(p['seconds'])}" for p in t.get("downtime_parts") or [])
-        if not parts and (t.get("downtime_from_source") or "").startswith("beside"):
+        source = t.get("downtime_from_source") or ""
+        if not parts and source.startswith("beside") and source != BESIDE_CONSOLE:
+            # seen on the host (an operator's, a console's that ended): what its facts said, and whose
+            parts = "none, " + source.removeprefix("beside: ")
+        elif not parts and source.startswith("beside"):
             parts = "none, traffic moved to the new server before the old one stopped"
         lines.append(f"downtime {_dur(t['downtime_s'])}" + (" (still running at the end of the recording)"
                                                              if t.get("downtime_running") else "")

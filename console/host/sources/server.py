@@ -17,7 +17,7 @@ from dataclasses import replace
 import httpx
 
 from console.domain.analysis.log_state import LogTracker
-from console.domain.analysis.server_status import HttpFacts, ServerStatus, combine, parse_prometheus
+from console.domain.analysis.server_status import HttpFacts, ServerStatus, combine, parse_prometheus, ready_line_at
 from console.host.parsers.systemd import unit_is_failing
 from console.redact import redact_json
 from console.sanitize import clean_json
@@ -138,8 +138,12 @@ class ServerWatcher:
             if info is not None and (self._health_task is None or self._health_task.done()) and \
                     self._generate_needed(cheap_ok, metrics):
                 ok_before, last, _ = self._health
-                # 25 s after an answer or a timeout; a quick refusal (503 while warming up) sooner.
+                # 25 s after an answer or a timeout; a quick refusal (503 while warming up) sooner, and
+                # at once when the ready line came after it (that refusal was the boot's).
                 every = HEALTH_EVERY_S if ok_before is not False or self._health[2] is None else 5.0
+                ready_at = ready_line_at(self.log.summary() if self.log else None)
+                if ok_before is False and last is not None and ready_at is not None and last < ready_at:
+                    every = 0.0
                 if last is None or time.time() - last >= every:
                     self.generate_probes += 1
                     self._health_task = asyncio.ensure_future(self._probe_health(base))
