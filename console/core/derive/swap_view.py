@@ -307,10 +307,45 @@ def _loop_words(cmd: str) -> int | None:
         return None
 
 
+def _download_words(cmd: str) -> str | None:
+    """The hf command the download script starts (console/domain/swap/actions.py writes it), quoted as
+    the host reads it: its line `setsid nohup "$HF" ARGS >>LOG …`, not the script's first line, the
+    check for a download already running (`if timeout -k …`)."""
+    for line in cmd.splitlines():
+        if line.startswith('setsid nohup "$HF" '):
+            try:
+                words = shlex.split(line)[3:]
+            except ValueError:
+                return None
+            args = words[: next((i for i, w in enumerate(words) if w.startswith(">")), len(words))]
+            return shlex.join(["hf", *args]) if args[:1] == ["download"] else None
+    return None
+
+
+def _stopped_download_dir(cmd: str) -> str | None:
+    """The model directory whose download the stop script ends (its pid file names it)."""
+    if "no download running" not in cmd:
+        return None
+    for line in cmd.splitlines():
+        if line.startswith("if [ -f "):
+            try:
+                pid = shlex.split(line)[3]
+            except (ValueError, IndexError):
+                return None
+            if pid.endswith("/.cache/gpuconsole/download.pid"):
+                return shlex.quote(pid.removesuffix("/.cache/gpuconsole/download.pid") or "/")
+    return None
+
+
 def audit_summary(e: Any) -> str:
     """One line for one audited action: what it did, not the first 100 characters of its script."""
     cmd = e.command or ""
     words = cmd.split()
+    note = f" ({e.note})" if e.note else ""
+    if (hf := _download_words(cmd)) is not None:
+        return f"{hf} (detached){note}"
+    if (model_dir := _stopped_download_dir(cmd)) is not None:
+        return f"stop the hf download in {model_dir}{note}"
     for verb in ("stop", "start", "daemon-reload", "restart"):
         if "systemctl" in words and verb in words:
             unit = words[-1] if verb != "daemon-reload" else ""
