@@ -318,7 +318,15 @@ def _download_words(cmd: str) -> str | None:
             except ValueError:
                 return None
             args = words[: next((i for i, w in enumerate(words) if w.startswith(">")), len(words))]
-            return shlex.join(["hf", *args]) if args[:1] == ["download"] else None
+            if args[:1] != ["download"]:
+                return None
+            # the repo first, as the operator types it (`hf download REPO --local-dir DIR`): a row cut
+            # at the plan's width keeps what is downloaded (the script's `--` guards a checked repo id)
+            opts, repo = args[1:], []
+            if "--" in opts:
+                at = opts.index("--")
+                opts, repo = opts[:at], opts[at + 1:]
+            return shlex.join(["hf", "download", *repo, *opts])
     return None
 
 
