@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 from collections import deque
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from console.core.derive.downtime import FAST_STEPS
@@ -345,10 +346,14 @@ def _stopped_download_dir(cmd: str) -> str | None:
     return None
 
 
-def audit_summary(e: Any) -> str:
-    """One line for one audited action: what it did, not the first 100 characters of its script."""
+def audit_summary(e: Any, *, with_note: bool = True) -> str:
+    """One line for one audited action: what it did, not the first 100 characters of its script.
+    `with_note=False`: without its note (the plan's row, whose status says it: "started" was written
+    when a verification began, and read "[done] sha256 of 40 files (started)" once it had ended)."""
     cmd = e.command or ""
     words = cmd.split()
+    if not with_note:
+        e = SimpleNamespace(command=cmd, note="")
     note = f" ({e.note})" if e.note else ""
     if (hf := _download_words(cmd)) is not None:
         return f"{hf} (detached){note}"

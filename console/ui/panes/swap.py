@@ -195,7 +195,9 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
             head = f" {time.strftime('%H:%M:%S', time.localtime(e.at_s))} {e.who} [{status}] "
             t.append(head, style="dim" if status in ("ok", "started", "done", "noted") else "red")
             # the room the row has, the command cut at a word behind "…" ("systemctl stop sglan" was)
-            t.append(cut_words(host_named(audit_summary(e), host_root), max(20, width - len(head))) + "\n")
+            # the note "started" is the status's own word (audit_status): said there, once
+            summary = audit_summary(e, with_note=e.note != "started")
+            t.append(cut_words(host_named(summary, host_root), max(20, width - len(head))) + "\n")
     t.append("\n")
     if read_only:
         t.append("read-only: no action can be run from this session", style="bold yellow")
