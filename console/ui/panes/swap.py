@@ -484,8 +484,11 @@ class SwapScreen(ModalScreen[None]):
         """The plan's own width: inside the border, the padding and the scrollbar (at 80x24 the
         screen's width less 4 was 4 columns too wide, and a step's detail wrapped at column 0)."""
         width = self.query_one("#swap-plan", Static).content_region.width
-        if width <= 0:  # before the first layout: the frame's 98 % less border, padding, scrollbar
-            width = int(self.size.width * 0.98) - 6
+        if width <= 0:
+            # before the first layout: the docked strip's width less its border, padding and a
+            # scrollbar (the screen's 98 % drew 72 columns into a strip 40 wide at 80x24: every
+            # step broke at column 0 until the next redraw)
+            width = plan_strip_width(self.app.size.width) - 6
         return max(40, width)
 
     def _say(self, why: str | None) -> None:
