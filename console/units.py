@@ -5,6 +5,11 @@ from __future__ import annotations
 DASH = "–"
 
 
+def counted(n: int, word: str) -> str:
+    """A count as the operator says it: 1 file, 40 files (never "1 file(s)")."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def gb(n: float | None, digits: int = 1) -> str:
     """Decimal gigabytes, as disks and the Hub count them."""
     if n is None:

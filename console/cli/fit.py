@@ -173,5 +173,6 @@ async def run_fit(args: argparse.Namespace, session: Any) -> int:
 
         from console.ui.panes.fit import format_fit
 
-        Console(highlight=False).print(format_fit(result))
+        out = Console(highlight=False)
+        out.print(format_fit(result, width=out.width))  # wrapped under its own text at the terminal's width
     return 3 if result.fits is False else 0  # like `diff --fail-on-error`: a script can act on "does not fit"

@@ -65,7 +65,7 @@ def test_mtp_flags_are_added_together_and_tp_alias_is_no_change() -> None:
     assert all(c[f].change == "added" for f in spec)
     assert c["--speculative-algorithm"].reason == (
         "speculative decoding added together: NEXTN, 3 steps, 1 topk, 4 draft tokens; "
-        "the checkpoint has 1 MTP layer(s)")
+        "the checkpoint has 1 MTP layer")
     # `--tp 4` in the new unit is `--tp-size 4` in the old: no change.
     assert "--tp-size" not in c
     assert set(c) == {"--model-path", "--served-model-name", "--quantization", "--moe-runner-backend",
@@ -75,7 +75,7 @@ def test_mtp_flags_are_added_together_and_tp_alias_is_no_change() -> None:
 def test_the_seeds_lints_on_the_new_unit() -> None:
     messages = [(x.severity, x.message) for x in seeds_report().lints]
     assert not [m for m in messages if m[0] in ("error", "warning")]
-    assert ("info", "the model has 1 MTP layer(s): NEXTN is valid") in messages
+    assert ("info", "the model has 1 MTP layer: NEXTN is valid") in messages
     assert ("info", "no --dtype: SGLang's auto picks bfloat16 from the checkpoint") in messages
     assert ("info", "/shared/models/Qwen3.5-122B-A10B exists and is outside /data") in messages
 

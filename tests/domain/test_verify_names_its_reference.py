@@ -63,5 +63,5 @@ def test_the_gate_and_a_recording_without_a_reference_say_what_is_known() -> Non
 
     assert check_sha(State(), True).reason == "2/2 files match the listing hf download kept"
     State.verify = VerifyProgress(2, 10, 2, 10, 1, ("b: sha256 differs",), finished=True)  # an old recording
-    assert check_sha(State(), True).reason == "1 file(s) differ from the expected sha256: b: sha256 differs"
+    assert check_sha(State(), True).reason == "1 file differs from the expected sha256: b: sha256 differs"
     assert "match the expected sha256" in format_verify(VerifyProgress(1, 1, 1, 1, 1, finished=True), 80).plain

@@ -250,3 +250,7 @@ async def test_a_unit_file_with_a_syntax_error_loads_and_the_service_pane_says_s
     assert len(bad) == 1 and "\n" not in bad[0].message, report.lints
     assert bad[0].severity == "warning" and "not a key=value line" in bad[0].message
     assert bad[0].message.startswith(f"/etc/systemd/system/{NEW_UNIT}:27: "), bad[0].message  # the line systemd names
+    # the key systemd does not know, read from PID 1's own lines about the unit (`_PID=1 UNIT=…`)
+    ignored = [lint for lint in report.lints if "RestartSecs" in lint.message]
+    assert [x.message for x in ignored] == [f"/etc/systemd/system/{NEW_UNIT}:28: systemd ignores RestartSecs=: its "
+                                           "journal says it does not know that key in [Service]"], report.lints

@@ -277,7 +277,7 @@ def test_a_container_that_exits_or_restarts_in_a_loop_is_named_with_its_exit_cod
     assert why_gone("c", {**up, "status": "restarting", "running": "false"}, 0) is None  # may come up yet
     looped = {**up, "status": "restarting", "running": "false", "exit_code": "137", "restarts": "3",
               "oom_killed": "true"}
-    assert why_gone("c", looped, 1) == "c is restarting in a loop: 2 restart(s) since the start, last exit " \
+    assert why_gone("c", looped, 1) == "c is restarting in a loop: 2 restarts since the start, last exit " \
                                       "code 137; OOM-killed"
     assert why_gone("c", {**up, "status": "exited", "running": "false", "exit_code": "1"}, 0) == \
         "c exited (exit code 1)"

@@ -513,7 +513,8 @@ def test_each_paths_diff_lists_every_change_the_gate_counted(lived: tuple[Host, 
     d = r["diff"]
     assert len(d["changes"]) + len(d["env_changes"]) + len(d["unit_changes"]) == d["count"] == counted, (gate, d)
     section = md.split("## Diff")[1].split("## ")[0]
-    assert f"{counted} change\\(s\\): flags, environment and unit directives" in section, section
+    words = f"{counted} change" + ("" if counted == 1 else "s")
+    assert f"{words}: flags, environment and unit directives" in section, section
     assert all(f"[{u['section']}] {u['directive']}".replace("[", "\\[").replace("]", "\\]") in section
                for u in d["unit_changes"]), section
 

@@ -350,5 +350,5 @@ def test_in_place_on_one_unit_the_installs_change_is_the_unit_before_it_against_
     assert changes == {"--model-path": ("changed", "/m/old", "/m/new"),
                        "--served-model-name": ("added", None, "new")}, changes
     assert (fact["unit"], fact["before_at"], fact["count"]) == (unit, T0 + 10, 2), fact
-    assert check_diff(h.state).reason == "2 change(s), no error in the lints"
+    assert check_diff(h.state).reason == "2 changes, no error in the lints"
     assert h.state.data("service").change_count == 0  # the reading itself: the unit against itself

@@ -133,7 +133,7 @@ def test_the_gate_refuses_a_download_with_wrong_sizes_or_partial_files_and_says_
     wrong = preflight.check_download(_GateState(download=_gate_download(problems=("wrong size: a is truncated",))))
     assert (wrong.ok, wrong.reason) == (False, "2/2 shards; wrong size: a is truncated")
     partial = preflight.check_download(_GateState(download=_gate_download(partial_files=("x",))))
-    assert (partial.ok, partial.reason) == (False, "2/2 shards, 1 file(s) still partial")
+    assert (partial.ok, partial.reason) == (False, "2/2 shards, 1 file still partial")
     assert preflight.check_download(_GateState(download=_gate_download(complete=None))).ok is None
     assert preflight.check_download(_GateState()).ok is None
 

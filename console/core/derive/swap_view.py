@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 from collections import deque
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from console.core.derive.downtime import FAST_STEPS
@@ -307,10 +308,57 @@ def _loop_words(cmd: str) -> int | None:
         return None
 
 
-def audit_summary(e: Any) -> str:
-    """One line for one audited action: what it did, not the first 100 characters of its script."""
+def _download_words(cmd: str) -> str | None:
+    """The hf command the download script starts (console/domain/swap/actions.py writes it), quoted as
+    the host reads it: its line `setsid nohup "$HF" ARGS >>LOG …`, not the script's first line, the
+    check for a download already running (`if timeout -k …`)."""
+    for line in cmd.splitlines():
+        if line.startswith('setsid nohup "$HF" '):
+            try:
+                words = shlex.split(line)[3:]
+            except ValueError:
+                return None
+            args = words[: next((i for i, w in enumerate(words) if w.startswith(">")), len(words))]
+            if args[:1] != ["download"]:
+                return None
+            # the repo first, as the operator types it (`hf download REPO --local-dir DIR`): a row cut
+            # at the plan's width keeps what is downloaded (the script's `--` guards a checked repo id)
+            opts, repo = args[1:], []
+            if "--" in opts:
+                at = opts.index("--")
+                opts, repo = opts[:at], opts[at + 1:]
+            return shlex.join(["hf", "download", *repo, *opts])
+    return None
+
+
+def _stopped_download_dir(cmd: str) -> str | None:
+    """The model directory whose download the stop script ends (its pid file names it)."""
+    if "no download running" not in cmd:
+        return None
+    for line in cmd.splitlines():
+        if line.startswith("if [ -f "):
+            try:
+                pid = shlex.split(line)[3]
+            except (ValueError, IndexError):
+                return None
+            if pid.endswith("/.cache/gpuconsole/download.pid"):
+                return shlex.quote(pid.removesuffix("/.cache/gpuconsole/download.pid") or "/")
+    return None
+
+
+def audit_summary(e: Any, *, with_note: bool = True) -> str:
+    """One line for one audited action: what it did, not the first 100 characters of its script.
+    `with_note=False`: without its note (the plan's row, whose status says it: "started" was written
+    when a verification began, and read "[done] sha256 of 40 files (started)" once it had ended)."""
     cmd = e.command or ""
     words = cmd.split()
+    if not with_note:
+        e = SimpleNamespace(command=cmd, note="")
+    note = f" ({e.note})" if e.note else ""
+    if (hf := _download_words(cmd)) is not None:
+        return f"{hf} (detached){note}"
+    if (model_dir := _stopped_download_dir(cmd)) is not None:
+        return f"stop the hf download in {model_dir}{note}"
     for verb in ("stop", "start", "daemon-reload", "restart"):
         if "systemctl" in words and verb in words:
             unit = words[-1] if verb != "daemon-reload" else ""

@@ -230,7 +230,9 @@ def plan_fit(inp: FitInputs) -> FitResult:
         mamba_slots = max(0, n)
         mamba_gib = (mamba_slots + 1) * mamba_per_req / GIB
         if spec:
-            capped = max_running_given or 48
+            # sized for the requests that can run: the GDN cap, when below the default's 48 or the
+            # operator's own (SGLang's capped_reqs in _handle_max_mamba_cache), not 48 regardless
+            capped = min(max_running_given or 48, mamba_slots // slots_per_req)
             spec_gib = mamba_per_req * (capped + 1) * d / GIB
         rest -= mamba_gib + spec_gib
         assumptions.append("mamba pool: --mamba-full-memory-ratio 0.9 (47 % of what is left goes to GDN state), "

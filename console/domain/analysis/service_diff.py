@@ -12,6 +12,7 @@ from console.domain.paths import forbidden_prefix
 from console.host.parsers.sglang_argv import SglangCommand
 from console.host.parsers.sglang_flags import FlagTable, builtin_table
 from console.host.parsers.systemd import LIST_DIRECTIVES, Unit
+from console.units import counted
 
 CATEGORIES = {
     "model": "model identity", "dtype_quantization": "dtype/quantization",
@@ -227,7 +228,7 @@ def _with_reasons(changes: list[FlagChange], old: SglangCommand, new: SglangComm
                 if new.value(flag) is not None:
                     parts.append(f"{new.value(flag)} {label}")
             mtp = mtp_layers(new_config)
-            tail = f"; the checkpoint has {mtp} MTP layer(s)" if mtp else ""
+            tail = f"; the checkpoint has {counted(mtp, 'MTP layer')}" if mtp else ""
             reason = f"speculative decoding added together: {', '.join(parts)}{tail}"
         elif c.flag == "--model-path" and c.change == "changed":
             before, after = (posixpath.basename(str(v).rstrip("/")) for v in (c.old, c.new))
@@ -448,7 +449,8 @@ def lint(new: SglangCommand, facts: HostFacts, table: FlagTable | None = None) -
                               f"{algo} needs MTP layers or a draft model: config.json has no "
                               "mtp_num_hidden_layers/num_nextn_predict_layers and no --speculative-draft-model-path"))
         elif mtp and str(algo).upper() == "NEXTN":
-            lints.append(Lint("info", "--speculative-algorithm", f"the model has {mtp} MTP layer(s): NEXTN is valid"))
+            lints.append(Lint("info", "--speculative-algorithm",
+                              f"the model has {counted(mtp, 'MTP layer')}: NEXTN is valid"))
     quant = new.value("--quantization")
     ckpt_quant = checkpoint_quant(cfg)
     if cfg is not None:

@@ -24,6 +24,7 @@ from console.domain.swap.shared_steps import run_checked
 from console.host.parsers.docker import docker_error_text, restart_loop_of
 from console.host.sources.server import ServerWatcher
 from console.host.transport.errors import TransportError
+from console.units import counted
 
 INSTALL_TITLE = "Check the image, create the new container"
 
@@ -147,7 +148,7 @@ def why_gone(name: str, state: dict[str, str], restarts_before: int | None) -> s
         return f"{name} is no longer on the host"
     restarts = int(state["restarts"])
     if restarts_before is not None and restarts > restarts_before:
-        return (f"{name} is restarting in a loop: {restarts - restarts_before} restart(s) since the start, "
+        return (f"{name} is restarting in a loop: {counted(restarts - restarts_before, 'restart')} since the start, "
                 f"last exit code {state['exit_code']}" + ("; OOM-killed" if state["oom_killed"] == "true" else ""))
     if state["running"] != "true" and state["status"] != "restarting":
         return (f"{name} {state['status']} (exit code {state['exit_code']})"

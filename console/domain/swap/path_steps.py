@@ -28,6 +28,7 @@ from console.domain.swap.executor_api import Executor
 from console.domain.swap.ready_wait import wait_beside_ready
 from console.host.parsers.systemd import unit_is_failing
 from console.host.transport.errors import TransportError
+from console.units import counted
 
 clean, split_reply, port_verdict = fp.clean, fp.split_reply, fp.port_verdict
 
@@ -120,7 +121,7 @@ async def run_in_place(ex: Executor, who: str) -> str:
                              "old weights keep serving (SGLang rolled back); nothing after this step runs")
     # The pause (the downtime) is the observer's: the update's reply and the log's lines are its facts.
     ex.fast._emit("outcome", outcome)
-    return f"weights updated in place: {paused} request(s) paused, {clean(reply.get('message'))}"
+    return f"weights updated in place: {counted(paused, 'request')} paused, {clean(reply.get('message'))}"
 
 
 async def server_dead(ex: Executor) -> bool:

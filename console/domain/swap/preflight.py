@@ -14,6 +14,7 @@ from console.core.derive.swap_observer import verification
 from console.core.derive.swap_view import GateCheck
 from console.domain.analysis.fit import inputs_from_command, plan_fit
 from console.domain.paths import forbidden_prefix, host_named
+from console.units import counted
 
 CHECKS = ("download", "sha256", "diff", "fit", "disk", "paths", "flags")
 
@@ -34,7 +35,7 @@ def check_download(state: Any) -> GateCheck:
     if problems:
         return GateCheck("download", False, f"{shards}; {problems[0]}")
     if d.partial_files:
-        return GateCheck("download", False, f"{shards}, {len(d.partial_files)} file(s) still partial")
+        return GateCheck("download", False, f"{shards}, {counted(len(d.partial_files), 'file')} still partial")
     if d.complete is True:
         source = {"listing": "the listing hf download kept", "index": "the index and each shard's header",
                   "hub": "the Hub's file list"}.get(d.expected_source or "", d.expected_source or "?")
@@ -56,7 +57,7 @@ def check_sha(state: Any, wanted: bool) -> GateCheck:
         if v.finished and not v.error and not v.mismatched:
             return GateCheck("sha256", True, f"{v.matched}/{v.total_files} files match their sha256")
         if v.mismatched:
-            return GateCheck("sha256", False, f"{len(v.mismatched)} file(s) differ: {v.mismatched[0]}")
+            return GateCheck("sha256", False, f"{_differ(len(v.mismatched))}: {v.mismatched[0]}")
         what = f"verification failed: {v.error}" if v.error else \
             f"verification running: {v.done_files}/{v.total_files} files"
         return GateCheck("sha256", None, f"{what} (not required by the profile)", required=False)
@@ -67,7 +68,7 @@ def check_sha(state: Any, wanted: bool) -> GateCheck:
     if not v.finished:
         return GateCheck("sha256", False, f"verification running: {v.done_files}/{v.total_files} files")
     if v.mismatched:
-        return GateCheck("sha256", False, f"{len(v.mismatched)} file(s) differ from {v.reference_text()}: "
+        return GateCheck("sha256", False, f"{_differ(len(v.mismatched))} from {v.reference_text()}: "
                                            f"{v.mismatched[0]}")
     return GateCheck("sha256", True, f"{v.matched}/{v.total_files} files match {v.reference_text()}")
 
@@ -97,7 +98,7 @@ def check_diff(state: Any) -> GateCheck:
     if unknown is not None:
         return GateCheck("diff", None, f"the install's change is {unknown}; no error in the lints")
     count = installed.get("count", report.change_count) if installed else report.change_count
-    return GateCheck("diff", True, f"{count} change(s), no error in the lints")
+    return GateCheck("diff", True, f"{counted(count, 'change')}, no error in the lints")
 
 
 def fit_result(state: Any) -> tuple[Any, str | None]:
@@ -154,6 +155,10 @@ def unit_paths(state: Any) -> list[tuple[str, str]]:
     return out
 
 
+def _differ(n: int) -> str:
+    return f"{counted(n, 'file')} {'differs' if n == 1 else 'differ'}"
+
+
 def check_paths(state: Any, forbidden: tuple[str, ...], model_dir: str | None) -> GateCheck:
     report = _report(state)
     if report is None or report.new.command is None:
@@ -166,9 +171,8 @@ def check_paths(state: Any, forbidden: tuple[str, ...], model_dir: str | None) -
             if _under(path, prefix, real.get(path)):
                 return GateCheck("paths", False, host_named(f"{flag} {path} is under {prefix}, which the profile "
                                                             "forbids", root))
-    return GateCheck("paths", True, host_named(f"{len(paths)} path(s), none under "
-                                               f"{', '.join(forbidden) if forbidden else 'a forbidden prefix (none set)'}",
-                                               root))
+    under = ", ".join(forbidden) if forbidden else "a forbidden prefix (none set)"
+    return GateCheck("paths", True, host_named(f"{counted(len(paths), 'path')}, none under {under}", root))
 
 
 def check_flags(state: Any) -> GateCheck:

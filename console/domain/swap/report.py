@@ -27,6 +27,7 @@ from console.domain.paths import host_named
 from console.domain.swap import bench_choice, downtime_report
 from console.domain.swap.preflight import fit_result
 from console.redact import redact_text
+from console.units import counted
 
 SECTIONS = ("Host", "Old → new", "Swap plan", "Diff", "Fit", "Download", "Boot timeline", "Time to ready and downtime",
             "Path and downtime", "GPU memory", "Benchmark", "Audit log")  # "Path and downtime": downtime_report.py
@@ -533,7 +534,8 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
                      + [[f"[{u['section']}] {u['directive']}", u["change"], _fmt(u["old"]), _fmt(u["new"]),
                          _fmt(u["reason"])] for u in diff.get("unit_changes") or ()],
                      _diff_source(diff)
-                     + ([f"{diff['count']} change(s): flags, environment and unit directives (the gate's count)"]
+                     + ([f"{counted(diff['count'], 'change')}: flags, environment and unit directives "
+                         "(the gate's count)"]
                         if "count" in diff else [])
                      + ([f"in place: still served as {served_as} until restart (a weight update keeps the name "
                          "the server was started with; the unit's --served-model-name takes effect at a restart)"]

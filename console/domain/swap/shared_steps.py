@@ -29,6 +29,7 @@ from console.domain.swap.executor_api import Executor
 from console.host.sources.download import verifiable_files
 from console.host.transport.base import operand, quote
 from console.host.transport.errors import TransportError
+from console.units import counted
 
 DRAINED_MIB = 1024  # a GPU holding less than this (the CUDA context of nothing) counts as drained
 
@@ -120,7 +121,7 @@ def verify_commands(ex: Executor) -> tuple[tuple[act.RemoteCommand, ...], str | 
     names = " ".join(quote(path) for path, _, _ in files)
     script = (f"cd -- {operand(watcher.model_dir)} && for f in {names}; do sha256sum -- \"$f\" || "
               "echo \"ERROR $f\"; done")
-    return (act.RemoteCommand(script, 3600, f"sha256 of {len(files)} file(s)"),), None
+    return (act.RemoteCommand(script, 3600, f"sha256 of {counted(len(files), 'file')}"),), None
 
 
 async def run_verify(ex: Executor, who: str) -> str:
@@ -137,7 +138,8 @@ async def run_verify(ex: Executor, who: str) -> str:
             if v.error:
                 raise StepFailed(v.error)
             if v.mismatched:
-                raise StepFailed(f"{len(v.mismatched)} file(s) differ from {v.reference_text()}: "
+                verb = "differs" if len(v.mismatched) == 1 else "differ"
+                raise StepFailed(f"{counted(len(v.mismatched), 'file')} {verb} from {v.reference_text()}: "
                                  f"{', '.join(v.mismatched[:3])}")
             return f"{v.matched}/{v.total_files} files match {v.reference_text()}"
         await asyncio.sleep(ex.poll_s)
@@ -265,8 +267,8 @@ async def run_benchmark(ex: Executor, who: str) -> str:
         raise StepFailed("the benchmark produced no result")
     last = runs[-1]
     tput = last.get("output_throughput")
-    line = f"{len(runs)} run(s); last: {tput:.0f} output tok/s" if isinstance(tput, (int, float)) else \
-        f"{len(runs)} run(s)"
+    line = f"{counted(len(runs), 'run')}; last: {tput:.0f} output tok/s" if isinstance(tput, (int, float)) else \
+        counted(len(runs), "run")
     return line + "; " + bench_choice.compared_words(ex.state)
 
 

@@ -146,6 +146,13 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def _source_header(stripped: str) -> str | None:
+    """The file a `systemctl cat` header line ("# /path/to/file") names, or None for a comment."""
+    if stripped.startswith("# /") and (stripped.endswith((".service", ".conf")) or "/" in stripped[2:]):
+        return stripped[2:].strip()
+    return None
+
+
 def parse_unit(text: str, name: str = "unit") -> Unit:
     if "\x00" in text:
         raise ParseError(f"{name}: binary content, not a unit file")
@@ -171,8 +178,8 @@ def parse_unit(text: str, name: str = "unit") -> Unit:
             continue
         if s.startswith(("#", ";")):
             # `systemctl cat` prefixes each file with "# /path/to/file".
-            if s.startswith("# /") and (s.endswith((".service", ".conf")) or "/" in s[2:]):
-                sources.append(s[2:].strip())
+            if (src := _source_header(s)) is not None:
+                sources.append(src)
                 header_at = line_no
             continue
         if s.startswith("[") and s.endswith("]"):
@@ -293,6 +300,60 @@ def unit_is_failing(show: Mapping[str, str], before: Mapping[str, str] | None = 
 
 
 # -- PID 1's own lines about a unit (`journalctl -u UNIT` includes them) ----------------------
+
+# What systemd says at a daemon-reload of a directive it does not know (the unit still loads, the
+# line is dropped): 252's words (tests/data/real/systemd_syntax_error.json), newer systemd's ("key
+# name", the section in quotes) and older systemd's ("lvalue").
+_IGNORED_KEY = re.compile(r"^(?P<file>/\S{1,400}):(?P<line>\d{1,7}): Unknown (?:key(?: name)?|lvalue) "
+                          r"'(?P<key>[^'\s]{1,80})' in section [\[']?(?P<section>[^\]'\s]{1,80})[\]']?, "
+                          r"ignoring\.?$")
+_IGNORED_SECTION = re.compile(r"^(?P<file>/\S{1,400}):(?P<line>\d{1,7}): Unknown section "
+                              r"'(?P<section>[^'\s]{1,80})'\. Ignoring\.?$")
+
+
+def _lines_by_file(unit_text: str) -> dict[tuple[str, int], str]:
+    """Each logical line of `systemctl cat` output by (file, its line in that file), stripped."""
+    out: dict[tuple[str, int], str] = {}
+    source, header_at = None, 0
+    for line_no, line in _logical_lines(unit_text):
+        s = line.strip()
+        if (src := _source_header(s)) is not None:
+            source, header_at = src, line_no
+        elif source is not None and s:
+            out[(source, line_no - header_at)] = s
+    return out
+
+
+def _section_at(lines: dict[tuple[str, int], str], source: str, line: int) -> str | None:
+    for no in range(line, 0, -1):
+        s = lines.get((source, no), "")
+        if s.startswith("[") and s.endswith("]"):
+            return s[1:-1]
+    return None
+
+
+def ignored_directives(journal: str, unit_text: str) -> tuple[str, ...]:
+    """What PID 1 said it ignores in a unit (its journal's lines, `journalctl _PID=1 UNIT=… -o cat`),
+    as one warning each, kept only while the unit's files as read now (`unit_text`, `systemctl cat`
+    output) still hold that key (or section) at that line: a line fixed since is no warning. systemd
+    says it at each reload: said once."""
+    lines = _lines_by_file(unit_text)
+    out: dict[str, None] = {}
+    for raw in journal.splitlines():
+        said = raw.strip()
+        if m := _IGNORED_KEY.match(said):
+            where, no = m["file"], int(m["line"])
+            held = lines.get((where, no), "")
+            if held.split("=", 1)[0].strip() == m["key"] and "=" in held \
+                    and _section_at(lines, where, no) == m["section"]:
+                out[f"{where}:{no}: systemd ignores {m['key']}=: its journal says it does not know that key in "
+                    f"[{m['section']}]"] = None
+        elif m := _IGNORED_SECTION.match(said):
+            where, no = m["file"], int(m["line"])
+            if lines.get((where, no)) == f"[{m['section']}]":
+                out[f"{where}:{no}: systemd ignores the whole [{m['section']}] section: its journal says it "
+                    "does not know that section"] = None
+    return tuple(out)
 
 @dataclass(frozen=True, slots=True)
 class UnitTransition:

@@ -23,7 +23,7 @@ from console.domain.paths import exists_and_real_script, parse_exists_and_real
 from console.host.parsers import split_sections
 from console.host.parsers.sglang_argv import NotSglang, normalize
 from console.host.parsers.sglang_flags import FlagTable, builtin_table, table_from_help
-from console.host.parsers.systemd import parse_env_file
+from console.host.parsers.systemd import ignored_directives, parse_env_file
 from console.host.sources.base import PolledSource, describe_error
 from console.host.transport.base import Transport, operand, quote
 from console.redact import redact_argv, redact_text
@@ -34,6 +34,7 @@ ENV_FILES_MAX = 8  # EnvironmentFile= entries read per unit
 ENV_FILE_MAX_BYTES = 256 << 10
 _VERSION = re.compile(r"^\d+\.\d+[\w.+-]*$")
 _STAMP = re.compile(r"(\d{8}T\d{6}Z)")
+PID1_LINES = 200  # PID 1's last lines about a unit read per poll (a reload's warnings among them)
 UNIT_BACKUP_MAX_BYTES = 256 << 10  # a unit file is a few KiB: more is not a unit the install kept
 
 
@@ -46,6 +47,11 @@ def service_script(units: list[str], backup_of: str | None = None) -> str:
         parts.append(f"echo @@cat{i}; systemctl cat --no-pager -- {q} 2>&1; "
                      f"__rc=$?; echo @@catrc{i}; echo $__rc")
         parts.append(f"echo @@show{i}; systemctl show --no-pager -p ActiveState,SubState,MainPID -- {q} 2>/dev/null")
+        # PID 1's words about the unit's files (a key it does not know, and ignores): its last lines,
+        # only those (no other line of the journal reaches the sections)
+        parts.append(f"echo @@ignored{i}; journalctl _PID=1 {quote('UNIT=' + unit)} -o cat -n {PID1_LINES} "
+                     "--no-pager -q 2>/dev/null | grep -F -e ': Unknown key' -e ': Unknown lvalue' "
+                     "-e ': Unknown section'")
         parts.append(f"echo @@cmdline{i}; __p=$(systemctl show -p MainPID --value -- {q} 2>/dev/null); "
                      f"if [ \"${{__p:-0}}\" -gt 0 ] 2>/dev/null; then tr '\\0' '\\n' < /proc/$__p/cmdline; fi")
     parts.append("echo @@units; systemctl list-unit-files --no-legend --no-pager 'sglang*' 2>/dev/null")
@@ -172,6 +178,9 @@ class ServiceWatcher:
                 sides.append(ServiceSide(unit, None, None, None, error=redact_text(clean_line(f"{unit}: {why}"))))
                 continue
             side = side_from_text(unit, text, self.table)
+            ignored = ignored_directives(s.get(f"ignored{i}", ""), text)
+            if side.unit is not None and ignored:
+                side = replace(side, unit=replace(side.unit, problems=side.unit.problems + ignored))
             props = _props(s.get(f"show{i}", ""))
             cmdline = list(redact_argv(s.get(f"cmdline{i}", "").splitlines()))
             running = None

@@ -13,10 +13,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from console.domain.analysis.fit import FitResult
+from console.ui.panes.wrap import hang
 from console.units import bar
 
 
 def format_fit(r: FitResult, calibration: list[tuple[str, str, str]] | None = None, width: int = 76) -> Text:
+    """The card, its rows wrapped at `width` under their own text (never at column 0: `gpuconsole fit`
+    in an 80-column terminal); the bars as wide as in a 76-column card at most."""
     t = Text()
     badge, badge_style = {True: (" FITS ", "bold black on green"), False: (" DOES NOT FIT ", "bold white on red"),
                           None: (" CANNOT TELL ", "bold black on yellow")}[r.fits]
@@ -46,7 +49,7 @@ def format_fit(r: FitResult, calibration: list[tuple[str, str, str]] | None = No
             ("GDN state (mamba pool)", r.mamba_state_gib, "dodger_blue2"),
             ("speculative verification state", r.spec_state_gib, "steel_blue"), ("KV cache", r.kv_cache_gib, "green"),
             ("unused", r.free_gib, "dim")]
-    bar_w = max(10, width - 50)
+    bar_w = max(10, min(width, 76) - 50)
     known = r.capacity_known
     for label, gib, style in rows:
         if gib <= 0 and label not in ("weights", "KV cache"):
@@ -86,7 +89,7 @@ def format_fit(r: FitResult, calibration: list[tuple[str, str, str]] | None = No
         t.append("\n\nassumed:", style="dim")
         for a in r.assumptions:
             t.append(f"\n  · {a}", style="dim")
-    return t
+    return hang(t, width)
 
 
 class FitScreen(ModalScreen[None]):
@@ -107,8 +110,6 @@ class FitScreen(ModalScreen[None]):
 
     def on_resize(self) -> None:
         """Long warnings and assumptions wrap under their own text, not at column 0."""
-        from console.ui.panes.wrap import hang
-
         body = self.query_one("#fit-text", Static)
         width = body.content_size.width or 80
         body.update(hang(self.text, width))

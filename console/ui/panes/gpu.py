@@ -144,7 +144,11 @@ def format_gpu_status(reading: Reading[GpuStatus] | None, width: int = 56, heigh
             text.append(f"{process_label(p.container, p.name, name_w):<{name_w}}")
             text.append(f" {mem:>6}\n")
         if len(procs) > len(show):
-            text.append(f"    … {len(procs) - len(show)} more processes (1 maximizes)\n", style=DIM)
+            more = len(procs) - len(show)
+            line = f"    … {more} more {'process' if more == 1 else 'processes'} (1 maximizes)"
+            if len(line) > width:  # a narrow pane (80x24): "… 2 more processes (1" was cut mid-hint
+                line = f"    … {more} more (1 maximizes)"
+            text.append(line + "\n", style=DIM)
     elif not procs and lines_left > 1:
         text.append("    no processes on the GPUs\n", style=DIM)
     for problem in problems[:3]:

@@ -196,7 +196,9 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
             head = f" {time.strftime('%H:%M:%S', time.localtime(e.at_s))} {e.who} [{status}] "
             t.append(head, style="dim" if status in ("ok", "started", "done", "noted") else "red")
             # the room the row has, the command cut at a word behind "…" ("systemctl stop sglan" was)
-            t.append(cut_words(host_named(audit_summary(e), host_root), max(20, width - len(head))) + "\n")
+            # the note "started" is the status's own word (audit_status): said there, once
+            summary = audit_summary(e, with_note=e.note != "started")
+            t.append(cut_words(host_named(summary, host_root), max(20, width - len(head))) + "\n")
     t.append("\n")
     if read_only:
         t.append("read-only: no action can be run from this session", style="bold yellow")
@@ -483,8 +485,11 @@ class SwapScreen(ModalScreen[None]):
         """The plan's own width: inside the border, the padding and the scrollbar (at 80x24 the
         screen's width less 4 was 4 columns too wide, and a step's detail wrapped at column 0)."""
         width = self.query_one("#swap-plan", Static).content_region.width
-        if width <= 0:  # before the first layout: the frame's 98 % less border, padding, scrollbar
-            width = int(self.size.width * 0.98) - 6
+        if width <= 0:
+            # before the first layout: the docked strip's width less its border, padding and a
+            # scrollbar (the screen's 98 % drew 72 columns into a strip 40 wide at 80x24: every
+            # step broke at column 0 until the next redraw)
+            width = plan_strip_width(self.app.size.width) - 6
         return max(40, width)
 
     def _say(self, why: str | None) -> None:
