@@ -155,8 +155,11 @@ class SoakClient:
 
 
 def sim_root(base: Path) -> Path | None:
-    """The simulated host's sandbox (in the soak's own TMPDIR)."""
-    found = sorted((base / "tmp").glob("gpusim-*/.sim/state.json"))
+    """The simulated host's sandbox (in the soak's own TMPDIR): the first made, as the core's simulator
+    made it at the start. A program started later through the soak's tmux server inherits that
+    server's TMPDIR and may make a second one there (a demo walked by hand made one for 3 minutes
+    in session 14's run, read by name order instead: the journal's count fell from 5,962 to 19)."""
+    found = sorted((base / "tmp").glob("gpusim-*/.sim/state.json"), key=lambda p: p.parent.parent.stat().st_ctime)
     return found[0].parent.parent if found else None
 
 
