@@ -67,7 +67,7 @@ def _fail(message: str, code: int = EXIT_FAIL) -> int:
 
 async def _swap_once(watch: Any, kind: str, yes: bool, wait_s: float, side: str | None = None) -> int:
     demo = any(h.state.demo for h in watch.fleet.hosts.values())
-    own = getattr(watch, "audit_file", None)  # a demo run's own log, else the user's
+    own = watch.audit_file  # a demo run's own log, else the user's
     swap = DeploymentSwap(watch, who=default_who(), audit_file=own or audit_path(demo=demo))
     print("\n".join(swap.preview(kind, side)))
     if not yes:

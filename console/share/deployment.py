@@ -185,6 +185,7 @@ class AttachedWatch:
                  who: str | None = None, directory: Path | None = None, timeout_s: float = 10.0,
                  token: str = "") -> None:
         self.deployment = deployment
+        self.audit_file: Path | None = None  # an attached watch runs nothing: no audit log of its own
         self.token = token  # an invite's token: this person is its invited name on every node
         self.manifest = manifest
         self.probes = probes

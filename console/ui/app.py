@@ -146,7 +146,7 @@ class ConsoleApp(App[int]):
         """`gpuconsole --deployment NAME`: the deployment's screen first (it starts the watch: every
         node's session and probe); every node closed on quit. `share`: served to `gpuconsole attach
         --deployment NAME`; `attached`: the watch is such an attached one (it only watches, and approves)."""
-        own = getattr(watch, "audit_file", None)  # a demo run's own log, else the user's
+        own = watch.audit_file  # a demo run's own log, else the user's
         swap = None if attached else DeploymentSwap(watch, who=default_who(), audit_file=own or audit_path(demo=demo))
         screen = DeploymentScreen(watch, swap, start_watch=True, share=share, invite=invite, web=web,
                                   approver=watch.approve if attached else None)

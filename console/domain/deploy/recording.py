@@ -162,6 +162,7 @@ class ReplayWatch:
     """The deployment screen's watch over a deployment recording, on the recording's clock."""
 
     def __init__(self, directory: Path, *, speed: float = 1.0, at_s: float = 0.0) -> None:
+        self.audit_file: Path | None = None  # a replay runs nothing: no audit log of its own
         try:
             data = json.loads((directory / "deployment.json").read_text())
         except (OSError, ValueError) as exc:
