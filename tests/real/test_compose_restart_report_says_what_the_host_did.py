@@ -97,6 +97,11 @@ def _swap_restart(dockerd: Dockerd, directory: Path) -> LivedSwap:
                 # names the new container's server (what the host runs now).
                 await console.until(lambda: any(str(p.pid) == str(pid) for g in console.state.data("gpu").gpus
                                                 for p in g.processes or ()), 60, "the GPUs held by the new container")
+                # The step is done at /health_generate's answer; the ready line reaches the console's log
+                # by `docker logs` on its own cadence (under load, after the GPU reading): the operator's
+                # downtime ends when the console has read it, and so is the report taken.
+                await console.until(lambda: (d := console.state.swap.downtime) is not None
+                                    and d.ended_at_s is not None, 60, "the new server's ready line read")
                 report = console.report()
                 steps = dict(console.state.swap.steps)
                 downtime = console.state.swap.downtime
