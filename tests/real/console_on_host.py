@@ -210,3 +210,14 @@ def check_renders_every_section(report: dict[str, Any], fmt: str, path: str, *, 
         assert said in plain, said
     for wrong in never:
         assert wrong not in plain, wrong
+
+
+def router_stamp(router_log: str, text: str) -> float:
+    """The router's own stamp of its first line containing TEXT (whole seconds): the beside modules'
+    router writes `STAMP message` lines to a file the test reads back."""
+    for line in router_log.splitlines():
+        if text in line:
+            value = log_time(line.split(" ", 1)[0].replace("T", " "))
+            assert value is not None, line
+            return value
+    raise AssertionError(f"the router logged no {text!r}: {router_log[-800:]}")

@@ -33,15 +33,16 @@ from console.demo.hostsim.downloader import qwen122b_config, qwen122b_files
 from console.demo.hostsim.downtime_scenario import qwen397b_config
 from tests.real.compose_host import ComposeProject, compose_config, compose_down, compose_logs, compose_project
 from tests.real.console_on_host import (
-    WHO,
-    LivedSwapFacts,
     audit_entries,
     check_audit_is_the_file,
     check_renders_every_section,
     check_step_rows,
     console_on,
     console_profile,
+    LivedSwapFacts,
     logged,
+    router_stamp,
+    WHO,
 )
 from tests.real.console_on_host import server_stamp as _stamp
 from tests.real.daemons import DaemonUnavailable, Dockerd, pooled_root, require_dockerd, start_dockerd
@@ -187,13 +188,7 @@ def _line(lived: LivedSwap, service: str, text: str) -> tuple[float, str]:
 
 
 def _router(lived: LivedSwap, text: str) -> float:
-    """The router's own stamp of its first line containing TEXT (whole seconds)."""
-    for line in lived.router_log.splitlines():
-        if text in line:
-            value = log_time(line.split(" ", 1)[0].replace("T", " "))
-            assert value is not None, line
-            return value
-    raise AssertionError(f"the router logged no {text!r}: {lived.router_log[-800:]}")
+    return router_stamp(lived.router_log, text)
 
 
 # -- the run itself ------------------------------------------------------------------------------------
