@@ -32,7 +32,8 @@ def test_the_operators_router_moves_end_the_switch_and_the_old_server_stays_warm
 
     async def console_then_operator(swap: Any, state: Any, keys: tuple[str, ...], **kwargs: Any) -> None:
         await played(swap, state, CONSOLES_STEPS, **kwargs)
-        assert state.swap.steps["beside"].state == "done", state.swap.steps["beside"]
+        step = state.swap.steps["beside"]
+        assert step.state == "done", f"{step.state}: {step.detail}"
         router = swap.fast.router_url.rstrip("/")
         new = f"http://127.0.0.1:{swap.fast.plan.chosen_option.port}"
         old = f"http://127.0.0.1:{swap.fast.old_port}"
@@ -48,7 +49,7 @@ def test_the_operators_router_moves_end_the_switch_and_the_old_server_stays_warm
     monkeypatch.setattr(swap_demo, "play", console_then_operator)
     saved = dict(os.environ)
     try:
-        rec, state = asyncio.run(run_path_demo(tmp_path / "out", "beside", speed=16.0, work=tmp_path / "w",
+        rec, state = asyncio.run(run_path_demo(tmp_path / "out", "beside", work=tmp_path / "w",
                                                quiet=True))
     finally:
         os.environ.clear()
