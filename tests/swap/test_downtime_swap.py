@@ -326,6 +326,7 @@ def test_beside_end_to_end_downtime_zero(beside: tuple[Path, Any, dict, Path]) -
 async def test_beside_router_refusing_the_worker_stops_the_plan(tmp_path: Path) -> None:
     _, state = await run_path_demo(tmp_path / "out", "beside", speed=SPEED, work=tmp_path / "w", quiet=True,
                                    faults={"router_refuse": True}, rollback=False)
+    assert "switch_traffic" in state.swap.steps, {k: (s.state, s.detail) for k, s in state.swap.steps.items()}
     step = state.swap.steps["switch_traffic"]
     assert step.state == "failed" and "the router refused the new worker" in step.detail
     assert state.data("gpu") is not None and any(g.processes for g in state.data("gpu").gpus if g.index < 4)
