@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 
 from console.domain.analysis import unit_environment as ue
 from console.domain.analysis.host_replies import clean_reply, reply_json, split_reply
+from console.domain.swap.container_actions import parse_container_state
+from console.domain.swap.port_free import port_verdict
 from console.host.parsers import ParseError
 from console.host.parsers.docker import (
     container_id_from_cgroup,
@@ -35,8 +37,6 @@ from console.host.parsers.docker import (
 )
 from console.host.parsers.proc_net import parse_listeners
 from console.host.sources.log import LogFollower
-from console.domain.swap.container_actions import parse_container_state
-from console.domain.swap.fastpath import port_verdict
 
 DATA = Path(__file__).parent.parent / "data" / "docker"
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,

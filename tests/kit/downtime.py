@@ -233,7 +233,8 @@ def assert_the_console_ran_a_container_paths_steps(r: dict, state: Any) -> dict[
     """A container path's report: every step done by ana's console or skipped (none seen outside it),
     the unit stop and start skipped for the container's own steps; the report's steps by key."""
     steps = {s["key"]: s for s in r["steps"]}
-    assert all(s["state"] in ("done", "skipped") for s in r["steps"]), [(s["key"], s["state"]) for s in r["steps"]]
+    assert all(s["state"] in ("done", "skipped") for s in r["steps"]), \
+        [(s["key"], s["state"], s.get("detail")) for s in r["steps"]]
     assert all(s["who"] == "ana" for s in r["steps"] if s["state"] == "done")
     assert not any(s.observed for s in state.swap.steps.values())
     for key in ("stop_old", "start_new"):

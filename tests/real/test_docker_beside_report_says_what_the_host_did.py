@@ -233,6 +233,9 @@ def test_the_reports_who_and_audit_are_the_start_the_router_calls_and_the_stop(l
         assert any(a == action and c.endswith(expected) and c.startswith("timeout -k 5 ") for a, c in ran), (
             action, expected, ran)
     assert not any("systemctl" in c or f"docker stop -t 60 -- {new}" in c for _, c in ran)
+    beside = [c for a, c in ran if a == "beside"]  # the port checked first: the container is on the host network
+    assert len(beside) == 2 and "-- /proc/net/tcp /proc/net/tcp6" in beside[0] and beside[1].endswith(
+        f"docker start -- {new}"), beside
 
 
 def test_the_reports_downtime_is_none_and_time_to_ready_is_the_new_containers_boot(lived: LivedSwap) -> None:

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from console.domain.swap import port_free
 from console.host.parsers.proc_net import Listener, conflicts
-from console.domain.swap import fastpath
 from console.host.transport import LocalTransport
 from tests.kit.figures import record
 
@@ -33,7 +33,7 @@ def held_port() -> Iterator[tuple[int, socket.socket]]:
 async def _check(port: int) -> str:
     t = LocalTransport()
     try:
-        r = await t.run(fastpath.port_check(port), timeout=20)
+        r = await t.run(port_free.port_check(port), timeout=20)
     finally:
         await t.close()
     return r.text
@@ -43,7 +43,7 @@ async def _check(port: int) -> str:
 async def test_a_listener_on_127_0_0_2_takes_the_port_for_a_server_binding_there_or_everywhere(
         held_port: tuple[int, socket.socket], bind: str) -> None:
     port, _ = held_port
-    why = fastpath.port_verdict(port, await _check(port), bind)
+    why = port_free.port_verdict(port, await _check(port), bind)
     assert why is not None and f"127.0.0.2:{port}" in why and "is taken on the host" in why, why
     record(ROW, tried=1, failed=0)
 
@@ -51,7 +51,7 @@ async def test_a_listener_on_127_0_0_2_takes_the_port_for_a_server_binding_there
 async def test_a_listener_on_another_specific_address_leaves_127_0_0_1_free(
         held_port: tuple[int, socket.socket]) -> None:
     port, _ = held_port
-    assert fastpath.port_verdict(port, await _check(port), "127.0.0.1") is None  # Linux binds both
+    assert port_free.port_verdict(port, await _check(port), "127.0.0.1") is None  # Linux binds both
 
 
 async def test_an_ipv6_loopback_listener_is_seen() -> None:
@@ -67,8 +67,8 @@ async def test_an_ipv6_loopback_listener_is_seen() -> None:
     try:
         port = s.getsockname()[1]
         text = await _check(port)
-        assert "[::1]" in (fastpath.port_verdict(port, text, "::1") or "")
-        assert fastpath.port_verdict(port, text, "0.0.0.0") is not None
+        assert "[::1]" in (port_free.port_verdict(port, text, "::1") or "")
+        assert port_free.port_verdict(port, text, "0.0.0.0") is not None
         record(ROW, tried=1, failed=0)
     finally:
         s.close()
@@ -79,8 +79,8 @@ async def test_a_closed_port_is_free_and_an_unreadable_table_is_not_called_free(
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    assert fastpath.port_verdict(port, await _check(port), "0.0.0.0") is None
-    assert "could not be checked" in (fastpath.port_verdict(port, "grep: /proc/net/tcp: denied\nlisteners_exit=2",
+    assert port_free.port_verdict(port, await _check(port), "0.0.0.0") is None
+    assert "could not be checked" in (port_free.port_verdict(port, "grep: /proc/net/tcp: denied\nlisteners_exit=2",
                                                             "0.0.0.0") or "")
 
 

@@ -14,25 +14,25 @@ from types import SimpleNamespace
 import pytest
 
 from console.config import HostProfile
+from console.core.derive.swap_view import SwapStep, SwapStepChanged
 from console.core.state import HostState
+from console.domain.swap import port_free
 from console.host.session import HostSession
 from console.host.sources.server import ServerWatcher
-from console.domain.swap import fastpath
-from console.core.derive.swap_view import SwapStep, SwapStepChanged
 from tests.kit.downtime import TCP_FREE, TCP_HEADER, Scripted
 from tests.kit.downtime import controller as _controller
 from tests.kit.downtime import plan as _plan
 
 
 def test_the_port_check_is_bounded_and_its_verdict_is_clear() -> None:
-    cmd = fastpath.port_check(30001)
+    cmd = port_free.port_check(30001)
     assert cmd.startswith("timeout -k 5 8 grep -h -i -e local_address -e ':7531 ' -- /proc/net/tcp /proc/net/tcp6")
     assert cmd.endswith('; echo "listeners_exit=$?"')
-    assert fastpath.port_verdict(30001, TCP_FREE) is None
+    assert port_free.port_verdict(30001, TCP_FREE) is None
     taken = TCP_HEADER + "   1: 00000000:7531 00000000:0000 0A 0 0 0\n"
-    assert "port 30001 is taken on the host (something listens on 0.0.0.0:30001" in fastpath.port_verdict(30001, taken)
-    assert "timed out" in fastpath.port_verdict(30001, "listeners_exit=124")
-    assert "could not be checked" in fastpath.port_verdict(30001, "")
+    assert "port 30001 is taken on the host (something listens on 0.0.0.0:30001" in port_free.port_verdict(30001, taken)
+    assert "timed out" in port_free.port_verdict(30001, "listeners_exit=124")
+    assert "could not be checked" in port_free.port_verdict(30001, "")
 
 
 def _beside(answers: list[tuple[str, str]]) -> tuple[object, Scripted, HostState]:
@@ -43,11 +43,12 @@ def _beside(answers: list[tuple[str, str]]) -> tuple[object, Scripted, HostState
 
 
 @pytest.mark.parametrize("answer", [TCP_HEADER + "   1: 00000000:7531 00000000:0000 0A 0 0 0\n",
-                                    TCP_HEADER + "   1: 0100007F:7531 00000000:0000 0A 0 0 0\n", ""])
+                                    TCP_HEADER + "   1: 0100007F:7531 00000000:0000 0A 0 0 0\n",
+                                    TCP_HEADER + "   1: 0100007F:7531 0100007F:0016 01 0 0 0\n", ""])
 async def test_a_taken_port_refuses_the_beside_path_and_nothing_starts(answer: str) -> None:
     ctl, transport, state = _beside([("/proc/net/tcp", answer)])
     why, preview = ctl.preview("beside")
-    assert preview is not None and preview.lines[1] == fastpath.port_check(30001), why  # shown first
+    assert preview is not None and preview.lines[1] == port_free.port_check(30001), why  # shown first
     assert ctl.request("beside", "ana") is None
     await ctl.wait_idle(10)
     step = state.swap.steps["beside"]
@@ -61,7 +62,7 @@ async def test_a_free_port_starts_the_beside_server() -> None:
     assert ctl.request("beside", "ana") is None
     await ctl.wait_idle(10)
     assert state.swap.steps["beside"].state == "done", state.swap.steps["beside"].detail
-    assert transport.ran.index(fastpath.port_check(30001)) < next(
+    assert transport.ran.index(port_free.port_check(30001)) < next(
         i for i, c in enumerate(transport.ran) if "systemctl start -- new.service" in c)
 
 

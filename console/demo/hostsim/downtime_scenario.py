@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from console.config import HostProfile
 from console.demo.hostsim import docker_drive, drive, pagecache, placement
 from console.demo.hostsim.containers import IMAGE, mirror_units_as_containers
 from console.demo.hostsim.downloader import qwen122b_config, qwen122b_files
+from console.demo.hostsim.ports import server_ports
 from console.demo.hostsim.scenario import MODEL_DIR, NEW_UNIT, OLD_MODEL_DIR, OLD_UNIT, demo_profile
 from console.demo.hostsim.services import TEMPLATES, UNITS_DIR, Timeline, UnitRunner, install_units
 from console.demo.hostsim.story import NEW_CONTAINER, OLD_CONTAINER
@@ -81,12 +81,6 @@ class Downtime:
         if self.router_proc is not None and self.router_proc.returncode is None:
             self.router_proc.terminate()
             await self.router_proc.wait()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _draft(sim: HostSimulator, name: str, replace: dict[str, str]) -> Path:
@@ -180,7 +174,7 @@ async def start(sim: HostSimulator, path: str, *, earlier_boot: bool = False, up
     profile = demo_profile(sim)
     dt = Downtime(path, profile.with_overrides(over), runner)
     if path == "beside" and with_router:
-        port = _free_port()
+        port = server_ports()
         argv, env, log = _router_launch(sim, port, router_refuse)
         try:
             dt.router_proc = await asyncio.create_subprocess_exec(

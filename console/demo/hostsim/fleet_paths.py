@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +24,7 @@ from console.config import HostProfile
 from console.demo.hostsim import drive, placement, story
 from console.demo.hostsim.downloader import DownloadPlan, LocalDirDownloader, qwen122b_config, qwen122b_files
 from console.demo.hostsim.downtime_scenario import write_model
+from console.demo.hostsim.ports import server_ports
 from console.demo.hostsim.scenario import MODEL_DIR, NEW_UNIT, OLD_MODEL_DIR, OLD_UNIT, demo_profile, start_scenario
 from console.demo.hostsim.services import UNITS_DIR, Timeline, UnitRunner, install_units
 
@@ -116,12 +116,6 @@ async def _beside_operator(sim: HostSimulator, port: int) -> None:
     _set_windows(sim.root, {OLD_UNIT: [[-1e9, sim.elapsed_s()]]})
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def start_path_host(sim: HostSimulator, path: str, *, oom: bool = False) -> HostProfile:
     """Lay out the host for `path` and start its host-side operator; the profile to reach it."""
     if path == "restart":
@@ -146,7 +140,7 @@ async def start_path_host(sim: HostSimulator, path: str, *, oom: bool = False) -
     placement.set_gpu_count(sim.root, 8)
     sim.path(OLD_MODEL_DIR).mkdir(parents=True, exist_ok=True)
     install_units(sim, [OLD_UNIT, NEW_UNIT], sim.server_port)
-    port = _free_port()
+    port = server_ports()
     _edit_unit(sim, NEW_UNIT, [(r"CUDA_VISIBLE_DEVICES=[0-9,]+", f"CUDA_VISIBLE_DEVICES={BESIDE_GPUS}"),
                                (rf"--port {sim.server_port}\b", f"--port {port}")])
     drive.init(sim.root, OLD_UNIT, NEW_UNIT)

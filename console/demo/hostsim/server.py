@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -21,6 +20,7 @@ import asyncssh
 from console.demo.hostsim import simstate
 from console.demo.hostsim.downloader import REPO_ID, DownloadPlan
 from console.demo.hostsim.fake_hub import FakeHub
+from console.demo.hostsim.ports import server_ports
 from console.locations import PACKAGE_PARENT as _PACKAGE_PARENT
 
 PACKAGE_PARENT = str(_PACKAGE_PARENT)
@@ -37,12 +37,6 @@ class HostIdentity:
         "/shared": (1_800 * 10**9, 905 * 10**9),
         "/data": (3_600 * 10**9, 1_400 * 10**9),
     })
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class _SimServer(asyncssh.SSHServer):
@@ -85,7 +79,9 @@ class HostSimulator:
         # GPU source against a real nvidia-smi and NVML on a GPU host).
         self.simulate_tools = simulate_tools
         self.port = 0
-        self.server_port = _free_port()  # where the simulated SGLang listens (127.0.0.1)
+        # where the simulated SGLang listens (127.0.0.1); the next port is free too, for the beside path's
+        # new server (console/demo/hostsim/ports.py: both below the kernel's ephemeral range)
+        self.server_port = server_ports(2)
         self.connections = 0
         self.open_connections: set[asyncssh.SSHServerConnection] = set()
         self.unit_pids: set[int] = set()  # the simulated services' processes (their own sessions)

@@ -27,8 +27,8 @@ from dataclasses import replace
 from console.domain.analysis.container_diff import _host_path
 from console.domain.swap import actions as act
 from console.domain.swap import container_actions as ca
-from console.domain.swap import container_steps
-from console.domain.swap.errors import StepFailed
+from console.domain.swap import container_steps, port_free
+from console.domain.swap.errors import StepFailed, StepRefused
 from console.domain.swap.executor_api import Executor
 from console.domain.swap.paths import PathOption, gpu_assignment
 from console.domain.swap.ready_wait import wait_beside_ready
@@ -185,9 +185,19 @@ def beside_action(ctl: Executor, opt: PathOption) -> act.Action:
     why = beside_misfit(ctl, opt)
     if why is not None:
         raise act.ActionError(why)
-    return act.Action("beside", f"Start {new} beside the old server", (
-        act.RemoteCommand(act.bounded(["docker", "start", "--", new], 60), 70, f"start {new}"),),
-        waits_for=f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}), the old server serving")
+    start = act.RemoteCommand(act.bounded(["docker", "start", "--", new], 60), 70, f"start {new}")
+    check = () if not on_host_network(ctl) else (
+        act.RemoteCommand(port_free.port_check(int(opt.port or 0)), 15, f"port {opt.port} free on the host"),)
+    return act.Action("beside", f"Start {new} beside the old server", (*check, start),
+                      waits_for=f"ready on port {opt.port} (GPUs {opt.cuda_visible_devices}), the old server serving")
+
+
+def on_host_network(ctl: Executor) -> bool:
+    """The new container shares the host's network (`--network host`, as SGLang's images are run): its
+    server binds the host's port itself, so the port is checked on the host first; on a bridge,
+    Docker's own publish refuses a taken port at `docker start` and says so."""
+    new = spec(ctl, "new")
+    return new is not None and (new.network_mode or "") == "host"
 
 
 def stop_old_command(ctl: Executor) -> act.RemoteCommand | None:
@@ -204,7 +214,16 @@ async def run_beside(ctl: Executor, who: str) -> str:
     opt = ctl.fast._need("beside")
     new = ca.check_container(ctl.new_unit)
     (action,) = ctl.build("beside")
-    await container_steps.docker_command(ctl, "beside", who, new, action.commands[0], running_after=True)
+    *check, start = action.commands
+    if check:
+        try:
+            r = await ctl._run(who, "beside", check[0])
+        except Exception as exc:  # the controller's _Dropped: nothing was started
+            raise StepRefused(f"port {opt.port} could not be checked ({exc}): nothing ran") from None
+        if taken := port_free.port_verdict(int(opt.port or 0), r.text, "0.0.0.0"):
+            raise StepRefused(f"{taken}: the beside path is refused, nothing was started; {ctl.old_unit} serves "
+                              "on (restart, or free the port and plan again)")
+    await container_steps.docker_command(ctl, "beside", who, new, start, running_after=True)
     first = await ctl.containers.state_of(new)
     restarts_before = int(first["restarts"]) if first else None
 

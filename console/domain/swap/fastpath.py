@@ -35,8 +35,7 @@ from console.domain.swap import paths as P
 from console.domain.swap import prediction as pred
 from console.domain.swap import prewarm as pw
 from console.domain.swap.executor_api import Executor
-from console.host.parsers import ParseError
-from console.host.parsers.proc_net import conflicts, parse_listeners
+from console.domain.swap.port_free import port_check
 
 KEYS = ("paths", "prewarm", "in_place", "beside", "switch_traffic")
 # The steps that change the host: under the two-person rule (--require-approval) each waits for
@@ -56,33 +55,6 @@ def curl_json(url: str, body: dict[str, Any] | None, timeout_s: int) -> str:
 
 clean = host_replies.clean_reply  # the host's answers cleaned at the source (issue 34, item 15)
 split_reply = host_replies.split_reply
-
-
-def port_check(port: int) -> str:
-    """Every TCP listener on the host, on every address, as the kernel lists them (/proc/net/tcp and
-    tcp6: a listener on 127.0.0.2 or [::1] only is seen too, which a connect to 127.0.0.1 missed:
-    issue 34, item 10), bounded by `timeout -k` like every remote command; `port` is judged by
-    port_verdict."""
-    # Only the header and the rows naming the port (a busy host lists thousands of connections).
-    return act.bounded(["grep", "-h", "-i", "-e", "local_address", "-e", f":{int(port):04X} ", "--",
-                        "/proc/net/tcp", "/proc/net/tcp6"], 8) + '; echo "listeners_exit=$?"'
-
-
-def port_verdict(port: int, text: str, bind: str = "127.0.0.1") -> str | None:
-    """None when nothing listens where a server binding `bind`:`port` would (a wildcard on either
-    side takes every address); else why the beside server cannot have it (one line)."""
-
-    if re.search(r"listeners_exit=(124|137)\b", text):
-        return f"port {port} could not be checked on the host (the check timed out)"
-    try:
-        listeners = parse_listeners(text)
-    except ParseError:
-        return f"port {port} could not be checked on the host (no listener table in the answer)"
-    taken = sorted({ln.address for ln in listeners if conflicts(ln, bind, port)})
-    if not taken:
-        return None
-    where = ", ".join(f"[{a}]:{port}" if ":" in a else f"{a}:{port}" for a in taken[:4])
-    return f"port {port} is taken on the host (something listens on {where}; the server binds {clean(bind, 80)})"
 
 
 def beside_unit_text(text: str, gpus: tuple[int, ...], port: int) -> str:

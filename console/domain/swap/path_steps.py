@@ -25,12 +25,13 @@ from console.domain.swap import path_choice, unit_steps
 from console.domain.swap import prewarm as pw
 from console.domain.swap.errors import StepFailed, StepRefused
 from console.domain.swap.executor_api import Executor
+from console.domain.swap.port_free import port_verdict
 from console.domain.swap.ready_wait import wait_beside_ready
 from console.host.parsers.systemd import unit_is_failing
 from console.host.transport.errors import TransportError
 from console.units import counted
 
-clean, split_reply, port_verdict = fp.clean, fp.split_reply, fp.port_verdict
+clean, split_reply = fp.clean, fp.split_reply
 
 
 async def run_rollback_in_place(ex: Executor, who: str) -> str:

@@ -15,12 +15,19 @@ from dataclasses import dataclass
 from console.host.parsers import ParseError
 
 LISTEN = "0A"
+# Sockets that hold their local port against a new listener's bind, whatever SO_REUSEADDR says: a
+# connection's ephemeral port (established, opening or closing; checked on Linux 6.x: bind() fails
+# with "Address already in use"). TIME_WAIT (06) and CLOSE (07) are left out: whether a TIME_WAIT
+# socket blocks depends on its owner's SO_REUSEADDR, which the table does not show (a server's own
+# accepted connections leave TIME_WAITs that do not block its restart).
+HOLDING = frozenset({"01", "02", "03", "04", "05", "08", "09", "0B"})
 
 
 @dataclass(frozen=True, slots=True)
 class Listener:
     address: str  # "127.0.0.2", "0.0.0.0", "::", "::ffff:127.0.0.1"
     port: int
+    state: str = LISTEN  # the kernel's state, two hex digits ("0A" LISTEN, "01" ESTABLISHED, ...)
 
 
 def _address(hex_addr: str) -> str | None:
@@ -38,12 +45,17 @@ def _address(hex_addr: str) -> str | None:
 
 def parse_listeners(text: str) -> tuple[Listener, ...]:
     """Every TCP socket in LISTEN state in the tables (IPv4 and IPv6 together)."""
+    return tuple(s for s in parse_sockets(text) if s.state == LISTEN)
+
+
+def parse_sockets(text: str) -> tuple[Listener, ...]:
+    """Every TCP socket in the tables with its local address, port and state (IPv4 and IPv6)."""
     if "local_address" not in text:
         raise ParseError("no /proc/net/tcp table in the answer")
     out: list[Listener] = []
     for line in text.splitlines():
         fields = line.split()
-        if len(fields) < 4 or not fields[0].endswith(":") or fields[3] != LISTEN:
+        if len(fields) < 4 or not fields[0].endswith(":") or len(fields[3]) != 2:
             continue
         addr, sep, port_hex = fields[1].partition(":")
         if not sep or len(port_hex) != 4:
@@ -54,7 +66,7 @@ def parse_listeners(text: str) -> tuple[Listener, ...]:
         except ValueError:
             continue
         if address is not None:
-            out.append(Listener(address, port))
+            out.append(Listener(address, port, fields[3].upper()))
     return tuple(out)
 
 
@@ -76,4 +88,4 @@ def conflicts(listener: Listener, bind: str, port: int) -> bool:
     return (mapped_want or want) == (mapped_have or have)
 
 
-__all__ = ["Listener", "conflicts", "parse_listeners"]
+__all__ = ["HOLDING", "LISTEN", "Listener", "conflicts", "parse_listeners", "parse_sockets"]
