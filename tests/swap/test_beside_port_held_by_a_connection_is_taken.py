@@ -77,7 +77,22 @@ async def test_a_connection_to_the_port_is_not_one_that_holds_it(connection: int
     assert port_free.port_verdict(30001, header + remote_only, "127.0.0.1") is not None  # 0x7531 = 30001
 
 
-def test_the_simulators_server_ports_are_below_the_ephemeral_range_and_free() -> None:
-    first = server_ports(2)
-    assert first + 1 < ephemeral_low()
+def test_the_simulators_server_ports_are_below_the_ephemeral_range_and_held_for_its_servers() -> None:
+    held: list[socket.socket] = []
+    first = server_ports(2, held=held)
+    try:
+        assert first + 1 < ephemeral_low() and len(held) == 2
+        assert not _binds(first) and not _binds(first + 1, "0.0.0.0")  # another simulator's check: taken
+        other: list[socket.socket] = []
+        assert server_ports(2, held=other) not in (first - 1, first, first + 1)
+        held.extend(other)
+        with socket.socket() as server:  # the simulated SGLang's bind (SO_REUSEPORT, as the holder)
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            server.bind(("127.0.0.1", first + 1))
+            server.listen(1)
+            with socket.create_connection(("127.0.0.1", first + 1)):
+                pass
+    finally:
+        for s in held:
+            s.close()
     assert _binds(first) and _binds(first + 1)

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -81,7 +82,8 @@ class HostSimulator:
         self.port = 0
         # where the simulated SGLang listens (127.0.0.1); the next port is free too, for the beside path's
         # new server (console/demo/hostsim/ports.py: both below the kernel's ephemeral range)
-        self.server_port = server_ports(2)
+        self._held_ports: list[socket.socket] = []  # closed at stop(), when its servers are gone
+        self.server_port = server_ports(2, held=self._held_ports)
         self.connections = 0
         self.open_connections: set[asyncssh.SSHServerConnection] = set()
         self.unit_pids: set[int] = set()  # the simulated services' processes (their own sessions)
@@ -285,6 +287,8 @@ class HostSimulator:
         for pid in self.unit_pids:  # whatever a cancelled runner could not stop in time
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
+        for held in self._held_ports:
+            held.close()
         for conn in list(self.open_connections):
             conn.close()
         for conn in list(self.open_connections):

@@ -13,6 +13,7 @@ import json
 import os
 import random
 import signal
+import socket
 import sys
 import threading
 import time
@@ -618,6 +619,13 @@ def main(argv):
         # uvicorn's backlog is 2048; Python's default of 5 drops SYNs under a burst, and the
         # client's SYN retries (1, 3, 7, 15 s) look like a stalled server.
         request_queue_size = 2048
+
+        def server_bind(self) -> None:
+            # The simulator holds its servers' ports with SO_REUSEPORT until they bind them
+            # (console/demo/hostsim/ports.py); a real SGLang binds a port nothing holds.
+            if hasattr(socket, "SO_REUSEPORT"):
+                self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            super().server_bind()
 
     httpd = Httpd(("127.0.0.1", int(args.port or 30000)), handler_for(server))
     httpd.daemon_threads = True
