@@ -13,6 +13,8 @@ no command line shown on a screen should carry).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any
 
 from console.domain.swap.actions import Action, ActionError, RemoteCommand, bounded, check_path
 
@@ -91,12 +93,40 @@ def parse_compose_current(text: str, service: str) -> tuple[str, str] | None:
     return file_hash.strip(), lines[1]
 
 
-def stop_container(name: str, *, key: str = "stop_old", approval: bool = False, grace_s: int = 60) -> Action:
+DEFAULT_GRACE_S = 60  # SGLang's shutdown with its GPUs' memory released, when the container sets none
+
+
+@dataclass(frozen=True, slots=True)
+class Grace:
+    """How long `docker stop` waits between SIGTERM and SIGKILL, and whose figure it is."""
+
+    seconds: int
+    said: str
+
+
+def stop_grace(spec: Any) -> Grace:
+    """The container's own StopTimeout (`docker run --stop-timeout`, Compose's stop_grace_period),
+    which a plain `docker stop` would use; the console's 60 s when it sets none (Docker's own default,
+    10 s, is short for a server releasing 4 GPUs' memory), said so in the command's description."""
+    own = getattr(spec, "stop_timeout_s", None)
+    if isinstance(own, int) and not isinstance(own, bool) and own >= 0:
+        return Grace(own, f"its StopTimeout, {own} s")
+    return Grace(DEFAULT_GRACE_S, f"{DEFAULT_GRACE_S} s: the container sets no StopTimeout (Docker's own default "
+                                  "is 10 s)")
+
+
+def stop_command(name: str, grace: Grace, what: str = "stop the container") -> RemoteCommand:
+    """`docker stop -t GRACE -- NAME`, bounded on the host 30 s past the grace."""
     name = check_container(name)
-    return Action(key, f"stop {name}", (
-        RemoteCommand(bounded(["docker", "stop", "-t", str(int(grace_s)), "--", name], grace_s + 30),
-                      grace_s + 40, "stop the container (SIGTERM, then SIGKILL after the grace time)"),),
-        waits_for="GPU memory drained", needs_approval=approval)
+    return RemoteCommand(bounded(["docker", "stop", "-t", str(int(grace.seconds)), "--", name], grace.seconds + 30),
+                         grace.seconds + 40, f"{what} (SIGTERM, then SIGKILL after {grace.said})")
+
+
+def stop_container(name: str, *, key: str = "stop_old", approval: bool = False,
+                   grace: Grace | None = None) -> Action:
+    name, grace = check_container(name), grace or stop_grace(None)
+    return Action(key, f"stop {name}", (stop_command(name, grace),),
+                  waits_for=f"GPU memory drained (SIGKILL after {grace.said})", needs_approval=approval)
 
 
 def start_container(name: str, *, key: str = "start_new", approval: bool = False) -> Action:
@@ -106,10 +136,10 @@ def start_container(name: str, *, key: str = "start_new", approval: bool = False
         waits_for="the server is ready", needs_approval=approval)
 
 
-def rollback(new: str, old: str, *, approval: bool = False) -> Action:
+def rollback(new: str, old: str, *, approval: bool = False, grace: Grace | None = None) -> Action:
     new, old = check_container(new), check_container(old)
     return Action("rollback", f"roll back: stop {new}, start {old}", (
-        RemoteCommand(bounded(["docker", "stop", "-t", "60", "--", new], 90), 100, "stop the new container"),
+        stop_command(new, grace or stop_grace(None), "stop the new container"),
         RemoteCommand(bounded(["docker", "start", "--", old], 60), 70, "start the old container again"),
     ), waits_for="the old server is ready", needs_approval=approval)
 

@@ -155,10 +155,11 @@ async def server_dead(ctl: Executor) -> bool:
 def rollback_in_place(ctl: Executor, *, approval: bool = False) -> act.Action:
     """In place on a container: the old container restarted runs its own launch, the old weights."""
     old = ca.check_container(ctl.old_unit)
+    grace = ca.stop_grace(spec(ctl, "old"))
     return act.Action("rollback", f"Roll back {old}: restart it (its own launch, the old weights)", (
-        act.RemoteCommand(act.bounded(["docker", "restart", "-t", "60", "--", old], 120), 130,
-                          f"restart {old}"),), waits_for=f"{old} ready again with the old weights",
-        needs_approval=approval)
+        act.RemoteCommand(act.bounded(["docker", "restart", "-t", str(grace.seconds), "--", old], grace.seconds + 60),
+                          grace.seconds + 70, f"restart {old} (SIGTERM, then SIGKILL after {grace.said})"),),
+        waits_for=f"{old} ready again with the old weights", needs_approval=approval)
 
 
 async def run_rollback_in_place(ctl: Executor, who: str) -> str:
@@ -205,7 +206,7 @@ def stop_old_command(ctl: Executor) -> act.RemoteCommand | None:
     if not active(ctl):
         return None
     old = ca.check_container(ctl.old_unit)
-    return act.RemoteCommand(act.bounded(["docker", "stop", "-t", "60", "--", old], 90), 100, f"stop {old}")
+    return ca.stop_command(old, ca.stop_grace(spec(ctl, "old")), f"stop {old}")
 
 
 async def run_beside(ctl: Executor, who: str) -> str:
@@ -238,7 +239,7 @@ async def run_beside(ctl: Executor, who: str) -> str:
 def rollback_beside(ctl: Executor, *, approval: bool = False) -> act.Action:
     new = ca.check_container(ctl.new_unit)
     return act.Action("rollback", f"Roll back: stop {new} (the old server never stopped)", (
-        act.RemoteCommand(act.bounded(["docker", "stop", "-t", "60", "--", new], 90), 100, f"stop {new}"),),
+        ca.stop_command(new, ca.stop_grace(spec(ctl, "new")), f"stop {new}"),),
         waits_for="the new server's GPUs released; the old one serves on", needs_approval=approval)
 
 

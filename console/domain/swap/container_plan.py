@@ -109,14 +109,15 @@ class ContainerPlan:
                     act.RemoteCommand(ca.container_state_check(new), 30, "read the new container's state"),)))
             return out
         if key == "stop_old":
-            return [ca.stop_container(ca.check_container(self.old_name), approval=approval)]
+            return [ca.stop_container(ca.check_container(self.old_name), approval=approval,
+                                      grace=ca.stop_grace(container_fastpath.spec(self.ctl, "old")))]
         if key == "start_new":
             return [ca.start_container(ca.check_container(self.new_name), approval=approval)]
         if key == "rollback" and (fast := container_fastpath.rollback_action(self.ctl, approval=approval)):
             return [fast]  # in place or beside: the old container never stopped
         if key == "rollback":
             return [ca.rollback(ca.check_container(self.new_name), ca.check_container(self.old_name),
-                                approval=approval)]
+                                approval=approval, grace=ca.stop_grace(container_fastpath.spec(self.ctl, "new")))]
         raise act.ActionError(f"no such action: {key}")
 
     # -- reading a container ----------------------------------------------------------------

@@ -128,6 +128,9 @@ class ContainerSpec:
     network_mode: str | None = None
     ports: tuple[str, ...] = ()  # "HOST_IP:HOST_PORT->PORT/PROTO"
     restart_policy: str | None = None  # no, always, unless-stopped, on-failure[:N]
+    # Seconds `docker stop` waits between SIGTERM and SIGKILL when given no -t: the container's own
+    # (`docker run --stop-timeout`, Compose's stop_grace_period); None: not set (Docker's default, 10 s)
+    stop_timeout_s: int | None = None
     env_files: tuple[str, ...] = ()  # compose env_file (paths on the host)
     id: str | None = None
     state: ContainerState | None = None
@@ -288,6 +291,7 @@ def _container(obj: Any) -> ContainerSpec:
     if restart == "on-failure" and isinstance(policy.get("MaximumRetryCount"), int) and policy["MaximumRetryCount"]:
         restart = f"on-failure:{policy['MaximumRetryCount']}"
     shm = host.get("ShmSize")
+    stop = config.get("StopTimeout")
     labels = config.get("Labels") if isinstance(config.get("Labels"), dict) else {}
     return ContainerSpec(
         name=name, image=_str(config.get("Image") or obj.get("Image") or "", "Config.Image"), argv=argv,
@@ -297,6 +301,7 @@ def _container(obj: Any) -> ContainerSpec:
         ipc_mode=_opt_str(host.get("IpcMode")), network_mode=_opt_str(host.get("NetworkMode")),
         # `--network host`: Docker keeps the PortBindings it was given but publishes nothing.
         ports=() if host.get("NetworkMode") == "host" else _ports(host.get("PortBindings")), restart_policy=restart,
+        stop_timeout_s=_stop_seconds(stop),
         id=obj.get("Id") if isinstance(obj.get("Id"), str) else None, state=state,
         labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())), source="inspect")
 
@@ -355,6 +360,37 @@ def runs_sglang(command: str) -> bool:
 
 # -- compose -----------------------------------------------------------------------------------
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
+
+
+MAX_STOP_S = 86_400  # a day: a longer grace is not one a swap waits for (and not a number to trust)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
+
+
+def _stop_seconds(value: Any) -> int | None:
+    """Docker's Config.StopTimeout: whole seconds (null or absent when the container sets none;
+    -1 is "wait forever" to Docker: not a grace a swap can wait out, so unknown)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_STOP_S:
+        return None
+    return value
+
+
+def parse_grace_period(value: Any) -> int | None:
+    """Compose's stop_grace_period ("1m30s", "10s", "500ms", or a bare number of seconds) as the whole
+    seconds Compose gives the container's StopTimeout: truncated, as Compose does ("1500ms" is 1 s in
+    `docker inspect`, checked against Compose v2.40.3); None when absent or not a duration."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        text = str(value).strip()
+        if not text or len(text) > 40 or not re.fullmatch(r"(?:\d+(?:\.\d+)?(?:h|ms|m|s|us|µs|ns))+", text):
+            return None
+        unit = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+        seconds = sum(float(n) * unit[u] for n, u in _DURATION.findall(text))
+    if not 0 <= seconds <= MAX_STOP_S:
+        return None
+    return int(seconds)
 
 
 def parse_size(value: Any) -> int | None:
@@ -521,6 +557,7 @@ def _compose_spec(data: Any, service: str | None, path: str | None) -> Container
         ipc_mode=str(s["ipc"]) if s.get("ipc") else None,
         network_mode=str(s["network_mode"]) if s.get("network_mode") else None, ports=ports,
         restart_policy=str(s["restart"]) if s.get("restart") else None, env_files=env_files,
+        stop_timeout_s=parse_grace_period(s.get("stop_grace_period")),
         labels=((COMPOSE_SERVICE, service),) + (((COMPOSE_PROJECT, project),) if project else ()), source="compose")
 
 
