@@ -50,3 +50,19 @@ def test_a_port_another_test_process_holds_is_never_given() -> None:
     run = subprocess.run([sys.executable, "-c", other], capture_output=True, text=True, timeout=60, check=True,
                          cwd=CHECKOUT)
     assert int(run.stdout) != mine
+
+
+def test_the_simulators_ports_are_never_the_ones_these_servers_choose_from() -> None:
+    """The simulator checks a port with a plain bind; a port chosen here but not yet bound by its
+    server passes that check, so the two pools must not meet (a simulated SGLang's /health was once
+    answered by another module's server on its port, its own having failed to bind)."""
+    from console.demo.hostsim.ports import server_ports
+
+    real = ports.pool()
+    held: list[socket.socket] = []
+    try:
+        picks = [server_ports(2, held=held) for _ in range(50)]
+    finally:
+        for s in held:
+            s.close()
+    assert max(picks) + 1 < min(real), (max(picks), min(real))

@@ -21,6 +21,9 @@ from pathlib import Path
 
 RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LOWEST = 10_000
+# The 10,000 ports just below the kernel's range are the real-daemon tests' (tests/real/ports.py: their
+# servers' ports, locked across processes while chosen but not yet bound): the simulator stays below them.
+LEFT_FOR_OTHERS = 10_000
 
 
 def ephemeral_low() -> int:
@@ -54,9 +57,9 @@ def _hold(port: int) -> socket.socket | None:
 def server_ports(count: int = 1, *, rng: random.Random | None = None,
                  held: list[socket.socket] | None = None) -> int:
     """The first of `count` consecutive ports, each free on 127.0.0.1 and 0.0.0.0 now and below the
-    ephemeral range (so no connection takes one later); a port from bind(0) if the range leaves no
-    room. `held`: the holding sockets are appended to it (close them when the servers are gone)."""
-    high = ephemeral_low() - count
+    ephemeral range (so no connection takes one later) and the real-daemon tests' ports; a port from
+    bind(0) if the range leaves no room. `held`: the holding sockets are appended to it (close them when the servers are gone)."""
+    high = ephemeral_low() - LEFT_FOR_OTHERS - count
     pick = rng or random.SystemRandom()
     if high > LOWEST:
         for _ in range(200):
