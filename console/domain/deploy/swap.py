@@ -49,6 +49,7 @@ from console.core.events import ApprovalChanged, AuditAppended, AuditEntry
 from console.domain.deploy.checks import Check
 from console.domain.deploy.node_steps import NOTHING_RAN, NodeExecutor, StartTurns, audit_line, node_plan
 from console.domain.deploy.profile import Deployment, DeploymentNode
+from console.domain.deploy.read_back import read_back
 from console.domain.deploy.router import read_router
 from console.domain.deploy.state import DUMMY_HEALTH, FIRED_UP, INIT_BEGIN, INIT_ENDS, message
 from console.domain.swap import actions as act
@@ -165,6 +166,11 @@ class DeploymentSwap:
         self._approvals: dict[str, asyncio.Future[str]] = {}
         self.on_end: list[Any] = []  # called with each run when it ends, refused ones too (the recording)
         self._swapped: set[str] | None = None  # the nodes the last swap ran a command on (None: no swap ran)
+        # A swap another console ran (killed, or beside this one): the nodes it reached, from the audit file
+        back, why = read_back(audit_file, self.deployment, clock())
+        self.read_back_note: str | None = back.note if back is not None else why
+        if back is not None:
+            self._swapped = set(back.swapped)
         self._previews: dict[str, tuple[str, str | None]] = {}  # a confirmation to give: (kind, side)
         self._consumed: dict[str, tuple[str, str | None]] = {}  # confirmations given: each runs once
 
@@ -302,6 +308,8 @@ class DeploymentSwap:
             other = "decode" if side == "prefill" else "prefill"
             lines = [f"# {kind} of {self.deployment.name}'s {side} side alone: "
                      f"{len(start_order(self.deployment, side))} node(s); {other} keeps running, untouched"]
+        if self.read_back_note and not self.runs:
+            lines.append(f"# {self.read_back_note}")
         if kind == "rollback":
             lines += [f"# {n.label}: not rolled back: {NOTHING_RAN}" for n in start_order(self.deployment, side)
                       if not self._ran(n.key)]

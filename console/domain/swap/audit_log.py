@@ -50,10 +50,9 @@ def _entry(row: object, host: str) -> AuditEntry | None:
                       redact_text(clean_block(output))[-OUTPUT_CHARS:], took, READ_BACK)
 
 
-def read_back(path: Path | None, host: str, now_s: float) -> tuple[list[AuditEntry], str | None]:
-    """The commands of `host`'s last swap in the audit log at `path` when its last command is at most
-    READ_BACK_S old (the entries since the last pause of GAP_S), in the file's order; with why the
-    file was not read, if it was not (another user's, or writable by others)."""
+def read_rows(path: Path | None) -> tuple[list[object], str | None]:
+    """The audit log's last MAX_BYTES as its JSON rows (lines that do not parse skipped), or why the
+    file was not read (not there: no rows, no reason; another user's, or writable by others)."""
     if path is None:
         return [], None
     try:
@@ -71,21 +70,36 @@ def read_back(path: Path | None, host: str, now_s: float) -> tuple[list[AuditEnt
             fh.seek(st.st_size - MAX_BYTES)
             fh.readline()  # a line cut by the seek
         data = fh.read()
-    entries = []
+    rows: list[object] = []
     for line in data.splitlines():
         try:
-            row = json.loads(line)
+            rows.append(json.loads(line))
         except (ValueError, RecursionError):
             continue
-        entry = _entry(row, host)
-        if entry is not None:
-            entries.append(entry)
-    if not entries or not now_s - READ_BACK_S <= entries[-1].at_s <= now_s + 60:
-        return [], None
-    first = len(entries) - 1
-    while first > 0 and entries[first].at_s - entries[first - 1].at_s < GAP_S:
+    return rows, None
+
+
+def last_run(times: list[float], now_s: float) -> int | None:
+    """Where the last run of commands begins among `times` (the file's order): the rows since the
+    last pause of GAP_S, when the last is at most READ_BACK_S old; None when there is none that recent."""
+    if not times or not now_s - READ_BACK_S <= times[-1] <= now_s + 60:
+        return None
+    first = len(times) - 1
+    while first > 0 and times[first] - times[first - 1] < GAP_S:
         first -= 1
-    return entries[first:], None
+    return first
 
 
-__all__ = ["READ_BACK_S", "read_back"]
+def read_back(path: Path | None, host: str, now_s: float) -> tuple[list[AuditEntry], str | None]:
+    """The commands of `host`'s last swap in the audit log at `path` when its last command is at most
+    READ_BACK_S old (the entries since the last pause of GAP_S), in the file's order; with why the
+    file was not read, if it was not (another user's, or writable by others)."""
+    rows, why = read_rows(path)
+    if why is not None:
+        return [], why
+    entries = [e for e in (_entry(row, host) for row in rows) if e is not None]
+    first = last_run([e.at_s for e in entries], now_s)
+    return ([], None) if first is None else (entries[first:], None)
+
+
+__all__ = ["READ_BACK_S", "last_run", "read_back", "read_rows"]

@@ -13,15 +13,15 @@ import json
 import os
 import random
 import signal
-import socket
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from console.demo.hostsim import pagecache, story
 from console.demo.hostsim.fake_sglang import multinode
+from console.demo.hostsim.fake_sglang.httpd import SimHttpd
 from console.demo.hostsim.fake_sglang.lifecycle import Lifecycle
 from console.locations import DATA_DIR
 
@@ -615,19 +615,7 @@ def main(argv):
     die_with_parent()
     server = Server(args, [sys.executable, "-m", "sglang.launch_server", *argv])
     signal.signal(signal.SIGTERM, lambda *_: server.end("stopped", 0))  # its GPUs are free again
-    class Httpd(ThreadingHTTPServer):
-        # uvicorn's backlog is 2048; Python's default of 5 drops SYNs under a burst, and the
-        # client's SYN retries (1, 3, 7, 15 s) look like a stalled server.
-        request_queue_size = 2048
-
-        def server_bind(self) -> None:
-            # The simulator holds its servers' ports with SO_REUSEPORT until they bind them
-            # (console/demo/hostsim/ports.py); a real SGLang binds a port nothing holds.
-            if hasattr(socket, "SO_REUSEPORT"):
-                self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            super().server_bind()
-
-    httpd = Httpd(("127.0.0.1", int(args.port or 30000)), handler_for(server))
+    httpd = SimHttpd(("127.0.0.1", int(args.port or 30000)), handler_for(server))
     httpd.daemon_threads = True
     if os.environ.get("GPUSIM_BOOTED") == "1":
         # A service that has been up for hours: ready now, its boot long scrolled away.

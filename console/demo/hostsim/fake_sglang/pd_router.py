@@ -23,8 +23,9 @@ import sys
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
+from console.demo.hostsim.fake_sglang.httpd import SimHttpd
 from console.demo.hostsim.fake_sglang.router import Router, handler_for
 
 
@@ -131,11 +132,7 @@ def main(argv: list[str]) -> int:
     mode = f"PrefillDecode {{ prefill_urls: [{pre}], decode_urls: [{dec}], prefill_policy: None, decode_policy: None }}"
     log(f"Starting router on {args.host}:{args.port} | mode: {mode} | policy: {args.policy} | max_payload: 512MB")
 
-    class Httpd(ThreadingHTTPServer):
-        request_queue_size = 2048
-        daemon_threads = True
-
-    httpd = Httpd(("127.0.0.1", args.port), pd_handler(router))
+    httpd = SimHttpd(("127.0.0.1", args.port), pd_handler(router))
     log(f"Router ready | workers: {json.dumps([u for u, _ in args.prefill_urls] + args.decode_urls)}")
     log(f"Starting server on {args.host}:{args.port}")
     httpd.serve_forever()

@@ -22,8 +22,10 @@ import sys
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+
+from console.demo.hostsim.fake_sglang.httpd import SimHttpd
 
 
 class Router:
@@ -162,11 +164,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     router = Router(args.worker_urls, args.worker_startup_timeout_secs)
 
-    class Httpd(ThreadingHTTPServer):
-        request_queue_size = 2048
-        daemon_threads = True
-
-    httpd = Httpd(("127.0.0.1", args.port), handler_for(router))  # loopback only, whatever --host says
+    httpd = SimHttpd(("127.0.0.1", args.port), handler_for(router))  # loopback only, whatever --host says
     router.log(f"Starting router on 127.0.0.1:{args.port} | workers: {args.worker_urls}")
     httpd.serve_forever()
     return 0
