@@ -17,6 +17,7 @@ import pytest
 from console.host.parsers.docker import docker_error_text, parse_inspect, parse_ps
 from console.host.sources.container import PS_TEMPLATE
 from console.domain.swap import container_actions as ca
+from tests.real.compose_plugin import install_plugin
 from tests.real.daemons import DEBIAN_DOCKER_CLI, IMAGE_TAG, Dockerd
 from tests.real.docker_host import CHECKOUT, inspect, normalise, record, run_sglang, until
 from tests.real.ports import free_port
@@ -219,3 +220,23 @@ def test_the_fake_docker_prints_what_the_real_cli_prints_for_the_consoles_comman
         real = dockerd.docker(*args, cli=cli, check=False)
         fake = _fake(tmp_path, *args)
         assert (fake.returncode, fake.stdout, fake.stderr) == (real.returncode, real.stdout, real.stderr), args
+
+
+def test_compose_create_says_nothing_of_a_container_it_keeps_real_and_fake(dockerd: Dockerd, tmp_path: Path) -> None:
+    """`docker compose create --no-recreate -- SERVICE` twice: the first creates and says so on stderr,
+    the second keeps the container and prints nothing at all (the console's install reads that silence:
+    no "Creating", so it compares Compose's hash with the container's label). The simulator's fake
+    Compose said " Container NAME  Created" for the kept one."""
+    install_plugin(dockerd.root / "cli-config")
+    path = tmp_path / "compose.yaml"
+    path.write_text(f"name: gcquiet\nservices:\n  svc:\n    image: {IMAGE_TAG}\n    network_mode: none\n"
+                    "    command: [\"true\"]\n")
+    args = ("compose", "-f", str(path), "create", "--no-recreate", "--", "svc")
+    try:
+        real = [dockerd.docker(*args, check=False) for _ in range(2)]
+    finally:
+        dockerd.docker("compose", "-f", str(path), "down", timeout_s=120, check=False)
+    fake = [_fake(tmp_path / "root", *args) for _ in range(2)]
+    said = [(r.returncode, r.stdout, r.stderr) for r in real]
+    assert said == [(0, "", " Container gcquiet-svc-1  Creating\n Container gcquiet-svc-1  Created\n"), (0, "", "")]
+    assert [(r.returncode, r.stdout, r.stderr) for r in fake] == said
