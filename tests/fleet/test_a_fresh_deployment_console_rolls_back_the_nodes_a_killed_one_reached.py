@@ -16,14 +16,7 @@ from pathlib import Path
 from console.domain.deploy.node_steps import NOTHING_RAN
 from console.domain.deploy.read_back import read_back
 from console.domain.deploy.swap import DeploymentSwap
-from tests.kit.deploy import FakeWatch, deployment
-
-
-def three_nodes() -> FakeWatch:
-    d = deployment(nodes=3)
-    return FakeWatch(replace(d, nodes=tuple(replace(n, profile=replace(n.profile, unit="new.service",
-                                                                   compare_unit="old.service"))
-                                        for n in d.nodes)))
+from tests.kit.deploy import FakeWatch, three_nodes
 
 
 def _killed_swap(audit: Path) -> None:

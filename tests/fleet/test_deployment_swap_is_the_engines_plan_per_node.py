@@ -9,22 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from console.core.derive import swap_plan
 from console.domain.deploy.node_steps import NOTHING_RAN, SKIPS
 from console.domain.deploy.swap import DeploymentSwap, format_report
-from tests.kit.deploy import FakeWatch, deployment
+from tests.kit.deploy import three_nodes
 
 STOP_OLD = "systemctl stop -- old.service"
-
-
-def three_nodes() -> FakeWatch:
-    d = deployment(nodes=3)
-    return FakeWatch(replace(d, nodes=tuple(replace(n, profile=replace(n.profile, unit="new.service",
-                                                                   compare_unit="old.service"))
-                                        for n in d.nodes)))
 
 
 def test_each_nodes_plan_is_the_tables_restart_row_with_what_it_skips_said_never_pending(tmp_path: Path) -> None:

@@ -12,18 +12,18 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from console.config import HostProfile
+from console.core.state import ConnectionChanged, HostState, LogAppended, ReadingChanged
 from console.domain.analysis.download import DownloadProgress
 from console.domain.analysis.server_status import HttpFacts, ServerStatus
 from console.domain.analysis.service_diff import HostFacts
 from console.domain.analysis.service_report import build_report, side_from_text
-from console.config import HostProfile
-from console.core.state import ConnectionChanged, HostState, LogAppended, ReadingChanged
 from console.domain.deploy.checks import run_checks
 from console.domain.deploy.profile import Deployment, DeploymentNode
 from console.domain.deploy.state import derive
-from console.model import GpuDevice, GpuStatus, Reading
 from console.host.parsers.sglang_log import parse_line
 from console.host.transport.base import ConnectionState
+from console.model import GpuDevice, GpuStatus, Reading
 
 NOW = 1_796_284_800.0  # 2026-12-03 08:00:00 UTC
 
@@ -181,3 +181,12 @@ async def simulated_deployment(tmp_path: Path, kind: str, name: str, *, operator
     finally:
         await watch.close()
         await sim.stop()
+
+
+def three_nodes() -> "FakeWatch":
+    """Three nodes of one deployment whose profiles swap old.service for new.service."""
+    d = deployment(nodes=3)
+    return FakeWatch(replace(d, nodes=tuple(replace(n, profile=replace(n.profile, unit="new.service",
+                                                                   compare_unit="old.service"))
+                                        for n in d.nodes)))
+

@@ -18,7 +18,9 @@ from console.core.state import HostState
 from console.demo.swap_demo import render_all, run_path_demo
 from console.domain.paths import host_named
 from console.domain.swap import paths as P
+from console.domain.swap import port_free
 from console.domain.swap.controller import SwapController
+from console.host.transport import LocalTransport
 from console.host.transport.base import CommandResult
 
 ROUTER = "http://127.0.0.1:30100"
@@ -246,3 +248,14 @@ def report_headline(md: str) -> list[str]:
     """The report's headline lines (its bold bullets above "## Host"), Markdown escapes removed."""
     return [line.removeprefix("- **").removesuffix("**").replace("\\", "")
             for line in md.split("## Host")[0].splitlines() if line.startswith("- **")]
+
+
+async def kernel_port_rows(port: int) -> str:
+    """What the beside step's port check (its own command) reads of this machine's kernel tables."""
+    t = LocalTransport()
+    try:
+        r = await t.run(port_free.port_check(port), timeout=20)
+    finally:
+        await t.close()
+    return r.text
+

@@ -22,9 +22,9 @@ from __future__ import annotations
 import fcntl
 import os
 import random
-import socket
 from pathlib import Path
 
+from console.demo.hostsim import ports as sim_ports
 from tests.real.daemons import CACHE
 
 # Beside the daemon roots' locks (not under TMPDIR: each test has its own)
@@ -54,13 +54,7 @@ def pool() -> list[int]:
 
 def bindable(port: int) -> bool:
     """Nothing on this machine holds PORT: no listener, no connection, no TIME_WAIT (no SO_REUSEADDR here)."""
-    for address in ("127.0.0.1", "0.0.0.0"):
-        with socket.socket() as s:
-            try:
-                s.bind((address, port))
-            except OSError:
-                return False
-    return True
+    return all(sim_ports.bindable(port, address) for address in ("127.0.0.1", "0.0.0.0"))
 
 
 def _lock(port: int) -> int | None:

@@ -15,16 +15,7 @@ import pytest
 from console.demo.hostsim.ports import ephemeral_low, server_ports
 from console.domain.swap import port_free
 from console.host.parsers.proc_net import parse_sockets
-from console.host.transport import LocalTransport
-
-
-async def _check(port: int) -> str:
-    t = LocalTransport()
-    try:
-        r = await t.run(port_free.port_check(port), timeout=20)
-    finally:
-        await t.close()
-    return r.text
+from tests.kit.downtime import kernel_port_rows
 
 
 def _binds(port: int, address: str = "127.0.0.1") -> bool:
@@ -58,7 +49,7 @@ def connection() -> Iterator[int]:
 async def test_a_connections_local_port_is_taken_for_the_beside_server(connection: int, bind: str) -> None:
     port = connection
     assert not _binds(port, bind)  # the kernel refuses the bind: what the new server would meet
-    why = port_free.port_verdict(port, await _check(port), bind)
+    why = port_free.port_verdict(port, await kernel_port_rows(port), bind)
     assert why is not None and "a connection holds 127.0.0.1:" in why and f":{port}" in why, why
     assert "listens" not in why
 
@@ -68,7 +59,7 @@ async def test_a_connection_to_the_port_is_not_one_that_holds_it(connection: int
     client's row (local: its ephemeral port, remote: the port) leaves the port free once the server
     that listened there is gone and its own end is closed."""
     port = connection
-    text = await _check(port)
+    text = await kernel_port_rows(port)
     client = next(x for x in parse_sockets(text) if x.port == port)
     header = "  sl  local_address rem_address   st tx_queue rx_queue\n"
     remote_only = f"   0: 0100007F:7531 0100007F:{port:04X} 01 00000000:00000000\n"

@@ -12,7 +12,7 @@ import pytest
 
 from console.domain.swap import port_free
 from console.host.parsers.proc_net import Listener, conflicts
-from console.host.transport import LocalTransport
+from tests.kit.downtime import kernel_port_rows
 from tests.kit.figures import record
 
 ROW = "beside: a port held on another address (127.0.0.2, ::1) than the one checked"
@@ -30,20 +30,11 @@ def held_port() -> Iterator[tuple[int, socket.socket]]:
         s.close()
 
 
-async def _check(port: int) -> str:
-    t = LocalTransport()
-    try:
-        r = await t.run(port_free.port_check(port), timeout=20)
-    finally:
-        await t.close()
-    return r.text
-
-
 @pytest.mark.parametrize("bind", ["0.0.0.0", "::", "127.0.0.2", "localhost", "gpu-host.internal"])
 async def test_a_listener_on_127_0_0_2_takes_the_port_for_a_server_binding_there_or_everywhere(
         held_port: tuple[int, socket.socket], bind: str) -> None:
     port, _ = held_port
-    why = port_free.port_verdict(port, await _check(port), bind)
+    why = port_free.port_verdict(port, await kernel_port_rows(port), bind)
     assert why is not None and f"127.0.0.2:{port}" in why and "is taken on the host" in why, why
     record(ROW, tried=1, failed=0)
 
@@ -51,7 +42,7 @@ async def test_a_listener_on_127_0_0_2_takes_the_port_for_a_server_binding_there
 async def test_a_listener_on_another_specific_address_leaves_127_0_0_1_free(
         held_port: tuple[int, socket.socket]) -> None:
     port, _ = held_port
-    assert port_free.port_verdict(port, await _check(port), "127.0.0.1") is None  # Linux binds both
+    assert port_free.port_verdict(port, await kernel_port_rows(port), "127.0.0.1") is None  # Linux binds both
 
 
 async def test_an_ipv6_loopback_listener_is_seen() -> None:
@@ -66,7 +57,7 @@ async def test_an_ipv6_loopback_listener_is_seen() -> None:
     s.listen(1)
     try:
         port = s.getsockname()[1]
-        text = await _check(port)
+        text = await kernel_port_rows(port)
         assert "[::1]" in (port_free.port_verdict(port, text, "::1") or "")
         assert port_free.port_verdict(port, text, "0.0.0.0") is not None
         record(ROW, tried=1, failed=0)
@@ -79,7 +70,7 @@ async def test_a_closed_port_is_free_and_an_unreadable_table_is_not_called_free(
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    assert port_free.port_verdict(port, await _check(port), "0.0.0.0") is None
+    assert port_free.port_verdict(port, await kernel_port_rows(port), "0.0.0.0") is None
     assert "could not be checked" in (port_free.port_verdict(port, "grep: /proc/net/tcp: denied\nlisteners_exit=2",
                                                             "0.0.0.0") or "")
 

@@ -34,7 +34,9 @@ def ephemeral_low() -> int:
         return 32768
 
 
-def _free(port: int, address: str = "127.0.0.1") -> bool:
+def bindable(port: int, address: str = "127.0.0.1") -> bool:
+    """A plain bind of `address`:`port` succeeds now (no SO_REUSEADDR: a listener, a connection or a
+    TIME_WAIT on it, or a port held by a simulator, fails it)."""
     with socket.socket() as s:
         try:
             s.bind((address, port))
@@ -64,7 +66,7 @@ def server_ports(count: int = 1, *, rng: random.Random | None = None,
     if high > LOWEST:
         for _ in range(200):
             first = pick.randrange(LOWEST, high)
-            if not all(_free(first + i) and _free(first + i, "0.0.0.0") for i in range(count)):
+            if not all(bindable(first + i) and bindable(first + i, "0.0.0.0") for i in range(count)):
                 continue
             if held is None:
                 return first
@@ -80,4 +82,4 @@ def server_ports(count: int = 1, *, rng: random.Random | None = None,
         return int(s.getsockname()[1])
 
 
-__all__ = ["ephemeral_low", "server_ports"]
+__all__ = ["bindable", "ephemeral_low", "server_ports"]
