@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from console.domain.analysis.bench_view import BenchData
-from console.model import Reading
 from console.host.parsers.sglang_log import LogEvent
 from console.host.transport.base import ConnectionState
+from console.model import Reading
 
 # What an event changes, as the host screen's dirty keys and the pane registry's `sources` name it.
 HEADER = "header"  # the header: connection, host summary, presence, note
@@ -305,6 +305,11 @@ class SwapSetup:
     require_approval: bool = False
     verify_sha: bool = False
     busy: str | None = None  # the action running now, if any
+    # Compose: the file the new service is in, and the services of the old and new containers
+    # (from their labels; None where not known or not a compose service)
+    compose_file: str | None = None
+    old_service: str | None = None
+    new_service: str | None = None
 
 
 @event("swap_path", changes=SWAP)

@@ -31,18 +31,19 @@ import pytest
 from console.core.derive.swap_observer import log_time
 from console.demo.hostsim.downloader import qwen122b_config, qwen122b_files
 from console.demo.hostsim.downtime_scenario import qwen397b_config
+from console.domain.swap.report import render
 from tests.real.compose_host import ComposeProject, compose_config, compose_down, compose_logs, compose_project
 from tests.real.console_on_host import (
+    WHO,
+    LivedSwapFacts,
     audit_entries,
     check_audit_is_the_file,
     check_renders_every_section,
     check_step_rows,
     console_on,
     console_profile,
-    LivedSwapFacts,
     logged,
     router_stamp,
-    WHO,
 )
 from tests.real.console_on_host import server_stamp as _stamp
 from tests.real.daemons import DaemonUnavailable, Dockerd, pooled_root, require_dockerd, start_dockerd
@@ -298,6 +299,13 @@ def test_the_reports_downtime_is_none_and_time_to_ready_is_the_new_services_boot
 
 def test_the_reports_old_and_new_and_diff_are_the_compose_files_two_services(lived: LivedSwap) -> None:
     r, old, new, c = lived.report, lived.old, lived.new, lived.compose
+    # the compose file and both services, named as Compose labels the containers
+    on_ = lived.report["old_new"]
+    assert (on_["compose_file"], on_["old_service"], on_["new_service"]) == (
+        str(lived.compose.file), lived.compose.old_service, lived.compose.new_service), on_
+    md = render(lived.report, "md").replace("\\", "")
+    assert f"| compose service | {lived.compose.old_service} | {lived.compose.new_service} in {lived.compose.file} |" \
+        in md, md.split("## Old → new")[1][:600]
     on = r["old_new"]
     assert (on["old_unit"], on["new_unit"]) == (old, new), on
     assert (on["old_model"], on["new_model"]) == ("qwen3.5-397b", "qwen3.5-122b")

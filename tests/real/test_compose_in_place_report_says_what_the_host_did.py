@@ -214,6 +214,10 @@ def test_the_reports_downtime_is_the_pause_the_services_log_says(lived: LivedSwa
 
 def test_the_reports_old_and_new_and_diff_are_the_compose_files_two_services(lived: LivedSwap) -> None:
     r, c = lived.report, lived.compose
+    # the compose file and both services, named as Compose labels the containers
+    on_ = lived.report["old_new"]
+    assert (on_["compose_file"], on_["old_service"], on_["new_service"]) == (
+        str(lived.compose.file), lived.compose.old_service, lived.compose.new_service), on_
     on = r["old_new"]
     assert (on["old_unit"], on["new_unit"]) == (lived.old, lived.new), on
     assert (on["old_model"], on["new_model"]) == ("qwen3.5-122b", "qwen3.5-122b-ft")

@@ -232,6 +232,10 @@ def test_the_reports_downtime_and_its_parts_are_the_services_own_lines_and_event
 
 def test_the_reports_old_and_new_and_diff_are_the_compose_files_two_services(lived: LivedSwap) -> None:
     r, c = lived.report, lived.compose
+    # the compose file and both services, named as Compose labels the containers
+    on_ = lived.report["old_new"]
+    assert (on_["compose_file"], on_["old_service"], on_["new_service"]) == (
+        str(lived.compose.file), lived.compose.old_service, lived.compose.new_service), on_
     on = r["old_new"]
     assert (on["old_unit"], on["new_unit"]) == (lived.old, lived.new), on
     services = _services(lived)

@@ -25,6 +25,7 @@ from console.domain.swap import container_fastpath
 from console.domain.swap.container_steps import INSTALL_TITLE
 from console.domain.swap.errors import StepFailed
 from console.domain.swap.executor_api import Executor
+from console.host.parsers.docker import COMPOSE_SERVICE
 from console.host.transport.errors import TransportError
 
 KEYS = ("install", "stop_old", "start_new", "rollback")
@@ -77,6 +78,20 @@ class ContainerPlan:
         step = self.ctl.state.swap.steps.get("install")
         if step is not None and step.state == "pending" and step.title != INSTALL_TITLE:
             self.ctl._set("install", title=INSTALL_TITLE)
+
+    def compose_names(self) -> tuple[str | None, str | None, str | None]:
+        """(the compose file, the old container's service, the new one's) as the swap's setup says
+        them; a service read from the container's Compose label, the profile's where not read yet."""
+        p = self.ctl.profile
+        file = getattr(p, "compose", None)
+
+        def service(side: str) -> str | None:
+            found = container_fastpath.spec(self.ctl, side)
+            labels = dict(found.labels) if found is not None else {}
+            return labels.get(COMPOSE_SERVICE)
+
+        new = service("new") or (getattr(p, "compose_service", None) if file else None)
+        return (str(file) if file else None), service("old"), new
 
     def new_image(self) -> str:
         report = self.ctl.state.data("service")

@@ -127,10 +127,13 @@ class SwapController:
         return self.profile.unit
 
     def announce(self) -> None:
+        compose_file, old_service, new_service = (self.containers.compose_names() if self.containers.active
+                                                  else (None, None, None))
         self.state.apply(SwapSetup(self.host, self.old_unit, self.new_unit, self.profile.repo_id,
                                    self.profile.model_dir, self.read_only,
                                    bool(getattr(self.profile, "require_approval", False)),
-                                   bool(getattr(self.profile, "verify_sha", False)), self.busy))
+                                   bool(getattr(self.profile, "verify_sha", False)), self.busy,
+                                   compose_file, old_service, new_service))
         if self.containers.active:  # issue 26 hook
             self.containers.announce()
         if not self.state.swap.audit:  # a fresh console: the commands of one that ended mid-swap, by whom

@@ -212,6 +212,9 @@ class ReportBuilder:
                 "old_model_dir": _model_dir_on_host(self.old_side or (report.old if report else None)),
                 "kind": "container" if _in_container(self.old_side or (report.old if report else None)) else "unit",
                 "repo_id": setup.repo_id if setup else None, "model_dir": setup.model_dir if setup else None,
+                "compose_file": setup.compose_file if setup else None,
+                "old_service": setup.old_service if setup else None,
+                "new_service": setup.new_service if setup else None,
             },
             "steps": [{"key": st.key, "title": st.title, "state": st.state, "started": _ts(st.started_at_s),
                        "duration_s": st.duration_s, "detail": st.detail, "who": st.who}
@@ -518,7 +521,9 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
         [on.get("kind") or "unit", _fmt(on["old_unit"]), _fmt(on["new_unit"])],
         ["model", _fmt(on["old_model"]), _fmt(on["new_model"]) + (
             f" (the unit's; still served as {on['served_as']} until restart)" if on.get("served_as") else "")],
-        ["repo / directory", _fmt(on.get("old_model_dir")), f"{_fmt(on['repo_id'])} → {_fmt(on['model_dir'])}"]],
+        ["repo / directory", _fmt(on.get("old_model_dir")), f"{_fmt(on['repo_id'])} → {_fmt(on['model_dir'])}"],
+        *([["compose service", _fmt(on.get("old_service")),
+            f"{_fmt(on.get('new_service'))} in {_fmt(on['compose_file'])}"]] if on.get("compose_file") else [])],
         []))
     sections.append(("Swap plan", ["step", "state", "started", "took", "by", "detail"],
                      [[s["title"], s["state"], _fmt(s["started"]), _dur(s["duration_s"]), _fmt(s["who"]),
