@@ -51,7 +51,15 @@ from console.core.events import (
     VerifyChanged,
 )
 from console.core.derive import swap_plan as swap_plan
-from console.core.derive.swap_view import INSTALL_DIFF, MEMORY, STEP_TITLES, UNIT_BACKUP, freed_phrase, freed_rows
+from console.core.derive.swap_view import (
+    INSTALL_DIFF,
+    MEMORY,
+    ROUTER_GAP,
+    STEP_TITLES,
+    UNIT_BACKUP,
+    freed_phrase,
+    freed_rows,
+)
 from console.host.parsers.router import url_port
 from console.host.parsers.sglang_log import line_time, stamp_s
 
@@ -239,6 +247,8 @@ def path_summary(state: Any, now_s: float | None = None) -> tuple[str, float | N
     if path == "beside":
         outcome = swap.paths.get("outcome")
         done = outcome is not None or any(s.state == "done" for k, s in swap.steps.items() if k == "switch_traffic")
+        if done and d is not None and d.started_at_s is not None and d.ended_at_s is not None:
+            return path, max(0.0, d.ended_at_s - d.started_at_s), True  # an instant, or the router's gap
         return path, 0.0 if done else None, done
     if d is None or d.started_at_s is None:
         return path, None, False
@@ -952,6 +962,11 @@ class SwapObserver:
             return  # the new worker is not in the router's list now: taken out again since (a rollback)
         if r.workers is not None and removed is not None and old_port in {url_port(u) for u in r.workers}:
             removed = None  # the old worker is back in the router's list
+        earlier = [m for m in r.moves if m.verb == "removed" and url_port(m.url) == old_port
+                   and m.at_s < added.at_s - 1.0] if removed is None else []
+        gap = earlier[-1] if earlier and (r.workers is None or old_port not in {url_port(u) for u in r.workers}) \
+            else None  # the old worker removed before the new one was added (and not back since)
+        others = None if r.workers is None else sorted(u for u in r.workers if url_port(u) != new_port)
         self._router_moves = (added, removed)
         self._beside_added(out, added.at_s, _side(report, new_unit))
         step = self._step("switch_traffic")
@@ -965,8 +980,18 @@ class SwapObserver:
         if removed is not None and not self._read_back.get("switch_traffic") and self._beside_done_at is None:
             self._traffic_moved(out, added, removed)  # an operator's: the router's moves are the whole switch
             return
+        if gap is not None and others == [] and not self._read_back.get("switch_traffic") \
+                and self._beside_done_at is None:
+            self._router_gap(out, added, gap)  # an operator's, the old worker out first: no worker between
+            return
         moves = f"the router added {added.url} {clock(added.at_s)}"
-        if removed is None:
+        if gap is not None:  # whether another worker served between the two is not known (or it did)
+            between = ("no other worker was in its list, so requests through it were refused" if others == []
+                       else f"{', '.join(others[:3])} in its list now" if others
+                       else "whether another worker served between is not known (its list was not read)")
+            detail = (f"the router removed {gap.url} {clock(gap.at_s)} before it added {added.url} "
+                      f"{clock(added.at_s)} ({OUTSIDE}): {between}; {old_unit} not stopped yet")
+        elif removed is None:
             detail = (f"{moves} ({OUTSIDE}); the old worker not removed: the router still sends "
                       f"{old_unit} traffic")
         else:
@@ -1076,6 +1101,29 @@ class SwapObserver:
                                     f"({OUTSIDE})")
         self._path(out, "beside", "seen on the host: a new server started beside the old one (other GPUs or "
                    "port), then the router moved all traffic to it", at, {"downtime_s": 0.0})
+        self._endpoint(out, at)
+
+    def _router_gap(self, out: list[Any], added: Any, removed: Any) -> None:
+        """An operator's beside switch in the wrong order: the router's log says it removed the old
+        server's worker, then (seconds later) added the new one, with no other worker in its list. From
+        the removal to the add the router had no worker: that gap is the downtime, measured by the
+        router's own stamps; the switch is done at the add (all traffic on the new server)."""
+        at = added.at_s
+        self._moved_at = at
+        old_unit, new_unit = self.units()
+        gap_s = max(0.0, at - removed.at_s)
+        self._write(out, "switch_traffic", state="done", started_at_s=removed.at_s, ended_at_s=at,
+                    detail=f"the router removed {removed.url} {clock(removed.at_s)} before it added {added.url} "
+                           f"{clock(at)} ({OUTSIDE}): no worker in the router for {gap_s:.0f}s; all traffic on "
+                           f"{new_unit}; {old_unit} still running (warm for a rollback)")
+        d = DowntimeChanged(self.host, removed.at_s, f"{ROUTER_GAP} {removed.url} {clock(removed.at_s)} ({OUTSIDE})",
+                            at, f"the router added {added.url} {clock(at)}")
+        if self._downtime_sent != d and self.state.swap.downtime != d:
+            self._downtime_sent = d
+            out.append(d)
+        self._path(out, "beside", "seen on the host: a new server started beside the old one (other GPUs or "
+                   "port), then the router removed the old worker before it added the new one", at,
+                   {"downtime_s": gap_s})
         self._endpoint(out, at)
 
     def _beside_clock(self, out: list[Any], at: float, source: str) -> None:

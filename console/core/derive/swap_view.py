@@ -30,6 +30,10 @@ from console.core.events import (  # declared once, with every event (named here
 
 # "refused": the gate or the two-person rule said no before anything ran (the old service still
 # serves; there is nothing to roll back), which is not a failure.
+# A beside switch where the router removed the old worker before it added the new one: between the two
+# the router had no worker, every request through it refused (the observer's downtime's start source)
+ROUTER_GAP = "router gap: no worker in the router from its removal of"
+
 STEP_STATES = ("pending", "running", "done", "failed", "skipped", "refused")
 
 # The story's swap, in order; rollback is offered, not planned.
@@ -220,6 +224,9 @@ class SwapView:
             return []
         if d.start_source.startswith("beside"):
             return []
+        if d.start_source.startswith(ROUTER_GAP):
+            return [("no worker in the router (the old one removed before the new one was added)",
+                     d.ended_at_s - d.started_at_s)]
         if d.start_source.startswith("in place"):
             return [("in-place pause (requests held while the weights load)", d.ended_at_s - d.started_at_s)]
         stop, start = self.steps.get("stop_old"), self.steps.get("start_new")
@@ -377,7 +384,7 @@ def audit_summary(e: Any, *, with_note: bool = True) -> str:
 
 
 __all__ = [
-    "STEP_STATES", "PLAN_STEPS", "ROLLBACK", "STEP_TITLES", "AUDIT_KEEP", "MEMORY", "INSTALL_DIFF", "SwapView",
+    "ROUTER_GAP", "STEP_STATES", "PLAN_STEPS", "ROLLBACK", "STEP_TITLES", "AUDIT_KEEP", "MEMORY", "INSTALL_DIFF", "SwapView",
     "format_duration",
     "freed_rows", "freed_lines", "freed_phrase",
     "audit_summary",
