@@ -208,3 +208,39 @@ def test_the_service_source_reads_the_backup_the_install_kept(host_with_systemct
         path.unlink()
     assert asyncio.run(poll(UNIT)).unit_backup == UnitBackup(None)
     assert asyncio.run(poll("other.service")).unit_backup is None  # two units: nothing to read
+
+
+@pytest.mark.parametrize(("after_token", "said"), [("hf_SameSameSameSameSame1", None),
+                                                   ("hf_OtherOtherOtherOther2", "changed")])
+def test_a_secret_kept_or_changed_since_the_backup_reads_as_it_is(host_with_systemctl: Path, after_token: str,
+                                                                  said: str | None) -> None:
+    """The backup and the unit are both redacted where they are read: compared as texts, every secret
+    read as changed, the same one too (the backup kept no digest of what it hid). Each now keeps the
+    keyed digests the unit side keeps: a token kept is no change, a token rotated is one, shown
+    without its values."""
+    units = host_with_systemctl
+    line = "Environment=HF_TOKEN={}\n"
+    (units / UNIT).write_text(AFTER.replace("[Service]\n", "[Service]\n" + line.format(after_token)))
+    (units / f"{UNIT}.bak-{STAMP}").write_text(
+        BEFORE.replace("[Service]\n", "[Service]\n" + line.format("hf_SameSameSameSameSame1")))
+
+    async def poll() -> Any:
+        transport = LocalTransport()
+        await transport.connect()
+        try:
+            return await ServiceWatcher(transport, UNIT, UNIT).poll()
+        finally:
+            await transport.close()
+
+    report = asyncio.run(poll())
+    assert "hf_SameSameSameSameSame1" not in (report.unit_backup.text or "")
+    c = Console()
+    c.feed(ReadingChanged("h", "service", Reading("service", report, ok_at_s=T0 + 5)))
+    fact = c.state.swap.install_diff()
+    env = {e["name"]: e for e in fact["env_changes"]}
+    assert "--model-path" in {x["flag"] for x in fact["changes"]}, fact
+    if said is None:
+        assert "HF_TOKEN" not in env, env
+    else:
+        assert env["HF_TOKEN"]["change"] == said and after_token not in str(fact), env
+        assert "hf_SameSameSameSameSame1" not in str(fact)

@@ -627,7 +627,8 @@ class SwapObserver:
                 now.get("from") != "backup" and installed_at is not None
                 and installed_at <= (now.get("installed_at") or now.get("at") or 0))):
             return  # this backup's change is written, or the change seen live is of this install or a later one
-        before = side_from_text(unit.name, backup.text)
+        before = replace(side_from_text(unit.name, backup.text),
+                         secret_fingerprints=dict(getattr(backup, "secret_fingerprints", None) or {}))
         change = {"unit": unit.name, "from": "backup", "backup": backup.path, "before_at": None, "at": at,
                   "installed_at": installed_at, "by": fact["by"],
                   **install_change_json(install_change(before, report))}

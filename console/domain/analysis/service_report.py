@@ -110,6 +110,9 @@ class UnitBackup:
     stamp: str | None = None  # the install's own UTC stamp in the name (%Y%m%dT%H%M%SZ)
     text: str | None = None  # None: found but not readable (no permission, a dropped read)
     truncated: bool = False
+    # What redaction hid in it, as the unit's own (keyed digests, never shown or written): compared with
+    # the unit's, an unchanged secret is unchanged and a changed one changed (the redacted texts are equal)
+    secret_fingerprints: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -210,9 +210,12 @@ class ServiceWatcher:
         except Exception:  # noqa: BLE001 - no permission, a dropped connection: there, but unread
             return UnitBackup(path, stamp)
         text = raw[:UNIT_BACKUP_MAX_BYTES].decode("utf-8", "replace")
-        # Cleaned and redacted here, at the source: the reading is recorded and shared.
-        self._backup = UnitBackup(path, stamp, None if "\x00" in text else redact_text(clean_block(text)),
-                                  truncated=len(raw) > UNIT_BACKUP_MAX_BYTES)
+        # Cleaned and redacted here, at the source: the reading is recorded and shared; what redaction
+        # hid is kept only as the unit side's keyed digests are (side_from_text), to be compared with them.
+        binary = "\x00" in text
+        self._backup = UnitBackup(path, stamp, None if binary else redact_text(clean_block(text)),
+                                  truncated=len(raw) > UNIT_BACKUP_MAX_BYTES,
+                                  secret_fingerprints={} if binary else side_from_text(path, text).secret_fingerprints)
         return self._backup
 
     async def _env_files(self, side: ServiceSide) -> dict[str, dict[str, str] | None]:
