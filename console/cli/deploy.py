@@ -69,7 +69,10 @@ async def _swap_once(watch: Any, kind: str, yes: bool, wait_s: float, side: str 
     demo = any(h.state.demo for h in watch.fleet.hosts.values())
     own = watch.audit_file  # a demo run's own log, else the user's
     swap = DeploymentSwap(watch, who=default_who(), audit_file=own or audit_path(demo=demo))
-    print("\n".join(swap.preview(kind, side)))
+    try:
+        print("\n".join(swap.preview(kind, side)))
+    except ValueError as exc:  # a node the swap cannot take (a container, no unit): one line, nothing ran
+        return _fail(f"{watch.deployment.name}: {exc}; nothing ran", EXIT_USAGE)
     if not yes:
         print("nothing ran: add --yes to run these commands", file=sys.stderr)
         return EXIT_USAGE

@@ -55,6 +55,7 @@ from console.domain.deploy.state import DUMMY_HEALTH, FIRED_UP, INIT_BEGIN, INIT
 from console.domain.swap import actions as act
 from console.domain.swap.errors import StepFailed, StepRefused
 from console.domain.swap.steps import Planned
+from console.sanitize import clean_line
 
 ROUTER_EVERY_S = 1.0  # how often the router's /workers is read while a PD swap runs
 # What both sides of a PD pair must agree on (the KV cache prefill computes is what decode receives):
@@ -270,6 +271,8 @@ class DeploymentSwap:
         stops: list[NodeStep] = []
         starts: list[NodeStep] = []
         for n in order:
+            if (why := _not_a_unit(n)) is not None:
+                raise act.ActionError(why)
             ex = self._executor(n, None)
             for line in node_plan(kind):
                 if line.step is None:
@@ -554,6 +557,20 @@ class DeploymentSwap:
 
     def _audit_line(self, record: dict[str, Any]) -> None:
         audit_line(self.audit_file, self.clock(), record)
+
+
+def _not_a_unit(n: DeploymentNode) -> str | None:
+    """Why a node cannot be swapped by the deployment swap (its steps are systemd's), or None."""
+    p = n.profile
+    if p.unit and p.compare_unit:
+        return None
+    container = getattr(p, "container", None) or getattr(p, "compose", None)
+    if container:
+        return (f"{n.label} runs SGLang in a container ({clean_line(str(container))[:80]}): the deployment swap "
+                f"stops and starts systemd units only; swap that host on its own (gpuconsole --profile "
+                f"{clean_line(p.name)[:60]}, the Swap plan)")
+    missing = " and ".join(k for k, v in (("unit", p.unit), ("compare_unit", p.compare_unit)) if not v)
+    return f"{n.label}: its profile names no {missing} (the new and the old systemd unit the swap stops and starts)"
 
 
 def format_report(run: SwapRun, deployment: Deployment, checks: tuple[Check, ...] = ()) -> str:
