@@ -259,3 +259,12 @@ async def kernel_port_rows(port: int) -> str:
         await t.close()
     return r.text
 
+
+def operators_shell(swap: Any, state: Any) -> tuple[str, str, str, Any]:
+    """After the console's beside step: (the router's URL, the new server's, the old one's, a shell on
+    the host whose commands are the operator's: another terminal, nothing audited)."""
+    step = state.swap.steps["beside"]
+    assert step.state == "done", f"{step.state}: {step.detail}"
+    return (swap.fast.router_url.rstrip("/"), f"http://127.0.0.1:{swap.fast.plan.chosen_option.port}",
+            f"http://127.0.0.1:{swap.fast.old_port}", swap.runner.session.transport)
+

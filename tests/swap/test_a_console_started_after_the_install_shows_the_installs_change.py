@@ -185,13 +185,9 @@ esac
     return units
 
 
-def test_the_service_source_reads_the_backup_the_install_kept(host_with_systemctl: Path) -> None:
-    units = host_with_systemctl
-    older = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(T0 - 7200))
-    (units / f"{UNIT}.bak-{older}").write_text("[Service]\nExecStart=/bin/false\n")
-    (units / f"{UNIT}.bak-{STAMP}").write_text(BEFORE.replace("/m/old", "/m/old HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrSt"))
-
-    async def poll(old: str | None) -> Any:
+def _poll(old: str | None) -> Any:
+    """One reading of the service source on this machine's shell (its `systemctl` the fixture's)."""
+    async def poll() -> Any:
         transport = LocalTransport()
         await transport.connect()
         try:
@@ -199,15 +195,24 @@ def test_the_service_source_reads_the_backup_the_install_kept(host_with_systemct
         finally:
             await transport.close()
 
-    report = asyncio.run(poll(UNIT))
+    return asyncio.run(poll())
+
+
+def test_the_service_source_reads_the_backup_the_install_kept(host_with_systemctl: Path) -> None:
+    units = host_with_systemctl
+    older = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(T0 - 7200))
+    (units / f"{UNIT}.bak-{older}").write_text("[Service]\nExecStart=/bin/false\n")
+    (units / f"{UNIT}.bak-{STAMP}").write_text(BEFORE.replace("/m/old", "/m/old HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrSt"))
+
+    report = _poll(UNIT)
     backup = report.unit_backup
     assert backup is not None and backup.path == f"{units}/{UNIT}.bak-{STAMP}" and backup.stamp == STAMP
     assert backup.text is not None and "--model-path /m/old" in backup.text and not backup.truncated
     assert "hf_AbCdEfGhIjKlMnOpQrSt" not in backup.text  # redacted at the source: the reading is recorded
     for path in units.glob("*.bak-*"):
         path.unlink()
-    assert asyncio.run(poll(UNIT)).unit_backup == UnitBackup(None)
-    assert asyncio.run(poll("other.service")).unit_backup is None  # two units: nothing to read
+    assert _poll(UNIT).unit_backup == UnitBackup(None)
+    assert _poll("other.service").unit_backup is None  # two units: nothing to read
 
 
 @pytest.mark.parametrize(("after_token", "said"), [("hf_SameSameSameSameSame1", None),
@@ -224,15 +229,7 @@ def test_a_secret_kept_or_changed_since_the_backup_reads_as_it_is(host_with_syst
     (units / f"{UNIT}.bak-{STAMP}").write_text(
         BEFORE.replace("[Service]\n", "[Service]\n" + line.format("hf_SameSameSameSameSame1")))
 
-    async def poll() -> Any:
-        transport = LocalTransport()
-        await transport.connect()
-        try:
-            return await ServiceWatcher(transport, UNIT, UNIT).poll()
-        finally:
-            await transport.close()
-
-    report = asyncio.run(poll())
+    report = _poll(UNIT)
     assert "hf_SameSameSameSameSame1" not in (report.unit_backup.text or "")
     c = Console()
     c.feed(ReadingChanged("h", "service", Reading("service", report, ok_at_s=T0 + 5)))

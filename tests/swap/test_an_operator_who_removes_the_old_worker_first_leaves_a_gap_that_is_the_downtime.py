@@ -22,6 +22,7 @@ from console.demo import swap_demo
 from console.demo.swap_demo import render_all, run_path_demo
 from console.domain.swap.fastpath import curl_json
 from console.domain.swap.report import headline
+from tests.kit.downtime import operators_shell
 
 CONSOLES_STEPS = ("download", "paths", "install", "preflight", "beside")
 PAUSE_S = 3.0  # between the operator's removal and add (real seconds: the router stamps its own time)
@@ -34,12 +35,7 @@ def test_the_routers_gap_between_removing_the_old_worker_and_adding_the_new_one_
 
     async def console_then_operator(swap: Any, state: Any, keys: tuple[str, ...], **kwargs: Any) -> None:
         await played(swap, state, CONSOLES_STEPS, **kwargs)
-        step = state.swap.steps["beside"]
-        assert step.state == "done", f"{step.state}: {step.detail}"
-        router = swap.fast.router_url.rstrip("/")
-        new = f"http://127.0.0.1:{swap.fast.plan.chosen_option.port}"
-        old = f"http://127.0.0.1:{swap.fast.old_port}"
-        shell = swap.runner.session.transport  # another terminal on the host: nothing audited
+        router, new, old, shell = operators_shell(swap, state)
         r = await shell.run(curl_json(f"{router}/remove_worker?url={old}", {}, 20), timeout=30)
         assert r.text.strip().endswith("200"), r.text
         await asyncio.sleep(PAUSE_S)

@@ -21,6 +21,7 @@ from console.demo import swap_demo
 from console.demo.swap_demo import render_all, run_path_demo
 from console.domain.swap.fastpath import curl_json
 from console.domain.swap.report import headline
+from tests.kit.downtime import operators_shell
 
 CONSOLES_STEPS = ("download", "paths", "install", "preflight", "beside")
 
@@ -32,12 +33,7 @@ def test_the_operators_router_moves_end_the_switch_and_the_old_server_stays_warm
 
     async def console_then_operator(swap: Any, state: Any, keys: tuple[str, ...], **kwargs: Any) -> None:
         await played(swap, state, CONSOLES_STEPS, **kwargs)
-        step = state.swap.steps["beside"]
-        assert step.state == "done", f"{step.state}: {step.detail}"
-        router = swap.fast.router_url.rstrip("/")
-        new = f"http://127.0.0.1:{swap.fast.plan.chosen_option.port}"
-        old = f"http://127.0.0.1:{swap.fast.old_port}"
-        shell = swap.runner.session.transport  # another terminal on the host: nothing audited
+        router, new, old, shell = operators_shell(swap, state)
         for verb, url in (("add_worker", new), ("remove_worker", old)):
             r = await shell.run(curl_json(f"{router}/{verb}?url={url}", {}, 20), timeout=30)
             assert r.text.strip().endswith("200"), (verb, r.text)
