@@ -62,16 +62,21 @@ def test_the_result_text_shows_the_headroom_and_warns_when_client_bound() -> Non
 
 
 async def test_a_client_whose_loop_is_kept_busy_is_reported_client_bound(loopback: object) -> None:
-    """Something else on the client's loop (a UI, a parser) holds it 30 ms at a time: requests
-    leave late and the run must say so (before: nothing in the result did)."""
+    """Something else on the client's loop (a UI, a parser) holds it 8 ms on every turn of the
+    loop: requests leave late and the run must say so (before: nothing in the result did).
+
+    The hog yields with sleep(0), so it is in every turn's ready queue: a slot freed in one turn
+    wakes its waiter in the next, and a hog step always runs between the two (every waited request
+    leaves >= 8 ms late, whatever the machine's load). With a 1 ms sleep the hog could miss every
+    release-to-send gap, and once did (p99 0.31 ms under CI's load)."""
     stop = asyncio.Event()
 
     async def hog() -> None:
         while not stop.is_set():
-            until = time.perf_counter() + 0.03
+            until = time.perf_counter() + 0.008
             while time.perf_counter() < until:
                 pass
-            await asyncio.sleep(0.001)
+            await asyncio.sleep(0)
 
     hogging = asyncio.ensure_future(hog())
     try:
