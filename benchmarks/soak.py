@@ -275,6 +275,9 @@ def main() -> int:
     if total_s <= 0 or args.sample_s <= 0 or args.loop_s <= 0 or args.bench_every_min < 0:
         print("soak: the run and the sample interval must be positive", file=sys.stderr)
         return 2
+    # A soak stopped early (`kill`, the session's end) still takes its consoles, core and tmux
+    # sessions down: SIGTERM runs the `finally` below (Python's default ends at once, leaving them).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     base = Path(tempfile.mkdtemp(prefix="gc-soak-"))
     env = {**os.environ, "TERM": "xterm-256color", "HOME": str(base / "home"),
            "XDG_DATA_HOME": str(base / "data"), "XDG_STATE_HOME": str(base / "state"),

@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from console.config import HostProfile
+from console.demo.hostsim import HostSimulator
+from console.demo.hostsim.dcgm_exporter import DcgmExporter
+from console.demo.hostsim.fleet_paths import fleet_path, start_path_host
+from console.demo.hostsim.server import HostIdentity
 
 # Where in the story each host starts (seconds): some still downloading, some swapping, most
 # serving. The story: download until 40 s, old service stops at 45 s, new one ready at 75 s.
@@ -63,11 +67,6 @@ class FleetSimulator:
         return list(await asyncio.gather(*(one(self.first_index + i) for i in range(self.count))))
 
     async def _start_one(self, index: int) -> HostProfile:
-        from console.demo.hostsim import HostSimulator
-        from console.demo.hostsim.dcgm_exporter import DcgmExporter
-        from console.demo.hostsim.fleet_paths import fleet_path, start_path_host
-        from console.demo.hostsim.server import HostIdentity
-
         name = demo_hostname(index)
         sim = HostSimulator(identity=HostIdentity(hostname=name), speed=self.speed)
         self.sims.append(sim)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from console.host.transport.ssh import SshOptions
+
 if TYPE_CHECKING:
     from console.host.transport.ssh import SshOptions
 
@@ -41,8 +43,6 @@ class Sshd:
 
     def options(self, **overrides: object) -> SshOptions:
         """SshOptions that reach this sshd with its own known_hosts and key (no ~/.ssh/config)."""
-        from console.host.transport.ssh import SshOptions
-
         values: dict[str, object] = dict(
             host="127.0.0.1", port=self.port, user=self.user, identity=str(self.client_key),
             known_hosts=str(self.known_hosts), ssh_config=(), connect_timeout_s=5,

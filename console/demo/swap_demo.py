@@ -22,13 +22,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from console.core.recording import Recorder
+from console.core.runner import HostRunner
+from console.core.state import HostState
+from console.demo.hostsim import HostSimulator
+from console.demo.hostsim import downtime_scenario as ds
+from console.demo.hostsim.scenario import demo_profile, start_scenario
+from console.domain.swap.controller import SwapController
+from console.domain.swap.report import render, report_from_recording
+from console.host.session import HostSession, make_transport
+
 
 async def simulated_host(work: Path, speed: float) -> Any:
     """The one set-up every demo shares: offline Hugging Face (the simulated host's Hub answers), the
     console's cache and data dirs under `work` (a demo never writes the user's), the driven
     simulator started. Returns the HostSimulator (its scenario is the caller's)."""
-    from console.demo.hostsim import HostSimulator
-
     os.environ["HF_ENDPOINT"] = "http://127.0.0.1:1"
     os.environ["GPUCONSOLE_CACHE_DIR"] = str(work / "cache")
     os.environ["XDG_DATA_HOME"] = str(work / "data")
@@ -38,13 +46,6 @@ async def simulated_host(work: Path, speed: float) -> Any:
 
 
 async def run_demo(out: Path, *, speed: float = 8.0, oom: bool = False) -> Path:
-    from console.core.recording import Recorder
-    from console.core.runner import HostRunner
-    from console.core.state import HostState
-    from console.demo.hostsim.scenario import demo_profile, start_scenario
-    from console.host.session import HostSession, make_transport
-    from console.domain.swap.controller import SwapController
-
     work = Path(tempfile.mkdtemp(prefix="gpuconsole-swap-demo-"))
     sim = await simulated_host(work, speed)
     await start_scenario(sim, oom=oom)
@@ -90,13 +91,6 @@ async def run_path_demo(out: Path, path: str, *, speed: float = 8.0, work: Path 
     `late_replies`: a command containing this text answers the console this many seconds after the
     host has run it (tests: an executor whose reply arrives late). Returns (the recording, the final
     HostState)."""
-    from console.core.recording import Recorder
-    from console.core.runner import HostRunner
-    from console.core.state import HostState
-    from console.demo.hostsim import downtime_scenario as ds
-    from console.host.session import HostSession, make_transport
-    from console.domain.swap.controller import SwapController
-
     work = work or Path(tempfile.mkdtemp(prefix=f"gpuconsole-{path}-demo-"))
     sim = await simulated_host(work, speed)
     faults = dict(faults or {})
@@ -201,8 +195,6 @@ async def until(ready: Any, timeout_s: float = 300) -> None:
 
 
 def render_all(recording: Path, out: Path, name: str = "swap-report") -> list[Path]:
-    from console.domain.swap.report import render, report_from_recording
-
     report = report_from_recording(recording)
     report["host"]["recording"] = recording.name  # not this machine's temp path
     out.mkdir(parents=True, exist_ok=True)

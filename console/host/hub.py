@@ -24,6 +24,7 @@ from urllib.parse import quote
 import httpx
 
 from console import __version__
+from console.config import endpoint_problem
 from console.domain.analysis.download import ExpectedFile, ExpectedFiles
 from console.locations import cache_home
 from console.sanitize import clean_line
@@ -216,8 +217,6 @@ def fetch_expected(repo_id: str, revision: str = "main", *, max_age_s: float = 6
     try:
         # Never a token over plain http to another host, nor to an address a profile may not name
         # ($HF_ENDPOINT is not checked by the config): issue 34, item 7.
-        from console.config import endpoint_problem
-
         send_token = access.send_token and (endpoint is None or endpoint_problem(endpoint) is None)
         token = None
         if send_token:

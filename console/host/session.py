@@ -22,13 +22,12 @@ from console.host.sources.server import ServerWatcher, server_source
 from console.host.sources.service import ServiceWatcher, service_source
 from console.host.transport.base import Transport
 from console.host.transport.local import LocalTransport
+from console.host.transport.ssh import SshOptions, SshTransport
 
 
 def make_transport(profile: HostProfile, *, accept_new_host_key: bool = False) -> Transport:
     if not profile.host:
         return LocalTransport()
-    from console.host.transport.ssh import SshOptions, SshTransport
-
     return SshTransport(SshOptions(
         host=profile.host, port=profile.port, user=profile.user, identity=profile.identity,
         known_hosts=profile.known_hosts, accept_new_host_key=accept_new_host_key,

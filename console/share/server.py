@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import hmac
+import ipaddress
 import json
 import logging
 import os
@@ -26,6 +28,8 @@ from typing import Any
 
 import msgspec
 
+from console.core.codec import to_builtins
+from console.core.derive.swap_view import GateCheck
 from console.core.state import (
     Client,
     Event,
@@ -34,6 +38,7 @@ from console.core.state import (
     NoteChanged,
     Presence,
 )
+from console.domain.swap.controller import Preview
 from console.share import protocol as p
 
 log = logging.getLogger("gpuconsole.share")
@@ -614,16 +619,11 @@ class ShareServer:
 
 def encode_preview(preview: Any) -> str:
     """A swap preview (its exact commands, the gate) for a Reply's `said`."""
-    from console.core.codec import to_builtins
-
     return json.dumps(to_builtins(preview))
 
 
 def decode_preview(text: str) -> Any:
     """`encode_preview`'s text back into the Preview the confirmation dialog shows."""
-    from console.domain.swap.controller import Preview
-    from console.core.derive.swap_view import GateCheck
-
     data = json.loads(text)
     gate = tuple(msgspec.convert(g, GateCheck) for g in data.get("gate") or ())
     return Preview(str(data["id"]), str(data["key"]), str(data["title"]), tuple(map(str, data["lines"])),
@@ -732,8 +732,6 @@ def _peer_uid(writer: asyncio.StreamWriter | None) -> int | None:
 
 
 def _user_name() -> str:
-    import getpass
-
     with contextlib.suppress(Exception):
         return p.clean_name(getpass.getuser())
     return "anonymous"
@@ -751,8 +749,6 @@ def _origin(writer: asyncio.StreamWriter | None, via: str) -> str:
 
 def _tcp_hex(address: tuple[Any, ...]) -> str | None:
     """An (ip, port) as /proc/net/tcp{,6} writes it (little-endian words), or None."""
-    import ipaddress
-
     try:
         ip = ipaddress.ip_address(address[0])
     except ValueError:

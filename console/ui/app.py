@@ -18,15 +18,18 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widget import Widget
+from textual.widgets import HelpPanel, Static
 from textual.worker import Worker
 
 from console.core.control import HostControl, NoControl
 from console.core.recording import Recorder
 from console.core.runner import HostRunner
 from console.core.state import Client, HostState
-from console.ui.deploy_screen import DeploymentScreen
 from console.domain.deploy.recording import DeploymentRecorder
 from console.domain.deploy.swap import DeploymentSwap, format_report
+from console.domain.swap.controller import SwapController, audit_path, default_who
+from console.locations import stylesheet
+from console.ui.deploy_screen import DeploymentScreen
 from console.ui.fleet_screen import FleetScreen
 from console.ui.host_screen import (  # noqa: F401  (help_text and HelpScreen: imported from here too)
     HelpScreen,
@@ -38,9 +41,7 @@ from console.ui.host_screen import (  # noqa: F401  (help_text and HelpScreen: i
     save_screenshot_to,
     worker_failed,
 )
-from console.locations import stylesheet
 from console.ui.panes.header import HostHeader
-from console.domain.swap.controller import SwapController, audit_path, default_who
 
 
 def stylesheet_path() -> Path:
@@ -342,8 +343,6 @@ class ConsoleApp(App[int]):
                 closing.cancel()
 
     def action_show_help_panel(self) -> None:
-        from textual.widgets import HelpPanel, Static
-
         super().action_show_help_panel()
         for panel in self.screen.query(HelpPanel):
             if not panel.query(".close-hint"):

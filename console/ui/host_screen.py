@@ -43,12 +43,17 @@ from console.core.state import (
     same_person,
 )
 from console.domain.analysis.fit import calibration, inputs_from_command, plan_fit
+from console.domain.swap.controller import default_who
+from console.domain.swap.report import ReportError, render, report_from_recording
 from console.host.sources.base import describe_error
 from console.locations import data_home
 from console.ui.panes.base import PaneFrame, PlaceholderPane
+from console.ui.panes.download import VerifyQuestion
+from console.ui.panes.fit import FitScreen, format_fit
 from console.ui.panes.header import HostHeader
 from console.ui.panes.registry import PANES, PaneSpec, grid_shape
-from console.ui.panes.swap import SwapScreen
+from console.ui.panes.swap import KEYS, SwapScreen
+from console.ui.panes.unit_picker import UnitPicker
 
 FRAME_S = 1 / 60  # one flush per frame at most: a flood of events costs one repaint per frame
 # While the host's data keeps coming (the GPU each second, log batches, polls), the streaming
@@ -601,8 +606,6 @@ class HostScreen(Screen[None]):
 
     def _plan_beside(self) -> Any:
         """The swap plan docked beside these panes, when it is open."""
-        from console.ui.panes.swap import SwapScreen
-
         for screen in self.app.screen_stack:
             if isinstance(screen, SwapScreen) and screen._host_below() is self:
                 return screen
@@ -678,8 +681,6 @@ class HostScreen(Screen[None]):
 
     def on_download_pane_verify_requested(self, _: Any) -> None:
         """Asked first: hashing reads every byte of the model on the host (hundreds of GB)."""
-        from console.ui.panes.download import VerifyQuestion
-
         if isinstance(self.control, NoControl):  # nothing can be asked of this host: said at once
             self._said("verify", self.control.verify())
             return
@@ -702,8 +703,6 @@ class HostScreen(Screen[None]):
         self._said("benchmark", self.control.start_bench(kind, plan))
 
     def on_service_pane_pick_requested(self, _: Any) -> None:
-        from console.ui.panes.unit_picker import UnitPicker
-
         report = self.state.data("service")
         units = report.units_on_host if report is not None else ()
         if not units:
@@ -722,8 +721,6 @@ class HostScreen(Screen[None]):
 
     def action_fit(self) -> None:
         """The fit planner for the new unit, from the host's state."""
-        from console.ui.panes.fit import FitScreen, format_fit
-
         state = self.state
         report, gpus, download = state.data("service"), state.data("gpu"), state.data("download")
         if report is None or report.new.command is None:
@@ -746,9 +743,6 @@ class HostScreen(Screen[None]):
 
     # -- the swap: the plan screen, its actions, the report ----------------------------------
     def swap_screen(self) -> Any:
-        from console.domain.swap.controller import default_who
-        from console.ui.panes.swap import SwapScreen
-
         if isinstance(self.app.screen, SwapScreen):
             return self.app.screen
         screen = SwapScreen(self.state, self.control if self.can_act else None, self.control.who or default_who())
@@ -808,8 +802,6 @@ class HostScreen(Screen[None]):
         self.run_worker(self._write_swap_report(recorder), group="report", exclusive=True, exit_on_error=False)
 
     async def _write_swap_report(self, recorder: Any) -> None:
-        from console.domain.swap.report import ReportError, render, report_from_recording
-
         recorder.flush()
         try:
             report = await asyncio.to_thread(report_from_recording, recorder.path, in_progress=True)
@@ -883,8 +875,6 @@ class HostScreen(Screen[None]):
 
     # -- the palette -------------------------------------------------------------------------
     def system_commands(self) -> Iterable[SystemCommand]:
-        from console.ui.panes.swap import KEYS
-
         for spec in self.specs:
             yield SystemCommand(f"Maximize {spec.title}", f"Show the {spec.title} pane alone (key {spec.number})",
                                 lambda key=spec.key: self.action_toggle_max(key))

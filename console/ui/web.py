@@ -33,6 +33,8 @@ from aiohttp import web
 from textual_serve.app_service import AppService
 from textual_serve.server import Server
 
+from console.share.server import _user_name
+
 log = logging.getLogger("gpuconsole.share")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,32}$")
 
@@ -78,7 +80,6 @@ class WebShare(Server):
             tab_command = lambda name, token_file: attach_command(socket_path, name, token_file)  # noqa: E731
         self.tab_command = tab_command
         super().__init__(tab_command("web", None), host=host, port=port, title="gpuconsole")
-        from console.share.server import _user_name
 
         self.socket_path = socket_path
         self.token = token

@@ -99,7 +99,7 @@ async def test_a_failed_hub_lookup_is_retrieved_even_when_its_watcher_is_gone(
     def offline(*_a: Any, **_k: Any) -> Any:
         raise HubError("Hub unreachable for Qwen/Tiny: ConnectError: no network")
 
-    monkeypatch.setattr("console.host.hub.fetch_expected", offline)
+    monkeypatch.setattr("console.host.sources.download.fetch_expected", offline)
     loop = asyncio.get_running_loop()
     reported: list[dict[str, Any]] = []
     old = loop.get_exception_handler()

@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shlex
 import sys
 import time
 from datetime import datetime, timezone
@@ -225,8 +227,6 @@ def _names(args: list[str], inspect: bool = False) -> list[str]:
 
 def _template(fmt: str, obj: dict[str, Any]) -> str:
     """The one Go-template form the console uses: `{{.Path.To.Field}}` (Go prints bools as true/false)."""
-    import re
-
     def field(m: re.Match[str]) -> str:
         value: Any = obj
         for part in m.group(1).split("."):
@@ -497,8 +497,6 @@ def _compose_load(path: str) -> dict[str, Any] | str:
 def _compose_inspect(path: str, project: str, service: str, svc: dict[str, Any]) -> dict[str, Any]:
     """The container Compose creates for a service: its labels (com.docker.compose.*), its name
     (container_name, else PROJECT-SERVICE-1), its launch from the service's keys."""
-    import shlex
-
     from console.host.parsers.docker import _compose_gpus, _compose_volume, compose_container_name
 
     def words(v: Any) -> list[str]:

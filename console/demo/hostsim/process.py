@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import dataclasses
 import json
 import logging
@@ -28,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from console.config import HostProfile
+from console.demo.hostsim import HostSimulator
 from console.demo.hostsim.sandbox import mark_owner, sweep_stale
+from console.demo.hostsim.scenario import demo_profile, start_scenario
 from console.locations import PACKAGE_PARENT
 from console.units import seconds
 
@@ -37,8 +40,6 @@ def die_with_parent() -> None:
     """If the console dies without stopping us (killed, crashed), so do we."""
     parent = os.getppid()
     try:
-        import ctypes
-
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass  # not Linux: the closed stdin still stops us
@@ -57,9 +58,6 @@ def profile_from_json(data: dict[str, Any]) -> HostProfile:
 
 
 async def run(speed: float, scenario: str, loop_s: float | None = None) -> None:
-    from console.demo.hostsim import HostSimulator
-    from console.demo.hostsim.scenario import demo_profile, start_scenario
-
     sim = HostSimulator(speed=speed, scenario=scenario, loop_s=loop_s)
     mark_owner(sim.root)  # a console killed outright: the next demo sweeps this sandbox
     await sim.start()

@@ -21,6 +21,7 @@ from console.demo.hostsim.story import (  # noqa: F401 (the story's names, read 
     OLD_MODEL_DIR,
     OLD_UNIT,
 )
+from console.host.hub import _cache_path
 
 if TYPE_CHECKING:
     from console.demo.hostsim.server import HostSimulator
@@ -56,8 +57,6 @@ def demo_profile(sim: HostSimulator) -> HostProfile:
 def write_hub_cache(cache_root: Path, plan: DownloadPlan, repo_id: str = "Qwen/Qwen3.5-122B-A10B") -> None:
     """What `HfApi.model_info(files_metadata=True)` answered for the simulated repo, in the
     console's Hub cache (tests of the cached path; the demo asks its simulated Hub, `sim.hub`)."""
-    from console.host.hub import _cache_path
-
     path = _cache_path(repo_id, "main")
     if not str(path).startswith(str(cache_root)):
         return

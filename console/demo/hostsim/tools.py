@@ -5,14 +5,18 @@ Each reads the scenario state ($GPUSIM_ROOT/.sim/state.json) and answers like th
 
 from __future__ import annotations
 
+import datetime as dt
+import fnmatch
+import hashlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
-from typing import Any
 
 from console.demo.hostsim.simstate import TOOLS, install_pylib, load_state, scenario_time  # noqa: F401 (the tools' names)
 from console.demo.hostsim.simstate import root as _root
+
 
 def _du_apparent(path: Path) -> int:
     total = 0
@@ -141,7 +145,6 @@ def _systemctl(args: list[str]) -> int:
                 print()
             u = units.get(n, {})
             exists = _unit_file(n).exists() or n in units
-            import datetime as dt
 
             # Local time, labelled with the local zone's name, as systemd prints it (not always "UTC").
             since = dt.datetime.fromtimestamp(float(u.get("since", 0) or 0)).astimezone().strftime(
@@ -183,8 +186,6 @@ def _systemctl(args: list[str]) -> int:
                 status = 0
         return status
     if cmd in ("list-unit-files", "list-units"):
-        import fnmatch
-
         patterns = words[1:] or ["*"]
         for f in sorted((_root() / "etc" / "systemd" / "system").glob("*.service")):
             if any(fnmatch.fnmatch(f.name, p) for p in patterns):
@@ -202,9 +203,6 @@ def _sha256sum(args: list[str]) -> int:
     """Hashing 250 GB of sparse shards takes minutes: for the simulated repo's LFS files, the Hub's
     digest when the file has exactly the Hub's size (so a truncated shard still fails), otherwise
     (and for every other file) the real sha256 of the content."""
-    import hashlib
-    import time
-
     lfs: dict[str, list[object]] = {}
     lfs_file = _root() / ".sim" / "lfs.json"
     if lfs_file.exists():

@@ -31,11 +31,17 @@ import aiohttp
 try:  # 3-5x faster than json on the small chunks a stream is made of; the same results
     from orjson import JSONDecodeError as _JsonError
     from orjson import loads as _loads
-except ImportError:  # pragma: no cover - the bench extra brings it
+except ImportError:  # pragma: no cover - a dependency; absent, the json module
     from json import JSONDecodeError as _JsonError
     from json import loads as _loads
+try:  # fewer microseconds per wakeup; a dependency wherever a wheel exists (not on Windows)
+    import uvloop
+except ImportError:  # pragma: no cover - the platforms without it
+    uvloop = None  # type: ignore[assignment]
 
 import sys
+
+import msgspec
 
 from console.domain.bench.metrics import RequestResult, calculate_metrics, client_headroom, token_times
 from console.domain.bench.tokens import Counter
@@ -531,16 +537,12 @@ class BenchThread:
 
 
 def _decode(line: bytes) -> Any:
-    import msgspec
-
     return msgspec.json.decode(line)
 
 
 def run_loop(coro: Any) -> Any:
     """asyncio.run on uvloop when it is installed (fewer microseconds per wakeup), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
+    if uvloop is None:
         return asyncio.run(coro)
     return uvloop.run(coro)
 

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from prometheus_client import start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -186,8 +187,6 @@ def start_metrics_server(states: Iterable[HostState] | Callable[[], Iterable[Hos
                          host: str, port: int) -> MetricsServer:
     """Serve the states' metrics on host:port (a thread of prometheus_client's); port 0 picks one.
     Raises OSError when the port is taken."""
-    from prometheus_client import start_http_server
-
     registry = CollectorRegistry(auto_describe=False)
     registry.register(FleetCollector(states))
     httpd, thread = start_http_server(port, addr=host, registry=registry)

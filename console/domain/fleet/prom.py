@@ -30,11 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import msgspec
 
 from console.config import HostProfile
 from console.core.state import ConnectionChanged, HostInfo, HostState, ReadingChanged
 from console.domain.analysis.server_status import HttpFacts, ServerStatus
+from console.domain.fleet.hosts import Fleet
 from console.domain.fleet.rows import host_label, ssh_target
 from console.host.backoff import Backoff
 from console.host.transport.base import ConnectionState
@@ -325,8 +327,6 @@ class PrometheusFleet:
     async def _query(self, promql: str, name: str | None = None) -> list[_Sample]:
         """One instant query, read in full within the poll's one deadline and `MAX_ANSWER_BYTES`;
         `name`: the metric's name, for an aggregation's answer (which has none)."""
-        import httpx
-
         try:
             async with self._client.stream("GET", "/api/v1/query", params={
                     "query": promql, "timeout": f"{self.timeout_s:g}s"}) as response:
@@ -368,8 +368,6 @@ class PrometheusFleet:
             raise PromQueryError(f"no answer within {seconds(self.timeout_s)} (for the whole answer)") from None
 
     async def poll_once(self) -> None:
-        import httpx
-
         if self._client is None:
             self._client = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout_s + 1,
                                              headers={"Accept-Encoding": "identity"},
@@ -491,7 +489,6 @@ class PrometheusFleet:
         if key in self._ssh:
             host = self._ssh[key]
             return host.state, host.runner, None
-        from console.domain.fleet.hosts import Fleet
 
         profile = None
         if self.config is not None:

@@ -19,6 +19,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from console.host.parsers import ParseError
 from console.sanitize import clean_json, clean_line
 
@@ -509,10 +511,6 @@ def parse_compose(text: str, service: str | None = None, path: str | None = None
     """One service of a compose file. With no name, the one service whose command runs SGLang.
     `path`: where the file is on the host; then a service without `container_name` is named as
     Compose names its container (PROJECT-SERVICE-1) and the project is among its labels."""
-    try:
-        import yaml
-    except ImportError:  # pragma: no cover - pyyaml is a dependency
-        raise ParseError("compose files need PyYAML") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -20,7 +20,7 @@ from console.domain.analysis.download import (
     finals_stats,
     summarize,
 )
-from console.host.hub import HubAccess, HubError
+from console.host.hub import HubAccess, HubError, fetch_expected
 from console.host.parsers import ParseError
 from console.host.parsers.hf_listing import (
     INDEX_NAME,
@@ -122,8 +122,6 @@ class DownloadWatcher:
         if not self.repo_id or self.hub is None:
             return None
         if s.hub_expected is None and s.hub_task is None and time.monotonic() - s.hub_tried_at > HUB_RETRY_S:
-            from console.host.hub import fetch_expected
-
             s.hub_tried_at = time.monotonic()
             task = asyncio.ensure_future(asyncio.to_thread(fetch_expected, self.repo_id, self.revision,
                                                            access=self.hub))

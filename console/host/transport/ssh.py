@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import asyncssh
+from asyncssh.constants import MSG_IGNORE
+from asyncssh.encryption import get_default_encryption_algs
+from asyncssh.packet import String
 
 from console.host.backoff import Backoff
 from console.host.transport.base import CommandResult, ConnectionState, FileStat, LineStream
@@ -54,8 +57,6 @@ _AEAD_CIPHERS = frozenset({b"chacha20-poly1305@openssh.com", *_AEAD_FIRST, "chac
 
 
 def _prefer_aes_gcm() -> None:
-    from asyncssh.encryption import get_default_encryption_algs
-
     algs = get_default_encryption_algs()  # asyncssh's own list: reordered in place, nothing added
     first = [a for a in _AEAD_FIRST if a in algs]
     algs[:] = first + [a for a in algs if a not in first]
@@ -75,9 +76,6 @@ def _skip_ignore_packets(conn: Any) -> None:
     poll's packets, encryptions and socket writes (and woke sshd twice). Skipped while the
     connection's cipher is an AEAD one; anything else keeps it. The peer discards MSG_IGNORE
     unread, so not sending it changes nothing it sees but the sequence of packets."""
-    from asyncssh.constants import MSG_IGNORE
-    from asyncssh.packet import String
-
     send_packet = conn.send_packet
     empty = String(b"")
 

@@ -14,6 +14,11 @@ from dataclasses import dataclass
 from textual.widget import Widget
 
 from console.core.state import HostState
+from console.ui.panes.bench import BenchPane
+from console.ui.panes.download import DownloadPane
+from console.ui.panes.gpu import GpuPane
+from console.ui.panes.log import LogPane
+from console.ui.panes.service import ServicePane
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,32 +33,22 @@ class PaneSpec:
 
 
 def _gpu(state: HostState) -> Widget:
-    from console.ui.panes.gpu import GpuPane
-
     return GpuPane()
 
 
 def _download(state: HostState) -> Widget:
-    from console.ui.panes.download import DownloadPane
-
     return DownloadPane()
 
 
 def _service(state: HostState) -> Widget:
-    from console.ui.panes.service import ServicePane
-
     return ServicePane()
 
 
 def _log(state: HostState) -> Widget:
-    from console.ui.panes.log import LogPane
-
     return LogPane(state.info.log_label or "log", state)
 
 
 def _bench(state: HostState) -> Widget:
-    from console.ui.panes.bench import BenchPane
-
     return BenchPane(state.bench)
 
 

@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, OptionList, Static
+from textual.widgets import Footer, Input, OptionList, Static
 
 from console.core.derive.swap_view import PLAN_STEPS, STEP_TITLES, SwapView, audit_summary, format_duration
 from console.core.state import same_person, who_can_approve
@@ -411,8 +411,6 @@ class SwapScreen(ModalScreen[None]):
         self._say("read-only: no action can be run from this session")
 
     def compose(self) -> ComposeResult:
-        from textual.widgets import Footer
-
         with VerticalScroll(id="swap-strip"):
             yield Static(id="swap-plan")
         yield Footer()
