@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from console.config import HostProfile
 from console.domain.bench.metrics import format_table
 from console.domain.bench.runner import BenchConfig, run_benchmark, run_loop
 from console.domain.bench.store import default_path, save_run
 from console.domain.bench.tokens import TokenizerError, load_counter
 from console.domain.bench.workload import WorkloadError, random_prompts, sharegpt_prompts
-from console.config import HostProfile
 
 
 class ApiKeyError(ValueError):

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from console.cli.share import parse_listen, read_token_file
 from console.config import ConfigError, load_config
 from console.core.recording import RecordingError
 from console.domain.deploy.recording import ReplayWatch, is_deployment_recording
@@ -25,39 +26,10 @@ from console.domain.deploy.swap import DeploymentSwap, format_report
 from console.domain.deploy.text import format_deployment
 from console.domain.deploy.watch import DeploymentWatch
 from console.domain.swap.controller import audit_path, default_who
-from console.cli.share import parse_listen, read_token_file
 from console.share.client import AttachError
 from console.share.deployment import AttachedWatch
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-
-
-def add_deploy_options(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("deployment options (one model over several hosts)")
-    g.add_argument("--deployment", metavar="NAME", help="open a [deployments.NAME] of the config on one screen")
-    g.add_argument("--demo-deployment", choices=["multinode", "pd"],
-                   help="a simulated deployment: two nodes over --nnodes 2, or prefill/decode behind a router")
-    g.add_argument("--once", action="store_true",
-                   help="with --deployment: print the deployment as text once and exit (0: ready)")
-    g.add_argument("--wait", type=float, default=30.0, metavar="SECONDS",
-                   help="with --once: how long to let the nodes answer first (default 30)")
-    g.add_argument("--swap", action="store_true",
-                   help="with --once: swap every node from its compare_unit to its unit (prints the commands; "
-                        "runs them only with --yes), then print the report")
-    g.add_argument("--rollback", action="store_true", help="with --once: the swap back, every node")
-    g.add_argument("--side", choices=["prefill", "decode"],
-                   help="with --swap/--rollback on a pd deployment: that side alone, behind the router "
-                        "(refused when the two sides would run different weights)")
-    g.add_argument("--yes", action="store_true", help="confirm the --swap/--rollback printed before it")
-    g.add_argument("--web", metavar="[HOST:]PORT", dest="deploy_web",
-                   help="with --deployment --share: the deployment to browsers too (each tab attaches as its "
-                        "person; the addresses in 0600 files, their paths shown)")
-
-
-def is_deployment(args: argparse.Namespace) -> bool:
-    """A deployment's console (or `--web` given outside one: refused there, with why)."""
-    return bool(getattr(args, "deployment", None) or getattr(args, "demo_deployment", None)
-                or getattr(args, "deploy_web", None))
 
 
 def _fail(message: str, code: int = EXIT_FAIL) -> int:

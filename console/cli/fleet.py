@@ -9,44 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from console.cli.options import MAX_DEMO_HOSTS
 from console.config import ConfigError, HostProfile, load_config
-from console.domain.deploy.fleetrows import rows_for
-from console.domain.fleet.metrics import MetricsAddressError, parse_metrics_address, start_metrics_server
-from console.domain.fleet.prom import PrometheusFleet, PromQueryError, check_match, check_url
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-MAX_DEMO_HOSTS = 200
-
-
-def _demo_hosts(text: str) -> int:
-    """1-MAX_DEMO_HOSTS, refused at the edge (`--demo-hosts 0` opened this machine's console)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}") from None
-    if not 1 <= value <= MAX_DEMO_HOSTS:
-        raise argparse.ArgumentTypeError(f"must be 1-{MAX_DEMO_HOSTS}, got {value}")
-    return value
-
-
-def add_fleet_options(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("fleet options")
-    g.add_argument("--group", metavar="NAME", help="open every host of a [groups] entry of the config")
-    g.add_argument("--demo-hosts", type=_demo_hosts, metavar="N", help="a fleet of N simulated GPU hosts")
-    g.add_argument("--prometheus", metavar="URL", help="read the fleet from this Prometheus (its HTTP API)")
-    g.add_argument("--match", metavar="LABELS", help='label matchers for --prometheus, e.g. job="gpu",dc="a"')
-    g.add_argument("--ssh-to-labels", action="store_true",
-                   help="with --prometheus: Enter opens SSH to a host named by a label even without a profile")
-    g.add_argument("--prometheus-interval", type=float, default=15.0, metavar="SECONDS",
-                   help="seconds between queries (15: a usual scrape interval; querying faster shows nothing new)")
-    g.add_argument("--metrics", metavar="127.0.0.1:PORT",
-                   help="serve every host's readings to Prometheus on this loopback address")
-
-
-def is_fleet(args: argparse.Namespace) -> bool:
-    hosts = getattr(args, "hosts", None) or []
-    return bool(len(hosts) > 1 or getattr(args, "group", None) or getattr(args, "demo_hosts", None)
-                or getattr(args, "prometheus", None))
 
 
 def _fail(message: str, code: int = EXIT_FAIL) -> int:
@@ -70,15 +36,18 @@ def fleet_profiles(args: argparse.Namespace) -> list[HostProfile]:
 
 def run_fleet_cli(args: argparse.Namespace) -> int:
     """Validate, start the simulators if asked, and run the fleet console."""
+    # The fleet's modules are loaded once a fleet is asked for: the parser's options (every
+    # command's --help and start) need none of them.
+    from console.domain.fleet.metrics import MetricsAddressError, parse_metrics_address
+    from console.domain.fleet.prom import PromQueryError, check_match, check_url
+
     metrics_addr = None
     if args.metrics:
-
         try:
             metrics_addr = parse_metrics_address(args.metrics)
         except MetricsAddressError as exc:
             return _fail(str(exc), EXIT_USAGE)
     if args.prometheus:
-
         try:
             check_url(args.prometheus)
             if args.match:
@@ -128,16 +97,17 @@ async def _run_view(app: Any, args: argparse.Namespace) -> int:
 
 
 def _start_metrics(states: Any, addr: tuple[str, int] | None) -> Any:
+    from console.domain.fleet.metrics import start_metrics_server
+
     if addr is None:
         return None
-
     return start_metrics_server(states, *addr)
 
 
 async def _run_ssh_fleet(args: argparse.Namespace, profiles: list[HostProfile],
                          metrics_addr: tuple[str, int] | None) -> int:
-    from console.ui.app import FleetApp
     from console.domain.fleet.hosts import Fleet
+    from console.ui.app import FleetApp
 
     fleet = Fleet(profiles, accept_new_host_key=bool(args.accept_new_host_key),
                   demo=bool(args.demo_hosts))
@@ -152,6 +122,7 @@ async def _run_ssh_fleet(args: argparse.Namespace, profiles: list[HostProfile],
 
     deployment_lines = None
     if not args.demo_hosts:  # issue 37: the config's deployments whose hosts this fleet holds, one row each
+        from console.domain.deploy.fleetrows import rows_for
 
         deployments = load_config(Path(args.config) if args.config else None).deployments
         if deployments:
@@ -168,6 +139,7 @@ async def _run_ssh_fleet(args: argparse.Namespace, profiles: list[HostProfile],
 
 
 async def _run_prometheus(args: argparse.Namespace, config: Any, metrics_addr: tuple[str, int] | None) -> int:
+    from console.domain.fleet.prom import PrometheusFleet
     from console.ui.app import ConsoleApp, FleetApp
 
     fleet = PrometheusFleet(args.prometheus, match=args.match, interval_s=args.prometheus_interval,

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from console import __version__
+from console.cli.options import add_deploy_options, add_fleet_options, is_deployment, is_fleet
 from console.config import ConfigError, HostProfile, load_config
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -236,12 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="terminal size of the --screenshot (default 120x40)")
     parser.add_argument("--no-record", action="store_true",
                         help="do not record this session (by default it is, under the XDG data dir, for replay)")
-    from console.cli.fleet import add_fleet_options  # issue 14: --group, --demo-hosts, --prometheus, --metrics
-
-    add_fleet_options(parser)
-    from console.cli.deploy import add_deploy_options  # issue 37: --deployment, --demo-deployment, --once
-
-    add_deploy_options(parser)
+    add_fleet_options(parser)  # issue 14: --group, --demo-hosts, --prometheus, --metrics
+    add_deploy_options(parser)  # issue 37: --deployment, --demo-deployment, --once
     parser.add_argument("--share", action="store_true",
                         help="let others attach to this console's core (gpuconsole attach; pairing)")
     from console.cli.share import add_share_options  # --invite beside --share (issue 35, item 2)
@@ -406,18 +403,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem:
         return _fail(problem, EXIT_USAGE)
     # -- fleet (issue 14): many hosts, or the fleet from Prometheus ------------------------
-    from console.cli.fleet import is_fleet, run_fleet_cli
-
     if args.command is None and is_fleet(args):
-        return run_fleet_cli(args)
-    from console.cli.deploy import is_deployment, run_deploy_attach, run_deploy_cli  # issue 37
+        from console.cli.fleet import run_fleet_cli
 
-    if args.command is None and is_deployment(args):
+        return run_fleet_cli(args)
+    if args.command is None and is_deployment(args):  # issue 37
+        from console.cli.deploy import run_deploy_cli
+
         return run_deploy_cli(args)
     if args.command is not None and getattr(args, "deploy_web", None):
         return _fail(f"--web before '{args.command}' is the deployment's (--deployment NAME --share --web PORT); "
                      "a host is served to browsers by gpuconsole serve --web PORT", EXIT_USAGE)
     if args.command == "attach" and getattr(args, "deployment", None):
+        from console.cli.deploy import run_deploy_attach
+
         return run_deploy_attach(args)
     if args.command is None and args.metrics:
         from console.domain.fleet.metrics import MetricsAddressError, parse_metrics_address

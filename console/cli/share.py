@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from console.core.state import HostState
-from console.domain.fleet.metrics import MetricsAddressError, parse_metrics_address, start_metrics_server
 from console.share.protocol import clean_name
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -137,6 +136,7 @@ def _logging() -> None:
 async def run_serve(args: argparse.Namespace, session: Any, *, record: bool) -> int:
     from console.core.recording import Recorder, default_dir
     from console.core.runner import HostRunner
+    from console.domain.fleet.metrics import MetricsAddressError, parse_metrics_address, start_metrics_server
     from console.domain.swap.controller import SwapController
     from console.share.server import ShareError, ShareServer
 

@@ -20,8 +20,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from console.cli.deploy import is_deployment, run_deploy_cli
+from console.cli.deploy import run_deploy_cli
 from console.cli.main import build_parser
+from console.cli.options import is_deployment
 from console.domain.deploy.swap import DeploymentSwap
 from console.share.deployment import DeploymentShare
 from console.ui import web as webmod
