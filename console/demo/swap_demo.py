@@ -231,9 +231,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--runtime {args.runtime} goes with --path")
     if args.runtime == "compose" and args.path != "restart":
         parser.error("--runtime compose goes with --path restart (the compose service is created by the swap)")
+    if args.oom and args.path == "in-place":
+        parser.error("--oom goes with the restart and beside paths: in place no new server starts (the running "
+                     "server loads the new weights)")
     if args.path:
-        recording, _ = asyncio.run(run_path_demo(args.out, args.path, speed=args.speed, runtime=args.runtime))
-        name = f"swap-report-{args.path}" + (f"-{args.runtime}" if args.runtime != "systemd" else "")
+        # --oom: the new server runs out of GPU memory as it boots (restart: rolled back to the old one;
+        # beside: the old one never stopped)
+        faults = {"beside_oom": True} if args.oom else None
+        recording, _ = asyncio.run(run_path_demo(args.out, args.path, speed=args.speed, runtime=args.runtime,
+                                                 faults=faults))
+        name = f"swap-report-{args.path}" + (f"-{args.runtime}" if args.runtime != "systemd" else "") + (
+            "-rollback" if args.oom else "")
         for path in render_all(recording, args.out, name):
             print(path)
         return 0

@@ -174,7 +174,10 @@ def test_the_reports_steps_say_what_ran_in_the_order_the_host_lived_it(lived: Li
         assert steps[key]["state"] == "done", steps[key]
         assert steps[key]["detail"] == lived.said[key][1]
     # Not run here, and not claimed: the download and verification were never asked for.
-    assert steps["download"]["state"] == "pending" and steps["benchmark"]["state"] == "pending"
+    assert steps["download"]["state"] == "pending"
+    # rolled back: the new model's benchmark is not run, and says why (it stayed "pending" before)
+    assert steps["benchmark"]["state"] == "skipped" and "rolled back" in steps["benchmark"]["detail"], \
+        steps["benchmark"]
     assert steps["verify"]["state"] == "skipped" and steps["verify"]["who"] is None, steps["verify"]
     order = [lived.steps[k] for k in ("install", "preflight", "stop_old", "start_new", "rollback")]
     assert all(a.ended_at_s <= b.started_at_s for a, b in zip(order, order[1:])), order

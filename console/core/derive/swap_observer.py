@@ -54,6 +54,7 @@ from console.core.derive import swap_plan as swap_plan
 from console.core.derive.swap_view import (
     INSTALL_DIFF,
     MEMORY,
+    PLAN_STEPS,
     ROUTER_GAP,
     STEP_TITLES,
     UNIT_BACKUP,
@@ -1252,6 +1253,7 @@ class SwapObserver:
         if self._rollback_at is not None and at > self._rollback_at and s.status == "ready" \
                 and (s.unit is None or s.unit == old_unit):
             self._ended(out, at, f"{old_unit} ready again (rollback)")
+            self._rolled_back(out, at, old_unit)
             return
         # A unit's state is read with the server (systemctl show); a container's is the service
         # reading's (docker inspect): the server source follows no unit then.
@@ -1274,6 +1276,15 @@ class SwapObserver:
                     detail=f"{new_unit} started {clock(started)} ({OUTSIDE}); ready {clock(at)}, "
                            f"{at - started:.0f}s after the start: {s.reason}")
         self._ended(out, at, f"{new_unit} ready")
+
+    def _rolled_back(self, out: list[Any], at: float, old_unit: str | None) -> None:
+        """The old service serves again after a rollback: the plan's steps after the start that
+        never ran (the benchmark of the new model) are skipped, with why, never left pending."""
+        keys = [k for k, _ in PLAN_STEPS]
+        for key in keys[keys.index("start_new") + 1:]:
+            if self._step(key).state == "pending" and self._touchable(key):
+                self._write(out, key, state="skipped", ended_at_s=at,
+                            detail=f"not run: the swap was rolled back ({old_unit or 'the old service'} serves again)")
 
     def _ended(self, out: list[Any], at: float, source: str) -> None:
         """The service serves again: the open downtime ends at `at` (the first fact of it)."""

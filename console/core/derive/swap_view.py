@@ -237,14 +237,24 @@ class SwapView:
             ("last request → stop", stop.started_at_s if stop else None),
             ("drain", stop.ended_at_s if stop else None),
             ("stopped → start", start.started_at_s if start else None),
-            ("approval wait", approved[-1] if approved else None),
-            ("boot to ready", d.ended_at_s)]
+            ("approval wait", approved[-1] if approved else None)]
+        rollback = self.steps.get("rollback")
+        if start is not None and start.state == "failed" and start.ended_at_s is not None \
+                and rollback is not None and rollback.started_at_s is not None \
+                and d.end_source.endswith("(rollback)"):
+            # The new server never served: its boot until it failed, then the rollback's old server
+            # until it was ready again (no "boot to ready" of a server that was never ready).
+            marks += [("the new server's boot until it failed", start.ended_at_s),
+                      ("rollback: the old server's boot to ready", d.ended_at_s)]
+        else:
+            marks.append(("boot to ready", d.ended_at_s))
+        last = marks[-1][0]
         parts: list[tuple[str, float]] = []
         at = d.started_at_s
         for name, mark in marks:
             if mark is None or mark < at or mark > d.ended_at_s:
                 continue
-            if mark - at >= 0.5 or name == "boot to ready":
+            if mark - at >= 0.5 or name == last:
                 parts.append((name, mark - at))
                 at = mark
             # a part under half a second is not named: its time goes to the next part, so that the
@@ -300,6 +310,18 @@ def format_duration(seconds: float | None) -> str:
     total = int(round(max(0.0, seconds)))
     m, sec = divmod(total, 60)
     return f"{m}m{sec:02d}s" if m else f"{sec}s"
+
+
+def whole_second_parts(parts: list[tuple[str, float]]) -> list[tuple[str, int]]:
+    """The downtime's parts in whole seconds that add up to the whole's rounding (the largest
+    remainders rounded up): "7s: drain 1s + boot to ready 6s", never "7s: 1s + 5s" (each part
+    rounded on its own said 1.43 + 5.22 as 1 + 5 under a total of 7)."""
+    total = int(round(max(0.0, sum(sec for _, sec in parts))))
+    floors = [int(max(0.0, sec)) for _, sec in parts]
+    order = sorted(range(len(parts)), key=lambda i: max(0.0, parts[i][1]) - floors[i], reverse=True)
+    for i in order[:max(0, total - sum(floors))]:
+        floors[i] += 1
+    return [(name, n) for (name, _), n in zip(parts, floors, strict=True)]
 
 
 def _loop_words(cmd: str) -> int | None:

@@ -9,20 +9,41 @@ from typing import Any
 from console.core.derive.swap_observer import log_time
 from console.domain.swap import prediction as pred
 
-PHASES = (("stop", "stop and drain"), ("start", "start → launch line"), ("init", "launch → weights"),
+PHASES = (("gap", "last request → stop"), ("stop", "stop and drain"), ("start", "start → launch line"), ("init", "launch → weights"),
           ("weights", "weights"),
           ("kv", "KV / state allocation"), ("graphs", "CUDA graphs"), ("ready", "HTTP up, warmup → ready"),
+          ("failed", "drained → the new server failed"), ("rollback", "rollback: the old server back to ready"),
           ("pause", "in-place pause"), ("downtime", "downtime"))
 
 
 def _restart_measured(state: Any) -> dict[str, float]:
-    """The last boot in the log, phase by phase, the stop step's own duration and the start (the
-    drain seen → the server's first log line)."""
-    boots = pred.boots_from_events(list(state.log_lines))
+    """The swap's boot in the log (launched after the stop began, before any rollback), phase by
+    phase, the stop step's own duration and the start (the drain seen → the server's first log
+    line). A new server that failed and was rolled back never booted to ready: its start until it
+    failed, then the rollback until the old server was ready again (never the rollback's boot as
+    the swap's)."""
     out: dict[str, float] = {}
-    stop = state.swap.steps.get("stop_old")
+    swap = state.swap
+    stop, start, rollback = swap.steps.get("stop_old"), swap.steps.get("start_new"), swap.steps.get("rollback")
+    d = swap.downtime
     if stop is not None and stop.duration_s is not None and stop.state == "done":
         out["stop"] = stop.duration_s
+        if d is not None and d.started_at_s is not None and stop.started_at_s is not None \
+                and stop.started_at_s - d.started_at_s >= 0.05 and not d.start_source.startswith(("in place", "beside")):
+            # the downtime began at the old server's last served request: the phases add up to it
+            out["gap"] = stop.started_at_s - d.started_at_s
+    after = stop.started_at_s if stop is not None and stop.state == "done" else None
+    until = rollback.started_at_s if rollback is not None and rollback.state != "pending" else None
+    boots = [b for b in pred.boots_from_events(list(state.log_lines))
+             if b.launch_at_s is None or ((after is None or b.launch_at_s >= after - 1)
+                                          and (until is None or b.launch_at_s < until))]
+    if start is not None and start.state == "failed" and start.started_at_s is not None \
+            and start.ended_at_s is not None and d is not None and d.ended_at_s is not None \
+            and d.end_source.endswith("(rollback)"):
+        began = stop.ended_at_s if stop is not None and stop.ended_at_s is not None else start.started_at_s
+        out["failed"] = start.ended_at_s - min(began, start.started_at_s)
+        out["rollback"] = d.ended_at_s - start.ended_at_s
+        return out
     if boots:
         b = boots[-1]
         out.update({"init": b.init_s, "weights": b.weights_s, "kv": b.kv_s, "graphs": b.graphs_s, "ready": b.ready_s})

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from console.core.derive.swap_observer import BESIDE_CONSOLE, _side, boot_time, verification
-from console.core.derive.swap_view import audit_summary, format_duration
+from console.core.derive.swap_view import audit_summary, format_duration, whole_second_parts
 from console.core.recording import FLUSH_EVERY_S, read_recording
 from console.core.state import HostState, ReadingChanged
 from console.domain.analysis.fit import calibration
@@ -160,6 +160,7 @@ class ReportBuilder:
 
     old_side: Any = None  # the old unit as first read (before the install replaced its file: in place)
     swap_boot: tuple[Any, ...] = ()  # the log's boot as it stood before a rollback began (the new server's)
+    swap_log: Any = None  # the log's summary then: what the new server logged (its capacity, its caches)
 
     _t: float = 0.0
 
@@ -191,6 +192,7 @@ class ReportBuilder:
             # the swap's boot as the log tells it: also a line read after the rollback began, while the
             # boot it belongs to was launched before (its ready line, read late)
             self.swap_boot = tuple(log.boot)
+            self.swap_log = log
 
     def build(self) -> dict[str, Any]:
         s = self.state
@@ -337,12 +339,24 @@ class ReportBuilder:
         result, why = fit_result(self.state)
         if result is None:
             return {"predicted": None, "why_not": why, "rows": []}
-        rows = calibration(result, self.state.data("log"))
+        # What the new server logged: after a rollback the log's summary is the old server's boot
+        # again (its capacity, its caches), so the one kept from before the rollback began is read.
+        log = self.swap_log if self.swap_log is not None else self.state.data("log")
+        rows = calibration(result, log)
+        swap = self.state.swap
+        notes = []
+        if swap.path() == "in-place":
+            notes.append("the server logged: its own boot, before the update (an update in place boots nothing)")
+        died = next((st for st in swap.steps.values() if st.state == "failed" and st.key != "rollback"
+                     and "out of memory" in (st.detail or "").lower()), None)
+        if died is not None and result.fits:
+            notes.append(f"the prediction said it fits, but the new server ran out of GPU memory "
+                         f"({died.title[:1].lower()}{died.title[1:]}: failed)")
         return {"predicted": {"fits": result.fits, "kv_tokens": result.max_total_tokens,
                               "max_running_requests": result.max_running_requests,
                               "weights_gib_per_gpu": round(result.weights_gib, 2),
                               "binding": result.binding_constraint},
-                "rows": [{"what": w, "predicted": p, "logged": a} for w, p, a in rows]}
+                "rows": [{"what": w, "predicted": p, "logged": a} for w, p, a in rows], "notes": notes}
 
     def _download(self) -> dict[str, Any]:
         d = self.state.data("download")
@@ -470,9 +484,9 @@ def headline(r: dict[str, Any]) -> list[str]:
         # the same name serves other weights (in place): the directories say what changed
         old, new = f"{old} ({on['old_model_dir']})", f"{new} ({on['model_dir']})"
     lines = [f"{_fmt(old)} → {_fmt(new)}" + (f" (still served as {on['served_as']} until restart)"
-                                             if on.get("served_as") else "")]
+                                             if on.get("served_as") else "") + _rolled_back(r["steps"])]
     if t["downtime_s"] is not None:
-        parts = " + ".join(f"{p['part']} {_dur(p['seconds'])}" for p in t.get("downtime_parts") or [])
+        parts = " + ".join(f"{name} {_dur(sec)}" for name, sec in _whole_parts(t))
         source = t.get("downtime_from_source") or ""
         if not parts and source.startswith("beside") and source != BESIDE_CONSOLE:
             # seen on the host (an operator's, a console's that ended): what its facts said, and whose
@@ -496,6 +510,24 @@ def headline(r: dict[str, Any]) -> list[str]:
     elif b["note"]:
         lines.append(f"benchmark: {b['note']}")
     return lines
+
+
+def _whole_parts(t: dict[str, Any]) -> list[tuple[str, int]]:
+    return whole_second_parts([(p["part"], p["seconds"]) for p in t.get("downtime_parts") or []])
+
+
+def _rolled_back(steps: list[dict[str, Any]]) -> str:
+    """", rolled back (…)" after old → new when a rollback ran: the swap did not take."""
+    rollback = next((s for s in steps if s["key"] == "rollback"), None)
+    if rollback is None or rollback["state"] not in ("done", "failed", "running"):
+        return ""
+    failed = next((s for s in steps if s["state"] == "failed" and s["key"] != "rollback"), None)
+    why = f"{failed['title'][:1].lower()}{failed['title'][1:]}: failed" if failed else "asked for"
+    if rollback["state"] == "failed":
+        return f": ROLLBACK FAILED ({why}; {rollback['detail'] or 'the rollback did not end well'})"
+    if rollback["state"] == "running":
+        return f": rolling back ({why})"
+    return f": rolled back ({why}; {rollback['detail'] or 'the old service serves again'})"
 
 
 def _workload_text_row(x: dict[str, Any]) -> str:
@@ -554,7 +586,7 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
     sections.append(("Fit", ["", "predicted", "the server logged"],
                      [[x["what"], x["predicted"], x["logged"]] for x in fit["rows"]],
                      [f"fits: {_yes(p['fits'])}; binding: {p['binding']}" if p else
-                      f"no prediction: {fit['why_not']}"]))
+                      f"no prediction: {fit['why_not']}", *fit.get("notes", ())]))
     d = r["download"]
     v = d["verification"]
     sections.append(("Download", ["model dir", "complete", "shards", "GB"],
@@ -574,7 +606,9 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
          _fmt(t.get("time_to_ready_to") or t["start_new_state"])],
         ["downtime", _dur(t["downtime_s"]), f"{_fmt(t['downtime_from'])} ({_fmt(t['downtime_from_source'])})",
          f"{_fmt(t['downtime_to'])} ({_fmt(t['downtime_to_source'])})"],
-        *[[f"  {p['part']}", _dur(p["seconds"]), "", ""] for p in t.get("downtime_parts") or []]], []))
+        *[[f"  {name}", _dur(sec), "", ""] for name, sec in _whole_parts(t)]],
+        ["parts in whole seconds that add up to the downtime's (the JSON keeps each to the hundredth)"]
+        if t.get("downtime_parts") else []))
     sections += downtime_report.tables(r)  # issue 24 hook
     sections.append(_gpu_table(r["gpu"]))
     b = r["bench"]

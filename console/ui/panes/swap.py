@@ -17,7 +17,14 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, OptionList, Static
 
-from console.core.derive.swap_view import PLAN_STEPS, STEP_TITLES, SwapView, audit_summary, format_duration
+from console.core.derive.swap_view import (
+    PLAN_STEPS,
+    STEP_TITLES,
+    SwapView,
+    audit_summary,
+    format_duration,
+    whole_second_parts,
+)
 from console.core.state import same_person, who_can_approve
 from console.domain.paths import host_named
 
@@ -131,7 +138,7 @@ def format_plan(view: SwapView, now_s: float, *, read_only: bool = False, width:
         t.append("\n")
         parts = view.downtime_parts()
         if parts:
-            said = " + ".join(f"{name} {_dur(sec)}" for name, sec in parts)
+            said = " + ".join(f"{name} {_dur(sec)}" for name, sec in whole_second_parts(parts))
             t.append("".join(f"   {row}\n" for row in textwrap.wrap(said, max(20, width - 3))), style="dim")
     else:
         said = "downtime: not started (the clock starts at the old server's last served request)"
