@@ -41,7 +41,8 @@ def test_the_headline_says_it_was_rolled_back_and_names_no_boot_to_ready(rolled_
     assert parts[-2:] == ["the new server's boot until it failed", "rollback: the old server's boot to ready"], parts
     assert sum(p["seconds"] for p in r["timing"]["downtime_parts"]) == pytest.approx(r["timing"]["downtime_s"],
                                                                                      abs=0.01)
-    assert r["timing"]["time_to_ready_s"] is None and r["timing"]["start_new_state"] == "failed"
+    assert r["timing"]["time_to_ready_s"] is None and r["timing"]["new_server_state"] == "failed" \
+        and r["timing"]["new_server_step"] == "start_new"
 
 
 def test_the_benchmark_of_the_new_model_is_skipped_with_why_never_pending(rolled_back: tuple[Any, dict, Path]) -> None:

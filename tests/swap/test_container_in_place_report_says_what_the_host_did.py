@@ -76,6 +76,12 @@ def test_the_steps_are_the_ones_the_host_lived(lived: tuple[SimHost, Any, dict, 
     assert s.ended_at_s == pytest.approx(_ended(host), abs=0.01)  # the server's own "Update weights end."
     (option,) = [o for o in state.swap.paths["plan"].data()["plan"]["options"] if o["path"] == "in-place"]
     assert not any(" unit" in line for line in option["details"]), option["details"]  # the words of a container
+    # The plan and the update step tell one story of a later restart: the new container must be started
+    # (before, the plan said "a later restart serves the same model", a unit's story, and the update
+    # step called the container the scenario had made "created by the install step")
+    assert any("a later restart must start it" in line for line in option["details"]), option["details"]
+    assert "same model" not in " ".join(option["details"])
+    assert f"a later restart is `docker start {NEW}` (on the host, not started)" in s.detail, s.detail
 
 
 def test_the_downtime_is_the_pause_the_containers_log_says(lived: tuple[SimHost, Any, dict, str]) -> None:

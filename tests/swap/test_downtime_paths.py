@@ -199,6 +199,13 @@ def test_the_prediction_reads_like_the_gate_says_it() -> None:
     warm = prediction.predict_restart(boots, 250e9, prediction.Residency(125 * 10**9, 250 * 10**9, 39))
     assert warm.phases["weights"] < p.phases["weights"]
     assert any("page-cache read rate" in a for a in warm.assumptions)
+    # Each rate named where it applies: half from disk, half at the page cache's rate (before, a warm
+    # prediction named only the disk's rate, though the cache's made most of the figure)
+    assert (f"250 GB weights 50% at {rate:.1f} GB/s from disk, 50% at {warm.cache_gbps:.1f} GB/s from the page "
+            "cache (50 % in page cache)") in warm.text, warm.text
+    hot = prediction.predict_restart(boots, 250e9, prediction.Residency(250 * 10**9, 250 * 10**9, 39), cache_gbps=96.0)
+    assert "250 GB weights at 96.0 GB/s from the page cache (100 % in page cache)" in hot.text, hot.text
+    assert "from disk" not in hot.text
 
 
 def test_no_fincore_is_unknown_and_said_so() -> None:

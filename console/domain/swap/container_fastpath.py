@@ -177,7 +177,7 @@ def later_restart(ctl: Executor) -> str:
     """What the in-place step adds: the launch a later restart must use."""
     new, old = ctl.new_unit, ctl.old_unit
     return (f"; {old} serves the new weights until it stops: a later restart is `docker start {new}` "
-            f"(created by the install step, not started), not {old} (its own launch has the old weights)")
+            f"(on the host, not started), not {old} (its own launch has the old weights)")
 
 
 # -- beside --------------------------------------------------------------------------------------------

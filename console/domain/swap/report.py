@@ -269,7 +269,10 @@ class ReportBuilder:
             "time_to_ready_s": ready[0] if ready else None,
             "time_to_ready_from": ready[1] if ready else None,
             "time_to_ready_to": ready[2] if ready else None,
-            "start_new_state": step.state if step else None,
+            # the step that brings the new weights up on this path (start_new; in place: in_place;
+            # beside: beside), and its state (a key named start_new_state held it on every path)
+            "new_server_step": step.key if step else None,
+            "new_server_state": step.state if step else None,
             "downtime_s": swap.downtime_s(self.ended_at_s or 0.0) if d else None,
             "downtime_running": bool(d is not None and d.ended_at_s is None),
             "downtime_parts": [{"part": n, "seconds": v} for n, v in swap.downtime_parts()],
@@ -500,7 +503,7 @@ def headline(r: dict[str, Any]) -> list[str]:
         lines.append("downtime: not measured (the old service was not seen stopping)")
     lines.append(f"time to ready {_dur(t['time_to_ready_s'])} (from {t.get('time_to_ready_from')} to "
                  f"{t.get('time_to_ready_to')})" if t["time_to_ready_s"] is not None
-                 else f"time to ready: – (the new service: {_fmt(t['start_new_state'])})")
+                 else f"time to ready: – (the new service: {_fmt(t['new_server_state'])})")
     pair = b.get("compared") or {}
     before, after = pair.get("before"), pair.get("after")
     if before and after and isinstance(before.get("output_throughput"), (int, float)) \
@@ -510,6 +513,17 @@ def headline(r: dict[str, Any]) -> list[str]:
     elif b["note"]:
         lines.append(f"benchmark: {b['note']}")
     return lines
+
+
+def _tail(text: str, width: int) -> str:
+    """The end of a command's output in at most `width` characters, begun at a word ("…" before it),
+    never cut inside one ("vice  Running as unit: …" was the end of "service")."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    end = text[-(width - 1):]
+    cut = end.find(" ")
+    return "…" + (end[cut + 1:] if 0 <= cut < width // 2 else end)
 
 
 def _whole_parts(t: dict[str, Any]) -> list[tuple[str, int]]:
@@ -603,7 +617,7 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
                      [n for n in (clock, r.get("boot_note")) if n]))
     sections.append(("Time to ready and downtime", ["", "value", "from", "to"], [
         ["time to ready", _dur(t["time_to_ready_s"]), _fmt(t.get("time_to_ready_from") or "the new server's start"),
-         _fmt(t.get("time_to_ready_to") or t["start_new_state"])],
+         _fmt(t.get("time_to_ready_to") or t["new_server_state"])],
         ["downtime", _dur(t["downtime_s"]), f"{_fmt(t['downtime_from'])} ({_fmt(t['downtime_from_source'])})",
          f"{_fmt(t['downtime_to'])} ({_fmt(t['downtime_to_source'])})"],
         *[[f"  {name}", _dur(sec), "", ""] for name, sec in _whole_parts(t)]],
@@ -624,7 +638,7 @@ def _tables(r: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]], li
     states = {st.get("key"): st.get("state") for st in r["steps"]}
     sections.append(("Audit log", ["when", "who", "action", "what it did", "status", "output", "script"],
                      [[_audit_when(a), a["who"], a["action"], _audit_line(a), _audit_status(a, states),
-                       (a["output_tail"] or "")[-160:], f"A{i}" if "\n" in (a["command"] or "") else ""]
+                       _tail(a["output_tail"] or "", 160), f"A{i}" if "\n" in (a["command"] or "") else ""]
                       for i, a in enumerate(r["audit"], 1)],
                      [f"approval: {a['action']} asked by {a['requested_by']} at {a['requested_at']}: {a['status']}"
                       + (f" by {a['decided_by']} at {a['decided_at']}" if a["decided_by"] else "")
@@ -650,7 +664,11 @@ def _gpu_table(g: dict[str, Any]) -> tuple[str, list[str], list[list[str]], list
         was, then, now = before.get(i) or {}, stopped.get(i) or {}, after.get(i) or {}
         row = [str(i), mib(was.get("used_mib"))] + ([mib(then.get("used_mib"))] if stopped else [])
         known = was.get("used_mib") is not None and ((then if stopped else now).get("used_mib") is not None)
-        row += [mib((freed.get(i) or {}).get("mib", 0)) if known else "–", mib(now.get("used_mib")),
+        took = (then if stopped else now).get("used_mib", 0) - was.get("used_mib", 0) if known else 0
+        # a GPU that holds more than before (the new server's, beside) freed nothing: said, not "0"
+        freed_cell = ("–" if not known else mib((freed.get(i) or {}).get("mib", 0)) if took <= 0
+                      else f"none (+{took:,} in use)")
+        row += [freed_cell, mib(now.get("used_mib")),
                 mib(now.get("total_mib") or then.get("total_mib") or was.get("total_mib"))]
         rows.append(row)
     notes = []
