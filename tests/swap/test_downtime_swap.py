@@ -309,6 +309,19 @@ async def test_in_place_server_dies_offers_rollback_by_restart(tmp_path: Path) -
     assert any(c.startswith("cp -p -- ") and ".bak-" in c for c in rb.commands)
 
 
+def test_beside_the_plan_the_gate_and_the_fit_say_one_kv_figure(beside: tuple[Path, Any, dict, Path]) -> None:
+    """The beside path's fit (the new model on the free GPUs) counts the weights the gate's fit counts:
+    one KV figure in the plan, the gate and the report's Fit (972,480 in the plan against 972,224 in the
+    gate before: the plan counted the shards' bytes, the gate the download's total)."""
+    _, _, r, _ = beside
+    plan = next(s for s in r["steps"] if s["key"] == "paths")["detail"]
+    said = {int(m.replace(",", "")) for m in re.findall(r"([\d,]+) KV tokens", plan)}
+    gate = next(g for g in r["gate"] if g["check"] == "fit")["reason"]
+    fit = next(row for row in r["fit"]["rows"] if row["what"] == "KV tokens")
+    assert said and said == {int(re.search(r"([\d,]+) KV tokens", gate).group(1).replace(",", ""))} \
+        == {int(fit["predicted"].replace(",", ""))}, (plan, gate, fit)
+
+
 def test_beside_end_to_end_downtime_zero(beside: tuple[Path, Any, dict, Path]) -> None:
     rec, state, r, _ = beside
     assert _steps(state)["beside"] == "done" and _steps(state)["switch_traffic"] == "done"

@@ -104,7 +104,11 @@ async def plan_paths(ex: Executor) -> str:
     fit_in = None
     if new_cfg is not None and new_cmd is not None and gpu is not None and gpu.gpus:
         mem = min((g.memory_total_mib or 0) for g in gpu.gpus) / 1024
-        fit_in = inputs_from_command(new_cmd, new_cfg, total or None, len(gpu.gpus), mem, model=model_dir)
+        # the weights the gate's fit (and the report's Fit) counts: the download's true total, so the
+        # plan and the gate say one KV figure (the shards' sum alone made them 256 tokens apart)
+        download = ex.state.data("download")
+        weights = download.bytes_total if download is not None and download.bytes_total else total or None
+        fit_in = inputs_from_command(new_cmd, new_cfg, weights, len(gpu.gpus), mem, model=model_dir)
     beside = P.beside_option(fit_in, gpu, old_pids=fast.old_unit_pids, old_port=fast.old_port,
                              router=fast.router_url, container=container,
                              compose=container and bool(getattr(p, "compose", None)))
