@@ -58,6 +58,8 @@ def test_a_stopped_partial_sweep_is_never_headlined_over_the_comparable_run(tmp_
     md = render(r, "md")
     assert "300 before → 290 after" in md and "152" not in md.split("## Host")[0]
     assert [row["output_throughput"] for row in r["bench"]["after"]] == [290.0]
+    # never a result, and never gone without a word (before, a stopped run vanished from the report)
+    assert "left out, stopped part way: new-model c=4 · 256/128 (3 of 8 finished)" in r["bench"]["note"]
 
 
 def test_the_headline_compares_only_runs_of_one_workload(tmp_path: Path) -> None:
@@ -238,4 +240,20 @@ def test_a_partial_run_with_failed_requests_is_named_never_compared(tmp_path: Pa
     head = render(r, "md").split("## Host")[0]
     assert "300 before → 290 after" in head and "500" not in head.split(";")[0]
     assert [row["output_throughput"] for row in r["bench"]["after"]] == [290.0]
-    assert "5 of 8 finished" in r["bench"]["note"]
+    # a record without a failed count is not said to have failed requests (before: "requests failed")
+    assert "not every request finished: new-model c=4 · 256/128 (5 of 8 finished)" in r["bench"]["note"]
+    assert "failed" not in r["bench"]["note"]
+
+
+def test_a_run_that_counts_its_failed_requests_says_how_many(tmp_path: Path) -> None:
+    t0 = time.time()
+
+    def fill(state: HostState) -> None:
+        state.apply(BenchChanged(HOST, "result", record=_run(t0 - 100, "old-model", 300.0)))
+        _restart_swap(state, t0)
+        state.apply(BenchChanged(HOST, "result", record=_run(t0 + 50, "new-model", 290.0)))
+        state.apply(BenchChanged(HOST, "result", record={**_run(t0 + 60, "new-model", 500.0, completed=5),
+                                                         "failed": 3}))
+
+    r = report_from_recording(_recorded(tmp_path, fill))
+    assert "(5 of 8 finished, 3 failed)" in r["bench"]["note"], r["bench"]["note"]

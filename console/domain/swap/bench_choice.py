@@ -58,6 +58,7 @@ def _ready_at(swap: Any) -> float | None:
 
 def choose(state: Any) -> BenchChoice:
     """The runs the swap compares, from the state's bench history and the swap's own times."""
+    stopped = tuple(r for r in state.bench.history if is_result(r) and r.get("stopped"))
     results = [r for r in state.bench.history if is_result(r) and not r.get("stopped")]
     partial = tuple(r for r in results if not complete(r))
     runs = [r for r in results if complete(r)]
@@ -87,10 +88,22 @@ def choose(state: Any) -> BenchChoice:
         note = "not comparable: the old model's last run had another workload (" \
                f"{workload_text(before)} against {workload_text(after[-1])})"
     if partial:
-        note = "; ".join(x for x in (note, "left out, requests failed: " + ", ".join(
-            f"{r.get('model')} {workload_text(r)} ({r.get('completed')} of {r.get('num_prompts')} finished)"
-            for r in partial)) if x)
+        note = "; ".join(x for x in (note, "left out, not every request finished: " + _runs(partial)) if x)
+    if stopped:  # a run stopped part way is never a result, and never left out without a word
+        note = "; ".join(x for x in (note, "left out, stopped part way: " + _runs(stopped)) if x)
     return BenchChoice(before, tuple(after), pair, partial, note)
+
+
+def _runs(runs: tuple[dict[str, Any], ...], most: int = 3) -> str:
+    """Runs left out, each with how far it got ("3 of 8 finished, 5 failed": the failed count only
+    where the record has one; a record without it is not said to have failed)."""
+    def one(r: dict[str, Any]) -> str:
+        failed = r.get("failed")
+        got = f"{r.get('completed')} of {r.get('num_prompts')} finished" + (
+            f", {failed} failed" if isinstance(failed, int) and not isinstance(failed, bool) else "")
+        return f"{r.get('model')} {workload_text(r)} ({got})"
+    said = ", ".join(one(r) for r in runs[-most:])
+    return said + (f" (and {len(runs) - most} earlier)" if len(runs) > most else "")
 
 
 def compared_words(state: Any) -> str:
