@@ -88,6 +88,11 @@ def test_compose_services_diff_as_the_seeds_units_do():
     # what only a container has: the model's host directory moved off /data
     assert flags["mount /models"].old == "bind /data/models (ro)"
     assert flags["mount /models"].new == "bind /shared/models (ro)"
+    # each change says what it means (before: "gpus device=0,1,2,3 → all" and the mount, with no why)
+    assert flags["mount /models"].reason == "the weights' host directory: /data/models → /shared/models"
+    gpus = flags.get("gpus")
+    if gpus is not None and gpus.new == "all":
+        assert gpus.reason and "sees every GPU of the host" in gpus.reason, gpus
     # the old service's env_file is gone: a blind spot made visible
     gone = flags["env-file /etc/sglang/qwen397b.env"]
     assert gone.change == "removed" and "gone" in (gone.reason or "")
@@ -114,6 +119,19 @@ def test_forbidden_prefix_applies_to_host_paths_not_container_paths():
                     argv=tuple(a.replace("/models/", "/data/") for a in new.argv))
     lints = build_container_report(None, moved, FACTS).lints
     assert not [x for x in lints if x.severity == "error"], lints
+
+
+def test_a_change_of_the_gpus_given_says_what_the_server_sees():
+    old, new = compose("qwen397b"), compose("qwen122b")
+    four, every = replace(old, gpus=GpuRequest(None, ("0", "1", "2", "3"))), replace(new, gpus=GpuRequest(-1))
+    flags = {c.flag: c for c in build_container_report(four, every, FACTS).changes}
+    assert flags["gpus"].old == "device=0,1,2,3" and flags["gpus"].new == "all"
+    assert "sees every GPU of the host (the old one device=0,1,2,3)" in flags["gpus"].reason
+    back = {c.flag: c for c in build_container_report(every, four, FACTS).changes}
+    assert back["gpus"].reason == "the new container sees only device=0,1,2,3 (the old one every GPU of the host)"
+    moved = replace(four, gpus=GpuRequest(None, ("4", "5", "6", "7")))
+    assert "device=0,1,2,3 → device=4,5,6,7" in {c.flag: c for c in build_container_report(
+        four, moved, FACTS).changes}["gpus"].reason
 
 
 def test_tp_larger_than_the_gpus_the_container_sees():

@@ -107,8 +107,10 @@ def container_changes(old: ContainerSpec, new: ContainerSpec) -> list[FlagChange
         ma, mb = a_m.get(dest), b_m.get(dest)
         sa = f"{ma.kind} {ma.source}{' (ro)' if ma.read_only else ''}" if ma else None
         sb = f"{mb.kind} {mb.source}{' (ro)' if mb.read_only else ''}" if mb else None
-        change(f"mount {dest}", sa, sb)
-    change("gpus", old.gpus.describe if old.gpus else None, new.gpus.describe if new.gpus else None)
+        change(f"mount {dest}", sa, sb, f"the weights' host directory: {ma.source} → {mb.source}"
+               if ma and mb and ma.source != mb.source and _model_mount(dest, new) else None)
+    ga, gb = (old.gpus.describe if old.gpus else None), (new.gpus.describe if new.gpus else None)
+    change("gpus", ga, gb, _gpus_reason(ga, gb))
     # Unset is Docker's default: 64 MiB of /dev/shm, a private IPC namespace (the daemon's default
     # ipc mode, "private" or "shareable"): a compose service without shm_size against a container
     # with ShmSize 67108864 is no change (it was shown as "64 MiB → default (64 MiB)").
@@ -125,6 +127,24 @@ def container_changes(old: ContainerSpec, new: ContainerSpec) -> list[FlagChange
         change(f"env-file {path}", "set" if path in old.env_files else None, "set" if path in new.env_files else None,
                "the variables it set are gone from the new service" if path not in new.env_files else None)
     return out
+
+
+def _model_mount(dest: str, spec: ContainerSpec) -> bool:
+    """The mount `--model-path` reads the weights through."""
+    path = next((spec.argv[i + 1] for i, a in enumerate(spec.argv[:-1]) if a == "--model-path"), None)
+    return isinstance(path, str) and _under(path, dest)
+
+
+def _gpus_reason(was: str | None, now: str | None) -> str | None:
+    """What a change of the GPUs a container is given means for the server (never a bare change)."""
+    if now == "all" and was not in (None, "all"):
+        return (f"the new container sees every GPU of the host (the old one {was}): its TP ranks take the first "
+                "ones, whatever else runs on them")
+    if was == "all" and now is not None and now != "all":
+        return f"the new container sees only {now} (the old one every GPU of the host)"
+    if was is not None and now is not None and was != now:
+        return f"other GPUs: {was} → {now} (a beside start needs them free)"
+    return None
 
 
 def container_lints(spec: ContainerSpec, facts: HostFacts, tp: int | None, model_path: str | None) -> list[Lint]:
