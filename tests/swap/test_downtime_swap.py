@@ -356,6 +356,8 @@ async def test_beside_server_oom_stops_the_plan_the_old_serves(tmp_path: Path) -
     assert _steps(state)["switch_traffic"] == "pending"
     rb = state.swap.steps["rollback"]
     assert rb.state == "done" and "kept serving throughout" in rb.detail
+    bench = state.swap.steps["benchmark"]
+    assert bench.state == "skipped" and "rolled back" in bench.detail, bench
 
 
 def test_restart_prediction_within_ten_percent_of_the_simulator(restart: tuple[Path, Any, dict, Path]) -> None:

@@ -500,6 +500,10 @@ class SwapObserver:
             if event.step.key == "install" and event.step.state == "running":
                 self._before_install = self._unit_seen  # the last reading before the install's intent
             self._console_step_times(out, event.step)
+            if event.step.key == "rollback" and event.step.state == "done":
+                # the rollback's own end (its command waited for the old server's ready): the plan's
+                # steps after the start are skipped now, not only once a server reading says so
+                self._rolled_back(out, event.step.ended_at_s or self.state.now(), self.units()[0])
             if event.step.ended_at_s is not None:  # the swap may be over now (a rollback's end): "after" again
                 self.memory.update(out, self.state.swap, self.stopped_at)
             return out
@@ -1281,7 +1285,10 @@ class SwapObserver:
         """The old service serves again after a rollback: the plan's steps after the start that
         never ran (the benchmark of the new model) are skipped, with why, never left pending."""
         keys = [k for k, _ in PLAN_STEPS]
-        for key in keys[keys.index("start_new") + 1:]:
+        # the plan's steps after the start, and beside's traffic move (its server never served)
+        for key in (*keys[keys.index("start_new") + 1:], "switch_traffic"):
+            if key not in self.state.swap.steps:
+                continue
             if self._step(key).state == "pending" and self._touchable(key):
                 self._write(out, key, state="skipped", ended_at_s=at,
                             detail=f"not run: the swap was rolled back ({old_unit or 'the old service'} serves again)")
