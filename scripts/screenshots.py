@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -22,62 +20,21 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "screenshots"
 
-
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--host-resolver-rules=MAP * ~NOTFOUND")  # nothing leaves the machine
-
-
-def png_text_chunks(png: bytes, chunks: dict[str, str]) -> bytes:
-    """`png` with tEXt chunks added before IEND."""
-    import struct
-    import zlib
-
-    end = png.rindex(b"IEND") - 4
-    extra = b""
-    for key, value in chunks.items():
-        data = key.encode("latin-1") + b"\0" + value.encode("latin-1")
-        extra += struct.pack(">I", len(data)) + b"tEXt" + data + struct.pack(">I", zlib.crc32(b"tEXt" + data))
-    return png[:end] + extra + png[end:]
-
-
-def png_text(png: bytes) -> dict[str, str]:
-    import struct
-
-    out, at = {}, 8
-    while at + 8 <= len(png):
-        length, kind = struct.unpack(">I4s", png[at:at + 8])
-        if kind == b"tEXt":
-            key, _, value = png[at + 8:at + 8 + length].partition(b"\0")
-            out[key.decode("latin-1")] = value.decode("latin-1")
-        at += 12 + length
-    return out
+from console.demo.png_meta import draw_page, png_text  # noqa: E402,F401 (png_text: tests/ui/test_layout.py)
 
 
 def render_png(svg: Path, png: Path) -> bool:
     """The SVG as headless Chromium draws it, at its own size; False when Chromium is missing."""
-    import hashlib
     import math
     import re
 
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        return False
     text = svg.read_text()
     m = re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', text)
     width, height = (math.ceil(float(m.group(1))), math.ceil(float(m.group(2)))) if m else (1482, 1026)
     with tempfile.TemporaryDirectory() as tmp:
         local = Path(tmp) / svg.name  # the fonts' web addresses removed: local fonts only
         local.write_text(re.sub(r',?\s*url\("https?://[^"]*"\)\s*format\("[^"]*"\)', "", text))
-        out = Path(tmp) / "out.png"
-        subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp}/profile", f"--screenshot={out}",
-                        f"--window-size={width},{height}", local.as_uri()],
-                       check=True, capture_output=True, timeout=120)
-        version = subprocess.run([chromium, "--version"], capture_output=True, text=True).stdout.strip()
-        png.write_bytes(png_text_chunks(out.read_bytes(), {
-            "Software": f"headless {version or 'Chromium'}",
-            "Source-SHA256": hashlib.sha256(svg.read_bytes()).hexdigest()}))
-    return True
+        return draw_page(local, png, width, height, source=svg)
 
 
 def save(app: object, name: str) -> None:
@@ -91,9 +48,9 @@ async def main(speed: float) -> None:
 
     logging.getLogger("asyncio").setLevel(logging.ERROR)  # as the CLI does
     os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp()
-    from console.ui.app import ConsoleApp
     from console.demo.hostsim.process import SimulatorThread
     from console.host.session import HostSession, make_transport
+    from console.ui.app import ConsoleApp
 
     OUT.mkdir(exist_ok=True)
     sim = SimulatorThread(speed=speed)

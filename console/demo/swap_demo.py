@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -28,6 +26,7 @@ from console.core.state import HostState
 from console.demo.hostsim import HostSimulator
 from console.demo.hostsim import downtime_scenario as ds
 from console.demo.hostsim.scenario import demo_profile, start_scenario
+from console.demo.png_meta import draw_page
 from console.domain.swap.controller import SwapController
 from console.domain.swap.report import render, report_from_recording
 from console.host.session import HostSession, make_transport
@@ -203,14 +202,9 @@ def render_all(recording: Path, out: Path, name: str = "swap-report") -> list[Pa
         path = out / f"{name}.{ext}"
         path.write_text(render(report, fmt), encoding="utf-8")
         written.append(path)
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium:
-        png = out / f"{name}.png"
-        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={png}",
-                        "--window-size=1200,4400", "--hide-scrollbars", (out / f"{name}.html").resolve().as_uri()],
-                       check=False, capture_output=True, timeout=120)
-        if png.exists():
-            written.append(png)
+    png = out / f"{name}.png"  # tagged with Chromium and the HTML's sha256, as every PNG of screenshots/
+    if draw_page(out / f"{name}.html", png, 1200, 4400, extra=("--hide-scrollbars",)):
+        written.append(png)
     return written
 
 

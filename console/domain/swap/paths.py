@@ -214,7 +214,7 @@ def in_place_option(old_config: dict[str, Any] | None, new_config: dict[str, Any
                # launch is fixed when it is created: the running one's restart has the old weights
                "the new container is on the host, not started: a later restart must start it (the running "
                "container's own launch has the old weights)" if container else
-               "the new unit is installed (not restarted), so a later restart serves the same model",
+               "the new service is installed (not restarted), so a later restart serves the same model",
                "if the reply says it failed, SGLang keeps the old weights serving; if the server dies, "
                "rollback by restart of the old service"]
     if pause_detail:
