@@ -18,7 +18,7 @@ from tests.kit.downtime import play_path
 
 @pytest.fixture(scope="module")
 def rolled_back(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict, Path]:
-    _, state, r, out = play_path(tmp_path_factory, "restart", speed=8.0, name="swap-report-rollback",
+    _, state, r, out = play_path(tmp_path_factory, "restart", name="swap-report-rollback",
                                  faults={"beside_oom": True})  # the new server's OOM as it boots
     return state, r, out
 
