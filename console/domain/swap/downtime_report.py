@@ -9,8 +9,8 @@ from typing import Any
 from console.core.derive.swap_observer import log_time
 from console.domain.swap import prediction as pred
 
-PHASES = (("gap", "last request → stop"), ("stop", "stop and drain"), ("start", "start → launch line"), ("init", "launch → weights"),
-          ("weights", "weights"),
+PHASES = (("gap", "last request → stop"), ("stop", "stop and drain"), ("start", "start → launch line"),
+          ("init", "launch → weights"), ("weights", "weights"),
           ("kv", "KV / state allocation"), ("graphs", "CUDA graphs"), ("ready", "HTTP up, warmup → ready"),
           ("failed", "drained → the new server failed"), ("rollback", "rollback: the old server back to ready"),
           ("pause", "in-place pause"), ("downtime", "downtime"))
@@ -29,7 +29,8 @@ def _restart_measured(state: Any) -> dict[str, float]:
     if stop is not None and stop.duration_s is not None and stop.state == "done":
         out["stop"] = stop.duration_s
         if d is not None and d.started_at_s is not None and stop.started_at_s is not None \
-                and stop.started_at_s - d.started_at_s >= 0.05 and not d.start_source.startswith(("in place", "beside")):
+                and stop.started_at_s - d.started_at_s >= 0.05 \
+                and not d.start_source.startswith(("in place", "beside")):
             # the downtime began at the old server's last served request: the phases add up to it
             out["gap"] = stop.started_at_s - d.started_at_s
     after = stop.started_at_s if stop is not None and stop.state == "done" else None

@@ -531,7 +531,7 @@ def _whole_parts(t: dict[str, Any]) -> list[tuple[str, int]]:
 
 
 def _rolled_back(steps: list[dict[str, Any]]) -> str:
-    """", rolled back (…)" after old → new when a rollback ran: the swap did not take."""
+    """": rolled back (…)" after old → new when a rollback ran: the swap did not take."""
     rollback = next((s for s in steps if s["key"] == "rollback"), None)
     if rollback is None or rollback["state"] not in ("done", "failed", "running"):
         return ""
