@@ -215,6 +215,14 @@ class SwapView:
                    if starts else "the new server's start (seen on the host)")
         return ready_at - start_at, started, "the new server ready"
 
+    def failed_start_rolled_back(self) -> bool:
+        """The new server failed as it started and the rollback brought the old one back: the
+        downtime ended at the old server's ready again (the observer's "… ready again (rollback)")."""
+        start, rollback, d = self.steps.get("start_new"), self.steps.get("rollback"), self.downtime
+        return (start is not None and start.state == "failed" and start.started_at_s is not None
+                and start.ended_at_s is not None and rollback is not None and rollback.started_at_s is not None
+                and d is not None and d.ended_at_s is not None and d.end_source.endswith("(rollback)"))
+
     def downtime_parts(self) -> list[tuple[str, float]]:
         """The downtime in named parts that add up to it: (what, seconds). The approval a start
         waited for is its own part, not hidden in the boot. In place the whole of it is the
@@ -238,10 +246,7 @@ class SwapView:
             ("drain", stop.ended_at_s if stop else None),
             ("stopped → start", start.started_at_s if start else None),
             ("approval wait", approved[-1] if approved else None)]
-        rollback = self.steps.get("rollback")
-        if start is not None and start.state == "failed" and start.ended_at_s is not None \
-                and rollback is not None and rollback.started_at_s is not None \
-                and d.end_source.endswith("(rollback)"):
+        if self.failed_start_rolled_back():
             # The new server never served: its boot until it failed, then the rollback's old server
             # until it was ready again (no "boot to ready" of a server that was never ready).
             marks += [("the new server's boot until it failed", start.ended_at_s),

@@ -38,9 +38,7 @@ def _restart_measured(state: Any) -> dict[str, float]:
     boots = [b for b in pred.boots_from_events(list(state.log_lines))
              if b.launch_at_s is None or ((after is None or b.launch_at_s >= after - 1)
                                           and (until is None or b.launch_at_s < until))]
-    if start is not None and start.state == "failed" and start.started_at_s is not None \
-            and start.ended_at_s is not None and d is not None and d.ended_at_s is not None \
-            and d.end_source.endswith("(rollback)"):
+    if swap.failed_start_rolled_back():
         began = stop.ended_at_s if stop is not None and stop.ended_at_s is not None else start.started_at_s
         out["failed"] = start.ended_at_s - min(began, start.started_at_s)
         out["rollback"] = d.ended_at_s - start.ended_at_s
